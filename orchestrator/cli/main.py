@@ -1,0 +1,94 @@
+"""Entry point of ``xceprov``: global options, error presentation, and verb registration.
+
+Errors the toolkit raises on purpose (``XceprovError``) are shown as their one-line message with
+their exit code; anything else is a bug and is shown as one line too, with the traceback only
+under ``-v``.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+import click
+
+from orchestrator.configfile import LoadedConfig, load_config
+from orchestrator.errors import XceprovError
+
+
+@dataclass
+class CliContext:
+    """What every verb gets: the configuration path asked for and the verbosity."""
+
+    config_path: str | None
+    verbose: int
+    _loaded: LoadedConfig | None = None
+
+    def config(self) -> LoadedConfig:
+        """The validated configuration, loaded once on first use."""
+        if self._loaded is None:
+            self._loaded = load_config(self.config_path)
+        return self._loaded
+
+
+pass_ctx = click.make_pass_decorator(CliContext)
+
+
+class XceprovGroup(click.Group):
+    """A click group that turns toolkit errors into one line and an exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except XceprovError as exc:
+            _report(ctx, str(exc), exc)
+            sys.exit(exc.exit_code)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise
+        except KeyboardInterrupt:
+            click.echo("xceprov: interrupted", err=True)
+            sys.exit(130)
+        except Exception as exc:
+            _report(ctx, f"internal error: {type(exc).__name__}: {exc} (run with -v for the traceback)", exc)
+            sys.exit(70)
+
+
+def _report(ctx: click.Context, message: str, exc: BaseException) -> None:
+    obj = ctx.find_object(CliContext)
+    if obj is not None and obj.verbose:
+        traceback.print_exception(exc)
+    for line in message.splitlines() or [""]:
+        click.echo(f"xceprov: {line}", err=True)
+
+
+@click.group(cls=XceprovGroup)
+@click.option("--config", "config_path", metavar="FILE", help="Site configuration (default: $XCEPROV_CONFIG, ./xceprov.yaml, built-in).")
+@click.option("-v", "--verbose", count=True, help="More logging; tracebacks on errors.")
+@click.version_option(package_name="xce-provisioner")
+@click.pass_context
+def cli(ctx: click.Context, config_path: str | None, verbose: int) -> None:
+    """xceprov: cloud-burst provisioner of the XCE batch scheduler."""
+    logging.basicConfig(
+        level=logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    ctx.obj = CliContext(config_path=config_path, verbose=verbose)
+
+
+def _register() -> None:
+    # Verbs live in their own modules; importing them here keeps main.py free of logic.
+    from orchestrator.cli import sim as sim_verbs
+
+    cli.add_command(sim_verbs.sim)
+    # (more verbs are registered below as their modules land)
+
+
+_register()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="xceprov")

@@ -1,0 +1,81 @@
+"""Every error a user can see, in one place.
+
+A user sees ``str(error)`` on one line and the process exits with ``error.exit_code``; a
+traceback is printed only with ``-v``. Retryable errors (a flaky cloud API, a controller that
+went away mid-request) are split from final ones so that loops know whether to try again.
+"""
+
+from __future__ import annotations
+
+
+class XceprovError(Exception):
+    """Root of the errors the toolkit raises on purpose; carries a one-line message and an exit code."""
+
+    exit_code: int = 1
+
+    def __init__(self, message: str, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UsageError(XceprovError):
+    """The command line asks for something impossible (unknown template, count <= 0, ...)."""
+
+    exit_code = 2
+
+
+class ConfigError(XceprovError):
+    """The site configuration or a host template is invalid; ``problems`` holds one line each."""
+
+    exit_code = 3
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+class RetryableError(XceprovError):
+    """Something outside failed in a way that may succeed later; ``delay`` is a hint in seconds."""
+
+    exit_code = 75  # EX_TEMPFAIL
+
+    def __init__(self, message: str, delay: float = 1.0) -> None:
+        super().__init__(message)
+        self.delay = delay
+
+
+class FinalError(XceprovError):
+    """Something outside failed in a way that retrying will not fix."""
+
+
+class TerraformError(FinalError):
+    """Terraform reported error diagnostics; ``message`` is Terraform's own text with file and line."""
+
+    exit_code = 4
+
+
+class AnsibleError(FinalError):
+    """An Ansible run could not start or failed as a whole (per-host failures are results, not errors)."""
+
+    exit_code = 5
+
+
+class ControllerError(RetryableError):
+    """The controller link failed; the request may be retried after reconnecting."""
+
+
+class LeaseLost(XceprovError):
+    """The lease for a provider is not valid; no mutation may start."""
+
+    exit_code = 6
+
+
+class StaleState(FinalError):
+    """A saved plan no longer matches the state it was made against."""
+
+    exit_code = 7

@@ -1,0 +1,167 @@
+"""The site configuration (``xceprov.yaml``) as one typed schema.
+
+Unknown keys are refused everywhere (``extra="forbid"``) so that a misspelt key is an error
+with a suggestion instead of a silently ignored setting. Cross-references (a template naming a
+provider that does not exist) are checked after the fields, so every problem is reported at once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from orchestrator.model.durations import Duration
+
+NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,39}$"
+
+
+class Strict(BaseModel):
+    """Base of every configuration section: unknown keys are errors, values are not coerced loosely."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TerraformSettings(Strict):
+    """Which Terraform engine runs plans and applies."""
+
+    engine: Literal["bundled", "binary"] = "bundled"
+    binary: str | None = Field(default=None, description="terraform or tofu executable when engine=binary")
+    parallelism: int = Field(default=10, ge=1, le=256)
+
+    @model_validator(mode="after")
+    def _binary_named(self) -> TerraformSettings:
+        if self.engine == "binary" and not self.binary:
+            raise ValueError("engine 'binary' needs 'binary' (path or name of terraform or tofu)")
+        return self
+
+
+class ControllerSettings(Strict):
+    """How to reach the XCE controller (used by the controller link)."""
+
+    addresses: list[str] = Field(default_factory=lambda: ["127.0.0.1:7441"])
+    ca: Path | None = None
+    client_cert: Path | None = None
+    client_key: Path | None = None
+    server_name: str | None = None
+    max_frame_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    connect_timeout: Duration = 5.0
+    request_timeout: Duration = 10.0
+    lease_margin: Duration = 2.0
+
+
+class AnsibleSettings(Strict):
+    """How bootstrap plays reach provisioned hosts."""
+
+    ssh_user: str = "root"
+    ssh_key: Path | None = None
+    forks: int = Field(default=20, ge=1, le=500)
+    timeout: Duration = 600.0
+    site_dir: Path | None = None
+    host_key_policy: Literal["record", "strict"] = "record"
+    keep_artifacts: int = Field(default=20, ge=1)
+
+
+class SimSettings(Strict):
+    """The embedded simulated world (controller, cloud, hosts)."""
+
+    state_dir: Path | None = None
+
+
+class ProviderSettings(Strict):
+    """One place hosts come from."""
+
+    module: str = Field(pattern=NAME_PATTERN)
+    priority: int = 10
+    max_instances: int = Field(default=50, ge=1)
+    granularity: int = Field(default=1, ge=1)
+    lead_time: Duration = 120.0
+    hold_time: Duration = 600.0
+    idle_time: Duration = 300.0
+    join_deadline: Duration = 900.0
+    tags: dict[str, str] = Field(default_factory=dict)
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+
+class XceSide(Strict):
+    """What the XCE controller knows about hosts of a template."""
+
+    type: str = "X86_64"
+    model: str = "generic"
+    slots: int = Field(default=1, ge=1)
+    resources: dict[str, str | int | float] = Field(default_factory=dict)
+    host_groups: list[str] = Field(default_factory=list)
+
+
+class TemplateOnProvider(Strict):
+    """The cloud side of a template on one provider."""
+
+    flavor: str = Field(min_length=1)
+    image: str = Field(min_length=1)
+    cost_per_hour: float = Field(default=0.0, ge=0)
+    disk_gb: int | None = Field(default=None, ge=1)
+    network: str | None = None
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+
+class BootstrapSide(Strict):
+    """What the bootstrap play does on hosts of a template."""
+
+    groups: list[str] = Field(default_factory=list)
+    vars: dict[str, Any] = Field(default_factory=dict)
+    roles: list[str] = Field(default_factory=list)
+
+
+class HostTemplate(Strict):
+    """A kind of host; demand is counted per template."""
+
+    xce: XceSide = Field(default_factory=XceSide)
+    tags: dict[str, str] = Field(default_factory=dict)
+    providers: dict[str, TemplateOnProvider]
+    bootstrap: BootstrapSide = Field(default_factory=BootstrapSide)
+
+
+class Config(Strict):
+    """The whole site configuration."""
+
+    cluster: str = Field(pattern=NAME_PATTERN)
+    state_dir: Path = Path(".xceprov")
+    template_dirs: list[Path] = Field(default_factory=list)
+    terraform: TerraformSettings = Field(default_factory=TerraformSettings)
+    controller: ControllerSettings = Field(default_factory=ControllerSettings)
+    ansible: AnsibleSettings = Field(default_factory=AnsibleSettings)
+    sim: SimSettings = Field(default_factory=SimSettings)
+    providers: dict[str, ProviderSettings]
+    templates: dict[str, HostTemplate]
+
+    @model_validator(mode="after")
+    def _references(self) -> Config:
+        problems: list[str] = []
+        for pname in self.providers:
+            if not _is_name(pname):
+                problems.append(f"providers.{pname}: name must match {NAME_PATTERN}")
+        for tname, template in self.templates.items():
+            if not _is_name(tname):
+                problems.append(f"templates.{tname}: name must match {NAME_PATTERN}")
+            if not template.providers:
+                problems.append(f"templates.{tname}.providers: a template needs at least one provider")
+            for pname in template.providers:
+                if pname not in self.providers:
+                    known = ", ".join(sorted(self.providers)) or "none"
+                    problems.append(
+                        f"templates.{tname}.providers.{pname}: no provider named {pname!r} (known: {known})"
+                    )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def sim_state_dir(self) -> Path:
+        """Where the simulated world keeps its durable state."""
+        return self.sim.state_dir if self.sim.state_dir is not None else self.state_dir / "sim"
+
+
+def _is_name(value: str) -> bool:
+    import re
+
+    return re.fullmatch(NAME_PATTERN, value) is not None
