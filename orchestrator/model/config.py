@@ -41,6 +41,9 @@ class ControllerSettings(Strict):
     """How to reach the XCE controller (used by the controller link)."""
 
     addresses: list[str] = Field(default_factory=lambda: ["127.0.0.1:7441"])
+    # What provisioned hosts use to reach the controller (written into their node manager
+    # configuration); defaults to ``addresses`` when empty.
+    worker_addresses: list[str] = Field(default_factory=list)
     ca: Path | None = None
     client_cert: Path | None = None
     client_key: Path | None = None

@@ -1,0 +1,48 @@
+"""What one instance looks like on its way into Terraform, and how ops and keys are named."""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+OP_ID_PATTERN = re.compile(r"^op-[0-9a-f]{8,}-[0-9a-f]{6}$")
+
+
+class InstanceSpec(BaseModel):
+    """One entry of the ``instances`` variable every provider module takes (see docs/provider-modules.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, max_length=255)
+    template: str
+    flavor: str = Field(min_length=1)
+    image: str = Field(min_length=1)
+    tags: dict[str, str]
+    user_data: str = ""
+    disk_gb: int | None = Field(default=None, ge=1)
+    network: str | None = None
+    extra: dict[str, str] = Field(default_factory=dict)
+
+    def terraform_value(self) -> dict[str, Any]:
+        """The JSON value Terraform receives (optional attributes left out when unset)."""
+        return self.model_dump(exclude_none=True)
+
+
+def new_op_id(now: float | None = None) -> str:
+    """A fresh op id: ``op-<unix seconds, hex>-<6 random hex>``; sorts by creation time."""
+    seconds = int(time.time() if now is None else now)
+    return f"op-{seconds:08x}-{secrets.token_hex(3)}"
+
+
+def instance_key(op_id: str, index: int) -> str:
+    """The key of instance ``index`` of an op: the Terraform map key and the cloud idempotency token."""
+    return f"{op_id}-{index:03d}"
+
+
+def op_of_key(key: str) -> str:
+    """The op id an instance key belongs to."""
+    return key.rsplit("-", 1)[0]

@@ -1,0 +1,60 @@
+"""The Jinja2 environment host templates render in.
+
+Sandboxed (a site template cannot reach Python internals) and strict (an undefined variable is
+an error, not an empty string). Site template directories are searched before the built-in
+``templates/``; within each directory ``<template name>/<file>`` is tried before ``<file>`` so a
+site can override one file for one host template only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from jinja2 import ChoiceLoader, FileSystemLoader, StrictUndefined, TemplateError, TemplateNotFound
+from jinja2.sandbox import SandboxedEnvironment
+
+from orchestrator.errors import ConfigError
+
+
+class TemplateRenderer:
+    """Renders named template files with site directories searched first."""
+
+    def __init__(self, search_path: Sequence[Path]) -> None:
+        self.search_path = [Path(p) for p in search_path]
+        self.env = SandboxedEnvironment(
+            loader=ChoiceLoader([FileSystemLoader(str(p)) for p in self.search_path]),
+            undefined=StrictUndefined,
+            autoescape=False,
+            keep_trailing_newline=True,
+        )
+
+    def render(self, filename: str, host_template: str, context: dict[str, object]) -> str:
+        """Render ``filename`` (per-template override first); errors name the file and the problem."""
+        try:
+            template = self.env.get_or_select_template([f"{host_template}/{filename}", filename])
+        except TemplateNotFound:
+            where = ", ".join(str(p) for p in self.search_path)
+            raise ConfigError([f"{filename}: template not found (searched {where})"]) from None
+        except TemplateError as exc:
+            raise ConfigError([f"{_where(exc, filename)}: {exc.message}"]) from None
+        try:
+            return template.render(context)
+        except TemplateError as exc:
+            return_name = template.filename or filename
+            raise ConfigError(
+                [f"{_where(exc, return_name)}: {exc.message} (rendering host template {host_template!r})"]
+            ) from None
+
+    def render_string(self, source: str, context: dict[str, object], what: str) -> str:
+        """Render a short template string from the configuration (``what`` names its key)."""
+        try:
+            return self.env.from_string(source).render(context)
+        except TemplateError as exc:
+            raise ConfigError([f"{what}: {exc.message}"]) from None
+
+
+def _where(exc: TemplateError, fallback: str) -> str:
+    name = getattr(exc, "filename", None) or fallback
+    line = getattr(exc, "lineno", None)
+    return f"{name}:{line}" if line else str(name)

@@ -1,0 +1,150 @@
+"""Render host templates into the instance entries a provider module receives.
+
+Three files render per instance, each overridable by a site: ``hostname.j2`` (the name),
+``node-manager.json.j2`` (the node manager configuration, worker role) embedded by
+``cloud-init.yaml.j2`` (the user data), and ``instance.json.j2`` (the entry itself). Every
+output is parsed and checked before it goes anywhere: invalid JSON or YAML, or an entry whose
+owner tags were changed by a site template, is a configuration error naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from orchestrator.errors import ConfigError
+from orchestrator.model import tags as owner
+from orchestrator.model.config import Config
+from orchestrator.model.instances import InstanceSpec, instance_key
+from orchestrator.render.environment import TemplateRenderer
+
+
+@dataclass(frozen=True)
+class RenderRequest:
+    """One op to render: ``count`` instances of ``template`` on ``provider``."""
+
+    provider: str
+    template: str
+    op_id: str
+    count: int
+    epoch: str = owner.NO_EPOCH
+    first_index: int = 0
+
+
+def renderer_for(config: Config, builtin_dir: Path) -> TemplateRenderer:
+    """A renderer searching the site's template directories, then the built-in ones."""
+    return TemplateRenderer([*config.template_dirs, builtin_dir])
+
+
+def controller_context(config: Config) -> dict[str, Any]:
+    """What templates know about the controller: the addresses hosts use and the CA (if present)."""
+    settings = config.controller
+    ca_pem: str | None = None
+    if settings.ca is not None and settings.ca.is_file():
+        ca_pem = settings.ca.read_text(encoding="utf-8")
+    return {"addresses": list(settings.worker_addresses or settings.addresses), "ca_pem": ca_pem}
+
+
+def render_op(config: Config, renderer: TemplateRenderer, request: RenderRequest) -> dict[str, InstanceSpec]:
+    """Render every instance of one op, keyed by instance key."""
+    template = config.templates[request.template]
+    provider = config.providers[request.provider]
+    cloud = template.providers[request.provider]
+    controller = controller_context(config)
+    rendered: dict[str, InstanceSpec] = {}
+    for index in range(request.first_index, request.first_index + request.count):
+        key = instance_key(request.op_id, index)
+        owner_tags = owner.owner_tags(
+            config.cluster, request.provider, request.op_id, request.epoch, request.template
+        )
+        context: dict[str, Any] = {
+            "cluster": config.cluster,
+            "provider": request.provider,
+            "provider_module": provider.module,
+            "template": request.template,
+            "xce": template.xce.model_dump(),
+            "cloud": cloud.model_dump(),
+            "bootstrap": template.bootstrap.model_dump(),
+            "op_id": request.op_id,
+            "index": index,
+            "key": key,
+            "epoch": request.epoch,
+            "owner_tags": owner_tags,
+            # Owner tags last: a site tag can never override them.
+            "tags": {**provider.tags, **template.tags, **owner_tags},
+            "controller": controller,
+        }
+        name = renderer.render("hostname.j2", request.template, context).strip()
+        if not name or "\n" in name:
+            raise ConfigError([f"hostname.j2: rendered an empty or multi-line name {name!r}"])
+        context["name"] = name
+        nm_text = renderer.render("node-manager.json.j2", request.template, context)
+        context["node_manager_config"] = _check_json(nm_text, "node-manager.json.j2")
+        user_data = renderer.render("cloud-init.yaml.j2", request.template, context)
+        _check_cloud_config(user_data)
+        context["user_data"] = user_data
+        entry_text = renderer.render("instance.json.j2", request.template, context)
+        rendered[key] = _instance_spec(entry_text, owner_tags)
+    return rendered
+
+
+def _check_json(text: str, filename: str) -> str:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError([f"{filename}:{exc.lineno}: rendered invalid JSON: {exc.msg}"]) from None
+    return json.dumps(value, indent=2, sort_keys=True) + "\n"
+
+
+def _check_cloud_config(text: str) -> None:
+    if not text.startswith("#cloud-config"):
+        raise ConfigError(["cloud-init.yaml.j2: rendered user data must start with '#cloud-config'"])
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError([f"cloud-init.yaml.j2: rendered invalid YAML: {exc}".splitlines()[0]]) from None
+    if not isinstance(data, dict):
+        raise ConfigError(["cloud-init.yaml.j2: rendered user data is not a mapping"])
+
+
+def _instance_spec(text: str, owner_tags: dict[str, str]) -> InstanceSpec:
+    try:
+        spec = InstanceSpec.model_validate(json.loads(text))
+    except json.JSONDecodeError as exc:
+        raise ConfigError([f"instance.json.j2:{exc.lineno}: rendered invalid JSON: {exc.msg}"]) from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ConfigError([f"instance.json.j2: rendered entry: {where}: {first['msg']}"]) from None
+    for key, value in owner_tags.items():
+        if spec.tags.get(key) != value:
+            raise ConfigError([f"instance.json.j2: rendered entry lost owner tag {key}={value!r}"])
+    return spec
+
+
+def render_settings(config: Config, provider: str) -> dict[str, Any]:
+    """A provider's module settings, with string values rendered (``{{ sim_state_dir }}`` etc.)."""
+    renderer = TemplateRenderer([])
+    context: dict[str, object] = {
+        "cluster": config.cluster,
+        "provider": provider,
+        "state_dir": str(config.state_dir),
+        "sim_state_dir": str(config.sim_state_dir()),
+    }
+
+    def walk(value: Any, path: str) -> Any:
+        if isinstance(value, str):
+            return renderer.render_string(value, context, path)
+        if isinstance(value, dict):
+            return {k: walk(v, f"{path}.{k}") for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return value
+
+    settings = config.providers[provider].settings
+    return {k: walk(v, f"providers.{provider}.settings.{k}") for k, v in settings.items()}
