@@ -1,0 +1,163 @@
+"""A local provider mirror, so that ``terraform init`` never needs the network.
+
+Providers that are Python modules (the simulated cloud's ``xcesim``) are installed into
+Terraform's *unpacked* filesystem-mirror layout as a tiny shell script that execs the
+module with this interpreter. A CLI configuration file points Terraform at the mirror for
+those namespaces, forbids direct download of them, and names a shared plugin cache.
+
+Terraform documents its plugin cache as not safe for concurrent ``init``; every engine
+that uses the cache takes :func:`cache_lock` around ``init`` (see ``engine.py``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shlex
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from filelock import FileLock
+
+REGISTRY = "registry.terraform.io"
+PLATFORM = "linux_amd64"
+CLI_CONFIG_NAME = "terraform.rc"
+MIRROR_DIR = "mirror"
+CACHE_DIR = "plugin-cache"
+
+
+@dataclass(frozen=True)
+class LocalProvider:
+    """A Terraform provider implemented by a Python module run with ``python -m module``."""
+
+    namespace: str
+    type: str
+    version: str
+    module: str
+
+    @property
+    def source(self) -> str:
+        """The provider source address as written in ``required_providers``."""
+        return f"{REGISTRY}/{self.namespace}/{self.type}"
+
+    def executable_relpath(self) -> Path:
+        """Path of the provider executable inside the mirror directory."""
+        return (
+            Path(REGISTRY)
+            / self.namespace
+            / self.type
+            / self.version
+            / PLATFORM
+            / f"terraform-provider-{self.type}_v{self.version}"
+        )
+
+
+# The simulated cloud's provider; named by module path only, so the client layer never
+# imports the simulated world (the import-linter contract ``sim-apart``).
+XCESIM = LocalProvider("xce", "xcesim", "0.1.0", "orchestrator.sim.cloud.provider")
+
+
+def plugin_cache_dir(root: Path) -> Path:
+    """The shared plugin cache that :func:`ensure_mirror` names in the CLI configuration."""
+    return root / CACHE_DIR
+
+
+def cache_lock(cache_dir: Path, timeout: float = 300.0) -> FileLock:
+    """An inter-process lock serialising population of one plugin cache directory."""
+    cache_dir.parent.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(cache_dir) + ".lock", timeout=timeout)
+
+
+def ensure_mirror(root: Path, providers: Sequence[LocalProvider]) -> Path:
+    """Write the mirror of ``providers`` and the CLI configuration under ``root``.
+
+    Idempotent and safe to call from several processes at once: every file is written to a
+    temporary name and renamed into place, and only when its content differs. Returns the
+    path of the CLI configuration file (for ``TF_CLI_CONFIG_FILE``).
+    """
+    root = root.resolve()
+    mirror = root / MIRROR_DIR
+    cache = plugin_cache_dir(root)
+    mirror.mkdir(parents=True, exist_ok=True)
+    cache.mkdir(parents=True, exist_ok=True)
+    for provider in providers:
+        _write_if_changed(mirror / provider.executable_relpath(), _launcher(provider), 0o755)
+    config = root / CLI_CONFIG_NAME
+    _write_if_changed(config, _cli_config(mirror, cache, providers), 0o644)
+    return config
+
+
+def _launcher(provider: LocalProvider) -> str:
+    # PYTHONPATH names the directory holding the provider's top-level package so the
+    # provider starts even when the project is run from a checkout that is not installed.
+    lines = [
+        "#!/bin/sh",
+        f"# written by xceprov: Terraform provider {provider.source} {provider.version}",
+    ]
+    package_root = _package_root(provider.module)
+    if package_root is not None:
+        quoted = shlex.quote(str(package_root))
+        lines.append(f"PYTHONPATH={quoted}${{PYTHONPATH:+:$PYTHONPATH}}")
+        lines.append("export PYTHONPATH")
+    lines.append(f'exec {shlex.quote(sys.executable)} -m {shlex.quote(provider.module)} "$@"')
+    return "\n".join(lines) + "\n"
+
+
+def _package_root(module: str) -> Path | None:
+    # Only the top-level package is looked up: finding the module itself would import its
+    # parent packages (the simulated world) into this process.
+    spec = importlib.util.find_spec(module.split(".", 1)[0])
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))).resolve().parent
+
+
+def _hcl_string(value: str) -> str:
+    # JSON string escapes are valid HCL escapes; template sequences must be doubled.
+    import json
+
+    return json.dumps(value).replace("${", "$${").replace("%{", "%%{")
+
+
+def _cli_config(mirror: Path, cache: Path, providers: Sequence[LocalProvider]) -> str:
+    patterns = sorted({f"{REGISTRY}/{p.namespace}/*" for p in providers})
+    listed = ", ".join(_hcl_string(p) for p in patterns)
+    direct = f"  direct {{\n    exclude = [{listed}]\n  }}\n" if patterns else "  direct {}\n"
+    mirror_block = (
+        f"  filesystem_mirror {{\n    path    = {_hcl_string(str(mirror))}\n    include = [{listed}]\n  }}\n"
+        if patterns
+        else ""
+    )
+    return (
+        "# written by xceprov: providers come from the local mirror, never from the network\n"
+        f"plugin_cache_dir = {_hcl_string(str(cache))}\n"
+        "disable_checkpoint = true\n"
+        "provider_installation {\n"
+        f"{mirror_block}{direct}"
+        "}\n"
+    )
+
+
+def _write_if_changed(path: Path, content: str, mode: int) -> None:
+    data = content.encode()
+    try:
+        st = path.stat()
+        if path.read_bytes() == data and (st.st_mode & 0o777) == mode:
+            return
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,76 @@
+"""The local provider mirror: layout, launcher script, CLI configuration, idempotence."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from orchestrator.clients.terraform.mirror import (
+    XCESIM,
+    LocalProvider,
+    cache_lock,
+    ensure_mirror,
+    plugin_cache_dir,
+)
+
+
+def test_layout_and_config(tmp_path: Path) -> None:
+    config = ensure_mirror(tmp_path, [XCESIM])
+    assert config == tmp_path.resolve() / "terraform.rc"
+    exe = (
+        tmp_path
+        / "mirror/registry.terraform.io/xce/xcesim/0.1.0/linux_amd64/terraform-provider-xcesim_v0.1.0"
+    )
+    assert os.access(exe, os.X_OK)
+    script = exe.read_text()
+    assert script.startswith("#!/bin/sh\n")
+    assert f"-m {XCESIM.module}" in script
+    text = config.read_text()
+    assert "filesystem_mirror" in text
+    assert 'include = ["registry.terraform.io/xce/*"]' in text
+    assert 'exclude = ["registry.terraform.io/xce/*"]' in text
+    assert f'plugin_cache_dir = "{plugin_cache_dir(tmp_path.resolve())}"' in text
+    assert plugin_cache_dir(tmp_path).is_dir()
+
+
+def test_launcher_runs_the_module_with_this_interpreter(tmp_path: Path) -> None:
+    # A provider backed by a standard-library module proves the script execs Python -m MODULE.
+    fake = LocalProvider("acme", "echo", "1.2.3", "platform")
+    ensure_mirror(tmp_path, [fake])
+    exe = tmp_path / "mirror" / fake.executable_relpath()
+    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip()  # `python -m platform` prints the platform string
+
+
+def test_idempotent_and_no_rewrite(tmp_path: Path) -> None:
+    config = ensure_mirror(tmp_path, [XCESIM])
+    exe = tmp_path / "mirror" / XCESIM.executable_relpath()
+    before = (config.stat().st_ino, exe.stat().st_ino)
+    assert ensure_mirror(tmp_path, [XCESIM]) == config
+    assert (config.stat().st_ino, exe.stat().st_ino) == before
+    assert not [p for p in tmp_path.rglob("*.tmp")]
+
+
+def test_concurrent_writers_leave_whole_files(tmp_path: Path) -> None:
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda _: ensure_mirror(tmp_path, [XCESIM]), range(16)))
+    assert len(set(results)) == 1
+    assert "provider_installation" in results[0].read_text()
+    assert not [p for p in tmp_path.rglob("*.tmp")]
+
+
+def test_template_sequences_are_escaped(tmp_path: Path) -> None:
+    odd = tmp_path / "a${b}%{c}"
+    config = ensure_mirror(odd, [XCESIM])
+    assert "$${b}%%{c}" in config.read_text()
+
+
+def test_cache_lock_is_reentrant_per_object(tmp_path: Path) -> None:
+    lock = cache_lock(plugin_cache_dir(tmp_path))
+    with lock, lock:
+        assert lock.is_locked
+    assert not lock.is_locked
+    assert sys.executable  # the launcher depends on it
