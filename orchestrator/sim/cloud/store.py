@@ -1,0 +1,711 @@
+"""The simulated cloud's durable store: one SQLite file shared by every process that touches it.
+
+Who writes here at the same time: Terraform runs up to 10 provider calls in parallel (threads of
+one provider process), several provider processes may run at once (one per working directory),
+and ``xceprov sim fault ...`` injects faults from yet another process. Hence:
+
+- WAL journal, ``busy_timeout``, and ``BEGIN IMMEDIATE`` for every write so that a writer takes
+  the lock up front instead of failing half-way on an upgrade from a read lock;
+- one row per instance (and one row per tag), short transactions, never a rewrite of the store;
+- idempotency by ``client_token`` and address uniqueness are *also* enforced by partial unique
+  indexes, so that even a logic slip cannot give two live instances one token or one address;
+- fault controls (error rate, capacity, slow launches) live in the same file, so that every
+  provider process sees them and they survive restarts.
+
+Costs: create, get, delete, tag update and the fault checks are O(1) (indexed) per call;
+listing is O(n) in the instances returned.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import ipaddress
+import os
+import random
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Final, Literal
+
+from orchestrator.errors import FinalError, RetryableError
+
+State = Literal["running", "stopped", "terminated"]
+
+RUNNING: Final = "running"
+STOPPED: Final = "stopped"
+TERMINATED: Final = "terminated"
+
+# Reasons recorded when an instance leaves ``running`` (``Instance.state_reason``).
+REASON_USER: Final = "user-terminate"
+REASON_OUT_OF_BAND: Final = "out-of-band-delete"
+REASON_SPOT: Final = "spot-reclaim"
+REASON_STOP: Final = "user-stop"
+
+# 10.213.0.0/16; .0.0 is the network and .0.1 the lab gateway, .255.255 the broadcast address.
+NETWORK: Final = ipaddress.IPv4Network("10.213.0.0/16")
+_FIRST_OFFSET: Final = 2
+_LAST_OFFSET: Final = NETWORK.num_addresses - 2
+
+_BUSY_TIMEOUT_MS: Final = 60_000
+_SCHEMA_VERSION: Final = 1
+
+
+class CloudError(FinalError):
+    """A simulated cloud API call failed in a way retrying will not fix."""
+
+
+class CloudApiError(RetryableError):
+    """An injected, retryable API failure (the simulated ``InternalError``/throttling)."""
+
+
+class InsufficientCapacity(CloudError):
+    """A flavor's capacity limit is reached; the message names the flavor."""
+
+
+class IdempotentParameterMismatch(CloudError):
+    """A create reused a live instance's client token with different name, flavor or image."""
+
+
+class InstanceNotFound(CloudError):
+    """No instance has this id."""
+
+
+class AddressSpaceExhausted(CloudError):
+    """Every address of 10.213.0.0/16 is held by a live instance."""
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One simulated instance as the cloud API reports it."""
+
+    id: str
+    name: str
+    flavor: str
+    image: str
+    tags: Mapping[str, str] = field(hash=False)
+    user_data: str
+    client_token: str
+    address: str
+    launch_time: str
+    state: State
+    # Why the instance left ``running`` (``spot-reclaim``, ``out-of-band-delete``...); "" otherwise.
+    state_reason: str = ""
+    # RFC 3339 time of termination; "" while not terminated.
+    terminated_at: str = ""
+    # Monotonic change counter of the store at this instance's last change (see ``changes_since``).
+    version: int = field(default=0, compare=False)
+
+    def to_json(self) -> dict[str, object]:
+        """A JSON-ready dict (the shape of ``xceprov sim cloud list --json``)."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "flavor": self.flavor,
+            "image": self.image,
+            "tags": dict(self.tags),
+            "user_data": self.user_data,
+            "client_token": self.client_token,
+            "address": self.address,
+            "launch_time": self.launch_time,
+            "state": self.state,
+            "state_reason": self.state_reason,
+            "terminated_at": self.terminated_at,
+        }
+
+
+@dataclass(frozen=True)
+class FaultSettings:
+    """The fault controls currently in force."""
+
+    error_rate: float = 0.0
+    seed: int | None = None
+    slow_launch: float = 0.0
+    capacity: Mapping[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, object]:
+        """A JSON-ready dict (the shape of ``xceprov sim fault show --json``)."""
+        return {
+            "error_rate": self.error_rate,
+            "seed": self.seed,
+            "slow_launch": self.slow_launch,
+            "capacity": dict(sorted(self.capacity.items())),
+        }
+
+
+def rfc3339_now() -> str:
+    """The current UTC time as RFC 3339 with second precision (``2026-01-02T03:04:05Z``)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS instances (
+    seq           INTEGER PRIMARY KEY AUTOINCREMENT,
+    id            TEXT NOT NULL UNIQUE,
+    name          TEXT NOT NULL,
+    flavor        TEXT NOT NULL,
+    image         TEXT NOT NULL,
+    user_data     TEXT NOT NULL,
+    client_token  TEXT NOT NULL,
+    addr          INTEGER NOT NULL,
+    launch_time   TEXT NOT NULL,
+    state         TEXT NOT NULL,
+    state_reason  TEXT NOT NULL DEFAULT '',
+    terminated_at TEXT NOT NULL DEFAULT '',
+    version       INTEGER NOT NULL
+);
+-- Live instances own their token and their address; terminated ones release both.
+CREATE UNIQUE INDEX IF NOT EXISTS instances_live_token
+    ON instances(client_token) WHERE state != 'terminated' AND client_token != '';
+CREATE UNIQUE INDEX IF NOT EXISTS instances_live_addr
+    ON instances(addr) WHERE state != 'terminated';
+CREATE INDEX IF NOT EXISTS instances_state ON instances(state);
+CREATE INDEX IF NOT EXISTS instances_flavor_state ON instances(flavor, state);
+CREATE INDEX IF NOT EXISTS instances_version ON instances(version);
+CREATE TABLE IF NOT EXISTS tags (
+    instance_id TEXT NOT NULL,
+    key         TEXT NOT NULL,
+    value       TEXT NOT NULL,
+    PRIMARY KEY (instance_id, key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS tags_key_value ON tags(key, value);
+-- Addresses given back by terminated instances, reused before fresh ones (O(1) allocation).
+CREATE TABLE IF NOT EXISTS free_addresses (
+    addr INTEGER PRIMARY KEY
+);
+CREATE TABLE IF NOT EXISTS capacity (
+    flavor TEXT PRIMARY KEY,
+    max_live INTEGER NOT NULL
+);
+"""
+
+_COLUMNS: Final = (
+    "seq, id, name, flavor, image, user_data, client_token, addr, launch_time, state, "
+    "state_reason, terminated_at, version"
+)
+
+
+class CloudStore:
+    """The simulated cloud: instances, tags, addresses and fault controls in one SQLite file.
+
+    ``api_faults`` decides whether the injected API faults (random error rate, slow launches)
+    apply to calls made through this object: the Terraform provider passes ``True``; the
+    ``xceprov sim`` tooling and the simulated hosts leave it ``False`` so that inspecting the
+    cloud never fails at random. Capacity limits always apply to creates.
+
+    One object may be shared by threads; each thread (and each forked process) gets its own
+    SQLite connection.
+    """
+
+    def __init__(self, path: Path, *, api_faults: bool = False) -> None:
+        self.path = Path(path)
+        self.api_faults = api_faults
+        self._local = threading.local()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._init_schema()
+
+    # ---------------------------------------------------------------- connections
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        # A connection must not cross a fork: reopen in the child.
+        if conn is None or getattr(self._local, "pid", None) != os.getpid():
+            conn = sqlite3.connect(
+                self.path, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=True
+            )
+            conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            # FULL: a create the provider reported to Terraform must survive a power cut too.
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            self._local.conn = conn
+            self._local.pid = os.getpid()
+        return conn
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One short write transaction, taking the write lock up front."""
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """One read transaction: a consistent snapshot across several SELECTs."""
+        conn = self._conn()
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        finally:
+            conn.execute("COMMIT")
+
+    def close(self) -> None:
+        """Close this thread's connection (others close when their thread ends)."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None and getattr(self._local, "pid", None) == os.getpid():
+            conn.close()
+        self._local.conn = None
+
+    def _init_schema(self) -> None:
+        with self._write() as conn:
+            for statement in _split_sql(_SCHEMA):
+                conn.execute(statement)
+            conn.execute(
+                "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', ?), ('next_addr', ?), "
+                "('version', '0'), ('draws', '0')",
+                (str(_SCHEMA_VERSION), str(_FIRST_OFFSET)),
+            )
+
+    # ---------------------------------------------------------------- meta helpers
+
+    @staticmethod
+    def _meta(conn: sqlite3.Connection, key: str) -> str | None:
+        row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    @staticmethod
+    def _set_meta(conn: sqlite3.Connection, key: str, value: str | None) -> None:
+        if value is None:
+            conn.execute("DELETE FROM meta WHERE key = ?", (key,))
+        else:
+            conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    @classmethod
+    def _bump_version(cls, conn: sqlite3.Connection) -> int:
+        row = conn.execute(
+            "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'version' RETURNING value"
+        ).fetchone()
+        return int(row[0])
+
+    # ---------------------------------------------------------------- API faults
+
+    def _api_call(self, operation: str) -> None:
+        """Apply the injected API faults to one call (only when ``api_faults`` is on)."""
+        if not self._faults_active():
+            return
+        faults = self.faults()
+        if operation == "create" and faults.slow_launch > 0:
+            time.sleep(faults.slow_launch)
+        if faults.error_rate <= 0:
+            return
+        if faults.seed is None:
+            draw = random.random()
+        else:
+            # A global draw counter in the store makes the sequence of outcomes a function of
+            # the seed alone, whichever process or thread makes the call.
+            with self._write() as conn:
+                row = conn.execute(
+                    "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'draws' RETURNING value"
+                ).fetchone()
+            draw = seeded_draw(faults.seed, int(row[0]))
+        if draw < faults.error_rate:
+            raise CloudApiError(
+                f"InternalError: simulated API failure during {operation} (error rate {faults.error_rate:g})",
+                delay=0.5,
+            )
+
+    # ---------------------------------------------------------------- instances
+
+    def create_instance(
+        self,
+        name: str,
+        flavor: str,
+        image: str,
+        tags: Mapping[str, str],
+        user_data: str,
+        client_token: str,
+        *,
+        launch_time: str | None = None,
+    ) -> Instance:
+        """Launch an instance, or return the live one already made with this ``client_token``.
+
+        Like AWS ``ClientToken``: a retry with the same non-empty token returns the same
+        instance; reusing it with another name, flavor or image raises
+        ``IdempotentParameterMismatch``. A terminated instance releases its token.
+        Raises ``InsufficientCapacity`` when the flavor's limit is reached and ``CloudApiError``
+        for an injected API fault.
+        """
+        self._api_call("create")
+        with self._write() as conn:
+            if client_token:
+                existing = conn.execute(
+                    f"SELECT {_COLUMNS} FROM instances WHERE client_token = ? AND state != 'terminated'",
+                    (client_token,),
+                ).fetchone()
+                if existing is not None:
+                    inst = self._row_to_instance(conn, existing)
+                    if (inst.name, inst.flavor, inst.image) != (name, flavor, image):
+                        raise IdempotentParameterMismatch(
+                            f"IdempotentParameterMismatch: client token {client_token!r} was used for "
+                            f"{inst.id} ({inst.name}, {inst.flavor}, {inst.image})"
+                        )
+                    return inst
+            self._check_capacity(conn, flavor)
+            addr = self._allocate_address(conn)
+            version = self._bump_version(conn)
+            instance_id = "i-" + secrets.token_hex(6)
+            when = launch_time or rfc3339_now()
+            conn.execute(
+                "INSERT INTO instances(id, name, flavor, image, user_data, client_token, addr, "
+                "launch_time, state, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?)",
+                (instance_id, name, flavor, image, user_data, client_token, addr, when, version),
+            )
+            conn.executemany(
+                "INSERT INTO tags(instance_id, key, value) VALUES (?, ?, ?)",
+                [(instance_id, k, v) for k, v in tags.items()],
+            )
+        return Instance(
+            id=instance_id,
+            name=name,
+            flavor=flavor,
+            image=image,
+            tags=dict(tags),
+            user_data=user_data,
+            client_token=client_token,
+            address=_addr_text(addr),
+            launch_time=when,
+            state=RUNNING,
+            version=version,
+        )
+
+    def _check_capacity(self, conn: sqlite3.Connection, flavor: str) -> None:
+        row = conn.execute("SELECT max_live FROM capacity WHERE flavor = ?", (flavor,)).fetchone()
+        if row is None:
+            return
+        limit = int(row[0])
+        live = conn.execute(
+            "SELECT COUNT(*) FROM instances WHERE flavor = ? AND state != 'terminated'", (flavor,)
+        ).fetchone()[0]
+        if live >= limit:
+            raise InsufficientCapacity(
+                f"InsufficientCapacity: flavor {flavor} has no capacity (limit {limit})"
+            )
+
+    def _allocate_address(self, conn: sqlite3.Connection) -> int:
+        row = conn.execute("SELECT addr FROM free_addresses ORDER BY addr LIMIT 1").fetchone()
+        if row is not None:
+            conn.execute("DELETE FROM free_addresses WHERE addr = ?", (row[0],))
+            return int(row[0])
+        nxt = int(self._meta(conn, "next_addr") or _FIRST_OFFSET)
+        if nxt > _LAST_OFFSET:
+            raise AddressSpaceExhausted(f"AddressLimitExceeded: every address of {NETWORK} is in use")
+        self._set_meta(conn, "next_addr", str(nxt + 1))
+        return nxt
+
+    def get(self, instance_id: str) -> Instance | None:
+        """The instance with this id (terminated ones included), or ``None`` if there is none."""
+        self._api_call("read")
+        with self._read() as conn:
+            row = conn.execute(f"SELECT {_COLUMNS} FROM instances WHERE id = ?", (instance_id,)).fetchone()
+            return None if row is None else self._row_to_instance(conn, row)
+
+    def delete(self, instance_id: str, *, reason: str = REASON_USER) -> bool:
+        """Terminate an instance. Idempotent: ``False`` if it was already terminated or never existed."""
+        self._api_call("delete")
+        return self._terminate(instance_id, reason)
+
+    def _terminate(self, instance_id: str, reason: str) -> bool:
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT addr FROM instances WHERE id = ? AND state != 'terminated'", (instance_id,)
+            ).fetchone()
+            if row is None:
+                return False
+            version = self._bump_version(conn)
+            conn.execute(
+                "UPDATE instances SET state = 'terminated', state_reason = ?, terminated_at = ?, "
+                "version = ? WHERE id = ?",
+                (reason, rfc3339_now(), version, instance_id),
+            )
+            conn.execute("INSERT OR IGNORE INTO free_addresses(addr) VALUES (?)", (row[0],))
+            return True
+
+    def update_tags(self, instance_id: str, tags: Mapping[str, str]) -> Instance:
+        """Replace the tags of a live instance (the whole map, like Terraform's ``tags``)."""
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT state FROM instances WHERE id = ?", (instance_id,)
+            ).fetchone()
+            if row is None or row[0] == TERMINATED:
+                raise InstanceNotFound(f"InvalidInstanceID.NotFound: no live instance {instance_id}")
+            version = self._bump_version(conn)
+            conn.execute("UPDATE instances SET version = ? WHERE id = ?", (version, instance_id))
+            conn.execute("DELETE FROM tags WHERE instance_id = ?", (instance_id,))
+            conn.executemany(
+                "INSERT INTO tags(instance_id, key, value) VALUES (?, ?, ?)",
+                [(instance_id, k, v) for k, v in tags.items()],
+            )
+            full = conn.execute(f"SELECT {_COLUMNS} FROM instances WHERE id = ?", (instance_id,)).fetchone()
+            return self._row_to_instance(conn, full)
+
+    def stop(self, instance_id: str) -> Instance:
+        """Stop a running instance (it keeps its address; ``start`` brings it back)."""
+        return self._set_run_state(instance_id, RUNNING, STOPPED, REASON_STOP)
+
+    def start(self, instance_id: str) -> Instance:
+        """Start a stopped instance."""
+        return self._set_run_state(instance_id, STOPPED, RUNNING, "")
+
+    def _set_run_state(self, instance_id: str, before: str, after: str, reason: str) -> Instance:
+        with self._write() as conn:
+            row = conn.execute("SELECT state FROM instances WHERE id = ?", (instance_id,)).fetchone()
+            if row is None or row[0] == TERMINATED:
+                raise InstanceNotFound(f"InvalidInstanceID.NotFound: no live instance {instance_id}")
+            if row[0] == before:
+                version = self._bump_version(conn)
+                conn.execute(
+                    "UPDATE instances SET state = ?, state_reason = ?, version = ? WHERE id = ?",
+                    (after, reason, version, instance_id),
+                )
+            full = conn.execute(f"SELECT {_COLUMNS} FROM instances WHERE id = ?", (instance_id,)).fetchone()
+            return self._row_to_instance(conn, full)
+
+    def list_instances(
+        self, tag_filter: Mapping[str, str] | None = None, include_terminated: bool = False
+    ) -> list[Instance]:
+        """Instances whose tags contain every pair of ``tag_filter``, oldest first."""
+        self._api_call("read")
+        where, params = _where(tag_filter, include_terminated)
+        with self._read() as conn:
+            return self._select(conn, where, params)
+
+    def changes_since(self, version: int) -> tuple[int, list[Instance]]:
+        """Instances changed after store version ``version`` (terminated included) and the current version.
+
+        A watcher (the simulated hosts) polls this with the version it got last time and so
+        sees every launch, tag change and termination exactly once, at O(changes) cost.
+        """
+        with self._read() as conn:
+            current = int(self._meta(conn, "version") or 0)
+            changed = self._select(conn, "i.version > ?", [version], order="i.version")
+            return current, changed
+
+    def _select(
+        self, conn: sqlite3.Connection, where: str, params: list[object], order: str = "i.seq"
+    ) -> list[Instance]:
+        rows = conn.execute(
+            f"SELECT {', '.join('i.' + c.strip() for c in _COLUMNS.split(','))} FROM instances i "
+            f"WHERE {where} ORDER BY {order}",
+            params,
+        ).fetchall()
+        tags: dict[str, dict[str, str]] = {}
+        for instance_id, key, value in conn.execute(
+            f"SELECT t.instance_id, t.key, t.value FROM tags t JOIN instances i ON i.id = t.instance_id "
+            f"WHERE {where}",
+            params,
+        ):
+            tags.setdefault(instance_id, {})[key] = value
+        return [_instance(row, tags.get(row[1], {})) for row in rows]
+
+    @staticmethod
+    def _row_to_instance(conn: sqlite3.Connection, row: tuple[object, ...]) -> Instance:
+        tags = {
+            str(k): str(v)
+            for k, v in conn.execute("SELECT key, value FROM tags WHERE instance_id = ?", (row[1],))
+        }
+        return _instance(row, tags)
+
+    # ---------------------------------------------------------------- fault controls
+
+    def faults(self) -> FaultSettings:
+        """The fault controls currently in force."""
+        with self._read() as conn:
+            meta = dict(
+                conn.execute(
+                    "SELECT key, value FROM meta WHERE key IN ('error_rate', 'seed', 'slow_launch')"
+                ).fetchall()
+            )
+            capacity = {str(f): int(n) for f, n in conn.execute("SELECT flavor, max_live FROM capacity")}
+        seed = meta.get("seed")
+        return FaultSettings(
+            error_rate=float(meta.get("error_rate", 0.0)),
+            seed=None if seed is None else int(seed),
+            slow_launch=float(meta.get("slow_launch", 0.0)),
+            capacity=capacity,
+        )
+
+    def set_error_rate(self, rate: float, seed: int | None = None) -> None:
+        """Make each create/read/delete fail with a retryable API error with probability ``rate``.
+
+        With a ``seed`` the sequence of outcomes is deterministic (the draw counter restarts).
+        """
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError(f"error rate must be between 0 and 1, not {rate}")
+        with self._write() as conn:
+            self._set_meta(conn, "error_rate", repr(float(rate)))
+            self._set_meta(conn, "seed", None if seed is None else str(int(seed)))
+            self._set_meta(conn, "draws", "0")
+
+    def set_capacity(self, flavor: str, limit: int | None) -> None:
+        """Allow at most ``limit`` live instances of ``flavor``; ``None`` removes the limit."""
+        if limit is not None and limit < 0:
+            raise ValueError(f"capacity must be 0 or more, not {limit}")
+        with self._write() as conn:
+            if limit is None:
+                conn.execute("DELETE FROM capacity WHERE flavor = ?", (flavor,))
+            else:
+                conn.execute(
+                    "INSERT OR REPLACE INTO capacity(flavor, max_live) VALUES (?, ?)", (flavor, int(limit))
+                )
+
+    def set_slow_launch(self, seconds: float) -> None:
+        """Add ``seconds`` to every create made through the API (0 turns it off)."""
+        if seconds < 0:
+            raise ValueError(f"slow launch must be 0 seconds or more, not {seconds}")
+        with self._write() as conn:
+            self._set_meta(conn, "slow_launch", repr(float(seconds)))
+
+    def clear_faults(self) -> None:
+        """Remove every fault control (error rate, seed, slow launches, capacity limits)."""
+        with self._write() as conn:
+            for key in ("error_rate", "seed", "slow_launch"):
+                self._set_meta(conn, key, None)
+            self._set_meta(conn, "draws", "0")
+            conn.execute("DELETE FROM capacity")
+
+    def delete_out_of_band(self, instance_id: str) -> Instance:
+        """Terminate an instance behind Terraform's back (reason ``out-of-band-delete``)."""
+        if not self._terminate(instance_id, REASON_OUT_OF_BAND):
+            inst = self.get_unfaulted(instance_id)
+            if inst is None:
+                raise InstanceNotFound(f"InvalidInstanceID.NotFound: no instance {instance_id}")
+        inst = self.get_unfaulted(instance_id)
+        assert inst is not None
+        return inst
+
+    def create_out_of_band(
+        self,
+        name: str,
+        flavor: str,
+        image: str,
+        tags: Mapping[str, str],
+        *,
+        user_data: str = "",
+        launch_time: str | None = None,
+    ) -> Instance:
+        """Launch an instance Terraform never made (no client token); capacity limits still apply."""
+        with self._no_api_faults():
+            return self.create_instance(name, flavor, image, tags, user_data, "", launch_time=launch_time)
+
+    def spot_reclaim(self, *, instance_id: str | None = None, flavor: str | None = None) -> list[Instance]:
+        """Terminate running instances of ``flavor`` (or the one ``instance_id``), reason ``spot-reclaim``.
+
+        Returns the instances reclaimed (an empty list when none was running).
+        """
+        if (instance_id is None) == (flavor is None):
+            raise ValueError("spot reclaim needs exactly one of an instance id or a flavor")
+        with self._write() as conn:
+            if instance_id is not None:
+                rows = conn.execute(
+                    "SELECT id, addr FROM instances WHERE id = ? AND state = 'running'", (instance_id,)
+                ).fetchall()
+            else:
+                rows = conn.execute(
+                    "SELECT id, addr FROM instances WHERE flavor = ? AND state = 'running'", (flavor,)
+                ).fetchall()
+            now = rfc3339_now()
+            for rid, addr in rows:
+                version = self._bump_version(conn)
+                conn.execute(
+                    "UPDATE instances SET state = 'terminated', state_reason = ?, terminated_at = ?, "
+                    "version = ? WHERE id = ?",
+                    (REASON_SPOT, now, version, rid),
+                )
+                conn.execute("INSERT OR IGNORE INTO free_addresses(addr) VALUES (?)", (addr,))
+        out = [self.get_unfaulted(rid) for rid, _ in rows]
+        return [i for i in out if i is not None]
+
+    def get_unfaulted(self, instance_id: str) -> Instance | None:
+        """``get`` without injected API faults (for tooling)."""
+        with self._no_api_faults():
+            return self.get(instance_id)
+
+    @contextlib.contextmanager
+    def _no_api_faults(self) -> Iterator[None]:
+        # Per-thread override so that tooling calls never draw from the error rate.
+        previous = getattr(self._local, "suppress", False)
+        self._local.suppress = True
+        try:
+            yield
+        finally:
+            self._local.suppress = previous
+
+    def _faults_active(self) -> bool:
+        return self.api_faults and not getattr(self._local, "suppress", False)
+
+
+def seeded_draw(seed: int, n: int) -> float:
+    """The ``n``-th uniform draw in [0, 1) of the sequence named by ``seed`` (deterministic)."""
+    digest = hashlib.sha256(f"{seed}:{n}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def _where(tag_filter: Mapping[str, str] | None, include_terminated: bool) -> tuple[str, list[object]]:
+    clauses: list[str] = []
+    params: list[object] = []
+    if not include_terminated:
+        clauses.append("i.state != 'terminated'")
+    for key, value in (tag_filter or {}).items():
+        clauses.append(
+            "EXISTS (SELECT 1 FROM tags f WHERE f.instance_id = i.id AND f.key = ? AND f.value = ?)"
+        )
+        params.extend((key, value))
+    return (" AND ".join(clauses) or "1"), params
+
+
+def _addr_text(offset: int) -> str:
+    return str(NETWORK.network_address + offset)
+
+
+def _instance(row: tuple[object, ...], tags: Mapping[str, str]) -> Instance:
+    (_seq, iid, name, flavor, image, user_data, token, addr, launch, state, reason, term_at, version) = row
+    return Instance(
+        id=str(iid),
+        name=str(name),
+        flavor=str(flavor),
+        image=str(image),
+        tags=dict(tags),
+        user_data=str(user_data),
+        client_token=str(token),
+        address=_addr_text(int(addr)),  # type: ignore[call-overload]
+        launch_time=str(launch),
+        state=str(state),  # type: ignore[arg-type]
+        state_reason=str(reason),
+        terminated_at=str(term_at),
+        version=int(version),  # type: ignore[call-overload]
+    )
+
+
+def _split_sql(script: str) -> list[str]:
+    lines = [ln for ln in script.splitlines() if not ln.strip().startswith("--")]
+    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
+
+
+__all__ = [
+    "RUNNING",
+    "STOPPED",
+    "TERMINATED",
+    "AddressSpaceExhausted",
+    "CloudApiError",
+    "CloudError",
+    "CloudStore",
+    "FaultSettings",
+    "IdempotentParameterMismatch",
+    "Instance",
+    "InstanceNotFound",
+    "InsufficientCapacity",
+]
