@@ -1,0 +1,276 @@
+"""Stand-in simulated hosts for the Ansible tests: one sshd per host on its own loopback address.
+
+The simplest variant from ``shared/notes/ansible-sim-hosts.md``: no network namespaces, each host
+is ``unshare --uts --mount --pid --fork --kill-child --mount-proc`` around an sshd listening on
+``127.x.y.z:<port>``, with copy-on-write overlays over /etc, /opt, /root and /var (upper dirs
+in the host's own directory) so /etc/xce, /opt/xce and /var/lib/cloud are private per host. Used
+until (and beside) the real simulated hosts of ``orchestrator.sim.hosts``; root only.
+
+Also usable as a script (Molecule's create/destroy playbooks need hosts that outlive them)::
+
+    python tests/loopback_hosts.py up DIR NAME... [--late NAME=SECONDS]
+    python tests/loopback_hosts.py down DIR
+
+Layout of DIR mirrors the simulated world's: ``ssh/id_ed25519`` (the toolkit key),
+``hosts/known_hosts``, ``hosts/<name>/`` (one host), ``hosts.json`` (what is running).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+SSHD = "/usr/sbin/sshd"
+DEFAULT_PORT = 2200  # not 22: a system sshd on 0.0.0.0:22 would clash on the shared stack
+
+# Inside the host: private hostname, overlays, tmpfs /run, then sshd (after an optional delay,
+# to simulate SSH that comes up late) and cloud-init's boot-finished marker.
+_BOOT = r"""
+set -e
+hostname "$XH_NAME"
+for d in etc opt root var; do
+  mkdir -p "$XH_DIR/upper/$d" "$XH_DIR/work/$d"
+  mount -t overlay overlay -o "lowerdir=/$d,upperdir=$XH_DIR/upper/$d,workdir=$XH_DIR/work/$d" "/$d"
+done
+mount -t tmpfs tmpfs /run
+mkdir -p /run/sshd /etc/xh /root/.ssh /var/lib/cloud/instance
+chmod 700 /root/.ssh
+cp "$XH_DIR/sshd_config" "$XH_DIR/ssh_host_ed25519_key" /etc/xh/
+chmod 600 /etc/xh/ssh_host_ed25519_key
+cp "$XH_DIR/authorized_keys" /root/.ssh/authorized_keys
+rm -f /var/lib/cloud/instance/boot-finished
+sleep "$XH_DELAY"
+/usr/sbin/sshd -D -e -f /etc/xh/sshd_config &
+echo "$XH_NAME" > /var/lib/cloud/instance/boot-finished
+wait
+"""
+
+
+@dataclass
+class LoopbackHost:
+    """One running host: its name, address, port and the pid of its ``unshare`` process."""
+
+    name: str
+    address: str
+    port: int
+    pid: int
+    instance_id: str
+
+
+class LoopbackLab:
+    """A set of loopback hosts sharing one directory, one toolkit key and one known_hosts."""
+
+    def __init__(self, root: Path, port: int = DEFAULT_PORT) -> None:
+        self.root = root
+        self.port = port
+        self.hosts: dict[str, LoopbackHost] = {}
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        (root / "ssh").mkdir(parents=True, exist_ok=True)
+        (root / "hosts").mkdir(parents=True, exist_ok=True)
+        self.key = root / "ssh" / "id_ed25519"
+        if not self.key.exists():
+            _keygen(self.key, "xceprov-toolkit")
+        self.known_hosts = root / "hosts" / "known_hosts"
+        self.known_hosts.touch()
+        # A random /16 inside 127/8 per lab keeps parallel test runs apart.
+        self._net = f"127.{random.randint(100, 250)}.{random.randint(1, 250)}"
+
+    def start(self, name: str, delay: float = 0.0, record_key: bool = True) -> LoopbackHost:
+        """Start one host; ``delay`` postpones its sshd and boot-finished (a late host)."""
+        hdir = self.root / "hosts" / name
+        hdir.mkdir(parents=True)
+        address = f"{self._net}.{len(self.hosts) + 2}"
+        _keygen(hdir / "ssh_host_ed25519_key", name)
+        (hdir / "authorized_keys").write_text(Path(f"{self.key}.pub").read_text())
+        (hdir / "sshd_config").write_text(
+            "\n".join(
+                [
+                    f"ListenAddress {address}:{self.port}",
+                    "HostKey /etc/xh/ssh_host_ed25519_key",
+                    "PermitRootLogin prohibit-password",
+                    "PasswordAuthentication no",
+                    "KbdInteractiveAuthentication no",
+                    "UsePAM no",
+                    "PidFile /run/sshd.pid",
+                    "AuthorizedKeysFile /root/.ssh/authorized_keys",
+                    "StrictModes no",
+                    "MaxStartups 100:30:200",
+                    "MaxSessions 50",
+                    "Subsystem sftp internal-sftp",
+                    "",
+                ]
+            )
+        )
+        env = dict(os.environ, XH_NAME=name, XH_DIR=str(hdir), XH_DELAY=str(delay))
+        proc = subprocess.Popen(
+            ["unshare", "--uts", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc",
+             "sh", "-c", _BOOT],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=open(hdir / "console.log", "wb"),  # noqa: SIM115 - kept open for the host's life
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        host = LoopbackHost(name, address, self.port, proc.pid, f"i-{name}")
+        self.hosts[name] = host
+        self._procs[name] = proc
+        if record_key:
+            pub = Path(hdir / "ssh_host_ed25519_key.pub").read_text().split()
+            with self.known_hosts.open("a") as fh:
+                fh.write(f"[{address}]:{self.port} {pub[0]} {pub[1]}\n")
+        self._save()
+        return host
+
+    def wait_ready(self, timeout: float = 10.0) -> None:
+        """Wait until every host without a delay accepts TCP on its SSH port."""
+        deadline = time.monotonic() + timeout
+        for host in self.hosts.values():
+            while not _port_open(host.address, host.port):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{host.name}: sshd not up on {host.address}:{host.port}")
+                time.sleep(0.02)
+
+    def run_in(self, name: str, *argv: str) -> str:
+        """Run a command inside a host's namespaces (as its init sees the world)."""
+        pid = _first_child(self.hosts[name].pid)
+        out = subprocess.run(
+            ["nsenter", "-t", str(pid), "-m", "-u", "-p", "--", *argv],
+            check=True, capture_output=True, text=True,
+        )
+        return out.stdout
+
+    def stop_all(self) -> None:
+        """Kill every host (SIGKILL: ``unshare --fork`` ignores SIGTERM) and reap it."""
+        for name, host in list(self.hosts.items()):
+            _kill(host.pid)
+            proc = self._procs.pop(name, None)
+            if proc is not None:
+                proc.wait()
+                if proc.stdout is not None:
+                    proc.stdout.close()
+        self.hosts.clear()
+        self._save()
+
+    def inventory(self, **extra_vars: object) -> dict[str, object]:
+        """A YAML-shaped Ansible inventory of the running hosts (group ``sim``)."""
+        hostvars = {
+            h.name: {"ansible_host": h.address, "ansible_port": h.port, "xce_instance_id": h.instance_id}
+            for h in self.hosts.values()
+        }
+        common = {
+            "ansible_user": "root",
+            "ansible_ssh_private_key_file": str(self.key),
+            "ansible_ssh_common_args": f"-o UserKnownHostsFile={self.known_hosts} -o StrictHostKeyChecking=yes",
+        }
+        common.update(extra_vars)  # type: ignore[arg-type]
+        return {"all": {"vars": common, "children": {"sim": {"hosts": hostvars}}}}
+
+    def _save(self) -> None:
+        (self.root / "hosts.json").write_text(json.dumps([asdict(h) for h in self.hosts.values()], indent=1))
+
+
+def _keygen(path: Path, comment: str) -> None:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)], check=True)
+
+
+def _port_open(address: str, port: int) -> bool:
+    try:
+        with socket.create_connection((address, port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+def _first_child(pid: int) -> int:
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return int(children[0])
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def sshd_available() -> bool:
+    """Whether this machine can run loopback hosts (root, sshd, unshare)."""
+    return os.geteuid() == 0 and Path(SSHD).exists() and shutil.which("unshare") is not None
+
+
+NODE_MANAGER_STANDIN = r'''#!/usr/bin/env python3
+"""Stand-in node manager used until orchestrator.sim.nodemanager lands: reads its JSON config,
+runs a 'worker' child while the worker role is configured, records state in the state dir."""
+import json, os, signal, subprocess, sys, time
+cfg_path = sys.argv[sys.argv.index("--config") + 1]
+cfg = json.load(open(cfg_path))
+state = cfg.get("state_dir", "/var/lib/xce")
+os.makedirs(state, exist_ok=True)
+worker = None
+if "worker" in cfg.get("roles", []):
+    worker = subprocess.Popen(["sleep", "100000"])
+with open(os.path.join(state, "status.json"), "w") as fh:
+    json.dump({"roles": cfg.get("roles", []), "worker_pid": worker.pid if worker else None}, fh)
+def stop(*_):
+    if worker:
+        worker.kill()
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+while True:
+    time.sleep(1)
+'''
+
+
+def build_standin_artifact(dest: Path) -> Path:
+    """A node manager tarball (``bin/xce-node-manager``) standing in for H5's artifact."""
+    dest.mkdir(parents=True, exist_ok=True)
+    staging = dest / "standin"
+    (staging / "bin").mkdir(parents=True, exist_ok=True)
+    script = staging / "bin" / "xce-node-manager"
+    script.write_text(NODE_MANAGER_STANDIN)
+    script.chmod(0o755)
+    out = dest / "xce-node-manager-standin.tar.gz"
+    with tarfile.open(out, "w:gz") as tar:
+        tar.add(staging / "bin", arcname="bin")
+    return out
+
+
+def _main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    up = sub.add_parser("up")
+    up.add_argument("dir", type=Path)
+    up.add_argument("names", nargs="+")
+    up.add_argument("--port", type=int, default=DEFAULT_PORT)
+    down = sub.add_parser("down")
+    down.add_argument("dir", type=Path)
+    args = parser.parse_args(argv)
+    if args.cmd == "up":
+        lab = LoopbackLab(args.dir, port=args.port)
+        for name in args.names:
+            lab.start(name)
+        lab.wait_ready()
+        (args.dir / "inventory.json").write_text(json.dumps(lab.inventory(), indent=1))
+        # The Popen objects die with this process; the hosts run on in their own sessions.
+        return 0
+    hosts_file = args.dir / "hosts.json"
+    if hosts_file.exists():
+        for host in json.loads(hosts_file.read_text()):
+            _kill(int(host["pid"]))
+        hosts_file.unlink()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
