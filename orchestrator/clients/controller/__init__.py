@@ -1,0 +1,1 @@
+"""The controller link (TLS + Cap'n Proto frames, ``link``) and the lease manager (``lease``)."""

@@ -1,0 +1,312 @@
+"""The lease manager: one lease per provider, renewed every TTL/3, and the gate every mutation passes.
+
+Rules (docs/protocol.md, research seed Q3):
+
+- A lease is valid until ``renew_sent + TTL - margin`` on this process's monotonic clock, where
+  ``renew_sent`` is the clock reading taken just *before* the successful acquire/renew request
+  was sent. The controller starts its own TTL when it *receives* the request, which is later, so
+  our deadline always falls before the controller's: at no instant do two holders both believe
+  they hold the lease, as long as both clocks run at the same rate (the margin covers drift).
+- Renewals are due ``TTL/3`` after the previous one was sent, made a little earlier by a small
+  random jitter so that many providers do not renew in lock-step. A failed renewal (controller
+  unreachable, timed out) is retried quickly until the deadline; the lease stays valid until
+  then, and not a moment longer.
+- ``gate(provider)`` is the one check in front of every mutation (commit of an intent, a
+  Terraform apply, a terminate): it returns the epoch to stamp on the action or raises
+  ``LeaseLost``. Once the lease lapses, no new cloud call starts; the op stays resumable.
+- A revocation push invalidates the lease at once; grants for the revoked epoch arriving late
+  (a renewal that crossed the push) are ignored.
+- ``close()`` releases every held lease on a clean shutdown.
+
+Each provider gets its own renewal thread, so a slow or timed-out renewal of one provider never
+delays another's; the threads do nothing but renew (no Terraform or Ansible work runs on them).
+The clock and the wait are injected: tests drive ``step()`` with a fake clock and no threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from orchestrator.clients.controller.types import Epoch, LeaseDenied, LeaseGrant
+from orchestrator.errors import ControllerError, LeaseLost
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], float]
+# Called after every successful acquire/renew: (provider, due time, send time) on the manager's clock.
+RenewObserver = Callable[[str, float, float], None]
+
+
+class LeaseTransport(Protocol):
+    """What the lease manager needs from the controller link (blocking calls, bounded by a timeout)."""
+
+    def acquire(self, provider: str, previous: Epoch | None) -> LeaseGrant | LeaseDenied:
+        """Ask for the provider's lease; ``previous`` is the epoch this instance last held."""
+        ...
+
+    def renew(self, provider: str, epoch: Epoch) -> LeaseGrant | LeaseDenied:
+        """Renew the lease held under ``epoch``."""
+        ...
+
+    def release(self, provider: str, epoch: Epoch) -> None:
+        """Give the lease back (clean shutdown)."""
+        ...
+
+
+@dataclass(frozen=True)
+class LeaseStatus:
+    """One provider's lease as this process sees it (for ``xceprov status``)."""
+
+    provider: str
+    held: bool
+    epoch: Epoch | None
+    ttl: float
+    expires_in: float
+    holder: str
+    last_error: str
+
+
+@dataclass
+class _Lease:
+    provider: str
+    epoch: Epoch | None = None
+    previous: Epoch | None = None
+    ttl: float = 0.0
+    valid_until: float = -math.inf
+    next_due: float = 0.0
+    holder: str = ""
+    last_error: str = ""
+    revoked: Epoch | None = None
+    in_flight: bool = False
+
+
+class LeaseManager:
+    """Acquires, renews and releases one lease per provider; ``gate`` fences every mutation."""
+
+    def __init__(
+        self,
+        transport: LeaseTransport,
+        providers: Iterable[str],
+        *,
+        margin: float,
+        holder_id: str = "",
+        clock: Clock = time.monotonic,
+        rng: random.Random | None = None,
+        jitter: float = 0.05,
+        retry_interval: float = 1.0,
+        observer: RenewObserver | None = None,
+    ) -> None:
+        if margin < 0:
+            raise ValueError("lease margin must be >= 0")
+        self._transport = transport
+        self._margin = margin
+        self._holder_id = holder_id
+        self._clock = clock
+        self._rng = rng or random.Random()
+        self._jitter = jitter
+        self._retry = retry_interval
+        self._observer = observer
+        self._lock = threading.Lock()
+        self._leases: dict[str, _Lease] = {p: _Lease(p) for p in providers}
+        self._stop = threading.Event()
+        self._wake: dict[str, threading.Event] = {p: threading.Event() for p in self._leases}
+        self._threads: list[threading.Thread] = []
+
+    # -- the gate ------------------------------------------------------------------------------
+
+    def gate(self, provider: str) -> Epoch:
+        """The epoch to stamp on a mutation of ``provider``; raises ``LeaseLost`` when the lease
+        is not valid right now. Call it immediately before every cloud call or intent commit."""
+        now = self._clock()
+        with self._lock:
+            lease = self._leases.get(provider)
+            if lease is None:
+                raise LeaseLost(f"no lease is managed for provider {provider!r}")
+            if lease.epoch is None:
+                why = f" (held by {lease.holder})" if lease.holder else ""
+                why += f": {lease.last_error}" if lease.last_error and not lease.holder else ""
+                raise LeaseLost(f"lease for provider {provider!r} is not held{why}")
+            if now >= lease.valid_until:
+                raise LeaseLost(
+                    f"lease for provider {provider!r} lapsed {now - lease.valid_until:.1f}s ago "
+                    f"(epoch {lease.epoch}; last error: {lease.last_error or 'none'})"
+                )
+            return lease.epoch
+
+    def valid(self, provider: str) -> bool:
+        """Whether ``gate(provider)`` would pass right now."""
+        try:
+            self.gate(provider)
+        except LeaseLost:
+            return False
+        return True
+
+    def status(self) -> list[LeaseStatus]:
+        """Every managed lease, sorted by provider."""
+        now = self._clock()
+        with self._lock:
+            return [
+                LeaseStatus(
+                    provider=lease.provider,
+                    held=lease.epoch is not None and now < lease.valid_until,
+                    epoch=lease.epoch,
+                    ttl=lease.ttl,
+                    expires_in=max(0.0, lease.valid_until - now) if lease.epoch is not None else 0.0,
+                    holder=self._holder_id if lease.epoch is not None else lease.holder,
+                    last_error=lease.last_error,
+                )
+                for lease in sorted(self._leases.values(), key=lambda x: x.provider)
+            ]
+
+    # -- events from the link ------------------------------------------------------------------
+
+    def revoke(self, provider: str, epoch: Epoch | None = None) -> None:
+        """A revocation push: invalidate at once (only the named epoch, when one is given)."""
+        with self._lock:
+            lease = self._leases.get(provider)
+            if lease is None or (epoch is not None and lease.epoch is not None and epoch != lease.epoch):
+                return
+            log.warning("lease for provider %s revoked (epoch %s)", provider, epoch or lease.epoch)
+            lease.revoked = epoch or lease.epoch
+            lease.previous = lease.epoch or lease.previous
+            lease.epoch = None
+            lease.valid_until = -math.inf
+            lease.last_error = "revoked by the controller"
+            lease.next_due = self._clock() + self._retry
+        self._wake[provider].set()
+
+    def kick(self) -> None:
+        """Renew every lease now (after a reconnect: the controller re-grants a previous holder at once)."""
+        now = self._clock()
+        with self._lock:
+            for lease in self._leases.values():
+                lease.next_due = min(lease.next_due, now)
+        for event in self._wake.values():
+            event.set()
+
+    # -- driving -------------------------------------------------------------------------------
+
+    def step(self) -> float:
+        """Do every acquire/renew that is due now (sequentially); seconds until the next one is due."""
+        for provider in list(self._leases):
+            self.step_provider(provider)
+        now = self._clock()
+        with self._lock:
+            return max(0.0, min((x.next_due for x in self._leases.values()), default=math.inf) - now)
+
+    def step_provider(self, provider: str) -> float:
+        """Do the provider's acquire/renew when due; seconds until its next one is due."""
+        with self._lock:
+            lease = self._leases[provider]
+            due = lease.next_due
+            if self._clock() < due or lease.in_flight:
+                return max(0.0, due - self._clock())
+            lease.in_flight = True
+            epoch = lease.epoch
+            previous = lease.previous
+        try:
+            sent = self._clock()
+            try:
+                if epoch is not None:
+                    answer: LeaseGrant | LeaseDenied = self._transport.renew(provider, epoch)
+                else:
+                    answer = self._transport.acquire(provider, previous)
+            except ControllerError as exc:
+                self._failed(provider, str(exc))
+            else:
+                self._answered(provider, answer, due, sent)
+        finally:
+            with self._lock:
+                lease.in_flight = False
+        with self._lock:
+            return max(0.0, lease.next_due - self._clock())
+
+    def _answered(self, provider: str, answer: LeaseGrant | LeaseDenied, due: float, sent: float) -> None:
+        now = self._clock()
+        with self._lock:
+            lease = self._leases[provider]
+            if isinstance(answer, LeaseDenied):
+                if lease.epoch is not None:
+                    log.warning("lease for provider %s lost to %s", provider, answer.holder)
+                lease.previous = lease.epoch or lease.previous
+                lease.epoch = None
+                lease.valid_until = -math.inf
+                lease.holder = answer.holder
+                lease.last_error = f"denied: held by {answer.holder}" if answer.holder else "denied"
+                lease.next_due = now + max(answer.retry_after, 0.05)
+                return
+            if lease.revoked is not None and answer.epoch <= lease.revoked:
+                return  # a renewal that crossed the revocation push: the revocation wins
+            if lease.epoch is None:
+                log.info("lease for provider %s acquired, epoch %s", provider, answer.epoch)
+            lease.epoch = answer.epoch
+            lease.previous = answer.epoch
+            lease.ttl = answer.ttl
+            lease.valid_until = sent + answer.ttl - self._margin
+            lease.holder = ""
+            lease.last_error = ""
+            interval = answer.ttl / 3.0
+            lease.next_due = sent + interval * (1.0 - self._jitter * self._rng.random())
+        if self._observer is not None:
+            self._observer(provider, due, sent)
+
+    def _failed(self, provider: str, error: str) -> None:
+        now = self._clock()
+        with self._lock:
+            lease = self._leases[provider]
+            lease.last_error = error
+            # Retry soon, but keep the lease only until its own deadline (gate checks that).
+            retry = self._retry if lease.ttl <= 0 else min(self._retry, lease.ttl / 10.0)
+            lease.next_due = now + retry
+            if lease.epoch is not None and now >= lease.valid_until:
+                log.warning("lease for provider %s lapsed: %s", provider, error)
+
+    def start(self) -> None:
+        """Start one renewal thread per provider (daemon threads; ``close`` stops them)."""
+        for provider in self._leases:
+            thread = threading.Thread(
+                target=self._run, args=(provider,), name=f"lease-{provider}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+
+    def _run(self, provider: str) -> None:
+        wake = self._wake[provider]
+        while not self._stop.is_set():
+            try:
+                delay = self.step_provider(provider)
+            except Exception:  # a bug must not silently end renewals: log, back off, go on
+                log.exception("lease renewal of provider %s failed unexpectedly", provider)
+                delay = self._retry
+            wake.wait(min(delay, 3600.0))
+            wake.clear()
+
+    def close(self, release: bool = True) -> None:
+        """Stop the renewal threads and, on a clean shutdown, release every lease still held."""
+        self._stop.set()
+        for event in self._wake.values():
+            event.set()
+        for thread in self._threads:
+            thread.join(timeout=30)
+        self._threads.clear()
+        if not release:
+            return
+        for provider in list(self._leases):
+            with self._lock:
+                lease = self._leases[provider]
+                epoch = lease.epoch if self._clock() < lease.valid_until else None
+                lease.previous = lease.epoch or lease.previous
+                lease.epoch = None
+                lease.valid_until = -math.inf
+            if epoch is not None:
+                try:
+                    self._transport.release(provider, epoch)
+                except ControllerError as exc:
+                    log.warning("could not release lease of provider %s: %s", provider, exc)

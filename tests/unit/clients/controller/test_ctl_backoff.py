@@ -1,0 +1,37 @@
+"""Reconnect backoff: grows, is capped, jitters downwards only, resets."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from orchestrator.clients.controller.backoff import Backoff
+
+
+def test_grows_to_the_cap_with_jitter_below_the_ceiling() -> None:
+    b = Backoff(initial=0.1, maximum=1.0, factor=2.0, jitter=0.5, rng=random.Random(7))
+    ceilings = [0.1, 0.2, 0.4, 0.8, 1.0, 1.0, 1.0]
+    for ceiling in ceilings:
+        d = b.next_delay()
+        assert ceiling * 0.5 <= d <= ceiling
+
+
+def test_reset_starts_over() -> None:
+    b = Backoff(initial=0.5, maximum=4.0, jitter=0.0)
+    assert [b.next_delay() for _ in range(3)] == [0.5, 1.0, 2.0]
+    b.reset()
+    assert b.next_delay() == 0.5
+
+
+def test_many_attempts_do_not_overflow() -> None:
+    b = Backoff(initial=0.1, maximum=3.0, jitter=0.0)
+    for _ in range(10_000):
+        d = b.next_delay()
+    assert d == 3.0
+
+
+@pytest.mark.parametrize("kwargs", [{"initial": 0}, {"maximum": 0.01}, {"factor": 0.5}, {"jitter": 2}])
+def test_rejects_nonsense(kwargs: dict[str, float]) -> None:
+    with pytest.raises(ValueError):
+        Backoff(**kwargs)  # type: ignore[arg-type]

@@ -1,0 +1,221 @@
+"""Lease manager rules, driven by a fake clock and a scripted transport (no threads, no network)."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+from orchestrator.clients.controller.lease import LeaseManager
+from orchestrator.clients.controller.types import Epoch, LeaseDenied, LeaseGrant
+from orchestrator.errors import ControllerError, LeaseLost
+
+TTL = 30.0
+MARGIN = 2.0
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeController:
+    """Grants to whoever asks first; can be made unreachable or to deny."""
+
+    def __init__(self, clock: FakeClock, latency: float = 0.0) -> None:
+        self.clock = clock
+        self.latency = latency
+        self.up = True
+        self.holder: str | None = None
+        self.seq = 0
+        self.sent: list[tuple[str, float]] = []
+        self.released: list[tuple[str, Epoch]] = []
+        self.deny_to: str | None = None
+
+    def _answer(self, provider: str) -> LeaseGrant | LeaseDenied:
+        self.sent.append((provider, self.clock.now))
+        if not self.up:
+            raise ControllerError("controller unreachable")
+        self.clock.now += self.latency
+        if self.deny_to:
+            return LeaseDenied(provider, self.deny_to, 5.0)
+        self.seq += 1
+        return LeaseGrant(provider, Epoch(1, self.seq), TTL)
+
+    def acquire(self, provider: str, previous: Epoch | None) -> LeaseGrant | LeaseDenied:
+        return self._answer(provider)
+
+    def renew(self, provider: str, epoch: Epoch) -> LeaseGrant | LeaseDenied:
+        return self._answer(provider)
+
+    def release(self, provider: str, epoch: Epoch) -> None:
+        self.released.append((provider, epoch))
+
+
+def make(clock: FakeClock, ctl: FakeController, jitter: float = 0.0) -> LeaseManager:
+    return LeaseManager(ctl, ["p1"], margin=MARGIN, clock=clock, rng=random.Random(1), jitter=jitter)
+
+
+def test_gate_refuses_before_the_first_grant() -> None:
+    clock = FakeClock()
+    mgr = make(clock, FakeController(clock))
+    with pytest.raises(LeaseLost, match="not held"):
+        mgr.gate("p1")
+    with pytest.raises(LeaseLost, match="no lease is managed"):
+        mgr.gate("other")
+
+
+def test_renews_every_third_of_the_ttl() -> None:
+    clock = FakeClock()
+    ctl = FakeController(clock)
+    mgr = make(clock, ctl)
+    assert mgr.step() == pytest.approx(TTL / 3)
+    assert mgr.gate("p1") == Epoch(1, 1)
+    for _ in range(5):
+        clock.now += mgr.step()
+        mgr.step()
+    times = [t for _, t in ctl.sent]
+    assert [b - a for a, b in itertools.pairwise(times)] == pytest.approx([TTL / 3] * 5)
+    assert mgr.gate("p1") == Epoch(1, 6)
+
+
+def test_jitter_only_makes_renewals_earlier_and_small() -> None:
+    clock = FakeClock()
+    ctl = FakeController(clock)
+    mgr = make(clock, ctl, jitter=0.05)
+    for _ in range(50):
+        clock.now += mgr.step()
+    times = [t for _, t in ctl.sent]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert all(TTL / 3 * 0.95 <= g <= TTL / 3 for g in gaps)
+    assert len(set(gaps)) > 1
+
+
+def test_valid_until_counts_from_when_the_request_was_sent() -> None:
+    clock = FakeClock()
+    ctl = FakeController(clock, latency=4.0)  # the reply takes 4 s to come back
+    mgr = make(clock, ctl)
+    start = clock.now
+    mgr.step()
+    ctl.up = False
+    # Valid until start + TTL - margin, not (start + 4) + TTL - margin.
+    clock.now = start + TTL - MARGIN - 0.001
+    mgr.step()  # the renewal fails: the controller is away
+    assert mgr.gate("p1") == Epoch(1, 1)
+    clock.now = start + TTL - MARGIN
+    with pytest.raises(LeaseLost, match="lapsed"):
+        mgr.gate("p1")
+
+
+def test_stops_mutating_before_the_ttl_ends_when_renewals_fail() -> None:
+    clock = FakeClock()
+    ctl = FakeController(clock)
+    mgr = make(clock, ctl)
+    granted_at = clock.now
+    mgr.step()
+    ctl.up = False
+    last_ok = None
+    while clock.now < granted_at + TTL + 5:
+        clock.now += 0.25
+        mgr.step()
+        if mgr.valid("p1"):
+            last_ok = clock.now
+    assert last_ok is not None
+    # The holder stopped before the controller's TTL ended, by at least the margin.
+    assert last_ok < granted_at + TTL - MARGIN
+    # It kept retrying (quickly) while the controller was away.
+    assert len(ctl.sent) > 10
+    # The controller is back: the next renewal succeeds and the gate opens again.
+    ctl.up = True
+    clock.now += mgr.step()
+    mgr.step()
+    assert mgr.valid("p1")
+
+
+def test_denied_lease_names_the_holder_and_retries_after_the_hint() -> None:
+    clock = FakeClock()
+    ctl = FakeController(clock)
+    ctl.deny_to = "orch-b"
+    mgr = make(clock, ctl)
+    assert mgr.step() == pytest.approx(5.0)
+    with pytest.raises(LeaseLost, match="held by orch-b"):
+        mgr.gate("p1")
+    [status] = mgr.status()
+    assert not status.held and status.holder == "orch-b"
+
+
+def test_revocation_invalidates_at_once_and_a_crossing_grant_is_ignored() -> None:
+    clock = FakeClock()
+    ctl = FakeController(clock)
+    mgr = make(clock, ctl)
+    mgr.step()
+    epoch = mgr.gate("p1")
+    mgr.revoke("p1", epoch)
+    with pytest.raises(LeaseLost, match="revoked"):
+        mgr.gate("p1")
+    # A renewal answer for the revoked epoch that arrives after the push is ignored.
+    mgr._answered("p1", LeaseGrant("p1", epoch, TTL), clock.now, clock.now)
+    assert not mgr.valid("p1")
+    # A later grant with a newer epoch is accepted.
+    clock.now += mgr.step()
+    mgr.step()
+    assert mgr.gate("p1") > epoch
+
+
+def test_revocation_of_another_epoch_is_ignored() -> None:
+    clock = FakeClock()
+    ctl = FakeController(clock)
+    mgr = make(clock, ctl)
+    mgr.step()
+    mgr.revoke("p1", Epoch(0, 99))
+    assert mgr.valid("p1")
+
+
+def test_close_releases_held_leases_only() -> None:
+    clock = FakeClock()
+    ctl = FakeController(clock)
+    mgr = LeaseManager(ctl, ["p1", "p2"], margin=MARGIN, clock=clock)
+    mgr.step()
+    mgr.revoke("p2")
+    mgr.close()
+    assert ctl.released == [("p1", Epoch(1, 1))]
+    assert not mgr.valid("p1")
+
+
+def test_kick_renews_now() -> None:
+    clock = FakeClock()
+    ctl = FakeController(clock)
+    mgr = make(clock, ctl)
+    mgr.step()
+    clock.now += 1
+    mgr.kick()
+    mgr.step()
+    assert len(ctl.sent) == 2
+
+
+def test_threads_renew_and_close_releases() -> None:
+    import threading
+    import time
+
+    ctl_clock = FakeClock()
+    ctl = FakeController(ctl_clock)
+    done = threading.Event()
+    seen: list[str] = []
+
+    def observer(provider: str, due: float, sent: float) -> None:
+        seen.append(provider)
+        done.set()
+
+    mgr = LeaseManager(ctl, ["p1"], margin=MARGIN, clock=time.monotonic, observer=observer)
+    mgr.start()
+    try:
+        assert done.wait(10)
+        assert mgr.gate("p1") == Epoch(1, 1)
+    finally:
+        mgr.close()
+    assert ctl.released == [("p1", Epoch(1, 1))]
+    assert seen == ["p1"]
