@@ -1,0 +1,367 @@
+"""The ``xcesim`` Terraform provider: the simulated cloud behind the real Terraform plugin protocol.
+
+Run as ``python -m orchestrator.sim.cloud.provider``; Terraform starts it from the local
+mirror (``orchestrator.clients.terraform.mirror.XCESIM``) and talks plugin protocol v6 to it
+through the ``tf`` framework. The contract (``docs/architecture.md``):
+
+- provider configuration: ``store`` (path of the SQLite store, relative to Terraform's working
+  directory if not absolute); optional ``max_retries`` (how many times the provider itself
+  retries an injected retryable API error before reporting it, default 0: the error reaches
+  Terraform's diagnostics and the orchestrator decides).
+- resource ``xcesim_instance``: ``name``, ``flavor``, ``image``, ``user_data`` and
+  ``client_token`` force replacement; ``tags`` update in place; computed ``id``, ``address``,
+  ``launch_time``, ``state``. A read of a terminated or unknown instance reports it gone, so a
+  refresh-only plan shows drift ``delete``. ``terraform import xcesim_instance.x i-...`` adopts
+  an existing instance.
+- data source ``xcesim_instances``: input ``tags`` (every pair must match); computed
+  ``instances``, a list of objects with every attribute of the resource, live instances only,
+  oldest first.
+
+Values travel as msgpack from Terraform to the store and back untouched, so a name or tag
+holding ``"``, ``${``, ``%{``, a newline or HCL is stored byte for byte.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any, Final
+
+from tf import schema, types
+from tf.iface import (
+    Config,
+    CreateContext,
+    DataSource,
+    DeleteContext,
+    ImportContext,
+    Provider,
+    ReadContext,
+    ReadDataContext,
+    Resource,
+    State,
+    UpdateContext,
+)
+from tf.runner import run_provider
+from tf.utils import Diagnostics
+
+from orchestrator.sim.cloud.store import (
+    TERMINATED,
+    CloudApiError,
+    CloudError,
+    CloudStore,
+    Instance,
+)
+
+FULL_NAME: Final = "registry.terraform.io/xce/xcesim"
+PREFIX: Final = "xcesim_"
+
+log = logging.getLogger("xcesim")
+
+# Attribute names of an instance, in the order of the data source's object type.
+_INSTANCE_ATTRS: Final = (
+    "id",
+    "name",
+    "flavor",
+    "image",
+    "tags",
+    "user_data",
+    "client_token",
+    "address",
+    "launch_time",
+    "state",
+)
+
+
+class ObjectType(types.TfType):  # type: ignore[misc]
+    """A Terraform object type (``tf`` 1.2 has none): a fixed set of typed attributes.
+
+    Values are plain dicts; every attribute must be present (null allowed), as Terraform
+    requires of an object value.
+    """
+
+    def __init__(self, attributes: dict[str, Any]) -> None:
+        self.attributes = attributes
+
+    def encode(self, value: Any) -> Any:
+        if value is None or value is types.Unknown:
+            return value
+        return {k: t.encode(value.get(k)) for k, t in self.attributes.items()}
+
+    def decode(self, value: Any) -> Any:
+        if value is None or value is types.Unknown:
+            return value
+        return {k: t.decode(value.get(k)) for k, t in self.attributes.items()}
+
+    def tf_type(self) -> bytes:
+        inner = ",".join(f'"{k}":{t.tf_type().decode()}' for k, t in self.attributes.items())
+        return f'["object",{{{inner}}}]'.encode()
+
+
+def _instance_object_type() -> ObjectType:
+    attrs: dict[str, Any] = {name: types.String() for name in _INSTANCE_ATTRS}
+    attrs["tags"] = types.Map(types.String())
+    return ObjectType(attrs)
+
+
+class XceSimProvider(Provider):  # type: ignore[misc]
+    """The provider object: holds the store once Terraform has configured it."""
+
+    def __init__(self) -> None:
+        self._store: CloudStore | None = None
+        self.max_retries = 0
+
+    def full_name(self) -> str:
+        """Provider source address."""
+        return FULL_NAME
+
+    def get_model_prefix(self) -> str:
+        """Prefix of every resource and data source type name."""
+        return PREFIX
+
+    def get_provider_schema(self, diags: Diagnostics) -> schema.Schema:
+        """Provider configuration schema."""
+        return schema.Schema(
+            attributes=[
+                schema.Attribute(
+                    "store",
+                    types.String(),
+                    required=True,
+                    description="Path of the simulated cloud's SQLite store.",
+                ),
+                schema.Attribute(
+                    "max_retries",
+                    types.Number(),
+                    optional=True,
+                    description="Retries of a retryable API error inside the provider (default 0).",
+                ),
+            ]
+        )
+
+    def validate_config(self, diags: Diagnostics, config: Config) -> None:
+        """Reject an empty store path or a negative retry count."""
+        store = config.get("store")
+        if isinstance(store, str) and not store.strip():
+            diags.add_error("xcesim: store must name a file", path=["store"])
+        retries = config.get("max_retries")
+        if isinstance(retries, int | float) and retries < 0:
+            diags.add_error("xcesim: max_retries must be 0 or more", path=["max_retries"])
+
+    def configure_provider(self, diags: Diagnostics, config: Config) -> None:
+        """Open the store named by the configuration."""
+        store = config.get("store")
+        if not isinstance(store, str) or not store:
+            diags.add_error("xcesim: the provider needs a store path", path=["store"])
+            return
+        retries = config.get("max_retries")
+        self.max_retries = int(retries) if isinstance(retries, int | float) else 0
+        try:
+            self._store = CloudStore(Path(store), api_faults=True)
+        except Exception as exc:  # an unusable path is a configuration problem, shown once
+            diags.add_error(f"xcesim: cannot open store {store}: {exc}", path=["store"])
+
+    @property
+    def store(self) -> CloudStore:
+        """The configured store."""
+        if self._store is None:
+            raise CloudError("xcesim: provider used before it was configured")
+        return self._store
+
+    def get_resources(self) -> list[type[Resource]]:
+        """Resource types."""
+        return [InstanceResource]
+
+    def get_data_sources(self) -> list[type[DataSource]]:
+        """Data source types."""
+        return [InstancesDataSource]
+
+    def call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """Call the store, retrying injected retryable errors up to ``max_retries`` times."""
+        attempt = 0
+        while True:
+            try:
+                return fn(*args, **kwargs)
+            except CloudApiError as exc:
+                if attempt >= self.max_retries:
+                    raise
+                attempt += 1
+                log.warning("xcesim: %s: %s (retry %d of %d)", what, exc, attempt, self.max_retries)
+                time.sleep(min(exc.delay * attempt, 5.0))
+
+
+def _error(diags: Diagnostics, exc: Exception, what: str) -> None:
+    # The summary is the cloud's own one-line error (``InsufficientCapacity: flavor ... (limit 5)``)
+    # so that it reaches Terraform's diagnostic and the orchestrator's report unchanged.
+    detail = f"while {what}"
+    if isinstance(exc, CloudApiError):
+        detail += " (retryable: the request may succeed if repeated with the same client_token)"
+    diags.add_error(str(exc), detail)
+
+
+def _state(inst: Instance, like: State | None = None) -> State:
+    """The Terraform state of an instance; empty optional values stay null if they were null."""
+    state: State = {
+        "id": inst.id,
+        "name": inst.name,
+        "flavor": inst.flavor,
+        "image": inst.image,
+        "tags": dict(inst.tags),
+        "user_data": inst.user_data,
+        "client_token": inst.client_token,
+        "address": inst.address,
+        "launch_time": inst.launch_time,
+        "state": inst.state,
+    }
+    if like is not None:
+        # Optional inputs left out of the configuration are null in Terraform and empty in the
+        # store; reporting them back as empty would show a perpetual diff.
+        for key, empty in (("tags", {}), ("user_data", ""), ("client_token", "")):
+            if like.get(key) is None and state[key] == empty:
+                state[key] = None
+    return state
+
+
+class InstanceResource(Resource):  # type: ignore[misc]
+    """``xcesim_instance``: one simulated instance."""
+
+    def __init__(self, provider: XceSimProvider) -> None:
+        self.provider = provider
+
+    @classmethod
+    def get_name(cls) -> str:
+        """Type name without the provider prefix."""
+        return "instance"
+
+    @classmethod
+    def get_schema(cls) -> schema.Schema:
+        """Resource schema."""
+        s, m = types.String(), types.Map(types.String())
+        return schema.Schema(
+            version=1,
+            attributes=[
+                schema.Attribute("name", s, required=True, requires_replace=True),
+                schema.Attribute("flavor", s, required=True, requires_replace=True),
+                schema.Attribute("image", s, required=True, requires_replace=True),
+                schema.Attribute("tags", m, optional=True),
+                schema.Attribute("user_data", s, optional=True, requires_replace=True),
+                schema.Attribute("client_token", s, optional=True, requires_replace=True),
+                schema.Attribute("id", s, computed=True, description="Instance id (i-...)."),
+                schema.Attribute("address", s, computed=True, description="Address in 10.213.0.0/16."),
+                schema.Attribute("launch_time", s, computed=True, description="RFC 3339 launch time."),
+                schema.Attribute("state", s, computed=True, description="running, stopped or terminated."),
+            ],
+        )
+
+    def create(self, ctx: CreateContext, planned: State) -> State | None:
+        """Launch the instance (idempotent by ``client_token``)."""
+        p = self.provider
+        try:
+            inst = p.call(
+                "create",
+                p.store.create_instance,
+                planned["name"],
+                planned["flavor"],
+                planned["image"],
+                planned.get("tags") or {},
+                planned.get("user_data") or "",
+                planned.get("client_token") or "",
+            )
+        except (CloudError, CloudApiError) as exc:
+            _error(ctx.diagnostics, exc, f"creating instance {planned.get('name')!r}")
+            return None
+        return _state(inst, planned)
+
+    def read(self, ctx: ReadContext, current: State) -> State | None:
+        """Refresh from the store; a terminated or unknown instance is reported gone (``None``)."""
+        p = self.provider
+        instance_id = current.get("id")
+        if not instance_id:
+            return None
+        try:
+            inst = p.call("read", p.store.get, instance_id)
+        except (CloudError, CloudApiError) as exc:
+            _error(ctx.diagnostics, exc, f"reading instance {instance_id}")
+            return current
+        if inst is None or inst.state == TERMINATED:
+            return None
+        return _state(inst, current)
+
+    def update(self, ctx: UpdateContext, current: State, planned: State) -> State | None:
+        """Only ``tags`` change in place; everything else forces replacement."""
+        p = self.provider
+        try:
+            inst = p.call("update", p.store.update_tags, current["id"], planned.get("tags") or {})
+        except (CloudError, CloudApiError) as exc:
+            _error(ctx.diagnostics, exc, f"updating tags of {current.get('id')}")
+            return current
+        return _state(inst, planned)
+
+    def delete(self, ctx: DeleteContext, current: State) -> None:
+        """Terminate the instance; already gone is success."""
+        p = self.provider
+        instance_id = current.get("id")
+        if not instance_id:
+            return
+        try:
+            p.call("delete", p.store.delete, instance_id)
+        except (CloudError, CloudApiError) as exc:
+            _error(ctx.diagnostics, exc, f"terminating instance {instance_id}")
+
+    def import_(self, ctx: ImportContext, id: str) -> State | None:
+        """Adopt an existing live instance by id."""
+        p = self.provider
+        try:
+            inst = p.call("import", p.store.get, id)
+        except (CloudError, CloudApiError) as exc:
+            _error(ctx.diagnostics, exc, f"importing instance {id}")
+            return None
+        if inst is None or inst.state == TERMINATED:
+            ctx.diagnostics.add_error(f"InvalidInstanceID.NotFound: no live instance {id}")
+            return None
+        return _state(inst)
+
+
+class InstancesDataSource(DataSource):  # type: ignore[misc]
+    """``xcesim_instances``: live instances whose tags contain every pair of ``tags``."""
+
+    def __init__(self, provider: XceSimProvider) -> None:
+        self.provider = provider
+
+    @classmethod
+    def get_name(cls) -> str:
+        """Type name without the provider prefix."""
+        return "instances"
+
+    @classmethod
+    def get_schema(cls) -> schema.Schema:
+        """Data source schema."""
+        return schema.Schema(
+            attributes=[
+                schema.Attribute("tags", types.Map(types.String()), optional=True),
+                schema.Attribute("instances", types.List(_instance_object_type()), computed=True),
+            ]
+        )
+
+    def read(self, ctx: ReadDataContext, config: Config) -> State | None:
+        """List the matching live instances, oldest first."""
+        p = self.provider
+        tags = config.get("tags") or {}
+        try:
+            found = p.call("list", p.store.list_instances, tags)
+        except (CloudError, CloudApiError) as exc:
+            _error(ctx.diagnostics, exc, "listing instances")
+            return None
+        return {"tags": config.get("tags"), "instances": [_state(i) for i in found]}
+
+
+def main() -> None:
+    """Serve the provider to Terraform (go-plugin handshake on stdout)."""
+    logging.basicConfig(
+        level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
+    )
+    run_provider(XceSimProvider(), sys.argv)
+
+
+if __name__ == "__main__":
+    main()
