@@ -11,3 +11,14 @@ import click
 @click.group()
 def sim() -> None:
     """Run and inspect the embedded simulated world."""
+
+
+def _register_cloud() -> None:
+    # The simulated cloud's verbs: `xceprov sim cloud ...` and `xceprov sim fault ...`.
+    from orchestrator.cli import sim_cloud
+
+    sim.add_command(sim_cloud.cloud)
+    sim.add_command(sim_cloud.fault)
+
+
+_register_cloud()

@@ -1,0 +1,141 @@
+"""``xceprov sim cloud ...`` and ``xceprov sim fault ...``: inspect the simulated cloud and inject faults.
+
+The store is ``<sim_state_dir>/cloud.sqlite`` of the loaded configuration.
+
+``xceprov sim cloud list --json`` prints one JSON object::
+
+    {"store": "<path of cloud.sqlite>",
+     "instances": [
+       {"id": "i-0123456789ab", "name": "...", "flavor": "c8.large", "image": "debian-12",
+        "tags": {"xce:cluster": "demo", ...}, "user_data": "...", "client_token": "<instance key>",
+        "address": "10.213.0.2", "launch_time": "2026-01-02T03:04:05Z",
+        "state": "running" | "stopped" | "terminated",
+        "state_reason": "" | "user-terminate" | "out-of-band-delete" | "spot-reclaim" | "user-stop",
+        "terminated_at": "" | "<RFC 3339>"}, ...]}
+
+Instances are listed oldest first; terminated ones only with ``--all``. ``xceprov sim fault show
+--json`` prints ``{"error_rate": 0.0, "seed": null, "slow_launch": 0.0, "capacity": {"<flavor>": N}}``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from orchestrator.cli.main import CliContext, pass_ctx
+from orchestrator.sim.cloud import service
+from orchestrator.sim.cloud.store import CloudStore
+
+
+def _store(ctx: CliContext) -> CloudStore:
+    return CloudStore(service.store_path(ctx.config().config.sim_state_dir()))
+
+
+@click.group()
+def cloud() -> None:
+    """Inspect the simulated cloud."""
+
+
+@cloud.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (see the module docs).")
+@click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Only with this tag (repeatable).")
+@click.option("--all", "include_terminated", is_flag=True, help="Include terminated instances.")
+@pass_ctx
+def list_cmd(ctx: CliContext, as_json: bool, tags: tuple[str, ...], include_terminated: bool) -> None:
+    """List instances: id, name, flavor, state, address, launch time, owner tags."""
+    store = _store(ctx)
+    found = service.list_instances(store, tags, include_terminated)
+    if as_json:
+        doc = {"store": str(store.path), "instances": [i.to_json() for i in found]}
+        click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+    else:
+        click.echo(service.format_table(found))
+
+
+# Negative numbers ("-1") must reach our own validation, not click's "no such option".
+_NUMBERS = {"ignore_unknown_options": True}
+
+
+@click.group()
+def fault() -> None:
+    """Inject faults into the simulated cloud (seen by every provider process)."""
+
+
+@fault.command("error-rate", context_settings=_NUMBERS)
+@click.argument("rate")
+@click.option("--seed", type=int, default=None, help="Make the sequence of failures deterministic.")
+@pass_ctx
+def error_rate_cmd(ctx: CliContext, rate: str, seed: int | None) -> None:
+    """Fail each create/read/delete with a retryable API error with probability RATE (0..1)."""
+    click.echo(service.format_faults(service.set_error_rate(_store(ctx), rate, seed)))
+
+
+@fault.command("capacity", context_settings=_NUMBERS)
+@click.argument("flavor")
+@click.argument("count", required=False)
+@click.option("--clear", is_flag=True, help="Remove the limit of FLAVOR.")
+@pass_ctx
+def capacity_cmd(ctx: CliContext, flavor: str, count: str | None, clear: bool) -> None:
+    """Allow at most COUNT live instances of FLAVOR (or --clear the limit)."""
+    click.echo(service.format_faults(service.set_capacity(_store(ctx), flavor, count, clear)))
+
+
+@fault.command("slow-launch", context_settings=_NUMBERS)
+@click.argument("seconds")
+@pass_ctx
+def slow_launch_cmd(ctx: CliContext, seconds: str) -> None:
+    """Add SECONDS to every create (0 turns it off)."""
+    click.echo(service.format_faults(service.set_slow_launch(_store(ctx), seconds)))
+
+
+@fault.command("delete")
+@click.argument("instance_id", metavar="ID")
+@pass_ctx
+def delete_cmd(ctx: CliContext, instance_id: str) -> None:
+    """Terminate instance ID behind Terraform's back."""
+    inst = service.delete_out_of_band(_store(ctx), instance_id)
+    click.echo(f"{inst.id} {inst.state} ({inst.state_reason or 'already'})")
+
+
+@fault.command("create")
+@click.option("--name", required=True, help="Instance name.")
+@click.option("--flavor", required=True, help="Flavor (instance type).")
+@click.option("--image", required=True, help="Image.")
+@click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="A tag (repeatable).")
+@pass_ctx
+def create_cmd(ctx: CliContext, name: str, flavor: str, image: str, tags: tuple[str, ...]) -> None:
+    """Launch an instance Terraform never made (an orphan candidate)."""
+    inst = service.create_out_of_band(_store(ctx), name, flavor, image, tags)
+    click.echo(f"{inst.id} {inst.address} {inst.state}")
+
+
+@fault.command("spot-reclaim")
+@click.argument("instance_id", metavar="[ID]", required=False)
+@click.option("--flavor", default=None, help="Reclaim every running instance of this flavor.")
+@pass_ctx
+def spot_reclaim_cmd(ctx: CliContext, instance_id: str | None, flavor: str | None) -> None:
+    """Reclaim instance ID, or every running instance of --flavor (reason spot-reclaim)."""
+    reclaimed = service.spot_reclaim(_store(ctx), instance_id, flavor)
+    for inst in reclaimed:
+        click.echo(f"{inst.id} {inst.state} ({inst.state_reason})")
+    if not reclaimed:
+        click.echo("no running instance reclaimed")
+
+
+@fault.command("show")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (see the module docs).")
+@pass_ctx
+def show_cmd(ctx: CliContext, as_json: bool) -> None:
+    """Show the fault controls in force."""
+    faults = _store(ctx).faults()
+    click.echo(json.dumps(faults.to_json()) if as_json else service.format_faults(faults))
+
+
+@fault.command("clear")
+@pass_ctx
+def clear_cmd(ctx: CliContext) -> None:
+    """Remove every fault control (error rate, slow launches, capacity limits)."""
+    store = _store(ctx)
+    store.clear_faults()
+    click.echo(service.format_faults(store.faults()))

@@ -1,0 +1,182 @@
+"""What ``xceprov sim cloud`` and ``xceprov sim fault`` do, apart from argument parsing.
+
+Every function takes the store (or its path) and plain values and raises
+``orchestrator.errors.UsageError`` with one line for bad input, so that the click functions in
+``orchestrator/cli/sim_cloud.py`` stay one call each.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Final
+
+from orchestrator.errors import UsageError
+from orchestrator.model import tags as owner
+from orchestrator.sim.cloud.store import (
+    CloudError,
+    CloudStore,
+    FaultSettings,
+    Instance,
+)
+
+STORE_NAME: Final = "cloud.sqlite"
+
+
+def store_path(sim_state_dir: Path) -> Path:
+    """Path of the cloud store inside the simulated world's state directory."""
+    return sim_state_dir / STORE_NAME
+
+
+def parse_tags(pairs: Iterable[str]) -> dict[str, str]:
+    """``["k=v", ...]`` → ``{"k": "v"}``; the value may hold ``=``; the key may not be empty."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"bad tag {pair!r}: expected KEY=VALUE")
+        out[key] = value
+    return out
+
+
+def parse_rate(text: str) -> float:
+    """A probability between 0 and 1."""
+    try:
+        rate = float(text)
+    except ValueError:
+        raise UsageError(f"bad error rate {text!r}: expected a number between 0 and 1") from None
+    if not 0.0 <= rate <= 1.0 or math.isnan(rate):
+        raise UsageError(f"bad error rate {text!r}: expected a number between 0 and 1")
+    return rate
+
+
+def parse_seconds(text: str) -> float:
+    """A non-negative number of seconds."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise UsageError(f"bad duration {text!r}: expected seconds (0 or more)") from None
+    if not seconds >= 0 or math.isinf(seconds):
+        raise UsageError(f"bad duration {text!r}: expected seconds (0 or more)")
+    return seconds
+
+
+def parse_count(text: str) -> int:
+    """A non-negative whole number."""
+    try:
+        count = int(text)
+    except ValueError:
+        raise UsageError(f"bad count {text!r}: expected a whole number (0 or more)") from None
+    if count < 0:
+        raise UsageError(f"bad count {text!r}: expected a whole number (0 or more)")
+    return count
+
+
+def list_instances(store: CloudStore, tag_pairs: Sequence[str], include_terminated: bool) -> list[Instance]:
+    """Instances matching every ``k=v`` of ``tag_pairs`` (live only unless ``include_terminated``)."""
+    return store.list_instances(parse_tags(tag_pairs), include_terminated=include_terminated)
+
+
+def set_error_rate(store: CloudStore, rate: str, seed: int | None) -> FaultSettings:
+    """Set the API error rate (and optional seed); returns the new fault settings."""
+    store.set_error_rate(parse_rate(rate), seed)
+    return store.faults()
+
+
+def set_capacity(store: CloudStore, flavor: str, count: str | None, clear: bool) -> FaultSettings:
+    """Limit live instances of ``flavor`` to ``count`` or, with ``clear``, remove the limit."""
+    if not flavor:
+        raise UsageError("capacity needs a flavor name")
+    if clear == (count is not None):
+        raise UsageError("capacity needs either a count or --clear")
+    store.set_capacity(flavor, None if clear else parse_count(count or ""))
+    return store.faults()
+
+
+def set_slow_launch(store: CloudStore, seconds: str) -> FaultSettings:
+    """Add ``seconds`` to every create."""
+    store.set_slow_launch(parse_seconds(seconds))
+    return store.faults()
+
+
+def delete_out_of_band(store: CloudStore, instance_id: str) -> Instance:
+    """Terminate an instance behind Terraform's back; an unknown id is a usage error."""
+    try:
+        return store.delete_out_of_band(instance_id)
+    except CloudError as exc:
+        raise UsageError(f"no instance {instance_id} in the simulated cloud") from exc
+
+
+def create_out_of_band(
+    store: CloudStore, name: str, flavor: str, image: str, tag_pairs: Sequence[str], user_data: str = ""
+) -> Instance:
+    """Launch an instance Terraform never made; capacity errors become one usage line."""
+    for what, value in (("--name", name), ("--flavor", flavor), ("--image", image)):
+        if not value:
+            raise UsageError(f"create needs a non-empty {what}")
+    tags = parse_tags(tag_pairs)
+    try:
+        return store.create_out_of_band(name, flavor, image, tags, user_data=user_data)
+    except CloudError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def spot_reclaim(store: CloudStore, instance_id: str | None, flavor: str | None) -> list[Instance]:
+    """Reclaim one running instance or every running instance of a flavor."""
+    if (instance_id is None) == (flavor is None):
+        raise UsageError("spot-reclaim needs exactly one of an instance ID or --flavor")
+    if instance_id is not None:
+        inst = store.get_unfaulted(instance_id)
+        if inst is None:
+            raise UsageError(f"no instance {instance_id} in the simulated cloud")
+        if inst.state != "running":
+            raise UsageError(f"instance {instance_id} is {inst.state}, not running")
+    return store.spot_reclaim(instance_id=instance_id, flavor=flavor)
+
+
+_OWNER_SHORT: Final = {
+    owner.CLUSTER: "cluster",
+    owner.PROVIDER: "provider",
+    owner.OP_ID: "op",
+    owner.EPOCH: "epoch",
+    owner.TEMPLATE: "template",
+}
+
+
+def owner_summary(inst: Instance) -> str:
+    """The owner tags of an instance in short form (``cluster=demo provider=sim op=... ...``)."""
+    parts = [f"{short}={inst.tags[key]}" for key, short in _OWNER_SHORT.items() if key in inst.tags]
+    return " ".join(parts) if parts else "-"
+
+
+def format_table(instances: Sequence[Instance]) -> str:
+    """The ``xceprov sim cloud list`` table: one line per instance under a header."""
+    header = ("ID", "NAME", "FLAVOR", "STATE", "ADDRESS", "LAUNCHED", "OWNER")
+    rows: list[tuple[str, ...]] = [header]
+    for inst in instances:
+        state = inst.state if not inst.state_reason else f"{inst.state} ({inst.state_reason})"
+        cells = (inst.id, inst.name, inst.flavor, state, inst.address, inst.launch_time, owner_summary(inst))
+        rows.append(tuple(_cell(c) for c in cells))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1] for r in rows]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _cell(text: str) -> str:
+    # A hostile name or tag (newline, escape sequence) must not break the table or the terminal.
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+
+
+def format_faults(faults: FaultSettings) -> str:
+    """Fault settings as short human-readable lines."""
+    seed = "" if faults.seed is None else f" (seed {faults.seed})"
+    lines = [
+        f"error rate:  {faults.error_rate:g}{seed}",
+        f"slow launch: {faults.slow_launch:g} s",
+    ]
+    if faults.capacity:
+        lines.append("capacity:    " + ", ".join(f"{f}={n}" for f, n in sorted(faults.capacity.items())))
+    else:
+        lines.append("capacity:    unlimited")
+    return "\n".join(lines)
