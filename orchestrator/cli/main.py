@@ -80,8 +80,18 @@ def cli(ctx: click.Context, config_path: str | None, verbose: int) -> None:
 
 def _register() -> None:
     # Verbs live in their own modules; importing them here keeps main.py free of logic.
+    # Verb modules import their services inside the command function, so that `--help` and
+    # light verbs do not load heavy dependencies (the Terraform engine is a 64 MB library).
+    from orchestrator.cli import apply as apply_verb
+    from orchestrator.cli import destroy as destroy_verb
+    from orchestrator.cli import plan as plan_verb
     from orchestrator.cli import sim as sim_verbs
+    from orchestrator.cli import validate as validate_verb
 
+    cli.add_command(plan_verb.plan)
+    cli.add_command(apply_verb.apply)
+    cli.add_command(destroy_verb.destroy)
+    cli.add_command(validate_verb.validate)
     cli.add_command(sim_verbs.sim)
     # (more verbs are registered below as their modules land)
 

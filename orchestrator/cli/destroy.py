@@ -1,0 +1,35 @@
+"""``xceprov destroy``: return instances the toolkit made (dry-runnable, capped, audited)."""
+
+from __future__ import annotations
+
+import click
+
+from orchestrator.cli.main import CliContext, pass_ctx
+
+
+@click.command("destroy")
+@click.option("--op", "ops", multiple=True, help="Destroy the instances of this op (repeatable).")
+@click.option("--all", "all_instances", is_flag=True, help="Destroy every instance of the provider(s).")
+@click.option("--provider", help="Only this provider.")
+@click.option("--dry-run", is_flag=True, help="Show what would be destroyed; change nothing.")
+@click.option("--max", "max_destroy", type=click.IntRange(min=1), default=50, show_default=True,
+              help="Refuse to destroy more instances than this in one run.")
+@pass_ctx
+def destroy(
+    ctx: CliContext, ops: tuple[str, ...], all_instances: bool, provider: str | None, dry_run: bool, max_destroy: int
+) -> None:
+    """Destroy instances by op or all of them; only what this toolkit made in this cluster."""
+    from orchestrator.paths import toolkit_root
+    from orchestrator.services.destroy import destroy as destroy_service
+
+    result = destroy_service(
+        ctx.config(), toolkit_root(), ops=ops, all_instances=all_instances,
+        provider=provider, dry_run=dry_run, max_destroy=max_destroy,
+    )
+    verb = "would destroy" if result.dry_run else "destroyed"
+    if not result.removed:
+        click.echo("nothing to destroy")
+    for provider_name, keys in sorted(result.removed.items()):
+        click.echo(f"{provider_name}: {verb} {len(keys)} instances")
+        for key in keys:
+            click.echo(f"  {key}  {result.names.get(key, '')}")

@@ -1,0 +1,24 @@
+"""``xceprov validate``: configuration, templates, Terraform modules and playbooks."""
+
+from __future__ import annotations
+
+import click
+
+from orchestrator.cli.main import CliContext, pass_ctx
+from orchestrator.errors import ConfigError
+
+
+@click.command("validate")
+@click.option("-q", "--quiet", is_flag=True, help="Print problems only.")
+@pass_ctx
+def validate(ctx: CliContext, quiet: bool) -> None:
+    """Check everything that can be checked without touching a cloud; one line per problem."""
+    from orchestrator.paths import toolkit_root
+    from orchestrator.services.validate import validate_all
+
+    report = validate_all(ctx.config(), toolkit_root())
+    if not quiet:
+        for item in report.checked:
+            click.echo(f"ok: {item}")
+    if report.problems:
+        raise ConfigError(report.problems)

@@ -1,0 +1,1 @@
+"""Services: one typed function per user-visible action; the CLI only parses and prints."""

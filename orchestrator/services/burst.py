@@ -1,0 +1,91 @@
+"""Turning ``TEMPLATE=N`` requests into ops: which provider, how many, which op ids.
+
+Provider choice for a preview: the provider named with ``--provider``, else the template's
+provider with the highest ``priority`` that still has room under ``max_instances`` (counting
+the instances already in its desired set). Counts are rounded up to the provider's
+``granularity``. Every problem is reported before anything is rendered or written.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from orchestrator.errors import UsageError
+from orchestrator.model.config import Config
+
+REQUEST = re.compile(r"^(?P<template>[^=\s]+)=(?P<count>-?\d+)$")
+
+
+@dataclass(frozen=True)
+class OpRequest:
+    """Create ``count`` hosts of ``template`` on ``provider`` (``asked`` before granularity rounding)."""
+
+    template: str
+    provider: str
+    count: int
+    asked: int
+
+
+def parse_requests(args: Sequence[str]) -> dict[str, int]:
+    """``["cpu=20", "gpu=2"]`` → ``{"cpu": 20, "gpu": 2}``; malformed words are usage errors."""
+    wanted: dict[str, int] = {}
+    for arg in args:
+        match = REQUEST.match(arg)
+        if match is None:
+            raise UsageError(f"{arg!r}: expected TEMPLATE=COUNT, for example cpu=20")
+        template, count = match.group("template"), int(match.group("count"))
+        wanted[template] = wanted.get(template, 0) + count
+    return wanted
+
+
+def choose_ops(
+    config: Config,
+    wanted: Mapping[str, int],
+    provider: str | None,
+    existing: Mapping[str, int],
+) -> list[OpRequest]:
+    """One op per template; ``existing`` counts the instances each provider already has."""
+    if provider is not None and provider not in config.providers:
+        known = ", ".join(sorted(config.providers))
+        raise UsageError(f"--provider {provider}: no such provider (known: {known})")
+    problems: list[str] = []
+    ops: list[OpRequest] = []
+    used = dict(existing)
+    for template, asked in wanted.items():
+        if template not in config.templates:
+            known = ", ".join(sorted(config.templates))
+            problems.append(f"{template}={asked}: unknown template {template!r} (known: {known})")
+            continue
+        if asked <= 0:
+            problems.append(f"{template}={asked}: count must be a positive number")
+            continue
+        candidates = _candidates(config, template, provider)
+        if not candidates:
+            problems.append(f"{template}={asked}: template {template!r} has no provider {provider!r}")
+            continue
+        chosen: OpRequest | None = None
+        for name in candidates:
+            settings = config.providers[name]
+            count = -(-asked // settings.granularity) * settings.granularity
+            if used.get(name, 0) + count <= settings.max_instances:
+                chosen = OpRequest(template=template, provider=name, count=count, asked=asked)
+                break
+        if chosen is None:
+            limits = ", ".join(
+                f"{n}: {used.get(n, 0)} of max_instances {config.providers[n].max_instances}" for n in candidates
+            )
+            problems.append(f"{template}={asked}: beyond every provider's max_instances ({limits})")
+            continue
+        used[chosen.provider] = used.get(chosen.provider, 0) + chosen.count
+        ops.append(chosen)
+    if problems:
+        raise UsageError("\n".join(problems))
+    return ops
+
+
+def _candidates(config: Config, template: str, provider: str | None) -> list[str]:
+    names = [provider] if provider is not None else list(config.templates[template].providers)
+    names = [n for n in names if n in config.templates[template].providers]
+    return sorted(names, key=lambda n: (-config.providers[n].priority, n))

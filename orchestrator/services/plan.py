@@ -1,0 +1,214 @@
+"""``xceprov plan``: a Terraform plan of a requested burst, changing nothing.
+
+For each provider the burst touches, the desired set is extended in memory with the rendered
+instances of the new ops, written to a temporary variables file, and planned against the
+provider's current state. Nothing is applied and no lease is needed. With ``out`` the plans
+are saved in a plan bundle (a directory with one Terraform plan per provider and a manifest);
+``xceprov apply`` applies exactly those plans or refuses because the state moved.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.clients.terraform.engine import Engine
+from orchestrator.configfile import LoadedConfig
+from orchestrator.model.config import Config
+from orchestrator.model.instances import InstanceSpec, new_op_id
+from orchestrator.render.instances import RenderRequest, render_op, render_settings, renderer_for
+from orchestrator.services.burst import OpRequest, choose_ops
+from orchestrator.services.terraform import engine_for, prepared_workdir
+from orchestrator.services.workdir import ProviderWorkdir, write_json_atomic
+
+BUNDLE_FORMAT = 1
+MANIFEST = "manifest.json"
+_KEY_IN_ADDR = re.compile(r'\["(?P<key>(?:[^"\\]|\\.)*)"\]$')
+
+
+@dataclass(frozen=True)
+class PlannedInstance:
+    """One instance the plan touches."""
+
+    key: str
+    template: str
+    name: str
+    tags: dict[str, str]
+    action: str
+
+
+@dataclass(frozen=True)
+class ProviderPlan:
+    """What the plan does on one provider."""
+
+    name: str
+    module: str
+    add: int
+    change: int
+    destroy: int
+    cost_per_hour: float
+    cost_by_template: dict[str, float] = field(default_factory=dict)
+    instances: list[PlannedInstance] = field(default_factory=list)
+    ops: list[dict[str, Any]] = field(default_factory=list)
+    plan_file: str | None = None
+
+
+@dataclass(frozen=True)
+class BurstPlan:
+    """The whole preview; ``to_json()`` is the documented ``--json`` document."""
+
+    cluster: str
+    providers: list[ProviderPlan]
+    out: str | None = None
+
+    @property
+    def cost_per_hour(self) -> float:
+        """Added cost per hour of every instance the plan creates."""
+        return round(sum(p.cost_per_hour for p in self.providers), 4)
+
+    def to_json(self) -> dict[str, Any]:
+        """The document ``xceprov plan --json`` prints (see docs/plan-json.md)."""
+        return {
+            "format": BUNDLE_FORMAT,
+            "cluster": self.cluster,
+            "cost_per_hour": self.cost_per_hour,
+            "out": self.out,
+            "providers": [asdict(p) for p in self.providers],
+        }
+
+
+def plan_burst(
+    loaded: LoadedConfig,
+    wanted: Mapping[str, int],
+    provider: str | None = None,
+    out: Path | None = None,
+    toolkit_root: Path | None = None,
+    engine: Engine | None = None,
+) -> BurstPlan:
+    """Plan the burst ``wanted`` (template → count); save the plans in ``out`` when given."""
+    from orchestrator.paths import toolkit_root as find_root
+
+    config = loaded.config
+    root = toolkit_root or find_root()
+    workdirs = {name: ProviderWorkdir(config, name, root) for name in config.providers}
+    # Validate the whole request before anything is rendered or written.
+    targets = {provider} if provider else {p for t in wanted if t in config.templates for p in config.templates[t].providers}
+    desired = {name: workdirs[name].read_desired() for name in targets if name in workdirs}
+    ops = choose_ops(config, wanted, provider, {name: len(d) for name, d in desired.items()})
+    renderer = renderer_for(config, root / "templates")
+    rendered: dict[str, dict[str, tuple[OpRequest, str, dict[str, InstanceSpec]]]] = {}
+    for op in ops:
+        op_id = new_op_id()
+        specs = render_op(config, renderer, RenderRequest(op.provider, op.template, op_id, op.count))
+        rendered.setdefault(op.provider, {})[op_id] = (op, op_id, specs)
+    engine = engine or engine_for(config)
+    if out is not None:
+        _prepare_bundle(out)
+    try:
+        plans = [
+            _plan_provider(config, engine, workdirs[name], desired.get(name, {}), by_op, out)
+            for name, by_op in sorted(rendered.items())
+        ]
+        if out is not None:
+            write_json_atomic(
+                out / MANIFEST,
+                {
+                    "format": BUNDLE_FORMAT,
+                    "cluster": config.cluster,
+                    "created": time.time(),
+                    "config": loaded.source,
+                    "providers": [{"name": p.name, "plan_file": p.plan_file} for p in plans],
+                },
+            )
+    except BaseException:
+        if out is not None:
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+    return BurstPlan(cluster=config.cluster, providers=plans, out=str(out) if out else None)
+
+
+def _prepare_bundle(out: Path) -> None:
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        from orchestrator.errors import UsageError
+
+        raise UsageError(f"--out {out}: exists and is not an empty directory")
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def _plan_provider(
+    config: Config,
+    engine: Engine,
+    workdir: ProviderWorkdir,
+    current: dict[str, InstanceSpec],
+    by_op: Mapping[str, tuple[OpRequest, str, dict[str, InstanceSpec]]],
+    out: Path | None,
+) -> ProviderPlan:
+    new: dict[str, InstanceSpec] = {}
+    for _op, _op_id, specs in by_op.values():
+        new.update(specs)
+    candidate = {**current, **new}
+    variables = workdir.variables(candidate, render_settings(config, workdir.provider))
+    plan_file = (out / f"{workdir.provider}.tfplan").resolve() if out is not None else None
+    prepared_workdir(engine, workdir)
+    with workdir.lock(), workdir.candidate_var_file(variables) as var_file:
+        result = engine.plan(workdir.path, var_files=[var_file], out=plan_file)
+    cloud = {t: config.templates[t].providers[workdir.provider] for t in config.templates if workdir.provider in config.templates[t].providers}
+    instances: list[PlannedInstance] = []
+    add = change = destroy = 0
+    cost_by_template: dict[str, float] = {}
+    for rc in result.changes:
+        key = rc.key if rc.key is not None else _key_from_addr(rc.addr)
+        spec = candidate.get(key) if key else None
+        action = rc.action
+        if action in ("create", "replace"):
+            add += 1
+        if action in ("delete", "replace"):
+            destroy += 1
+        if action == "update":
+            change += 1
+        if action == "create" and spec is not None and spec.template in cloud:
+            cost_by_template[spec.template] = (
+                cost_by_template.get(spec.template, 0.0) + cloud[spec.template].cost_per_hour
+            )
+        instances.append(
+            PlannedInstance(
+                key=key or rc.addr,
+                template=spec.template if spec else "",
+                name=spec.name if spec else "",
+                tags=_merged_tags(workdir, spec),
+                action=action,
+            )
+        )
+    ops = [
+        {"op_id": op_id, "template": op.template, "count": op.count, "asked": op.asked}
+        for op_id, (op, _, _) in sorted(by_op.items())
+    ]
+    return ProviderPlan(
+        name=workdir.provider,
+        module=workdir.module,
+        add=add,
+        change=change,
+        destroy=destroy,
+        cost_per_hour=round(sum(cost_by_template.values()), 4),
+        cost_by_template={t: round(c, 4) for t, c in sorted(cost_by_template.items())},
+        instances=sorted(instances, key=lambda i: i.key),
+        ops=ops,
+        plan_file=plan_file.name if plan_file else None,
+    )
+
+
+def _merged_tags(workdir: ProviderWorkdir, spec: InstanceSpec | None) -> dict[str, str]:
+    # The module tags every object with merge(common_tags, instance tags); show the same.
+    if spec is None:
+        return {}
+    return {**workdir.common_tags(), **spec.tags}
+
+
+def _key_from_addr(addr: str) -> str | None:
+    match = _KEY_IN_ADDR.search(addr)
+    return match.group("key").replace('\\"', '"').replace("\\\\", "\\") if match else None

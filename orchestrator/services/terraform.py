@@ -1,0 +1,38 @@
+"""Glue between the configuration, the provider working directories and the Terraform engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from orchestrator.clients.terraform.engine import Engine, engine_from_settings
+from orchestrator.clients.terraform.mirror import XCESIM, ensure_mirror, plugin_cache_dir
+from orchestrator.model.config import Config
+from orchestrator.services.workdir import ProviderWorkdir
+
+
+def terraform_home(config: Config) -> Path:
+    """Where the provider mirror, the shared plugin cache and the CLI configuration live."""
+    return config.state_dir / "terraform"
+
+
+def engine_for(config: Config) -> Engine:
+    """The configured engine, with the toolkit's provider mirror installed and named."""
+    home = terraform_home(config)
+    cli_config = ensure_mirror(home, [XCESIM])
+    return engine_from_settings(config.terraform, cli_config=cli_config, plugin_cache_dir=plugin_cache_dir(home))
+
+
+def prepared_workdir(engine: Engine, workdir: ProviderWorkdir) -> Path:
+    """The provider's working directory, built and initialised when missing or out of date."""
+    if workdir.is_current() and (workdir.path / ".terraform").is_dir():
+        return workdir.path
+    with workdir.lock(), workdir.staging() as stage:
+        engine.init(stage)
+    return workdir.path
+
+
+def instances_output(outputs: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The ``instances`` output of a provider root (key → {id, name, address, launch_time, tags})."""
+    value = outputs.get("instances") or {}
+    return {str(k): dict(v) for k, v in value.items()} if isinstance(value, dict) else {}

@@ -1,0 +1,171 @@
+"""One Terraform working directory per cluster × provider.
+
+``<state_dir>/work/<cluster>/<provider>/`` holds a copy of the module's root configuration
+(``terraform/roots/<module>``), the module itself (``module/``), the desired instance set
+(``desired.tfvars.json``: every instance of the provider keyed by instance key, plus the
+owner tags and settings) and the local Terraform state. One working directory per provider
+means one refresh-only plan shows all drift of that provider.
+
+The directory is built in a temporary sibling and renamed into place, so a failure (a bad
+module, a Terraform error during ``init``) never leaves a half-written working directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from orchestrator.errors import ConfigError, FinalError
+from orchestrator.model import tags as owner
+from orchestrator.model.config import Config
+from orchestrator.model.instances import InstanceSpec
+
+DESIRED = "desired.tfvars.json"
+STAMP = ".xceprov-source"
+
+
+class ProviderWorkdir:
+    """The working directory, desired set and lock of one provider."""
+
+    def __init__(self, config: Config, provider: str, toolkit_root: Path) -> None:
+        if provider not in config.providers:
+            raise ConfigError([f"providers.{provider}: no such provider"])
+        self.config = config
+        self.provider = provider
+        self.module = config.providers[provider].module
+        self.path = config.state_dir / "work" / config.cluster / provider
+        self.root_src = toolkit_root / "terraform" / "roots" / self.module
+        self.module_src = toolkit_root / "terraform" / "modules" / self.module
+        if not self.root_src.is_dir() or not self.module_src.is_dir():
+            raise ConfigError(
+                [f"providers.{provider}.module: no Terraform module {self.module!r} "
+                 f"(expected terraform/modules/{self.module} and terraform/roots/{self.module})"]
+            )
+
+    @property
+    def desired_file(self) -> Path:
+        """The variables file holding every instance this provider should have."""
+        return self.path / DESIRED
+
+    def lock(self, timeout: float = 600.0) -> FileLock:
+        """Serialises every change to this provider's desired set and state across processes."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        return FileLock(str(self.path) + ".lock", timeout=timeout)
+
+    def common_tags(self) -> dict[str, str]:
+        """The tags the module needs for listing this cluster's objects."""
+        return {owner.CLUSTER: self.config.cluster, owner.PROVIDER: self.provider}
+
+    def source_digest(self) -> str:
+        """A digest of the shipped root and module files: a change means copy and init again."""
+        digest = hashlib.sha256()
+        for base in (self.root_src, self.module_src):
+            for file in sorted(base.rglob("*.tf")):
+                digest.update(str(file.relative_to(base)).encode())
+                digest.update(file.read_bytes())
+        return digest.hexdigest()
+
+    def is_current(self) -> bool:
+        """True when the working directory exists and was built from the current sources."""
+        stamp = self.path / STAMP
+        return stamp.is_file() and stamp.read_text().strip() == self.source_digest()
+
+    def populate(self, target: Path) -> None:
+        """Copy the root configuration and the module into ``target`` (no state, no variables)."""
+        target.mkdir(parents=True, exist_ok=True)
+        for file in self.root_src.glob("*.tf"):
+            shutil.copy2(file, target / file.name)
+        module_dir = target / "module"
+        if module_dir.exists():
+            shutil.rmtree(module_dir)
+        shutil.copytree(self.module_src, module_dir, ignore=shutil.ignore_patterns(".terraform*", "*.tfstate*"))
+        (target / STAMP).write_text(self.source_digest() + "\n")
+
+    @contextlib.contextmanager
+    def staging(self) -> Iterator[Path]:
+        """A fresh copy of the sources in a temporary sibling; the caller inits it, then it is moved in.
+
+        An existing working directory keeps its state and desired set: only the sources are
+        refreshed in place after the staged copy proved it initialises.
+        """
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        stage = Path(tempfile.mkdtemp(prefix=f".{self.provider}.staging-", dir=self.path.parent))
+        try:
+            self.populate(stage)
+            yield stage
+            if self.path.exists():
+                # Keep state and desired set; refresh sources and the initialised plugins.
+                self.populate(self.path)
+                for item in (".terraform", ".terraform.lock.hcl"):
+                    src, dst = stage / item, self.path / item
+                    if dst.is_dir():
+                        shutil.rmtree(dst)
+                    elif dst.exists():
+                        dst.unlink()
+                    if src.exists():
+                        os.replace(src, dst)
+            else:
+                os.replace(stage, self.path)
+        finally:
+            if stage.exists():
+                shutil.rmtree(stage, ignore_errors=True)
+
+    def read_desired(self) -> dict[str, InstanceSpec]:
+        """The desired instance set (empty when nothing was ever applied)."""
+        try:
+            data = json.loads(self.desired_file.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, json.JSONDecodeError) as exc:
+            raise FinalError(f"{self.desired_file}: unreadable desired set: {exc}") from None
+        return {key: InstanceSpec.model_validate(value) for key, value in data.get("instances", {}).items()}
+
+    def variables(self, instances: Mapping[str, InstanceSpec], settings: Mapping[str, Any]) -> dict[str, Any]:
+        """The complete Terraform variables document for a desired set."""
+        return {
+            "instances": {key: spec.terraform_value() for key, spec in sorted(instances.items())},
+            "common_tags": self.common_tags(),
+            "settings": dict(settings),
+        }
+
+    def write_desired(self, variables: Mapping[str, Any]) -> None:
+        """Replace the desired set atomically (write, fsync, rename)."""
+        write_json_atomic(self.desired_file, variables)
+
+    @contextlib.contextmanager
+    def candidate_var_file(self, variables: Mapping[str, Any]) -> Iterator[Path]:
+        """A temporary variables file for a plan, removed afterwards."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=".candidate-", suffix=".tfvars.json", dir=self.path)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(variables, handle)
+            yield Path(name)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name)
+
+
+def write_json_atomic(path: Path, value: Any) -> None:
+    """Write JSON to ``path`` so that readers see the old or the new content, never a mix."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(value, handle, indent=1, sort_keys=True)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
