@@ -1,0 +1,141 @@
+"""The ``xcesim`` provider's resource and data source, called directly (no Terraform binary)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from tf.iface import CreateContext, DeleteContext, ImportContext, ReadContext, ReadDataContext, UpdateContext
+from tf.utils import Diagnostics
+
+from orchestrator.sim.cloud.provider import (
+    InstanceResource,
+    InstancesDataSource,
+    XceSimProvider,
+    _instance_object_type,
+)
+from orchestrator.sim.cloud.store import CloudStore
+
+HOSTILE = 'v"${x}%{y}\n<<EOF'
+
+
+@pytest.fixture
+def provider(tmp_path: Path) -> XceSimProvider:
+    p = XceSimProvider()
+    diags = Diagnostics()
+    p.configure_provider(diags, {"store": str(tmp_path / "cloud.sqlite"), "max_retries": None})
+    assert not diags.has_errors()
+    return p
+
+
+def _planned(**over: object) -> dict[str, object]:
+    base: dict[str, object] = {
+        "name": "h1",
+        "flavor": "c8.large",
+        "image": "debian-12",
+        "tags": {"xce:cluster": "demo", "odd": HOSTILE},
+        "user_data": HOSTILE,
+        "client_token": "op-1-0",
+        "id": None,
+        "address": None,
+        "launch_time": None,
+        "state": None,
+    }
+    base.update(over)
+    return base
+
+
+def test_create_read_update_delete(provider: XceSimProvider) -> None:
+    res = InstanceResource(provider)
+    diags = Diagnostics()
+    state = res.create(CreateContext(diags, "xcesim_instance"), _planned())
+    assert not diags.has_errors() and state is not None
+    assert state["id"].startswith("i-") and state["state"] == "running"
+    assert state["tags"]["odd"] == HOSTILE and state["user_data"] == HOSTILE
+    assert res.read(ReadContext(diags, "xcesim_instance"), dict(state)) == state
+    updated = res.update(UpdateContext(diags, "xcesim_instance"), state, {**state, "tags": {"a": "b"}})
+    assert updated is not None and updated["tags"] == {"a": "b"}
+    res.delete(DeleteContext(diags, "xcesim_instance"), updated)
+    assert res.read(ReadContext(diags, "xcesim_instance"), updated) is None  # gone: drift "delete"
+    res.delete(DeleteContext(diags, "xcesim_instance"), updated)  # already gone is success
+    assert not diags.has_errors()
+
+
+def test_null_optional_inputs_stay_null(provider: XceSimProvider) -> None:
+    res = InstanceResource(provider)
+    diags = Diagnostics()
+    state = res.create(CreateContext(diags, "t"), _planned(tags=None, user_data=None, client_token=None))
+    assert state is not None
+    assert (state["tags"], state["user_data"], state["client_token"]) == (None, None, None)
+    assert res.read(ReadContext(diags, "t"), state) == state
+
+
+def test_capacity_error_becomes_the_diagnostic_summary(provider: XceSimProvider) -> None:
+    provider.store.set_capacity("c8.large", 0)
+    diags = Diagnostics()
+    assert InstanceResource(provider).create(CreateContext(diags, "t"), _planned()) is None
+    assert [d.summary for d in diags.diagnostics] == [
+        "InsufficientCapacity: flavor c8.large has no capacity (limit 0)"
+    ]
+
+
+def test_retryable_error_is_reported_and_optionally_retried(provider: XceSimProvider) -> None:
+    provider.store.set_error_rate(1.0)
+    diags = Diagnostics()
+    assert InstanceResource(provider).create(CreateContext(diags, "t"), _planned()) is None
+    assert diags.diagnostics[0].summary.startswith("InternalError:")
+    assert "retryable" in (diags.diagnostics[0].detail or "")
+
+
+def test_provider_retries_up_to_max_retries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.sim.cloud import provider as provider_mod
+
+    monkeypatch.setattr(provider_mod.time, "sleep", lambda _s: None)
+    p = XceSimProvider()
+    p.configure_provider(Diagnostics(), {"store": str(tmp_path / "c.sqlite"), "max_retries": 50})
+    p.store.set_error_rate(0.5, seed=1)
+    diags = Diagnostics()
+    for i in range(5):
+        planned = _planned(client_token=f"t{i}")
+        assert InstanceResource(p).create(CreateContext(diags, "t"), planned) is not None
+    assert not diags.has_errors()
+
+
+def test_data_source_lists_matching_live_instances(provider: XceSimProvider) -> None:
+    res = InstanceResource(provider)
+    diags = Diagnostics()
+    a = res.create(CreateContext(diags, "t"), _planned(client_token="a"))
+    res.create(CreateContext(diags, "t"), _planned(client_token="b", tags={"xce:cluster": "other"}))
+    assert a is not None
+    got = InstancesDataSource(provider).read(ReadDataContext(diags, "d"), {"tags": {"odd": HOSTILE}})
+    assert got is not None
+    assert [i["id"] for i in got["instances"]] == [a["id"]]
+    assert set(got["instances"][0]) == set(json.loads(_instance_object_type().tf_type())[1])
+    everything = InstancesDataSource(provider).read(ReadDataContext(diags, "d"), {"tags": None})
+    assert everything is not None and len(everything["instances"]) == 2
+
+
+def test_import_adopts_a_live_instance(provider: XceSimProvider) -> None:
+    stray = provider.store.create_out_of_band("stray", "c8.large", "debian-12", {"k": "v"})
+    diags = Diagnostics()
+    state = InstanceResource(provider).import_(ImportContext(diags, "t"), stray.id)
+    assert state is not None and state["id"] == stray.id and state["tags"] == {"k": "v"}
+    assert InstanceResource(provider).import_(ImportContext(diags, "t"), "i-000000000000") is None
+    assert diags.has_errors()
+
+
+def test_configuration_problems_are_diagnostics(tmp_path: Path) -> None:
+    diags = Diagnostics()
+    XceSimProvider().validate_config(diags, {"store": " ", "max_retries": -1})
+    assert len(diags.diagnostics) == 2
+    diags = Diagnostics()
+    XceSimProvider().configure_provider(diags, {"store": None})
+    assert diags.has_errors()
+
+
+def test_object_type_is_valid_terraform_type_json() -> None:
+    kind, attrs = json.loads(_instance_object_type().tf_type())
+    assert kind == "object"
+    assert attrs["tags"] == ["map", "string"] and attrs["id"] == "string"
+    assert CloudStore  # the provider's store type is the public store
