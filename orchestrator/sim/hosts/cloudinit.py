@@ -1,0 +1,199 @@
+"""A small, honest subset of cloud-init for simulated hosts: ``#cloud-config`` with ``write_files``.
+
+What a simulated host does at boot with its instance's ``user_data``:
+
+- ``#cloud-config`` YAML: the ``write_files`` module as cloud-init documents it: ``path``
+  (required), ``content`` (default empty), ``encoding`` (``b64``/``base64``, ``gz``/``gzip``,
+  ``gz+b64``/``gzip+base64`` and friends, else text), ``owner`` (``user[:group]``, default
+  ``root:root``), ``permissions`` (octal string such as ``'0640'`` or a YAML integer, default
+  ``0644``), ``append`` (default false) and ``defer`` (written after the others, as cloud-init's
+  final stage would). Parent directories are created. Every other top-level key is recorded as
+  ignored (this is not cloud-init), never an error.
+- anything else (a shell script, MIME multipart, empty): nothing is applied; the result says so.
+
+Afterwards, like cloud-init: ``/var/lib/cloud/instances/<id>/`` (``user-data.txt``,
+``boot-finished``), ``/var/lib/cloud/instance`` pointing at it, ``/var/lib/cloud/data/result.json``
+(``{"v1": {"errors": [...]}}``) and ``/var/lib/cloud/data/instance-id``. A playbook waits for
+``/var/lib/cloud/instance/boot-finished``.
+
+The functions take a ``root`` so that they run against a directory in unit tests and against
+``/`` inside a host (whose /etc, and hence user and group names, are the host's own).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import grp
+import gzip
+import json
+import os
+import pwd
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+_DEFAULT_PERMS = 0o644
+_B64 = {"b64", "base64"}
+_GZ = {"gz", "gzip"}
+_GZ_B64 = {"gz+b64", "gz+base64", "gzip+b64", "gzip+base64"}
+
+
+@dataclass
+class CloudInitResult:
+    """What the boot did with the user data: files written, errors (one line each), ignored keys."""
+
+    kind: str  # "cloud-config", "none" or "unsupported"
+    written: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON stored in ``/var/lib/cloud/data/result.json`` (under ``v1``)."""
+        return {"kind": self.kind, "written": self.written, "errors": self.errors, "ignored": self.ignored}
+
+
+def parse_user_data(user_data: str) -> tuple[str, dict[str, Any]]:
+    """Classify ``user_data`` and parse it if it is ``#cloud-config``.
+
+    Returns ``(kind, config)``: ``("cloud-config", {...})``, ``("none", {})`` for empty user data
+    or ``("unsupported", {})`` for anything else. A ``#cloud-config`` that is not a YAML mapping
+    raises ``ValueError`` with a one-line reason.
+    """
+    text = user_data.lstrip("\ufeff")
+    if not text.strip():
+        return "none", {}
+    first = text.splitlines()[0].strip()
+    if first != "#cloud-config":
+        return "unsupported", {}
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"user data is not valid YAML: {str(exc).splitlines()[0]}") from None
+    if data is None:
+        return "cloud-config", {}
+    if not isinstance(data, dict):
+        raise ValueError(f"#cloud-config must be a mapping, not {type(data).__name__}")
+    return "cloud-config", data
+
+
+def decode_content(content: object, encoding: object) -> bytes:
+    """The bytes of one ``write_files`` entry, decoded as cloud-init does."""
+    enc = str(encoding or "").strip().lower()
+    raw = content if isinstance(content, bytes) else ("" if content is None else str(content)).encode()
+    if enc in _GZ_B64:
+        return gzip.decompress(base64.b64decode(raw))
+    if enc in _B64:
+        return base64.b64decode(raw)
+    if enc in _GZ:
+        return gzip.decompress(raw)
+    return raw
+
+
+def decode_permissions(value: object) -> int:
+    """``'0640'``, ``'640'``, ``0o640`` (a YAML ``0640``) → 0o640; ``None`` → 0o644."""
+    if value is None:
+        return _DEFAULT_PERMS
+    if isinstance(value, bool):
+        raise ValueError(f"permissions {value!r} is not an octal mode")
+    if isinstance(value, int):
+        mode = value
+    else:
+        try:
+            mode = int(str(value).strip(), 8)
+        except ValueError:
+            raise ValueError(f"permissions {value!r} is not an octal mode") from None
+    if not 0 <= mode <= 0o7777:
+        raise ValueError(f"permissions {value!r} is out of range")
+    return mode
+
+
+def _owner_ids(owner: object) -> tuple[int, int]:
+    text = str(owner or "root:root")
+    user, _, group = text.partition(":")
+    uid = pwd.getpwnam(user).pw_uid
+    gid = grp.getgrnam(group).gr_gid if group else pwd.getpwnam(user).pw_gid
+    return uid, gid
+
+
+def apply_write_files(entries: object, root: Path) -> CloudInitResult:
+    """Apply a ``write_files`` list under ``root``; problems are recorded per entry, never raised."""
+    result = CloudInitResult(kind="cloud-config")
+    if entries is None:
+        return result
+    if not isinstance(entries, list):
+        result.errors.append(f"write_files must be a list, not {type(entries).__name__}")
+        return result
+    ordered = [e for e in entries if not (isinstance(e, dict) and e.get("defer"))]
+    ordered += [e for e in entries if isinstance(e, dict) and e.get("defer")]
+    for index, entry in enumerate(ordered):
+        if not isinstance(entry, dict) or not entry.get("path"):
+            result.errors.append(f"write_files[{index}]: an entry needs a 'path'")
+            continue
+        path = str(entry["path"])
+        if "source" in entry and "content" not in entry:
+            result.errors.append(f"{path}: 'source' (download) is not supported by the simulated hosts")
+            continue
+        try:
+            data = decode_content(entry.get("content"), entry.get("encoding"))
+            mode = decode_permissions(entry.get("permissions"))
+        except (ValueError, binascii.Error, OSError, EOFError) as exc:
+            result.errors.append(f"{path}: {exc}")
+            continue
+        target = root / path.lstrip("/")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with open(target, "ab" if entry.get("append") else "wb") as fh:
+                fh.write(data)
+            os.chmod(target, mode)
+        except OSError as exc:
+            result.errors.append(f"{path}: {exc.strerror or exc}")
+            continue
+        result.written.append(path)
+        try:
+            uid, gid = _owner_ids(entry.get("owner"))
+            os.chown(target, uid, gid)
+        except KeyError:
+            owner = entry.get("owner")
+            result.errors.append(f"{path}: unknown owner {owner!r} (file written, owned by root)")
+        except OSError as exc:
+            result.errors.append(f"{path}: chown: {exc.strerror or exc}")
+    return result
+
+
+def run_cloud_init(user_data: str, instance_id: str, root: Path = Path("/")) -> CloudInitResult:
+    """Apply ``user_data`` under ``root`` and write cloud-init's markers, ``boot-finished`` last."""
+    try:
+        kind, config = parse_user_data(user_data)
+    except ValueError as exc:
+        result = CloudInitResult(kind="cloud-config", errors=[str(exc)])
+    else:
+        if kind == "cloud-config":
+            result = apply_write_files(config.get("write_files"), root)
+            result.ignored = sorted(k for k in config if k != "write_files")
+        else:
+            result = CloudInitResult(kind=kind)
+            if kind == "unsupported":
+                result.errors.append("user data is not #cloud-config; simulated hosts apply only write_files")
+    cloud = root / "var/lib/cloud"
+    inst = cloud / "instances" / instance_id
+    inst.mkdir(parents=True, exist_ok=True)
+    (inst / "user-data.txt").write_text(user_data)
+    os.chmod(inst / "user-data.txt", 0o600)
+    link = cloud / "instance"
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to(Path("instances") / instance_id)
+    (cloud / "data").mkdir(parents=True, exist_ok=True)
+    (cloud / "data" / "instance-id").write_text(instance_id + "\n")
+    (cloud / "data" / "result.json").write_text(
+        json.dumps({"v1": {"datasource": "DataSourceXcesim", **result.to_json()}}, indent=1) + "\n"
+    )
+    # cloud-init's own format: "<uptime> - <timestamp> - v. <version>".
+    uptime = Path("/proc/uptime").read_text().split()[0] if Path("/proc/uptime").exists() else "0"
+    stamp = time.strftime("%a, %d %b %Y %H:%M:%S +0000", time.gmtime())
+    (inst / "boot-finished").write_text(f"{uptime} - {stamp} - v. xcesim-0.1\n")
+    return result
