@@ -253,7 +253,11 @@ class _CliEngine:
         var_files: Sequence[Path] = (),
         auto_approve: bool = True,
     ) -> ApplyResult:
-        """``terraform apply -json``. A saved plan that no longer fits the state raises StaleState."""
+        """``terraform apply -json``.
+
+        A saved plan that no longer fits the state raises StaleState; other errors raise
+        :class:`.messages.ApplyFailed`, whose ``result`` lists what was completed anyway.
+        """
         if plan_file is None and not auto_approve:
             raise UsageError("apply without a saved plan needs auto_approve (there is no one to ask)")
         args = ["apply", "-json", "-input=false", *self._common_flags()]
@@ -263,11 +267,11 @@ class _CliEngine:
         if plan_file is not None:
             args.append(str(plan_file))
         done = self.run(workdir, args)
-        stream = messages.parse_lines(done.stdout)
+        result = messages.apply_result(messages.parse_lines(done.stdout))  # raises on error diagnostics
         if done.returncode != 0:
-            messages.raise_for_errors(messages.diagnostics(stream), fallback=done.stderr or done.stdout)
+            messages.raise_for_errors((), fallback=done.stderr or done.stdout)
             raise TerraformError(f"{self.name} apply failed with exit code {done.returncode}")
-        return messages.apply_result(stream)
+        return result
 
     def show_plan(self, workdir: Path, plan_file: Path) -> dict[str, Any]:
         """``terraform show -json PLAN``."""

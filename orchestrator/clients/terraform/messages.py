@@ -141,20 +141,41 @@ def diagnostics(messages: Iterable[Mapping[str, Any]]) -> tuple[Diagnostic, ...]
     return tuple(seen)
 
 
-def raise_for_errors(diags: Sequence[Diagnostic], fallback: str = "") -> None:
-    """Raise :class:`StaleState` or :class:`TerraformError` when ``diags`` hold an error.
+class ApplyFailed(TerraformError):
+    """An apply reported errors; ``result`` still tells what it completed before failing.
 
-    ``fallback`` (Terraform's stderr, say) is used when the command failed without any
-    error diagnostic; pass it only for a failed command.
+    Callers that must record what exists (instance facts) read ``result.changes``; the rest
+    treat it as any :class:`~orchestrator.errors.TerraformError`.
+    """
+
+    def __init__(self, message: str, result: ApplyResult) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+def error_for(diags: Sequence[Diagnostic], fallback: str = "") -> TerraformError | StaleState | None:
+    """The error that ``diags`` amount to, or None when they hold no error.
+
+    A stale saved plan becomes :class:`StaleState`; other errors one :class:`TerraformError`
+    with one line per error diagnostic. ``fallback`` (Terraform's stderr, say) is used when a
+    command failed without any error diagnostic; pass it only for a failed command.
     """
     errors = [d for d in diags if d.severity == "error"]
     for d in errors:
         if d.summary.strip().lower().startswith(_STALE_SUMMARIES):
-            raise StaleState(f"saved plan is stale: {_one_line(d.detail) or _one_line(d.summary)}")
+            return StaleState(f"saved plan is stale: {_one_line(d.detail) or _one_line(d.summary)}")
     if errors:
-        raise TerraformError("\n".join(str(d) for d in errors))
+        return TerraformError("\n".join(str(d) for d in errors))
     if fallback.strip():
-        raise TerraformError(_fallback_text(fallback))
+        return TerraformError(_fallback_text(fallback))
+    return None
+
+
+def raise_for_errors(diags: Sequence[Diagnostic], fallback: str = "") -> None:
+    """Raise :func:`error_for`'s error, if any."""
+    err = error_for(diags, fallback)
+    if err is not None:
+        raise err
 
 
 def resource_change(change: Mapping[str, Any]) -> ResourceChange:
@@ -217,9 +238,12 @@ def plan_result(
 
 
 def apply_result(messages: Sequence[Mapping[str, Any]]) -> ApplyResult:
-    """Interpret an ``apply -json`` stream. Raises on error diagnostics."""
+    """Interpret an ``apply -json`` stream.
+
+    Raises :class:`StaleState` for a stale saved plan and :class:`ApplyFailed` (carrying the
+    partial result) on other error diagnostics.
+    """
     diags = diagnostics(messages)
-    raise_for_errors(diags)
     done = tuple(
         resource_change(m["hook"]) for m in messages if m.get("type") == "apply_complete" and "hook" in m
     )
@@ -230,9 +254,15 @@ def apply_result(messages: Sequence[Mapping[str, Any]]) -> ApplyResult:
     for m in messages:
         if m.get("type") == "outputs" and isinstance(m.get("outputs"), Mapping):
             outputs = {k: v.get("value") for k, v in m["outputs"].items() if isinstance(v, Mapping)}
-    return ApplyResult(
+    result = ApplyResult(
         changes=done, failed=failed, diagnostics=diags, summary=summary(messages), outputs=outputs
     )
+    err = error_for(diags)
+    if isinstance(err, StaleState):
+        raise err
+    if err is not None:
+        raise ApplyFailed(err.message, result)
+    return result
 
 
 def validate_diagnostics(document: Mapping[str, Any]) -> tuple[Diagnostic, ...]:

@@ -1,0 +1,204 @@
+"""Engine command lines, environment and process handling, against a fake ``terraform``.
+
+The fake is a small Python script: it records its argv, working directory and environment,
+prints a canned stdout and exits with a canned code, so no Terraform is needed here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from orchestrator.clients.terraform.engine import BinaryEngine, BundledEngine, engine_from_settings
+from orchestrator.clients.terraform.messages import ApplyFailed
+from orchestrator.errors import ConfigError, StaleState, TerraformError, UsageError
+from orchestrator.model.config import TerraformSettings
+
+DATA = Path(__file__).parent / "data"
+
+FAKE = """#!{python}
+import json, os, sys, time
+here = os.path.dirname(os.path.abspath(__file__))
+record = {{"argv": sys.argv[1:], "cwd": os.getcwd(),
+          "env": {{k: v for k, v in os.environ.items() if k.startswith(("TF_", "CHECKPOINT"))}}}}
+with open(os.path.join(here, "calls.jsonl"), "a") as f:
+    f.write(json.dumps(record) + "\\n")
+if os.path.exists(os.path.join(here, "sleep")):
+    import signal
+    def stop(signum, frame):
+        with open(os.path.join(here, "signals"), "a") as f:
+            f.write(str(signum) + "\\n")
+        sys.exit(1)
+    signal.signal(signal.SIGINT, stop)
+    time.sleep(60)
+out = os.path.join(here, "stdout")
+if os.path.exists(out):
+    sys.stdout.write(open(out).read())
+sys.stderr.write(os.environ.get("FAKE_STDERR", ""))
+sys.exit(int(open(os.path.join(here, "rc")).read()) if os.path.exists(os.path.join(here, "rc")) else 0)
+"""
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> Path:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    exe = bindir / "terraform"
+    exe.write_text(FAKE.format(python=sys.executable))
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    return exe
+
+
+def calls(fake: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in (fake.parent / "calls.jsonl").read_text().splitlines()]
+
+
+def set_output(fake: Path, recorded: str, rc: int) -> None:
+    (fake.parent / "stdout").write_text((DATA / recorded).read_text())
+    (fake.parent / "rc").write_text(str(rc))
+
+
+def test_plan_command_line_and_environment(
+    fake: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TF_CLI_ARGS", "-no-color")  # would corrupt -json parsing if passed on
+    monkeypatch.setenv("TF_CLI_CONFIG_FILE", "/nonexistent/terraformrc")
+    monkeypatch.setenv("TF_LOG", "WARN")
+    set_output(fake, "plan_module_replace_delete.jsonl", 2)
+    engine = BinaryEngine(
+        str(fake), cli_config=tmp_path / "terraform.rc", plugin_cache_dir=tmp_path / "cache", parallelism=7
+    )
+    result = engine.plan(tmp_path, var_files=[Path("desired.tfvars.json")], out=Path("burst.tfplan"))
+    assert result.has_changes and result.plan_file == "burst.tfplan"
+    (call,) = calls(fake)
+    assert call["argv"] == [
+        "plan",
+        "-json",
+        "-input=false",
+        "-detailed-exitcode",
+        "-parallelism=7",
+        "-lock-timeout=60s",
+        "-var-file=desired.tfvars.json",
+        "-out=burst.tfplan",
+    ]
+    assert call["cwd"] == str(tmp_path)
+    env = call["env"]
+    assert isinstance(env, dict)
+    assert env["TF_CLI_CONFIG_FILE"] == str(tmp_path / "terraform.rc")
+    assert env["TF_PLUGIN_CACHE_DIR"] == str(tmp_path / "cache")
+    assert env["TF_IN_AUTOMATION"] == "1" and env["TF_INPUT"] == "0" and env["CHECKPOINT_DISABLE"] == "1"
+    assert env["TF_LOG"] == "WARN"
+    assert "TF_CLI_ARGS" not in env
+
+
+def test_refresh_only_and_destroy_flags(fake: Path, tmp_path: Path) -> None:
+    set_output(fake, "refresh_only_drift.jsonl", 2)
+    engine = BinaryEngine(str(fake))
+    assert len(engine.plan(tmp_path, refresh_only=True).drift) == 2
+    engine.plan(tmp_path, destroy=True)
+    first, second = calls(fake)
+    assert isinstance(first["argv"], list) and "-refresh-only" in first["argv"]
+    assert isinstance(second["argv"], list) and "-destroy" in second["argv"]
+    with pytest.raises(UsageError):
+        engine.plan(tmp_path, refresh_only=True, destroy=True)
+
+
+def test_no_cli_config_means_an_empty_one(fake: Path, tmp_path: Path) -> None:
+    BinaryEngine(str(fake)).init(tmp_path)
+    (call,) = calls(fake)
+    assert call["argv"] == ["init", "-json", "-input=false", "-no-color"]
+    assert isinstance(call["env"], dict)
+    assert call["env"]["TF_CLI_CONFIG_FILE"] == os.devnull
+    assert "TF_PLUGIN_CACHE_DIR" not in call["env"]
+
+
+def test_apply_saved_plan(fake: Path, tmp_path: Path) -> None:
+    set_output(fake, "apply_ok.jsonl", 0)
+    result = BinaryEngine(str(fake), parallelism=3).apply(tmp_path, plan_file=Path("p.tfplan"))
+    assert result.summary.add > 0
+    (call,) = calls(fake)
+    assert call["argv"] == [
+        "apply", "-json", "-input=false", "-parallelism=3", "-lock-timeout=60s", "-auto-approve", "p.tfplan"
+    ]
+
+
+def test_apply_stale_and_failed(fake: Path, tmp_path: Path) -> None:
+    engine = BinaryEngine(str(fake))
+    set_output(fake, "apply_stale_plan.jsonl", 1)
+    with pytest.raises(StaleState, match=r"^saved plan is stale: "):
+        engine.apply(tmp_path, plan_file=Path("p.tfplan"))
+    set_output(fake, "apply_provisioner_error.jsonl", 1)
+    with pytest.raises(ApplyFailed) as err:
+        engine.apply(tmp_path)
+    assert err.value.result.failed
+
+
+def test_apply_without_plan_needs_auto_approve(fake: Path, tmp_path: Path) -> None:
+    with pytest.raises(UsageError):
+        BinaryEngine(str(fake)).apply(tmp_path, auto_approve=False)
+
+
+def test_failure_without_json_uses_stderr(
+    fake: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (fake.parent / "rc").write_text("1")
+    monkeypatch.setenv("FAKE_STDERR", "\nError: Backend initialization required\n\nplease run init\n")
+    with pytest.raises(TerraformError, match=r"^Error: Backend initialization required: please run init$"):
+        BinaryEngine(str(fake)).plan(tmp_path)
+
+
+def test_validate_returns_errors(fake: Path, tmp_path: Path) -> None:
+    set_output(fake, "validate_unsupported_argument.json", 1)
+    (diag,) = BinaryEngine(str(fake)).validate(tmp_path)
+    assert (diag.filename, diag.line) == ("main.tf", 3)
+
+
+def test_missing_binary_and_workdir(fake: Path, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"terraform\.binary"):
+        BinaryEngine(str(tmp_path / "no-such-terraform"))
+    with pytest.raises(TerraformError, match="does not exist"):
+        BinaryEngine(str(fake)).plan(tmp_path / "missing")
+
+
+def test_timeout_sends_one_sigint(fake: Path, tmp_path: Path) -> None:
+    (fake.parent / "sleep").write_text("")
+    engine = BinaryEngine(str(fake), timeout=1.0, stop_grace=30.0)
+    with pytest.raises(TerraformError, match="did not finish within 1 s"):
+        engine.plan(tmp_path)
+    assert (fake.parent / "signals").read_text().split() == ["2"]
+
+
+def test_waiting_on_terraform_does_not_block_other_threads(fake: Path, tmp_path: Path) -> None:
+    # While one thread waits for a (fake) long Terraform command, another keeps running,
+    # as the controller link's lease renewal must.
+    (fake.parent / "sleep").write_text("")
+    engine = BinaryEngine(str(fake), timeout=3.0)
+    ticks: list[int] = []
+    stop = threading.Event()
+
+    def renew() -> None:
+        while not stop.wait(0.05):
+            ticks.append(1)
+
+    thread = threading.Thread(target=renew)
+    thread.start()
+    try:
+        with pytest.raises(TerraformError):
+            engine.apply(tmp_path)
+    finally:
+        stop.set()
+        thread.join()
+    assert len(ticks) > 5
+
+
+def test_engine_from_settings(fake: Path) -> None:
+    bundled = engine_from_settings(TerraformSettings(parallelism=4))
+    assert isinstance(bundled, BundledEngine) and bundled.parallelism == 4
+    binary = engine_from_settings(TerraformSettings(engine="binary", binary=str(fake)))
+    assert isinstance(binary, BinaryEngine) and binary.command() == [str(fake)]
