@@ -1,0 +1,227 @@
+"""Real Terraform (the bundled engine) against the ``xcesim`` provider from a local mirror."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.clients.terraform.engine import BundledEngine
+from orchestrator.clients.terraform.messages import ApplyFailed
+from orchestrator.clients.terraform.mirror import XCESIM, ensure_mirror, plugin_cache_dir
+from orchestrator.sim.cloud.store import CloudStore
+
+pytestmark = pytest.mark.integration
+
+# A tiny root configuration: values only ever enter as variables, never as Terraform code.
+MAIN_TF = """
+terraform {
+  required_providers {
+    xcesim = {
+      source  = "registry.terraform.io/xce/xcesim"
+      version = "0.1.0"
+    }
+  }
+}
+
+variable "store" {
+  type = string
+}
+
+variable "max_retries" {
+  type    = number
+  default = 0
+}
+
+variable "instances" {
+  type = map(object({
+    name      = string
+    flavor    = string
+    image     = string
+    tags      = map(string)
+    user_data = string
+  }))
+}
+
+provider "xcesim" {
+  store       = var.store
+  max_retries = var.max_retries
+}
+
+resource "xcesim_instance" "this" {
+  for_each     = var.instances
+  name         = each.value.name
+  flavor       = each.value.flavor
+  image        = each.value.image
+  tags         = each.value.tags
+  user_data    = each.value.user_data
+  client_token = each.key
+}
+
+data "xcesim_instances" "cluster" {
+  tags       = { "xce:cluster" = "itest" }
+  depends_on = [xcesim_instance.this]
+}
+
+output "ids" {
+  value = { for k, v in xcesim_instance.this : k => v.id }
+}
+
+output "listed" {
+  value = data.xcesim_instances.cluster.instances
+}
+"""
+
+HOSTILE_NAME = 'web "1" ${var.store} %{ if true }x%{ endif }'
+HOSTILE_TAG = 'resource "null" "x" {}\n${file("/etc/passwd")}\t%{for x in y}z%{endfor} "quoted" \\back'
+
+
+@dataclass
+class Workspace:
+    """One Terraform working directory with its own cloud store."""
+
+    workdir: Path
+    engine: BundledEngine
+    store: CloudStore
+
+    def write_vars(self, instances: dict[str, dict[str, Any]], max_retries: int = 0) -> Path:
+        doc = {"store": str(self.store.path), "max_retries": max_retries, "instances": instances}
+        path = self.workdir / "desired.tfvars.json"
+        path.write_text(json.dumps(doc, indent=1))
+        return path
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Iterator[Workspace]:
+    cli_config = ensure_mirror(tmp_path / "tf", [XCESIM])
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    (workdir / "main.tf").write_text(MAIN_TF)
+    cache = plugin_cache_dir(tmp_path / "tf")
+    engine = BundledEngine(cli_config=cli_config, plugin_cache_dir=cache, timeout=300)
+    engine.init(workdir)
+    store = CloudStore(tmp_path / "sim" / "cloud.sqlite")
+    yield Workspace(workdir, engine, store)
+    store.close()
+
+
+def _instances(n: int, flavor: str = "c8.large", **extra_tags: str) -> dict[str, dict[str, Any]]:
+    return {
+        f"op1-{i}": {
+            "name": f"burst-{i}",
+            "flavor": flavor,
+            "image": "debian-12",
+            "tags": {"xce:cluster": "itest", "xce:op_id": "op1", **extra_tags},
+            "user_data": "#cloud-config\n",
+        }
+        for i in range(n)
+    }
+
+
+def test_apply_creates_instances_and_hostile_values_arrive_literally(ws: Workspace) -> None:
+    desired = _instances(4, odd=HOSTILE_TAG)
+    desired["op1-0"]["name"] = HOSTILE_NAME
+    desired["op1-0"]["user_data"] = "#!/bin/sh\necho \"${HOME}\" %{x}\n"
+    result = ws.engine.apply(ws.workdir, var_files=[ws.write_vars(desired)])
+    assert result.summary.add == 4
+
+    live = {i.client_token: i for i in ws.store.list_instances({"xce:cluster": "itest"})}
+    assert set(live) == set(desired)
+    assert live["op1-0"].name == HOSTILE_NAME
+    assert live["op1-0"].user_data == desired["op1-0"]["user_data"]
+    assert all(i.tags["odd"] == HOSTILE_TAG and i.state == "running" for i in live.values())
+    assert len({i.address for i in live.values()}) == 4
+
+    outputs = ws.engine.output(ws.workdir)
+    assert outputs["ids"] == {k: i.id for k, i in live.items()}
+    listed = {o["id"]: o for o in outputs["listed"]}
+    assert set(listed) == {i.id for i in live.values()}
+    assert listed[live["op1-0"].id]["name"] == HOSTILE_NAME
+    assert listed[live["op1-0"].id]["tags"]["odd"] == HOSTILE_TAG
+
+    # Nothing left to do: the provider reports exactly what Terraform asked for.
+    assert not ws.engine.plan(ws.workdir, var_files=[ws.write_vars(desired)]).has_changes
+
+
+def test_refresh_only_plan_shows_an_out_of_band_delete_as_drift(ws: Workspace) -> None:
+    vars_file = ws.write_vars(_instances(3))
+    ws.engine.apply(ws.workdir, var_files=[vars_file])
+    victim = next(i for i in ws.store.list_instances() if i.client_token == "op1-1")
+    ws.store.delete_out_of_band(victim.id)
+
+    plan = ws.engine.plan(ws.workdir, var_files=[vars_file], refresh_only=True)
+    assert plan.has_changes
+    assert [(d.addr, d.action) for d in plan.drift] == [('xcesim_instance.this["op1-1"]', "delete")]
+
+    # A normal plan then re-creates exactly that instance (with the same client token).
+    plan = ws.engine.plan(ws.workdir, var_files=[vars_file])
+    managed = [(c.addr, c.action) for c in plan.changes if c.type == "xcesim_instance"]
+    assert managed == [('xcesim_instance.this["op1-1"]', "create")]
+
+
+def test_tag_change_updates_in_place_and_name_change_replaces(ws: Workspace) -> None:
+    desired = _instances(2)
+    ws.engine.apply(ws.workdir, var_files=[ws.write_vars(desired)])
+    before = {i.client_token: i for i in ws.store.list_instances()}
+
+    desired["op1-0"]["tags"]["xce:epoch"] = "3.1"
+    desired["op1-1"]["name"] = "renamed"
+    plan = ws.engine.plan(ws.workdir, var_files=[ws.write_vars(desired)])
+    actions = {c.addr: c.action for c in plan.changes}
+    assert actions['xcesim_instance.this["op1-0"]'] == "update"
+    assert actions['xcesim_instance.this["op1-1"]'] == "replace"
+    ws.engine.apply(ws.workdir, var_files=[ws.write_vars(desired)])
+
+    after = {i.client_token: i for i in ws.store.list_instances()}
+    assert after["op1-0"].id == before["op1-0"].id and after["op1-0"].tags["xce:epoch"] == "3.1"
+    assert after["op1-1"].id != before["op1-1"].id and after["op1-1"].name == "renamed"
+    old = ws.store.get(before["op1-1"].id)
+    assert old is not None and old.state == "terminated"
+
+
+def test_capacity_error_reaches_terraform_diagnostics(ws: Workspace) -> None:
+    ws.store.set_capacity("g4.xlarge", 2)
+    vars_file = ws.write_vars(_instances(3, flavor="g4.xlarge"))
+    with pytest.raises(ApplyFailed) as err:
+        ws.engine.apply(ws.workdir, var_files=[vars_file])
+    assert "InsufficientCapacity: flavor g4.xlarge has no capacity (limit 2)" in str(err.value)
+    assert any(
+        d.summary == "InsufficientCapacity: flavor g4.xlarge has no capacity (limit 2)"
+        for d in err.value.result.diagnostics
+    )
+    assert len([c for c in err.value.result.changes if c.action == "create"]) == 2
+    assert len(ws.store.list_instances()) == 2
+
+    # With capacity back the same apply completes; the two made before are not made again.
+    ws.store.set_capacity("g4.xlarge", None)
+    ws.engine.apply(ws.workdir, var_files=[vars_file])
+    assert len(ws.store.list_instances()) == 3
+
+
+def test_api_errors_fail_or_are_retried_by_the_provider(ws: Workspace) -> None:
+    ws.store.set_error_rate(1.0)
+    with pytest.raises(ApplyFailed) as err:
+        ws.engine.apply(ws.workdir, var_files=[ws.write_vars(_instances(2))])
+    assert "InternalError: simulated API failure during create" in str(err.value)
+    assert ws.store.list_instances() == []
+
+    ws.store.set_error_rate(0.3, seed=7)
+    ws.engine.apply(ws.workdir, var_files=[ws.write_vars(_instances(6), max_retries=30)])
+    ws.store.clear_faults()
+    assert len(ws.store.list_instances()) == 6
+
+
+def test_destroy_terminates_everything(ws: Workspace) -> None:
+    vars_file = ws.write_vars(_instances(3))
+    ws.engine.apply(ws.workdir, var_files=[vars_file])
+    stray = ws.store.create_out_of_band("stray", "c8.large", "debian-12", {"xce:cluster": "itest"})
+    plan = ws.engine.plan(ws.workdir, var_files=[vars_file], destroy=True, out=Path("destroy.tfplan"))
+    assert plan.summary.remove == 3
+    ws.engine.apply(ws.workdir, plan_file=Path("destroy.tfplan"))
+    # Terraform removes what it made and nothing else.
+    assert [i.id for i in ws.store.list_instances()] == [stray.id]
+    assert ws.engine.show_state(ws.workdir).get("values") in (None, {}, {"root_module": {}})
