@@ -81,9 +81,7 @@ def parse_config(text: str, source: str, base_dir: Path) -> LoadedConfig:
     return LoadedConfig(config=_resolve_paths(config, base_dir), source=source, base_dir=base_dir)
 
 
-def validation_problems(
-    exc: ValidationError, source: str, data: Any, model: type[BaseModel]
-) -> list[str]:
+def validation_problems(exc: ValidationError, source: str, data: Any, model: type[BaseModel]) -> list[str]:
     """One line per pydantic error, with the key path and a suggestion for unknown keys."""
     lines: list[str] = []
     for error in exc.errors():
@@ -117,9 +115,8 @@ def reference_problems(data: dict[str, Any], source: str) -> list[str]:
         for pname in wanted:
             if pname not in providers:
                 known = ", ".join(sorted(map(str, providers))) or "none"
-                problems.append(
-                    f"{source}: templates.{tname}.providers.{pname}: no provider named {pname!r} (known: {known})"
-                )
+                where = f"{source}: templates.{tname}.providers.{pname}"
+                problems.append(f"{where}: no provider named {pname!r} (known: {known})")
     return problems
 
 

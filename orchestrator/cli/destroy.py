@@ -12,19 +12,35 @@ from orchestrator.cli.main import CliContext, pass_ctx
 @click.option("--all", "all_instances", is_flag=True, help="Destroy every instance of the provider(s).")
 @click.option("--provider", help="Only this provider.")
 @click.option("--dry-run", is_flag=True, help="Show what would be destroyed; change nothing.")
-@click.option("--max", "max_destroy", type=click.IntRange(min=1), default=50, show_default=True,
-              help="Refuse to destroy more instances than this in one run.")
+@click.option(
+    "--max",
+    "max_destroy",
+    type=click.IntRange(min=1),
+    default=50,
+    show_default=True,
+    help="Refuse to destroy more instances than this in one run.",
+)
 @pass_ctx
 def destroy(
-    ctx: CliContext, ops: tuple[str, ...], all_instances: bool, provider: str | None, dry_run: bool, max_destroy: int
+    ctx: CliContext,
+    ops: tuple[str, ...],
+    all_instances: bool,
+    provider: str | None,
+    dry_run: bool,
+    max_destroy: int,
 ) -> None:
     """Destroy instances by op or all of them; only what this toolkit made in this cluster."""
     from orchestrator.paths import toolkit_root
     from orchestrator.services.destroy import destroy as destroy_service
 
     result = destroy_service(
-        ctx.config(), toolkit_root(), ops=ops, all_instances=all_instances,
-        provider=provider, dry_run=dry_run, max_destroy=max_destroy,
+        ctx.config(),
+        toolkit_root(),
+        ops=ops,
+        all_instances=all_instances,
+        provider=provider,
+        dry_run=dry_run,
+        max_destroy=max_destroy,
     )
     verb = "would destroy" if result.dry_run else "destroyed"
     if not result.removed:

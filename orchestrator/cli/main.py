@@ -65,7 +65,12 @@ def _report(ctx: click.Context, message: str, exc: BaseException) -> None:
 
 
 @click.group(cls=XceprovGroup)
-@click.option("--config", "config_path", metavar="FILE", help="Site configuration (default: $XCEPROV_CONFIG, ./xceprov.yaml, built-in).")
+@click.option(
+    "--config",
+    "config_path",
+    metavar="FILE",
+    help="Site configuration (default: $XCEPROV_CONFIG, ./xceprov.yaml, built-in).",
+)
 @click.option("-v", "--verbose", count=True, help="More logging; tracebacks on errors.")
 @click.version_option(package_name="xce-provisioner")
 @click.pass_context

@@ -36,13 +36,17 @@ def read_manifest(bundle: Path, cluster: str) -> dict[str, Any]:
     try:
         manifest: dict[str, Any] = json.loads((bundle / MANIFEST).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise UsageError(f"{bundle}: not a plan bundle (no {MANIFEST}); make one with xceprov plan --out") from None
+        raise UsageError(
+            f"{bundle}: not a plan bundle (no {MANIFEST}); make one with xceprov plan --out"
+        ) from None
     except (OSError, json.JSONDecodeError) as exc:
         raise UsageError(f"{bundle / MANIFEST}: unreadable: {exc}") from None
     if manifest.get("format") != BUNDLE_FORMAT:
         raise UsageError(f"{bundle / MANIFEST}: unsupported format {manifest.get('format')!r}")
     if manifest.get("cluster") != cluster:
-        raise UsageError(f"{bundle}: planned for cluster {manifest.get('cluster')!r}, configuration is {cluster!r}")
+        raise UsageError(
+            f"{bundle}: planned for cluster {manifest.get('cluster')!r}, configuration is {cluster!r}"
+        )
     return manifest
 
 
@@ -76,10 +80,18 @@ def apply_bundle(
                 engine.apply(workdir.path, plan_file=plan_file)
             except StaleState:
                 _restore(workdir, previous)
-                audit(config.state_dir, "apply-refused", provider=name, bundle=str(bundle), reason="stale plan")
+                audit(
+                    config.state_dir, "apply-refused", provider=name, bundle=str(bundle), reason="stale plan"
+                )
                 raise
             outputs = engine.output(workdir.path)
-        audit(config.state_dir, "applied", provider=name, bundle=str(bundle), instances=len(variables.get("instances") or {}))
+        audit(
+            config.state_dir,
+            "applied",
+            provider=name,
+            bundle=str(bundle),
+            instances=len(variables.get("instances") or {}),
+        )
         applied.append(AppliedProvider(name=name, instances=instances_output(outputs)))
     return applied
 

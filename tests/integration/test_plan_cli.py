@@ -1,0 +1,188 @@
+"""`xceprov plan / apply / destroy` against the simulated cloud, through the real Terraform engine.
+
+Everything a user would notice: the JSON document, that a preview changes nothing, that a saved
+plan applies exactly or refuses, that hostile values arrive literally in the cloud, that drift
+after an out-of-band delete shows up, and that bad input gives one line and leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator.configfile import load_config
+from orchestrator.services.terraform import engine_for, prepared_workdir
+from orchestrator.services.workdir import ProviderWorkdir
+from orchestrator.sim.cloud.store import CloudStore
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+HOSTILE = 'q"uote ${var.x} %{ if true }y%{ endif }\nresource "null" "x" {}'
+
+SITE = f"""
+cluster: itest
+state_dir: state
+providers:
+  sim:
+    module: xcesim
+    max_instances: 20
+    settings: {{store: "{{{{ sim_state_dir }}}}/cloud.sqlite"}}
+templates:
+  cpu:
+    tags: {{team: {json.dumps(HOSTILE)}}}
+    providers:
+      sim: {{flavor: c8.large, image: debian-12, cost_per_hour: 0.5}}
+  gpu:
+    providers:
+      sim: {{flavor: g4.xlarge, image: debian-12, cost_per_hour: 3.0}}
+"""
+
+
+def xceprov(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "XCEPROV_CONFIG": str(site / "xceprov.yaml")}
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", *args],
+        cwd=site,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    (tmp_path / "xceprov.yaml").write_text(SITE)
+    return tmp_path
+
+
+def store(site: Path) -> CloudStore:
+    return CloudStore(site / "state" / "sim" / "cloud.sqlite")
+
+
+def test_plan_json_document_and_changes_nothing(site: Path) -> None:
+    done = xceprov(site, "plan", "cpu=3", "gpu=1", "--json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["cluster"] == "itest"
+    assert doc["cost_per_hour"] == pytest.approx(4.5)
+    [prov] = doc["providers"]
+    assert (prov["name"], prov["add"], prov["change"], prov["destroy"]) == ("sim", 4, 0, 0)
+    by_template: dict[str, list[dict[str, object]]] = {}
+    for inst in prov["instances"]:
+        by_template.setdefault(str(inst["template"]), []).append(inst)
+        tags = inst["tags"]
+        assert isinstance(tags, dict)
+        for key in ("xce:cluster", "xce:provider", "xce:op_id", "xce:epoch", "xce:template"):
+            assert key in tags
+        assert tags["xce:template"] == inst["template"]
+        assert str(inst["key"]).startswith(str(tags["xce:op_id"]))
+    assert len(by_template["cpu"]) == 3 and len(by_template["gpu"]) == 1
+    # A preview creates nothing in the cloud and records no desired instance.
+    assert store(site).list_instances() == []
+    assert not (site / "state" / "work" / "itest" / "sim" / "desired.tfvars.json").exists()
+
+
+def test_saved_plan_applies_exactly_then_refuses_when_stale(site: Path) -> None:
+    first = xceprov(site, "plan", "cpu=2", "--out", "first")
+    second = xceprov(site, "plan", "gpu=1", "--out", "second")
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    planned = json.loads(xceprov(site, "plan", "cpu=1", "--json").stdout)  # a plan never applied
+    applied = xceprov(site, "apply", "first")
+    assert applied.returncode == 0, applied.stderr
+    instances = store(site).list_instances()
+    assert sorted(i.flavor for i in instances) == ["c8.large", "c8.large"]
+    # Hostile values arrive literally in the cloud object.
+    assert {i.tags["team"] for i in instances} == {HOSTILE}
+    assert all(i.tags["xce:cluster"] == "itest" and i.tags["xce:epoch"] == "none" for i in instances)
+    assert planned["providers"][0]["instances"][0]["key"] not in {i.client_token for i in instances}
+
+    stale = xceprov(site, "apply", "second")
+    assert stale.returncode == 7
+    assert stale.stderr.strip().startswith("xceprov: saved plan is stale")
+    assert "Traceback" not in stale.stderr
+    assert len(store(site).list_instances()) == 2
+    desired = json.loads((site / "state" / "work" / "itest" / "sim" / "desired.tfvars.json").read_text())
+    assert len(desired["instances"]) == 2
+
+    audit = [json.loads(line) for line in (site / "state" / "audit.log").read_text().splitlines()]
+    assert [a["action"] for a in audit] == ["apply", "applied", "apply", "apply-refused"]
+
+
+def test_destroy_by_op_dry_run_then_real(site: Path) -> None:
+    assert xceprov(site, "plan", "cpu=2", "gpu=1", "--out", "b").returncode == 0
+    assert xceprov(site, "apply", "b").returncode == 0
+    gpu_op = next(i.tags["xce:op_id"] for i in store(site).list_instances() if i.flavor == "g4.xlarge")
+    dry = xceprov(site, "destroy", "--op", gpu_op, "--dry-run")
+    assert dry.returncode == 0 and "would destroy 1 instances" in dry.stdout
+    assert len(store(site).list_instances()) == 3
+    capped = xceprov(site, "destroy", "--all", "--max", "2")
+    assert capped.returncode == 2 and "more than --max 2" in capped.stderr
+    real = xceprov(site, "destroy", "--op", gpu_op)
+    assert real.returncode == 0, real.stderr
+    assert sorted(i.flavor for i in store(site).list_instances()) == ["c8.large", "c8.large"]
+    unknown = xceprov(site, "destroy", "--op", "op-00000000-000000")
+    assert unknown.returncode == 2 and "no instances of that op" in unknown.stderr
+
+
+def test_refresh_only_plan_shows_out_of_band_delete(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert xceprov(site, "plan", "cpu=3", "--out", "b").returncode == 0
+    assert xceprov(site, "apply", "b").returncode == 0
+    victim = store(site).list_instances()[1]
+    store(site).delete_out_of_band(victim.id)
+    monkeypatch.chdir(site)
+    config = load_config(str(site / "xceprov.yaml")).config
+    engine = engine_for(config)
+    workdir = ProviderWorkdir(config, "sim", ROOT)
+    prepared_workdir(engine, workdir)
+    result = engine.plan(workdir.path, var_files=[workdir.desired_file], refresh_only=True)
+    assert [(d.key, d.action) for d in result.drift] == [(victim.client_token, "delete")]
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["plan", "tpu=2"], 2, "unknown template 'tpu'"),
+        (["plan", "cpu=0"], 2, "count must be a positive number"),
+        (["plan", "cpu=21"], 2, "beyond every provider's max_instances"),
+        (["plan", "cpu=1", "--provider", "aws"], 2, "no such provider"),
+        (["apply", "nothing-here"], 2, "not a plan bundle"),
+    ],
+)
+def test_bad_input_one_line_no_traceback_nothing_written(
+    site: Path, args: list[str], code: int, message: str
+) -> None:
+    done = xceprov(site, *args)
+    assert done.returncode == code
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and lines[0].startswith("xceprov: ")
+    assert not (site / "state" / "work").exists()
+
+
+def test_malformed_config_and_missing_file(site: Path) -> None:
+    (site / "xceprov.yaml").write_text("cluster: x\nproviders: [\n")
+    done = xceprov(site, "plan", "cpu=1")
+    assert done.returncode == 3 and "malformed YAML" in done.stderr and "Traceback" not in done.stderr
+    done = xceprov(site, "--config", str(site / "absent.yaml"), "plan", "cpu=1")
+    assert done.returncode == 3 and "absent.yaml: configuration file not found" in done.stderr
+
+
+def test_cloud_error_reaches_user_as_terraform_diagnostic(site: Path) -> None:
+    fault = xceprov(site, "sim", "fault", "capacity", "c8.large", "1")
+    assert fault.returncode == 0, fault.stderr
+    assert xceprov(site, "plan", "cpu=2", "--out", "b").returncode == 0
+    done = xceprov(site, "apply", "b")
+    assert done.returncode == 4
+    assert "Traceback" not in done.stderr
+    assert "c8.large" in done.stderr and "capacity" in done.stderr.lower()
+    # The intent stays recorded: both instances remain desired, one exists, a new plan completes it.
+    assert len(store(site).list_instances()) == 1
+    again = json.loads(xceprov(site, "plan", "gpu=1", "--json").stdout)
+    assert again["providers"][0]["add"] == 2

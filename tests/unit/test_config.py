@@ -1,0 +1,108 @@
+"""Site configuration: every problem at once, with file and key path, and suggestions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.configfile import ENV_VAR, load_config, parse_config
+from orchestrator.errors import ConfigError
+
+GOOD = """
+cluster: site1
+providers:
+  sim: {module: xcesim, max_instances: 10}
+templates:
+  cpu:
+    providers:
+      sim: {flavor: c8.large, image: debian-12, cost_per_hour: 0.34}
+"""
+
+
+def problems(text: str) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, "site.yaml", Path("/srv/site"))
+    return info.value.problems
+
+
+def test_valid_configuration_resolves_relative_paths() -> None:
+    loaded = parse_config(GOOD + "state_dir: state\n", "site.yaml", Path("/srv/site"))
+    assert loaded.config.state_dir == Path("/srv/site/state")
+    assert loaded.config.sim_state_dir() == Path("/srv/site/state/sim")
+    assert loaded.config.providers["sim"].max_instances == 10
+
+
+def test_every_error_reported_at_once_with_key_paths() -> None:
+    found = problems(
+        """
+cluster: Site!
+stat_dir: x
+providers:
+  sim: {module: xcesim, max_instances: -1, priorty: 3, lead_time: soon}
+templates:
+  cpu:
+    xce: {slots: two}
+    providers:
+      aws: {flavor: m5.large, image: ami-1, cost_per_hour: -1}
+"""
+    )
+    text = "\n".join(found)
+    assert "site.yaml: cluster: " in text
+    assert "site.yaml: stat_dir: unknown key (did you mean 'state_dir'?)" in found
+    assert "site.yaml: providers.sim.priorty: unknown key (did you mean 'priority'?)" in found
+    assert any(p.startswith("site.yaml: providers.sim.max_instances:") and "-1" in p for p in found)
+    assert any(p.startswith("site.yaml: providers.sim.lead_time:") and "soon" in p for p in found)
+    assert any(p.startswith("site.yaml: templates.cpu.xce.slots:") for p in found)
+    assert any(p.startswith("site.yaml: templates.cpu.providers.aws.cost_per_hour:") for p in found)
+    assert "site.yaml: templates.cpu.providers.aws: no provider named 'aws' (known: sim)" in found
+    assert all("\n" not in p for p in found)
+
+
+def test_template_without_provider_is_an_error() -> None:
+    found = problems(
+        GOOD.replace(
+            "    providers:\n      sim: {flavor: c8.large, image: debian-12, cost_per_hour: 0.34}\n",
+            "    providers: {}\n",
+        )
+    )
+    assert any("a template needs at least one provider" in p for p in found)
+
+
+def test_malformed_yaml_names_file_and_line() -> None:
+    found = problems("cluster: a\nproviders: [\n")
+    assert len(found) == 1 and found[0].startswith("site.yaml:") and "malformed YAML" in found[0]
+
+
+def test_durations_accept_units() -> None:
+    loaded = parse_config(
+        GOOD.replace("max_instances: 10", "max_instances: 10, lead_time: 2m, hold_time: 1h"), "s", Path("/")
+    )
+    assert loaded.config.providers["sim"].lead_time == 120.0
+    assert loaded.config.providers["sim"].hold_time == 3600.0
+
+
+def test_search_order_explicit_env_cwd_builtin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    assert load_config().source == "<built-in>"
+    (tmp_path / "xceprov.yaml").write_text(GOOD)
+    assert load_config().source.endswith("xceprov.yaml")
+    other = tmp_path / "other.yaml"
+    other.write_text(GOOD.replace("site1", "site2"))
+    monkeypatch.setenv(ENV_VAR, str(other))
+    assert load_config().config.cluster == "site2"
+    assert load_config(str(tmp_path / "xceprov.yaml")).config.cluster == "site1"
+    with pytest.raises(ConfigError, match="configuration file not found"):
+        load_config(str(tmp_path / "missing.yaml"))
+
+
+def test_builtin_configuration_is_the_simulated_world(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    config = load_config().config
+    assert config.cluster == "demo"
+    assert config.providers["sim"].module == "xcesim"
+    assert set(config.templates) >= {"cpu", "gpu"}
