@@ -1,0 +1,106 @@
+locals {
+  # Per-instance tags: the common owner and site tags, the conventional Name tag (the console
+  # shows it), then the instance's own tags. The same map goes on the instance and its volumes.
+  tags = {
+    for key, inst in var.instances : key => merge(var.common_tags, { Name = inst.name }, inst.tags)
+  }
+
+  # The states in which an instance still exists and may cost money.
+  live_states = ["pending", "running", "shutting-down", "stopping", "stopped"]
+}
+
+resource "aws_instance" "this" {
+  for_each = var.instances
+
+  ami           = each.value.image
+  instance_type = each.value.flavor
+  subnet_id     = each.value.network != null ? each.value.network : var.settings.subnet_id
+
+  vpc_security_group_ids      = var.settings.security_group_ids
+  key_name                    = var.settings.key_name
+  iam_instance_profile        = var.settings.iam_instance_profile
+  associate_public_ip_address = var.settings.associate_public_ip_address
+  availability_zone           = lookup(each.value.extra, "availability_zone", null)
+  placement_group             = lookup(each.value.extra, "placement_group", null)
+
+  user_data = each.value.user_data != "" ? each.value.user_data : null
+  # A changed user data must neither stop/start nor replace a running host (see ignore_changes).
+  user_data_replace_on_change = false
+
+  instance_initiated_shutdown_behavior = var.settings.shutdown_behavior
+
+  # Both go out in RunInstances' TagSpecifications, so the instance and every volume attached at
+  # launch carry the owner tags from their first second (root_block_device.tags would be set by
+  # a later call, and a failure there is only logged by the provider).
+  tags        = local.tags[each.key]
+  volume_tags = local.tags[each.key]
+
+  dynamic "root_block_device" {
+    for_each = each.value.disk_gb == null ? [] : [each.value.disk_gb]
+    content {
+      volume_size           = root_block_device.value
+      volume_type           = var.settings.root_volume_type
+      encrypted             = var.settings.encrypt_volumes
+      delete_on_termination = true
+    }
+  }
+
+  dynamic "instance_market_options" {
+    for_each = var.settings.market == "spot" ? ["spot"] : []
+    content {
+      market_type = instance_market_options.value
+      spot_options {
+        spot_instance_type             = "one-time"
+        instance_interruption_behavior = "terminate"
+      }
+    }
+  }
+
+  metadata_options {
+    http_endpoint = "enabled"
+    http_tokens   = var.settings.imdsv2_required ? "required" : "optional"
+  }
+
+  lifecycle {
+    # What an instance was launched with stays: a changed template (AMI, type, cloud-init, disk)
+    # applies to new instances only and never replaces or stop/starts a running host. Tags stay
+    # managed, so tag drift is corrected in place.
+    ignore_changes = [ami, instance_type, user_data, root_block_device]
+
+    precondition {
+      condition = (
+        local.tags[each.key]["xce:cluster"] == var.common_tags["xce:cluster"] &&
+        local.tags[each.key]["xce:provider"] == var.common_tags["xce:provider"]
+      )
+      error_message = "Instance ${each.key}: its tags override xce:cluster or xce:provider with a value other than common_tags'; the instance would escape this cluster's listing."
+    }
+
+    precondition {
+      condition     = length(local.tags[each.key]) <= 50
+      error_message = "Instance ${each.key}: EC2 allows at most 50 tags per resource."
+    }
+  }
+}
+
+# aws_instance exports no launch time; the instance data source does (one DescribeInstances per
+# instance). Read after the instance exists, so a new instance has it right after apply.
+data "aws_instance" "launched" {
+  for_each = var.instances
+
+  instance_id = aws_instance.this[each.key].id
+}
+
+# Every instance carrying this cluster's tag, whoever made it: the cloud's view for orphan
+# detection. No depends_on on purpose: the listing must be read during plan (and refresh-only
+# plan), not deferred to apply. aws_instances gives ids and IPs only; the per-id data source
+# adds launch time, state and tags.
+data "aws_instances" "tagged" {
+  instance_tags        = { "xce:cluster" = var.common_tags["xce:cluster"] }
+  instance_state_names = local.live_states
+}
+
+data "aws_instance" "tagged" {
+  for_each = toset(data.aws_instances.tagged.ids)
+
+  instance_id = each.key
+}

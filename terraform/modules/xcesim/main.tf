@@ -1,0 +1,43 @@
+locals {
+  # Per-instance tags: the common owner and site tags, then the instance's own tags.
+  tags = { for key, inst in var.instances : key => merge(var.common_tags, inst.tags) }
+}
+
+resource "xcesim_instance" "this" {
+  for_each = var.instances
+
+  name      = each.value.name
+  flavor    = each.value.flavor
+  image     = each.value.image
+  tags      = local.tags[each.key]
+  user_data = each.value.user_data
+  # A second create with the same key returns the same instance: a retried apply after a
+  # crash between the cloud call and the state write does not launch a twin.
+  client_token = each.key
+
+  lifecycle {
+    # What an instance was launched with stays: a changed template (image, flavor, cloud-init,
+    # host name) applies to new instances only and never replaces or restarts a running host.
+    # Tags stay managed, so tag drift is corrected in place.
+    ignore_changes = [name, flavor, image, user_data]
+
+    precondition {
+      condition = (
+        local.tags[each.key]["xce:cluster"] == var.common_tags["xce:cluster"] &&
+        local.tags[each.key]["xce:provider"] == var.common_tags["xce:provider"]
+      )
+      error_message = "Instance ${each.key}: its tags override xce:cluster or xce:provider with a value other than common_tags'; the instance would escape this cluster's listing."
+    }
+  }
+}
+
+# Every object carrying this cluster's tag, whoever made it: the cloud's view for orphan
+# detection. No depends_on on purpose: the listing must be read during plan (and refresh-only
+# plan), not deferred to apply.
+data "xcesim_instances" "tagged" {
+  tags = { "xce:cluster" = var.common_tags["xce:cluster"] }
+}
+
+locals {
+  listed = data.xcesim_instances.tagged.instances != null ? data.xcesim_instances.tagged.instances : []
+}

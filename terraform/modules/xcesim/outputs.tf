@@ -1,0 +1,31 @@
+output "instances" {
+  description = "Every managed instance, keyed by instance key: id, name, address, launch_time (RFC 3339) and the tags the cloud reports."
+  value = {
+    for key, inst in xcesim_instance.this : key => {
+      id          = inst.id
+      name        = inst.name
+      address     = inst.address
+      launch_time = inst.launch_time
+      tags        = inst.tags
+    }
+  }
+}
+
+output "tagged" {
+  description = "Every non-terminated instance carrying this cluster's xce:cluster tag as listed when the data source was last read (plan or refresh), keyed by cloud id: id, name, address, launch_time, state, tags."
+  value = {
+    for inst in local.listed : inst.id => {
+      id          = inst.id
+      name        = inst.name
+      address     = inst.address
+      launch_time = inst.launch_time
+      state       = inst.state
+      tags        = inst.tags
+    } if inst.state != "terminated"
+  }
+}
+
+output "tagged_supported" {
+  description = "Whether `tagged` is a real listing of the cloud (true here). When false, `tagged` is empty and says nothing: the cloud view counts as unread."
+  value       = true
+}

@@ -1,0 +1,69 @@
+# Root configuration of one Terraform working directory (<state_dir>/work/<cluster>/<provider>/)
+# for the simulated cloud. The orchestrator copies this file there, the xcesim module into
+# ./module, and writes desired.tfvars.json (instances, common_tags, settings). Local backend:
+# the state lives next to it.
+
+terraform {
+  required_version = ">= 1.5.0"
+
+  required_providers {
+    xcesim = {
+      source  = "xce/xcesim"
+      version = "0.1.0"
+    }
+  }
+}
+
+provider "xcesim" {
+  store = var.settings.store
+}
+
+variable "instances" {
+  description = "Every instance of this provider, keyed by instance key <op_id>-<index> (see module `instances`)."
+  type = map(object({
+    name      = string
+    template  = string
+    flavor    = string
+    image     = string
+    tags      = map(string)
+    user_data = string
+    disk_gb   = optional(number)
+    network   = optional(string)
+    extra     = optional(map(string), {})
+  }))
+}
+
+variable "common_tags" {
+  description = "Owner tags xce:cluster and xce:provider plus the site's provider tags, on every object (see module `common_tags`)."
+  type        = map(string)
+}
+
+variable "settings" {
+  description = "Simulated cloud settings: store, the path of the SQLite store (see module `settings`)."
+  type = object({
+    store = string
+  })
+}
+
+module "instances" {
+  source = "./module"
+
+  instances   = var.instances
+  common_tags = var.common_tags
+  settings    = var.settings
+}
+
+output "instances" {
+  description = "Managed instances by instance key: id, name, address, launch_time, tags."
+  value       = module.instances.instances
+}
+
+output "tagged" {
+  description = "Every non-terminated object carrying this cluster's tag, by cloud id (orphan detection)."
+  value       = module.instances.tagged
+}
+
+output "tagged_supported" {
+  description = "Whether `tagged` is a real listing of the cloud."
+  value       = module.instances.tagged_supported
+}
