@@ -22,3 +22,13 @@ def _register_cloud() -> None:
 
 
 _register_cloud()
+
+
+def _register_world() -> None:
+    # The world's lifecycle and the simulated hosts: `xceprov sim up|down|status|hosts ...`.
+    from orchestrator.cli import sim_world
+
+    sim_world.register(sim)
+
+
+_register_world()
