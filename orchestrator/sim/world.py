@@ -1,0 +1,431 @@
+"""The simulated world's lifecycle: ``xceprov sim up``, ``down`` and ``status``.
+
+Components, each a background process with a pid file ``<sim_state_dir>/run/<name>.pid`` and a
+log ``<sim_state_dir>/log/<name>.log``:
+
+- ``host-manager`` (``python -m orchestrator.sim.hosts serve``): one simulated host per running
+  instance of the cloud store ``<sim_state_dir>/cloud.sqlite``. Needs root; without root,
+  ``up`` reports it unavailable (and why) and starts the rest.
+- ``controller`` (``python -m orchestrator.sim.controller serve``), when that module is
+  installed: listens on ``127.0.0.1:<port>`` and, with the lab up, on ``<gateway>:<port>``
+  (``10.213.0.1:7441`` by default) so that node managers inside hosts reach it over the lab.
+
+``up`` is idempotent: it creates the lab (as root) before anything listens on the gateway,
+starts what is not running (a pid file whose process is gone or is another program counts as
+not running) and waits until each component is ready. ``down`` stops the controller, then the
+host manager (SIGTERM: it tears its hosts down; SIGKILL after a timeout), then sweeps whatever
+is left of the hosts and removes the lab: afterwards no process, namespace, mount or veth of
+the world remains. The lab settings ``up`` used are kept in ``run/world.json`` for ``down`` and
+``status``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import FinalError, UsageError
+from orchestrator.sim.hosts import lab as labnet
+from orchestrator.sim.hosts.keys import ensure_toolkit_key, known_hosts_path
+from orchestrator.sim.hosts.manager import read_status, sweep
+
+DEFAULT_CONTROLLER_PORT = 7441
+HOST_MANAGER = "host-manager"
+CONTROLLER = "controller"
+_READY_TIMEOUT = 30.0
+_STOP_TIMEOUT = 30.0
+
+# Started through a short-lived spawner so that the daemon is nobody's child here (no zombie,
+# no "still running" warning) and runs in its own session, away from the terminal's signals.
+_SPAWN = (
+    "import subprocess, sys\n"
+    "log = open(sys.argv[1], 'ab')\n"
+    "p = subprocess.Popen(sys.argv[2:], stdin=subprocess.DEVNULL, stdout=log, stderr=log,"
+    " start_new_session=True)\n"
+    "print(p.pid)\n"
+)
+
+
+class WorldError(FinalError):
+    """A component of the simulated world could not be started or stopped; one line."""
+
+
+@dataclass(frozen=True)
+class WorldSettings:
+    """Where the world lives and which lab and controller port it uses."""
+
+    state_dir: Path
+    lab: labnet.LabConfig = field(default_factory=labnet.LabConfig)
+    controller_port: int = DEFAULT_CONTROLLER_PORT
+
+    @property
+    def run_dir(self) -> Path:
+        """Pid files and ``world.json``."""
+        return self.state_dir / "run"
+
+    @property
+    def log_dir(self) -> Path:
+        """Component logs."""
+        return self.state_dir / "log"
+
+
+def settings_for(
+    state_dir: Path,
+    *,
+    lab_name: str | None = None,
+    lab_subnet: str | None = None,
+    controller_port: int | None = None,
+) -> WorldSettings:
+    """Settings from explicit values, else those ``up`` recorded in ``run/world.json``, else defaults."""
+    state_dir = state_dir.resolve()
+    saved: dict[str, Any] = {}
+    with contextlib.suppress(OSError, ValueError):
+        saved = json.loads((state_dir / "run" / "world.json").read_text())
+    saved_lab = saved.get("lab", {}) if isinstance(saved.get("lab"), dict) else {}
+    lab = labnet.LabConfig.parse(
+        lab_name or str(saved_lab.get("name", labnet.DEFAULT_LAB_NAME)),
+        lab_subnet or str(saved_lab.get("subnet", labnet.LAB_SPACE)),
+    )
+    port = controller_port or int(saved.get("controller_port", DEFAULT_CONTROLLER_PORT))
+    if not 1 <= port <= 65535:
+        raise UsageError(f"controller port {port} is not a TCP port")
+    return WorldSettings(state_dir=state_dir, lab=lab, controller_port=port)
+
+
+@dataclass
+class ComponentStatus:
+    """One component as ``xceprov sim status`` shows it."""
+
+    name: str
+    state: str  # running | stopped | unavailable
+    pid: int | None = None
+    addresses: list[str] = field(default_factory=list)
+    detail: str = ""
+    log: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {
+            "name": self.name,
+            "state": self.state,
+            "pid": self.pid,
+            "addresses": self.addresses,
+            "detail": self.detail,
+            "log": self.log,
+        }
+
+
+@dataclass
+class WorldStatus:
+    """The whole world: components, the lab and the hosts."""
+
+    state_dir: Path
+    lab: labnet.LabConfig
+    lab_up: bool
+    components: list[ComponentStatus]
+    hosts: list[dict[str, Any]]
+    known_hosts: Path
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape of ``xceprov sim status --json``."""
+        return {
+            "state_dir": str(self.state_dir),
+            "lab": dict(self.lab.to_json(), up=self.lab_up),
+            "components": [c.to_json() for c in self.components],
+            "hosts": self.hosts,
+            "known_hosts": str(self.known_hosts),
+        }
+
+    def component(self, name: str) -> ComponentStatus:
+        """The component called ``name``."""
+        return next(c for c in self.components if c.name == name)
+
+
+# ------------------------------------------------------------------------------ processes
+
+
+def _is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def _controller_available() -> bool:
+    try:
+        return importlib.util.find_spec("orchestrator.sim.controller.__main__") is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def _pid_file(settings: WorldSettings, name: str) -> Path:
+    return settings.run_dir / f"{name}.pid"
+
+
+def _alive(pid: int, marker: str) -> bool:
+    """Whether ``pid`` runs (not a zombie) and its command line contains ``marker``."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X") and marker in cmdline
+
+
+def _running_pid(settings: WorldSettings, name: str, marker: str) -> int | None:
+    try:
+        pid = int(_pid_file(settings, name).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pid if _alive(pid, marker) else None
+
+
+def _spawn(settings: WorldSettings, name: str, argv: list[str]) -> int:
+    settings.run_dir.mkdir(parents=True, exist_ok=True)
+    settings.log_dir.mkdir(parents=True, exist_ok=True)
+    log = settings.log_dir / f"{name}.log"
+    env = dict(os.environ)
+    # Run the same package the caller runs, installed or from a checkout.
+    package_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+    proc = subprocess.run(
+        [sys.executable, "-c", _SPAWN, str(log), *argv],
+        capture_output=True,
+        text=True,
+        cwd=settings.state_dir,
+        env=env,
+        check=False,
+    )
+    if proc.returncode != 0 or not proc.stdout.strip().isdigit():
+        raise WorldError(f"cannot start {name}: {proc.stderr.strip().splitlines()[-1:] or proc.returncode}")
+    pid = int(proc.stdout.strip())
+    tmp = _pid_file(settings, name).with_suffix(".tmp")
+    tmp.write_text(f"{pid}\n")
+    os.replace(tmp, _pid_file(settings, name))
+    return pid
+
+
+def _tail(path: Path, lines: int = 1) -> str:
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(text[-lines:])
+
+
+def _stop(settings: WorldSettings, name: str, marker: str, timeout: float) -> bool:
+    """SIGTERM, then SIGKILL after ``timeout``; returns whether it had been running."""
+    pid = _running_pid(settings, name, marker)
+    if pid is None:
+        _pid_file(settings, name).unlink(missing_ok=True)
+        return False
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while _alive(pid, marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _alive(pid, marker):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        kill_deadline = time.monotonic() + 5
+        while _alive(pid, marker) and time.monotonic() < kill_deadline:
+            time.sleep(0.05)
+    _pid_file(settings, name).unlink(missing_ok=True)
+    return True
+
+
+def _port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.3):
+            return True
+    except OSError:
+        return False
+
+
+# ------------------------------------------------------------------------------ components
+
+
+def _hm_marker(settings: WorldSettings) -> str:
+    return f"orchestrator.sim.hosts serve --state-dir {settings.state_dir}"
+
+
+def _hm_argv(settings: WorldSettings) -> list[str]:
+    lab = settings.lab
+    return [
+        sys.executable, "-m", "orchestrator.sim.hosts", "serve", "--state-dir", str(settings.state_dir),
+        "--lab-name", lab.name, "--lab-subnet", str(lab.subnet),
+    ]  # fmt: skip
+
+
+def _ctl_marker(settings: WorldSettings) -> str:
+    return f"orchestrator.sim.controller serve --state-dir {settings.state_dir}"
+
+
+def _ctl_listen(settings: WorldSettings, with_lab: bool) -> list[str]:
+    out = [f"127.0.0.1:{settings.controller_port}"]
+    if with_lab:
+        out.append(f"{settings.lab.gateway}:{settings.controller_port}")
+    return out
+
+
+def _ctl_argv(settings: WorldSettings, listen: list[str]) -> list[str]:
+    argv = [
+        sys.executable,
+        "-m",
+        "orchestrator.sim.controller",
+        "serve",
+        "--state-dir",
+        str(settings.state_dir),
+    ]
+    for addr in listen:
+        argv += ["--listen", addr]
+    return argv
+
+
+def _wait(what: str, ready: Any, pid: int, marker: str, log: Path) -> None:
+    deadline = time.monotonic() + _READY_TIMEOUT
+    while time.monotonic() < deadline:
+        if ready():
+            return
+        if not _alive(pid, marker):
+            raise WorldError(f"{what} exited during start: {_tail(log) or 'no output'} (log: {log})")
+        time.sleep(0.05)
+    raise WorldError(f"{what} not ready after {_READY_TIMEOUT:g}s (log: {log})")
+
+
+def _start_host_manager(settings: WorldSettings) -> None:
+    marker = _hm_marker(settings)
+    if _running_pid(settings, HOST_MANAGER, marker) is not None:
+        return
+    pid = _spawn(settings, HOST_MANAGER, _hm_argv(settings))
+
+    def ready() -> bool:
+        status = read_status(settings.state_dir)
+        return bool(status and status.get("manager_pid") == pid and status.get("running"))
+
+    _wait("host manager", ready, pid, marker, settings.log_dir / f"{HOST_MANAGER}.log")
+
+
+def _start_controller(settings: WorldSettings, with_lab: bool) -> None:
+    marker = _ctl_marker(settings)
+    if _running_pid(settings, CONTROLLER, marker) is not None:
+        return
+    if _port_open("127.0.0.1", settings.controller_port):
+        raise WorldError(
+            f"127.0.0.1:{settings.controller_port} is already in use by another program; "
+            "stop it or choose another controller port"
+        )
+    pid = _spawn(settings, CONTROLLER, _ctl_argv(settings, _ctl_listen(settings, with_lab)))
+    _wait(
+        "controller",
+        lambda: _port_open("127.0.0.1", settings.controller_port),
+        pid,
+        marker,
+        settings.log_dir / f"{CONTROLLER}.log",
+    )
+
+
+def _save(settings: WorldSettings) -> None:
+    settings.run_dir.mkdir(parents=True, exist_ok=True)
+    data = {"lab": settings.lab.to_json(), "controller_port": settings.controller_port}
+    (settings.run_dir / "world.json").write_text(json.dumps(data, indent=1) + "\n")
+
+
+# ------------------------------------------------------------------------------ the verbs
+
+
+def up(settings: WorldSettings) -> WorldStatus:
+    """Start every component that is not running (idempotent); returns the status afterwards."""
+    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    _save(settings)
+    ensure_toolkit_key(settings.state_dir)
+    root = _is_root()
+    if root:
+        # Before anything listens on the gateway address, the address must exist.
+        labnet.ensure_lab(settings.lab)
+        _start_host_manager(settings)
+    if _controller_available():
+        _start_controller(settings, with_lab=root)
+    return status(settings)
+
+
+def down(settings: WorldSettings) -> WorldStatus:
+    """Stop everything and remove the lab; nothing of the world keeps running (idempotent)."""
+    _stop(settings, CONTROLLER, _ctl_marker(settings), _STOP_TIMEOUT)
+    running_hm = _running_pid(settings, HOST_MANAGER, _hm_marker(settings)) is not None
+    if running_hm and not _is_root():
+        raise WorldError("the host manager runs as root; run 'xceprov sim down' as root")
+    _stop(settings, HOST_MANAGER, _hm_marker(settings), _STOP_TIMEOUT)
+    if _is_root():
+        sweep(settings.state_dir, settings.lab)
+        labnet.destroy_lab(settings.lab)
+    (settings.run_dir / "world.json").unlink(missing_ok=True)
+    return status(settings)
+
+
+def status(settings: WorldSettings) -> WorldStatus:
+    """What runs now; never changes anything."""
+    root = _is_root()
+    components: list[ComponentStatus] = []
+    lab_up = root and labnet.lab_exists(settings.lab)
+
+    hm_pid = _running_pid(settings, HOST_MANAGER, _hm_marker(settings))
+    hm_log = str(settings.log_dir / f"{HOST_MANAGER}.log")
+    if hm_pid is not None:
+        components.append(
+            ComponentStatus(
+                HOST_MANAGER,
+                "running",
+                hm_pid,
+                [f"{settings.lab.gateway}/{settings.lab.subnet.prefixlen}"],
+                f"lab {settings.lab.name}",
+                hm_log,
+            )
+        )
+    elif not root:
+        components.append(
+            ComponentStatus(
+                HOST_MANAGER,
+                "unavailable",
+                detail="simulated hosts need root (network namespaces and mounts); run as root",
+                log=hm_log,
+            )
+        )
+    else:
+        components.append(ComponentStatus(HOST_MANAGER, "stopped", log=hm_log))
+
+    ctl_log = str(settings.log_dir / f"{CONTROLLER}.log")
+    ctl_pid = _running_pid(settings, CONTROLLER, _ctl_marker(settings))
+    if ctl_pid is not None:
+        components.append(
+            ComponentStatus(CONTROLLER, "running", ctl_pid, _ctl_listen(settings, lab_up), log=ctl_log)
+        )
+    elif not _controller_available():
+        components.append(
+            ComponentStatus(
+                CONTROLLER, "unavailable", detail="orchestrator.sim.controller is not installed", log=ctl_log
+            )
+        )
+    else:
+        components.append(ComponentStatus(CONTROLLER, "stopped", log=ctl_log))
+
+    hosts: list[dict[str, Any]] = []
+    if hm_pid is not None:
+        published = read_status(settings.state_dir) or {}
+        if published.get("manager_pid") == hm_pid:
+            hosts = list(published.get("hosts", []))
+    return WorldStatus(
+        state_dir=settings.state_dir,
+        lab=settings.lab,
+        lab_up=lab_up,
+        components=components,
+        hosts=hosts,
+        known_hosts=known_hosts_path(settings.state_dir),
+    )
