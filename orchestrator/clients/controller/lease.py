@@ -85,6 +85,7 @@ class _Lease:
     last_error: str = ""
     revoked: Epoch | None = None
     in_flight: bool = False
+    reacquire: bool = False
 
 
 class LeaseManager:
@@ -182,12 +183,15 @@ class LeaseManager:
             lease.next_due = self._clock() + self._retry
         self._wake[provider].set()
 
-    def kick(self) -> None:
-        """Renew every lease now (after a reconnect: the controller re-grants a previous holder at once)."""
+    def kick(self, reacquire: bool = False) -> None:
+        """Renew every lease now; with ``reacquire`` (after a reconnect, docs/protocol.md §8) held
+        leases are re-acquired instead: same term, the same epoch comes back; a new term re-grants
+        the previous holder at once with a new epoch. Validity is unchanged until the answer."""
         now = self._clock()
         with self._lock:
             for lease in self._leases.values():
                 lease.next_due = min(lease.next_due, now)
+                lease.reacquire = lease.reacquire or reacquire
         for event in self._wake.values():
             event.set()
 
@@ -211,10 +215,11 @@ class LeaseManager:
             lease.in_flight = True
             epoch = lease.epoch
             previous = lease.previous
+            reacquire, lease.reacquire = lease.reacquire, False
         try:
             sent = self._clock()
             try:
-                if epoch is not None:
+                if epoch is not None and not reacquire:
                     answer: LeaseGrant | LeaseDenied = self._transport.renew(provider, epoch)
                 else:
                     answer = self._transport.acquire(provider, previous)

@@ -42,6 +42,7 @@ class LeaseDenied:
     provider: str
     holder: str
     retry_after: float
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -50,28 +51,51 @@ class TemplateDemand:
 
     template: str
     wanted: int
+    pending_hosts: int = 0
     in_flight: int = 0
     joined: int = 0
     idle: int = 0
+    busy: int = 0
 
 
 @dataclass(frozen=True)
 class DemandSnapshot:
-    """A level-triggered demand push: the whole picture, numbered by ``seq``."""
+    """A level-triggered demand snapshot: the whole picture, ordered by ``(term, seq)``."""
 
     seq: int
+    term: int = 0
+    time: float = 0.0
     templates: tuple[TemplateDemand, ...] = ()
+
+    def order(self) -> tuple[int, int]:
+        """The key a receiver keeps the newest snapshot by."""
+        return (self.term, self.seq)
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    """One host as the controller sees it (times in unix seconds, 0 when not set)."""
+
+    host_name: str
+    state: str
+    instance_id: str = ""
+    instance_key: str = ""
+    op_id: str = ""
+    provider: str = ""
+    template: str = ""
+    address: str = ""
+    idle_since: float = 0.0
+    join_deadline: float = 0.0
+    joined_at: float = 0.0
 
 
 @dataclass(frozen=True)
 class HostEvent:
-    """A host joined, became idle (``idle_since`` in unix seconds) or was lost."""
+    """A host joined, became idle, busy, closed, decommissioned, overdue or was lost."""
 
     kind: str
-    host_name: str
-    instance_id: str = ""
-    template: str = ""
-    idle_since: float = 0.0
+    host: HostInfo
+    time: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -80,6 +104,7 @@ class LeaseRevoked:
 
     provider: str
     epoch: Epoch | None = None
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -96,8 +121,38 @@ class Fact:
     host_name: str = ""
     address: str = ""
     count: int = 0
+    join_deadline: float = 0.0
     detail: str = ""
-    time: float = 0.0
+    # Set by the controller when committed:
+    fact_id: int = 0
+    committed: float = 0.0
+    holder: str = ""
+
+
+@dataclass(frozen=True)
+class LeaseInfo:
+    """A provider's lease by the controller's clock (``xceprov status``)."""
+
+    provider: str
+    holder: str
+    epoch: Epoch
+    expires_in: float
+    grace_ends_in: float = 0.0
+
+
+@dataclass(frozen=True)
+class ControllerStatus:
+    """The controller's view for ``xceprov status``."""
+
+    controller_id: str
+    term: int
+    primary: str
+    leases: tuple[LeaseInfo, ...]
+    demand: DemandSnapshot
+    hosts: tuple[HostInfo, ...]
+    connections: int = 0
+    pending_work: int = 0
+    running_work: int = 0
 
 
 @dataclass(frozen=True)
@@ -108,4 +163,8 @@ class LinkState:
     address: str = ""
     primary: str = ""
     term: int = 0
+    controller_id: str = ""
+    lease_ttl: float = 0.0
+    reconnects: int = 0
+    last_error: str = ""
     tried: tuple[str, ...] = field(default_factory=tuple)
