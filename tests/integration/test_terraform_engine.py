@@ -117,7 +117,9 @@ def test_errors_name_file_and_line(kind: str, tmp_path: Path) -> None:
     engine.init(w)
     with pytest.raises(TerraformError) as err:
         engine.plan(w)
-    assert str(err.value) == 'main.tf:3: Error: Unsupported argument: An argument named "foo" is not expected here.'
+    assert str(err.value) == (
+        'main.tf:3: Error: Unsupported argument: An argument named "foo" is not expected here.'
+    )
     (diag,) = engine.validate(w)
     assert (diag.filename, diag.line, diag.severity) == ("main.tf", 3, "error")
 
@@ -173,13 +175,15 @@ def test_interrupted_apply_stops_gracefully_and_keeps_state(tmp_path: Path) -> N
     engine = BundledEngine(timeout=4.0, stop_grace=60.0)
     w = workdir(tmp_path, {"op4-0": "a"})
     (w / "slow.tf").write_text(
-        'resource "terraform_data" "slow" {\n  provisioner "local-exec" {\n    command = "sleep 60"\n  }\n}\n'
+        'resource "terraform_data" "slow" {\n  provisioner "local-exec" {\n    command = "sleep 67.13"\n  }\n}\n'
     )
     engine.init(w)
     with pytest.raises(TerraformError, match="did not finish within 4 s"):
         engine.apply(w, var_files=[Path("desired.tfvars.json")])
     state = json.loads((w / "terraform.tfstate").read_text())
     assert any(r["name"] == "host" for r in state["resources"])
+    leftovers = subprocess.run(["pgrep", "-f", "sleep 67.13"], capture_output=True, text=True).stdout.split()
+    assert leftovers == []
 
 
 def test_fmt_check_cli(tmp_path: Path) -> None:
@@ -246,7 +250,7 @@ def test_concurrent_init_into_one_plugin_cache(tmp_path: Path) -> None:
         )
         for w in works
     ]
-    results = [p.communicate(timeout=300) + (p.returncode,) for p in procs]
+    results = [(*p.communicate(timeout=300), p.returncode) for p in procs]
     assert [r[2] for r in results] == [0] * len(works), results
     cached = cache / dummy.executable_relpath()
     assert cached.is_file() and os.access(cached, os.X_OK)

@@ -187,13 +187,16 @@ class _CliEngine:
         return Completed(tuple(argv), proc.returncode, stdout, stderr, seconds)
 
     def _stop(self, proc: subprocess.Popen[str]) -> None:
-        if proc.poll() is not None:
-            return
         try:
-            proc.send_signal(signal.SIGINT)
-            proc.communicate(timeout=self.stop_grace)
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+                proc.communicate(timeout=self.stop_grace)
         except BaseException:
-            # Out of patience (or interrupted again): take the whole session down, plugins too.
+            # Out of patience (or interrupted again): Terraform is killed with the rest below.
+            pass
+        finally:
+            # Whatever is left of Terraform's session (the process itself after the grace, or
+            # a provisioner's grandchild that a halted Terraform did not reap) goes too.
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
