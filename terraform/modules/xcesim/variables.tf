@@ -73,15 +73,23 @@ variable "common_tags" {
 
 variable "settings" {
   description = <<-EOT
-    Settings of the simulated cloud provider. store: path of the simulated cloud's SQLite store
-    (used by the root's provider block; the module itself needs nothing else).
+    Settings of the simulated cloud provider, used by the root's provider block (the module
+    itself needs nothing else). store: path of the simulated cloud's SQLite store.
+    max_retries: how often the provider retries an injected retryable API error itself before
+    reporting it (default 0: the error reaches Terraform and the orchestrator decides).
   EOT
   type = object({
-    store = string
+    store       = string
+    max_retries = optional(number, 0)
   })
 
   validation {
     condition     = trimspace(var.settings.store) != ""
     error_message = "settings.store (path of the simulated cloud store) must not be empty."
+  }
+
+  validation {
+    condition     = var.settings.max_retries >= 0 && floor(var.settings.max_retries) == var.settings.max_retries
+    error_message = "settings.max_retries must be a whole number, 0 or more."
   }
 }

@@ -15,7 +15,8 @@ terraform {
 }
 
 provider "xcesim" {
-  store = var.settings.store
+  store       = var.settings.store
+  max_retries = var.settings.max_retries
 }
 
 variable "instances" {
@@ -39,9 +40,10 @@ variable "common_tags" {
 }
 
 variable "settings" {
-  description = "Simulated cloud settings: store, the path of the SQLite store (see module `settings`)."
+  description = "Simulated cloud settings: store (path of the SQLite store) and max_retries (see module `settings`)."
   type = object({
-    store = string
+    store       = string
+    max_retries = optional(number, 0)
   })
 }
 
