@@ -53,7 +53,7 @@ _FIRST_OFFSET: Final = 2
 _LAST_OFFSET: Final = NETWORK.num_addresses - 2
 
 _BUSY_TIMEOUT_MS: Final = 60_000
-_SCHEMA_VERSION: Final = 1
+_SCHEMA_VERSION: Final = 2
 
 
 class CloudError(FinalError):
@@ -182,6 +182,12 @@ CREATE INDEX IF NOT EXISTS tags_key_value ON tags(key, value);
 CREATE TABLE IF NOT EXISTS free_addresses (
     addr INTEGER PRIMARY KEY
 );
+-- Live (not terminated) instances per flavor, kept with every launch and termination so that a
+-- capacity check is O(1) instead of a count over the flavor's instances.
+CREATE TABLE IF NOT EXISTS flavor_live (
+    flavor TEXT PRIMARY KEY,
+    live   INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS capacity (
     flavor TEXT PRIMARY KEY,
     max_live INTEGER NOT NULL
@@ -269,6 +275,14 @@ class CloudStore:
                 "('version', '0'), ('draws', '0')",
                 (str(_SCHEMA_VERSION), str(_FIRST_OFFSET)),
             )
+            if int(self._meta(conn, "schema") or 0) < 2:
+                # Version 1 stores had no per-flavor counters: derive them once.
+                conn.execute("DELETE FROM flavor_live")
+                conn.execute(
+                    "INSERT INTO flavor_live(flavor, live) SELECT flavor, COUNT(*) FROM instances "
+                    "WHERE state != 'terminated' GROUP BY flavor"
+                )
+                self._set_meta(conn, "schema", str(_SCHEMA_VERSION))
 
     # ---------------------------------------------------------------- meta helpers
 
@@ -356,6 +370,11 @@ class CloudStore:
                     return inst
             self._check_capacity(conn, flavor)
             addr = self._allocate_address(conn)
+            conn.execute(
+                "INSERT INTO flavor_live(flavor, live) VALUES (?, 1) "
+                "ON CONFLICT(flavor) DO UPDATE SET live = live + 1",
+                (flavor,),
+            )
             version = self._bump_version(conn)
             instance_id = "i-" + secrets.token_hex(6)
             when = launch_time or rfc3339_now()
@@ -387,10 +406,8 @@ class CloudStore:
         if row is None:
             return
         limit = int(row[0])
-        live = conn.execute(
-            "SELECT COUNT(*) FROM instances WHERE flavor = ? AND state != 'terminated'", (flavor,)
-        ).fetchone()[0]
-        if live >= limit:
+        live_row = conn.execute("SELECT live FROM flavor_live WHERE flavor = ?", (flavor,)).fetchone()
+        if (0 if live_row is None else int(live_row[0])) >= limit:
             raise InsufficientCapacity(
                 f"InsufficientCapacity: flavor {flavor} has no capacity (limit {limit})"
             )
@@ -421,18 +438,25 @@ class CloudStore:
     def _terminate(self, instance_id: str, reason: str) -> bool:
         with self._write() as conn:
             row = conn.execute(
-                "SELECT addr FROM instances WHERE id = ? AND state != 'terminated'", (instance_id,)
+                "SELECT addr, flavor FROM instances WHERE id = ? AND state != 'terminated'", (instance_id,)
             ).fetchone()
             if row is None:
                 return False
-            version = self._bump_version(conn)
-            conn.execute(
-                "UPDATE instances SET state = 'terminated', state_reason = ?, terminated_at = ?, "
-                "version = ? WHERE id = ?",
-                (reason, rfc3339_now(), version, instance_id),
-            )
-            conn.execute("INSERT OR IGNORE INTO free_addresses(addr) VALUES (?)", (row[0],))
+            self._mark_terminated(conn, instance_id, int(row[0]), str(row[1]), reason, rfc3339_now())
             return True
+
+    def _mark_terminated(
+        self, conn: sqlite3.Connection, instance_id: str, addr: int, flavor: str, reason: str, when: str
+    ) -> None:
+        """Terminate one live instance inside the caller's write transaction; frees address and capacity."""
+        version = self._bump_version(conn)
+        conn.execute(
+            "UPDATE instances SET state = 'terminated', state_reason = ?, terminated_at = ?, "
+            "version = ? WHERE id = ?",
+            (reason, when, version, instance_id),
+        )
+        conn.execute("INSERT OR IGNORE INTO free_addresses(addr) VALUES (?)", (addr,))
+        conn.execute("UPDATE flavor_live SET live = live - 1 WHERE flavor = ?", (flavor,))
 
     def update_tags(self, instance_id: str, tags: Mapping[str, str]) -> Instance:
         """Replace the tags of a live instance (the whole map, like Terraform's ``tags``)."""
@@ -611,22 +635,17 @@ class CloudStore:
         with self._write() as conn:
             if instance_id is not None:
                 rows = conn.execute(
-                    "SELECT id, addr FROM instances WHERE id = ? AND state = 'running'", (instance_id,)
+                    "SELECT id, addr, flavor FROM instances WHERE id = ? AND state = 'running'",
+                    (instance_id,),
                 ).fetchall()
             else:
                 rows = conn.execute(
-                    "SELECT id, addr FROM instances WHERE flavor = ? AND state = 'running'", (flavor,)
+                    "SELECT id, addr, flavor FROM instances WHERE flavor = ? AND state = 'running'", (flavor,)
                 ).fetchall()
             now = rfc3339_now()
-            for rid, addr in rows:
-                version = self._bump_version(conn)
-                conn.execute(
-                    "UPDATE instances SET state = 'terminated', state_reason = ?, terminated_at = ?, "
-                    "version = ? WHERE id = ?",
-                    (REASON_SPOT, now, version, rid),
-                )
-                conn.execute("INSERT OR IGNORE INTO free_addresses(addr) VALUES (?)", (addr,))
-        out = [self.get_unfaulted(rid) for rid, _ in rows]
+            for rid, addr, rflavor in rows:
+                self._mark_terminated(conn, str(rid), int(addr), str(rflavor), REASON_SPOT, now)
+        out = [self.get_unfaulted(rid) for rid, _, _ in rows]
         return [i for i in out if i is not None]
 
     def get_unfaulted(self, instance_id: str) -> Instance | None:

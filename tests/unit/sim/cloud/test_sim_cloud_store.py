@@ -94,6 +94,31 @@ def test_capacity_error_names_the_flavor(store: CloudStore) -> None:
         store.set_capacity("c8.large", -1)
 
 
+def test_spot_reclaim_and_stop_keep_the_capacity_count(store: CloudStore) -> None:
+    store.set_capacity("spot.small", 2)
+    a = _make(store, "a", flavor="spot.small")
+    b = _make(store, "b", flavor="spot.small")
+    store.stop(b.id)  # a stopped instance still holds its capacity
+    with pytest.raises(InsufficientCapacity):
+        _make(store, "c", flavor="spot.small")
+    store.spot_reclaim(instance_id=a.id)
+    _make(store, "c", flavor="spot.small")
+
+
+def test_a_version_1_store_gets_its_flavor_counts(tmp_path: Path) -> None:
+    path = tmp_path / "cloud.sqlite"
+    old = CloudStore(path)
+    for i in range(3):
+        _make(old, f"t{i}")
+    with sqlite3.connect(path) as conn:
+        conn.execute("DELETE FROM flavor_live")
+        conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema'")
+    reopened = CloudStore(path)
+    reopened.set_capacity("c8.large", 3)
+    with pytest.raises(InsufficientCapacity):
+        _make(reopened, "t3")
+
+
 def test_addresses_are_reused_only_after_termination(store: CloudStore) -> None:
     a, b, c = (_make(store, f"t{i}") for i in range(3))
     assert [a.address, b.address, c.address] == ["10.213.0.2", "10.213.0.3", "10.213.0.4"]
