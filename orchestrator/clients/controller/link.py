@@ -153,6 +153,8 @@ class _Connection:
                     except (ssl.SSLWantWriteError, ssl.SSLWantReadError):
                         pass
                 self._read()
+        except (framing.ConnectionClosed, framing.FrameTruncated) as exc:
+            reason = str(exc)
         except framing.FrameError as exc:
             reason = f"protocol error from the controller: {exc}"
             log.warning("controller %s: %s; dropping the connection", self.address, reason)
@@ -569,6 +571,7 @@ class ControllerLink:
             with self._lock:
                 self._pending.pop(request_id, None)
             conn.close(f"no reply to {kind} within {wait:.1f}s")
+            conn.closed.wait(1.0)  # so that state() already says disconnected when we raise
             raise ControllerError(
                 f"no reply from the controller at {conn.address} within {wait:.1f}s to {kind}"
             ) from None
