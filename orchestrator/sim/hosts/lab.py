@@ -310,7 +310,10 @@ def attach_host(lab: LabConfig, netns: str, veth: str, address: str) -> None:
         delete_netns(netns)
     ip("netns", "add", netns)
     try:
-        ip("-n", lab.netns, "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", netns)
+        ip(
+            "-n", lab.netns, "link", "add", veth, "type", "veth",
+            "peer", "name", "eth0", "address", host_mac(lab, address), "netns", netns,
+        )  # fmt: skip
         ip("-n", lab.netns, "link", "set", veth, "master", "br0", "up")
         ip("-n", netns, "addr", "add", f"{address}/{lab.subnet.prefixlen}", "dev", "eth0")
         ip("-n", netns, "link", "set", "eth0", "up")
@@ -318,6 +321,18 @@ def attach_host(lab: LabConfig, netns: str, veth: str, address: str) -> None:
     except LabError:
         detach_host(lab, netns, veth)
         raise
+
+
+def host_mac(lab: LabConfig, address: str) -> str:
+    """The MAC of the host holding ``address``: derived from the address, so always the same.
+
+    A host recreated on an address (a restart, a new instance reusing a terminated one's
+    address) then answers to the MAC that the gateway and other hosts may still have cached;
+    random MACs would leave them sending to a vanished interface until their ARP entries expire.
+    """
+    lab_byte = hashlib.sha1(lab.name.encode()).digest()[0]
+    octets = ipaddress.IPv4Address(address).packed
+    return ":".join(f"{b:02x}" for b in (0x02, lab_byte, *octets))
 
 
 def detach_host(lab: LabConfig, netns: str, veth: str) -> None:
@@ -342,3 +357,45 @@ def stray_host_veths(lab: LabConfig, keep: set[str]) -> list[str]:
         for link in ip_json("-n", lab.netns, "link", "show")
         if str(link.get("ifname", "")).startswith("xh") and link["ifname"] not in keep
     ]
+
+
+# ------------------------------------------------------------------------------ labs for tests
+
+_TEST_POOL: Final = range(128, 255)  # 10.213.128.0/24 .. 10.213.254.0/24; the product uses low addresses
+_LOCK: Final = Path("/run/lock/xcesim-labs.lock")
+
+
+def _subnets_in_use() -> set[ipaddress.IPv4Network]:
+    """The /24s that root-namespace addresses with a /24 or longer prefix sit in."""
+    used: set[ipaddress.IPv4Network] = set()
+    for link in ip_json("addr", "show"):
+        for a in link.get("addr_info", []):
+            if a.get("family") == "inet" and int(a.get("prefixlen", 0)) >= 24:
+                used.add(ipaddress.IPv4Network(f"{a['local']}/24", strict=False))
+    return used
+
+
+def claim_test_lab(tag: str) -> LabConfig:
+    """Create and return a lab on a /24 of 10.213.128.0/17 that no other lab on this machine uses.
+
+    For tests that run while others run theirs (and while a product world may be up on
+    10.213.0.0/16): the choice and the creation happen under one file lock, so two tests never
+    get the same subnet. The caller removes it with ``destroy_lab``.
+    """
+    import fcntl
+
+    _LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with open(_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        used = _subnets_in_use()
+        start = int(hashlib.sha1(tag.encode()).hexdigest(), 16) % len(_TEST_POOL)
+        for k in range(len(_TEST_POOL)):
+            third = _TEST_POOL[(start + k) % len(_TEST_POOL)]
+            net = ipaddress.IPv4Network(f"10.213.{third}.0/24")
+            name = "t" + hashlib.sha1(f"{tag}/{third}".encode()).hexdigest()[:7]
+            lab = LabConfig(name=name, subnet=net)
+            if net in used or lab_exists(lab):
+                continue
+            ensure_lab(lab)
+            return lab
+    raise LabError("no free test lab subnet in 10.213.128.0/17")
