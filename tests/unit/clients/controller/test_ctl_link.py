@@ -13,7 +13,7 @@ from ctlfake import FakeConn, FakeController, Pki
 
 from orchestrator.clients.controller.lease import LeaseManager
 from orchestrator.clients.controller.link import ControllerLink, join_lease_manager
-from orchestrator.clients.controller.types import DemandSnapshot, Epoch, Fact, LinkState
+from orchestrator.clients.controller.types import DemandSnapshot, Epoch, Fact, LeaseGrant, LinkState
 from orchestrator.errors import ControllerError, LeaseLost
 from orchestrator.model.config import ControllerSettings
 
@@ -36,7 +36,7 @@ def test_join_request_reply_and_typed_answers(fake: FakeController, pki: Pki) ->
         assert state.connected and state.address == fake.address and state.term == 1
         assert state.lease_ttl == 15.0
         grant = link.acquire("p1")
-        assert grant.epoch == Epoch(1, 1)
+        assert isinstance(grant, LeaseGrant) and grant.epoch == Epoch(1, 1)
         assert link.facts("p1")[0].fact_id == 7
         demand = link.demand()
         assert demand is not None and demand.templates[0].wanted == 2
