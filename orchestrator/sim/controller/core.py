@@ -1,0 +1,595 @@
+"""The simulated controller's rules: leases and epochs, facts, hosts, workload and demand.
+
+One lock guards everything; no method blocks on I/O (frames go to per-connection queues through
+``Session.send``), so the core can be driven directly by tests with a :class:`FakeClock`.
+
+Lease rules (docs/protocol.md §5): epochs ``(term, seq)``; a lease is valid until the last
+grant/renewal + TTL on the monotonic clock; after a term change a provider is granted only to
+its previous holder (the holder on its latest committed fact) until TTL + check interval have
+passed; facts and host mutations are accepted only under the provider's current, valid lease.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import replace
+from typing import Any, Final
+
+from orchestrator.sim.controller import wire
+from orchestrator.sim.controller.clock import Clock
+from orchestrator.sim.controller.state import (
+    NO_EPOCH,
+    DemandV,
+    Epoch,
+    ErrorV,
+    Host,
+    Lease,
+    LeaseDenyV,
+    LeaseGrantV,
+    LeaseInfoV,
+    RejectV,
+    Session,
+    TemplateDemandV,
+    Work,
+)
+from orchestrator.sim.controller.store import ControllerStore, FactRecord
+
+log = logging.getLogger(__name__)
+
+MAX_DETAIL_BYTES: Final = 4096
+MAX_TEXT_BYTES: Final = 1024
+DEFAULT_FACT_PAGE: Final = 1000
+
+
+def _ms(seconds: float) -> int:
+    return round(seconds * 1000)
+
+
+class ControllerCore:
+    """All controller state behind one lock."""
+
+    def __init__(
+        self,
+        store: ControllerStore,
+        clock: Clock,
+        *,
+        ttl: float = 15.0,
+        check_interval: float = 1.0,
+        heartbeat_interval: float = 5.0,
+        controller_id: str = "sim-controller",
+        primary: str = "",
+        redirect: str = "",
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.ttl = ttl
+        self.check_interval = check_interval
+        self.heartbeat_interval = heartbeat_interval
+        self.lost_after = 3 * heartbeat_interval
+        self.controller_id = controller_id
+        self.primary = primary
+        # A standby: every request is answered with notPrimary and this redirect.
+        self.redirect = redirect
+        self.lock = threading.RLock()
+        self.sessions: dict[int, Session] = {}
+        self.leases: dict[str, Lease] = {}
+        self.hosts: dict[int, Host] = {}
+        self.works: list[Work] = []
+        self._next_hid = 1
+        self._next_wid = 1
+        self.demand_seq = 0
+        self._last_demand: tuple[TemplateDemandV, ...] | None = None
+        self._demand_time_ms = 0
+        self.term = 0
+        self.term_start = 0.0
+        self.seq = 0
+        self._load_hosts()
+        self.new_term()
+
+    # -- terms -----------------------------------------------------------------------------
+
+    def new_term(self) -> int:
+        """Start a new term (at start and on failover): durable term + 1, empty lease table, grace."""
+        with self.lock:
+            self.term = self.store.bump_term()
+            self.term_start = self.clock.monotonic()
+            self.seq = 0
+            self.leases.clear()
+            self.demand_seq = 0
+            self._last_demand = None
+            log.info("term %d started", self.term)
+            return self.term
+
+    def failover(self) -> int:
+        """Simulate a failover: a new term, an empty lease table, every connection dropped."""
+        with self.lock:
+            term = self.new_term()
+            for s in list(self.sessions.values()):
+                if s.role != "admin":
+                    s.close(f"failover to term {term}")
+            return term
+
+    def grace_end(self) -> float:
+        """Monotonic time at which the post-term-change grace ends.
+
+        The very first term has no predecessor whose leases could still be held: no grace.
+        """
+        if self.term <= 1:
+            return self.term_start
+        return self.term_start + self.ttl + self.check_interval
+
+    # -- sessions --------------------------------------------------------------------------
+
+    def add_session(self, session: Session) -> None:
+        """Register a new connection."""
+        with self.lock:
+            session.last_seen = self.clock.monotonic()
+            self.sessions[session.sid] = session
+
+    def remove_session(self, session: Session) -> None:
+        """Forget a closed connection; a worker's host becomes disconnected (leases stay: §5)."""
+        with self.lock:
+            self.sessions.pop(session.sid, None)
+            if session.role == "worker":
+                host = self.hosts.get(session.host_id)
+                if host is not None and host.session is session:
+                    host.session = None
+                    host.disconnected_at = self.clock.monotonic()
+                    self.update_demand()
+
+    def sessions_snapshot(self) -> list[Session]:
+        """The registered sessions."""
+        with self.lock:
+            return list(self.sessions.values())
+
+    # -- leases ----------------------------------------------------------------------------
+
+    def _live(self, provider: str, now: float) -> Lease | None:
+        lease = self.leases.get(provider)
+        if lease is not None and lease.expires > now:
+            return lease
+        return None
+
+    def acquire(self, holder: str, provider: str) -> LeaseGrantV | LeaseDenyV:
+        """Grant ``provider`` to ``holder`` if free (respecting the grace), renew if already its."""
+        with self.lock:
+            now = self.clock.monotonic()
+            lease = self._live(provider, now)
+            if lease is not None:
+                if lease.holder == holder and not lease.revoked:
+                    lease.expires = now + self.ttl
+                    return LeaseGrantV(provider, lease.epoch, _ms(self.ttl), holder)
+                return LeaseDenyV(
+                    provider,
+                    "" if lease.revoked else lease.holder,
+                    max(1, _ms(lease.expires - now)),
+                    "revoked" if lease.revoked else "held",
+                )
+            if now < self.grace_end():
+                previous = self.store.last_holder(provider)
+                if previous != holder:
+                    return LeaseDenyV(provider, "", max(1, _ms(self.grace_end() - now)), "grace")
+            self.seq += 1
+            lease = Lease(provider, holder, (self.term, self.seq), now + self.ttl)
+            self.leases[provider] = lease
+            log.info("lease %s granted to %s epoch %d.%d", provider, holder, *lease.epoch)
+            return LeaseGrantV(provider, lease.epoch, _ms(self.ttl), holder)
+
+    def renew(self, holder: str, provider: str, epoch: Epoch) -> LeaseGrantV | LeaseDenyV:
+        """Extend a valid lease held by ``holder`` with ``epoch``."""
+        with self.lock:
+            now = self.clock.monotonic()
+            lease = self._live(provider, now)
+            if lease is None:
+                return LeaseDenyV(provider, "", 0, "expired")
+            if lease.revoked:
+                return LeaseDenyV(provider, "", max(1, _ms(lease.expires - now)), "revoked")
+            if lease.holder != holder:
+                return LeaseDenyV(provider, lease.holder, max(1, _ms(lease.expires - now)), "notHolder")
+            if lease.epoch != epoch:
+                return LeaseDenyV(provider, lease.holder, 0, "staleEpoch")
+            lease.expires = now + self.ttl
+            return LeaseGrantV(provider, lease.epoch, _ms(self.ttl), holder)
+
+    def release(self, holder: str, provider: str, epoch: Epoch) -> LeaseDenyV | None:
+        """Free the lease at once (``None``) if ``holder`` holds it with ``epoch``."""
+        with self.lock:
+            now = self.clock.monotonic()
+            lease = self._live(provider, now)
+            if lease is None or lease.revoked:
+                return None  # nothing valid to release: releasing is idempotent
+            if lease.holder != holder:
+                return LeaseDenyV(provider, lease.holder, max(1, _ms(lease.expires - now)), "notHolder")
+            if lease.epoch != epoch:
+                return LeaseDenyV(provider, lease.holder, 0, "staleEpoch")
+            del self.leases[provider]
+            log.info("lease %s released by %s", provider, holder)
+            return None
+
+    def revoke(self, provider: str, reason: str) -> bool:
+        """Revoke a live lease: push to the holder; nobody else gets it before its TTL ends."""
+        with self.lock:
+            lease = self._live(provider, self.clock.monotonic())
+            if lease is None or lease.revoked:
+                return False
+            lease.revoked = True
+            self._push_to_holder(lease, wire.push_lease_revoked(provider, lease.epoch, reason))
+            return True
+
+    def valid_holder(self, provider: str) -> tuple[str, Epoch] | None:
+        """Who holds a valid lease of ``provider`` now, by the controller's clock (tests, status)."""
+        with self.lock:
+            lease = self._live(provider, self.clock.monotonic())
+            if lease is None or lease.revoked:
+                return None
+            return lease.holder, lease.epoch
+
+    def _push_to_holder(self, lease: Lease, frame: bytes) -> None:
+        for s in self.sessions.values():
+            if s.role == "provisioner" and s.instance_id == lease.holder:
+                s.send(frame)
+
+    def _fence(self, holder: str, provider: str, epoch: Epoch) -> RejectV | None:
+        lease = self._live(provider, self.clock.monotonic())
+        current = lease.epoch if lease is not None and not lease.revoked else NO_EPOCH
+        if lease is None or lease.revoked or lease.holder != holder or lease.epoch != epoch:
+            return RejectV(
+                "staleEpoch",
+                f"epoch {epoch[0]}.{epoch[1]} is not the current lease epoch of {provider!r} "
+                f"held by {holder!r} (current {current[0]}.{current[1]})",
+                current_epoch=current,
+            )
+        return None
+
+    # -- facts -----------------------------------------------------------------------------
+
+    def commit_fact(self, holder: str, fact: FactRecord) -> FactRecord | RejectV:
+        """Validate, fence by epoch, commit durably, apply its effect on hosts."""
+        problem = self._invalid_fact(fact)
+        if problem:
+            return RejectV("invalid", problem)
+        with self.lock:
+            rejected = self._fence(holder, fact.provider, (fact.term, fact.seq))
+            if rejected is not None:
+                return rejected
+            committed, new = self.store.commit_fact(
+                replace(fact, holder=holder, committed_ms=_ms(self.clock.wall()))
+            )
+            if new:
+                self._apply_fact(committed)
+                self.update_demand()
+            return committed
+
+    @staticmethod
+    def _invalid_fact(f: FactRecord) -> str:
+        if not f.provider or not f.op_id:
+            return "fact needs provider and opId"
+        if (f.term, f.seq) == NO_EPOCH:
+            return "fact needs an epoch"
+        if len(f.detail.encode()) > MAX_DETAIL_BYTES:
+            return f"fact detail longer than {MAX_DETAIL_BYTES} bytes"
+        for value in (f.provider, f.op_id, f.instance_key, f.instance_id, f.template, f.host_name, f.address):
+            if len(value.encode()) > MAX_TEXT_BYTES:
+                return f"fact field longer than {MAX_TEXT_BYTES} bytes"
+        if f.kind == "expectedHost":
+            if not (f.instance_id or f.host_name) or not f.template:
+                return "expectedHost needs instanceId or hostName, and template"
+            if f.join_deadline_ms <= 0:
+                return "expectedHost needs joinDeadlineUnixMs"
+        return ""
+
+    def _find_host(self, instance_id: str, host_name: str, instance_key: str = "") -> Host | None:
+        if instance_id:
+            for h in self.hosts.values():
+                if h.instance_id == instance_id and not h.decommissioned:
+                    return h
+        if instance_key:
+            for h in self.hosts.values():
+                if h.instance_key == instance_key and not h.decommissioned:
+                    return h
+        if host_name:
+            for h in self.hosts.values():
+                if h.host_name == host_name and not h.decommissioned:
+                    return h
+        return None
+
+    def _apply_fact(self, f: FactRecord, *, replay: bool = False) -> None:
+        if f.kind == "expectedHost":
+            host = self._find_host(f.instance_id, f.host_name, f.instance_key)
+            if host is None or host.provider not in ("", f.provider):
+                host = Host(hid=self._next_hid)
+                self._next_hid += 1
+                self.hosts[host.hid] = host
+            host.instance_id = f.instance_id or host.instance_id
+            host.host_name = f.host_name or host.host_name
+            host.instance_key = f.instance_key or host.instance_key
+            host.op_id = f.op_id
+            host.provider = f.provider
+            host.template = f.template
+            host.address = f.address or host.address
+            host.join_deadline_ms = f.join_deadline_ms
+            host.overdue = False
+        elif f.kind in ("returned", "lost"):
+            host = self._find_host(f.instance_id, "", f.instance_key)
+            if host is None:
+                return
+            if f.kind == "lost" and not replay:
+                host.lost = True
+                self._host_event("lost", host)
+            if host.session is not None:
+                host.session.close(f"instance {f.kind}")
+                host.session = None
+            for w in self.works:
+                if host.hid in w.host_ids:
+                    w.host_ids.remove(host.hid)
+            del self.hosts[host.hid]
+
+    def _load_hosts(self) -> None:
+        # Expected hosts are facts; rebuild them (no live workers yet: they rejoin).
+        for f in self.store.all_facts():
+            self._apply_fact(f, replay=True)
+        for h in self.hosts.values():
+            if self.store.is_decommissioned(h.host_name, h.instance_id):
+                h.decommissioned = True
+
+    def query_facts(self, provider: str, after: int, limit: int) -> tuple[list[FactRecord], bool]:
+        """A page of a provider's facts and whether more remain."""
+        page = min(limit or DEFAULT_FACT_PAGE, DEFAULT_FACT_PAGE)
+        facts = self.store.facts(provider, after, page + 1)
+        return facts[:page], len(facts) > page
+
+    # -- hosts -----------------------------------------------------------------------------
+
+    def join_worker(
+        self, session: Session, host_name: str, instance_id: str, template: str, extra: dict[str, str]
+    ) -> Host | ErrorV:
+        if not host_name:
+            return ErrorV("invalid", "joinWorker needs hostName")
+        if self.store.is_decommissioned(host_name, instance_id):
+            return ErrorV(
+                "refused", f"host {host_name!r} ({instance_id or 'no instance id'}) was decommissioned"
+            )
+        host = None
+        if instance_id:
+            host = next((h for h in self.hosts.values() if h.instance_id == instance_id), None)
+        if host is None:
+            host = next(
+                (h for h in self.hosts.values() if h.host_name == host_name and not h.decommissioned), None
+            )
+        if host is None:
+            host = Host(hid=self._next_hid, host_name=host_name, instance_id=instance_id, template=template)
+            self._next_hid += 1
+            self.hosts[host.hid] = host
+        if host.decommissioned:
+            return ErrorV("refused", f"host {host_name!r} was decommissioned")
+        if host.session is not None and host.session is not session:
+            host.session.close("replaced by a new join of the same host")
+        now_ms = _ms(self.clock.wall())
+        host.session = session
+        host.host_name = host_name
+        host.instance_id = instance_id or host.instance_id
+        host.template = host.template or template
+        host.address = host.address or extra.get("address", "")
+        host.instance_key = host.instance_key or extra.get("instance_key", "")
+        host.op_id = host.op_id or extra.get("op_id", "")
+        host.lost = False
+        host.overdue = False
+        host.disconnected_at = 0.0
+        if not host.ever_joined or not host.joined_ms:
+            host.joined_ms = now_ms
+        host.ever_joined = True
+        session.role = "worker"
+        session.host_id = host.hid
+        self._host_event("joined", host)
+        if not host.busy_work:
+            host.idle_since_ms = host.idle_since_ms or now_ms
+            self._host_event("idleSince", host)
+        return host
+
+    def _host_for_ref(self, provider: str, instance_id: str, host_name: str) -> Host | None:
+        host = self._find_host(instance_id, "" if instance_id else host_name)
+        if host is None or host.provider != provider:
+            return None
+        return host
+
+    def close_host(self, holder: str, provider: str, epoch: Epoch, instance_id: str, host_name: str) -> Any:
+        """Drain a host: no new work. Returns ``None`` (ok), a ``RejectV`` or an ``ErrorV``."""
+        with self.lock:
+            rejected = self._fence(holder, provider, epoch)
+            if rejected is not None:
+                return rejected
+            host = self._host_for_ref(provider, instance_id, host_name)
+            if host is None:
+                return ErrorV("unknownHost", f"no host {instance_id or host_name!r} of provider {provider!r}")
+            if not host.closed:
+                host.closed = True
+                self._host_event("closed", host)
+                self.update_demand()
+            return None
+
+    def decommission_host(
+        self, holder: str, provider: str, epoch: Epoch, instance_id: str, host_name: str, reason: str
+    ) -> Any:
+        """Remove a host for good: stop its worker, refuse its rejoin."""
+        with self.lock:
+            rejected = self._fence(holder, provider, epoch)
+            if rejected is not None:
+                return rejected
+            host = self._host_for_ref(provider, instance_id, host_name)
+            if host is None:
+                return ErrorV("unknownHost", f"no host {instance_id or host_name!r} of provider {provider!r}")
+            self.store.add_decommissioned(host.host_name, host.instance_id, _ms(self.clock.wall()))
+            host.decommissioned = True
+            if host.session is not None:
+                host.session.send(wire.push_worker_stop(reason or "decommissioned"))
+                host.session.close("decommissioned")
+                host.session = None
+            for w in self.works:
+                if host.hid in w.host_ids:
+                    w.host_ids.remove(host.hid)
+            host.busy_work = 0
+            self._host_event("decommissioned", host)
+            self.update_demand()
+            return None
+
+    def host_list(self, provider: str = "", template: str = "") -> list[Host]:
+        """Hosts filtered by provider and template ("" = any)."""
+        with self.lock:
+            return [
+                replace(h)
+                for h in sorted(self.hosts.values(), key=lambda h: h.hid)
+                if (not provider or h.provider == provider) and (not template or h.template == template)
+            ]
+
+    def _host_event(self, kind: str, host: Host) -> None:
+        frame = wire.push_host_event(kind, host, _ms(self.clock.wall()))
+        for s in self.sessions.values():
+            if s.role == "provisioner" and (not host.provider or host.provider in s.providers):
+                s.send(frame)
+
+    # -- workload and demand ---------------------------------------------------------------
+
+    def submit(self, template: str, hosts: int, duration: float) -> int:
+        """Add pending work; returns its id."""
+        with self.lock:
+            work = Work(self._next_wid, template, hosts, duration)
+            self._next_wid += 1
+            self.works.append(work)
+            self.run_workload()
+            self.update_demand()
+            return work.wid
+
+    def _available(self, template: str) -> list[Host]:
+        return [
+            h
+            for h in sorted(self.hosts.values(), key=lambda h: h.idle_since_ms)
+            if h.template == template and h.state() == "idle"
+        ]
+
+    def run_workload(self) -> None:
+        """Finish due work (hosts become idle) and start pending work first-in first-out."""
+        now = self.clock.monotonic()
+        now_ms = _ms(self.clock.wall())
+        for work in list(self.works):
+            if work.started and now >= work.started + work.duration:
+                self.works.remove(work)
+                for hid in work.host_ids:
+                    host = self.hosts.get(hid)
+                    if host is not None and host.busy_work == work.wid:
+                        host.busy_work = 0
+                        host.idle_since_ms = now_ms
+                        self._host_event("idleSince", host)
+        blocked: set[str] = set()
+        for work in self.works:
+            if work.started or work.template in blocked:
+                continue
+            free = self._available(work.template)
+            if len(free) < work.hosts:
+                blocked.add(work.template)  # first-in first-out per template
+                continue
+            work.started = now
+            for host in free[: work.hosts]:
+                host.busy_work = work.wid
+                host.idle_since_ms = 0
+                work.host_ids.append(host.hid)
+                self._host_event("busy", host)
+
+    def demand(self) -> DemandV:
+        """The current demand picture (without pushing)."""
+        with self.lock:
+            templates = self._compute_demand()
+            if templates != self._last_demand:
+                return DemandV(self.demand_seq + 1, self.term, _ms(self.clock.wall()), templates)
+            return DemandV(self.demand_seq, self.term, self._demand_time_ms, templates)
+
+    def _compute_demand(self) -> tuple[TemplateDemandV, ...]:
+        names = {w.template for w in self.works} | {
+            h.template for h in self.hosts.values() if h.template and not h.decommissioned and not h.lost
+        }
+        out = []
+        for t in sorted(names):
+            pending = sum(w.hosts for w in self.works if w.template == t and not w.started)
+            hosts = [h for h in self.hosts.values() if h.template == t]
+            states = [h.state() for h in hosts]
+            idle = states.count("idle")
+            busy = states.count("busy")
+            joined = sum(1 for h in hosts if h.session is not None and not h.decommissioned)
+            in_flight = states.count("expected")
+            out.append(TemplateDemandV(t, max(0, pending - idle), pending, in_flight, joined, idle, busy))
+        return tuple(out)
+
+    def update_demand(self, *, force_to: Session | None = None) -> None:
+        """Push a new snapshot to provisioners if the picture changed (or to ``force_to`` anyway)."""
+        templates = self._compute_demand()
+        if templates != self._last_demand:
+            self.demand_seq += 1
+            self._last_demand = templates
+            self._demand_time_ms = _ms(self.clock.wall())
+            frame = wire.demand_message(0, self._current())
+            for s in self.sessions.values():
+                if s.role == "provisioner":
+                    s.send(frame)
+        elif force_to is not None:
+            force_to.send(wire.demand_message(0, self._current()))
+
+    def _current(self) -> DemandV:
+        return DemandV(self.demand_seq, self.term, self._demand_time_ms, self._last_demand or ())
+
+    # -- periodic checks -------------------------------------------------------------------
+
+    def tick(self) -> None:
+        """Expire leases, finish and start work, mark lost and overdue hosts, push demand."""
+        with self.lock:
+            now = self.clock.monotonic()
+            for provider, lease in list(self.leases.items()):
+                if lease.expires <= now:
+                    del self.leases[provider]
+                    if not lease.revoked:
+                        log.info("lease %s of %s expired", provider, lease.holder)
+                        self._push_to_holder(lease, wire.push_lease_revoked(provider, lease.epoch, "expired"))
+            for s in list(self.sessions.values()):
+                if s.role == "worker" and now - s.last_seen > self.lost_after:
+                    s.close("no heartbeat")
+            now_ms = _ms(self.clock.wall())
+            for h in list(self.hosts.values()):
+                gone = h.session is None and h.ever_joined and not h.lost and not h.decommissioned
+                if gone and h.disconnected_at and now - h.disconnected_at >= self.lost_after:
+                    h.lost = True
+                    self._host_event("lost", h)
+                if not h.ever_joined and not h.overdue and h.join_deadline_ms and now_ms > h.join_deadline_ms:
+                    h.overdue = True
+                    self._host_event("joinOverdue", h)
+            self.run_workload()
+            self.update_demand()
+
+    # -- status ----------------------------------------------------------------------------
+
+    def lease_infos(self) -> list[LeaseInfoV]:
+        """Leases for status (live ones, and providers still in grace)."""
+        with self.lock:
+            now = self.clock.monotonic()
+            grace = max(0, _ms(self.grace_end() - now))
+            return [
+                LeaseInfoV(
+                    p, "" if lease.revoked else lease.holder, lease.epoch, _ms(lease.expires - now), grace
+                )
+                for p, lease in sorted(self.leases.items())
+            ]
+
+    def status_frame(self, rid: int) -> bytes:
+        """A ``status`` reply."""
+        with self.lock:
+            pending = sum(1 for w in self.works if not w.started)
+            return wire.reply_status(
+                rid,
+                controller_id=self.controller_id,
+                term=self.term,
+                primary=self.primary,
+                leases=self.lease_infos(),
+                demand=self.demand(),
+                hosts=self.host_list(),
+                connections=sum(1 for s in self.sessions.values() if s.role != "admin"),
+                pending=pending,
+                running=len(self.works) - pending,
+            )

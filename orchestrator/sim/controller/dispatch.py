@@ -1,0 +1,238 @@
+"""Request dispatch: one decoded ``Envelope`` from a session → one reply (plus any pushes).
+
+Runs under the core lock so that a reply and the pushes it causes leave in a consistent order
+(``joined`` before the first demand snapshot). Raises :class:`WrongMessageType` for messages
+that are not requests; the server drops the connection for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from orchestrator.protocol.framing import WrongMessageType, which
+from orchestrator.protocol.schema import ADMIN_REQUESTS, REQUESTS
+from orchestrator.sim.controller import wire
+from orchestrator.sim.controller.core import ControllerCore, _ms
+from orchestrator.sim.controller.state import ErrorV, Host, RejectV, Session
+
+PROVISIONER_REQUESTS = frozenset(
+    {
+        "leaseAcquire", "leaseRenew", "leaseRelease", "commitFact", "queryFacts", "hostClose",
+        "hostDecommission", "hostStatus", "requestDemand", "queryStatus",
+    }
+)  # fmt: skip
+ADMIN_ALLOWED = ADMIN_REQUESTS | {"queryStatus", "requestDemand"}
+
+
+def _text(value: Any) -> str:
+    return str(value)
+
+
+def handle(
+    core: ControllerCore,
+    session: Session,
+    env: Any,
+    *,
+    on_shutdown: Callable[[], None] | None = None,
+) -> None:
+    """Serve one request; the reply goes out through ``session.send``."""
+    kind = which(env)
+    rid = int(env.requestId)
+    if kind not in REQUESTS:
+        raise WrongMessageType(kind, "a request")
+    if rid == 0:
+        raise WrongMessageType(kind, "a request with a non-zero requestId")
+    with core.lock:
+        session.last_seen = core.clock.monotonic()
+        if session.role == "admin":
+            if kind not in ADMIN_ALLOWED:
+                session.send(
+                    wire.reply_error(rid, ErrorV("permissionDenied", f"{kind} is not an admin request"))
+                )
+                return
+            _admin(core, session, rid, kind, env, on_shutdown)
+            return
+        if kind in ADMIN_REQUESTS:
+            session.send(
+                wire.reply_error(
+                    rid, ErrorV("permissionDenied", f"{kind} is accepted on the admin channel only")
+                )
+            )
+            return
+        if core.redirect:
+            msg = f"not the primary; the primary is {core.redirect}"
+            if kind == "commitFact":
+                session.send(wire.reply_reject(rid, RejectV("notPrimary", msg, redirect=core.redirect)))
+            else:
+                session.send(wire.reply_error(rid, ErrorV("notPrimary", msg, redirect=core.redirect)))
+            return
+        if kind == "joinProvisioner":
+            _join_provisioner(core, session, rid, env.joinProvisioner)
+        elif kind == "joinWorker":
+            _join_worker(core, session, rid, env.joinWorker)
+        elif not session.role:
+            session.send(wire.reply_error(rid, ErrorV("notJoined", f"{kind} before join")))
+        elif session.role == "worker":
+            if kind == "heartbeat":
+                session.send(wire.reply_ok(rid))
+            else:
+                session.send(wire.reply_error(rid, ErrorV("notJoined", f"{kind} is not a worker request")))
+        elif kind in PROVISIONER_REQUESTS:
+            _provisioner(core, session, rid, kind, env)
+        else:
+            session.send(wire.reply_error(rid, ErrorV("notJoined", f"{kind} is not a provisioner request")))
+
+
+def _join_provisioner(core: ControllerCore, session: Session, rid: int, r: Any) -> None:
+    if session.role:
+        session.send(wire.reply_error(rid, ErrorV("invalid", "already joined")))
+        return
+    instance_id = _text(r.instanceId)
+    if not instance_id:
+        session.send(wire.reply_error(rid, ErrorV("invalid", "joinProvisioner needs instanceId")))
+        return
+    session.role = "provisioner"
+    session.instance_id = instance_id
+    session.providers = frozenset(_text(p) for p in r.providers)
+    session.send(
+        wire.reply_joined(
+            rid,
+            role="provisioner",
+            term=core.term,
+            primary=core.primary,
+            controller_id=core.controller_id,
+            heartbeat_ms=_ms(core.heartbeat_interval),
+            ttl_ms=_ms(core.ttl),
+            now_ms=_ms(core.clock.wall()),
+        )
+    )
+    # Level-triggered demand: every join gets the whole picture at once (resync).
+    core.update_demand(force_to=session)
+
+
+def _join_worker(core: ControllerCore, session: Session, rid: int, r: Any) -> None:
+    if session.role:
+        session.send(wire.reply_error(rid, ErrorV("invalid", "already joined")))
+        return
+    extra = {"address": _text(r.address), "instance_key": _text(r.instanceKey), "op_id": _text(r.opId)}
+    result = core.join_worker(session, _text(r.hostName), _text(r.instanceId), _text(r.template), extra)
+    if isinstance(result, ErrorV):
+        session.send(wire.reply_error(rid, result))
+        return
+    session.send(
+        wire.reply_joined(
+            rid,
+            role="worker",
+            term=core.term,
+            primary=core.primary,
+            controller_id=core.controller_id,
+            heartbeat_ms=_ms(core.heartbeat_interval),
+            ttl_ms=_ms(core.ttl),
+            now_ms=_ms(core.clock.wall()),
+            host_state=result.state(),
+        )
+    )
+    core.run_workload()
+    core.update_demand()
+
+
+def _provisioner(core: ControllerCore, session: Session, rid: int, kind: str, env: Any) -> None:
+    holder = session.instance_id
+    if kind in ("leaseAcquire", "leaseRenew", "leaseRelease"):
+        r = getattr(env, kind)
+        provider = _text(r.provider)
+        if not provider:
+            session.send(wire.reply_error(rid, ErrorV("invalid", f"{kind} needs provider")))
+            return
+        epoch = wire.epoch_of(r.epoch)
+        if kind == "leaseAcquire":
+            session.send(wire.reply_lease(rid, core.acquire(holder, provider)))
+        elif kind == "leaseRenew":
+            session.send(wire.reply_lease(rid, core.renew(holder, provider, epoch)))
+        else:
+            denied = core.release(holder, provider, epoch)
+            session.send(wire.reply_ok(rid) if denied is None else wire.reply_lease(rid, denied))
+    elif kind == "commitFact":
+        result = core.commit_fact(holder, wire.fact_from_reader(env.commitFact))
+        if isinstance(result, RejectV):
+            session.send(wire.reply_reject(rid, result))
+        else:
+            session.send(wire.reply_ack(rid, result.fact_id, result.committed_ms))
+    elif kind == "queryFacts":
+        q = env.queryFacts
+        provider = _text(q.provider)
+        if not provider:
+            session.send(wire.reply_error(rid, ErrorV("invalid", "queryFacts needs provider")))
+            return
+        facts, more = core.query_facts(provider, int(q.afterFactId), int(q.limit))
+        session.send(wire.reply_facts(rid, provider, facts, more))
+    elif kind in ("hostClose", "hostDecommission"):
+        ref = getattr(env, kind)
+        provider, iid, name = _text(ref.provider), _text(ref.instanceId), _text(ref.hostName)
+        if not provider or not (iid or name):
+            session.send(
+                wire.reply_error(rid, ErrorV("invalid", f"{kind} needs provider and instanceId or hostName"))
+            )
+            return
+        epoch = wire.epoch_of(ref.epoch)
+        if kind == "hostClose":
+            result = core.close_host(holder, provider, epoch, iid, name)
+        else:
+            result = core.decommission_host(holder, provider, epoch, iid, name, _text(ref.reason))
+        if isinstance(result, RejectV):
+            session.send(wire.reply_reject(rid, result))
+        elif isinstance(result, ErrorV):
+            session.send(wire.reply_error(rid, result))
+        else:
+            session.send(wire.reply_ack(rid, 0, _ms(core.clock.wall())))
+    elif kind == "hostStatus":
+        q = env.hostStatus
+        hosts: list[Host] = core.host_list(_text(q.provider), _text(q.template))
+        session.send(wire.reply_hosts(rid, hosts))
+    elif kind == "requestDemand":
+        session.send(wire.demand_message(rid, core.demand()))
+    elif kind == "queryStatus":
+        session.send(core.status_frame(rid))
+
+
+def _admin(
+    core: ControllerCore,
+    session: Session,
+    rid: int,
+    kind: str,
+    env: Any,
+    on_shutdown: Callable[[], None] | None,
+) -> None:
+    if kind == "adminFailover":
+        term = core.failover()
+        session.send(wire.reply_admin(rid, f"failover: term is now {term}; every connection dropped", term))
+    elif kind == "adminSubmit":
+        s = env.adminSubmit
+        template, hosts, duration_ms = _text(s.template), int(s.hosts), int(s.durationMs)
+        if not template or hosts <= 0:
+            session.send(wire.reply_error(rid, ErrorV("invalid", "submit needs a template and hosts > 0")))
+            return
+        wid = core.submit(template, hosts, duration_ms / 1000.0)
+        session.send(
+            wire.reply_admin(
+                rid,
+                f"work {wid}: {hosts} host(s) of {template!r} for {duration_ms / 1000:g}s",
+                core.term,
+                wid,
+            )
+        )
+    elif kind == "adminRevoke":
+        r = env.adminRevoke
+        provider = _text(r.provider)
+        done = core.revoke(provider, _text(r.reason) or "revoked by admin")
+        msg = f"lease of {provider!r} revoked" if done else f"no valid lease of {provider!r}"
+        session.send(wire.reply_admin(rid, msg, core.term))
+    elif kind == "adminShutdown":
+        session.send(wire.reply_admin(rid, "shutting down", core.term))
+        if on_shutdown is not None:
+            on_shutdown()
+    elif kind == "queryStatus":
+        session.send(core.status_frame(rid))
+    elif kind == "requestDemand":
+        session.send(wire.demand_message(rid, core.demand()))

@@ -1,0 +1,232 @@
+"""The simulated controller's durable state: facts and decommissioned hosts in SQLite, the term in a file.
+
+SQLite runs in WAL mode with ``synchronous=FULL`` so a commit is on disk before the fact is
+acknowledged. The term file is written to a temporary file, fsync'd, renamed over the old one
+and the directory fsync'd, so a term once used is never handed out again after a crash.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Final
+
+FACT_KINDS: Final = (
+    "requestIntent",
+    "instanceCreated",
+    "expectedHost",
+    "returning",
+    "returned",
+    "lost",
+    "orphanReported",
+    "orphanAdopted",
+)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS facts (
+    fact_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    provider TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    op_id TEXT NOT NULL,
+    term INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    holder TEXT NOT NULL,
+    instance_key TEXT NOT NULL,
+    instance_id TEXT NOT NULL,
+    template TEXT NOT NULL,
+    host_name TEXT NOT NULL,
+    address TEXT NOT NULL,
+    count INTEGER NOT NULL,
+    join_deadline_ms INTEGER NOT NULL,
+    detail TEXT NOT NULL,
+    committed_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS facts_provider ON facts (provider, fact_id);
+CREATE INDEX IF NOT EXISTS facts_dedup ON facts (provider, kind, op_id, instance_key, instance_id);
+CREATE TABLE IF NOT EXISTS decommissioned (
+    host_name TEXT NOT NULL,
+    instance_id TEXT NOT NULL,
+    time_ms INTEGER NOT NULL,
+    PRIMARY KEY (host_name, instance_id)
+);
+"""
+
+_COLUMNS = (
+    "fact_id, provider, kind, op_id, term, seq, holder, instance_key, instance_id, template, "
+    "host_name, address, count, join_deadline_ms, detail, committed_ms"
+)
+
+
+@dataclass(frozen=True)
+class FactRecord:
+    """One fact, as committed (``fact_id``, ``committed_ms``, ``holder`` set by the controller)."""
+
+    kind: str
+    provider: str
+    op_id: str
+    term: int
+    seq: int
+    instance_key: str = ""
+    instance_id: str = ""
+    template: str = ""
+    host_name: str = ""
+    address: str = ""
+    count: int = 0
+    join_deadline_ms: int = 0
+    detail: str = ""
+    fact_id: int = 0
+    committed_ms: int = 0
+    holder: str = ""
+
+
+def _row_to_fact(row: tuple[object, ...]) -> FactRecord:
+    (
+        fid,
+        provider,
+        kind,
+        op_id,
+        term,
+        seq,
+        holder,
+        ikey,
+        iid,
+        tmpl,
+        host,
+        addr,
+        count,
+        deadline,
+        detail,
+        cms,
+    ) = row
+    return FactRecord(
+        kind=str(kind), provider=str(provider), op_id=str(op_id), term=int(str(term)), seq=int(str(seq)),
+        instance_key=str(ikey), instance_id=str(iid), template=str(tmpl), host_name=str(host),
+        address=str(addr), count=int(str(count)), join_deadline_ms=int(str(deadline)), detail=str(detail),
+        fact_id=int(str(fid)), committed_ms=int(str(cms)), holder=str(holder),
+    )  # fmt: skip
+
+
+class ControllerStore:
+    """Facts, decommissioned hosts and the term under one state directory. Thread-safe."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+        state_dir.mkdir(parents=True, exist_ok=True)
+        self.db_path = state_dir / "controller.sqlite"
+        self.term_path = state_dir / "controller.term"
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.db_path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        """Close the database."""
+        with self._lock:
+            self._db.close()
+
+    # -- term ------------------------------------------------------------------------------
+
+    def read_term(self) -> int:
+        """The last durable term (0 when none was ever written)."""
+        try:
+            return int(self.term_path.read_text().strip() or "0")
+        except FileNotFoundError:
+            return 0
+
+    def bump_term(self) -> int:
+        """Durably write term + 1 and return it (before it is used for anything)."""
+        with self._lock:
+            term = self.read_term() + 1
+            tmp = self.term_path.with_name(f".{self.term_path.name}.tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                os.write(fd, f"{term}\n".encode())
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, self.term_path)
+            dfd = os.open(self.state_dir, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+            return term
+
+    # -- facts -----------------------------------------------------------------------------
+
+    def commit_fact(self, fact: FactRecord) -> tuple[FactRecord, bool]:
+        """Commit ``fact`` durably; returns ``(committed, new)``.
+
+        A fact equal in (provider, kind, op_id, instance_key, instance_id) to a committed one is
+        not stored again: the existing record comes back with ``new=False`` (retries are safe).
+        """
+        with self._lock:
+            row = self._db.execute(
+                f"SELECT {_COLUMNS} FROM facts WHERE provider=? AND kind=? AND op_id=? AND instance_key=? "
+                "AND instance_id=? ORDER BY fact_id LIMIT 1",
+                (fact.provider, fact.kind, fact.op_id, fact.instance_key, fact.instance_id),
+            ).fetchone()
+            if row is not None:
+                return _row_to_fact(row), False
+            cur = self._db.execute(
+                "INSERT INTO facts (provider, kind, op_id, term, seq, holder, instance_key, instance_id, "
+                "template, host_name, address, count, join_deadline_ms, detail, committed_ms) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    fact.provider, fact.kind, fact.op_id, fact.term, fact.seq, fact.holder,
+                    fact.instance_key, fact.instance_id, fact.template, fact.host_name, fact.address,
+                    fact.count, fact.join_deadline_ms, fact.detail, fact.committed_ms,
+                ),
+            )  # fmt: skip
+            return replace(fact, fact_id=int(cur.lastrowid or 0)), True
+
+    def facts(self, provider: str, after: int = 0, limit: int = 1000) -> list[FactRecord]:
+        """Facts of ``provider`` with ``fact_id > after``, in order, at most ``limit``."""
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {_COLUMNS} FROM facts WHERE provider=? AND fact_id>? ORDER BY fact_id LIMIT ?",
+                (provider, after, limit),
+            ).fetchall()
+        return [_row_to_fact(r) for r in rows]
+
+    def all_facts(self) -> list[FactRecord]:
+        """Every fact, in order (used to rebuild expected hosts at start)."""
+        with self._lock:
+            rows = self._db.execute(f"SELECT {_COLUMNS} FROM facts ORDER BY fact_id").fetchall()
+        return [_row_to_fact(r) for r in rows]
+
+    def last_holder(self, provider: str) -> str:
+        """The holder recorded on the provider's latest committed fact ("" when it has none)."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT holder FROM facts WHERE provider=? ORDER BY fact_id DESC LIMIT 1", (provider,)
+            ).fetchone()
+        return str(row[0]) if row else ""
+
+    # -- decommissioned hosts --------------------------------------------------------------
+
+    def add_decommissioned(self, host_name: str, instance_id: str, time_ms: int) -> None:
+        """Remember that a host was decommissioned (its rejoin is refused from now on)."""
+        with self._lock:
+            self._db.execute(
+                "INSERT OR IGNORE INTO decommissioned (host_name, instance_id, time_ms) VALUES (?,?,?)",
+                (host_name, instance_id, time_ms),
+            )
+
+    def is_decommissioned(self, host_name: str, instance_id: str) -> bool:
+        """Whether a host with this instance id (when set) or host name was decommissioned."""
+        with self._lock:
+            if instance_id:
+                row = self._db.execute(
+                    "SELECT 1 FROM decommissioned WHERE instance_id=? LIMIT 1", (instance_id,)
+                ).fetchone()
+                if row is not None:
+                    return True
+            row = self._db.execute(
+                "SELECT 1 FROM decommissioned WHERE host_name=? AND host_name<>'' LIMIT 1", (host_name,)
+            ).fetchone()
+            return row is not None

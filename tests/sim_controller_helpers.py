@@ -1,0 +1,199 @@
+"""A minimal test client of the provisioner protocol and a fixture-friendly controller starter.
+
+Not the real client (that is ``orchestrator.clients.controller``): just enough to drive the
+simulated controller over TLS from tests, one request at a time, collecting pushes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import socket
+import ssl
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.protocol.framing import encode, new_envelope, open_envelope, recv_frame, send_frame
+from orchestrator.protocol.tls import client_context, ensure_server_tls, server_context
+from orchestrator.sim.controller.clock import Clock, SystemClock
+from orchestrator.sim.controller.core import ControllerCore
+from orchestrator.sim.controller.server import ControllerServer
+from orchestrator.sim.controller.store import ControllerStore
+
+
+def to_py(reader: Any) -> Any:
+    """A decoded struct as plain dicts (so it outlives the message)."""
+    return reader.to_dict()
+
+
+@dataclass
+class Reply:
+    """One reply: its union member name and its body as plain data."""
+
+    kind: str
+    body: Any
+
+
+@dataclass
+class TestClient:
+    """One TLS connection to the controller."""
+
+    sock: ssl.SSLSocket
+    pushes: list[Reply] = field(default_factory=list)
+    _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+
+    def send_raw(self, data: bytes) -> None:
+        """Write raw bytes (malformed-frame tests)."""
+        self.sock.sendall(data)
+
+    def request(self, fill: Callable[[Any], None]) -> Reply:
+        """Send one request built by ``fill(envelope)``; return its reply, keeping pushes aside."""
+        rid = next(self._ids)
+        env = new_envelope(rid)
+        fill(env)
+        send_frame(self.sock, encode(env))
+        while True:
+            r = self.read()
+            if r[0] == rid:
+                return r[1]
+            self.pushes.append(r[1])
+
+    def read(self) -> tuple[int, Reply]:
+        """Read one frame: (requestId, reply)."""
+        frame = recv_frame(self.sock)
+        with open_envelope(frame) as env:
+            kind = str(env.which())
+            body = getattr(env, kind)
+            data = None if body is None else (to_py(body) if hasattr(body, "to_dict") else body)
+            return int(env.requestId), Reply(kind, data)
+
+    def wait_push(self, kind: str) -> Reply:
+        """The next push of ``kind`` (earlier ones collected first)."""
+        for i, p in enumerate(self.pushes):
+            if p.kind == kind:
+                return self.pushes.pop(i)
+        while True:
+            rid, r = self.read()
+            if rid == 0 and r.kind == kind:
+                return r
+            self.pushes.append(r)
+
+    def close(self) -> None:
+        """Close the connection."""
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+
+def connect(
+    addr: tuple[str, int], ca: Path, *, server_hostname: str = "localhost", timeout: float = 10.0
+) -> TestClient:
+    """A TLS connection verified against ``ca``."""
+    ctx = client_context(ca)
+    raw = socket.create_connection(addr, timeout=timeout)
+    raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock = ctx.wrap_socket(raw, server_hostname=server_hostname)
+    except BaseException:
+        raw.close()
+        raise
+    return TestClient(sock)
+
+
+def join_provisioner(c: TestClient, instance_id: str, providers: list[str]) -> Reply:
+    """Join as a provisioner."""
+
+    def fill(env: Any) -> None:
+        j = env.init("joinProvisioner")
+        j.instanceId = instance_id
+        j.version = "test"
+        j.providers = providers
+
+    return c.request(fill)
+
+
+def join_worker(c: TestClient, host_name: str, instance_id: str = "", template: str = "cpu") -> Reply:
+    """Join as a worker."""
+
+    def fill(env: Any) -> None:
+        j = env.init("joinWorker")
+        j.hostName = host_name
+        j.instanceId = instance_id
+        j.template = template
+
+    return c.request(fill)
+
+
+def lease(c: TestClient, op: str, provider: str, epoch: tuple[int, int] = (0, 0)) -> Reply:
+    """leaseAcquire / leaseRenew / leaseRelease."""
+
+    def fill(env: Any) -> None:
+        r = env.init(op)
+        r.provider = provider
+        r.epoch.term, r.epoch.seq = epoch
+
+    return c.request(fill)
+
+
+def commit(
+    c: TestClient, provider: str, epoch: tuple[int, int], kind: str = "requestIntent", **fields: Any
+) -> Reply:
+    """commitFact."""
+
+    def fill(env: Any) -> None:
+        f = env.init("commitFact")
+        f.kind = kind
+        f.provider = provider
+        f.opId = fields.pop("opId", "op-1")
+        f.epoch.term, f.epoch.seq = epoch
+        for k, v in fields.items():
+            setattr(f, k, v)
+
+    return c.request(fill)
+
+
+@dataclass
+class Running:
+    """A controller started in-process."""
+
+    core: ControllerCore
+    server: ControllerServer
+    store: ControllerStore
+    ca: Path
+    state_dir: Path
+
+    @property
+    def addr(self) -> tuple[str, int]:
+        """The first listen address."""
+        return self.server.addresses[0]
+
+
+@contextlib.contextmanager
+def running_controller(
+    state_dir: Path,
+    *,
+    clock: Clock | None = None,
+    ttl: float = 15.0,
+    max_frame_bytes: int = 1024 * 1024,
+    tick_interval: float = 0.05,
+    redirect: str = "",
+) -> Iterator[Running]:
+    """Start a controller on 127.0.0.1:<free port> with a fresh CA; stop it on exit."""
+    files = ensure_server_tls(state_dir / "tls", [])
+    store = ControllerStore(state_dir)
+    core = ControllerCore(store, clock or SystemClock(), ttl=ttl, redirect=redirect)
+    server = ControllerServer(
+        core,
+        server_context(files.server_cert, files.server_key),
+        [("127.0.0.1", 0)],
+        admin_path=state_dir / "controller.sock",
+        max_frame_bytes=max_frame_bytes,
+        tick_interval=tick_interval,
+    )
+    server.start()
+    try:
+        yield Running(core, server, store, files.ca_cert, state_dir)
+    finally:
+        server.stop()
+        store.close()
