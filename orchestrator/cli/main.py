@@ -91,6 +91,7 @@ def _register() -> None:
     from orchestrator.cli import destroy as destroy_verb
     from orchestrator.cli import plan as plan_verb
     from orchestrator.cli import sim as sim_verbs
+    from orchestrator.cli import status as status_verb
     from orchestrator.cli import validate as validate_verb
 
     cli.add_command(plan_verb.plan)
@@ -98,6 +99,7 @@ def _register() -> None:
     cli.add_command(destroy_verb.destroy)
     cli.add_command(validate_verb.validate)
     cli.add_command(sim_verbs.sim)
+    cli.add_command(status_verb.status)
     # (more verbs are registered below as their modules land)
 
 

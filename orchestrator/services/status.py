@@ -1,0 +1,182 @@
+"""``xceprov status``: the controller link, leases, demand against supply, and open ops.
+
+One-shot: connects (every configured address in turn, following redirects), joins as a
+provisioner under a status-only instance id (it acquires nothing, so it never disturbs the
+running orchestrator's leases), asks for the controller's status and the facts of every
+configured provider, and disconnects. Leases are shown by the controller's clock: the holder's
+own view ends ``margin`` earlier.
+
+Open ops are derived from facts: a ``requestIntent`` with fewer ``instanceCreated`` facts than
+its count (and not returned), and a ``returning`` without its ``returned`` or ``lost``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from orchestrator.clients.controller.link import ControllerLink
+from orchestrator.clients.controller.types import ControllerStatus, Fact, LinkState
+from orchestrator.configfile import LoadedConfig
+from orchestrator.errors import ControllerError
+
+
+@dataclass(frozen=True)
+class LeaseRow:
+    """One provider's lease by the controller's clock."""
+
+    provider: str
+    holder: str
+    epoch: str
+    expires_in: float
+    grace_ends_in: float
+
+
+@dataclass(frozen=True)
+class DemandRow:
+    """Demand against supply of one template."""
+
+    template: str
+    wanted: int
+    pending_hosts: int
+    in_flight: int
+    joined: int
+    idle: int
+    busy: int
+
+
+@dataclass(frozen=True)
+class OpenOp:
+    """An op whose intent is committed but whose outcome is not (yet)."""
+
+    provider: str
+    op_id: str
+    action: str  # "create" or "return"
+    template: str
+    wanted: int
+    done: int
+    epoch: str
+    since: float  # unix seconds of the intent fact
+
+
+@dataclass(frozen=True)
+class StatusReport:
+    """Everything ``xceprov status`` shows."""
+
+    link: LinkState
+    controller_id: str
+    term: int
+    primary: str
+    leases: tuple[LeaseRow, ...]
+    demand: tuple[DemandRow, ...]
+    demand_seq: int
+    open_ops: tuple[OpenOp, ...]
+    hosts: int
+    pending_work: int
+    running_work: int
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as plain JSON values (``xceprov status --json``)."""
+        return asdict(self)
+
+
+def open_ops(facts: list[Fact]) -> list[OpenOp]:
+    """Ops of one provider that have an intent without its outcome (see the module docstring)."""
+    by_op: dict[str, list[Fact]] = {}
+    for fact in sorted(facts, key=lambda f: f.fact_id):
+        by_op.setdefault(fact.op_id, []).append(fact)
+    out: list[OpenOp] = []
+    for op_id, op_facts in by_op.items():
+        intent = next((f for f in op_facts if f.kind == "requestIntent"), None)
+        gone = {f.instance_key or f.instance_id for f in op_facts if f.kind in ("returned", "lost")}
+        if intent is not None:
+            created = {f.instance_key or f.instance_id for f in op_facts if f.kind == "instanceCreated"}
+            if len(created) < intent.count and not gone:
+                out.append(OpenOp(intent.provider, op_id, "create", intent.template, intent.count,
+                                  len(created), intent.epoch.tag(), intent.committed))
+        returning = [f for f in op_facts if f.kind == "returning"]
+        pending = [f for f in returning if (f.instance_key or f.instance_id) not in gone]
+        if pending:
+            first = pending[0]
+            out.append(OpenOp(first.provider, op_id, "return", first.template, len(returning),
+                              len(returning) - len(pending), first.epoch.tag(), first.committed))
+    return out
+
+
+def status_instance_id(cluster: str) -> str:
+    """The instance id ``xceprov status`` joins under (never a lease holder)."""
+    return f"{cluster}-status-{socket.gethostname()}-{os.getpid()}"
+
+
+def collect_status(loaded: LoadedConfig) -> StatusReport:
+    """Connect once and gather the report; ``ControllerError`` (one line, naming the addresses
+    tried) when no controller answers."""
+    config = loaded.config
+    providers = sorted(config.providers)
+    instance_id = status_instance_id(config.cluster)
+    link = ControllerLink(config.controller, instance_id=instance_id, cluster=config.cluster)
+    try:
+        link.open()
+        status: ControllerStatus = link.query_status()
+        facts = {p: link.query_facts(p) for p in providers}
+        state = link.state()
+    finally:
+        link.close()
+    if not state.address:
+        raise ControllerError("controller link closed before the status was read")
+    leases = tuple(
+        LeaseRow(x.provider, x.holder, x.epoch.tag(), x.expires_in, x.grace_ends_in)
+        for x in sorted(status.leases, key=lambda x: x.provider)
+    )
+    demand = tuple(
+        DemandRow(t.template, t.wanted, t.pending_hosts, t.in_flight, t.joined, t.idle, t.busy)
+        for t in sorted(status.demand.templates, key=lambda t: t.template)
+    )
+    ops = tuple(op for p in providers for op in open_ops(facts[p]))
+    return StatusReport(
+        link=state,
+        controller_id=status.controller_id,
+        term=status.term,
+        primary=status.primary or state.primary,
+        leases=leases,
+        demand=demand,
+        demand_seq=status.demand.seq,
+        open_ops=ops,
+        hosts=len(status.hosts),
+        pending_work=status.pending_work,
+        running_work=status.running_work,
+    )
+
+
+def render_text(report: StatusReport, providers: list[str]) -> str:
+    """The human-readable report."""
+    lines = [
+        f"controller  {report.link.address}  primary {report.primary}  term {report.term}"
+        f"  id {report.controller_id or '-'}",
+        "",
+        "leases (by the controller's clock)",
+    ]
+    held = {row.provider: row for row in report.leases}
+    for provider in sorted(set(providers) | set(held)):
+        row = held.get(provider)
+        if row is None or not row.holder:
+            grace = f" (grace {row.grace_ends_in:.0f}s)" if row is not None and row.grace_ends_in > 0 else ""
+            lines.append(f"  {provider:<16} free{grace}")
+        else:
+            expires = f"expires in {row.expires_in:.1f}s" if row.expires_in > 0 else "expired"
+            lines.append(f"  {provider:<16} holder {row.holder}  epoch {row.epoch}  {expires}")
+    lines += ["", f"demand vs supply (snapshot {report.demand_seq})",
+              f"  {'template':<16}{'wanted':>8}{'in flight':>11}{'joined':>8}{'idle':>6}{'busy':>6}"]
+    if not report.demand:
+        lines.append("  (no templates)")
+    for d in report.demand:
+        lines.append(f"  {d.template:<16}{d.wanted:>8}{d.in_flight:>11}{d.joined:>8}{d.idle:>6}{d.busy:>6}")
+    lines += ["", "open ops"]
+    if not report.open_ops:
+        lines.append("  (none)")
+    for op in report.open_ops:
+        lines.append(f"  {op.provider:<10} {op.op_id}  {op.action:<6} {op.template or '-':<12}"
+                     f" {op.done}/{op.wanted}  epoch {op.epoch}")
+    return "\n".join(lines)
