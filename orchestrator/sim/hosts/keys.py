@@ -10,8 +10,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,8 +89,17 @@ def write_known_hosts(path: Path, hosts: Iterable[KnownHost]) -> None:
 
 
 def control_dir(state_dir: Path) -> Path:
-    """Where ssh control sockets of the generated ssh_config live."""
-    return state_dir / "ssh"
+    """Where ssh control sockets of the generated ssh_config live.
+
+    ``<state_dir>/ssh`` when its socket paths fit in a Unix socket address (108 bytes, and ssh
+    adds a 17-character temporary suffix while it binds); otherwise a short directory in /tmp
+    named after the state directory, so that it stays the same for every caller.
+    """
+    preferred = (state_dir / "ssh").resolve()
+    if len(f"{preferred}/cm-root@255.255.255.255:65535") + 17 < 104:
+        return preferred
+    digest = hashlib.sha1(str(preferred).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"xcesim-cm-{digest}"
 
 
 def render_ssh_config(state_dir: Path, hosts: Iterable[KnownHost], user: str = "root") -> str:
@@ -114,14 +125,13 @@ def render_ssh_config(state_dir: Path, hosts: Iterable[KnownHost], user: str = "
         "    PasswordAuthentication no",
         "    ConnectTimeout 5",
     ]
-    ctl = control_dir(state_dir).resolve()
-    # Unix socket paths are limited to about 104 bytes; without room, no connection sharing.
-    if len(f"{ctl}/cm-{user}@255.255.255.255:65535") < 100:
-        out += [
-            "    ControlMaster auto",
-            f"    ControlPath {ctl}/cm-%r@%h:%p",
-            "    ControlPersist 60s",
-        ]
+    ctl = control_dir(state_dir)
+    ctl.mkdir(mode=0o700, parents=True, exist_ok=True)
+    out += [
+        "    ControlMaster auto",
+        f"    ControlPath {ctl}/cm-%r@%h:%p",
+        "    ControlPersist 60s",
+    ]
     return "\n".join(out) + "\n"
 
 
