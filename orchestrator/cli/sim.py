@@ -32,3 +32,13 @@ def _register_world() -> None:
 
 
 _register_world()
+
+
+def _register_controller() -> None:
+    # The simulated controller: `xceprov sim controller|failover|submit`.
+    from orchestrator.cli import sim_controller
+
+    sim_controller.register(sim)
+
+
+_register_controller()
