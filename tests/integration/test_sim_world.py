@@ -143,6 +143,18 @@ def test_up_is_idempotent_hosts_follow_the_store_and_down_leaves_nothing(world: 
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == name
 
+    ctl = world.component(world.status(), "controller")
+    if ctl["state"] != "unavailable":
+        # The controller listens on the lab gateway too, and a host reaches it there.
+        gateway = f"{world.lab.gateway}:{world.port}"
+        assert ctl["state"] == "running" and gateway in ctl["addresses"]
+        probe = subprocess.run(
+            ["ssh", "-F", str(ssh_config), "-o", "BatchMode=yes", name,
+             f"nc -z -w 5 {world.lab.gateway} {world.port} && echo reached"],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert probe.stdout.strip() == "reached", probe.stderr
+
     text = world.run("sim", "status")
     assert "host-manager" in text and name in text and "ready" in text
 

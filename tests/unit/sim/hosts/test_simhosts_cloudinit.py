@@ -1,0 +1,107 @@
+"""The cloud-init subset of simulated hosts: #cloud-config write_files, applied under a directory."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import os
+import pwd
+from pathlib import Path
+
+import pytest
+
+from orchestrator.sim.hosts.cloudinit import (
+    apply_write_files,
+    decode_content,
+    decode_permissions,
+    parse_user_data,
+    run_cloud_init,
+)
+
+ME = pwd.getpwuid(os.getuid()).pw_name
+
+
+def test_classifies_user_data() -> None:
+    assert parse_user_data("") == ("none", {})
+    assert parse_user_data("#!/bin/sh\necho hi\n") == ("unsupported", {})
+    assert parse_user_data("#cloud-config\n") == ("cloud-config", {})
+    assert parse_user_data("#cloud-config\nwrite_files: []\n") == ("cloud-config", {"write_files": []})
+    with pytest.raises(ValueError, match="mapping"):
+        parse_user_data("#cloud-config\n- a\n")
+    with pytest.raises(ValueError, match="not valid YAML"):
+        parse_user_data("#cloud-config\nwrite_files: [\n")
+
+
+@pytest.mark.parametrize(
+    ("content", "encoding"),
+    [
+        ("hello", None),
+        ("hello", "text/plain"),
+        (base64.b64encode(b"hello").decode(), "b64"),
+        (base64.b64encode(b"hello").decode(), "base64"),
+        (base64.b64encode(gzip.compress(b"hello")).decode(), "gz+b64"),
+        (base64.b64encode(gzip.compress(b"hello")).decode(), "gzip+base64"),
+        (gzip.compress(b"hello"), "gzip"),
+    ],
+)
+def test_decodes_every_encoding_cloud_init_knows(content: str | bytes, encoding: str | None) -> None:
+    assert decode_content(content, encoding) == b"hello"
+
+
+def test_permissions_like_cloud_init() -> None:
+    assert decode_permissions(None) == 0o644
+    assert decode_permissions("0640") == 0o640
+    assert decode_permissions("755") == 0o755
+    assert decode_permissions(0o600) == 0o600  # a YAML 1.1 0600 arrives as this integer
+    for bad in ("rw-r--r--", "99999", True):
+        with pytest.raises(ValueError):
+            decode_permissions(bad)
+
+
+def test_write_files_applies_content_mode_append_defer_and_parents(tmp_path: Path) -> None:
+    entries = [
+        {"path": "/etc/xce/late", "content": "deferred\n", "defer": True},
+        {"path": "/etc/xce/node.yaml", "content": "roles: [worker]\n", "permissions": "0600", "owner": ME},
+        {"path": "/etc/xce/log", "content": "one\n"},
+        {"path": "/etc/xce/log", "content": "two\n", "append": True},
+    ]
+    result = apply_write_files(entries, tmp_path)
+    assert result.errors == []
+    assert result.written == ["/etc/xce/node.yaml", "/etc/xce/log", "/etc/xce/log", "/etc/xce/late"]
+    node = tmp_path / "etc/xce/node.yaml"
+    assert node.read_text() == "roles: [worker]\n"
+    assert node.stat().st_mode & 0o7777 == 0o600
+    assert (tmp_path / "etc/xce/log").read_text() == "one\ntwo\n"
+    assert (tmp_path / "etc/xce/late").stat().st_mode & 0o7777 == 0o644
+
+
+def test_write_files_reports_bad_entries_and_keeps_going(tmp_path: Path) -> None:
+    entries = [
+        {"content": "no path"},
+        {"path": "/a", "content": "abc", "encoding": "b64"},  # bad padding
+        {"path": "/b", "source": {"uri": "http://example.invalid/x"}},
+        {"path": "/c", "content": "x", "owner": "no-such-user-xce"},
+        {"path": "/d", "content": "fine"},
+    ]
+    result = apply_write_files(entries, tmp_path)
+    assert result.written == ["/c", "/d"]
+    assert len(result.errors) == 4
+    assert any("needs a 'path'" in e for e in result.errors)
+    assert any(e.startswith("/b:") and "not supported" in e for e in result.errors)
+    assert any(e.startswith("/c:") and "unknown owner" in e for e in result.errors)
+    assert apply_write_files("not a list", tmp_path).errors == ["write_files must be a list, not str"]
+
+
+def test_run_cloud_init_writes_markers_boot_finished_last(tmp_path: Path) -> None:
+    user_data = "#cloud-config\nwrite_files:\n  - path: /opt/xce/x\n    content: y\npackages: [vim]\n"
+    result = run_cloud_init(user_data, "i-123", tmp_path)
+    assert result.written == ["/opt/xce/x"] and result.ignored == ["packages"]
+    cloud = tmp_path / "var/lib/cloud"
+    assert (cloud / "instance").resolve() == (cloud / "instances/i-123").resolve()
+    assert (cloud / "instance/boot-finished").read_text().endswith("v. xcesim-0.1\n")
+    assert (cloud / "instance/user-data.txt").read_text() == user_data
+    assert json.loads((cloud / "data/result.json").read_text())["v1"]["errors"] == []
+    # A second boot (stop/start) rewrites the markers.
+    again = run_cloud_init("#!/bin/sh\n", "i-123", tmp_path)
+    assert again.kind == "unsupported" and again.errors
