@@ -213,10 +213,7 @@ def test_two_holders_never_both_valid(tmp_path: Path, seed: int) -> None:
             if holding and now < next_renew[name]:
                 continue
             sent = now
-            if holding:
-                r = core.renew(name, "sim", epochs[name])
-            else:
-                r = core.acquire(name, "sim")
+            r = core.renew(name, "sim", epochs[name]) if holding else core.acquire(name, "sim")
             if isinstance(r, LeaseGrantV):
                 if not holding or r.epoch != epochs.get(name):
                     epochs[name] = r.epoch
