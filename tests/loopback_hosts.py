@@ -2,9 +2,10 @@
 
 The simplest variant from ``shared/notes/ansible-sim-hosts.md``: no network namespaces, each host
 is ``unshare --uts --mount --pid --fork --kill-child --mount-proc`` around an sshd listening on
-``127.x.y.z:<port>``, with copy-on-write overlays over /etc, /opt, /root and /var (upper dirs
-in the host's own directory) so /etc/xce, /opt/xce and /var/lib/cloud are private per host. Used
-until (and beside) the real simulated hosts of ``orchestrator.sim.hosts``; root only.
+``127.x.y.z:<port>``, with copy-on-write overlays over /etc, /opt and /var (upper dirs in the
+host's own directory) and an empty /root of its own so /etc/xce, /opt/xce and /var/lib/cloud
+are private per host. Used until (and beside) the real simulated hosts of
+``orchestrator.sim.hosts``; root only.
 
 Also usable as a script (Molecule's create/destroy playbooks need hosts that outlive them)::
 
@@ -18,6 +19,7 @@ Layout of DIR mirrors the simulated world's: ``ssh/id_ed25519`` (the toolkit key
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -39,10 +41,13 @@ DEFAULT_PORT = 2200  # not 22: a system sshd on 0.0.0.0:22 would clash on the sh
 _BOOT = r"""
 set -e
 hostname "$XH_NAME"
-for d in etc opt root var; do
+for d in etc opt var; do
   mkdir -p "$XH_DIR/upper/$d" "$XH_DIR/work/$d"
   mount -t overlay overlay -o "lowerdir=/$d,upperdir=$XH_DIR/upper/$d,workdir=$XH_DIR/work/$d" "/$d"
 done
+# A fresh /root, as on a new cloud host (the machine's dotfiles would slow every login).
+mkdir -p "$XH_DIR/root"
+mount --bind "$XH_DIR/root" /root
 mount -t tmpfs tmpfs /run
 mkdir -p /run/sshd /etc/xh /root/.ssh /var/lib/cloud/instance
 chmod 700 /root/.ssh
@@ -170,8 +175,12 @@ class LoopbackLab:
         }
         common = {
             "ansible_user": "root",
+            # The machine's own interpreter, not whatever a shim on PATH offers.
+            "ansible_python_interpreter": "/usr/bin/python3",
             "ansible_ssh_private_key_file": str(self.key),
-            "ansible_ssh_common_args": f"-o UserKnownHostsFile={self.known_hosts} -o StrictHostKeyChecking=yes",
+            "ansible_ssh_common_args": (
+                f"-o UserKnownHostsFile={self.known_hosts} -o StrictHostKeyChecking=yes"
+            ),
         }
         common.update(extra_vars)  # type: ignore[arg-type]
         return {"all": {"vars": common, "children": {"sim": {"hosts": hostvars}}}}
@@ -181,7 +190,8 @@ class LoopbackLab:
 
 
 def _keygen(path: Path, comment: str) -> None:
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)], check=True)
+    argv = ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)]
+    subprocess.run(argv, check=True)
 
 
 def _port_open(address: str, port: int) -> bool:
@@ -198,10 +208,8 @@ def _first_child(pid: int) -> int:
 
 
 def _kill(pid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def sshd_available() -> bool:

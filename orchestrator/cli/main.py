@@ -88,6 +88,7 @@ def _register() -> None:
     # Verb modules import their services inside the command function, so that `--help` and
     # light verbs do not load heavy dependencies (the Terraform engine is a 64 MB library).
     from orchestrator.cli import apply as apply_verb
+    from orchestrator.cli import bootstrap as bootstrap_verb
     from orchestrator.cli import destroy as destroy_verb
     from orchestrator.cli import plan as plan_verb
     from orchestrator.cli import sim as sim_verbs
@@ -100,6 +101,7 @@ def _register() -> None:
     cli.add_command(validate_verb.validate)
     cli.add_command(sim_verbs.sim)
     cli.add_command(status_verb.status)
+    cli.add_command(bootstrap_verb.bootstrap)
     # (more verbs are registered below as their modules land)
 
 

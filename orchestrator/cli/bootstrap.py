@@ -1,0 +1,73 @@
+"""``xceprov bootstrap [--op OP | HOST ...]``: re-run the bootstrap play by hand."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from orchestrator.cli.main import CliContext, pass_ctx
+from orchestrator.clients.ansible.runner import Progress
+
+
+def _parse_extra(values: tuple[str, ...]) -> dict[str, object]:
+    """``-e key=value`` pairs; values are read as JSON when they parse (lists, numbers, booleans)."""
+    out: dict[str, object] = {}
+    for item in values:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="-e")
+        try:
+            out[key] = json.loads(raw)
+        except ValueError:
+            out[key] = raw
+    return out
+
+
+@click.command("bootstrap")
+@click.option("--op", metavar="OP", help="Only the instances of this op.")
+@click.option("--decommission", is_flag=True, help="Run decommission.yml (drop the worker role) instead.")
+@click.option(
+    "-e", "--extra-var", "extra", multiple=True, metavar="KEY=VALUE", help="Extra variable (repeatable)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the per-host results as JSON.")
+@click.argument("hosts", nargs=-1, metavar="[HOST]...")
+@pass_ctx
+def bootstrap(
+    ctx: CliContext,
+    op: str | None,
+    decommission: bool,
+    extra: tuple[str, ...],
+    as_json: bool,
+    hosts: tuple[str, ...],
+) -> None:
+    """Bootstrap provisioned hosts (all, one op's, or the named ones) and show a result per host."""
+    from orchestrator.errors import UsageError
+    from orchestrator.paths import toolkit_root
+    from orchestrator.services.bootstrap import bootstrap as run_bootstrap
+
+    if op and hosts:
+        raise UsageError("give either --op or host names, not both")
+
+    def show(p: Progress) -> None:
+        if not as_json:
+            click.echo(f"  {p.host:<24} {p.status:<11} {p.task}", err=True)
+
+    result = run_bootstrap(
+        ctx.config(),
+        toolkit_root(),
+        op=op,
+        hosts=hosts,
+        extra_vars=_parse_extra(extra),
+        progress=show,
+        playbook="decommission" if decommission else "bootstrap",
+    )
+    if as_json:
+        click.echo(json.dumps({h: vars(r) for h, r in sorted(result.hosts.items())}, indent=2))
+    else:
+        for r in sorted(result.hosts.values(), key=lambda r: r.host):
+            click.echo(r.describe())
+        click.echo(f"artifacts: {result.artifact_dir}")
+    if result.failed:
+        sys.exit(1)

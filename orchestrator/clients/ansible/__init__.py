@@ -1,0 +1,1 @@
+"""The Ansible side of the orchestrator: inventories, host keys, and the ansible-runner wrapper."""

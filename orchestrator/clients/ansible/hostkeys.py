@@ -1,0 +1,171 @@
+"""SSH host keys of provisioned hosts: recorded on first contact, pinned per instance afterwards.
+
+Policy ``record`` (the default): a host the toolkit has never seen is scanned (``ssh-keyscan``,
+retried until SSH answers or the deadline passes, so a host whose sshd comes up late is waited
+for) and its keys are written to the toolkit's own known_hosts, keyed by cloud instance id.
+Every later connection checks against the recorded keys with ``StrictHostKeyChecking=yes``: a
+host presenting a different key fails as unreachable, it is never silently re-learnt. When a new
+instance takes over an address, the old instance's keys are dropped (they belonged to another
+machine); keys are never dropped for the same instance.
+
+Policy ``strict``: nothing is scanned; a host must already have a key in the toolkit's
+known_hosts (an operator or a cloud-init console reader put it there), otherwise it is not
+contacted and its result says so.
+
+Files: ``<state_dir>/ansible/known_hosts`` (what ssh reads) generated from
+``<state_dir>/ansible/host_keys.json`` (instance id → address, port, keys).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from filelock import FileLock
+
+from orchestrator.errors import AnsibleError
+
+Policy = Literal["record", "strict"]
+Scanner = Callable[[str, int, float], list[str]]
+
+
+@dataclass(frozen=True)
+class KeyTarget:
+    """A host whose key is needed: inventory name, instance id, address and SSH port."""
+
+    name: str
+    instance_id: str
+    address: str
+    port: int = 22
+
+
+def host_pattern(address: str, port: int) -> str:
+    """How known_hosts names a host (``[addr]:port`` for ports other than 22)."""
+    return address if port == 22 else f"[{address}]:{port}"
+
+
+def keyscan(address: str, port: int, timeout: float) -> list[str]:
+    """``ssh-keyscan`` of one host: ``"<type> <base64>"`` per key, [] when SSH does not answer."""
+    try:
+        out = subprocess.run(
+            ["ssh-keyscan", "-T", str(max(1, int(timeout))), "-p", str(port), address],
+            capture_output=True, text=True, timeout=timeout + 5, check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    keys = []
+    for line in out.stdout.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and not line.startswith("#"):
+            keys.append(f"{parts[1]} {parts[2]}")
+    return sorted(set(keys))
+
+
+class HostKeyStore:
+    """The toolkit's known_hosts for provisioned hosts (see the module docstring)."""
+
+    def __init__(self, directory: Path, scanner: Scanner = keyscan) -> None:
+        self.directory = directory
+        self.known_hosts = directory / "known_hosts"
+        self.index_file = directory / "host_keys.json"
+        self._scanner = scanner
+        self._lock = FileLock(str(directory / ".host_keys.lock"))
+
+    def _load(self) -> dict[str, dict[str, Any]]:
+        try:
+            data = json.loads(self.index_file.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            raise AnsibleError(f"{self.index_file}: unreadable host key record: {exc}") from None
+        return data if isinstance(data, dict) else {}
+
+    def _save(self, index: dict[str, dict[str, Any]]) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        tmp = self.index_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(index, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        tmp.replace(self.index_file)
+        lines: list[str] = []
+        for rec in sorted(index.values(), key=lambda r: (r["address"], r["port"])):
+            pattern = host_pattern(rec["address"], int(rec["port"]))
+            lines.extend(f"{pattern} {key}" for key in rec["keys"])
+        tmp = self.known_hosts.with_suffix(".tmp")
+        tmp.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+        tmp.replace(self.known_hosts)
+
+    def recorded(self) -> dict[str, dict[str, Any]]:
+        """The record: instance id → {address, port, keys}."""
+        return self._load()
+
+    def ensure(
+        self, targets: Iterable[KeyTarget], policy: Policy, wait: float, workers: int = 20
+    ) -> dict[str, str]:
+        """Make sure every target has pinned keys; returns ``{name: reason}`` for those that do not.
+
+        ``wait`` bounds how long a host that does not answer SSH yet is retried (record policy).
+        """
+        self.directory.mkdir(parents=True, exist_ok=True)
+        targets = list(targets)
+        problems: dict[str, str] = {}
+        with self._lock:
+            index = self._load()
+            todo: list[KeyTarget] = []
+            for t in targets:
+                rec = index.get(t.instance_id)
+                if rec and rec["address"] == t.address and int(rec["port"]) == t.port and rec["keys"]:
+                    continue
+                if policy == "strict":
+                    problems[t.name] = (
+                        f"no recorded SSH host key for {host_pattern(t.address, t.port)} "
+                        f"(instance {t.instance_id}; host_key_policy is strict)"
+                    )
+                    continue
+                todo.append(t)
+            if todo:
+                deadline = time.monotonic() + wait
+                with ThreadPoolExecutor(max_workers=max(1, min(workers, len(todo)))) as pool:
+                    scanned = list(pool.map(lambda t: (t, self._scan_until(t, deadline)), todo))
+                for t, keys in scanned:
+                    if not keys:
+                        problems[t.name] = (
+                            f"SSH on {host_pattern(t.address, t.port)} did not answer within {wait:.0f} s "
+                            "(no host key to record)"
+                        )
+                        continue
+                    old = index.get(t.instance_id)
+                    if old and old["keys"] and not set(old["keys"]) & set(keys):
+                        problems[t.name] = (
+                            f"host key of instance {t.instance_id} at {host_pattern(t.address, t.port)} "
+                            "differs from the one recorded at first contact; not trusting it"
+                        )
+                        continue
+                    # The address now belongs to this instance: forget keys of earlier instances there.
+                    for iid in [i for i, r in index.items() if i != t.instance_id
+                                and r["address"] == t.address and int(r["port"]) == t.port]:
+                        del index[iid]
+                    index[t.instance_id] = {
+                        "address": t.address, "port": t.port, "keys": keys, "name": t.name
+                    }
+            self._save(index)
+        return problems
+
+    def forget(self, instance_ids: Iterable[str]) -> None:
+        """Drop the keys of instances that are gone (terminated)."""
+        with self._lock:
+            index = self._load()
+            for iid in instance_ids:
+                index.pop(iid, None)
+            self._save(index)
+
+    def _scan_until(self, target: KeyTarget, deadline: float) -> list[str]:
+        while True:
+            keys = self._scanner(target.address, target.port, 2.0)
+            if keys or time.monotonic() >= deadline:
+                return keys
+            time.sleep(0.5)

@@ -1,0 +1,288 @@
+"""Running a playbook with ansible-runner: per-host progress while it runs, a typed result per host.
+
+What every run gets: the toolkit's ``ansible/ansible.cfg`` (pipelining, ControlPersist, strict
+host-key checking), the site's roles directory before the shipped one on the roles path, the
+configured forks and an overall timeout. Each run's artifacts (events, stdout, status) are kept
+under ``<state_dir>/ansible/artifacts/<ident>/`` and rotated to the newest ``keep_artifacts``.
+
+A host's outcome is a result, not an exception: ``ok`` / ``changed`` / ``failed`` /
+``unreachable`` (or ``skipped`` when it was never contacted, e.g. no host key could be
+recorded), with the failing task and its message. Only a run that cannot start, or dies as a
+whole, raises ``AnsibleError``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from orchestrator.errors import AnsibleError
+
+HostStatus = Literal["ok", "changed", "failed", "unreachable", "skipped"]
+# Events that end a task on a host; the rest (starts, includes, items) only feed progress.
+_OUTCOMES = {
+    "runner_on_ok": "ok",
+    "runner_on_failed": "failed",
+    "runner_on_unreachable": "unreachable",
+    "runner_on_skipped": "skipped",
+}
+
+
+@dataclass
+class HostResult:
+    """The outcome of one host in one run."""
+
+    host: str
+    status: HostStatus = "ok"
+    ok: int = 0
+    changed: int = 0
+    task: str | None = None  # the failing task (failed / unreachable)
+    message: str | None = None  # why it failed
+
+    def describe(self) -> str:
+        """One line: ``host: status`` plus the failing task and reason."""
+        if self.status in ("failed", "unreachable", "skipped") and self.message:
+            where = f" at task '{self.task}'" if self.task else ""
+            return f"{self.host}: {self.status}{where}: {self.message}"
+        return f"{self.host}: {self.status} (ok={self.ok} changed={self.changed})"
+
+
+@dataclass
+class RunResult:
+    """The outcome of one run: runner status, return code, where its artifacts are, and each host."""
+
+    ident: str
+    status: str
+    rc: int
+    artifact_dir: Path
+    hosts: dict[str, HostResult] = field(default_factory=dict)
+    elapsed: float = 0.0
+
+    @property
+    def succeeded(self) -> list[str]:
+        """Hosts that ended ok or changed."""
+        return sorted(h for h, r in self.hosts.items() if r.status in ("ok", "changed"))
+
+    @property
+    def failed(self) -> list[str]:
+        """Hosts that failed, were unreachable or were never contacted."""
+        return sorted(h for h, r in self.hosts.items() if r.status not in ("ok", "changed"))
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One line of progress: a task finished (or started) on a host."""
+
+    host: str
+    task: str
+    status: str  # ok, changed, failed, unreachable, skipped
+
+
+ProgressFn = Callable[[Progress], None]
+
+
+@dataclass(frozen=True)
+class RunnerSettings:
+    """What the runner needs from the configuration (``ansible:`` section) and the checkout."""
+
+    toolkit_root: Path
+    state_dir: Path
+    forks: int = 20
+    timeout: float = 600.0
+    keep_artifacts: int = 20
+    site_dir: Path | None = None
+
+    @property
+    def ansible_dir(self) -> Path:
+        """The shipped Ansible content."""
+        return self.toolkit_root / "ansible"
+
+    @property
+    def artifacts_dir(self) -> Path:
+        """Where each run's artifacts are kept."""
+        return self.state_dir / "ansible" / "artifacts"
+
+    def roles_path(self) -> str:
+        """Site roles first, so a site role of the same name overrides a shipped one."""
+        paths = []
+        if self.site_dir is not None and (self.site_dir / "roles").is_dir():
+            paths.append(str((self.site_dir / "roles").resolve()))
+        paths.append(str(self.ansible_dir / "roles"))
+        return os.pathsep.join(paths)
+
+
+def ansible_env(settings: RunnerSettings) -> dict[str, str]:
+    """Environment of ``ansible-playbook`` (shared with the benchmark's raw run, so both match)."""
+    bindir = str(Path(sys.executable).parent)
+    return {
+        # ansible-runner starts ansible-playbook by name: the venv's bin must be on PATH.
+        "PATH": bindir + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"),
+        "ANSIBLE_CONFIG": str(settings.ansible_dir / "ansible.cfg"),
+        "ANSIBLE_ROLES_PATH": settings.roles_path(),
+        "ANSIBLE_FORKS": str(settings.forks),
+        "ANSIBLE_PIPELINING": "True",
+        "ANSIBLE_HOST_KEY_CHECKING": "True",
+        "ANSIBLE_RETRY_FILES_ENABLED": "False",
+        "ANSIBLE_NOCOLOR": "1",
+    }
+
+
+class _Collector:
+    """Folds runner events into per-host results and forwards progress; called from runner threads."""
+
+    def __init__(self, hosts: Sequence[str], progress: ProgressFn | None) -> None:
+        self.results = {h: HostResult(h, status="skipped", message="no task ran on this host") for h in hosts}
+        self._touched: set[str] = set()
+        self._progress = progress
+        self._lock = threading.Lock()
+        self._item_errors: dict[tuple[str, str], str] = {}
+
+    def __call__(self, event: Mapping[str, Any]) -> bool:
+        name = event.get("event", "")
+        data = event.get("event_data") or {}
+        host = data.get("host")
+        if not host:
+            return True
+        task = str(data.get("task") or "")
+        res = data.get("res") or {}
+        if name == "runner_item_on_failed":
+            self._item_errors.setdefault((host, task), _message(res))
+            return True
+        outcome = _OUTCOMES.get(name)
+        if outcome is None:
+            return True
+        with self._lock:
+            r = self.results.setdefault(host, HostResult(host))
+            if host not in self._touched:
+                self._touched.add(host)
+                r.status, r.message = "ok", None
+            ignored = bool(data.get("ignore_errors"))
+            shown = outcome
+            if outcome == "ok":
+                r.ok += 1
+                if res.get("changed"):
+                    r.changed += 1
+                    shown = "changed"
+                    if r.status == "ok":
+                        r.status = "changed"
+            elif outcome == "failed" and not ignored:
+                r.status = "failed"
+                r.task = task
+                r.message = self._item_errors.pop((host, task), None) or _message(res)
+            elif outcome == "unreachable":
+                r.status = "unreachable"
+                r.task = task
+                r.message = _message(res)
+        if self._progress is not None:
+            self._progress(Progress(host, task, shown))
+        return True
+
+
+def _message(res: Mapping[str, Any]) -> str:
+    """The most useful one-line reason from a module result."""
+    msg = str(res.get("msg") or "").strip()
+    stderr = str(res.get("stderr") or res.get("module_stderr") or "").strip()
+    if stderr and (not msg or msg.startswith(("non-zero return code", "MODULE FAILURE"))):
+        msg = f"{msg}: {stderr.splitlines()[-1]}" if msg else stderr.splitlines()[-1]
+    if not msg:
+        msg = "failed (no message)"
+    first = msg.splitlines()[0] if msg.splitlines() else msg
+    return first[:500]
+
+
+def rotate_artifacts(directory: Path, keep: int) -> list[Path]:
+    """Delete all but the newest ``keep`` run directories; returns what was deleted."""
+    if not directory.is_dir():
+        return []
+    runs = sorted((p for p in directory.iterdir() if p.is_dir()), key=lambda p: (p.stat().st_mtime, p.name))
+    doomed = runs[: max(0, len(runs) - keep)]
+    for path in doomed:
+        shutil.rmtree(path, ignore_errors=True)
+    return doomed
+
+
+def new_ident(label: str) -> str:
+    """A sortable, unique run id: ``<UTC time>-<label>-<pid>``."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in label)[:40]
+    return f"{stamp}-{safe}-{os.getpid()}-{time.monotonic_ns() % 100000:05d}"
+
+
+def run_playbook(
+    settings: RunnerSettings,
+    playbook: Path,
+    inventory: Path,
+    hosts: Sequence[str],
+    extravars: Mapping[str, Any] | None = None,
+    progress: ProgressFn | None = None,
+    label: str = "run",
+) -> RunResult:
+    """Run ``playbook`` on ``hosts`` (a limit over ``inventory``); per-host results, never per-host raises."""
+    import ansible_runner  # imported here: loading it costs ~0.3 s and most verbs never need it
+
+    if not hosts:
+        return RunResult(ident="", status="successful", rc=0, artifact_dir=settings.artifacts_dir)
+    if not playbook.is_file():
+        raise AnsibleError(f"{playbook}: playbook not found")
+    settings.artifacts_dir.mkdir(parents=True, exist_ok=True)
+    ident = new_ident(label)
+    collector = _Collector(hosts, progress)
+    started = time.monotonic()
+    # ansible-runner writes env/ and inventory/ into its private data dir: one per run, thrown
+    # away; what matters for post-mortems goes to the artifact dir, which is kept.
+    with tempfile.TemporaryDirectory(prefix="xceprov-ansible-") as pdd:
+        try:
+            runner = ansible_runner.run(
+                private_data_dir=pdd,
+                artifact_dir=str(settings.artifacts_dir),
+                ident=ident,
+                playbook=str(playbook.resolve()),
+                inventory=str(inventory.resolve()),
+                limit=",".join(hosts),
+                extravars=dict(extravars or {}),
+                envvars=ansible_env(settings),
+                forks=settings.forks,
+                timeout=int(settings.timeout),
+                quiet=True,
+                event_handler=collector,
+                settings={"suppress_ansible_output": True},
+            )
+        except Exception as exc:  # ansible-runner raises bare exceptions for setup problems
+            raise AnsibleError(f"ansible-runner could not run {playbook.name}: {exc}") from exc
+    result = RunResult(
+        ident=ident,
+        status=str(runner.status),
+        rc=int(runner.rc if runner.rc is not None else -1),
+        artifact_dir=settings.artifacts_dir / ident,
+        hosts=collector.results,
+        elapsed=time.monotonic() - started,
+    )
+    rotate_artifacts(settings.artifacts_dir, settings.keep_artifacts)
+    if result.status == "timeout":
+        for r in result.hosts.values():
+            if r.status in ("ok", "changed", "skipped"):
+                r.status, r.message = "failed", f"the run exceeded its timeout of {settings.timeout:.0f} s"
+    elif result.rc != 0 and not any(r.status in ("failed", "unreachable") for r in result.hosts.values()):
+        # ansible-playbook failed before any host failed: a syntax error, a missing role, ...
+        stdout = _tail(result.artifact_dir / "stdout")
+        raise AnsibleError(
+            f"{playbook.name} failed (rc={result.rc}): {stdout} (artifacts: {result.artifact_dir})"
+        )
+    return result
+
+
+def _tail(path: Path) -> str:
+    try:
+        lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return "no output"
+    errors = [ln for ln in lines if "ERROR" in ln]
+    return (errors or lines or ["no output"])[-1][:500]

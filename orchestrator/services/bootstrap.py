@@ -1,0 +1,237 @@
+"""Bootstrap (and decommission) of provisioned hosts with the shipped Ansible playbooks.
+
+``bootstrap()`` is what both the orchestrator (after an apply) and ``xceprov bootstrap`` call:
+
+1. instance records: given by the caller, else read from each provider's Terraform state
+   (the ``instances`` output), else from the inventory file the last run wrote;
+2. selection: every record, one op's (``op``), or named hosts (name, instance key, id or address);
+3. host keys: recorded on first contact and pinned per instance (``clients.ansible.hostkeys``);
+   hosts whose key cannot be had are not contacted and get a ``skipped`` result saying why;
+4. the inventory is written to ``<state_dir>/ansible/inventory/hosts.json`` (with the site's
+   ``group_vars`` beside it) so an operator can re-run the play by hand;
+5. the play runs (``clients.ansible.runner``) and every selected host gets a result.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from orchestrator.clients.ansible.hostkeys import HostKeyStore, KeyTarget, Scanner, keyscan
+from orchestrator.clients.ansible.inventory import (
+    InstanceRecord,
+    TemplateBootstrap,
+    build_inventory,
+    records_from_inventory,
+    records_from_workdirs,
+    write_inventory,
+)
+from orchestrator.clients.ansible.runner import (
+    HostResult,
+    ProgressFn,
+    RunnerSettings,
+    RunResult,
+    run_playbook,
+)
+from orchestrator.configfile import LoadedConfig
+from orchestrator.errors import UsageError
+from orchestrator.model.config import Config
+
+Playbook = Literal["bootstrap", "decommission"]
+INVENTORY_NAME = "hosts.json"
+PRE_HOOK = "pre-bootstrap.yml"
+POST_HOOK = "post-bootstrap.yml"
+
+
+@dataclass(frozen=True)
+class BootstrapPaths:
+    """Where the bootstrap keeps its files under the state directory."""
+
+    root: Path
+
+    @property
+    def inventory_dir(self) -> Path:
+        """The operator-usable inventory directory (``hosts.json`` + site ``group_vars``)."""
+        return self.root / "inventory"
+
+    @property
+    def inventory(self) -> Path:
+        """The inventory file."""
+        return self.inventory_dir / INVENTORY_NAME
+
+    @property
+    def keys_dir(self) -> Path:
+        """The toolkit's known_hosts and host key record."""
+        return self.root
+
+
+def paths_for(config: Config) -> BootstrapPaths:
+    """The bootstrap's directory for a configuration: ``<state_dir>/ansible``."""
+    return BootstrapPaths(config.state_dir / "ansible")
+
+
+def runner_settings(config: Config, toolkit_root: Path) -> RunnerSettings:
+    """The runner's settings from the ``ansible:`` section."""
+    a = config.ansible
+    return RunnerSettings(
+        toolkit_root=toolkit_root,
+        state_dir=config.state_dir,
+        forks=a.forks,
+        timeout=float(a.timeout),
+        keep_artifacts=a.keep_artifacts,
+        site_dir=a.site_dir,
+    )
+
+
+def common_vars(config: Config, known_hosts: Path) -> dict[str, Any]:
+    """Inventory-wide variables: how to reach hosts and what the node manager needs."""
+    a, c = config.ansible, config.controller
+    ssh_args = f"-o UserKnownHostsFile={known_hosts} -o StrictHostKeyChecking=yes"
+    out: dict[str, Any] = {
+        "ansible_user": a.ssh_user,
+        "ansible_ssh_common_args": ssh_args,
+        "xce_node_manager_controller_addresses": list(c.worker_addresses or c.addresses),
+    }
+    if a.ssh_key is not None:
+        out["ansible_ssh_private_key_file"] = str(a.ssh_key)
+    if c.ca is not None:
+        out["xce_node_manager_ca_file"] = str(c.ca)
+    if c.server_name:
+        out["xce_node_manager_server_name"] = c.server_name
+    return out
+
+
+def template_bootstrap(config: Config) -> dict[str, TemplateBootstrap]:
+    """Each template's ``bootstrap`` section (groups, vars, roles), plus its ``xce`` side."""
+    out: dict[str, TemplateBootstrap] = {}
+    for name, t in config.templates.items():
+        tvars: dict[str, Any] = {"xce_node_manager_xce": t.xce.model_dump(mode="json")}
+        tvars.update(t.bootstrap.vars)
+        out[name] = TemplateBootstrap(tuple(t.bootstrap.groups), tvars, tuple(t.bootstrap.roles))
+    return out
+
+
+def load_records(config: Config) -> list[InstanceRecord]:
+    """Instances known from Terraform state, else from the last written inventory."""
+    records = records_from_workdirs(config.state_dir, config.cluster)
+    if records:
+        return records
+    inv = paths_for(config).inventory
+    if inv.is_file():
+        import json
+
+        return records_from_inventory(json.loads(inv.read_text(encoding="utf-8")))
+    return []
+
+
+def select(records: Sequence[InstanceRecord], op: str | None, hosts: Sequence[str]) -> list[InstanceRecord]:
+    """The records to run on; unknown host names are a usage error listing what is known."""
+    if op is not None:
+        chosen = [r for r in records if r.op_id == op]
+        if not chosen:
+            known_ops = _known({r.op_id for r in records})
+            raise UsageError(f"no running instance of op {op!r} (known ops: {known_ops})")
+        return chosen
+    if not hosts:
+        return list(records)
+    chosen, missing = [], []
+    for want in hosts:
+        match = [r for r in records if want in (r.name, r.key, r.instance_id, r.address)]
+        if match:
+            chosen.extend(m for m in match if m not in chosen)
+        else:
+            missing.append(want)
+    if missing:
+        raise UsageError(
+            f"unknown host(s) {', '.join(missing)} (known: {_known({r.name for r in records})})"
+        )
+    return chosen
+
+
+def _known(names: set[str]) -> str:
+    listed = sorted(n for n in names if n)
+    return ", ".join(listed[:10]) + (" ..." if len(listed) > 10 else "") if listed else "none"
+
+
+def write_operator_inventory(
+    config: Config, records: Sequence[InstanceRecord], known_hosts: Path
+) -> Path:
+    """Write the inventory (and link the site's group_vars beside it); returns the file."""
+    p = paths_for(config)
+    inv = build_inventory(records, common_vars(config, known_hosts), template_bootstrap(config))
+    path = write_inventory(p.inventory, inv)
+    link = p.inventory_dir / "group_vars"
+    site = config.ansible.site_dir
+    target = (site / "group_vars").resolve() if site is not None and (site / "group_vars").is_dir() else None
+    if link.is_symlink() and (target is None or Path(os.readlink(link)) != target):
+        link.unlink()
+    if target is not None and not link.exists():
+        link.symlink_to(target, target_is_directory=True)
+    return path
+
+
+def hook_vars(config: Config) -> dict[str, str]:
+    """Extra vars pointing bootstrap.yml at the site's pre/post playbooks, when they exist."""
+    site = config.ansible.site_dir
+    out: dict[str, str] = {}
+    if site is None:
+        return out
+    for var, name in (("xce_bootstrap_pre_playbook", PRE_HOOK), ("xce_bootstrap_post_playbook", POST_HOOK)):
+        if (site / name).is_file():
+            out[var] = str((site / name).resolve())
+    return out
+
+
+def bootstrap(
+    loaded: LoadedConfig,
+    toolkit_root: Path,
+    *,
+    op: str | None = None,
+    hosts: Sequence[str] = (),
+    records: Sequence[InstanceRecord] | None = None,
+    extra_vars: Mapping[str, Any] | None = None,
+    progress: ProgressFn | None = None,
+    playbook: Playbook = "bootstrap",
+    ssh_wait: float | None = None,
+    scanner: Scanner = keyscan,
+) -> RunResult:
+    """Run ``playbook`` on the selected instances; a result per host (see the module docstring)."""
+    config = loaded.config
+    known = list(records) if records is not None else load_records(config)
+    if not known:
+        raise UsageError(
+            f"no instances to bootstrap: no Terraform state under {config.state_dir / 'work'} "
+            f"and no inventory at {paths_for(config).inventory}"
+        )
+    chosen = select(known, op, hosts)
+    p = paths_for(config)
+    store = HostKeyStore(p.keys_dir, scanner=scanner)
+    wait = float(config.ansible.timeout) / 2 if ssh_wait is None else ssh_wait
+    problems = store.ensure(
+        (KeyTarget(r.name, r.instance_id, r.address, r.port or 22) for r in chosen),
+        config.ansible.host_key_policy,
+        wait=wait,
+        workers=config.ansible.forks,
+    )
+    inventory = write_operator_inventory(config, known, store.known_hosts)
+    reachable = [r.name for r in chosen if r.name not in problems]
+    evars: dict[str, Any] = hook_vars(config)
+    evars.update(extra_vars or {})
+    settings = runner_settings(config, toolkit_root)
+    result = run_playbook(
+        settings,
+        settings.ansible_dir / "playbooks" / f"{playbook}.yml",
+        inventory,
+        reachable,
+        extravars=evars,
+        progress=progress,
+        label=op or playbook,
+    )
+    for name, reason in problems.items():
+        result.hosts[name] = HostResult(
+            name, status="unreachable", task="record SSH host key", message=reason
+        )
+    return result
