@@ -10,11 +10,13 @@ import contextlib
 import itertools
 import socket
 import ssl
+import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.protocol import schema
 from orchestrator.protocol.framing import encode, new_envelope, open_envelope, recv_frame, send_frame
 from orchestrator.protocol.tls import client_context, ensure_server_tls, server_context
 from orchestrator.sim.controller.clock import Clock, SystemClock
@@ -37,7 +39,7 @@ class Reply:
 
 
 @dataclass
-class TestClient:
+class ProtoClient:
     """One TLS connection to the controller."""
 
     sock: ssl.SSLSocket
@@ -88,7 +90,7 @@ class TestClient:
 
 def connect(
     addr: tuple[str, int], ca: Path, *, server_hostname: str = "localhost", timeout: float = 10.0
-) -> TestClient:
+) -> ProtoClient:
     """A TLS connection verified against ``ca``."""
     ctx = client_context(ca)
     raw = socket.create_connection(addr, timeout=timeout)
@@ -98,10 +100,10 @@ def connect(
     except BaseException:
         raw.close()
         raise
-    return TestClient(sock)
+    return ProtoClient(sock)
 
 
-def join_provisioner(c: TestClient, instance_id: str, providers: list[str]) -> Reply:
+def join_provisioner(c: ProtoClient, instance_id: str, providers: list[str]) -> Reply:
     """Join as a provisioner."""
 
     def fill(env: Any) -> None:
@@ -113,7 +115,7 @@ def join_provisioner(c: TestClient, instance_id: str, providers: list[str]) -> R
     return c.request(fill)
 
 
-def join_worker(c: TestClient, host_name: str, instance_id: str = "", template: str = "cpu") -> Reply:
+def join_worker(c: ProtoClient, host_name: str, instance_id: str = "", template: str = "cpu") -> Reply:
     """Join as a worker."""
 
     def fill(env: Any) -> None:
@@ -125,7 +127,7 @@ def join_worker(c: TestClient, host_name: str, instance_id: str = "", template: 
     return c.request(fill)
 
 
-def lease(c: TestClient, op: str, provider: str, epoch: tuple[int, int] = (0, 0)) -> Reply:
+def lease(c: ProtoClient, op: str, provider: str, epoch: tuple[int, int] = (0, 0)) -> Reply:
     """leaseAcquire / leaseRenew / leaseRelease."""
 
     def fill(env: Any) -> None:
@@ -137,7 +139,7 @@ def lease(c: TestClient, op: str, provider: str, epoch: tuple[int, int] = (0, 0)
 
 
 def commit(
-    c: TestClient, provider: str, epoch: tuple[int, int], kind: str = "requestIntent", **fields: Any
+    c: ProtoClient, provider: str, epoch: tuple[int, int], kind: str = "requestIntent", **fields: Any
 ) -> Reply:
     """commitFact."""
 
@@ -197,3 +199,39 @@ def running_controller(
     finally:
         server.stop()
         store.close()
+
+
+def traversal_bomb(copies: int = 2000, text_bytes: int = 8192) -> bytes:
+    """A joinProvisioner whose ``providers`` list points ``copies`` times at one large text.
+
+    Small on the wire (one text, ``copies`` pointers) but reading every element traverses the
+    text each time: about ``copies * text_bytes / 8`` words.
+    """
+    env = schema.Envelope.new_message(num_first_segment_words=1 << 16)  # one segment
+    env.requestId = 9
+    j = env.init("joinProvisioner")
+    j.instanceId = "bomb"
+    big = "x" * text_bytes
+    j.providers = [big] + ["y"] * (copies - 1)
+    data = bytearray(encode(env))
+    (nseg,) = struct.unpack_from("<I", data, 0)
+    assert nseg == 0, "expected one segment"
+    seg_start = 8
+    words = (len(data) - seg_start) // 8
+    want_count = text_bytes + 1  # text lists count the NUL
+    first = None
+    for w in range(words):
+        (ptr,) = struct.unpack_from("<Q", data, seg_start + 8 * w)
+        if ptr & 3 == 1 and (ptr >> 32) & 7 == 2 and (ptr >> 35) == want_count:
+            first = w
+            break
+    assert first is not None
+    (ptr0,) = struct.unpack_from("<Q", data, seg_start + 8 * first)
+    off0 = (ptr0 >> 2) & 0x3FFFFFFF
+    if off0 & 0x20000000:
+        off0 -= 0x40000000
+    for i in range(1, copies):
+        off = off0 - i
+        ptr = (ptr0 & ~(0x3FFFFFFF << 2)) | ((off & 0x3FFFFFFF) << 2)
+        struct.pack_into("<Q", data, seg_start + 8 * (first + i), ptr)
+    return bytes(data)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import socket
 import struct
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
+from sim_controller_helpers import traversal_bomb
 
 from orchestrator.protocol import framing, schema
 from orchestrator.protocol.framing import (
@@ -139,42 +139,6 @@ def test_wrong_type() -> None:
         expect(r, REPLIES, "a reply")
 
 
-def traversal_bomb(copies: int = 2000, text_bytes: int = 8192) -> bytes:
-    """A joinProvisioner whose ``providers`` list points ``copies`` times at one large text.
-
-    Small on the wire (one text, ``copies`` pointers) but reading every element traverses the
-    text each time: about ``copies * text_bytes / 8`` words.
-    """
-    env = schema.Envelope.new_message(num_first_segment_words=1 << 16)  # one segment
-    env.requestId = 9
-    j = env.init("joinProvisioner")
-    j.instanceId = "bomb"
-    big = "x" * text_bytes
-    j.providers = [big] + ["y"] * (copies - 1)
-    data = bytearray(encode(env))
-    (nseg,) = struct.unpack_from("<I", data, 0)
-    assert nseg == 0, "expected one segment"
-    seg_start = 8
-    words = (len(data) - seg_start) // 8
-    want_count = text_bytes + 1  # text lists count the NUL
-    first = None
-    for w in range(words):
-        (ptr,) = struct.unpack_from("<Q", data, seg_start + 8 * w)
-        if ptr & 3 == 1 and (ptr >> 32) & 7 == 2 and (ptr >> 35) == want_count:
-            first = w
-            break
-    assert first is not None
-    (ptr0,) = struct.unpack_from("<Q", data, seg_start + 8 * first)
-    off0 = (ptr0 >> 2) & 0x3FFFFFFF
-    if off0 & 0x20000000:
-        off0 -= 0x40000000
-    for i in range(1, copies):
-        off = off0 - i
-        ptr = (ptr0 & ~(0x3FFFFFFF << 2)) | ((off & 0x3FFFFFFF) << 2)
-        struct.pack_into("<Q", data, seg_start + 8 * (first + i), ptr)
-    return bytes(data)
-
-
 def test_traversal_bomb_is_stopped() -> None:
     data = traversal_bomb()
     assert len(data) < 64 * 1024
@@ -198,7 +162,3 @@ def test_schema_is_loaded_once() -> None:
     # Every union member is classified as request, reply or push.
     members: set[str] = set(schema.Envelope.schema.union_fields)
     assert members == set(REQUESTS) | set(REPLIES) | set(schema.PUSHES)
-
-
-def _unused(x: Any) -> None:
-    del x

@@ -1,0 +1,199 @@
+"""The simulated controller over TLS on loopback: isolation of bad connections, roles, failover."""
+
+from __future__ import annotations
+
+import logging
+import ssl
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sim_controller_helpers import (
+    ProtoClient,
+    Running,
+    commit,
+    connect,
+    join_provisioner,
+    join_worker,
+    lease,
+    running_controller,
+    traversal_bomb,
+)
+
+from orchestrator.protocol.framing import FrameError, encode, new_envelope, recv_frame
+from orchestrator.sim.controller import admin
+
+MAX_FRAME = 64 * 1024
+
+
+@pytest.fixture
+def ctl(tmp_path: Path) -> Iterator[Running]:
+    with running_controller(tmp_path / "ctl", max_frame_bytes=MAX_FRAME) as rc:
+        yield rc
+
+
+@pytest.fixture
+def clients() -> Iterator[list[ProtoClient]]:
+    out: list[ProtoClient] = []
+    yield out
+    for c in out:
+        c.close()
+
+
+def _client(ctl: Running, clients: list[ProtoClient]) -> ProtoClient:
+    c = connect(ctl.addr, ctl.ca)
+    clients.append(c)
+    return c
+
+
+def _assert_dropped(c: ProtoClient) -> None:
+    c.sock.settimeout(10)
+    try:
+        while True:
+            recv_frame(c.sock)  # pushes may still arrive before the close
+    except TimeoutError:
+        pytest.fail("the connection was not dropped")
+    except (FrameError, OSError):
+        pass
+
+
+def _healthy(c: ProtoClient) -> None:
+    r = c.request(lambda env: setattr(env, "requestDemand", None))
+    assert r.kind == "demand"
+
+
+def _frame(body: bytes) -> bytes:
+    return struct.pack("<Q", len(body)) + body
+
+
+def _wrong_type() -> bytes:
+    env = new_envelope(5)
+    env.init("joined").term = 99
+    return encode(env)
+
+
+def _push_as_request() -> bytes:
+    env = new_envelope(0)
+    env.init("leaseAcquire").provider = "sim"
+    return encode(env)
+
+
+BAD: dict[str, Any] = {
+    "oversize": lambda: struct.pack("<Q", MAX_FRAME + 8) + b"\0" * 64,
+    "garbage": lambda: _frame(b"\xde\xad\xbe\xef" * 16),
+    "not-multiple-of-8": lambda: struct.pack("<Q", 13) + b"\0" * 13,
+    "wrong-type": lambda: _frame(_wrong_type()),
+    "request-id-zero": lambda: _frame(_push_as_request()),
+    "traversal-bomb": lambda: _frame(traversal_bomb()),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_frame_drops_only_that_connection(
+    ctl: Running, clients: list[ProtoClient], case: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="orchestrator.sim.controller")
+    good = _client(ctl, clients)
+    assert join_provisioner(good, "orch-good", ["sim"]).kind == "joined"
+    bad = _client(ctl, clients)  # not joined: the bomb is a join whose providers list explodes
+    bad.send_raw(BAD[case]())
+    _assert_dropped(bad)
+    _healthy(good)
+    g = lease(good, "leaseAcquire", "sim")
+    assert g.kind == "leaseGrant"
+    assert any("dropped" in r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
+
+
+def test_truncated_frame_drops_only_that_connection(ctl: Running, clients: list[ProtoClient]) -> None:
+    good = _client(ctl, clients)
+    join_provisioner(good, "orch-good", ["sim"])
+    bad = _client(ctl, clients)
+    body = _wrong_type()
+    bad.send_raw(struct.pack("<Q", len(body)) + body[:8])
+    bad.close()  # the connection ends inside the frame body
+    _healthy(good)
+
+
+def test_requests_before_join_and_admin_over_tls(ctl: Running, clients: list[ProtoClient]) -> None:
+    c = _client(ctl, clients)
+    r = lease(c, "leaseAcquire", "sim")
+    assert r.kind == "error" and r.body["code"] == "notJoined"
+    r = c.request(lambda env: setattr(env, "adminFailover", None))
+    assert r.kind == "error" and r.body["code"] == "permissionDenied"
+    assert join_provisioner(c, "orch-a", ["sim"]).kind == "joined"
+    assert join_provisioner(c, "orch-a", ["sim"]).body["code"] == "invalid"
+
+
+def test_join_pushes_demand_then_changes(ctl: Running, clients: list[ProtoClient]) -> None:
+    c = _client(ctl, clients)
+    j = join_provisioner(c, "orch-a", ["sim"])
+    assert j.body["term"] == ctl.core.term and j.body["leaseTtlMs"] == 15000
+    first = c.wait_push("demand")
+    admin.submit(ctl.state_dir, "cpu", 3, 60)
+    second = c.wait_push("demand")
+    assert second.body["seq"] > first.body["seq"]
+    assert second.body["templates"][0]["wanted"] == 3
+    w = _client(ctl, clients)
+    assert join_worker(w, "h1", "i-1").body["hostState"] == "idle"
+    third = c.wait_push("demand")
+    assert third.body["templates"][0]["wanted"] == 2
+    assert w.request(lambda env: setattr(env.init("heartbeat"), "hostName", "h1")).kind == "ok"
+    ev = c.wait_push("hostEvent")
+    assert ev.body["kind"] == "joined" and ev.body["host"]["hostName"] == "h1"
+
+
+def test_failover_drops_everyone_and_grace_applies(ctl: Running, clients: list[ProtoClient]) -> None:
+    a = _client(ctl, clients)
+    join_provisioner(a, "orch-a", ["sim"])
+    g = lease(a, "leaseAcquire", "sim")
+    ep = (g.body["epoch"]["term"], g.body["epoch"]["seq"])
+    assert commit(a, "sim", ep).kind == "ack"
+    b = _client(ctl, clients)
+    join_provisioner(b, "orch-b", ["sim"])
+    result = admin.failover(ctl.state_dir)
+    assert result.term == ep[0] + 1
+    _assert_dropped(a)
+    _assert_dropped(b)
+    a2 = _client(ctl, clients)
+    assert join_provisioner(a2, "orch-a", ["sim"]).body["term"] == result.term
+    b2 = _client(ctl, clients)
+    join_provisioner(b2, "orch-b", ["sim"])
+    d = lease(b2, "leaseAcquire", "sim")
+    assert d.kind == "leaseDeny" and d.body["reason"] == "grace"
+    g2 = lease(a2, "leaseAcquire", "sim")
+    assert g2.kind == "leaseGrant" and g2.body["epoch"] == {"term": result.term, "seq": 1}
+    r = commit(a2, "sim", ep, opId="op-2")
+    assert r.kind == "reject" and r.body["reason"] == "staleEpoch"
+    q = a2.request(lambda env: setattr(env.init("queryFacts"), "provider", "sim"))
+    assert [f["opId"] for f in q.body["facts"]] == ["op-1"]
+    st = admin.status(ctl.state_dir)
+    assert st["term"] == result.term and st["leases"][0]["holder"] == "orch-a"
+
+
+def test_standby_redirects(tmp_path: Path, clients: list[ProtoClient]) -> None:
+    with running_controller(tmp_path / "standby", redirect="10.0.0.9:7441") as rc:
+        c = connect(rc.addr, rc.ca)
+        clients.append(c)
+        r = join_provisioner(c, "orch-a", ["sim"])
+        assert r.kind == "error" and r.body["code"] == "notPrimary" and r.body["redirect"] == "10.0.0.9:7441"
+        r = commit(c, "sim", (1, 1))
+        assert r.kind == "reject" and r.body["reason"] == "notPrimary"
+
+
+def test_tls_refusal_is_logged_and_server_keeps_serving(
+    ctl: Running, clients: list[ProtoClient], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from orchestrator.protocol.tls import make_ca
+
+    caplog.set_level(logging.INFO, logger="orchestrator.sim.controller")
+    other = make_ca("other")
+    other_ca = tmp_path / "other.pem"
+    other_ca.write_bytes(other.cert_pem)
+    with pytest.raises(ssl.SSLCertVerificationError):
+        connect(ctl.addr, other_ca)
+    with pytest.raises(ssl.SSLCertVerificationError):
+        connect(ctl.addr, ctl.ca, server_hostname="wrong.example")
+    c = _client(ctl, clients)
+    assert join_provisioner(c, "orch-a", ["sim"]).kind == "joined"
