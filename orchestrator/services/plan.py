@@ -19,10 +19,12 @@ from typing import Any
 
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.configfile import LoadedConfig
+from orchestrator.errors import ConfigError, UsageError
 from orchestrator.model.config import Config
 from orchestrator.model.instances import InstanceSpec, new_op_id
 from orchestrator.render.instances import RenderRequest, render_op, render_settings, renderer_for
 from orchestrator.services.burst import OpRequest, choose_ops
+from orchestrator.services.module_settings import settings_problems
 from orchestrator.services.terraform import engine_for, prepared_workdir
 from orchestrator.services.workdir import ProviderWorkdir, write_json_atomic
 
@@ -104,6 +106,8 @@ def plan_burst(
     )
     desired = {name: workdirs[name].read_desired() for name in targets if name in workdirs}
     ops = choose_ops(config, wanted, provider, {name: len(d) for name, d in desired.items()})
+    if problems := settings_problems(config, root, loaded.source):
+        raise ConfigError(problems)
     renderer = renderer_for(config, root / "templates")
     rendered: dict[str, dict[str, tuple[OpRequest, str, dict[str, InstanceSpec]]]] = {}
     for op in ops:
@@ -138,8 +142,6 @@ def plan_burst(
 
 def _prepare_bundle(out: Path) -> None:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        from orchestrator.errors import UsageError
-
         raise UsageError(f"--out {out}: exists and is not an empty directory")
     out.mkdir(parents=True, exist_ok=True)
 

@@ -21,6 +21,7 @@ from orchestrator.clients.terraform.messages import Diagnostic
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import ConfigError, TerraformError
 from orchestrator.render.instances import RenderRequest, render_op, render_settings, renderer_for
+from orchestrator.services.module_settings import settings_problems
 from orchestrator.services.terraform import engine_for
 from orchestrator.services.workdir import ProviderWorkdir
 
@@ -47,6 +48,7 @@ def validate_all(loaded: LoadedConfig, toolkit_root: Path) -> ValidationReport:
                 report.checked.append(f"template {tname} on provider {pname}")
             except ConfigError as exc:
                 report.problems.extend(f"template {tname} on {pname}: {p}" for p in exc.problems)
+    report.problems.extend(settings_problems(config, toolkit_root, loaded.source))
     for pname in sorted(config.providers):
         try:
             render_settings(config, pname)

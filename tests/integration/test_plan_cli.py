@@ -186,3 +186,13 @@ def test_cloud_error_reaches_user_as_terraform_diagnostic(site: Path) -> None:
     assert len(store(site).list_instances()) == 1
     again = json.loads(xceprov(site, "plan", "gpu=1", "--json").stdout)
     assert again["providers"][0]["add"] == 2
+
+
+def test_misspelt_module_setting_is_refused_before_planning(site: Path) -> None:
+    (site / "xceprov.yaml").write_text(SITE.replace('settings: {store:', "settings: {max_retry: 2, store:"))
+    done = xceprov(site, "plan", "cpu=1")
+    assert done.returncode == 3
+    assert "providers.sim.settings.max_retry: unknown setting of module xcesim (did you mean 'max_retries'?)" in (
+        done.stderr
+    )
+    assert not (site / "state" / "work").exists()
