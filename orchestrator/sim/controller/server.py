@@ -3,7 +3,7 @@
 Every connection has its own thread that both reads and writes (one thread per TLS socket:
 OpenSSL objects are not meant for concurrent read and write from two threads). Frames for a
 connection are queued (bounded) and a per-connection wake-up pipe gets the thread out of its
-``select`` at once. Anything wrong on one connection (oversize, truncated, garbage, wrong type,
+``poll`` at once. Anything wrong on one connection (oversize, truncated, garbage, wrong type,
 traversal bomb, a stuck or slow peer) ends that connection only, with a logged reason.
 
 Memory is bounded by: ``max_connections`` × (``max_frame_bytes`` being read +
@@ -167,6 +167,10 @@ class Connection:
 
     def _loop(self, started: float) -> None:
         max_bytes = self.server.max_frame_bytes
+        # poll, not select: descriptors above FD_SETSIZE (1024) are normal with many connections.
+        poller = select.poll()
+        poller.register(self.sock.fileno(), select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
         while True:
             if not self._flush():
                 return
@@ -174,8 +178,7 @@ class Connection:
                 raise TimeoutError("no join")
             pending = isinstance(self.sock, ssl.SSLSocket) and self.sock.pending() > 0
             if not pending:
-                watched: list[int] = [self.sock.fileno(), self._wake_r]
-                ready, _, _ = select.select(watched, [], [], 1.0)
+                ready = {fd for fd, _ in poller.poll(1000)}
                 if self._wake_r in ready:
                     with contextlib.suppress(BlockingIOError):
                         os.read(self._wake_r, 4096)
