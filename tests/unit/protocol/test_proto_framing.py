@@ -158,7 +158,23 @@ def test_schema_is_loaded_once() -> None:
 
     again = importlib.import_module("orchestrator.protocol.schema")
     assert again.schema is schema.schema
-    assert framing.Envelope is schema.Envelope
+    assert vars(framing)["Envelope"] is schema.Envelope
+
+
+def test_no_other_module_loads_a_schema() -> None:
+    """pycapnp aborts the interpreter when a schema id is loaded from two paths: one loader only."""
+    from pathlib import Path
+
+    package = Path(schema.__file__).resolve().parents[1]
+    # The node manager artifact runs in its own interpreter on a host, with its bundled copy of
+    # the schema and without this package; in the source tree it shares this module too.
+    artifact = package / "sim" / "nodemanager"
+    loaders = [
+        str(p.relative_to(package))
+        for p in package.rglob("*.py")
+        if artifact not in p.parents and "capnp.load(" in p.read_text(encoding="utf-8", errors="replace")
+    ]
+    assert loaders == ["protocol/schema.py"]
     # Every union member is classified as request, reply or push.
     members: set[str] = set(schema.Envelope.schema.union_fields)
     assert members == set(REQUESTS) | set(REPLIES) | set(schema.PUSHES)
