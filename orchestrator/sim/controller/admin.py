@@ -6,9 +6,11 @@ only its owner can reach it (docs/protocol.md §9).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -18,6 +20,24 @@ from orchestrator.protocol.framing import encode, new_envelope, open_envelope, r
 
 SOCKET_NAME: Final = "controller.sock"
 _ids = itertools.count(1)
+
+
+@contextlib.contextmanager
+def unix_path(path: Path) -> Iterator[str]:
+    """A name for ``path`` that fits ``sun_path`` (108 bytes), for bind and connect.
+
+    Deep state directories (test temporary directories, for one) overflow it; then the socket
+    is reached through ``/proc/self/fd/<directory fd>/<name>``, which resolves to the same file.
+    """
+    text = str(path)
+    if len(text.encode()) < 100:
+        yield text
+        return
+    fd = os.open(path.parent, os.O_PATH | os.O_DIRECTORY)
+    try:
+        yield f"/proc/self/fd/{fd}/{path.name}"
+    finally:
+        os.close(fd)
 
 
 def admin_socket(state_dir: Path) -> Path:
@@ -42,7 +62,8 @@ def _request(state_dir: Path, fill: Callable[[Any], None], read: Callable[[Any],
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.settimeout(timeout)
-            s.connect(str(path))
+            with unix_path(path) as name:
+                s.connect(name)
             send_frame(s, data)
             while True:
                 frame = recv_frame(s)
@@ -56,9 +77,7 @@ def _request(state_dir: Path, fill: Callable[[Any], None], read: Callable[[Any],
     except (FileNotFoundError, ConnectionRefusedError) as exc:
         raise ControllerError(f"no simulated controller is running ({path}: {exc.strerror})") from exc
     except TimeoutError as exc:
-        raise ControllerError(
-            f"the simulated controller did not answer within {timeout:g}s ({path})"
-        ) from exc
+        raise ControllerError(f"the simulated controller did not answer within {timeout:g}s ({path})") from exc
     except OSError as exc:
         raise ControllerError(f"admin channel {path}: {exc}") from exc
 

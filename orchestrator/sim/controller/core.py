@@ -253,9 +253,7 @@ class ControllerCore:
             rejected = self._fence(holder, fact.provider, (fact.term, fact.seq))
             if rejected is not None:
                 return rejected
-            committed, new = self.store.commit_fact(
-                replace(fact, holder=holder, committed_ms=_ms(self.clock.wall()))
-            )
+            committed, new = self.store.commit_fact(replace(fact, holder=holder, committed_ms=_ms(self.clock.wall())))
             if new:
                 self._apply_fact(committed)
                 self.update_demand()
@@ -347,16 +345,12 @@ class ControllerCore:
         if not host_name:
             return ErrorV("invalid", "joinWorker needs hostName")
         if self.store.is_decommissioned(host_name, instance_id):
-            return ErrorV(
-                "refused", f"host {host_name!r} ({instance_id or 'no instance id'}) was decommissioned"
-            )
+            return ErrorV("refused", f"host {host_name!r} ({instance_id or 'no instance id'}) was decommissioned")
         host = None
         if instance_id:
             host = next((h for h in self.hosts.values() if h.instance_id == instance_id), None)
         if host is None:
-            host = next(
-                (h for h in self.hosts.values() if h.host_name == host_name and not h.decommissioned), None
-            )
+            host = next((h for h in self.hosts.values() if h.host_name == host_name and not h.decommissioned), None)
         if host is None:
             host = Host(hid=self._next_hid, host_name=host_name, instance_id=instance_id, template=template)
             self._next_hid += 1
@@ -571,9 +565,7 @@ class ControllerCore:
             now = self.clock.monotonic()
             grace = max(0, _ms(self.grace_end() - now))
             return [
-                LeaseInfoV(
-                    p, "" if lease.revoked else lease.holder, lease.epoch, _ms(lease.expires - now), grace
-                )
+                LeaseInfoV(p, "" if lease.revoked else lease.holder, lease.epoch, _ms(lease.expires - now), grace)
                 for p, lease in sorted(self.leases.items())
             ]
 

@@ -47,17 +47,13 @@ def handle(
         session.last_seen = core.clock.monotonic()
         if session.role == "admin":
             if kind not in ADMIN_ALLOWED:
-                session.send(
-                    wire.reply_error(rid, ErrorV("permissionDenied", f"{kind} is not an admin request"))
-                )
+                session.send(wire.reply_error(rid, ErrorV("permissionDenied", f"{kind} is not an admin request")))
                 return
             _admin(core, session, rid, kind, env, on_shutdown)
             return
         if kind in ADMIN_REQUESTS:
             session.send(
-                wire.reply_error(
-                    rid, ErrorV("permissionDenied", f"{kind} is accepted on the admin channel only")
-                )
+                wire.reply_error(rid, ErrorV("permissionDenied", f"{kind} is accepted on the admin channel only"))
             )
             return
         if core.redirect:
@@ -171,9 +167,7 @@ def _provisioner(core: ControllerCore, session: Session, rid: int, kind: str, en
         ref = getattr(env, kind)
         provider, iid, name = _text(ref.provider), _text(ref.instanceId), _text(ref.hostName)
         if not provider or not (iid or name):
-            session.send(
-                wire.reply_error(rid, ErrorV("invalid", f"{kind} needs provider and instanceId or hostName"))
-            )
+            session.send(wire.reply_error(rid, ErrorV("invalid", f"{kind} needs provider and instanceId or hostName")))
             return
         epoch = wire.epoch_of(ref.epoch)
         if kind == "hostClose":

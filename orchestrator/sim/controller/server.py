@@ -37,6 +37,7 @@ from orchestrator.protocol.framing import (
 )
 from orchestrator.protocol.tls import describe_tls_error
 from orchestrator.sim.controller import dispatch
+from orchestrator.sim.controller.admin import unix_path
 from orchestrator.sim.controller.core import ControllerCore
 from orchestrator.sim.controller.state import Session
 
@@ -81,9 +82,7 @@ class Connection:
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
         self.close_reason = ""
-        self.session = Session(
-            sid=sid, peer=peer, send=self._send, close=self._close, role="admin" if admin else ""
-        )
+        self.session = Session(sid=sid, peer=peer, send=self._send, close=self._close, role="admin" if admin else "")
         self.thread = threading.Thread(target=self._run, name=f"conn-{sid}-{peer}", daemon=True)
 
     # Called from any thread (under the core lock): never block.
@@ -132,9 +131,7 @@ class Connection:
                 try:
                     self.sock = self.tls.wrap_socket(self.raw, server_side=True)
                 except (ssl.SSLError, OSError) as exc:
-                    log.info(
-                        "connection from %s: TLS handshake failed: %s", self.peer, describe_tls_error(exc)
-                    )
+                    log.info("connection from %s: TLS handshake failed: %s", self.peer, describe_tls_error(exc))
                     return
             core.add_session(self.session)
             registered = True
@@ -242,7 +239,8 @@ class ControllerServer:
             a = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             old = os.umask(0o177)  # the socket file is created 0600: its permissions are the auth
             try:
-                a.bind(str(self.admin_path))
+                with unix_path(self.admin_path) as name:
+                    a.bind(name)
             finally:
                 os.umask(old)
             a.listen(16)

@@ -28,9 +28,7 @@ class FakeConn:
     closed: list[str] = field(default_factory=list)
 
     def session(self, **kw: Any) -> Session:
-        return Session(
-            sid=self.sid, peer=f"fake-{self.sid}", send=self.frames.append, close=self.closed.append, **kw
-        )
+        return Session(sid=self.sid, peer=f"fake-{self.sid}", send=self.frames.append, close=self.closed.append, **kw)
 
     def pushes(self, kind: str) -> list[dict[str, Any]]:
         out = []
@@ -63,9 +61,7 @@ def grant(result: LeaseGrantV | LeaseDenyV) -> LeaseGrantV:
     return result
 
 
-def fact(
-    provider: str, epoch: tuple[int, int], kind: str = "requestIntent", op: str = "op-1", **kw: Any
-) -> FactRecord:
+def fact(provider: str, epoch: tuple[int, int], kind: str = "requestIntent", op: str = "op-1", **kw: Any) -> FactRecord:
     return FactRecord(kind=kind, provider=provider, op_id=op, term=epoch[0], seq=epoch[1], **kw)
 
 
@@ -217,9 +213,7 @@ def test_two_holders_never_both_valid(tmp_path: Path, seed: int) -> None:
             if isinstance(r, LeaseGrantV):
                 if not holding or r.epoch != epochs.get(name):
                     epochs[name] = r.epoch
-                    assert isinstance(
-                        core.commit_fact(name, fact("sim", r.epoch, op=f"op-{_step}")), FactRecord
-                    )
+                    assert isinstance(core.commit_fact(name, fact("sim", r.epoch, op=f"op-{_step}")), FactRecord)
                 valid_until[name] = sent + r.ttl_ms / 1000.0
                 next_renew[name] = sent + TTL / 3
             else:
@@ -310,9 +304,7 @@ def test_expected_host_matched_by_instance_id_then_name(core: ControllerCore, cl
     assert {h.host_name for h in core.host_list("sim")} == {"renamed-host", "op-1-1"}
 
 
-def test_decommissioned_rejoin_refused(
-    core: ControllerCore, store: ControllerStore, clock: FakeClock
-) -> None:
+def test_decommissioned_rejoin_refused(core: ControllerCore, store: ControllerStore, clock: FakeClock) -> None:
     a = grant(core.acquire("A", "sim"))
     core.commit_fact(
         "A",
@@ -384,3 +376,24 @@ def test_close_stops_new_work(core: ControllerCore, clock: FakeClock) -> None:
     core.submit("cpu", 1, 5)
     assert _demand(core, "cpu")["wanted"] == 1
     assert isinstance(core.close_host("A", "sim", a.epoch, "i-404", ""), ErrorV)
+
+
+def test_store_is_wal_with_full_sync(store: ControllerStore) -> None:
+    import sqlite3
+
+    assert store._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert store._db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    with sqlite3.connect(store.db_path) as other:
+        assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    other.close()
+
+
+def test_long_state_dir_admin_socket(tmp_path: Path) -> None:
+    from sim_controller_helpers import running_controller
+
+    from orchestrator.sim.controller import admin
+
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    with running_controller(deep) as rc:
+        assert len(str(admin.admin_socket(deep))) > 108
+        assert admin.status(deep)["term"] == rc.core.term
