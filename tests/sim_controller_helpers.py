@@ -138,9 +138,7 @@ def lease(c: ProtoClient, op: str, provider: str, epoch: tuple[int, int] = (0, 0
     return c.request(fill)
 
 
-def commit(
-    c: ProtoClient, provider: str, epoch: tuple[int, int], kind: str = "requestIntent", **fields: Any
-) -> Reply:
+def commit(c: ProtoClient, provider: str, epoch: tuple[int, int], kind: str = "requestIntent", **fields: Any) -> Reply:
     """commitFact."""
 
     def fill(env: Any) -> None:
@@ -180,6 +178,7 @@ def running_controller(
     max_frame_bytes: int = 1024 * 1024,
     tick_interval: float = 0.05,
     redirect: str = "",
+    max_connections: int = 512,
 ) -> Iterator[Running]:
     """Start a controller on 127.0.0.1:<free port> with a fresh CA; stop it on exit."""
     files = ensure_server_tls(state_dir / "tls", [])
@@ -191,6 +190,7 @@ def running_controller(
         [("127.0.0.1", 0)],
         admin_path=state_dir / "controller.sock",
         max_frame_bytes=max_frame_bytes,
+        max_connections=max_connections,
         tick_interval=tick_interval,
     )
     server.start()

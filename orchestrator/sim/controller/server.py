@@ -100,8 +100,13 @@ class Connection:
         if self.close_reason:
             return
         self.close_reason = reason
-        with contextlib.suppress(queue.Full):
+        try:
             self.out.put_nowait(_CLOSE)
+        except queue.Full:
+            # A slow consumer: do not wait for the queue to drain; the thread may be stuck in a
+            # send. Shutting the socket down fails that send and ends the thread.
+            with contextlib.suppress(OSError):
+                self.raw.shutdown(socket.SHUT_RDWR)
         self._wake()
 
     def _wake(self) -> None:
@@ -114,7 +119,7 @@ class Connection:
             try:
                 frame = self.out.get_nowait()
             except queue.Empty:
-                return True
+                return not self.close_reason
             if frame == _CLOSE:
                 return False
             self.sock.settimeout(SEND_TIMEOUT)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import ssl
 import struct
 from collections.abc import Iterator
@@ -197,3 +198,62 @@ def test_tls_refusal_is_logged_and_server_keeps_serving(
         connect(ctl.addr, ctl.ca, server_hostname="wrong.example")
     c = _client(ctl, clients)
     assert join_provisioner(c, "orch-a", ["sim"]).kind == "joined"
+
+
+def test_silent_and_stalled_connections_are_dropped(
+    tmp_path: Path, clients: list[ProtoClient], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orchestrator.sim.controller import server
+
+    monkeypatch.setattr(server, "JOIN_TIMEOUT", 0.3)
+    monkeypatch.setattr(server, "FRAME_TIMEOUT", 0.3)
+    with running_controller(tmp_path / "ctl") as rc:
+        silent = connect(rc.addr, rc.ca)  # never joins
+        clients.append(silent)
+        stalled = connect(rc.addr, rc.ca)  # starts a frame and never finishes it
+        clients.append(stalled)
+        stalled.send_raw(struct.pack("<Q", 64) + b"\0" * 8)
+        good = connect(rc.addr, rc.ca)
+        clients.append(good)
+        assert join_provisioner(good, "orch-a", ["sim"]).kind == "joined"
+        _assert_dropped(silent)
+        _assert_dropped(stalled)
+        _healthy(good)
+
+
+def test_connection_limit(tmp_path: Path, clients: list[ProtoClient]) -> None:
+    with running_controller(tmp_path / "ctl", max_connections=2) as rc:
+        for name in ("a", "b"):
+            c = connect(rc.addr, rc.ca)
+            clients.append(c)
+            assert join_provisioner(c, name, ["sim"]).kind == "joined"
+        with pytest.raises((ssl.SSLError, OSError)):
+            extra = connect(rc.addr, rc.ca)
+            clients.append(extra)
+            join_provisioner(extra, "c", ["sim"])
+        _healthy(clients[0])
+
+
+def test_slow_consumer_is_dropped_not_buffered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A connection whose outgoing queue is full is closed instead of growing memory."""
+    import socket as socket_mod
+
+    from orchestrator.sim.controller import server
+
+    monkeypatch.setattr(server, "QUEUE_FRAMES", 4)
+    a, b = socket_mod.socketpair()
+    try:
+        srv = server.ControllerServer.__new__(server.ControllerServer)
+        conn = server.Connection(srv, a, "test", 1, tls=None, admin=False)
+        for _ in range(4):
+            conn.session.send(b"x" * 8)
+        assert not conn.close_reason
+        conn.session.send(b"x" * 8)
+        assert conn.close_reason.startswith("slow consumer")
+        assert conn.out.qsize() == 4
+        assert b.recv(1) == b""  # the socket was shut down at once
+        os.close(conn._wake_r)
+        os.close(conn._wake_w)
+    finally:
+        a.close()
+        b.close()
