@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.clients.controller.keeper import LeaseKeeper
 from orchestrator.clients.controller.lease import LeaseManager
 from orchestrator.clients.controller.link import ControllerLink, join_lease_manager
 from orchestrator.clients.controller.types import Epoch, Fact, LeaseDenied, LeaseGrant
@@ -266,6 +267,41 @@ def test_tls_wrong_ca_and_wrong_host_name(controller: SimController, tmp_path: P
     with ControllerLink(controller.settings(server_name="elsewhere.example"), instance_id="x") as link, \
             pytest.raises(ControllerError, match="host name mismatch"):
         link.open()
+
+
+def test_lease_keeper_process_gates_releases_and_obeys_revocation(controller: SimController) -> None:
+    keeper = LeaseKeeper(controller.settings(), instance_id="orch-k", providers=["p1", "p2"])
+    other: Orchestrator | None = None
+    try:
+        keeper.start()
+        wait_for("the keeper's leases", lambda: keeper.valid("p1") and keeper.valid("p2"))
+        other = orchestrator(controller, "orch-l", ["p1"])
+        epoch = keeper.gate("p1")
+        # The orchestrator's own link commits facts under the keeper's lease (same instance id).
+        link = ControllerLink(controller.settings(), instance_id="orch-k", providers=["p1", "p2"])
+        link.on_lease_revoked(lambda r: keeper.revoke(r.provider, r.epoch))
+        link.open()
+        try:
+            link.commit_fact(Fact("requestIntent", "p1", "op-k", epoch, template="cpu", count=1))
+            statuses = {s.provider: s for s in keeper.status()}
+            assert statuses["p1"].held and statuses["p1"].epoch == epoch
+            time.sleep(0.5)
+            assert not other.leases.valid("p1")
+            # A revocation closes the gate at once.
+            admin.revoke(controller.state_dir, "p2", "test")
+            wait_for("the revocation", lambda: not keeper.valid("p2"), timeout=5)
+        finally:
+            link.close()
+        # A clean close releases: the other orchestrator gets p1 without waiting for the TTL.
+        keeper.close(release=True)
+        leases = {x["provider"]: x for x in admin.status(controller.state_dir)["leases"]}
+        assert "p1" not in leases or leases["p1"]["holder"] != "orch-k"
+        wait_for("orch-l to get the released lease", lambda: other is not None and other.leases.valid("p1"),
+                 timeout=TTL * 3)
+    finally:
+        keeper.close()
+        if other is not None:
+            other.close()
 
 
 # -- the simulated node manager ---------------------------------------------------------------

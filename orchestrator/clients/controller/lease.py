@@ -42,6 +42,8 @@ log = logging.getLogger(__name__)
 Clock = Callable[[], float]
 # Called after every successful acquire/renew: (provider, due time, send time) on the manager's clock.
 RenewObserver = Callable[[str, float, float], None]
+# Called with the provider's name after every change of its lease (grant, denial, failure, revocation).
+ChangeListener = Callable[[str], None]
 
 
 class LeaseTransport(Protocol):
@@ -103,6 +105,7 @@ class LeaseManager:
         jitter: float = 0.05,
         retry_interval: float = 1.0,
         observer: RenewObserver | None = None,
+        on_change: ChangeListener | None = None,
     ) -> None:
         if margin < 0:
             raise ValueError("lease margin must be >= 0")
@@ -114,6 +117,7 @@ class LeaseManager:
         self._jitter = jitter
         self._retry = retry_interval
         self._observer = observer
+        self._on_change = on_change
         self._lock = threading.Lock()
         self._leases: dict[str, _Lease] = {p: _Lease(p) for p in providers}
         self._stop = threading.Event()
@@ -166,6 +170,18 @@ class LeaseManager:
                 for lease in sorted(self._leases.values(), key=lambda x: x.provider)
             ]
 
+    def deadline(self, provider: str) -> tuple[Epoch | None, float, float, str]:
+        """``(epoch, valid_until, ttl, note)`` of the provider's lease: the absolute deadline on the
+        manager's clock (``-inf`` when not held) and the holder or last error as a note."""
+        with self._lock:
+            lease = self._leases[provider]
+            note = lease.holder or lease.last_error
+            return lease.epoch, lease.valid_until, lease.ttl, note
+
+    def _changed(self, provider: str) -> None:
+        if self._on_change is not None:
+            self._on_change(provider)
+
     # -- events from the link ------------------------------------------------------------------
 
     def revoke(self, provider: str, epoch: Epoch | None = None) -> None:
@@ -181,6 +197,7 @@ class LeaseManager:
             lease.valid_until = -math.inf
             lease.last_error = "revoked by the controller"
             lease.next_due = self._clock() + self._retry
+        self._changed(provider)
         self._wake[provider].set()
 
     def kick(self, reacquire: bool = False) -> None:
@@ -227,6 +244,7 @@ class LeaseManager:
                 self._failed(provider, str(exc))
             else:
                 self._answered(provider, answer, due, sent)
+            self._changed(provider)
         finally:
             with self._lock:
                 lease.in_flight = False
@@ -310,6 +328,7 @@ class LeaseManager:
                 lease.previous = lease.epoch or lease.previous
                 lease.epoch = None
                 lease.valid_until = -math.inf
+            self._changed(provider)
             if epoch is not None:
                 try:
                     self._transport.release(provider, epoch)
