@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import replace
-from typing import Any, Final
+from typing import Final
 
 from orchestrator.sim.controller import wire
 from orchestrator.sim.controller.clock import Clock
@@ -342,6 +342,17 @@ class ControllerCore:
     def join_worker(
         self, session: Session, host_name: str, instance_id: str, template: str, extra: dict[str, str]
     ) -> Host | ErrorV:
+        """A worker joins: refuse a decommissioned host, else match it to an expected host.
+
+        Matched by instance id, else by host name; a worker matching nothing becomes a host
+        without a provider (a static host). ``extra`` may carry address, instance_key, op_id.
+        """
+        with self.lock:
+            return self._join_worker(session, host_name, instance_id, template, extra)
+
+    def _join_worker(
+        self, session: Session, host_name: str, instance_id: str, template: str, extra: dict[str, str]
+    ) -> Host | ErrorV:
         if not host_name:
             return ErrorV("invalid", "joinWorker needs hostName")
         if self.store.is_decommissioned(host_name, instance_id):
@@ -387,7 +398,9 @@ class ControllerCore:
             return None
         return host
 
-    def close_host(self, holder: str, provider: str, epoch: Epoch, instance_id: str, host_name: str) -> Any:
+    def close_host(
+        self, holder: str, provider: str, epoch: Epoch, instance_id: str, host_name: str
+    ) -> RejectV | ErrorV | None:
         """Drain a host: no new work. Returns ``None`` (ok), a ``RejectV`` or an ``ErrorV``."""
         with self.lock:
             rejected = self._fence(holder, provider, epoch)
@@ -404,7 +417,7 @@ class ControllerCore:
 
     def decommission_host(
         self, holder: str, provider: str, epoch: Epoch, instance_id: str, host_name: str, reason: str
-    ) -> Any:
+    ) -> RejectV | ErrorV | None:
         """Remove a host for good: stop its worker, refuse its rejoin."""
         with self.lock:
             rejected = self._fence(holder, provider, epoch)

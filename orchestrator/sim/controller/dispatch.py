@@ -170,14 +170,15 @@ def _provisioner(core: ControllerCore, session: Session, rid: int, kind: str, en
             session.send(wire.reply_error(rid, ErrorV("invalid", f"{kind} needs provider and instanceId or hostName")))
             return
         epoch = wire.epoch_of(ref.epoch)
+        outcome: RejectV | ErrorV | None
         if kind == "hostClose":
-            result = core.close_host(holder, provider, epoch, iid, name)
+            outcome = core.close_host(holder, provider, epoch, iid, name)
         else:
-            result = core.decommission_host(holder, provider, epoch, iid, name, _text(ref.reason))
-        if isinstance(result, RejectV):
-            session.send(wire.reply_reject(rid, result))
-        elif isinstance(result, ErrorV):
-            session.send(wire.reply_error(rid, result))
+            outcome = core.decommission_host(holder, provider, epoch, iid, name, _text(ref.reason))
+        if isinstance(outcome, RejectV):
+            session.send(wire.reply_reject(rid, outcome))
+        elif isinstance(outcome, ErrorV):
+            session.send(wire.reply_error(rid, outcome))
         else:
             session.send(wire.reply_ack(rid, 0, _ms(core.clock.wall())))
     elif kind == "hostStatus":

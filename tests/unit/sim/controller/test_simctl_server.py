@@ -257,3 +257,39 @@ def test_slow_consumer_is_dropped_not_buffered(tmp_path: Path, monkeypatch: pyte
     finally:
         a.close()
         b.close()
+
+
+def test_expected_host_decommission_over_the_wire(ctl: Running, clients: list[ProtoClient]) -> None:
+    p = _client(ctl, clients)
+    join_provisioner(p, "orch-a", ["sim"])
+    g = lease(p, "leaseAcquire", "sim")
+    ep = (g.body["epoch"]["term"], g.body["epoch"]["seq"])
+    r = commit(
+        p, "sim", ep, kind="expectedHost", opId="op-1", instanceId="i-7", instanceKey="op-1-0",
+        hostName="op-1-0", template="cpu", address="10.213.0.7", joinDeadlineUnixMs=2**40,
+    )  # fmt: skip
+    assert r.kind == "ack"
+    w = _client(ctl, clients)
+    assert join_worker(w, "op-1-0", "i-7").body["hostState"] == "idle"
+    hosts = p.request(lambda env: setattr(env.init("hostStatus"), "provider", "sim")).body["hosts"]
+    assert [(h["instanceId"], h["state"], h["instanceKey"]) for h in hosts] == [("i-7", "idle", "op-1-0")]
+
+    def ref(kind: str, epoch: tuple[int, int]) -> Any:
+        def fill(env: Any) -> None:
+            h = env.init(kind)
+            h.provider = "sim"
+            h.epoch.term, h.epoch.seq = epoch
+            h.instanceId = "i-7"
+            h.reason = "scale down"
+
+        return fill
+
+    assert p.request(ref("hostClose", ep)).kind == "ack"
+    stale = p.request(ref("hostDecommission", (ep[0], ep[1] + 5)))
+    assert stale.kind == "reject" and stale.body["reason"] == "staleEpoch"
+    assert p.request(ref("hostDecommission", ep)).kind == "ack"
+    assert w.wait_push("workerStop").body["reason"] == "scale down"
+    _assert_dropped(w)
+    again = _client(ctl, clients)
+    r = join_worker(again, "op-1-0", "i-7")
+    assert r.kind == "error" and r.body["code"] == "refused"
