@@ -71,6 +71,7 @@ class LoopbackHost:
     port: int
     pid: int
     instance_id: str
+    delay: float = 0.0
 
 
 class LoopbackLab:
@@ -118,16 +119,17 @@ class LoopbackLab:
             )
         )
         env = dict(os.environ, XH_NAME=name, XH_DIR=str(hdir), XH_DELAY=str(delay))
-        proc = subprocess.Popen(
-            ["unshare", "--uts", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc",
-             "sh", "-c", _BOOT],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=open(hdir / "console.log", "wb"),  # noqa: SIM115 - kept open for the host's life
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        host = LoopbackHost(name, address, self.port, proc.pid, f"i-{name}")
+        with open(hdir / "console.log", "wb") as console:  # the child keeps its own descriptor
+            proc = subprocess.Popen(
+                ["unshare", "--uts", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc",
+                 "sh", "-c", _BOOT],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=console,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        host = LoopbackHost(name, address, self.port, proc.pid, f"i-{name}", delay)
         self.hosts[name] = host
         self._procs[name] = proc
         if record_key:
@@ -141,6 +143,8 @@ class LoopbackLab:
         """Wait until every host without a delay accepts TCP on its SSH port."""
         deadline = time.monotonic() + timeout
         for host in self.hosts.values():
+            if host.delay:
+                continue
             while not _port_open(host.address, host.port):
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"{host.name}: sshd not up on {host.address}:{host.port}")
@@ -162,8 +166,6 @@ class LoopbackLab:
             proc = self._procs.pop(name, None)
             if proc is not None:
                 proc.wait()
-                if proc.stdout is not None:
-                    proc.stdout.close()
         self.hosts.clear()
         self._save()
 

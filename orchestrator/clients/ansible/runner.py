@@ -189,6 +189,12 @@ class _Collector:
 def _message(res: Mapping[str, Any]) -> str:
     """The most useful one-line reason from a module result."""
     msg = str(res.get("msg") or "").strip()
+    results = res.get("results")
+    if isinstance(results, list) and msg in ("", "All items completed", "One or more items failed"):
+        # A loop: the reason is in the first failed item.
+        for item in results:
+            if isinstance(item, Mapping) and item.get("failed"):
+                return _message(item)
     stderr = str(res.get("stderr") or res.get("module_stderr") or "").strip()
     if stderr and (not msg or msg.startswith(("non-zero return code", "MODULE FAILURE"))):
         msg = f"{msg}: {stderr.splitlines()[-1]}" if msg else stderr.splitlines()[-1]

@@ -1,0 +1,197 @@
+"""Bootstrap over real SSH: the service, the runner, the role and the example site on loopback hosts.
+
+Hosts are ``tests/loopback_hosts.py`` (sshd per host on its own 127.x address under
+``unshare``); the node manager is the simulated artifact of ``orchestrator.sim.nodemanager``
+(nothing joins: no controller runs here, the worker just retries). Root only.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from orchestrator.clients.ansible.inventory import InstanceRecord
+from orchestrator.clients.ansible.runner import Progress
+from orchestrator.configfile import LoadedConfig, parse_config
+from orchestrator.services.bootstrap import bootstrap
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE_SITE = ROOT / "examples" / "site"
+
+
+def _load_lab_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("loopback_hosts", ROOT / "tests" / "loopback_hosts.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+lh = _load_lab_module()
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.root,
+    pytest.mark.skipif(not lh.sshd_available(), reason="loopback hosts need root, sshd and unshare"),
+]
+
+
+@pytest.fixture(scope="module")
+def artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The simulated node manager artifact (the stand-in when the real one cannot be built)."""
+    dest = tmp_path_factory.mktemp("artifact")
+    try:
+        from orchestrator.sim.nodemanager import build_artifact
+
+        return Path(build_artifact(dest))
+    except Exception:  # the artifact needs pycapnp; without it the stand-in shows the same paths
+        return Path(lh.build_standin_artifact(dest))
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Iterator[Any]:
+    lab = lh.LoopbackLab(tmp_path / "lab")
+    try:
+        yield lab
+    finally:
+        lab.stop_all()
+
+
+def _config(tmp_path: Path, lab: Any, site: Path | None, roles: str = "[site_motd]") -> LoadedConfig:
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\nTEST\n-----END CERTIFICATE-----\n")
+    text = f"""
+cluster: t1
+state_dir: {tmp_path / "state"}
+controller: {{addresses: ["127.0.0.1:7441"], worker_addresses: ["10.213.0.1:7441"], ca: {ca}}}
+ansible:
+  ssh_key: {lab.key}
+  forks: 10
+  timeout: 300s
+  {"site_dir: " + str(site) if site else ""}
+providers: {{sim: {{module: xcesim}}}}
+templates:
+  cpu:
+    providers: {{sim: {{flavor: c8, image: debian-12}}}}
+    bootstrap: {{groups: [cpu], vars: {{tuned_profile: hpc}}, roles: {roles}}}
+"""
+    return parse_config(text, str(tmp_path / "xceprov.yaml"), tmp_path)
+
+
+def _records(lab: Any, names: list[str] | None = None) -> list[InstanceRecord]:
+    return [
+        InstanceRecord(
+            key=f"op1-{i:03d}", instance_id=h.instance_id, name=h.name, address=h.address,
+            template="cpu", provider="sim", op_id="op1", port=h.port,
+        )
+        for i, h in enumerate(lab.hosts.values())
+        if names is None or h.name in names
+    ]
+
+
+def _host_file(lab: Any, name: str, path: str) -> Path:
+    """A file inside a host, read from its overlay's upper dir (what the host wrote)."""
+    top, rest = path.lstrip("/").split("/", 1)
+    return Path(lab.root / "hosts" / name / ("root" if top == "root" else f"upper/{top}") / rest)
+
+
+def _sim_vars(artifact: Path) -> dict[str, Any]:
+    return {
+        "xce_node_manager_install_method": "artifact",
+        "xce_node_manager_archive_src": str(artifact),
+        "xce_node_manager_interpreter": "/usr/bin/python3",
+        "ansible_python_interpreter": "/usr/bin/python3",
+        "site_nfs_mount_now": False,
+        "xce_bootstrap_ssh_timeout": 30,
+        "xce_bootstrap_cloud_init_timeout": 30,
+    }
+
+
+def test_bootstrap_example_site_idempotent_then_decommission(tmp_path: Path, lab: Any, artifact: Path) -> None:
+    for name in ("cpu-a", "cpu-b"):
+        lab.start(name, record_key=False)  # keys are recorded by the toolkit, not handed to it
+    lab.wait_ready()
+    loaded = _config(tmp_path, lab, EXAMPLE_SITE)
+    seen: list[Progress] = []
+
+    first = bootstrap(loaded, ROOT, records=_records(lab), extra_vars=_sim_vars(artifact), progress=seen.append)
+
+    assert {h: r.status for h, r in first.hosts.items()} == {"cpu-a": "changed", "cpu-b": "changed"}, [
+        r.describe() for r in first.hosts.values()
+    ]
+    assert any(p.task == "Write the node manager configuration" and p.status == "changed" for p in seen)
+    cfg = json.loads(_host_file(lab, "cpu-a", "/etc/xce/node-manager.json").read_text())
+    assert cfg["roles"] == ["worker"]
+    assert cfg["controller"] == {"addresses": ["10.213.0.1:7441"], "ca_file": "/etc/xce/ca.pem"}
+    assert (cfg["template"], cfg["instance_id"], cfg["host_name"]) == ("cpu", "i-cpu-a", "cpu-a")
+    assert "TEST" in _host_file(lab, "cpu-a", "/etc/xce/ca.pem").read_text()
+    # The node manager runs (inside the host's own process list) under the supervisor.
+    assert "node manager" in lab.run_in("cpu-a", "/opt/xce/sbin/xce-node-manager-service", "status")
+    # The example site: pre hook, per-template role (site_motd), group_vars per template.
+    assert "site=example template=cpu provider=sim" in _host_file(lab, "cpu-b", "/etc/xce-site").read_text()
+    motd = _host_file(lab, "cpu-b", "/etc/motd").read_text()
+    assert "CPU node: 8 slots" in motd and "instance=i-cpu-b" in motd
+    assert "/shared/home nfs" in _host_file(lab, "cpu-b", "/etc/fstab").read_text()
+    # Keys were recorded on first contact and pinned per instance.
+    state = tmp_path / "state" / "ansible"
+    assert set(json.loads((state / "host_keys.json").read_text())) == {"i-cpu-a", "i-cpu-b"}
+    inventory = json.loads((state / "inventory" / "hosts.json").read_text())
+    assert set(inventory["all"]["children"]["op_op1"]["hosts"]) == {"cpu-a", "cpu-b"}
+    assert (first.artifact_dir / "job_events").is_dir()
+
+    second = bootstrap(loaded, ROOT, records=_records(lab), extra_vars=_sim_vars(artifact))
+    assert {h: (r.status, r.changed) for h, r in second.hosts.items()} == {
+        "cpu-a": ("ok", 0), "cpu-b": ("ok", 0)
+    }, [r.describe() for r in second.hosts.values()]
+
+    gone = bootstrap(loaded, ROOT, records=_records(lab), hosts=["cpu-b"], playbook="decommission",
+                     extra_vars=_sim_vars(artifact))
+    assert gone.hosts["cpu-b"].status == "changed", gone.hosts["cpu-b"].describe()
+    assert set(gone.hosts) == {"cpu-b"}
+    assert json.loads(_host_file(lab, "cpu-b", "/etc/xce/node-manager.json").read_text())["roles"] == []
+    assert json.loads(_host_file(lab, "cpu-a", "/etc/xce/node-manager.json").read_text())["roles"] == ["worker"]
+
+
+def test_faults_are_per_host_results(tmp_path: Path, lab: Any, artifact: Path) -> None:
+    site = tmp_path / "site"
+    (site / "group_vars").mkdir(parents=True)
+    (site / "post-bootstrap.yml").write_text(
+        "- name: Failing site hook\n  hosts: all\n  gather_facts: false\n  tasks:\n"
+        "    - name: Site check that fails on one host\n      ansible.builtin.fail:\n"
+        "        msg: site says no\n      when: inventory_hostname == 'hookfail'\n"
+    )
+    lab.start("good", record_key=False)
+    lab.start("late", delay=3.0, record_key=False)  # SSH and cloud-init come up 3 s later
+    lab.start("hookfail", record_key=False)
+    lab.start("noart", record_key=False)  # its archive path (site group_vars below) does not exist
+    lab.wait_ready()  # all but "late"
+    ghost_address = lab.hosts["good"].address.rsplit(".", 1)[0] + ".250"  # nothing listens there
+    ghost = InstanceRecord("op1-099", "i-ghost", "ghost", ghost_address, "cpu", "sim", "op1", lab.port)
+    records = [*_records(lab), ghost]
+    loaded = _config(tmp_path, lab, site, roles="[]")
+    evars = _sim_vars(artifact)
+    site_vars = site / "group_vars" / "all.yml"
+    site_vars.write_text("xce_node_manager_archive_src: \"{{ '/nonexistent/nm.tar.gz' if inventory_hostname "
+                         "== 'noart' else '" + str(artifact) + "' }}\"\n")
+    del evars["xce_node_manager_archive_src"]
+
+    result = bootstrap(loaded, ROOT, records=records, extra_vars=evars, ssh_wait=10)
+
+    by = result.hosts
+    assert by["good"].status == "changed", by["good"].describe()
+    assert by["late"].status == "changed", by["late"].describe()
+    assert by["ghost"].status == "unreachable" and "did not answer" in (by["ghost"].message or "")
+    assert by["hookfail"].status == "failed"
+    assert by["hookfail"].task == "Site check that fails on one host" and by["hookfail"].message == "site says no"
+    assert by["noart"].status == "failed", by["noart"].describe()
+    assert by["noart"].task == "Copy the node manager archive to the host"
+    assert "/nonexistent/nm.tar.gz" in (by["noart"].message or "")
+    assert sorted(result.failed) == ["ghost", "hookfail", "noart"]
