@@ -103,9 +103,7 @@ def controller(ctx: CliContext, foreground: bool, listen: tuple[str, ...], ttl: 
         st = _running(state_dir)
         if st is not None:
             where = ", ".join(addrs)
-            click.echo(
-                f"simulated controller started: pid {proc.pid}, term {st['term']}, listening on {where}"
-            )
+            click.echo(f"simulated controller started: pid {proc.pid}, term {st['term']}, listening on {where}")
             return
         time.sleep(0.1)
     with contextlib.suppress(ProcessLookupError):

@@ -272,9 +272,7 @@ def ensure_server_tls(tls_dir: Path, names: list[str]) -> ServerTlsFiles:
     The CA is kept once made (hosts trust it). The server certificate is reissued when it is
     missing, expires within a day, or lacks one of ``names`` as a SAN.
     """
-    files = ServerTlsFiles(
-        tls_dir / "ca.pem", tls_dir / "ca.key", tls_dir / "server.pem", tls_dir / "server.key"
-    )
+    files = ServerTlsFiles(tls_dir / "ca.pem", tls_dir / "ca.key", tls_dir / "server.pem", tls_dir / "server.key")
     if files.ca_cert.exists() and files.ca_key.exists():
         ca = KeyPair(files.ca_cert.read_bytes(), files.ca_key.read_bytes())
     else:

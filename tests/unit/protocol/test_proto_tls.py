@@ -74,9 +74,7 @@ def pki(tmp_path: Path) -> dict[str, Path]:
     out: dict[str, Path] = {}
     out["ca"], _ = _write(tmp_path, "ca", ca)
     out["other_ca"], _ = _write(tmp_path, "other_ca", other_ca)
-    out["server"], out["server_key"] = _write(
-        tmp_path, "server", issue_cert(ca, "ctl", ["localhost", "127.0.0.1"])
-    )
+    out["server"], out["server_key"] = _write(tmp_path, "server", issue_cert(ca, "ctl", ["localhost", "127.0.0.1"]))
     expired = issue_cert(
         ca, "ctl", ["localhost"], not_before=now - dt.timedelta(days=10), not_after=now - dt.timedelta(days=1)
     )
