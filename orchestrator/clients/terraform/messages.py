@@ -223,10 +223,9 @@ def plan_result(
     drift = tuple(
         resource_change(m["change"]) for m in messages if m.get("type") == "resource_drift" and "change" in m
     )
-    if exit_code is not None:
-        has_changes = exit_code == 2
-    else:
-        has_changes = any(c.action != "no-op" for c in changes + drift)
+    has_changes = (
+        exit_code == 2 if exit_code is not None else any(c.action != "no-op" for c in changes + drift)
+    )
     return PlanResult(
         changes=changes,
         drift=drift,

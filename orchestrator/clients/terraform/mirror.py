@@ -90,20 +90,35 @@ def ensure_mirror(root: Path, providers: Sequence[LocalProvider]) -> Path:
     return config
 
 
+def launcher_env(providers: Sequence[LocalProvider] = (XCESIM,)) -> dict[str, str]:
+    """Environment the mirrored launchers need: this interpreter and where its packages live.
+
+    Every Terraform engine passes it to Terraform (which passes it to the providers it starts).
+    """
+    env = {"XCEPROV_PYTHON": sys.executable}
+    roots = [r for r in dict.fromkeys(_package_root(p.module) for p in providers) if r is not None]
+    if roots:
+        env["XCEPROV_PYTHONPATH"] = os.pathsep.join(str(r) for r in roots)
+    return env
+
+
 def _launcher(provider: LocalProvider) -> str:
-    # PYTHONPATH names the directory holding the provider's top-level package so the
-    # provider starts even when the project is run from a checkout that is not installed.
-    lines = [
-        "#!/bin/sh",
-        f"# written by xceprov: Terraform provider {provider.source} {provider.version}",
-    ]
-    package_root = _package_root(provider.module)
-    if package_root is not None:
-        quoted = shlex.quote(str(package_root))
-        lines.append(f"PYTHONPATH={quoted}${{PYTHONPATH:+:$PYTHONPATH}}")
-        lines.append("export PYTHONPATH")
-    lines.append(f'exec {shlex.quote(sys.executable)} -m {shlex.quote(provider.module)} "$@"')
-    return "\n".join(lines) + "\n"
+    # The interpreter and import path come from the environment (launcher_env), not from this
+    # file: its checksum is recorded in each working directory's .terraform.lock.hcl, so it
+    # must not change when the project moves or its virtualenv is rebuilt.
+    return (
+        "#!/bin/sh\n"
+        f"# written by xceprov: Terraform provider {provider.source} {provider.version}\n"
+        'if [ -z "${XCEPROV_PYTHON:-}" ]; then\n'
+        '  echo "XCEPROV_PYTHON is not set: run Terraform through the xceprov engine" >&2\n'
+        "  exit 1\n"
+        "fi\n"
+        'if [ -n "${XCEPROV_PYTHONPATH:-}" ]; then\n'
+        '  PYTHONPATH="$XCEPROV_PYTHONPATH${PYTHONPATH:+:$PYTHONPATH}"\n'
+        "  export PYTHONPATH\n"
+        "fi\n"
+        f'exec "$XCEPROV_PYTHON" -m {shlex.quote(provider.module)} "$@"\n'
+    )
 
 
 def _package_root(module: str) -> Path | None:

@@ -13,6 +13,7 @@ from orchestrator.clients.terraform.mirror import (
     LocalProvider,
     cache_lock,
     ensure_mirror,
+    launcher_env,
     plugin_cache_dir,
 )
 
@@ -36,13 +37,29 @@ def test_layout_and_config(tmp_path: Path) -> None:
     assert plugin_cache_dir(tmp_path).is_dir()
 
 
-def test_launcher_runs_the_module_with_this_interpreter(tmp_path: Path) -> None:
+def test_launcher_runs_the_module_with_the_engine_interpreter(tmp_path: Path) -> None:
     # A provider backed by a standard-library module proves the script execs Python -m MODULE.
     fake = LocalProvider("acme", "echo", "1.2.3", "platform")
     ensure_mirror(tmp_path, [fake])
     exe = tmp_path / "mirror" / fake.executable_relpath()
-    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True, timeout=60)
+    env = {**os.environ, **launcher_env([fake])}
+    assert env["XCEPROV_PYTHON"] == sys.executable
+    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True, timeout=60, env=env)
     assert out.stdout.strip()  # `python -m platform` prints the platform string
+    bare = {k: v for k, v in os.environ.items() if not k.startswith("XCEPROV_")}
+    failed = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60, env=bare)
+    assert failed.returncode == 1 and "XCEPROV_PYTHON is not set" in failed.stderr
+
+
+def test_launcher_is_the_same_on_every_machine(tmp_path: Path) -> None:
+    # Its checksum goes into .terraform.lock.hcl: no interpreter or checkout path inside.
+    ensure_mirror(tmp_path / "a", [XCESIM])
+    ensure_mirror(tmp_path / "b", [XCESIM])
+    a = (tmp_path / "a" / "mirror" / XCESIM.executable_relpath()).read_text()
+    b = (tmp_path / "b" / "mirror" / XCESIM.executable_relpath()).read_text()
+    assert a == b
+    assert sys.executable not in a and str(tmp_path) not in a
+    assert "XCEPROV_PYTHONPATH" in launcher_env([XCESIM])
 
 
 def test_idempotent_and_no_rewrite(tmp_path: Path) -> None:
