@@ -136,3 +136,34 @@ def test_cli_without_controller_says_so(tmp_path: Path) -> None:
     r = _xceprov(config, "sim", "failover")
     assert r.returncode == 75
     assert "no simulated controller is running" in r.stderr
+
+
+def test_real_client_link_sees_demand_and_resyncs_after_failover(world: tuple[Path, Path, int]) -> None:
+    """The orchestrator's own controller link against the controller process."""
+    from orchestrator.clients.controller.link import ControllerLink
+    from orchestrator.model.config import ControllerSettings
+
+    config, state, port = world
+    assert _xceprov(config, "sim", "controller", "--ttl", "3s").returncode == 0
+    settings = ControllerSettings(
+        addresses=[f"127.0.0.1:{port}"], ca=state / "tls" / "ca.pem", connect_timeout=2.0, request_timeout=5.0
+    )
+    link = ControllerLink(settings, instance_id="orch-real", providers=["sim"], cluster="demo")
+    link.start()
+    try:
+        assert link.wait_connected(20)
+        term = link.state().term
+
+        def wanted() -> int:
+            snap = link.demand()
+            return sum(t.wanted for t in snap.templates) if snap is not None else -1
+
+        _wait_for("the empty demand snapshot at join", lambda: wanted() == 0)
+        assert _xceprov(config, "sim", "submit", "-t", "gpu", "-n", "3", "-d", "1m").returncode == 0
+        _wait_for("the demand push", lambda: wanted() == 3)
+        assert _xceprov(config, "sim", "failover").returncode == 0
+        _wait_for("the rejoin in the new term", lambda: link.state().term == term + 1)
+        snap = link.demand()
+        assert snap is not None and snap.term == term + 1 and wanted() == 3
+    finally:
+        link.close()
