@@ -12,6 +12,10 @@ phase the lateness of every renewal is recorded:
 * ``granted``: when the grant came back minus when it was due (adds the round trip through the
   link's I/O thread and the controller).
 
+Two modes, each through all phases: ``keeper`` (the lease keeper child process, what the daemon
+uses: ``orchestrator/clients/controller/keeper.py``) and ``in-process`` (the lease manager's
+threads in this process, for comparison: they share the GIL with the load).
+
 Phases: ``idle``; ``cpu`` (``--threads`` threads spinning pure-Python loops, the worst case for
 the GIL); ``terraform`` (when ``orchestrator.clients.terraform`` exists: repeated applies of
 ``--instances`` ``terraform_data`` resources through the bundled engine, which runs Terraform in
@@ -38,6 +42,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from orchestrator.clients.controller.keeper import LeaseKeeper
 from orchestrator.clients.controller.lease import LeaseManager
 from orchestrator.clients.controller.link import ControllerLink, join_lease_manager
 from orchestrator.clients.controller.types import Epoch, LeaseDenied, LeaseGrant
@@ -137,6 +142,30 @@ class Timing:
         self.link.release(provider, epoch)
 
 
+class KeeperTiming:
+    """Lateness as recorded by the lease keeper child (one line per renewal in a log file)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+
+    def take(self) -> tuple[list[float], list[float]]:
+        sent: list[float] = []
+        granted: list[float] = []
+        if not self.path.exists():
+            return sent, granted
+        with open(self.path, encoding="utf-8") as f:
+            f.seek(self.offset)
+            data = f.read()
+        complete, _, _ = data.rpartition("\n")
+        self.offset += len(complete) + (1 if complete else 0)
+        for line in complete.splitlines():
+            _, due, at, got = line.split()
+            sent.append(float(at) - float(due))
+            granted.append(float(got) - float(due))
+        return sent, granted
+
+
 def percentile(values: list[float], q: float) -> float:
     """Nearest-rank percentile (q in [0, 100])."""
     ordered = sorted(values)
@@ -214,7 +243,11 @@ def terraform_load(root: Path, instances: int) -> Callable[[threading.Event], No
 
 
 def phase(
-    name: str, timing: Timing, seconds: float, load: Callable[[threading.Event], None] | None, interval: float
+    name: str,
+    timing: Timing | KeeperTiming,
+    seconds: float,
+    load: Callable[[threading.Event], None] | None,
+    interval: float,
 ) -> dict[str, object]:
     stop = threading.Event()
     worker = threading.Thread(target=load, args=(stop,), daemon=True) if load else None
@@ -249,8 +282,18 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="length of each phase")
     parser.add_argument("--threads", type=int, default=4, help="CPU-bound threads in the cpu phase")
     parser.add_argument("--instances", type=int, default=500, help="terraform_data resources per apply")
-    parser.add_argument("--switch-interval", type=float, default=None,
-                        help="override sys.setswitchinterval (seconds) to compare")
+    parser.add_argument(
+        "--switch-interval",
+        type=float,
+        default=None,
+        help="override sys.setswitchinterval (seconds) to compare",
+    )
+    parser.add_argument(
+        "--mode",
+        choices=["keeper", "in-process", "both"],
+        default="both",
+        help="who renews: the lease keeper child (what the daemon uses) or threads here",
+    )
     parser.add_argument("--check", action="store_true", help="exit 1 when a phase's sent p99 exceeds 10 %")
     args = parser.parse_args()
     interval = args.ttl / 3
@@ -258,43 +301,69 @@ def main() -> int:
         sys.setswitchinterval(args.switch_interval)
     root = Path(tempfile.mkdtemp(prefix="bench-lease-"))
     rows: list[dict[str, object]] = []
+    modes = ["keeper", "in-process"] if args.mode == "both" else [args.mode]
     try:
         with sim_controller(root, args.ttl) as (address, ca):
             settings = ControllerSettings(addresses=[address], ca=ca, lease_margin=min(2.0, args.ttl / 6))
-            link = ControllerLink(settings, instance_id=f"bench-{os.getpid()}", providers=["p1"])
-            timing = Timing(link)
-            leases = LeaseManager(timing, ["p1"], margin=settings.lease_margin, observer=timing.observe)
-            join_lease_manager(link, leases)
-            link.start()
-            leases.start()
-            try:
-                deadline = time.monotonic() + 30
-                while not leases.valid("p1"):
-                    if time.monotonic() > deadline:
-                        raise SystemExit("no lease from the simulated controller")
-                    time.sleep(0.05)
+            tf = terraform_load(root, args.instances)
+            for mode in modes:
                 print(
-                    f"lease held; ttl {args.ttl}s, renewal every {interval:.2f}s; phases of {args.seconds}s",
+                    f"== {mode}: ttl {args.ttl}s, renewal every {interval:.2f}s; phases of {args.seconds}s",
                     flush=True,
                 )
-                rows.append(phase("idle", timing, args.seconds, None, interval))
-                rows.append(
-                    phase(f"cpu x{args.threads}", timing, args.seconds, cpu_load(args.threads), interval)
-                )
-                tf = terraform_load(root, args.instances)
-                if tf is not None:
-                    rows.append(phase("terraform", timing, args.seconds, tf, interval))
-                else:
-                    print("terraform   skipped (orchestrator.clients.terraform not present)")
-                assert leases.valid("p1"), "the lease lapsed during the benchmark"
-            finally:
-                leases.close()
-                link.close()
+                for row in run_mode(mode, settings, root, args, interval, tf):
+                    rows.append({"mode": mode, **row})
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(json.dumps({"target_p99_pct": TARGET * 100, "phases": rows}))
-    worst = max(float(str(r["sent_p99_pct"])) for r in rows)
+    worst = max(float(str(r["sent_p99_pct"])) for r in rows if r["mode"] == modes[0])
     return 1 if args.check and worst > TARGET * 100 else 0
+
+
+def run_mode(
+    mode: str,
+    settings: ControllerSettings,
+    root: Path,
+    args: argparse.Namespace,
+    interval: float,
+    tf: Callable[[threading.Event], None] | None,
+) -> list[dict[str, object]]:
+    """The phases with the lease held by the keeper child (``keeper``) or by threads of this process."""
+    rows: list[dict[str, object]] = []
+    name = f"bench-{mode}-{os.getpid()}"
+    timing: Timing | KeeperTiming
+    holder: LeaseKeeper | LeaseManager
+    link: ControllerLink | None = None
+    if mode == "keeper":
+        log_path = root / f"lateness-{mode}.log"
+        holder = LeaseKeeper(settings, instance_id=name, providers=["p1"], lateness_log=log_path)
+        timing = KeeperTiming(log_path)
+        holder.start()
+    else:
+        link = ControllerLink(settings, instance_id=name, providers=["p1"])
+        timing = Timing(link)
+        holder = LeaseManager(timing, ["p1"], margin=settings.lease_margin, observer=timing.observe)
+        join_lease_manager(link, holder)
+        link.start()
+        holder.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not holder.valid("p1"):
+            if time.monotonic() > deadline:
+                raise SystemExit("no lease from the simulated controller")
+            time.sleep(0.05)
+        rows.append(phase("idle", timing, args.seconds, None, interval))
+        rows.append(phase(f"cpu x{args.threads}", timing, args.seconds, cpu_load(args.threads), interval))
+        if tf is not None:
+            rows.append(phase("terraform", timing, args.seconds, tf, interval))
+        else:
+            print("terraform   skipped (orchestrator.clients.terraform not present)")
+        assert holder.valid("p1"), "the lease lapsed during the benchmark"
+    finally:
+        holder.close()  # releases, so the next mode acquires at once
+        if link is not None:
+            link.close()
+    return rows
 
 
 if __name__ == "__main__":
