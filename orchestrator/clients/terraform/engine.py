@@ -366,6 +366,17 @@ class BundledEngine(_CliEngine):
         """``python -m orchestrator.clients.terraform._worker``."""
         return [sys.executable, "-m", "orchestrator.clients.terraform._worker"]
 
+    def environment(self) -> dict[str, str]:
+        """As for every engine, plus an import path on which the worker module is found.
+
+        The worker starts in Terraform's working directory, so a checkout that is not
+        installed would not be importable there.
+        """
+        env = super().environment()
+        root = str(Path(__file__).resolve().parents[3])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+        return env
+
 
 class BinaryEngine(_CliEngine):
     """A site's own ``terraform`` or ``tofu`` executable (a path or a name on ``PATH``)."""

@@ -202,3 +202,37 @@ def test_engine_from_settings(fake: Path) -> None:
     assert isinstance(bundled, BundledEngine) and bundled.parallelism == 4
     binary = engine_from_settings(TerraformSettings(engine="binary", binary=str(fake)))
     assert isinstance(binary, BinaryEngine) and binary.command() == [str(fake)]
+
+
+LOCK_PROBE = """#!{python}
+import fcntl, os, sys
+cache = os.environ.get("TF_PLUGIN_CACHE_DIR")
+held = "no-cache"
+if cache:
+    with open(cache + ".lock", "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held = "free"
+        except BlockingIOError:
+            held = "held"
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "lock-state"), "a") as f:
+    f.write(sys.argv[1] + " " + held + "\\n")
+"""
+
+
+def test_init_holds_the_plugin_cache_lock(tmp_path: Path) -> None:
+    # The fake checks from outside our process whether the cache lock is taken while it runs.
+    exe = tmp_path / "terraform"
+    exe.write_text(LOCK_PROBE.format(python=sys.executable))
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    engine = BinaryEngine(str(exe), plugin_cache_dir=tmp_path / "cache")
+    engine.init(tmp_path)
+    engine.run(tmp_path, ["plan"])
+    assert (tmp_path / "lock-state").read_text().split("\n")[:2] == ["init held", "plan free"]
+
+
+def test_bundled_worker_is_importable_from_any_directory() -> None:
+    env = BundledEngine().environment()
+    root = env["PYTHONPATH"].split(os.pathsep)[0]
+    assert (Path(root) / "orchestrator" / "clients" / "terraform" / "_worker.py").is_file()
+    assert env["XCEPROV_PYTHON"] == sys.executable
