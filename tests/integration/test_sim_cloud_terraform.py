@@ -225,3 +225,61 @@ def test_destroy_terminates_everything(ws: Workspace) -> None:
     # Terraform removes what it made and nothing else.
     assert [i.id for i in ws.store.list_instances()] == [stray.id]
     assert ws.engine.show_state(ws.workdir).get("values") in (None, {}, {"root_module": {}})
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_project_module_and_root_work_against_the_provider(tmp_path: Path) -> None:
+    """terraform/roots/xcesim + terraform/modules/xcesim, laid out as the orchestrator does."""
+    root_tf = REPO / "terraform" / "roots" / "xcesim" / "main.tf"
+    module_dir = REPO / "terraform" / "modules" / "xcesim"
+    if not root_tf.is_file() or not (module_dir / "main.tf").is_file():
+        pytest.skip("the xcesim root or module is not in this checkout")
+    workdir = tmp_path / "work"
+    (workdir / "module").mkdir(parents=True)
+    (workdir / "main.tf").write_text(root_tf.read_text())
+    for tf_file in module_dir.glob("*.tf"):
+        (workdir / "module" / tf_file.name).write_text(tf_file.read_text())
+    cli_config = ensure_mirror(tmp_path / "tf", [XCESIM])
+    engine = BundledEngine(cli_config=cli_config, plugin_cache_dir=plugin_cache_dir(tmp_path / "tf"), timeout=300)
+    engine.init(workdir)
+    store = CloudStore(tmp_path / "sim" / "cloud.sqlite")
+
+    instances = {
+        f"op9-{i}": {
+            "name": HOSTILE_NAME if i == 0 else f"cpu-{i}",
+            "template": "cpu",
+            "flavor": "c8.large",
+            "image": "debian-12",
+            "tags": {"xce:op_id": "op9", "xce:template": "cpu", "xce:epoch": "1.1", "odd": HOSTILE_TAG},
+            "user_data": "#cloud-config\n",
+        }
+        for i in range(3)
+    }
+    doc = {
+        "instances": instances,
+        "common_tags": {"xce:cluster": "itest", "xce:provider": "sim"},
+        "settings": {"store": str(store.path)},
+    }
+    (workdir / "desired.tfvars.json").write_text(json.dumps(doc))
+    vars_file = Path("desired.tfvars.json")
+    engine.apply(workdir, var_files=[vars_file])
+
+    live = {i.client_token: i for i in store.list_instances({"xce:cluster": "itest"})}
+    assert set(live) == set(instances)
+    assert live["op9-0"].name == HOSTILE_NAME and live["op9-0"].tags["odd"] == HOSTILE_TAG
+    assert live["op9-1"].tags["xce:provider"] == "sim"
+    outputs = engine.output(workdir)
+    assert {k: v["id"] for k, v in outputs["instances"].items()} == {k: i.id for k, i in live.items()}
+
+    # The module's listing sees an instance Terraform never made; drift sees an out-of-band delete.
+    stray = store.create_out_of_band("stray", "c8.large", "debian-12", {"xce:cluster": "itest"})
+    store.delete_out_of_band(live["op9-2"].id)
+    plan = engine.plan(workdir, var_files=[vars_file], refresh_only=True)
+    assert [(d.addr, d.action) for d in plan.drift] == [
+        ('module.instances.xcesim_instance.this["op9-2"]', "delete")
+    ]
+    engine.apply(workdir, var_files=[vars_file])
+    assert stray.id in engine.output(workdir)["tagged"]
+    store.close()
