@@ -110,7 +110,7 @@ def build(dest: Path) -> Path:
     tmp = out.with_name(out.name + ".tmp")
     with (
         open(tmp, "wb") as raw,
-        gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz,
+        gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="", compresslevel=6) as gz,
         tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
     ):
         for d in sorted(all_dirs):

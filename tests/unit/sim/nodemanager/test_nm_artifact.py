@@ -8,12 +8,19 @@ import sys
 import tarfile
 from pathlib import Path
 
+import pytest
+
 from orchestrator.sim.nodemanager import build_artifact
 from orchestrator.sim.nodemanager.artifact import RUNTIME_MODULES
 
 
-def test_contents_and_manifest(tmp_path: Path) -> None:
-    path = build_artifact(tmp_path)
+@pytest.fixture(scope="module")
+def artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_artifact(tmp_path_factory.mktemp("dist"))
+
+
+def test_contents_and_manifest(artifact: Path) -> None:
+    path = artifact
     assert path.name == "xce-node-manager-sim.tar.gz"
     with tarfile.open(path) as tar:
         names = set(tar.getnames())
@@ -28,10 +35,8 @@ def test_contents_and_manifest(tmp_path: Path) -> None:
     assert manifest["python_abi"] == sys.implementation.cache_tag
 
 
-def test_reproducible(tmp_path: Path) -> None:
-    a = build_artifact(tmp_path / "a").read_bytes()
-    b = build_artifact(tmp_path / "b").read_bytes()
-    assert a == b
+def test_reproducible(artifact: Path, tmp_path: Path) -> None:
+    assert build_artifact(tmp_path).read_bytes() == artifact.read_bytes()
 
 
 def test_runtime_modules_import_nothing_from_the_project() -> None:
@@ -45,8 +50,8 @@ def test_runtime_modules_import_nothing_from_the_project() -> None:
                 assert module == "worker.py" and "orchestrator.protocol.schema" in stripped, line
 
 
-def test_unpacked_entry_runs_in_isolation(tmp_path: Path) -> None:
-    with tarfile.open(build_artifact(tmp_path / "dist")) as tar:
+def test_unpacked_entry_runs_in_isolation(artifact: Path, tmp_path: Path) -> None:
+    with tarfile.open(artifact) as tar:
         tar.extractall(tmp_path / "opt", filter="data")
     # -I: no PYTHONPATH, no user site, no current directory: only what the artifact brings.
     out = subprocess.run(
