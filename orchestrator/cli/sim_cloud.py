@@ -14,7 +14,8 @@ The store is ``<sim_state_dir>/cloud.sqlite`` of the loaded configuration.
         "terminated_at": "" | "<RFC 3339>"}, ...]}
 
 Instances are listed oldest first; terminated ones only with ``--all``. ``xceprov sim fault show
---json`` prints ``{"error_rate": 0.0, "seed": null, "slow_launch": 0.0, "capacity": {"<flavor>": N}}``.
+--json`` prints ``{"error_rate": 0.0, "seed": null, "slow_launch": 0.0, "capacity": {"<flavor>": N},
+"lost_response": 0.0}``.
 """
 
 from __future__ import annotations
@@ -69,6 +70,14 @@ def fault() -> None:
 def error_rate_cmd(ctx: CliContext, rate: str, seed: int | None) -> None:
     """Fail each create/read/delete with a retryable API error with probability RATE (0..1)."""
     click.echo(service.format_faults(service.set_error_rate(_store(ctx), rate, seed)))
+
+
+@fault.command("lost-response", context_settings=_NUMBERS)
+@click.argument("rate")
+@pass_ctx
+def lost_response_cmd(ctx: CliContext, rate: str) -> None:
+    """Let each create succeed but lose its response with probability RATE (0..1)."""
+    click.echo(service.format_faults(service.set_lost_response(_store(ctx), rate)))
 
 
 @fault.command("capacity", context_settings=_NUMBERS)
@@ -135,7 +144,7 @@ def show_cmd(ctx: CliContext, as_json: bool) -> None:
 @fault.command("clear")
 @pass_ctx
 def clear_cmd(ctx: CliContext) -> None:
-    """Remove every fault control (error rate, slow launches, capacity limits)."""
+    """Remove every fault control (error rate, lost responses, slow launches, capacity limits)."""
     store = _store(ctx)
     store.clear_faults()
     click.echo(service.format_faults(store.faults()))

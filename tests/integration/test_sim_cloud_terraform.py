@@ -215,6 +215,20 @@ def test_api_errors_fail_or_are_retried_by_the_provider(ws: Workspace) -> None:
     assert len(ws.store.list_instances()) == 6
 
 
+def test_lost_create_response_then_retry_makes_no_twin(ws: Workspace) -> None:
+    """The crash between the cloud call and the state write: the client token saves the day."""
+    vars_file = ws.write_vars(_instances(3))
+    ws.store.set_lost_response(1.0)
+    with pytest.raises(ApplyFailed, match="RequestTimeout"):
+        ws.engine.apply(ws.workdir, var_files=[vars_file])
+    made = {i.client_token: i.id for i in ws.store.list_instances()}
+    assert set(made) == {"op1-0", "op1-1", "op1-2"}  # in the cloud, not in Terraform's state
+    ws.store.clear_faults()
+    ws.engine.apply(ws.workdir, var_files=[vars_file])
+    assert {i.client_token: i.id for i in ws.store.list_instances()} == made
+    assert ws.engine.output(ws.workdir)["ids"] == made
+
+
 def test_destroy_terminates_everything(ws: Workspace) -> None:
     vars_file = ws.write_vars(_instances(3))
     ws.engine.apply(ws.workdir, var_files=[vars_file])

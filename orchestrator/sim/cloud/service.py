@@ -84,6 +84,15 @@ def set_error_rate(store: CloudStore, rate: str, seed: int | None) -> FaultSetti
     return store.faults()
 
 
+def set_lost_response(store: CloudStore, rate: str) -> FaultSettings:
+    """Set the probability that a create succeeds but its response is lost."""
+    try:
+        store.set_lost_response(parse_rate(rate))
+    except UsageError as exc:
+        raise UsageError(str(exc).replace("error rate", "lost response rate")) from None
+    return store.faults()
+
+
 def set_capacity(store: CloudStore, flavor: str, count: str | None, clear: bool) -> FaultSettings:
     """Limit live instances of ``flavor`` to ``count`` or, with ``clear``, remove the limit."""
     if not flavor:
@@ -171,12 +180,11 @@ def _cell(text: str) -> str:
 def format_faults(faults: FaultSettings) -> str:
     """Fault settings as short human-readable lines."""
     seed = "" if faults.seed is None else f" (seed {faults.seed})"
-    lines = [
-        f"error rate:  {faults.error_rate:g}{seed}",
-        f"slow launch: {faults.slow_launch:g} s",
+    capacity = ", ".join(f"{f}={n}" for f, n in sorted(faults.capacity.items())) or "unlimited"
+    rows = [
+        ("error rate", f"{faults.error_rate:g}{seed}"),
+        ("lost response", f"{faults.lost_response:g}"),
+        ("slow launch", f"{faults.slow_launch:g} s"),
+        ("capacity", capacity),
     ]
-    if faults.capacity:
-        lines.append("capacity:    " + ", ".join(f"{f}={n}" for f, n in sorted(faults.capacity.items())))
-    else:
-        lines.append("capacity:    unlimited")
-    return "\n".join(lines)
+    return "\n".join(f"{label + ':':<15}{value}" for label, value in rows)

@@ -127,6 +127,9 @@ class FaultSettings:
     seed: int | None = None
     slow_launch: float = 0.0
     capacity: Mapping[str, int] = field(default_factory=dict)
+    # Probability that a create succeeds in the cloud but its response is lost (the caller sees
+    # a retryable error; repeating the create with the same client token returns the instance).
+    lost_response: float = 0.0
 
     def to_json(self) -> dict[str, object]:
         """A JSON-ready dict (the shape of ``xceprov sim fault show --json``)."""
@@ -135,6 +138,7 @@ class FaultSettings:
             "seed": self.seed,
             "slow_launch": self.slow_launch,
             "capacity": dict(sorted(self.capacity.items())),
+            "lost_response": self.lost_response,
         }
 
 
@@ -307,30 +311,34 @@ class CloudStore:
 
     # ---------------------------------------------------------------- API faults
 
-    def _api_call(self, operation: str) -> None:
-        """Apply the injected API faults to one call (only when ``api_faults`` is on)."""
+    def _api_call(self, operation: str) -> FaultSettings | None:
+        """Apply the injected API faults to one call (only when ``api_faults`` is on).
+
+        Returns the fault settings read for this call (``None`` when faults are off).
+        """
         if not self._faults_active():
-            return
+            return None
         faults = self.faults()
         if operation == "create" and faults.slow_launch > 0:
             time.sleep(faults.slow_launch)
-        if faults.error_rate <= 0:
-            return
-        if faults.seed is None:
-            draw = random.random()
-        else:
-            # A global draw counter in the store makes the sequence of outcomes a function of
-            # the seed alone, whichever process or thread makes the call.
-            with self._write() as conn:
-                row = conn.execute(
-                    "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'draws' RETURNING value"
-                ).fetchone()
-            draw = seeded_draw(faults.seed, int(row[0]))
-        if draw < faults.error_rate:
+        if faults.error_rate > 0 and self._draw(faults) < faults.error_rate:
             raise CloudApiError(
                 f"InternalError: simulated API failure during {operation} (error rate {faults.error_rate:g})",
                 delay=0.5,
             )
+        return faults
+
+    def _draw(self, faults: FaultSettings) -> float:
+        """One uniform draw in [0, 1): seeded and deterministic when the faults carry a seed."""
+        if faults.seed is None:
+            return random.random()
+        # A global draw counter in the store makes the sequence of outcomes a function of the
+        # seed alone, whichever process or thread makes the call.
+        with self._write() as conn:
+            row = conn.execute(
+                "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'draws' RETURNING value"
+            ).fetchone()
+        return seeded_draw(faults.seed, int(row[0]))
 
     # ---------------------------------------------------------------- instances
 
@@ -353,7 +361,7 @@ class CloudStore:
         Raises ``InsufficientCapacity`` when the flavor's limit is reached and ``CloudApiError``
         for an injected API fault.
         """
-        self._api_call("create")
+        faults = self._api_call("create")
         with self._write() as conn:
             if client_token:
                 existing = conn.execute(
@@ -386,6 +394,12 @@ class CloudStore:
             conn.executemany(
                 "INSERT INTO tags(instance_id, key, value) VALUES (?, ?, ?)",
                 [(instance_id, k, v) for k, v in tags.items()],
+            )
+        if faults is not None and faults.lost_response > 0 and self._draw(faults) < faults.lost_response:
+            raise CloudApiError(
+                "RequestTimeout: simulated lost response to create (the instance may exist; "
+                "repeat the request with the same client token)",
+                delay=0.5,
             )
         return Instance(
             id=instance_id,
@@ -550,7 +564,8 @@ class CloudStore:
         with self._read() as conn:
             meta = dict(
                 conn.execute(
-                    "SELECT key, value FROM meta WHERE key IN ('error_rate', 'seed', 'slow_launch')"
+                    "SELECT key, value FROM meta "
+                    "WHERE key IN ('error_rate', 'seed', 'slow_launch', 'lost_response')"
                 ).fetchall()
             )
             capacity = {str(f): int(n) for f, n in conn.execute("SELECT flavor, max_live FROM capacity")}
@@ -559,6 +574,7 @@ class CloudStore:
             error_rate=float(meta.get("error_rate", 0.0)),
             seed=None if seed is None else int(seed),
             slow_launch=float(meta.get("slow_launch", 0.0)),
+            lost_response=float(meta.get("lost_response", 0.0)),
             capacity=capacity,
         )
 
@@ -586,6 +602,18 @@ class CloudStore:
                     "INSERT OR REPLACE INTO capacity(flavor, max_live) VALUES (?, ?)", (flavor, int(limit))
                 )
 
+    def set_lost_response(self, rate: float) -> None:
+        """Make each API create, with probability ``rate``, succeed but raise a retryable error.
+
+        This is the crash between the cloud call and Terraform's state write: the instance
+        exists, Terraform does not know it, and only the client token prevents a twin on retry.
+        Uses the error rate's seed, if any.
+        """
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError(f"lost response rate must be between 0 and 1, not {rate}")
+        with self._write() as conn:
+            self._set_meta(conn, "lost_response", repr(float(rate)))
+
     def set_slow_launch(self, seconds: float) -> None:
         """Add ``seconds`` to every create made through the API (0 turns it off)."""
         if seconds < 0:
@@ -596,7 +624,7 @@ class CloudStore:
     def clear_faults(self) -> None:
         """Remove every fault control (error rate, seed, slow launches, capacity limits)."""
         with self._write() as conn:
-            for key in ("error_rate", "seed", "slow_launch"):
+            for key in ("error_rate", "seed", "slow_launch", "lost_response"):
                 self._set_meta(conn, key, None)
             self._set_meta(conn, "draws", "0")
             conn.execute("DELETE FROM capacity")

@@ -66,11 +66,15 @@ def test_fault_commands_change_the_store(config: Path) -> None:
     assert _run(config, "sim", "fault", "capacity", "c8.large", "4")[0] == 0
     assert _run(config, "sim", "fault", "slow-launch", "2")[0] == 0
     code, out, _ = _run(config, "sim", "fault", "show", "--json")
-    assert json.loads(out) == {"error_rate": 0.3, "seed": 5, "slow_launch": 2.0, "capacity": {"c8.large": 4}}
+    assert _run(config, "sim", "fault", "lost-response", "0.5")[0] == 0
+    code, out, _ = _run(config, "sim", "fault", "show", "--json")
+    assert json.loads(out) == {
+        "error_rate": 0.3, "seed": 5, "slow_launch": 2.0, "capacity": {"c8.large": 4}, "lost_response": 0.5
+    }
     assert _run(config, "sim", "fault", "capacity", "c8.large", "--clear")[0] == 0
     assert _store(config).faults().capacity == {}
     code, out, _ = _run(config, "sim", "fault", "clear")
-    assert code == 0 and "error rate:  0" in out
+    assert code == 0 and "error rate:    0\n" in out and "capacity:      unlimited" in out
     assert _store(config).faults().error_rate == 0.0
 
 
@@ -97,6 +101,7 @@ def test_out_of_band_create_delete_and_spot_reclaim(config: Path) -> None:
     [
         (("error-rate", "1.5"), "bad error rate '1.5'"),
         (("error-rate", "lots"), "bad error rate 'lots'"),
+        (("lost-response", "-1"), "bad lost response rate '-1'"),
         (("capacity", "c8.large", "-1"), "bad count '-1'"),
         (("capacity", "c8.large"), "either a count or --clear"),
         (("slow-launch", "-2"), "bad duration '-2'"),

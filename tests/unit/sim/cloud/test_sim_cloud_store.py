@@ -266,6 +266,21 @@ def test_api_error_is_retryable_and_names_the_operation(tmp_path: Path) -> None:
     assert api.delete_out_of_band(inst.id).state == "terminated"
 
 
+def test_lost_response_creates_the_instance_and_a_retry_returns_it(tmp_path: Path) -> None:
+    path = tmp_path / "cloud.sqlite"
+    api = CloudStore(path, api_faults=True)
+    api.set_lost_response(1.0)
+    with pytest.raises(CloudApiError, match="RequestTimeout"):
+        _make(api, "op-3-0")
+    made = CloudStore(path).list_instances()
+    assert [i.client_token for i in made] == ["op-3-0"]
+    api.set_lost_response(0.0)
+    assert _make(api, "op-3-0").id == made[0].id  # the retry finds it: no twin
+    assert api.faults().lost_response == 0.0
+    with pytest.raises(ValueError):
+        api.set_lost_response(2)
+
+
 def test_slow_launch_sleeps_on_api_creates_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     slept: list[float] = []
     monkeypatch.setattr(store_mod.time, "sleep", slept.append)
