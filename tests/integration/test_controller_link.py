@@ -304,6 +304,53 @@ def test_lease_keeper_process_gates_releases_and_obeys_revocation(controller: Si
             other.close()
 
 
+def status_config(tmp_path: Path, addresses: list[str], ca: Path) -> Path:
+    cfg = tmp_path / "xceprov.yaml"
+    cfg.write_text(json.dumps({
+        "cluster": "test", "state_dir": str(tmp_path / "state"),
+        "controller": {"addresses": addresses, "ca": str(ca), "connect_timeout": 2, "request_timeout": 5},
+        "providers": {"sim": {"module": "xcesim"}},
+        "templates": {"cpu": {"providers": {"sim": {"flavor": "c8.large", "image": "debian-12"}}}},
+    }))
+    return cfg
+
+
+def xceprov(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], capture_output=True, text=True,
+                          check=False, timeout=60)
+
+
+def test_status_shows_link_leases_demand_and_open_ops(controller: SimController, tmp_path: Path) -> None:
+    orch = orchestrator(controller, "orch-s", ["sim"])
+    try:
+        wait_for("the lease", lambda: orch.leases.valid("sim"))
+        epoch = orch.leases.gate("sim")
+        orch.link.commit_fact(Fact("requestIntent", "sim", "op-00000002-aaaaaa", epoch, template="cpu", count=2))
+        admin.submit(controller.state_dir, "cpu", 3, 60.0)
+        cfg = status_config(tmp_path, [controller.address], controller.ca)
+        out = xceprov("--config", str(cfg), "status", "--json")
+        assert out.returncode == 0, out.stderr
+        report = json.loads(out.stdout)
+        assert report["link"]["address"] == controller.address and report["term"] >= 1
+        assert [(x["provider"], x["holder"], x["epoch"]) for x in report["leases"]] == [
+            ("sim", "orch-s", epoch.tag())]
+        assert {d["template"]: d["wanted"] for d in report["demand"]}["cpu"] == 3
+        assert [(o["op_id"], o["action"], o["done"], o["wanted"]) for o in report["open_ops"]] == [
+            ("op-00000002-aaaaaa", "create", 0, 2)]
+        text = xceprov("--config", str(cfg), "status")
+        assert text.returncode == 0 and "holder orch-s" in text.stdout
+    finally:
+        orch.close()
+
+
+def test_status_names_the_addresses_tried_when_unreachable(tmp_path: Path) -> None:
+    a, b = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    out = xceprov("--config", str(status_config(tmp_path, [a, b], tmp_path / "ca.pem")), "status")
+    assert out.returncode == 75
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and a in lines[0] and b in lines[0] and "unreachable" in lines[0]
+
+
 # -- the simulated node manager ---------------------------------------------------------------
 
 
