@@ -1,0 +1,78 @@
+"""Runner events folded into per-host results; artifact rotation."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from orchestrator.clients.ansible.runner import (
+    Progress,
+    RunnerSettings,
+    _Collector,
+    ansible_env,
+    rotate_artifacts,
+)
+
+
+def _ev(event: str, host: str, task: str, **res: Any) -> dict[str, Any]:
+    return {"event": event, "event_data": {"host": host, "task": task, "res": res}}
+
+
+def test_collector_results_and_progress() -> None:
+    seen: list[Progress] = []
+    c = _Collector(["a", "b", "c", "d", "e"], seen.append)
+    c(_ev("runner_on_ok", "a", "Write config", changed=True))
+    c(_ev("runner_on_ok", "a", "Start", changed=False))
+    c(_ev("runner_on_ok", "b", "Start", changed=False))
+    c(_ev("runner_on_ok", "c", "Write config", changed=True))
+    c(_ev("runner_on_failed", "c", "Site hook", msg="site says no"))
+    c(_ev("runner_on_unreachable", "d", "Wait for SSH", msg="Failed to connect to the host via ssh: refused"))
+    c({"event": "playbook_on_stats", "event_data": {}})
+    r = c.results
+    assert (r["a"].status, r["a"].ok, r["a"].changed) == ("changed", 2, 1)
+    assert r["b"].status == "ok"
+    assert (r["c"].status, r["c"].task, r["c"].message) == ("failed", "Site hook", "site says no")
+    assert r["d"].status == "unreachable" and "refused" in (r["d"].message or "")
+    assert r["e"].status == "skipped"
+    assert [p.status for p in seen] == ["changed", "ok", "ok", "changed", "failed", "unreachable"]
+    assert r["c"].describe() == "c: failed at task 'Site hook': site says no"
+
+
+def test_loop_failure_names_the_failing_item() -> None:
+    c = _Collector(["a"], None)
+    c(_ev("runner_on_failed", "a", "Apply roles", msg="All items completed",
+          results=[{"failed": False}, {"failed": True, "msg": "the role 'site_x' was not found"}]))
+    assert c.results["a"].message == "the role 'site_x' was not found"
+
+
+def test_ignored_errors_do_not_fail_the_host() -> None:
+    c = _Collector(["a"], None)
+    c({"event": "runner_on_failed", "event_data": {"host": "a", "task": "t", "ignore_errors": True, "res": {}}})
+    assert c.results["a"].status == "ok"
+
+
+def test_command_failure_shows_stderr() -> None:
+    c = _Collector(["a"], None)
+    c(_ev("runner_on_failed", "a", "Run", msg="non-zero return code", stderr="line1\nmount: permission denied"))
+    assert c.results["a"].message == "non-zero return code: mount: permission denied"
+
+
+def test_rotate_keeps_the_newest(tmp_path: Path) -> None:
+    for i in range(5):
+        d = tmp_path / f"run{i}"
+        d.mkdir()
+        os.utime(d, (1000 + i, 1000 + i))
+    gone = rotate_artifacts(tmp_path, 2)
+    assert sorted(p.name for p in gone) == ["run0", "run1", "run2"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run3", "run4"]
+
+
+def test_site_roles_come_first(tmp_path: Path) -> None:
+    (tmp_path / "site" / "roles").mkdir(parents=True)
+    s = RunnerSettings(toolkit_root=tmp_path / "tk", state_dir=tmp_path / "st", site_dir=tmp_path / "site")
+    env = ansible_env(s)
+    assert env["ANSIBLE_ROLES_PATH"].split(os.pathsep) == [
+        str((tmp_path / "site" / "roles").resolve()), str(tmp_path / "tk" / "ansible" / "roles")
+    ]
+    assert env["ANSIBLE_PIPELINING"] == "True" and env["ANSIBLE_CONFIG"].endswith("ansible/ansible.cfg")
