@@ -207,8 +207,8 @@ _COLUMNS: Final = (
 class CloudStore:
     """The simulated cloud: instances, tags, addresses and fault controls in one SQLite file.
 
-    ``api_faults`` decides whether the injected API faults (random error rate, slow launches)
-    apply to calls made through this object: the Terraform provider passes ``True``; the
+    ``api_faults`` decides whether the injected API faults (random error rate, lost create
+    responses, slow launches) apply to calls made through this object: the Terraform provider passes ``True``; the
     ``xceprov sim`` tooling and the simulated hosts leave it ``False`` so that inspecting the
     cloud never fails at random. Capacity limits always apply to creates.
 
@@ -248,10 +248,12 @@ class CloudStore:
         conn.execute("BEGIN IMMEDIATE")
         try:
             yield conn
+            conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            # Also after a failed COMMIT: never leave the thread's connection inside a transaction.
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             raise
-        conn.execute("COMMIT")
 
     @contextlib.contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
