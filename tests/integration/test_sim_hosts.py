@@ -118,6 +118,12 @@ def test_ssh_reaches_host_with_its_own_hostname_etc_and_processes(
     assert ssh(manager, addr(lab, 11), f"test -e {marker} || test -e /opt/xce/a").returncode == 1
     assert not Path(marker).exists()
     assert not Path("/opt/xce/a").exists()
+    # Packages land in the host's own /usr; the rest of the real root is read-only in a host.
+    probe = f"/usr/local/bin/t{os.getpid()}-probe"
+    ok(ssh(manager, addr(lab, 10), f"touch {probe}"))
+    assert not Path(probe).exists()
+    refused = ssh(manager, addr(lab, 10), f"touch /t{os.getpid()}-probe")
+    assert refused.returncode != 0 and "Read-only file system" in refused.stderr
     # The write went to host a's own upper layer.
     assert (manager.hosts_dir / "i-a" / "upper" / marker.lstrip("/")).read_text() == "a\n"
 

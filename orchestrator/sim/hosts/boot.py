@@ -11,9 +11,10 @@ network namespace:
 1. detaches ``/run/netns`` (so this host holds no reference to other hosts' namespaces and their
    teardown is not delayed by us; the mount table is a *slave* of the root one for the same
    reason: unmounts there reach us);
-2. mounts copy-on-write overlays over /etc, /opt, /root, /var, /home, /srv and /usr/local with
-   upper and work dirs in the host's own directory (nothing is written to the real root file
-   system), then tmpfs on /run and /tmp;
+2. mounts copy-on-write overlays over /etc, /opt, /root, /var, /home, /srv and /usr with
+   upper and work dirs in the host's own directory, then tmpfs on /run and /tmp, then makes the
+   rest of the real root file system read-only in this host: nothing a host does is written to
+   the machine's own files;
 3. sets the hostname (the instance name), writes /etc/hostname and /etc/hosts, turns IPv6 off;
 4. installs its own sshd configuration, host key and the toolkit key in
    /root/.ssh/authorized_keys, and removes the machine's own host keys from its view of /etc;
@@ -39,8 +40,11 @@ from typing import Any
 
 from orchestrator.sim.hosts.cloudinit import run_cloud_init
 
-OVERLAY_DIRS = ("etc", "opt", "root", "var", "home", "srv", "usr/local")
+OVERLAY_DIRS = ("etc", "opt", "root", "var", "home", "srv", "usr")
 MNT_DETACH = 2
+MS_RDONLY = 1
+MS_REMOUNT = 32
+MS_BIND = 4096
 
 SSHD_CONFIG = """\
 # Simulated host {name}: written at boot by orchestrator.sim.hosts.boot.
@@ -67,8 +71,8 @@ LogLevel INFO
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
 
-def _mount(source: str, target: str, fstype: str, options: str = "") -> None:
-    if _libc.mount(source.encode(), target.encode(), fstype.encode(), 0, options.encode() or None) != 0:
+def _mount(source: str, target: str, fstype: str, options: str = "", flags: int = 0) -> None:
+    if _libc.mount(source.encode(), target.encode(), fstype.encode(), flags, options.encode() or None) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"mount {fstype} on {target} ({options}): {os.strerror(err)}")
 
@@ -96,20 +100,29 @@ def boot(spec: dict[str, Any]) -> None:
     if os.path.ismount("/run/netns"):
         _umount_lazy("/run/netns")
     for d in OVERLAY_DIRS:
-        upper, work = host_dir / "upper" / d, host_dir / "work" / d
-        upper.mkdir(parents=True, exist_ok=True)
-        work.mkdir(parents=True, exist_ok=True)
-        _mount("overlay", f"/{d}", "overlay", f"lowerdir=/{d},upperdir={upper},workdir={work}")
+        (host_dir / "upper" / d).mkdir(parents=True, exist_ok=True)
+        (host_dir / "work" / d).mkdir(parents=True, exist_ok=True)
+    # The layers are named through a descriptor opened before any overlay exists: when the state
+    # directory lies under an overlaid directory (/root/..., /var/...), its path would otherwise
+    # resolve through the first overlays, and an overlay cannot be another overlay's upper dir.
+    # (It also keeps commas and colons of the path out of the mount options.)
+    base_fd = os.open(host_dir, os.O_PATH | os.O_DIRECTORY)
+    base = f"/proc/self/fd/{base_fd}"
+    for d in OVERLAY_DIRS:
+        _mount("overlay", f"/{d}", "overlay", f"lowerdir=/{d},upperdir={base}/upper/{d},workdir={base}/work/{d}")
+    os.close(base_fd)
     _mount("tmpfs", "/run", "tmpfs", "mode=0755,size=64m")
     _mount("tmpfs", "/tmp", "tmpfs", "mode=1777,size=256m")
+    # Everything else of the real root file system is read-only in this host (a flag of this
+    # mount namespace's view only): a write outside the private directories fails instead of
+    # landing on the machine. The overlays keep writing to their upper dirs.
+    _mount("none", "/", "", "", MS_REMOUNT | MS_BIND | MS_RDONLY)
     os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
     os.makedirs("/run/lock", mode=0o1777, exist_ok=True)
 
     socket.sethostname(name)
     Path("/etc/hostname").write_text(name + "\n")
-    Path("/etc/hosts").write_text(
-        f"127.0.0.1\tlocalhost\n{address}\t{name}\n{spec['gateway']}\txcesim-gateway\n"
-    )
+    Path("/etc/hosts").write_text(f"127.0.0.1\tlocalhost\n{address}\t{name}\n{spec['gateway']}\txcesim-gateway\n")
     for knob in ("all", "default", "lo", "eth0"):
         conf = Path(f"/proc/sys/net/ipv6/conf/{knob}/disable_ipv6")
         if conf.exists():

@@ -3,7 +3,7 @@
 Directory ``<sim_state_dir>/hosts/<instance-id>/``:
 
 - ``upper/<dir>``, ``work/<dir>``: the copy-on-write layers over /etc, /opt, /root, /var, /home,
-  /srv and /usr/local (the host's "disk"; kept while the instance exists, removed when it is
+  /srv and /usr (the host's "disk"; kept while the instance exists, removed when it is
   terminated);
 - ``ssh_host_ed25519_key`` (+ ``.pub``): the host key, recorded in ``hosts/known_hosts``;
 - ``boot.json`` (what the boot process does), ``boot.log`` (its output and sshd's);

@@ -211,7 +211,6 @@ class HostManager:
             self._forget_failed(host, str(exc))
             return
         self.hosts[inst.id] = host
-        self.failed.pop(inst.id, None)
         took = time.monotonic() - started
         log.info("host %s (%s, %s) started in %.3fs", inst.id, inst.name, inst.address, took)
 
@@ -245,6 +244,7 @@ class HostManager:
                 self._forget_failed(host, host.error)
                 changed = True
             elif state == "ready" and before is None:
+                self.failed.pop(iid, None)  # the back-off grows until a boot succeeds
                 log.info("host %s (%s) ready after %.3fs", iid, host.spec.name, host.ready_after or 0.0)
                 changed = True
         return changed
@@ -273,8 +273,7 @@ class HostManager:
         """The status document written to ``hosts/hosts.json``."""
         hosts = [h.to_json(h.poll()) for h in self.hosts.values()]
         hosts += [
-            {"id": iid, "state": "failed", "error": f.error, "attempts": f.attempts}
-            for iid, f in self.failed.items()
+            {"id": iid, "state": "failed", "error": f.error, "attempts": f.attempts} for iid, f in self.failed.items()
         ]
         hosts += [{"id": iid, "state": "skipped", "error": why} for iid, why in self.skipped.items()]
         return {
@@ -349,9 +348,7 @@ def run_forever(
 
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
-    manager = HostManager(
-        state_dir, lab, source or CloudStoreSource(state_dir / "cloud.sqlite"), ssh_delay=ssh_delay
-    )
+    manager = HostManager(state_dir, lab, source or CloudStoreSource(state_dir / "cloud.sqlite"), ssh_delay=ssh_delay)
     try:
         manager.start()
         log.info("host manager up: lab %s on %s, gateway %s", lab.name, lab.subnet, lab.gateway)

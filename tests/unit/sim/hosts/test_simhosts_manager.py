@@ -148,6 +148,18 @@ def test_failed_boot_is_torn_down_and_retried_with_backoff(setup: tuple[HostMana
     clock.now += 5.1
     manager.reconcile_once()
     assert "i-10" in manager.hosts
+    manager.hosts["i-10"].state = "failed"  # type: ignore[attr-defined]
+    manager.reconcile_once()
+    assert manager.failed["i-10"].attempts == 2
+    clock.now += 5.1
+    manager.reconcile_once()
+    assert "i-10" not in manager.hosts  # the delay grows: 5 s per failed attempt
+    clock.now += 5.1
+    manager.reconcile_once()
+    assert "i-10" in manager.hosts
+    manager.hosts["i-10"].state = "ready"  # type: ignore[attr-defined]
+    manager.reconcile_once()
+    assert "i-10" not in manager.failed
 
 
 def test_a_start_failure_does_not_stop_other_hosts(setup: tuple[HostManager, Source, Clock]) -> None:
