@@ -219,6 +219,38 @@ def test_one_holder_at_a_time_across_crash_and_failover(controller: SimControlle
     assert overlaps(a.recorder.intervals + a2.recorder.intervals, b.recorder.intervals) == []
 
 
+def test_a_standby_redirects_to_the_primary(controller: SimController, tmp_path: Path) -> None:
+    standby_address = f"127.0.0.1:{free_port()}"
+    state = tmp_path / "standby"
+    state.mkdir()
+    # The standby must present a certificate from the same CA: share the primary's TLS files.
+    (state / "tls").symlink_to(controller.state_dir / "tls")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.sim.controller", "serve", "--state-dir", str(state),
+         "--listen", standby_address, "--redirect", controller.address],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        host, port = standby_address.rsplit(":", 1)
+
+        def up() -> bool:
+            try:
+                socket.create_connection((host, int(port)), timeout=0.2).close()
+            except OSError:
+                return False
+            return True
+
+        wait_for("the standby", up)
+        settings = controller.settings(addresses=[standby_address])
+        with ControllerLink(settings, instance_id="orch-r", providers=["p1"]) as link:
+            state_ = link.open()
+            assert state_.address == controller.address
+            assert isinstance(link.acquire("p1"), LeaseGrant)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
 def test_controller_going_away_mid_request_raises_and_never_hangs(controller: SimController) -> None:
     link = ControllerLink(controller.settings(request_timeout=30.0), instance_id="orch-c", providers=["p1"])
     try:

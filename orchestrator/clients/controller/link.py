@@ -50,7 +50,7 @@ from orchestrator.clients.controller.types import (
     LeaseRevoked,
     LinkState,
 )
-from orchestrator.errors import ControllerError, FinalError, LeaseLost
+from orchestrator.errors import ControllerError, FinalError, LeaseLost, XceprovError
 from orchestrator.model.config import ControllerSettings
 from orchestrator.protocol import framing, tls
 from orchestrator.protocol.schema import Envelope
@@ -160,6 +160,9 @@ class _Connection:
             log.warning("controller %s: %s; dropping the connection", self.address, reason)
         except (OSError, ssl.SSLError) as exc:
             reason = f"connection lost: {exc.strerror or exc}" if isinstance(exc, OSError) else str(exc)
+        except Exception as exc:  # a message we could not convert: drop the connection, not the thread
+            reason = f"protocol error from the controller: {type(exc).__name__}: {exc}"
+            log.warning("controller %s: %s; dropping the connection", self.address, reason)
         finally:
             with contextlib.suppress(OSError):
                 self.sock.close()
@@ -372,13 +375,14 @@ class ControllerLink:
         """Connect and join at ``address``; the redirect target when it is not the primary."""
         host, port = split_address(address)
         s = self.settings
+        ctx = self._context()  # before connecting: a CA file that cannot be read is a ConfigError
         try:
             raw = socket.create_connection((host, port), timeout=s.connect_timeout)
         except OSError as exc:
             raise ControllerError(f"cannot connect: {exc.strerror or exc}") from None
         try:
             raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sock = self._context().wrap_socket(raw, server_hostname=s.server_name or host)
+            sock = ctx.wrap_socket(raw, server_hostname=s.server_name or host)
         except ssl.SSLError as exc:
             raw.close()
             raise ControllerError(f"TLS: {tls.describe_tls_error(exc)}") from None
@@ -431,7 +435,7 @@ class ControllerLink:
         while not self._closed.is_set():
             try:
                 self._connect()
-            except ControllerError as exc:
+            except XceprovError as exc:  # unreachable, TLS refused, or a CA file that cannot be read
                 delay = self._backoff.next_delay()
                 log.warning("%s; retrying in %.1fs", exc, delay)
                 self._closed.wait(delay)

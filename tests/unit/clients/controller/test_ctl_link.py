@@ -199,3 +199,31 @@ def test_malformed_frame_from_the_controller_drops_the_connection(fake: FakeCont
         link.open()
         with pytest.raises(ControllerError, match="protocol error"):
             link.acquire("p1")
+
+
+def test_missing_ca_is_a_config_error_and_the_background_loop_survives(
+    fake: FakeController, tmp_path: Path
+) -> None:
+    from orchestrator.errors import ConfigError
+
+    missing = tmp_path / "nope.pem"
+    with ControllerLink(settings([fake.address], missing), instance_id="a") as link, \
+            pytest.raises(ConfigError, match=r"nope\.pem"):
+        link.open()
+    link = ControllerLink(settings([fake.address], missing), instance_id="a")
+    link.start()
+    try:
+        time.sleep(0.5)
+        assert any(t.name == "ctl-connect" and t.is_alive() for t in threading.enumerate())
+        assert not link.state().connected
+    finally:
+        link.close()
+
+
+def test_a_reply_that_cannot_be_converted_drops_only_the_connection(fake: FakeController, pki: Pki) -> None:
+    fake.handlers["leaseAcquire"] = lambda *_: ("demand", {"seq": 1, "templates": [{"template": "cpu"}]})
+    with ControllerLink(settings([fake.address], pki.ca), instance_id="a") as link:
+        link.open()
+        with pytest.raises(ControllerError, match="unexpected reply"):
+            link.acquire("p1")
+        assert link.request_demand().seq == 1  # the connection is still fine
