@@ -375,11 +375,17 @@ class ControllerLink:
         """Connect and join at ``address``; the redirect target when it is not the primary."""
         host, port = split_address(address)
         s = self.settings
-        ctx = self._context()  # before connecting: a CA file that cannot be read is a ConfigError
         try:
             raw = socket.create_connection((host, port), timeout=s.connect_timeout)
         except OSError as exc:
             raise ControllerError(f"cannot connect: {exc.strerror or exc}") from None
+        # After connecting, so that "unreachable" is reported before a CA that is not there yet
+        # (the simulated controller makes its CA when it first starts).
+        try:
+            ctx = self._context()  # a CA file that cannot be read is a ConfigError
+        except BaseException:
+            raw.close()
+            raise
         try:
             raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock = ctx.wrap_socket(raw, server_hostname=s.server_name or host)
