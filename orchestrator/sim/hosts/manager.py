@@ -17,7 +17,8 @@
   world unless ``--remove-lab``).
 
 Per instance, the tag ``xcesim:ssh_delay`` (seconds, or ``5s``) delays its sshd, to simulate a
-host whose SSH comes up late; ``--ssh-delay`` sets a default for all.
+host whose SSH comes up late; ``--ssh-delay`` sets a default for all. Hosts are started and torn
+down several at a time (8 threads): each is mostly waiting for ``ip``, ``ssh-keygen`` and a fork.
 """
 
 from __future__ import annotations
@@ -30,10 +31,11 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from orchestrator.model.durations import parse_duration
 from orchestrator.sim.hosts import lab as labnet
@@ -46,6 +48,9 @@ from orchestrator.sim.hosts.keys import (
 )
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 
 SSH_DELAY_TAG = "xcesim:ssh_delay"
 STATUS_FILE = "hosts.json"
@@ -127,6 +132,7 @@ class HostManager:
         *,
         ssh_delay: float = 0.0,
         retry_after: float = 5.0,
+        workers: int = 8,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.state_dir = state_dir
@@ -135,6 +141,7 @@ class HostManager:
         self.source = source
         self.ssh_delay = ssh_delay
         self.retry_after = retry_after
+        self.workers = max(1, workers)
         self.clock = clock
         self.hosts: dict[str, SimHost] = {}
         self.failed: dict[str, _Failed] = {}
@@ -162,15 +169,17 @@ class HostManager:
         live = {i.id: i for i in found}
         want = {i.id: i for i in found if i.state == "running"}
         # Teardowns first: a terminated instance's address may already belong to a new one.
-        for iid in list(self.hosts):
-            inst = want.get(iid)
-            host = self.hosts[iid]
-            if inst is None or inst.address != host.spec.address or inst.name != host.spec.name:
-                self._teardown(iid, remove_disk=iid not in live)
-                changed = True
+        going = [
+            (iid, iid not in live)
+            for iid, host in self.hosts.items()
+            if (inst := want.get(iid)) is None or inst.address != host.spec.address or inst.name != host.spec.name
+        ]
+        self._teardown_many(going)
+        changed |= bool(going)
         for iid in [i for i in self.failed if i not in want]:
             del self.failed[iid]
         self.skipped = {}
+        coming: list[InstanceView] = []
         for iid, inst in want.items():
             if iid in self.hosts:
                 continue
@@ -184,8 +193,9 @@ class HostManager:
             failed = self.failed.get(iid)
             if failed is not None and self.clock() - failed.at < self.retry_after * failed.attempts:
                 continue
-            self._create(inst)
-            changed = True
+            coming.append(inst)
+        self._create_many(coming)
+        changed |= bool(coming)
         # Directories of terminated instances whose host was never up in this run.
         for d in self.hosts_dir.iterdir() if self.hosts_dir.is_dir() else []:
             if d.is_dir() and d.name not in live and d.name not in self.hosts and (d / "boot.json").exists():
@@ -194,7 +204,7 @@ class HostManager:
         self._publish(force=changed)
         return changed
 
-    def _create(self, inst: InstanceView) -> None:
+    def _host_for(self, inst: InstanceView) -> SimHost:
         delay = self.ssh_delay
         if SSH_DELAY_TAG in inst.tags:
             try:
@@ -202,17 +212,34 @@ class HostManager:
             except ValueError as exc:
                 log.warning("instance %s: tag %s: %s", inst.id, SSH_DELAY_TAG, exc)
         spec = HostSpec(inst.id, inst.name, inst.address, inst.user_data, delay)
-        host = SimHost(spec, self.lab, self.hosts_dir, self._authorized, self.state_dir)
-        started = time.monotonic()
-        try:
-            host.start()
-        except Exception as exc:  # phase boundary: one host's failure must not stop the others
-            log.error("host %s (%s): start failed: %s", inst.id, inst.name, exc)
-            self._forget_failed(host, str(exc))
-            return
-        self.hosts[inst.id] = host
-        took = time.monotonic() - started
-        log.info("host %s (%s, %s) started in %.3fs", inst.id, inst.name, inst.address, took)
+        return SimHost(spec, self.lab, self.hosts_dir, self._authorized, self.state_dir)
+
+    def _create_many(self, instances: list[InstanceView]) -> None:
+        """Start hosts, several at a time (each is mostly waiting for ip, ssh-keygen and a fork)."""
+        hosts = [self._host_for(inst) for inst in instances]
+
+        def start(host: SimHost) -> tuple[SimHost, float, Exception | None]:
+            started = time.monotonic()
+            try:
+                host.start()
+            except Exception as exc:  # phase boundary: one host's failure must not stop the others
+                return host, time.monotonic() - started, exc
+            return host, time.monotonic() - started, None
+
+        for host, took, exc in self._map(start, hosts):
+            spec = host.spec
+            if exc is not None:
+                log.error("host %s (%s): start failed: %s", spec.instance_id, spec.name, exc)
+                self._forget_failed(host, str(exc))
+                continue
+            self.hosts[spec.instance_id] = host
+            log.info("host %s (%s, %s) started in %.3fs", spec.instance_id, spec.name, spec.address, took)
+
+    def _map(self, fn: Callable[[_T], _R], items: list[_T]) -> list[_R]:
+        if len(items) <= 1:
+            return [fn(i) for i in items]
+        with ThreadPoolExecutor(max_workers=min(self.workers, len(items)), thread_name_prefix="simhost") as pool:
+            return list(pool.map(fn, items))
 
     def _forget_failed(self, host: SimHost, error: str) -> None:
         iid = host.spec.instance_id
@@ -224,15 +251,24 @@ class HostManager:
         self.failed[iid] = _Failed(self.clock(), error, (prev.attempts + 1) if prev else 1)
         self.hosts.pop(iid, None)
 
-    def _teardown(self, iid: str, *, remove_disk: bool) -> None:
-        host = self.hosts.pop(iid)
-        started = time.monotonic()
-        try:
-            host.stop(remove_disk=remove_disk)
-        except Exception as exc:  # phase boundary, see _forget_failed
-            log.error("host %s: teardown failed: %s", iid, exc)
-            return
-        log.info("host %s (%s) torn down in %.3fs", iid, host.spec.name, time.monotonic() - started)
+    def _teardown_many(self, going: list[tuple[str, bool]]) -> None:
+        """Tear hosts down (``(instance id, remove its directory)``), several at a time."""
+        hosts = [(self.hosts.pop(iid), remove) for iid, remove in going]
+
+        def stop(item: tuple[SimHost, bool]) -> tuple[SimHost, float, Exception | None]:
+            host, remove = item
+            started = time.monotonic()
+            try:
+                host.stop(remove_disk=remove)
+            except Exception as exc:  # phase boundary; the sweep of the next start retries
+                return host, time.monotonic() - started, exc
+            return host, time.monotonic() - started, None
+
+        for host, took, exc in self._map(stop, hosts):
+            if exc is not None:
+                log.error("host %s: teardown failed: %s", host.spec.instance_id, exc)
+            else:
+                log.info("host %s (%s) torn down in %.3fs", host.spec.instance_id, host.spec.name, took)
 
     def _poll_states(self) -> bool:
         changed = False
@@ -251,8 +287,7 @@ class HostManager:
 
     def shutdown(self, *, remove_lab: bool = False) -> None:
         """Tear every host down (and the lab with ``remove_lab``); publish an empty status."""
-        for iid in list(self.hosts):
-            self._teardown(iid, remove_disk=False)
+        self._teardown_many([(iid, False) for iid in self.hosts])
         sweep(self.state_dir, self.lab)
         if remove_lab:
             labnet.destroy_lab(self.lab)
