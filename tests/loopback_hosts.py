@@ -9,7 +9,7 @@ are private per host. Used until (and beside) the real simulated hosts of
 
 Also usable as a script (Molecule's create/destroy playbooks need hosts that outlive them)::
 
-    python tests/loopback_hosts.py up DIR NAME... [--late NAME=SECONDS]
+    python tests/loopback_hosts.py up DIR NAME... [--vars-file VARS.json]
     python tests/loopback_hosts.py down DIR
 
 Layout of DIR mirrors the simulated world's: ``ssh/id_ed25519`` (the toolkit key),
@@ -45,15 +45,16 @@ for d in etc opt var; do
   mkdir -p "$XH_DIR/upper/$d" "$XH_DIR/work/$d"
   mount -t overlay overlay -o "lowerdir=/$d,upperdir=$XH_DIR/upper/$d,workdir=$XH_DIR/work/$d" "/$d"
 done
-# A fresh /root, as on a new cloud host (the machine's dotfiles would slow every login).
-mkdir -p "$XH_DIR/root"
-mount --bind "$XH_DIR/root" /root
-mount -t tmpfs tmpfs /run
-mkdir -p /run/sshd /etc/xh /root/.ssh /var/lib/cloud/instance
-chmod 700 /root/.ssh
+mkdir -p /etc/xh "$XH_DIR/root/.ssh" /var/lib/cloud/instance
 cp "$XH_DIR/sshd_config" "$XH_DIR/ssh_host_ed25519_key" /etc/xh/
 chmod 600 /etc/xh/ssh_host_ed25519_key
-cp "$XH_DIR/authorized_keys" /root/.ssh/authorized_keys
+chmod 700 "$XH_DIR/root/.ssh"
+cp "$XH_DIR/authorized_keys" "$XH_DIR/root/.ssh/authorized_keys"
+# A fresh /root, as on a new cloud host (the machine's dotfiles would slow every login). Last,
+# because $XH_DIR itself may live under /root.
+mount --bind "$XH_DIR/root" /root
+mount -t tmpfs tmpfs /run
+mkdir -p /run/sshd
 rm -f /var/lib/cloud/instance/boot-finished
 sleep "$XH_DELAY"
 /usr/sbin/sshd -D -e -f /etc/xh/sshd_config &
@@ -263,6 +264,7 @@ def _main(argv: list[str]) -> int:
     up.add_argument("dir", type=Path)
     up.add_argument("names", nargs="+")
     up.add_argument("--port", type=int, default=DEFAULT_PORT)
+    up.add_argument("--vars-file", type=Path, help="JSON object added to the inventory's all.vars")
     down = sub.add_parser("down")
     down.add_argument("dir", type=Path)
     args = parser.parse_args(argv)
@@ -271,7 +273,8 @@ def _main(argv: list[str]) -> int:
         for name in args.names:
             lab.start(name)
         lab.wait_ready()
-        (args.dir / "inventory.json").write_text(json.dumps(lab.inventory(), indent=1))
+        extra = json.loads(args.vars_file.read_text()) if args.vars_file else {}
+        (args.dir / "inventory.json").write_text(json.dumps(lab.inventory(**extra), indent=1))
         # The Popen objects die with this process; the hosts run on in their own sessions.
         return 0
     hosts_file = args.dir / "hosts.json"
