@@ -10,7 +10,8 @@ log ``<sim_state_dir>/log/<name>.log``:
   installed: listens on ``127.0.0.1:<port>`` and, with the lab up, on ``<gateway>:<port>``
   (``10.213.0.1:7441`` by default) so that node managers inside hosts reach it over the lab.
 
-``up`` is idempotent: it creates the lab (as root) before anything listens on the gateway,
+``up`` is idempotent: it claims the lab (as root; refused when another world's state directory
+holds it) and creates it before anything listens on the gateway,
 starts what is not running (a pid file whose process is gone or is another program counts as
 not running) and waits until each component is ready. ``down`` stops the controller, then the
 host manager (SIGTERM: it tears its hosts down; SIGKILL after a timeout), then sweeps whatever
@@ -349,7 +350,7 @@ def up(settings: WorldSettings) -> WorldStatus:
     root = _is_root()
     if root:
         # Before anything listens on the gateway address, the address must exist.
-        labnet.ensure_lab(settings.lab)
+        labnet.claim_lab(settings.lab, str(settings.state_dir))
         _start_host_manager(settings)
     if _controller_available():
         _start_controller(settings, with_lab=root)
@@ -363,9 +364,9 @@ def down(settings: WorldSettings) -> WorldStatus:
     if running_hm and not _is_root():
         raise WorldError("the host manager runs as root; run 'xceprov sim down' as root")
     _stop(settings, HOST_MANAGER, _hm_marker(settings), _STOP_TIMEOUT)
-    if _is_root():
+    if _is_root() and labnet.owns_lab(settings.lab, str(settings.state_dir)):
         sweep(settings.state_dir, settings.lab)
-        labnet.destroy_lab(settings.lab)
+        labnet.release_lab(settings.lab, str(settings.state_dir))
     ctl = control_dir(settings.state_dir)
     if ctl.parent != settings.state_dir:
         # The short control-socket directory in /tmp (see keys.control_dir): gone once empty.

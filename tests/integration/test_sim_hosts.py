@@ -271,3 +271,15 @@ def test_restarted_manager_sweeps_what_a_crashed_one_left(tmp_path: Path, lab: l
     finally:
         second.shutdown(remove_lab=True)
     assert not labnet.lab_exists(lab)
+
+
+def test_a_lab_held_by_another_world_is_refused(tmp_path: Path, lab: labnet.LabConfig) -> None:
+    first = HostManager(tmp_path / "one", lab, FakeSource())
+    first.start()
+    try:
+        with pytest.raises(labnet.LabError, match="belongs to the simulated world at"):
+            HostManager(tmp_path / "two", lab, FakeSource()).start()
+        assert labnet.lab_exists(lab)  # the refused world removed nothing
+    finally:
+        first.shutdown(remove_lab=True)
+    assert not labnet.lab_exists(lab)

@@ -32,6 +32,7 @@ import re
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -278,6 +279,61 @@ def _check_subnet_free(lab: LabConfig) -> None:
                 )
 
 
+_OWNERS: Final = Path("/run/xcesim/labs")
+_LOCK: Final = Path("/run/lock/xcesim-labs.lock")
+
+
+@contextlib.contextmanager
+def _labs_locked() -> Iterator[None]:
+    """One machine-wide lock for choosing, claiming and removing labs."""
+    import fcntl
+
+    _LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with open(_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def lab_owner(lab: LabConfig) -> str | None:
+    """The simulated world (its state directory) that claimed ``lab``, if any."""
+    try:
+        return (_OWNERS / lab.name).read_text().strip() or None
+    except OSError:
+        return None
+
+
+def claim_lab(lab: LabConfig, owner: str) -> None:
+    """Create ``lab`` for ``owner`` (a state directory), or reuse it if ``owner`` already has it.
+
+    Refuses a lab another world holds: two worlds on one lab would sweep each other's hosts.
+    The claim lives in /run (gone at reboot, like the namespaces).
+    """
+    with _labs_locked():
+        current = lab_owner(lab)
+        if current not in (None, owner) and lab_exists(lab):
+            raise LabError(
+                f"lab {lab.name} ({lab.subnet}) belongs to the simulated world at {current}; "
+                "run 'xceprov sim down' there, or choose another --lab-name and --lab-subnet"
+            )
+        ensure_lab(lab)
+        _OWNERS.mkdir(parents=True, exist_ok=True)
+        (_OWNERS / lab.name).write_text(owner + "\n")
+
+
+def owns_lab(lab: LabConfig, owner: str) -> bool:
+    """Whether ``owner`` may sweep and remove ``lab`` (it claimed it, or nobody did)."""
+    return lab_owner(lab) in (None, owner)
+
+
+def release_lab(lab: LabConfig, owner: str) -> bool:
+    """Remove ``lab`` if ``owner`` holds it (or nobody does); returns whether it was removed."""
+    with _labs_locked():
+        if not owns_lab(lab, owner):
+            return False
+        destroy_lab(lab)
+        return True
+
+
 def lab_exists(lab: LabConfig) -> bool:
     """Whether the lab's namespace or gateway interface exists."""
     return netns_exists(lab.netns) or link_exists(lab.gateway_if)
@@ -295,6 +351,7 @@ def destroy_lab(lab: LabConfig) -> None:
     if link_exists(lab.gateway_if):
         ip("link", "del", lab.gateway_if, check=False)
     delete_netns(lab.netns)
+    (_OWNERS / lab.name).unlink(missing_ok=True)
 
 
 def attach_host(lab: LabConfig, netns: str, veth: str, address: str) -> None:
@@ -362,7 +419,6 @@ def stray_host_veths(lab: LabConfig, keep: set[str]) -> list[str]:
 # ------------------------------------------------------------------------------ labs for tests
 
 _TEST_POOL: Final = range(128, 255)  # 10.213.128.0/24 .. 10.213.254.0/24; the product uses low addresses
-_LOCK: Final = Path("/run/lock/xcesim-labs.lock")
 
 
 def _subnets_in_use() -> set[ipaddress.IPv4Network]:
@@ -382,11 +438,7 @@ def claim_test_lab(tag: str) -> LabConfig:
     10.213.0.0/16): the choice and the creation happen under one file lock, so two tests never
     get the same subnet. The caller removes it with ``destroy_lab``.
     """
-    import fcntl
-
-    _LOCK.parent.mkdir(parents=True, exist_ok=True)
-    with open(_LOCK, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with _labs_locked():
         used = _subnets_in_use()
         start = int(hashlib.sha1(tag.encode()).hexdigest(), 16) % len(_TEST_POOL)
         for k in range(len(_TEST_POOL)):

@@ -2,9 +2,11 @@
 
 ``python -m orchestrator.sim.hosts serve --state-dir DIR`` (started by ``xceprov sim up``):
 
-- on start: creates the lab if missing, then *sweeps*: kills and removes what a crashed previous
-  run left (host namespaces of this lab, veths on its bridge, boot processes recorded in
-  ``hosts/<id>/host.json``), and removes the directories of instances that no longer exist;
+- on start: claims the lab (creating it if missing; refused if another world's state directory
+  holds it, since two worlds on one lab would sweep each other's hosts), then *sweeps*: kills and
+  removes what a crashed previous run left (host namespaces of this lab, veths on its bridge,
+  boot processes recorded in ``hosts/<id>/host.json``), and removes the directories of instances
+  that no longer exist;
 - every ``poll_interval`` (0.5 s): reads the cloud store and reconciles: a host for every
   ``running`` instance whose address lies in the lab, teardown for stopped ones (their
   directory, the "disk", is kept) and terminated ones (directory removed). A pass that cannot
@@ -135,7 +137,7 @@ class HostManager:
         workers: int = 8,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.state_dir = state_dir
+        self.state_dir = state_dir.resolve()
         self.hosts_dir = state_dir / "hosts"
         self.lab = lab
         self.source = source
@@ -155,7 +157,7 @@ class HostManager:
         """Make the lab and the toolkit key, sweep leftovers of a previous run, publish the status."""
         self.hosts_dir.mkdir(parents=True, exist_ok=True)
         self._authorized = public_key(ensure_toolkit_key(self.state_dir))
-        labnet.ensure_lab(self.lab)
+        labnet.claim_lab(self.lab, str(self.state_dir))
         sweep(self.state_dir, self.lab)
         self._publish(force=True)
 
@@ -288,9 +290,10 @@ class HostManager:
     def shutdown(self, *, remove_lab: bool = False) -> None:
         """Tear every host down (and the lab with ``remove_lab``); publish an empty status."""
         self._teardown_many([(iid, False) for iid in self.hosts])
-        sweep(self.state_dir, self.lab)
+        if labnet.owns_lab(self.lab, str(self.state_dir)):
+            sweep(self.state_dir, self.lab)
         if remove_lab:
-            labnet.destroy_lab(self.lab)
+            labnet.release_lab(self.lab, str(self.state_dir))
         self._publish(force=True, running=False)
 
     def serve(self, stop: threading.Event, poll_interval: float = 0.5) -> None:
