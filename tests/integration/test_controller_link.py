@@ -311,7 +311,7 @@ def test_lease_keeper_process_gates_releases_and_obeys_revocation(controller: Si
         epoch = keeper.gate("p1")
         # The orchestrator's own link commits facts under the keeper's lease (same instance id).
         link = ControllerLink(controller.settings(), instance_id="orch-k", providers=["p1", "p2"])
-        link.on_lease_revoked(lambda r: keeper.revoke(r.provider, r.epoch))
+        keeper.attach(link)
         link.open()
         try:
             link.commit_fact(Fact("requestIntent", "p1", "op-k", epoch, template="cpu", count=1))

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from orchestrator.clients.controller.lease import LeaseManager, LeaseStatus
+from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.clients.controller.types import Epoch
 from orchestrator.errors import ControllerError, LeaseLost
 from orchestrator.model.config import ControllerSettings
@@ -240,6 +241,10 @@ class LeaseKeeper:
         self._revoked[provider] = max(target, self._revoked.get(provider, target))
         self._command(f"revoke {provider} {target.term} {target.seq}")
 
+    def attach(self, link: ControllerLink) -> None:
+        """Let the orchestrator's own link close the gate on a revocation push at once."""
+        link.on_lease_revoked(lambda r: self.revoke(r.provider, r.epoch))
+
     def close(self, release: bool = True) -> None:
         """Stop the child (releasing every lease on a clean shutdown) and remove the shared file."""
         proc = self._proc
@@ -268,8 +273,6 @@ class LeaseKeeper:
 
 def _child(config: dict[str, Any]) -> int:
     """The keeper child: link + lease manager; publishes every change; obeys stdin commands."""
-    from orchestrator.clients.controller.link import ControllerLink
-
     settings = ControllerSettings.model_validate(config["settings"])
     providers: list[str] = list(config["providers"])
     shared = SharedLeases(Path(config["shared"]), providers)

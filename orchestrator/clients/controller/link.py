@@ -38,6 +38,7 @@ from typing import Any
 
 from orchestrator.clients.controller import messages as m
 from orchestrator.clients.controller.backoff import Backoff
+from orchestrator.clients.controller.lease import LeaseManager
 from orchestrator.clients.controller.types import (
     ControllerStatus,
     DemandSnapshot,
@@ -744,7 +745,8 @@ def _version() -> str:
         return "0"
 
 
-def join_lease_manager(link: ControllerLink, manager: Any) -> None:
-    """Wire a ``LeaseManager`` to the link: revocations invalidate at once; every (re)join re-acquires."""
+def join_lease_manager(link: ControllerLink, manager: LeaseManager) -> None:
+    """Wire an in-process ``LeaseManager`` to the link: revocations invalidate at once; every
+    (re)join re-acquires (docs/protocol.md §8)."""
     link.on_lease_revoked(lambda r: manager.revoke(r.provider, r.epoch))
     link.on_reconnect(lambda _state: manager.kick(reacquire=True))
