@@ -37,7 +37,7 @@ from typing import Any
 
 from orchestrator.errors import FinalError, UsageError
 from orchestrator.sim.hosts import lab as labnet
-from orchestrator.sim.hosts.keys import control_dir, ensure_toolkit_key, known_hosts_path
+from orchestrator.sim.hosts.keys import control_dir, ensure_toolkit_key, known_hosts_path, toolkit_key
 from orchestrator.sim.hosts.manager import read_status, sweep
 
 DEFAULT_CONTROLLER_PORT = 7441
@@ -145,6 +145,7 @@ class WorldStatus:
             "components": [c.to_json() for c in self.components],
             "hosts": self.hosts,
             "known_hosts": str(self.known_hosts),
+            "ssh_key": str(toolkit_key(self.state_dir)),
         }
 
     def component(self, name: str) -> ComponentStatus:
@@ -410,9 +411,7 @@ def status(settings: WorldSettings) -> WorldStatus:
     ctl_log = str(settings.log_dir / f"{CONTROLLER}.log")
     ctl_pid = _running_pid(settings, CONTROLLER, _ctl_marker(settings))
     if ctl_pid is not None:
-        components.append(
-            ComponentStatus(CONTROLLER, "running", ctl_pid, _ctl_listen(settings, lab_up), log=ctl_log)
-        )
+        components.append(ComponentStatus(CONTROLLER, "running", ctl_pid, _ctl_listen(settings, lab_up), log=ctl_log))
     elif not _controller_available():
         components.append(
             ComponentStatus(
