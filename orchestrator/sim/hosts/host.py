@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -37,6 +38,16 @@ from orchestrator.sim.hosts import lab as labnet
 from orchestrator.sim.hosts.keys import KnownHost, close_control_connections, generate_key
 
 SSH_PORT = 22
+
+
+def hostname_for(name: str) -> str:
+    """The host name a simulated host takes for an instance name: letters, digits, ``-`` and ``.``, at most 63.
+
+    The same text is used in known_hosts and the ssh_config, where spaces or commas would break
+    the file, and ``sethostname`` refuses more than 64 bytes.
+    """
+    cleaned = re.sub(r"[^A-Za-z0-9.-]+", "-", name).strip("-.")[:63].rstrip("-.")
+    return cleaned or "host"
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from typing import Any, Protocol, TypeVar
 
 from orchestrator.model.durations import parse_duration
 from orchestrator.sim.hosts import lab as labnet
-from orchestrator.sim.hosts.host import HostSpec, SimHost, sweep_host_dir
+from orchestrator.sim.hosts.host import HostSpec, SimHost, hostname_for, sweep_host_dir
 from orchestrator.sim.hosts.keys import (
     ensure_toolkit_key,
     known_hosts_path,
@@ -174,7 +174,9 @@ class HostManager:
         going = [
             (iid, iid not in live)
             for iid, host in self.hosts.items()
-            if (inst := want.get(iid)) is None or inst.address != host.spec.address or inst.name != host.spec.name
+            if (inst := want.get(iid)) is None
+            or inst.address != host.spec.address
+            or hostname_for(inst.name) != host.spec.name
         ]
         self._teardown_many(going)
         changed |= bool(going)
@@ -213,7 +215,7 @@ class HostManager:
                 delay = parse_duration(inst.tags[SSH_DELAY_TAG])
             except ValueError as exc:
                 log.warning("instance %s: tag %s: %s", inst.id, SSH_DELAY_TAG, exc)
-        spec = HostSpec(inst.id, inst.name, inst.address, inst.user_data, delay)
+        spec = HostSpec(inst.id, hostname_for(inst.name), inst.address, inst.user_data, delay)
         return SimHost(spec, self.lab, self.hosts_dir, self._authorized, self.state_dir)
 
     def _create_many(self, instances: list[InstanceView]) -> None:

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import pytest
 
 from orchestrator.sim.hosts import manager as mgr
-from orchestrator.sim.hosts.host import HostSpec
+from orchestrator.sim.hosts.host import HostSpec, hostname_for
 from orchestrator.sim.hosts.lab import LabConfig
 from orchestrator.sim.hosts.manager import SSH_DELAY_TAG, HostManager, InstanceView
 
@@ -188,3 +188,13 @@ def test_status_file_lists_hosts_and_known_hosts(setup: tuple[HostManager, Sourc
     assert [h["id"] for h in status["hosts"]] == ["i-10"]
     assert status["lab"]["subnet"] == "10.213.140.0/24"
     assert (manager.state_dir / "hosts" / "known_hosts").exists()
+
+
+def test_instance_names_become_safe_host_names(setup: tuple[HostManager, Source, Clock]) -> None:
+    manager, source, _ = setup
+    source.items = [InstanceView("i-10", "my node, #1", "10.213.140.10", "running")]
+    manager.reconcile_once()
+    assert manager.hosts["i-10"].spec.name == "my-node-1"
+    assert not manager.reconcile_once()  # the cleaned name is not taken for a rename
+    assert hostname_for("x" * 100) == "x" * 63
+    assert hostname_for("___") == "host"
