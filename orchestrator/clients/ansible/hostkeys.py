@@ -51,10 +51,19 @@ def host_pattern(address: str, port: int) -> str:
 
 
 def keyscan(address: str, port: int, timeout: float) -> list[str]:
-    """``ssh-keyscan`` of one host: ``"<type> <base64>"`` per key, [] when SSH does not answer."""
+    """``ssh-keyscan`` of one host: ``"<type> <base64>"`` per key, [] when SSH does not answer.
+
+    Asks for the ed25519 key first (one connection instead of one per key type); only a host
+    that answers without one is asked for every type.
+    """
+    keys = _keyscan(address, port, timeout, "ed25519")
+    return keys or _keyscan(address, port, timeout, "ecdsa,rsa")
+
+
+def _keyscan(address: str, port: int, timeout: float, types: str) -> list[str]:
     try:
         out = subprocess.run(
-            ["ssh-keyscan", "-T", str(max(1, int(timeout))), "-p", str(port), address],
+            ["ssh-keyscan", "-T", str(max(1, int(timeout))), "-t", types, "-p", str(port), address],
             capture_output=True, text=True, timeout=timeout + 5, check=False,
         )
     except (OSError, subprocess.TimeoutExpired):
