@@ -37,7 +37,7 @@ from typing import Any
 
 from orchestrator.errors import FinalError, UsageError
 from orchestrator.sim.hosts import lab as labnet
-from orchestrator.sim.hosts.keys import control_dir, ensure_toolkit_key, known_hosts_path, toolkit_key
+from orchestrator.sim.hosts.keys import ensure_toolkit_key, known_hosts_path, remove_control_dir, toolkit_key
 from orchestrator.sim.hosts.manager import read_status, sweep
 
 DEFAULT_CONTROLLER_PORT = 7441
@@ -368,11 +368,7 @@ def down(settings: WorldSettings) -> WorldStatus:
     if _is_root() and labnet.owns_lab(settings.lab, str(settings.state_dir)):
         sweep(settings.state_dir, settings.lab)
         labnet.release_lab(settings.lab, str(settings.state_dir))
-    ctl = control_dir(settings.state_dir)
-    if ctl.parent != settings.state_dir:
-        # The short control-socket directory in /tmp (see keys.control_dir): gone once empty.
-        with contextlib.suppress(OSError):
-            ctl.rmdir()
+    remove_control_dir(settings.state_dir)
     (settings.run_dir / "world.json").unlink(missing_ok=True)
     return status(settings)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.sim.hosts import lab as labnet
-from orchestrator.sim.hosts.keys import known_hosts_path, toolkit_key
+from orchestrator.sim.hosts.keys import control_dir, known_hosts_path, toolkit_key
 from orchestrator.sim.hosts.manager import SSH_DELAY_TAG, HostManager, InstanceView
 
 pytestmark = [
@@ -82,11 +82,15 @@ def wait_ready(manager: HostManager, ids: list[str], timeout: float = 30.0) -> N
 
 def ssh(manager: HostManager, address: str, command: str) -> subprocess.CompletedProcess[str]:
     """The real OpenSSH client, strict host key checking against the recorded known_hosts."""
+    control_dir(manager.state_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
     return subprocess.run(
         [
             "ssh", "-F", "/dev/null", "-i", str(toolkit_key(manager.state_dir)),
             "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
             "-o", f"UserKnownHostsFile={known_hosts_path(manager.state_dir)}", "-o", "ConnectTimeout=5",
+            # Connection sharing as the generated ssh_config does; teardown must close the masters.
+            "-o", "ControlMaster=auto", "-o", f"ControlPath={control_dir(manager.state_dir)}/cm-%r@%h:%p",
+            "-o", "ControlPersist=60",
             f"root@{address}", command,
         ],
         capture_output=True, text=True, timeout=60, check=False,
@@ -219,6 +223,8 @@ def test_terminate_leaves_no_namespace_mount_or_process(world: tuple[HostManager
     assert str(manager.state_dir) not in mounts and netns not in mounts
     leftovers = subprocess.run(["pgrep", "-f", str(host_dir)], capture_output=True, text=True, check=False)
     assert leftovers.stdout == ""
+    masters = subprocess.run(["pgrep", "-f", f"cm-root@{addr(lab, 40)}:"], capture_output=True, text=True, check=False)
+    assert masters.stdout == ""  # the ssh control master of the host was closed
     assert addr(lab, 40) not in known_hosts_path(manager.state_dir).read_text()
 
 

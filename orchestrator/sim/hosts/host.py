@@ -269,6 +269,7 @@ def sweep_host_dir(host_dir: Path) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     labnet.detach_host(lab, str(data["netns"]), str(data["veth"]))
+    close_control_connections(host_dir.parent.parent, str(data.get("address", "")))
     record.unlink(missing_ok=True)
 
 

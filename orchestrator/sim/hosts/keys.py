@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import subprocess
@@ -139,7 +140,7 @@ def close_control_connections(state_dir: Path, address: str) -> int:
     """Ask every ssh control master of ``address`` (made with our ssh_config) to exit; returns how many."""
     closed = 0
     ctl = control_dir(state_dir)
-    if not ctl.is_dir():
+    if not address or not ctl.is_dir():
         return 0
     for sock in ctl.glob(f"cm-*@{address}:*"):
         subprocess.run(
@@ -151,3 +152,11 @@ def close_control_connections(state_dir: Path, address: str) -> int:
         sock.unlink(missing_ok=True)
         closed += 1
     return closed
+
+
+def remove_control_dir(state_dir: Path) -> None:
+    """Remove the short control-socket directory in /tmp (see ``control_dir``) once it is empty."""
+    ctl = control_dir(state_dir)
+    if ctl != (state_dir / "ssh").resolve():
+        with contextlib.suppress(OSError):
+            ctl.rmdir()

@@ -46,6 +46,7 @@ from orchestrator.sim.hosts.keys import (
     ensure_toolkit_key,
     known_hosts_path,
     public_key,
+    remove_control_dir,
     write_known_hosts,
 )
 
@@ -296,6 +297,7 @@ class HostManager:
             sweep(self.state_dir, self.lab)
         if remove_lab:
             labnet.release_lab(self.lab, str(self.state_dir))
+        remove_control_dir(self.state_dir)
         self._publish(force=True, running=False)
 
     def serve(self, stop: threading.Event, poll_interval: float = 0.5) -> None:
