@@ -23,6 +23,7 @@ the world remains. The lab settings ``up`` used are kept in ``run/world.json`` f
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import importlib.util
 import json
 import os
@@ -31,6 +32,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -343,8 +345,26 @@ def _save(settings: WorldSettings) -> None:
 # ------------------------------------------------------------------------------ the verbs
 
 
+@contextlib.contextmanager
+def _world_locked(settings: WorldSettings) -> Iterator[None]:
+    """``up`` and ``down`` of one world never run at the same time (two ``up`` would both spawn)."""
+    try:
+        settings.run_dir.mkdir(parents=True, exist_ok=True)
+        lock = open(settings.run_dir / "world.lock", "a")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise WorldError(f"cannot lock {settings.run_dir / 'world.lock'}: {exc.strerror or exc}") from None
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def up(settings: WorldSettings) -> WorldStatus:
     """Start every component that is not running (idempotent); returns the status afterwards."""
+    with _world_locked(settings):
+        return _up(settings)
+
+
+def _up(settings: WorldSettings) -> WorldStatus:
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     _save(settings)
     ensure_toolkit_key(settings.state_dir)
@@ -360,6 +380,11 @@ def up(settings: WorldSettings) -> WorldStatus:
 
 def down(settings: WorldSettings) -> WorldStatus:
     """Stop everything and remove the lab; nothing of the world keeps running (idempotent)."""
+    with _world_locked(settings):
+        return _down(settings)
+
+
+def _down(settings: WorldSettings) -> WorldStatus:
     _stop(settings, CONTROLLER, _ctl_marker(settings), _STOP_TIMEOUT)
     running_hm = _running_pid(settings, HOST_MANAGER, _hm_marker(settings)) is not None
     if running_hm and not _is_root():

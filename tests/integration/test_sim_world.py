@@ -12,6 +12,7 @@ import signal
 import socket
 import sqlite3
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -126,6 +127,13 @@ def test_up_is_idempotent_hosts_follow_the_store_and_down_leaves_nothing(world: 
     assert first["lab"]["up"] is True
     second = world.up()
     assert world.component(second, "host-manager")["pid"] == hm["pid"]
+    # A second host manager for the same state directory refuses to start.
+    extra = subprocess.run(
+        [sys.executable, "-m", "orchestrator.sim.hosts", "serve", "--state-dir", str(world.sim),
+         "--lab-name", world.lab.name, "--lab-subnet", str(world.lab.subnet)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert extra.returncode == 75 and "already runs" in extra.stderr
 
     store = world.store()
     name = f"t{os.getpid()}-w-1"

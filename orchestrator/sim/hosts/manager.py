@@ -25,6 +25,7 @@ down several at a time (8 threads): each is mostly waiting for ``ip``, ``ssh-key
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -39,6 +40,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Protocol, TypeVar
 
+from orchestrator.errors import XceprovError
 from orchestrator.model.durations import parse_duration
 from orchestrator.sim.hosts import lab as labnet
 from orchestrator.sim.hosts.host import HostSpec, SimHost, hostname_for, sweep_host_dir
@@ -69,6 +71,12 @@ class InstanceView:
     state: str
     user_data: str = ""
     tags: dict[str, str] = field(default_factory=dict)
+
+
+class HostManagerRunning(XceprovError):
+    """A host manager already runs for this state directory."""
+
+    exit_code = 75
 
 
 class InstanceSource(Protocol):
@@ -390,6 +398,15 @@ def run_forever(
 
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
+    # One host manager per state directory: a second one would sweep the first one's hosts.
+    lock_path = state_dir / "run" / "host-manager.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    lock = open(lock_path, "a")  # noqa: SIM115 - held for the life of the process
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise HostManagerRunning(f"another host manager already runs for {state_dir}") from None
     manager = HostManager(state_dir, lab, source or CloudStoreSource(state_dir / "cloud.sqlite"), ssh_delay=ssh_delay)
     try:
         manager.start()
@@ -398,4 +415,5 @@ def run_forever(
     finally:
         manager.shutdown(remove_lab=remove_lab)
         log.info("host manager stopped")
+        lock.close()
     return 0
