@@ -115,14 +115,20 @@ def _sim_vars(artifact: Path) -> dict[str, Any]:
     }
 
 
-def test_bootstrap_example_site_idempotent_then_decommission(tmp_path: Path, lab: Any, artifact: Path) -> None:
+def test_bootstrap_example_site_idempotent_then_decommission(
+    tmp_path: Path, lab: Any, artifact: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for name in ("cpu-a", "cpu-b"):
         lab.start(name, record_key=False)  # keys are recorded by the toolkit, not handed to it
     lab.wait_ready()
     loaded = _config(tmp_path, lab, EXAMPLE_SITE)
     seen: list[Progress] = []
+    # The example site's group_vars/provider_sim.yml picks the artifact install and reads its path
+    # from the environment: no install variables are passed here, so that file is what applies.
+    monkeypatch.setenv("XCEPROV_NODE_MANAGER_ARTIFACT", str(artifact))
+    waits = {"xce_bootstrap_ssh_timeout": 30, "xce_bootstrap_cloud_init_timeout": 30}
 
-    first = bootstrap(loaded, ROOT, records=_records(lab), extra_vars=_sim_vars(artifact), progress=seen.append)
+    first = bootstrap(loaded, ROOT, records=_records(lab), extra_vars=waits, progress=seen.append)
 
     assert {h: r.status for h, r in first.hosts.items()} == {"cpu-a": "changed", "cpu-b": "changed"}, [
         r.describe() for r in first.hosts.values()
@@ -147,13 +153,12 @@ def test_bootstrap_example_site_idempotent_then_decommission(tmp_path: Path, lab
     assert set(inventory["all"]["children"]["op_op1"]["hosts"]) == {"cpu-a", "cpu-b"}
     assert (first.artifact_dir / "job_events").is_dir()
 
-    second = bootstrap(loaded, ROOT, records=_records(lab), extra_vars=_sim_vars(artifact))
+    second = bootstrap(loaded, ROOT, records=_records(lab), extra_vars=waits)
     assert {h: (r.status, r.changed) for h, r in second.hosts.items()} == {
         "cpu-a": ("ok", 0), "cpu-b": ("ok", 0)
     }, [r.describe() for r in second.hosts.values()]
 
-    gone = bootstrap(loaded, ROOT, records=_records(lab), hosts=["cpu-b"], playbook="decommission",
-                     extra_vars=_sim_vars(artifact))
+    gone = bootstrap(loaded, ROOT, records=_records(lab), hosts=["cpu-b"], playbook="decommission")
     assert gone.hosts["cpu-b"].status == "changed", gone.hosts["cpu-b"].describe()
     assert set(gone.hosts) == {"cpu-b"}
     assert json.loads(_host_file(lab, "cpu-b", "/etc/xce/node-manager.json").read_text())["roles"] == []
@@ -195,3 +200,73 @@ def test_faults_are_per_host_results(tmp_path: Path, lab: Any, artifact: Path) -
     assert by["noart"].task == "Copy the node manager archive to the host"
     assert "/nonexistent/nm.tar.gz" in (by["noart"].message or "")
     assert sorted(result.failed) == ["ghost", "hookfail", "noart"]
+
+
+def test_end_to_end_worker_joins_the_simulated_controller(tmp_path: Path, artifact: Path,
+                                                          request: pytest.FixtureRequest) -> None:
+    """The simulated world's own hosts (orchestrator.sim.hosts) and controller: bootstrap, join."""
+    import os
+    import socket
+    import time
+
+    import yaml
+    from click.testing import CliRunner
+
+    from orchestrator.cli.main import cli
+    from orchestrator.sim.cloud.store import CloudStore
+    from orchestrator.sim.hosts import lab as labnet
+
+    if "xce-node-manager-sim" not in artifact.name:
+        pytest.skip("the simulated node manager artifact could not be built (pycapnp)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    lab = labnet.claim_test_lab(f"{os.getpid()}/{request.node.nodeid}")
+    sim = tmp_path / "sim"
+    cfg = yaml.safe_load((ROOT / "orchestrator" / "defaults" / "xceprov.yaml").read_text())
+    cfg.update({"state_dir": str(tmp_path / "state"), "sim": {"state_dir": str(sim)}})
+    cfg["controller"] = {"addresses": [f"127.0.0.1:{port}"], "worker_addresses": [f"{lab.gateway}:{port}"],
+                         "ca": str(sim / "tls" / "ca.pem")}
+    cfg["ansible"] = {"ssh_key": str(sim / "ssh" / "id_ed25519")}
+    cfg_file = tmp_path / "xceprov.yaml"
+    cfg_file.write_text(yaml.safe_dump(cfg))
+
+    def xceprov(*args: str) -> str:
+        out = CliRunner().invoke(cli, ["--config", str(cfg_file), *args], catch_exceptions=False)
+        assert out.exit_code == 0, out.output
+        return out.output
+
+    try:
+        xceprov("sim", "up", "--json", "--lab-name", lab.name, "--lab-subnet", str(lab.subnet),
+                "--controller-port", str(port))
+        if not (sim / "tls" / "ca.pem").exists():
+            pytest.skip("the simulated controller is not available here")
+        store = CloudStore(sim / "cloud.sqlite")
+        import sqlite3
+
+        offset = int(lab.subnet.network_address) - int(labnet.LAB_SPACE.network_address) + 10
+        with sqlite3.connect(sim / "cloud.sqlite") as conn:
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'next_addr'", (str(offset),))
+        conn.close()
+        name = f"e2e{os.getpid()}"
+        inst = store.create_instance(name, "c8.large", "debian-12",
+                                     {"xce:template": "cpu", "xce:op_id": "op9", "xce:provider": "sim"}, "", "tok-e2e")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            listed = json.loads(xceprov("sim", "hosts", "list", "--json"))
+            if any(h.get("name") == name and h["state"] == "ready" for h in listed):
+                break
+            time.sleep(0.2)
+        record = InstanceRecord("op9-000", inst.id, name, inst.address, "cpu", "sim", "op9")
+        from orchestrator.configfile import load_config
+
+        result = bootstrap(load_config(str(cfg_file)), ROOT, records=[record], extra_vars=_sim_vars(artifact))
+        assert result.hosts[name].status == "changed", result.hosts[name].describe()
+        log = sim / "hosts" / inst.id / "upper" / "var" / "log" / "xce" / "node-manager.log"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and "joined controller" not in (log.read_text() if log.exists() else ""):
+            time.sleep(0.5)
+        assert "joined controller" in log.read_text(), log.read_text()[-2000:]
+    finally:
+        CliRunner().invoke(cli, ["--config", str(cfg_file), "sim", "down"])
+        labnet.destroy_lab(lab)
