@@ -30,6 +30,7 @@ import atexit
 import json
 import logging
 import os
+import sqlite3
 import sys
 import threading
 import time
@@ -189,23 +190,33 @@ class XceSimProvider(Provider):  # type: ignore[misc]
         return [InstancesDataSource]
 
     def call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        """Call the store, retrying injected retryable errors up to ``max_retries`` times."""
+        """Call the store, retrying injected retryable errors up to ``max_retries`` times.
+
+        Whatever else goes wrong becomes a cloud error, so that Terraform always gets a
+        diagnostic with a readable summary rather than a failed plugin call.
+        """
         attempt = 0
         started = time.perf_counter()
-        while True:
-            try:
-                result = fn(*args, **kwargs)
-                self._count(what, started)
-                return result
-            except CloudApiError as exc:
-                if attempt >= self.max_retries:
+        try:
+            while True:
+                try:
+                    return fn(*args, **kwargs)
+                except CloudApiError as exc:
+                    if attempt >= self.max_retries:
+                        raise
+                    attempt += 1
+                    log.warning("xcesim: %s: %s (retry %d of %d)", what, exc, attempt, self.max_retries)
+                    time.sleep(min(exc.delay * attempt, 5.0))
+                except sqlite3.OperationalError as exc:
+                    # The store stayed locked past its busy timeout: the API is overloaded, try later.
+                    raise CloudApiError(f"RequestLimitExceeded: simulated cloud store busy ({exc})") from exc
+                except CloudError:
                     raise
-                attempt += 1
-                log.warning("xcesim: %s: %s (retry %d of %d)", what, exc, attempt, self.max_retries)
-                time.sleep(min(exc.delay * attempt, 5.0))
-            except BaseException:
-                self._count(what, started)
-                raise
+                except Exception as exc:
+                    log.exception("xcesim: %s failed", what)
+                    raise CloudError(f"InternalFailure: {type(exc).__name__}: {exc}") from exc
+        finally:
+            self._count(what, started)
 
     def _count(self, what: str, started: float) -> None:
         elapsed = time.perf_counter() - started

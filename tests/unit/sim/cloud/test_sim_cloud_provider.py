@@ -152,3 +152,22 @@ def test_stats_count_calls_and_are_written_as_json_lines(provider: XceSimProvide
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(lines) == 2 and lines[0]["calls"]["create"]["n"] == 3
     assert lines[0]["calls"]["create"]["seconds"] >= 0
+
+
+def test_unexpected_failures_become_diagnostics(provider: XceSimProvider, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sqlite3
+
+    def locked(*_a: object, **_k: object) -> None:
+        raise sqlite3.OperationalError("database is locked")
+
+    def broken(*_a: object, **_k: object) -> None:
+        raise KeyError("boom")
+
+    monkeypatch.setattr(provider.store, "create_instance", locked)
+    diags = Diagnostics()
+    assert InstanceResource(provider).create(CreateContext(diags, "t"), _planned()) is None
+    assert diags.diagnostics[-1].summary.startswith("RequestLimitExceeded: simulated cloud store busy")
+    monkeypatch.setattr(provider.store, "create_instance", broken)
+    assert InstanceResource(provider).create(CreateContext(diags, "t"), _planned()) is None
+    assert diags.diagnostics[-1].summary == "InternalFailure: KeyError: 'boom'"
+    assert provider.stats["create"][0] == 2
