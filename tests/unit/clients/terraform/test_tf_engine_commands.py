@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
 import sys
 import threading
@@ -36,6 +37,7 @@ if os.path.exists(os.path.join(here, "sleep")):
             f.write(str(signum) + "\\n")
         sys.exit(1)
     signal.signal(signal.SIGINT, stop)
+    open(os.path.join(here, "ready"), "w").close()
     time.sleep(60)
 out = os.path.join(here, "stdout")
 if os.path.exists(out):
@@ -166,11 +168,36 @@ def test_missing_binary_and_workdir(fake: Path, tmp_path: Path) -> None:
         BinaryEngine(str(fake)).plan(tmp_path / "missing")
 
 
-def test_timeout_sends_one_sigint(fake: Path, tmp_path: Path) -> None:
+def test_timeout_stops_the_command(fake: Path, tmp_path: Path) -> None:
     (fake.parent / "sleep").write_text("")
     engine = BinaryEngine(str(fake), timeout=1.0, stop_grace=30.0)
     with pytest.raises(TerraformError, match="did not finish within 1 s"):
         engine.plan(tmp_path)
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="needs the main thread")
+def test_ctrl_c_is_passed_on_exactly_once(fake: Path, tmp_path: Path) -> None:
+    # A second SIGINT would make Terraform abandon its state: the command runs in its own
+    # session, so only the engine's single SIGINT reaches it.
+    (fake.parent / "sleep").write_text("")
+    main_ident = threading.main_thread().ident
+    assert main_ident is not None
+    done = threading.Event()
+
+    def ctrl_c_when_ready() -> None:
+        while not done.wait(0.05):
+            if (fake.parent / "ready").exists():
+                signal.pthread_kill(main_ident, signal.SIGINT)
+                return
+
+    helper = threading.Thread(target=ctrl_c_when_ready)
+    helper.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            BinaryEngine(str(fake), stop_grace=30.0).apply(tmp_path)
+    finally:
+        done.set()
+        helper.join()
     assert (fake.parent / "signals").read_text().split() == ["2"]
 
 
