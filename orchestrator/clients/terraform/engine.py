@@ -122,8 +122,9 @@ class _CliEngine:
         bounds one command; on timeout or interruption Terraform gets one SIGINT (a graceful
         stop that writes state) and ``stop_grace`` seconds before it is killed.
         """
-        self.cli_config = cli_config
-        self.plugin_cache_dir = plugin_cache_dir
+        # Absolute: Terraform runs in the working directory, not in ours.
+        self.cli_config = cli_config.resolve() if cli_config is not None else None
+        self.plugin_cache_dir = plugin_cache_dir.resolve() if plugin_cache_dir is not None else None
         self.parallelism = parallelism
         self.lock_timeout = lock_timeout
         self.timeout = timeout

@@ -263,3 +263,19 @@ def test_bundled_worker_is_importable_from_any_directory() -> None:
     root = env["PYTHONPATH"].split(os.pathsep)[0]
     assert (Path(root) / "orchestrator" / "clients" / "terraform" / "_worker.py").is_file()
     assert env["XCEPROV_PYTHON"] == sys.executable
+
+
+def test_relative_config_paths_are_made_absolute(
+    fake: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Terraform runs in the working directory; a state_dir like ".xceprov" is relative to ours.
+    monkeypatch.chdir(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    BinaryEngine(str(fake), cli_config=Path(".xceprov/terraform.rc"), plugin_cache_dir=Path(".xceprov/c")).init(
+        work
+    )
+    (call,) = calls(fake)
+    assert isinstance(call["env"], dict)
+    assert call["env"]["TF_CLI_CONFIG_FILE"] == str(tmp_path / ".xceprov/terraform.rc")
+    assert call["env"]["TF_PLUGIN_CACHE_DIR"] == str(tmp_path / ".xceprov/c")
