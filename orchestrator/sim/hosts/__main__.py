@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from pathlib import Path
 
 from orchestrator.errors import XceprovError
 from orchestrator.sim.hosts.lab import DEFAULT_LAB_NAME, LAB_SPACE, LabConfig, destroy_lab
-from orchestrator.sim.hosts.manager import run_forever, sweep
+from orchestrator.sim.hosts.manager import preflight, run_forever, sweep
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -40,8 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        if os.geteuid() != 0:
-            raise XceprovError("simulated hosts need root (network namespaces and mounts)", exit_code=77)
+        preflight()
         lab = LabConfig.parse(args.lab_name, args.lab_subnet)
         state_dir = args.state_dir.resolve()
         if args.command == "serve":

@@ -40,7 +40,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Protocol, TypeVar
 
-from orchestrator.errors import XceprovError
+from orchestrator.errors import FinalError, XceprovError
 from orchestrator.model.durations import parse_duration
 from orchestrator.sim.hosts import lab as labnet
 from orchestrator.sim.hosts.host import HostSpec, SimHost, hostname_for, sweep_host_dir
@@ -77,6 +77,28 @@ class HostManagerRunning(XceprovError):
     """A host manager already runs for this state directory."""
 
     exit_code = 75
+
+
+class HostsUnavailable(FinalError):
+    """This machine cannot run simulated hosts; the message says what is missing."""
+
+    exit_code = 77
+
+
+# What a host needs on the machine, and the Debian package that provides it.
+_NEEDED = {"ip": "iproute2", "unshare": "util-linux", "sshd": "openssh-server", "ssh-keygen": "openssh-client"}
+
+
+def preflight() -> None:
+    """Raise ``HostsUnavailable`` unless root and the programs the hosts need are installed."""
+    if os.geteuid() != 0:
+        raise HostsUnavailable("simulated hosts need root (network namespaces and mounts)")
+    path = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
+    missing = sorted({pkg for prog, pkg in _NEEDED.items() if shutil.which(prog, path=path) is None})
+    if missing:
+        raise HostsUnavailable(
+            f"simulated hosts need the Debian packages {', '.join(missing)} (scripts/setup-env.sh installs them)"
+        )
 
 
 class InstanceSource(Protocol):
@@ -164,6 +186,7 @@ class HostManager:
 
     def start(self) -> None:
         """Make the lab and the toolkit key, sweep leftovers of a previous run, publish the status."""
+        preflight()
         self.hosts_dir.mkdir(parents=True, exist_ok=True)
         self._authorized = public_key(ensure_toolkit_key(self.state_dir))
         labnet.claim_lab(self.lab, str(self.state_dir))

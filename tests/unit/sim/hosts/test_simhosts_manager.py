@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -198,3 +200,13 @@ def test_instance_names_become_safe_host_names(setup: tuple[HostManager, Source,
     assert not manager.reconcile_once()  # the cleaned name is not taken for a rename
     assert hostname_for("x" * 100) == "x" * 63
     assert hostname_for("___") == "host"
+
+
+def test_preflight_names_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(mgr.HostsUnavailable, match="need root"):
+        mgr.preflight()
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(shutil, "which", lambda prog, path=None: None if prog == "sshd" else f"/bin/{prog}")
+    with pytest.raises(mgr.HostsUnavailable, match="openssh-server"):
+        mgr.preflight()
