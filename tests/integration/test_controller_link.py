@@ -145,6 +145,23 @@ def orchestrator(ctl: SimController, name: str, providers: list[str]) -> Orchest
     return Orchestrator(link, recorder, leases)
 
 
+def stop_process(pid: int) -> None:
+    """SIGSTOP and wait until every thread of the process is stopped (delivery is asynchronous)."""
+    os.kill(pid, signal.SIGSTOP)
+
+    def stopped() -> bool:
+        tasks = Path(f"/proc/{pid}/task")
+        states = []
+        for task in tasks.iterdir():
+            try:
+                states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+            except (OSError, IndexError):
+                continue
+        return bool(states) and all(s in ("T", "t") for s in states)
+
+    wait_for("the controller to stop", stopped, timeout=10)
+
+
 def overlaps(a: list[tuple[float, float, Epoch]], b: list[tuple[float, float, Epoch]]) -> list[str]:
     return [f"{x} overlaps {y}" for x in a for y in b if x[0] < y[1] and y[0] < x[1]]
 
@@ -255,7 +272,7 @@ def test_controller_going_away_mid_request_raises_and_never_hangs(controller: Si
     link = ControllerLink(controller.settings(request_timeout=30.0), instance_id="orch-c", providers=["p1"])
     try:
         link.open()
-        os.kill(controller.proc.pid, signal.SIGSTOP)
+        stop_process(controller.proc.pid)
         errors: list[BaseException] = []
 
         def call() -> None:
@@ -280,7 +297,7 @@ def test_a_silent_controller_times_out(controller: SimController) -> None:
     link = ControllerLink(controller.settings(request_timeout=0.5), instance_id="orch-d", providers=["p1"])
     try:
         link.open()
-        os.kill(controller.proc.pid, signal.SIGSTOP)
+        stop_process(controller.proc.pid)
         with pytest.raises(ControllerError, match="no reply"):
             link.acquire("p1")
     finally:
