@@ -1,0 +1,38 @@
+"""``xceprov bootstrap``: thin over the service; results printed, exit code 1 on a failed host."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from orchestrator.cli.main import cli
+from orchestrator.clients.ansible.runner import HostResult, Progress, RunResult
+
+
+def test_bootstrap_verb_calls_the_service(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    calls: dict[str, Any] = {}
+
+    def fake(loaded: Any, root: Path, **kw: Any) -> RunResult:
+        calls.update(kw)
+        kw["progress"](Progress("h1", "Write the node manager configuration", "changed"))
+        return RunResult("id", "failed", 2, tmp_path, {
+            "h1": HostResult("h1", "changed", ok=3, changed=1),
+            "h2": HostResult("h2", "failed", task="Site hook", message="site says no"),
+        })
+
+    monkeypatch.setattr("orchestrator.services.bootstrap.bootstrap", fake)
+    monkeypatch.setattr("orchestrator.paths.toolkit_root", lambda: tmp_path)
+    out = CliRunner().invoke(cli, ["bootstrap", "-e", "a=1", "-e", "b=[1,2]", "-e", "c=x", "h1", "h2"])
+    assert out.exit_code == 1, out.output
+    assert "h2: failed at task 'Site hook': site says no" in out.output
+    assert "h1: changed (ok=3 changed=1)" in out.output
+    assert calls["hosts"] == ("h1", "h2") and calls["op"] is None and calls["playbook"] == "bootstrap"
+    assert calls["extra_vars"] == {"a": 1, "b": [1, 2], "c": "x"}
+
+
+def test_op_and_hosts_together_is_a_usage_error() -> None:
+    out = CliRunner().invoke(cli, ["bootstrap", "--op", "op1", "h1"])
+    assert out.exit_code == 2 and "either --op or host names" in out.output
