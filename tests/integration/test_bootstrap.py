@@ -109,7 +109,7 @@ def _sim_vars(artifact: Path) -> dict[str, Any]:
         "xce_node_manager_archive_src": str(artifact),
         "xce_node_manager_interpreter": "/usr/bin/python3",
         "ansible_python_interpreter": "/usr/bin/python3",
-        "site_nfs_mount_now": False,
+        "site_nfs_mounts_now": False,
         "xce_bootstrap_ssh_timeout": 30,
         "xce_bootstrap_cloud_init_timeout": 30,
     }
