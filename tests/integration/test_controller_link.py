@@ -484,6 +484,10 @@ def test_node_manager_joins_is_matched_restarts_and_decommission_stops_it(
 
         # Decommission: the controller refuses the host, the role is dropped, SIGHUP.
         orch.link.decommission_host("sim", orch.leases.gate("sim"), instance_id=instance_id, reason="test")
+        # The controller tells the worker to stop (workerStop): it exits with status 3 and, while the
+        # role is still configured, the node manager only retries at its longest backoff.
+        wait_for("the worker to leave", lambda: read_state(state).get("last_exit") == 3
+                 and read_state(state).get("restart_pending") is True)
         config.write_text(json.dumps(node_config(controller, [], host, instance_id)))
         os.kill(nm.pid, signal.SIGHUP)
         wait_for("the worker to stop", lambda: read_state(state).get("worker_pid") is None

@@ -120,3 +120,17 @@ def build(dest: Path) -> Path:
             _add(tar, name, data, mode)
     tmp.replace(out)
     return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m orchestrator.sim.nodemanager.artifact DEST_DIR``: build and print the tarball's path."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m orchestrator.sim.nodemanager.artifact DEST_DIR", file=sys.stderr)
+        return 2
+    print(build(Path(args[0])))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
