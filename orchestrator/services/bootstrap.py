@@ -157,11 +157,17 @@ def _known(names: set[str]) -> str:
 
 
 def write_operator_inventory(
-    config: Config, records: Sequence[InstanceRecord], known_hosts: Path
+    config: Config,
+    records: Sequence[InstanceRecord],
+    known_hosts: Path,
+    group_vars: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Path:
     """Write the inventory (and link the site's group_vars beside it); returns the file."""
     p = paths_for(config)
-    inv = build_inventory(records, common_vars(config, known_hosts), template_bootstrap(config))
+    modules = {name: prov.module for name, prov in config.providers.items()}
+    inv = build_inventory(
+        records, common_vars(config, known_hosts), template_bootstrap(config), modules, group_vars
+    )
     path = write_inventory(p.inventory, inv)
     link = p.inventory_dir / "group_vars"
     site = config.ansible.site_dir
@@ -195,10 +201,15 @@ def bootstrap(
     extra_vars: Mapping[str, Any] | None = None,
     progress: ProgressFn | None = None,
     playbook: Playbook = "bootstrap",
+    group_vars: Mapping[str, Mapping[str, Any]] | None = None,
     ssh_wait: float | None = None,
     scanner: Scanner = keyscan,
 ) -> RunResult:
-    """Run ``playbook`` on the selected instances; a result per host (see the module docstring)."""
+    """Run ``playbook`` on the selected instances; a result per host (see the module docstring).
+
+    ``group_vars`` adds variables to inventory groups (``module_xcesim``: how hosts of the
+    simulated cloud get the node manager); a site's group_vars files still override them.
+    """
     config = loaded.config
     known = list(records) if records is not None else load_records(config)
     if not known:
@@ -216,7 +227,7 @@ def bootstrap(
         wait=wait,
         workers=config.ansible.forks,
     )
-    inventory = write_operator_inventory(config, known, store.known_hosts)
+    inventory = write_operator_inventory(config, known, store.known_hosts, group_vars)
     reachable = [r.name for r in chosen if r.name not in problems]
     evars: dict[str, Any] = hook_vars(config)
     evars.update(extra_vars or {})

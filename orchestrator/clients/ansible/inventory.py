@@ -8,8 +8,9 @@ Where instance records come from until the orchestrator keeps instance facts: th
 output of each provider's Terraform state (``<state_dir>/work/<cluster>/<provider>/
 terraform.tfstate``, see ``docs/provider-modules.md``), whose ``tags`` carry the owner tags.
 
-Groups: ``template_<t>``, ``provider_<p>``, ``op_<op_id>`` (names sanitised to
-``[A-Za-z0-9_]``), plus each name in the template's ``bootstrap.groups``. Host variables:
+Groups: ``template_<t>``, ``provider_<p>``, ``module_<m>`` (the provider's Terraform module,
+when known), ``op_<op_id>`` (names sanitised to ``[A-Za-z0-9_]``), plus each name in the
+template's ``bootstrap.groups``. Host variables:
 ``ansible_host`` (and ``ansible_port`` when not 22), ``xce_instance_id``, ``xce_instance_key``,
 ``xce_instance_name``, ``xce_template``, ``xce_provider``, ``xce_op_id``.
 """
@@ -63,6 +64,8 @@ def build_inventory(
     records: Iterable[InstanceRecord],
     common_vars: Mapping[str, Any] | None = None,
     templates: Mapping[str, TemplateBootstrap] | None = None,
+    provider_modules: Mapping[str, str] | None = None,
+    group_vars: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """A YAML/JSON-shaped inventory (``{"all": {"vars", "hosts", "children"}}``).
 
@@ -92,6 +95,9 @@ def build_inventory(
         hosts[rec.name] = hostvars
         member(group_name("template", rec.template), rec.name)
         member(group_name("provider", rec.provider), rec.name)
+        module = (provider_modules or {}).get(rec.provider)
+        if module:
+            member(group_name("module", module), rec.name)
         if rec.op_id:
             member(group_name("op", rec.op_id), rec.name)
         for extra in templates.get(rec.template, TemplateBootstrap()).groups:
@@ -103,6 +109,9 @@ def build_inventory(
         group = group_name("template", tname)
         if gvars and group in children:
             children[group]["vars"] = gvars
+    for group, gv in (group_vars or {}).items():
+        if group in children and gv:
+            children[group]["vars"] = {**children[group].get("vars", {}), **gv}
     inventory: dict[str, Any] = {"all": {"hosts": hosts, "children": children}}
     if common_vars:
         inventory["all"]["vars"] = dict(common_vars)

@@ -25,7 +25,12 @@ def test_bootstrap_verb_calls_the_service(monkeypatch: pytest.MonkeyPatch, tmp_p
 
     monkeypatch.setattr("orchestrator.services.bootstrap.bootstrap", fake)
     monkeypatch.setattr("orchestrator.paths.toolkit_root", lambda: tmp_path)
-    out = CliRunner().invoke(cli, ["bootstrap", "-e", "a=1", "-e", "b=[1,2]", "-e", "c=x", "h1", "h2"])
+    cfg = tmp_path / "xceprov.yaml"  # no simulated provider: nothing of the simulated world is touched
+    cfg.write_text("cluster: t\nproviders: {aws: {module: aws}}\n"
+                   "templates: {cpu: {providers: {aws: {flavor: a, image: b}}}}\n")
+    out = CliRunner().invoke(
+        cli, ["--config", str(cfg), "bootstrap", "-e", "a=1", "-e", "b=[1,2]", "-e", "c=x", "h1", "h2"]
+    )
     assert out.exit_code == 1, out.output
     assert "h2: failed at task 'Site hook': site says no" in out.output
     assert "h1: changed (ok=3 changed=1)" in out.output
