@@ -2,8 +2,10 @@
 
 What every run gets: the toolkit's ``ansible/ansible.cfg`` (pipelining, ControlPersist, strict
 host-key checking), the site's roles directory before the shipped one on the roles path, the
-configured forks and an overall timeout. Each run's artifacts (events, stdout, status) are kept
-under ``<state_dir>/ansible/artifacts/<ident>/`` and rotated to the newest ``keep_artifacts``.
+configured forks and an overall timeout. Each run's artifacts are kept under
+``<state_dir>/ansible/artifacts/<ident>/`` and rotated to the newest ``keep_artifacts``: the
+full ``stdout``, ``status``, ``rc``, and in ``job_events/`` the failure, unreachable, play and
+stats events (not one file per successful task: see ``_KEPT_EVENTS``).
 
 A host's outcome is a result, not an exception: ``ok`` / ``changed`` / ``failed`` /
 ``unreachable`` (or ``skipped`` when it was never contacted, e.g. no host key could be
@@ -27,6 +29,13 @@ from typing import Any, Literal
 from orchestrator.errors import AnsibleError
 
 HostStatus = Literal["ok", "changed", "failed", "unreachable", "skipped"]
+# Events written to the artifacts' job_events/ (returning True from the handler): what a
+# post-mortem needs beside the full stdout, which is always kept. Skipping one JSON file per
+# ok/skipped event keeps the runner's own cost down (the benchmark's ratio against a raw run).
+_KEPT_EVENTS = {
+    "runner_on_failed", "runner_on_unreachable", "runner_item_on_failed", "runner_on_async_failed",
+    "playbook_on_stats", "playbook_on_start", "playbook_on_play_start", "error", "warning",
+}
 # Events that end a task on a host; the rest (starts, includes, items) only feed progress.
 _OUTCOMES = {
     "runner_on_ok": "ok",
@@ -149,16 +158,17 @@ class _Collector:
         name = event.get("event", "")
         data = event.get("event_data") or {}
         host = data.get("host")
+        keep = name in _KEPT_EVENTS
         if not host:
-            return True
+            return keep
         task = str(data.get("task") or "")
         res = data.get("res") or {}
         if name == "runner_item_on_failed":
             self._item_errors.setdefault((host, task), _message(res))
-            return True
+            return keep
         outcome = _OUTCOMES.get(name)
         if outcome is None:
-            return True
+            return keep
         with self._lock:
             r = self.results.setdefault(host, HostResult(host))
             if host not in self._touched:
@@ -183,7 +193,7 @@ class _Collector:
                 r.message = _message(res)
         if self._progress is not None:
             self._progress(Progress(host, task, shown))
-        return True
+        return keep
 
 
 def _message(res: Mapping[str, Any]) -> str:

@@ -36,6 +36,10 @@ def test_collector_results_and_progress() -> None:
     assert r["d"].status == "unreachable" and "refused" in (r["d"].message or "")
     assert r["e"].status == "skipped"
     assert [p.status for p in seen] == ["changed", "ok", "ok", "changed", "failed", "unreachable"]
+    # Only what a post-mortem needs goes to job_events/ (stdout keeps everything).
+    assert c(_ev("runner_on_ok", "a", "x")) is False
+    assert c(_ev("runner_on_failed", "a", "x", msg="m")) is True
+    assert c({"event": "playbook_on_stats", "event_data": {}}) is True
     assert r["c"].describe() == "c: failed at task 'Site hook': site says no"
 
 
