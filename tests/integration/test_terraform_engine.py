@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -182,10 +183,21 @@ resource "terraform_data" "slow" {
 """
 
 
+
+@pytest.fixture
+def python_sigint() -> Iterator[None]:
+    # A process started in the background by a non-interactive shell (or some CI runners)
+    # inherits SIGINT as ignored; these tests need Python's own Ctrl-C handling.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
 @pytest.mark.skipif(
     threading.current_thread() is not threading.main_thread(), reason="needs the main thread for SIGINT"
 )
-def test_ctrl_c_during_apply_stops_terraform_gracefully(tmp_path: Path) -> None:
+def test_ctrl_c_during_apply_stops_terraform_gracefully(tmp_path: Path, python_sigint: None) -> None:
     # Ctrl-C reaches only our process (Terraform runs in its own session); the engine passes
     # exactly one SIGINT on: Terraform halts, writes its state, and nothing of it is left.
     engine = BundledEngine(stop_grace=120.0)

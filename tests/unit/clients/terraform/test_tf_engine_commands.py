@@ -12,6 +12,7 @@ import signal
 import stat
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -175,8 +176,19 @@ def test_timeout_stops_the_command(fake: Path, tmp_path: Path) -> None:
         engine.plan(tmp_path)
 
 
+
+@pytest.fixture
+def python_sigint() -> Iterator[None]:
+    # A process started in the background by a non-interactive shell (or some CI runners)
+    # inherits SIGINT as ignored; these tests need Python's own Ctrl-C handling.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="needs the main thread")
-def test_ctrl_c_is_passed_on_exactly_once(fake: Path, tmp_path: Path) -> None:
+def test_ctrl_c_is_passed_on_exactly_once(fake: Path, tmp_path: Path, python_sigint: None) -> None:
     # A second SIGINT would make Terraform abandon its state: the command runs in its own
     # session, so only the engine's single SIGINT reaches it.
     (fake.parent / "sleep").write_text("")
