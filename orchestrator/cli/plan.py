@@ -74,7 +74,7 @@ def print_plan(result: BurstPlan, console: Console) -> None:
     console.print(table)
     for line in tag_lines:
         console.print(f"tags {line}", highlight=False, soft_wrap=True)
-    console.print(f"added cost: {result.cost_per_hour:.2f} per hour", highlight=False)
+    console.print(f"added cost: {result.cost_per_hour:.2f} per hour", highlight=False, soft_wrap=True)
     if result.out:
         console.print(
             f"saved plan: {result.out} (apply it with: xceprov apply {result.out})", highlight=False
