@@ -77,5 +77,5 @@ def print_plan(result: BurstPlan, console: Console) -> None:
     console.print(f"added cost: {result.cost_per_hour:.2f} per hour", highlight=False, soft_wrap=True)
     if result.out:
         console.print(
-            f"saved plan: {result.out} (apply it with: xceprov apply {result.out})", highlight=False
+            f"saved plan: {result.out} (apply it with: xceprov apply {result.out})", highlight=False, soft_wrap=True
         )
