@@ -15,4 +15,6 @@ $BIN/python -m orchestrator.clients.terraform.fmt_check terraform
 if [ -d ansible/roles ] && [ -n "$(ls -A ansible/roles 2>/dev/null)" ]; then
   echo "lint: ansible-lint (production profile)"
   (cd ansible && ../$BIN/ansible-lint --profile production -q)
+  echo "lint: ansible-lint of the example site (production profile)"
+  (cd examples/site && ../../$BIN/ansible-lint --profile production -q)
 fi
