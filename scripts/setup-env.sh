@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
 VENV=${VENV:-.venv}
-DEBS=(openssh-server openssh-client netcat-openbsd iproute2)
+DEBS=(openssh-server openssh-client netcat-openbsd iproute2 python3)
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   missing=()
