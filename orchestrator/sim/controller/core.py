@@ -398,17 +398,26 @@ class ControllerCore:
             return None
         return host
 
+    def _fenced_host(
+        self, holder: str, provider: str, epoch: Epoch, instance_id: str, host_name: str
+    ) -> Host | RejectV | ErrorV:
+        """The host a holder names, after checking its lease epoch (call with ``self.lock`` held)."""
+        rejected = self._fence(holder, provider, epoch)
+        if rejected is not None:
+            return rejected
+        host = self._host_for_ref(provider, instance_id, host_name)
+        if host is None:
+            return ErrorV("unknownHost", f"no host {instance_id or host_name!r} of provider {provider!r}")
+        return host
+
     def close_host(
         self, holder: str, provider: str, epoch: Epoch, instance_id: str, host_name: str
     ) -> RejectV | ErrorV | None:
         """Drain a host: no new work. Returns ``None`` (ok), a ``RejectV`` or an ``ErrorV``."""
         with self.lock:
-            rejected = self._fence(holder, provider, epoch)
-            if rejected is not None:
-                return rejected
-            host = self._host_for_ref(provider, instance_id, host_name)
-            if host is None:
-                return ErrorV("unknownHost", f"no host {instance_id or host_name!r} of provider {provider!r}")
+            host = self._fenced_host(holder, provider, epoch, instance_id, host_name)
+            if not isinstance(host, Host):
+                return host
             if not host.closed:
                 host.closed = True
                 self._host_event("closed", host)
@@ -420,12 +429,9 @@ class ControllerCore:
     ) -> RejectV | ErrorV | None:
         """Remove a host for good: stop its worker, refuse its rejoin."""
         with self.lock:
-            rejected = self._fence(holder, provider, epoch)
-            if rejected is not None:
-                return rejected
-            host = self._host_for_ref(provider, instance_id, host_name)
-            if host is None:
-                return ErrorV("unknownHost", f"no host {instance_id or host_name!r} of provider {provider!r}")
+            host = self._fenced_host(holder, provider, epoch, instance_id, host_name)
+            if not isinstance(host, Host):
+                return host
             self.store.add_decommissioned(host.host_name, host.instance_id, _ms(self.clock.wall()))
             host.decommissioned = True
             if host.session is not None:

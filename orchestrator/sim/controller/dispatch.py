@@ -91,20 +91,24 @@ def _join_provisioner(core: ControllerCore, session: Session, rid: int, r: Any) 
     session.role = "provisioner"
     session.instance_id = instance_id
     session.providers = frozenset(_text(p) for p in r.providers)
-    session.send(
-        wire.reply_joined(
-            rid,
-            role="provisioner",
-            term=core.term,
-            primary=core.primary,
-            controller_id=core.controller_id,
-            heartbeat_ms=_ms(core.heartbeat_interval),
-            ttl_ms=_ms(core.ttl),
-            now_ms=_ms(core.clock.wall()),
-        )
-    )
+    session.send(_joined(core, rid, "provisioner"))
     # Level-triggered demand: every join gets the whole picture at once (resync).
     core.update_demand(force_to=session)
+
+
+def _joined(core: ControllerCore, rid: int, role: str, host_state: str = "unknown") -> bytes:
+    """The ``joined`` reply: the controller's term, primary, heartbeat and lease TTL."""
+    return wire.reply_joined(
+        rid,
+        role=role,
+        term=core.term,
+        primary=core.primary,
+        controller_id=core.controller_id,
+        heartbeat_ms=_ms(core.heartbeat_interval),
+        ttl_ms=_ms(core.ttl),
+        now_ms=_ms(core.clock.wall()),
+        host_state=host_state,
+    )
 
 
 def _join_worker(core: ControllerCore, session: Session, rid: int, r: Any) -> None:
@@ -116,19 +120,7 @@ def _join_worker(core: ControllerCore, session: Session, rid: int, r: Any) -> No
     if isinstance(result, ErrorV):
         session.send(wire.reply_error(rid, result))
         return
-    session.send(
-        wire.reply_joined(
-            rid,
-            role="worker",
-            term=core.term,
-            primary=core.primary,
-            controller_id=core.controller_id,
-            heartbeat_ms=_ms(core.heartbeat_interval),
-            ttl_ms=_ms(core.ttl),
-            now_ms=_ms(core.clock.wall()),
-            host_state=result.state(),
-        )
-    )
+    session.send(_joined(core, rid, "worker", host_state=result.state()))
     core.run_workload()
     core.update_demand()
 
