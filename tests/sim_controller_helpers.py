@@ -11,6 +11,7 @@ import itertools
 import socket
 import ssl
 import struct
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -235,3 +236,20 @@ def traversal_bomb(copies: int = 2000, text_bytes: int = 8192) -> bytes:
         ptr = (ptr0 & ~(0x3FFFFFFF << 2)) | ((off & 0x3FFFFFFF) << 2)
         struct.pack_into("<Q", data, seg_start + 8 * (first + i), ptr)
     return bytes(data)
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float = 20.0) -> None:
+    """Poll ``check`` until it is true; fail naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")

@@ -12,7 +12,7 @@ import sys
 import tarfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,23 +30,11 @@ from orchestrator.sim.nodemanager import build_artifact
 
 pytestmark = pytest.mark.integration
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from sim_controller_helpers import free_port, wait_for  # noqa: E402
+
 TTL = 3.0
 MARGIN = 0.5
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_for(what: str, check: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @dataclass
