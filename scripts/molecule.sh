@@ -2,6 +2,8 @@
 # Molecule scenarios of the shipped roles; they need simulated hosts, hence root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Molecule calls ansible-config and ansible-playbook by name: the venv must be on PATH.
+export PATH="$PWD/.venv/bin:$PATH"
 if [ ! -d molecule/default ]; then
   echo "molecule: no scenario yet"; exit 0
 fi

@@ -25,13 +25,14 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tarfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from orchestrator.sim.hosts.host import port_open
 
 SSHD = "/usr/sbin/sshd"
 DEFAULT_PORT = 2200  # not 22: a system sshd on 0.0.0.0:22 would clash on the shared stack
@@ -146,7 +147,7 @@ class LoopbackLab:
         for host in self.hosts.values():
             if host.delay:
                 continue
-            while not _port_open(host.address, host.port):
+            while not port_open(host.address, host.port):
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"{host.name}: sshd not up on {host.address}:{host.port}")
                 time.sleep(0.02)
@@ -196,13 +197,6 @@ def _keygen(path: Path, comment: str) -> None:
     argv = ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)]
     subprocess.run(argv, check=True)
 
-
-def _port_open(address: str, port: int) -> bool:
-    try:
-        with socket.create_connection((address, port), timeout=0.2):
-            return True
-    except OSError:
-        return False
 
 
 def _first_child(pid: int) -> int:

@@ -28,7 +28,6 @@ import importlib.util
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -39,6 +38,7 @@ from typing import Any
 
 from orchestrator.errors import FinalError, UsageError
 from orchestrator.sim.hosts import lab as labnet
+from orchestrator.sim.hosts.host import port_open
 from orchestrator.sim.hosts.keys import ensure_toolkit_key, known_hosts_path, remove_control_dir, toolkit_key
 from orchestrator.sim.hosts.manager import read_status, sweep
 
@@ -245,13 +245,6 @@ def _stop(settings: WorldSettings, name: str, marker: str, timeout: float) -> bo
     return True
 
 
-def _port_open(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.3):
-            return True
-    except OSError:
-        return False
-
 
 # ------------------------------------------------------------------------------ components
 
@@ -321,7 +314,7 @@ def _start_controller(settings: WorldSettings, with_lab: bool) -> None:
     marker = _ctl_marker(settings)
     if _running_pid(settings, CONTROLLER, marker) is not None:
         return
-    if _port_open("127.0.0.1", settings.controller_port):
+    if port_open("127.0.0.1", settings.controller_port, timeout=0.3):
         raise WorldError(
             f"127.0.0.1:{settings.controller_port} is already in use by another program; "
             "stop it or choose another controller port"
@@ -329,7 +322,7 @@ def _start_controller(settings: WorldSettings, with_lab: bool) -> None:
     pid = _spawn(settings, CONTROLLER, _ctl_argv(settings, _ctl_listen(settings, with_lab)))
     _wait(
         "controller",
-        lambda: _port_open("127.0.0.1", settings.controller_port),
+        lambda: port_open("127.0.0.1", settings.controller_port, timeout=0.3),
         pid,
         marker,
         settings.log_dir / f"{CONTROLLER}.log",

@@ -184,7 +184,7 @@ class SimHost:
             return "failed"
         if self.ready_after is not None:
             return "ready"
-        if _port_open(self.spec.address, SSH_PORT):
+        if port_open(self.spec.address, SSH_PORT):
             self.ready_after = time.monotonic() - self.started_at
             return "ready"
         return "booting"
@@ -247,9 +247,10 @@ def _boot_env() -> dict[str, str]:
     }
 
 
-def _port_open(address: str, port: int) -> bool:
+def port_open(address: str, port: int, timeout: float = 0.2) -> bool:
+    """Whether something accepts TCP connections at ``address:port`` right now."""
     try:
-        with socket.create_connection((address, port), timeout=0.2):
+        with socket.create_connection((address, port), timeout=timeout):
             return True
     except OSError:
         return False
