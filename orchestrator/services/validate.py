@@ -21,9 +21,9 @@ from orchestrator.clients.terraform.messages import Diagnostic
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import ConfigError, TerraformError
 from orchestrator.render.instances import RenderRequest, render_op, render_settings, renderer_for
-from orchestrator.services.module_settings import settings_problems
-from orchestrator.services.terraform import engine_for
-from orchestrator.services.workdir import ProviderWorkdir
+from orchestrator.workspace.module_settings import settings_problems
+from orchestrator.workspace.terraform import engine_for
+from orchestrator.workspace.workdir import ProviderWorkdir
 
 SAMPLE_OP = "op-00000000-000000"
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.configfile import load_config
-from orchestrator.services.terraform import engine_for, prepared_workdir
-from orchestrator.services.workdir import ProviderWorkdir
 from orchestrator.sim.cloud.store import CloudStore
+from orchestrator.workspace.terraform import engine_for, prepared_workdir
+from orchestrator.workspace.workdir import ProviderWorkdir
 
 pytestmark = pytest.mark.integration
 
