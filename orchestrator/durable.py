@@ -38,12 +38,13 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def replace(src: Path, dst: Path) -> None:
+def replace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
     """``os.replace(src, dst)`` followed by an fsync of the directories involved."""
-    os.replace(src, dst)
-    fsync_dir(dst.parent)
-    if src.parent.resolve() != dst.parent.resolve():
-        fsync_dir(src.parent)
+    source, target = Path(src), Path(dst)
+    os.replace(source, target)
+    fsync_dir(target.parent)
+    if source.parent.resolve() != target.parent.resolve():
+        fsync_dir(source.parent)
 
 
 def remove(path: Path) -> None:
@@ -62,7 +63,7 @@ def write_bytes_atomic(path: Path, data: bytes, mode: int = PRIVATE_FILE) -> Non
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        replace(Path(tmp), path)
+        replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)

@@ -20,7 +20,13 @@ from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import ConfigError
 from orchestrator.model.config import Config
 from orchestrator.model.instances import InstanceSpec, new_op_id
-from orchestrator.render.instances import RenderRequest, render_op, render_settings, renderer_for
+from orchestrator.render.instances import (
+    RenderRequest,
+    controller_context,
+    render_op,
+    render_settings,
+    renderer_for,
+)
 from orchestrator.services.burst import OpRequest, choose_ops
 from orchestrator.workspace.bundle import BUNDLE_FORMAT, create_bundle, discard_bundle, plan_path, seal_bundle
 from orchestrator.workspace.module_settings import settings_problems
@@ -106,10 +112,11 @@ def plan_burst(
     if problems := settings_problems(config, root, loaded.source):
         raise ConfigError(problems)
     renderer = renderer_for(config, root / "templates")
+    controller = controller_context(config)
     rendered: dict[str, dict[str, tuple[OpRequest, str, dict[str, InstanceSpec]]]] = {}
     for op in ops:
         op_id = new_op_id()
-        specs = render_op(config, renderer, RenderRequest(op.provider, op.template, op_id, op.count))
+        specs = render_op(config, renderer, RenderRequest(op.provider, op.template, op_id, op.count), controller)
         rendered.setdefault(op.provider, {})[op_id] = (op, op_id, specs)
     engine = engine or engine_for(config)
     if out is not None:

@@ -28,6 +28,7 @@ HOSTILE = 'q"uote ${var.x} %{ if true }y%{ endif }\nresource "null" "x" {}'
 SITE = f"""
 cluster: itest
 state_dir: state
+controller: {{ca: system}}
 providers:
   sim:
     module: xcesim

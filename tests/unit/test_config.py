@@ -11,6 +11,7 @@ from orchestrator.errors import ConfigError
 
 GOOD = """
 cluster: site1
+controller: {ca: system}
 providers:
   sim: {module: xcesim, max_instances: 10}
 templates:
