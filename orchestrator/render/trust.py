@@ -16,9 +16,7 @@ from pathlib import Path
 
 from orchestrator.errors import ConfigError
 
-_BLOCK = re.compile(
-    r"-----BEGIN (?P<label>[A-Z0-9 ]+)-----\r?\n(?P<body>[A-Za-z0-9+/=\r\n]*?)-----END (?P=label)-----"
-)
+_BLOCK = re.compile(r"-----BEGIN (?P<label>[A-Z0-9 ]+)-----\r?\n(?P<body>[A-Za-z0-9+/=\r\n]*?)-----END (?P=label)-----")
 CERTIFICATE = "CERTIFICATE"
 
 
@@ -31,9 +29,7 @@ def check_certificates(text: str, where: str) -> int:
         position = match.end()
         label = match.group("label")
         if label != CERTIFICATE:
-            raise ConfigError(
-                [f"{where}: holds a {label} block; only CERTIFICATE blocks may go to provisioned hosts"]
-            )
+            raise ConfigError([f"{where}: holds a {label} block; only CERTIFICATE blocks may go to provisioned hosts"])
         try:
             der = base64.b64decode("".join(match.group("body").split()), validate=True)
         except (binascii.Error, ValueError):
