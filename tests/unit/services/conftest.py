@@ -11,7 +11,7 @@ from orchestrator.configfile import LoadedConfig
 
 # --import-mode=importlib: the fake engine lives in tests/, beside the other shared helpers.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from tffake import FakeEngine, site_config  # noqa: E402
+from tffake import FakeEngine, site_config
 
 
 @pytest.fixture
