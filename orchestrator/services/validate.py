@@ -46,8 +46,8 @@ class ValidationReport:
     warnings: list[str] = field(default_factory=list)
 
 
-def validate_all(loaded: LoadedConfig, toolkit_root: Path) -> ValidationReport:
-    """Run every check and collect their problems."""
+def validate_all(loaded: LoadedConfig, toolkit_root: Path, engine: Engine | None = None) -> ValidationReport:
+    """Run every check and collect their problems (``engine``: the configured one unless given)."""
     report = ValidationReport(checked=[f"configuration {loaded.source}"])
     config = loaded.config
     renderer = renderer_for(config, toolkit_root / "templates")
@@ -65,7 +65,7 @@ def validate_all(loaded: LoadedConfig, toolkit_root: Path) -> ValidationReport:
             render_settings(config, pname)
         except ConfigError as exc:
             report.problems.extend(exc.problems)
-    engine = engine_for(config)
+    engine = engine or engine_for(config)
     for pname in sorted(config.providers):
         workdir = ProviderWorkdir(config, pname, toolkit_root)
         problems = _validate_terraform(engine, workdir)

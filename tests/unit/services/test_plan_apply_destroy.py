@@ -230,3 +230,10 @@ def test_destroy_of_an_unknown_op_names_it_and_changes_nothing(
     assert workdir(loaded).desired_file.read_bytes() == before
     with pytest.raises(UsageError, match="name what to destroy"):
         destroy(loaded, ROOT, engine=engine)
+
+
+def test_an_empty_wider_bundle_directory_is_tightened(loaded: LoadedConfig, engine: FakeEngine, tmp_path: Path) -> None:
+    (tmp_path / "b").mkdir()
+    os.chmod(tmp_path / "b", 0o755)
+    plan_burst(loaded, {"cpu": 1}, out=tmp_path / "b", toolkit_root=ROOT, engine=engine)
+    assert mode(tmp_path / "b") == 0o700
