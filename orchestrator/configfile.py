@@ -3,6 +3,11 @@
 Search order: ``--config``, then ``$XCEPROV_CONFIG``, then ``./xceprov.yaml``; with none, the
 built-in configuration of the embedded simulated world. Every problem is reported at once, one
 line each, as ``<file>: <key.path>: <what is wrong>``.
+
+YAML aliases are counted before anything is built: a document whose aliases expand to more
+than ``MAX_YAML_VALUES`` values (a "billion laughs" document is a few hundred bytes) is refused
+without being expanded. Trust is never implied: ``controller.ca`` must name a CA file or say
+``system``.
 """
 
 from __future__ import annotations
@@ -18,11 +23,14 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from orchestrator.errors import ConfigError
-from orchestrator.model.config import Config
+from orchestrator.model.config import SYSTEM_TRUST, Config
 
 ENV_VAR = "XCEPROV_CONFIG"
 DEFAULT_NAME = "xceprov.yaml"
 BUILTIN_LABEL = "<built-in>"
+# Far above any real site (every key, list item and scalar counts once per place it appears
+# after alias expansion), far below what hurts: validating 10^5 values takes well under a second.
+MAX_YAML_VALUES = 100_000
 
 
 @dataclass(frozen=True)
@@ -61,24 +69,85 @@ def load_config(explicit: str | None = None) -> LoadedConfig:
 
 def parse_config(text: str, source: str, base_dir: Path) -> LoadedConfig:
     """Validate configuration text; ``source`` names it in error lines."""
+    data = load_yaml(text, source)
+    if not isinstance(data, dict):
+        raise ConfigError([f"{source}: expected a mapping at the top level, got {type(data).__name__}"])
+    trust = trust_problems(data, source)
     try:
-        data = yaml.safe_load(text)
+        config = Config.model_validate(data)
+    except ValidationError as exc:
+        problems = trust + [p for p in validation_problems(exc, source, data, Config) if p not in trust]
+        # Field errors stop pydantic before the cross-reference check; run it on the raw data
+        # so that a missing provider is reported together with everything else.
+        problems += [p for p in reference_problems(data, source) if p not in problems]
+        raise ConfigError(problems) from None
+    if trust:
+        raise ConfigError(trust)
+    return LoadedConfig(config=_resolve_paths(config, base_dir), source=source, base_dir=base_dir)
+
+
+def load_yaml(text: str, source: str) -> Any:
+    """Parse one YAML document safely, refusing alias bombs before they are expanded."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is not None:
+            expanded_size(node, source)
+        return loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError([f"{source}{where}: malformed YAML: {problem}"]) from None
-    if not isinstance(data, dict):
-        raise ConfigError([f"{source}: expected a mapping at the top level, got {type(data).__name__}"])
-    try:
-        config = Config.model_validate(data)
-    except ValidationError as exc:
-        problems = validation_problems(exc, source, data, Config)
-        # Field errors stop pydantic before the cross-reference check; run it on the raw data
-        # so that a missing provider is reported together with everything else.
-        problems += [p for p in reference_problems(data, source) if p not in problems]
-        raise ConfigError(problems) from None
-    return LoadedConfig(config=_resolve_paths(config, base_dir), source=source, base_dir=base_dir)
+    except RecursionError:
+        raise ConfigError([f"{source}: YAML nested too deeply"]) from None
+    finally:
+        loader.dispose()
+
+
+def expanded_size(root: yaml.Node, source: str, limit: int = MAX_YAML_VALUES) -> int:
+    """How many values ``root`` holds once every alias is expanded, computed without expanding.
+
+    Each distinct node is sized once (aliases share nodes), so the cost is linear in the
+    document's text even when the expansion is exponential. ConfigError past ``limit``, or on
+    an alias that refers to a node containing itself.
+    """
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in active:
+            raise ConfigError([f"{source}: YAML alias refers to a value that contains it (recursive alias)"])
+        active.add(key)
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            total += sum(size(child) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total += sum(size(k) + size(v) for k, v in node.value)
+        active.discard(key)
+        if total > limit:
+            raise ConfigError(
+                [f"{source}: YAML aliases expand to more than {limit} values; write the values out instead"]
+            )
+        sizes[key] = total
+        return total
+
+    return size(root)
+
+
+def trust_problems(data: dict[str, Any], source: str) -> list[str]:
+    """``controller.ca`` must be said: a CA file, or ``system`` for the system trust store."""
+    controller = data.get("controller")
+    ca = controller.get("ca") if isinstance(controller, dict) else None
+    if ca is None or (isinstance(ca, str) and not ca.strip()):
+        return [
+            f"{source}: controller.ca: required: the CA file that signed the controller's certificate, "
+            f"or '{SYSTEM_TRUST}' to trust the system store"
+        ]
+    return []
 
 
 def validation_problems(exc: ValidationError, source: str, data: Any, model: type[BaseModel]) -> list[str]:
@@ -157,7 +226,7 @@ def _section_model(model: type[BaseModel], loc: list[str]) -> type[BaseModel] | 
 def _resolve_paths(config: Config, base_dir: Path) -> Config:
     """Make every relative path in the configuration relative to the configuration file's directory."""
 
-    def fix(path: Path | None) -> Path | None:
+    def fix(path: Path | None) -> Path | None:  # None: unset (or, for ca, the system store)
         if path is None:
             return None
         path = path.expanduser()

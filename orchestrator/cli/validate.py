@@ -20,5 +20,7 @@ def validate(ctx: CliContext, quiet: bool) -> None:
     if not quiet:
         for item in report.checked:
             click.echo(f"ok: {item}")
+    for item in report.warnings:
+        click.echo(f"warning: {item}", err=True)
     if report.problems:
         raise ConfigError(report.problems)

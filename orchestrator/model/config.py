@@ -10,11 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from orchestrator.model.durations import Duration
 
 NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,39}$"
+# Settings a module gets unless the site says otherwise: the simulated cloud's store lives in
+# the simulated world's state directory, which only the orchestrator knows.
+MODULE_DEFAULT_SETTINGS: dict[str, dict[str, Any]] = {"xcesim": {"store": "{{ sim_state_dir }}/cloud.sqlite"}}
+SYSTEM_TRUST = "system"  # ``controller.ca: system``: trust the system store, said explicitly
 
 
 class Strict(BaseModel):
@@ -44,6 +48,9 @@ class ControllerSettings(Strict):
     # What provisioned hosts use to reach the controller (written into their node manager
     # configuration); defaults to ``addresses`` when empty.
     worker_addresses: list[str] = Field(default_factory=list)
+    # The CA that signed the controller's certificate. A configuration file must name it or say
+    # ``system`` (checked by ``configfile``); ``system`` is held as None, which is what the TLS
+    # helpers take as "the system trust store".
     ca: Path | None = None
     client_cert: Path | None = None
     client_key: Path | None = None
@@ -52,6 +59,20 @@ class ControllerSettings(Strict):
     connect_timeout: Duration = 5.0
     request_timeout: Duration = 10.0
     lease_margin: Duration = 2.0
+
+    @field_validator("ca", mode="before")
+    @classmethod
+    def _system_trust(cls, value: object) -> object:
+        return None if value == SYSTEM_TRUST else value
+
+    @model_validator(mode="after")
+    def _client_pair(self) -> ControllerSettings:
+        # A certificate without its key (or a key without its certificate) would silently
+        # connect without a client identity.
+        if (self.client_cert is None) != (self.client_key is None):
+            given, missing = ("client_cert", "client_key") if self.client_key is None else ("client_key", "client_cert")
+            raise ValueError(f"{given} is set but {missing} is not: give both or neither")
+        return self
 
 
 class AnsibleSettings(Strict):
@@ -85,6 +106,10 @@ class ProviderSettings(Strict):
     join_deadline: Duration = 900.0
     tags: dict[str, str] = Field(default_factory=dict)
     settings: dict[str, Any] = Field(default_factory=dict)
+
+    def module_settings(self) -> dict[str, Any]:
+        """``settings`` over the module's defaults (templates such as ``{{ sim_state_dir }}`` unrendered)."""
+        return {**MODULE_DEFAULT_SETTINGS.get(self.module, {}), **self.settings}
 
 
 class XceSide(Strict):

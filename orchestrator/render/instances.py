@@ -22,6 +22,7 @@ from orchestrator.model import tags as owner
 from orchestrator.model.config import Config
 from orchestrator.model.instances import InstanceSpec, instance_key
 from orchestrator.render.environment import TemplateRenderer
+from orchestrator.render.trust import read_ca_file
 
 
 @dataclass(frozen=True)
@@ -41,21 +42,38 @@ def renderer_for(config: Config, builtin_dir: Path) -> TemplateRenderer:
     return TemplateRenderer([*config.template_dirs, builtin_dir])
 
 
-def controller_context(config: Config) -> dict[str, Any]:
-    """What templates know about the controller: the addresses hosts use and the CA (if present)."""
+def controller_context(config: Config, allow_missing_ca: bool = False) -> dict[str, Any]:
+    """What templates know about the controller: the addresses hosts use and the CA.
+
+    ``ca_pem`` is the checked content of ``controller.ca`` (certificates only, see
+    :mod:`.trust`), or None with ``ca: system`` (hosts use their system trust store). A CA file
+    that does not exist is an error unless ``allow_missing_ca`` (``xceprov validate`` before
+    ``xceprov sim up`` made it).
+    """
     settings = config.controller
     ca_pem: str | None = None
-    if settings.ca is not None and settings.ca.is_file():
-        ca_pem = settings.ca.read_text(encoding="utf-8")
-    return {"addresses": list(settings.worker_addresses or settings.addresses), "ca_pem": ca_pem}
+    if settings.ca is not None and (settings.ca.exists() or not allow_missing_ca):
+        ca_pem = read_ca_file(settings.ca)
+    return {"addresses": worker_addresses(config), "ca_pem": ca_pem}
 
 
-def render_op(config: Config, renderer: TemplateRenderer, request: RenderRequest) -> dict[str, InstanceSpec]:
-    """Render every instance of one op, keyed by instance key."""
+def worker_addresses(config: Config) -> list[str]:
+    """The controller addresses provisioned hosts use (``worker_addresses``, else ``addresses``)."""
+    return list(config.controller.worker_addresses or config.controller.addresses)
+
+
+def render_op(
+    config: Config,
+    renderer: TemplateRenderer,
+    request: RenderRequest,
+    controller: dict[str, Any] | None = None,
+) -> dict[str, InstanceSpec]:
+    """Render every instance of one op, keyed by instance key (``controller``: a precomputed
+    :func:`controller_context`, read once per burst)."""
     template = config.templates[request.template]
     provider = config.providers[request.provider]
     cloud = template.providers[request.provider]
-    controller = controller_context(config)
+    controller = controller if controller is not None else controller_context(config)
     rendered: dict[str, InstanceSpec] = {}
     for index in range(request.first_index, request.first_index + request.count):
         key = instance_key(request.op_id, index)
@@ -128,7 +146,8 @@ def _instance_spec(text: str, owner_tags: dict[str, str]) -> InstanceSpec:
 
 
 def render_settings(config: Config, provider: str) -> dict[str, Any]:
-    """A provider's module settings, with string values rendered (``{{ sim_state_dir }}`` etc.)."""
+    """A provider's module settings (site values over the module's defaults), with string values
+    rendered (``{{ sim_state_dir }}`` etc.)."""
     renderer = TemplateRenderer([])
     context: dict[str, object] = {
         "cluster": config.cluster,
@@ -146,5 +165,5 @@ def render_settings(config: Config, provider: str) -> dict[str, Any]:
             return [walk(v, f"{path}[{i}]") for i, v in enumerate(value)]
         return value
 
-    settings = config.providers[provider].settings
+    settings = config.providers[provider].module_settings()
     return {k: walk(v, f"providers.{provider}.settings.{k}") for k, v in settings.items()}

@@ -19,9 +19,9 @@ from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import UsageError
 from orchestrator.model.instances import op_of_key
 from orchestrator.render.instances import render_settings
-from orchestrator.services.audit import audit
-from orchestrator.services.terraform import engine_for, prepared_workdir
-from orchestrator.services.workdir import ProviderWorkdir
+from orchestrator.workspace.audit import audit
+from orchestrator.workspace.terraform import engine_for, prepared_workdir
+from orchestrator.workspace.workdir import ProviderWorkdir
 
 
 @dataclass
@@ -58,7 +58,7 @@ def destroy(
     found_ops: set[str] = set()
     for name in providers:
         workdir = ProviderWorkdir(config, name, toolkit_root)
-        desired = workdir.read_desired()
+        desired = workdir.desired.read()
         keys = sorted(k for k in desired if all_instances or op_of_key(k) in ops)
         found_ops.update(op_of_key(k) for k in keys)
         if keys:
@@ -84,7 +84,7 @@ def destroy(
             plan_file = Path(tmp) / "destroy.tfplan"
             with workdir.candidate_var_file(variables) as var_file:
                 engine.plan(workdir.path, var_files=[var_file], out=plan_file)
-            workdir.write_desired(variables)
+            workdir.desired.write(variables)
             engine.apply(workdir.path, plan_file=plan_file)
         audit(config.state_dir, "destroyed", provider=name, keys=keys)
     return result

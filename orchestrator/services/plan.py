@@ -10,8 +10,6 @@ are saved in a plan bundle (a directory with one Terraform plan per provider and
 from __future__ import annotations
 
 import re
-import shutil
-import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -19,17 +17,22 @@ from typing import Any
 
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.configfile import LoadedConfig
-from orchestrator.errors import ConfigError, UsageError
+from orchestrator.errors import ConfigError
 from orchestrator.model.config import Config
 from orchestrator.model.instances import InstanceSpec, new_op_id
-from orchestrator.render.instances import RenderRequest, render_op, render_settings, renderer_for
+from orchestrator.render.instances import (
+    RenderRequest,
+    controller_context,
+    render_op,
+    render_settings,
+    renderer_for,
+)
 from orchestrator.services.burst import OpRequest, choose_ops
-from orchestrator.services.module_settings import settings_problems
-from orchestrator.services.terraform import engine_for, prepared_workdir
-from orchestrator.services.workdir import ProviderWorkdir, write_json_atomic
+from orchestrator.workspace.bundle import BUNDLE_FORMAT, create_bundle, discard_bundle, plan_path, seal_bundle
+from orchestrator.workspace.module_settings import settings_problems
+from orchestrator.workspace.terraform import engine_for, prepared_workdir
+from orchestrator.workspace.workdir import ProviderWorkdir
 
-BUNDLE_FORMAT = 1
-MANIFEST = "manifest.json"
 _KEY_IN_ADDR = re.compile(r'\["(?P<key>(?:[^"\\]|\\.)*)"\]$')
 
 
@@ -104,46 +107,32 @@ def plan_burst(
         if provider
         else {p for t in wanted if t in config.templates for p in config.templates[t].providers}
     )
-    desired = {name: workdirs[name].read_desired() for name in targets if name in workdirs}
+    desired = {name: workdirs[name].desired.read() for name in targets if name in workdirs}
     ops = choose_ops(config, wanted, provider, {name: len(d) for name, d in desired.items()})
     if problems := settings_problems(config, root, loaded.source):
         raise ConfigError(problems)
     renderer = renderer_for(config, root / "templates")
+    controller = controller_context(config)
     rendered: dict[str, dict[str, tuple[OpRequest, str, dict[str, InstanceSpec]]]] = {}
     for op in ops:
         op_id = new_op_id()
-        specs = render_op(config, renderer, RenderRequest(op.provider, op.template, op_id, op.count))
+        specs = render_op(config, renderer, RenderRequest(op.provider, op.template, op_id, op.count), controller)
         rendered.setdefault(op.provider, {})[op_id] = (op, op_id, specs)
     engine = engine or engine_for(config)
     if out is not None:
-        _prepare_bundle(out)
+        create_bundle(out)
     try:
         plans = [
             _plan_provider(config, engine, workdirs[name], desired.get(name, {}), by_op, out)
             for name, by_op in sorted(rendered.items())
         ]
         if out is not None:
-            write_json_atomic(
-                out / MANIFEST,
-                {
-                    "format": BUNDLE_FORMAT,
-                    "cluster": config.cluster,
-                    "created": time.time(),
-                    "config": loaded.source,
-                    "providers": [{"name": p.name, "plan_file": p.plan_file} for p in plans],
-                },
-            )
+            seal_bundle(out, config.cluster, loaded.source, {p.name: plan_path(out, p.name) for p in plans})
     except BaseException:
         if out is not None:
-            shutil.rmtree(out, ignore_errors=True)
+            discard_bundle(out)
         raise
     return BurstPlan(cluster=config.cluster, providers=plans, out=str(out) if out else None)
-
-
-def _prepare_bundle(out: Path) -> None:
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UsageError(f"--out {out}: exists and is not an empty directory")
-    out.mkdir(parents=True, exist_ok=True)
 
 
 def _plan_provider(
@@ -159,7 +148,7 @@ def _plan_provider(
         new.update(specs)
     candidate = {**current, **new}
     variables = workdir.variables(candidate, render_settings(config, workdir.provider))
-    plan_file = (out / f"{workdir.provider}.tfplan").resolve() if out is not None else None
+    plan_file = plan_path(out, workdir.provider) if out is not None else None
     prepared_workdir(engine, workdir)
     with workdir.lock(), workdir.candidate_var_file(variables) as var_file:
         result = engine.plan(workdir.path, var_files=[var_file], out=plan_file)

@@ -6,8 +6,9 @@ running orchestrator's leases), asks for the controller's status and the facts o
 configured provider, and disconnects. Leases are shown by the controller's clock: the holder's
 own view ends ``margin`` earlier.
 
-Open ops are derived from facts: a ``requestIntent`` with fewer ``instanceCreated`` facts than
-its count (and not returned), and a ``returning`` without its ``returned`` or ``lost``.
+Open ops are derived from facts: a ``requestIntent`` with fewer instances accounted for
+(``instanceCreated``, or ``lost``/``returned`` before a creation was recorded) than its count,
+and a ``returning`` without its ``returned`` or ``lost``.
 """
 
 from __future__ import annotations
@@ -92,10 +93,13 @@ def open_ops(facts: list[Fact]) -> list[OpenOp]:
         intent = next((f for f in op_facts if f.kind == "requestIntent"), None)
         gone = {f.instance_key or f.instance_id for f in op_facts if f.kind in ("returned", "lost")}
         if intent is not None:
-            created = {f.instance_key or f.instance_id for f in op_facts if f.kind == "instanceCreated"}
-            if len(created) < intent.count and not gone:
+            # An instance is accounted for once it was created or has an outcome (lost before
+            # its creation was recorded). A lost instance does not close the op: the others
+            # may still be missing, and crash recovery must see the op to complete it.
+            accounted = gone | {f.instance_key or f.instance_id for f in op_facts if f.kind == "instanceCreated"}
+            if len(accounted) < intent.count:
                 out.append(OpenOp(intent.provider, op_id, "create", intent.template, intent.count,
-                                  len(created), intent.epoch.tag(), intent.committed))
+                                  len(accounted), intent.epoch.tag(), intent.committed))
         returning = [f for f in op_facts if f.kind == "returning"]
         pending = [f for f in returning if (f.instance_key or f.instance_id) not in gone]
         if pending:

@@ -15,36 +15,47 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.clients.terraform.messages import Diagnostic
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import ConfigError, TerraformError
-from orchestrator.render.instances import RenderRequest, render_op, render_settings, renderer_for
-from orchestrator.services.module_settings import settings_problems
-from orchestrator.services.terraform import engine_for
-from orchestrator.services.workdir import ProviderWorkdir
+from orchestrator.model.config import Config
+from orchestrator.render.instances import (
+    RenderRequest,
+    controller_context,
+    render_op,
+    render_settings,
+    renderer_for,
+    worker_addresses,
+)
+from orchestrator.workspace.module_settings import settings_problems
+from orchestrator.workspace.terraform import engine_for
+from orchestrator.workspace.workdir import ProviderWorkdir
 
 SAMPLE_OP = "op-00000000-000000"
 
 
 @dataclass
 class ValidationReport:
-    """What was checked and what was wrong (one line each)."""
+    """What was checked, what was wrong and what is not there yet (one line each)."""
 
     checked: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
-def validate_all(loaded: LoadedConfig, toolkit_root: Path) -> ValidationReport:
-    """Run every check and collect their problems."""
+def validate_all(loaded: LoadedConfig, toolkit_root: Path, engine: Engine | None = None) -> ValidationReport:
+    """Run every check and collect their problems (``engine``: the configured one unless given)."""
     report = ValidationReport(checked=[f"configuration {loaded.source}"])
     config = loaded.config
     renderer = renderer_for(config, toolkit_root / "templates")
+    controller = _controller(config, report)
     for tname, template in sorted(config.templates.items()):
         for pname in sorted(template.providers):
             try:
-                render_op(config, renderer, RenderRequest(pname, tname, SAMPLE_OP, 1))
+                render_op(config, renderer, RenderRequest(pname, tname, SAMPLE_OP, 1), controller)
                 report.checked.append(f"template {tname} on provider {pname}")
             except ConfigError as exc:
                 report.problems.extend(f"template {tname} on {pname}: {p}" for p in exc.problems)
@@ -54,7 +65,7 @@ def validate_all(loaded: LoadedConfig, toolkit_root: Path) -> ValidationReport:
             render_settings(config, pname)
         except ConfigError as exc:
             report.problems.extend(exc.problems)
-    engine = engine_for(config)
+    engine = engine or engine_for(config)
     for pname in sorted(config.providers):
         workdir = ProviderWorkdir(config, pname, toolkit_root)
         problems = _validate_terraform(engine, workdir)
@@ -71,6 +82,23 @@ def validate_all(loaded: LoadedConfig, toolkit_root: Path) -> ValidationReport:
         else:
             report.problems.append(problem)
     return report
+
+
+def _controller(config: Config, report: ValidationReport) -> dict[str, Any]:
+    """The controller context templates render with; a bad CA file is a problem, a missing one
+    a warning (the simulated world makes its CA on ``sim up``; plan refuses until it exists)."""
+    ca = config.controller.ca
+    if ca is not None and not ca.exists():
+        report.warnings.append(f"controller.ca {ca}: file not found yet; plan and apply need it")
+    try:
+        context = controller_context(config, allow_missing_ca=True)
+    except ConfigError as exc:
+        report.problems.extend(exc.problems)
+        # Templates are still checked, rendered without the CA.
+        return {"addresses": worker_addresses(config), "ca_pem": None}
+    if context["ca_pem"] is not None:
+        report.checked.append(f"controller.ca {ca}: certificates only")
+    return context
 
 
 def _validate_terraform(engine: Engine, workdir: ProviderWorkdir) -> list[str]:

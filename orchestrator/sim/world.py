@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator import durable
 from orchestrator.errors import FinalError, UsageError
 from orchestrator.sim.hosts import lab as labnet
 from orchestrator.sim.hosts.host import port_open
@@ -212,7 +213,7 @@ def _spawn(settings: WorldSettings, name: str, argv: list[str]) -> int:
     pid = int(proc.stdout.strip())
     tmp = _pid_file(settings, name).with_suffix(".tmp")
     tmp.write_text(f"{pid}\n")
-    os.replace(tmp, _pid_file(settings, name))
+    durable.replace(tmp, _pid_file(settings, name))
     return pid
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -16,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.configfile import load_config
-from orchestrator.services.terraform import engine_for, prepared_workdir
-from orchestrator.services.workdir import ProviderWorkdir
 from orchestrator.sim.cloud.store import CloudStore
+from orchestrator.workspace.terraform import engine_for, prepared_workdir
+from orchestrator.workspace.workdir import ProviderWorkdir
 
 pytestmark = pytest.mark.integration
 
@@ -28,11 +29,11 @@ HOSTILE = 'q"uote ${var.x} %{ if true }y%{ endif }\nresource "null" "x" {}'
 SITE = f"""
 cluster: itest
 state_dir: state
+controller: {{ca: system}}
 providers:
   sim:
     module: xcesim
     max_instances: 20
-    settings: {{store: "{{{{ sim_state_dir }}}}/cloud.sqlite"}}
 templates:
   cpu:
     tags: {{team: {json.dumps(HOSTILE)}}}
@@ -94,6 +95,12 @@ def test_saved_plan_applies_exactly_then_refuses_when_stale(site: Path) -> None:
     first = xceprov(site, "plan", "cpu=2", "--out", "first")
     second = xceprov(site, "plan", "gpu=1", "--out", "second")
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    # Saved plans hold settings and user data: private, whatever Terraform's umask made them.
+    assert stat.S_IMODE((site / "first").stat().st_mode) == 0o700
+    assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in (site / "first").iterdir()} == {
+        "manifest.json": 0o600,
+        "sim.tfplan": 0o600,
+    }
     planned = json.loads(xceprov(site, "plan", "cpu=1", "--json").stdout)  # a plan never applied
     applied = xceprov(site, "apply", "first")
     assert applied.returncode == 0, applied.stderr
@@ -189,7 +196,8 @@ def test_cloud_error_reaches_user_as_terraform_diagnostic(site: Path) -> None:
 
 
 def test_misspelt_module_setting_is_refused_before_planning(site: Path) -> None:
-    (site / "xceprov.yaml").write_text(SITE.replace('settings: {store:', "settings: {max_retry: 2, store:"))
+    misspelt = SITE.replace("max_instances: 20\n", "max_instances: 20\n    settings: {max_retry: 2}\n")
+    (site / "xceprov.yaml").write_text(misspelt)
     done = xceprov(site, "plan", "cpu=1")
     assert done.returncode == 3
     assert "providers.sim.settings.max_retry: unknown setting of module xcesim (did you mean 'max_retries'?)" in (

@@ -11,6 +11,7 @@ from orchestrator.errors import ConfigError
 
 GOOD = """
 cluster: site1
+controller: {ca: system}
 providers:
   sim: {module: xcesim, max_instances: 10}
 templates:
@@ -106,3 +107,65 @@ def test_builtin_configuration_is_the_simulated_world(
     assert config.cluster == "demo"
     assert config.providers["sim"].module == "xcesim"
     assert set(config.templates) >= {"cpu", "gpu"}
+
+
+def test_controller_ca_must_be_said() -> None:
+    for controller in ("", "controller: {addresses: ['c:7441']}\n", "controller: {ca: }\n", "controller: {ca: ''}\n"):
+        text = GOOD.replace("controller: {ca: system}\n", controller)
+        found = problems(text)
+        assert (
+            "site.yaml: controller.ca: required: the CA file that signed the controller's certificate, "
+            "or 'system' to trust the system store"
+        ) in found, controller
+
+
+def test_controller_ca_system_or_a_file_relative_to_the_configuration() -> None:
+    assert parse_config(GOOD, "site.yaml", Path("/srv/site")).config.controller.ca is None
+    loaded = parse_config(GOOD.replace("{ca: system}", "{ca: tls/ca.pem}"), "site.yaml", Path("/srv/site"))
+    assert loaded.config.controller.ca == Path("/srv/site/tls/ca.pem")
+
+
+@pytest.mark.parametrize(("given", "missing"), [("client_key", "client_cert"), ("client_cert", "client_key")])
+def test_client_certificate_and_key_come_as_a_pair(given: str, missing: str) -> None:
+    found = problems(GOOD.replace("{ca: system}", f"{{ca: system, {given}: tls/x.pem}}"))
+    assert found == [f"site.yaml: controller: {given} is set but {missing} is not: give both or neither"]
+    both = GOOD.replace("{ca: system}", "{ca: system, client_cert: c.pem, client_key: k.pem}")
+    assert parse_config(both, "site.yaml", Path("/srv")).config.controller.client_key == Path("/srv/k.pem")
+
+
+BILLION_LAUGHS = "".join(
+    [
+        'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n',
+        *(
+            f"{name}: &{name} [{', '.join([f'*{prev}'] * 9)}]\n"
+            for prev, name in zip("abcdefgh", "bcdefghi", strict=True)
+        ),
+    ]
+)
+
+
+def test_a_billion_laughs_document_fails_fast_with_one_line() -> None:
+    assert len(BILLION_LAUGHS) < 1000  # 9^9 values once expanded
+    found = problems(BILLION_LAUGHS)
+    assert found == ["site.yaml: YAML aliases expand to more than 100000 values; write the values out instead"]
+
+
+def test_a_recursive_alias_is_refused() -> None:
+    assert problems("a: &a [1, *a]\n") == ["site.yaml: YAML alias refers to a value that contains it (recursive alias)"]
+
+
+def test_ordinary_aliases_still_work() -> None:
+    text = GOOD.replace(
+        "  sim: {module: xcesim, max_instances: 10}\n", "  sim: &p {module: xcesim, max_instances: 10}\n  other: *p\n"
+    )
+    assert parse_config(text, "s.yaml", Path("/")).config.providers["other"].max_instances == 10
+
+
+def test_the_simulated_clouds_store_is_defaulted_and_a_site_value_wins() -> None:
+    from orchestrator.render.instances import render_settings
+
+    config = parse_config(GOOD + "state_dir: /var/lib/x\n", "site.yaml", Path("/srv")).config
+    assert render_settings(config, "sim") == {"store": "/var/lib/x/sim/cloud.sqlite"}
+    own = GOOD.replace("max_instances: 10}", "max_instances: 10, settings: {store: /data/c.sqlite}}")
+    config = parse_config(own, "site.yaml", Path("/srv")).config
+    assert render_settings(config, "sim") == {"store": "/data/c.sqlite"}

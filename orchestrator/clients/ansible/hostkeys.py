@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from filelock import FileLock
 
+from orchestrator import durable
 from orchestrator.errors import AnsibleError
 
 Policy = Literal["record", "strict"]
@@ -97,16 +98,12 @@ class HostKeyStore:
 
     def _save(self, index: dict[str, dict[str, Any]]) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        tmp = self.index_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(index, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-        tmp.replace(self.index_file)
+        durable.write_bytes_atomic(self.index_file, (json.dumps(index, indent=1, sort_keys=True) + "\n").encode())
         lines: list[str] = []
         for rec in sorted(index.values(), key=lambda r: (r["address"], r["port"])):
             pattern = host_pattern(rec["address"], int(rec["port"]))
             lines.extend(f"{pattern} {key}" for key in rec["keys"])
-        tmp = self.known_hosts.with_suffix(".tmp")
-        tmp.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
-        tmp.replace(self.known_hosts)
+        durable.write_bytes_atomic(self.known_hosts, "".join(f"{line}\n" for line in lines).encode())
 
     def recorded(self) -> dict[str, dict[str, Any]]:
         """The record: instance id → {address, port, keys}."""

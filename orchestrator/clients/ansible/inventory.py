@@ -182,5 +182,14 @@ def write_inventory(path: Path, inventory: Mapping[str, Any]) -> Path:
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(inventory, fh, indent=2, sort_keys=True)
         fh.write("\n")
+        fh.flush()
+        os.fsync(fh.fileno())
     os.replace(tmp, path)
+    # The rename is durable only once the directory is; stdlib only, as the inventory script
+    # loads this module without the orchestrator (orchestrator.durable does the same).
+    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
     return path

@@ -22,6 +22,8 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from orchestrator import durable
+
 REGISTRY = "registry.terraform.io"
 PLATFORM = "linux_amd64"
 CLI_CONFIG_NAME = "terraform.rc"
@@ -172,7 +174,7 @@ def _write_if_changed(path: Path, content: str, mode: int) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        durable.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

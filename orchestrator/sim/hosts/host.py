@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator import durable
 from orchestrator.sim.hosts import lab as labnet
 from orchestrator.sim.hosts.keys import KnownHost, close_control_connections, generate_key
 
@@ -172,7 +173,7 @@ class SimHost:
         }
         tmp = self.dir / "host.json.tmp"
         tmp.write_text(json.dumps(data, indent=1))
-        os.replace(tmp, self.dir / "host.json")
+        durable.replace(tmp, self.dir / "host.json")
 
     def poll(self) -> str:
         """``booting``, ``ready`` (sshd accepts connections) or ``failed`` (the boot process exited)."""

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator import durable
 from orchestrator.errors import FinalError
 
 
@@ -86,7 +87,7 @@ def write_known_hosts(path: Path, hosts: Iterable[KnownHost]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text("".join(lines))
-    os.replace(tmp, path)
+    durable.replace(tmp, path)
 
 
 def control_dir(state_dir: Path) -> Path:

@@ -40,6 +40,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Protocol, TypeVar
 
+from orchestrator import durable
 from orchestrator.errors import FinalError, XceprovError
 from orchestrator.model.durations import parse_duration
 from orchestrator.sim.hosts import lab as labnet
@@ -370,7 +371,7 @@ class HostManager:
         path = self.hosts_dir / STATUS_FILE
         tmp = path.with_name(STATUS_FILE + ".tmp")
         tmp.write_text(json.dumps(body, indent=1) + "\n")
-        os.replace(tmp, path)
+        durable.replace(tmp, path)
 
 
 def read_status(state_dir: Path) -> dict[str, Any] | None:

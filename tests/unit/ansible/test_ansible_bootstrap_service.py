@@ -23,7 +23,7 @@ def _config(tmp_path: Path, site: Path | None) -> object:
     text = f"""
 cluster: t
 state_dir: {tmp_path / "state"}
-controller: {{addresses: ["127.0.0.1:7441"], worker_addresses: ["10.213.0.1:7441"]}}
+controller: {{addresses: ["127.0.0.1:7441"], worker_addresses: ["10.213.0.1:7441"], ca: system}}
 ansible: {{ssh_user: admin, {"site_dir: " + str(site) if site else ""}}}
 providers: {{sim: {{module: xcesim}}}}
 templates:

@@ -26,7 +26,7 @@ def test_bootstrap_verb_calls_the_service(monkeypatch: pytest.MonkeyPatch, tmp_p
     monkeypatch.setattr("orchestrator.services.bootstrap.bootstrap", fake)
     monkeypatch.setattr("orchestrator.paths.toolkit_root", lambda: tmp_path)
     cfg = tmp_path / "xceprov.yaml"  # no simulated provider: nothing of the simulated world is touched
-    cfg.write_text("cluster: t\nproviders: {aws: {module: aws}}\n"
+    cfg.write_text("cluster: t\ncontroller: {ca: system}\nproviders: {aws: {module: aws}}\n"
                    "templates: {cpu: {providers: {aws: {flavor: a, image: b}}}}\n")
     out = CliRunner().invoke(
         cli, ["--config", str(cfg), "bootstrap", "-e", "a=1", "-e", "b=[1,2]", "-e", "c=x", "h1", "h2"]

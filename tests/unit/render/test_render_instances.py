@@ -20,7 +20,7 @@ HOSTILE = 'a"b ${var.x} %{ if true }x%{ endif }\nresource "x" "y" {}\\'
 SITE = """
 cluster: site1
 state_dir: state
-controller: {addresses: ["ctl1:7441", "ctl2:7441"]}
+controller: {addresses: ["ctl1:7441", "ctl2:7441"], ca: system}
 providers:
   sim: {module: xcesim, tags: {cost_center: "42"}, settings: {store: "{{ sim_state_dir }}/cloud.sqlite"}}
 templates:

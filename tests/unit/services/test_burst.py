@@ -13,6 +13,7 @@ from orchestrator.services.burst import OpRequest, choose_ops, parse_requests
 
 SITE = """
 cluster: site1
+controller: {ca: system}
 providers:
   onprem: {module: xcesim, priority: 20, max_instances: 4}
   cloud: {module: xcesim, priority: 10, max_instances: 100, granularity: 4}

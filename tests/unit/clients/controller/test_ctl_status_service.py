@@ -25,9 +25,22 @@ def test_open_ops_from_facts() -> None:
         fact("lost", "op-e", 9, instance_key="op-e-001"),
     ]
     ops = {(o.op_id, o.action): o for o in open_ops(facts)}
-    assert set(ops) == {("op-a", "create"), ("op-c", "return")}
+    # op-e lost one of three instances and created none: still open, crash recovery needs it.
+    assert set(ops) == {("op-a", "create"), ("op-c", "return"), ("op-e", "create")}
     assert ops[("op-a", "create")].done == 1 and ops[("op-a", "create")].wanted == 2
     assert ops[("op-a", "create")].epoch == "2.5"
+    assert (ops[("op-e", "create")].done, ops[("op-e", "create")].wanted) == (1, 3)
+
+
+def test_create_op_with_a_lost_instance_stays_open_until_every_instance_is_accounted_for() -> None:
+    intent = fact("requestIntent", "op-f", 1, template="cpu", count=3)
+    created = [fact("instanceCreated", "op-f", 2 + i, instance_key=f"op-f-00{i}") for i in range(2)]
+    lost = fact("lost", "op-f", 9, instance_key="op-f-000")
+    [still_open] = open_ops([intent, *created, lost])
+    assert (still_open.op_id, still_open.action, still_open.done, still_open.wanted) == ("op-f", "create", 2, 3)
+    # The third instance created: the op is complete even though one of its hosts was lost since.
+    third = fact("instanceCreated", "op-f", 10, instance_key="op-f-002")
+    assert [o for o in open_ops([intent, *created, lost, third]) if o.action == "create"] == []
 
 
 def test_text_report_shows_free_and_held_leases_demand_and_ops() -> None:

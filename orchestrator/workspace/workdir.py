@@ -8,6 +8,8 @@ means one refresh-only plan shows all drift of that provider.
 
 The directory is built in a temporary sibling and renamed into place, so a failure (a bad
 module, a Terraform error during ``init``) never leaves a half-written working directory.
+Everything under ``<state_dir>/work`` is private (0700 directories, 0600 files): the desired
+set and the Terraform state hold module settings and user data.
 """
 
 from __future__ import annotations
@@ -24,12 +26,13 @@ from typing import Any
 
 from filelock import FileLock
 
-from orchestrator.errors import ConfigError, FinalError
+from orchestrator import durable
+from orchestrator.errors import ConfigError
 from orchestrator.model import tags as owner
 from orchestrator.model.config import Config
 from orchestrator.model.instances import InstanceSpec
+from orchestrator.workspace.desired import DESIRED, DesiredSet
 
-DESIRED = "desired.tfvars.json"
 STAMP = ".xceprov-source"
 
 
@@ -43,6 +46,7 @@ class ProviderWorkdir:
         self.provider = provider
         self.module = config.providers[provider].module
         self.path = config.state_dir / "work" / config.cluster / provider
+        self.desired = DesiredSet(self.path / DESIRED)
         self.root_src = toolkit_root / "terraform" / "roots" / self.module
         self.module_src = toolkit_root / "terraform" / "modules" / self.module
         if not self.root_src.is_dir() or not self.module_src.is_dir():
@@ -56,12 +60,16 @@ class ProviderWorkdir:
     @property
     def desired_file(self) -> Path:
         """The variables file holding every instance this provider should have."""
-        return self.path / DESIRED
+        return self.desired.path
+
+    def parent_dir(self) -> Path:
+        """``<state_dir>/work/<cluster>``, private, created when missing."""
+        return durable.private_tree(self.config.state_dir, "work", self.config.cluster)
 
     def lock(self, timeout: float = 600.0) -> FileLock:
         """Serialises every change to this provider's desired set and state across processes."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        return FileLock(str(self.path) + ".lock", timeout=timeout)
+        self.parent_dir()
+        return FileLock(str(self.path) + ".lock", timeout=timeout, mode=durable.PRIVATE_FILE)
 
     def common_tags(self) -> dict[str, str]:
         """The tags the module needs for listing this cluster's objects."""
@@ -101,13 +109,15 @@ class ProviderWorkdir:
         An existing working directory keeps its state and desired set: only the sources are
         refreshed in place after the staged copy proved it initialises.
         """
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        stage = Path(tempfile.mkdtemp(prefix=f".{self.provider}.staging-", dir=self.path.parent))
+        parent = self.parent_dir()
+        # mkdtemp makes the stage 0700, so the renamed working directory is private too.
+        stage = Path(tempfile.mkdtemp(prefix=f".{self.provider}.staging-", dir=parent))
         try:
             self.populate(stage)
             yield stage
             if self.path.exists():
                 # Keep state and desired set; refresh sources and the initialised plugins.
+                durable.private_dir(self.path)
                 self.populate(self.path)
                 for item in (".terraform", ".terraform.lock.hcl"):
                     src, dst = stage / item, self.path / item
@@ -116,22 +126,12 @@ class ProviderWorkdir:
                     elif dst.exists():
                         dst.unlink()
                     if src.exists():
-                        os.replace(src, dst)
+                        durable.replace(src, dst)
             else:
-                os.replace(stage, self.path)
+                durable.replace(stage, self.path)
         finally:
             if stage.exists():
                 shutil.rmtree(stage, ignore_errors=True)
-
-    def read_desired(self) -> dict[str, InstanceSpec]:
-        """The desired instance set (empty when nothing was ever applied)."""
-        try:
-            data = json.loads(self.desired_file.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return {}
-        except (OSError, json.JSONDecodeError) as exc:
-            raise FinalError(f"{self.desired_file}: unreadable desired set: {exc}") from None
-        return {key: InstanceSpec.model_validate(value) for key, value in data.get("instances", {}).items()}
 
     def variables(self, instances: Mapping[str, InstanceSpec], settings: Mapping[str, Any]) -> dict[str, Any]:
         """The complete Terraform variables document for a desired set."""
@@ -141,14 +141,10 @@ class ProviderWorkdir:
             "settings": dict(settings),
         }
 
-    def write_desired(self, variables: Mapping[str, Any]) -> None:
-        """Replace the desired set atomically (write, fsync, rename)."""
-        write_json_atomic(self.desired_file, variables)
-
     @contextlib.contextmanager
     def candidate_var_file(self, variables: Mapping[str, Any]) -> Iterator[Path]:
-        """A temporary variables file for a plan, removed afterwards."""
-        self.path.mkdir(parents=True, exist_ok=True)
+        """A temporary variables file for a plan (0600, like every file here), removed afterwards."""
+        durable.private_dir(self.path)
         fd, name = tempfile.mkstemp(prefix=".candidate-", suffix=".tfvars.json", dir=self.path)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -158,18 +154,3 @@ class ProviderWorkdir:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(name)
 
-
-def write_json_atomic(path: Path, value: Any) -> None:
-    """Write JSON to ``path`` so that readers see the old or the new content, never a mix."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(value, handle, indent=1, sort_keys=True)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise

@@ -53,6 +53,6 @@ def settings_problems(config: Config, toolkit_root: Path, source: str) -> list[s
             problems.append(
                 f"{source}: providers.{name}.settings.{key}: unknown setting of module {provider.module}{hint}"
             )
-        for key in sorted(required - set(provider.settings)):
+        for key in sorted(required - set(provider.module_settings())):
             problems.append(f"{source}: providers.{name}.settings.{key}: required by module {provider.module}")
     return problems

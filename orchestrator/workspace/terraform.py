@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from orchestrator import durable
 from orchestrator.clients.terraform.engine import Engine, engine_from_settings
 from orchestrator.clients.terraform.mirror import XCESIM, ensure_mirror, plugin_cache_dir
 from orchestrator.model.config import Config
-from orchestrator.services.workdir import ProviderWorkdir
+from orchestrator.workspace.workdir import ProviderWorkdir
 
 
 def terraform_home(config: Config) -> Path:
@@ -18,6 +19,7 @@ def terraform_home(config: Config) -> Path:
 
 def engine_for(config: Config) -> Engine:
     """The configured engine, with the toolkit's provider mirror installed and named."""
+    durable.private_dir(config.state_dir)
     home = terraform_home(config)
     cli_config = ensure_mirror(home, [XCESIM])
     return engine_from_settings(

@@ -2,6 +2,7 @@
 
 Appended with ``O_APPEND`` and fsync'd before the action is reported done, so the log survives
 a crash of the orchestrator right after the action. Dry runs are logged too, marked as such.
+The log is 0600 in the private state directory: entries name instances, ops and bundles.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from orchestrator import durable
 
 AUDIT_FILE = "audit.log"
 
@@ -28,12 +31,18 @@ def audit(state_dir: Path, action: str, **details: Any) -> Mapping[str, Any]:
         "action": action,
         **details,
     }
-    state_dir.mkdir(parents=True, exist_ok=True)
+    durable.private_dir(state_dir)
     line = (json.dumps(entry, sort_keys=True, default=str) + "\n").encode()
-    fd = os.open(state_dir / AUDIT_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+    path = state_dir / AUDIT_FILE
+    created = not path.exists()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, durable.PRIVATE_FILE)
     try:
+        # A log made by an older version (0640) is narrowed on the next entry.
+        os.fchmod(fd, durable.PRIVATE_FILE)
         os.write(fd, line)
         os.fsync(fd)
     finally:
         os.close(fd)
+    if created:
+        durable.fsync_dir(state_dir)  # the new file's name must survive a crash too
     return entry

@@ -1,0 +1,108 @@
+"""Durable, private files: atomic replacement that survives a crash, 0600 files in 0700 directories.
+
+A rename is atomic but not durable until the directory holding it is fsync'd: after a power
+loss the directory may still name the old file (or no file). Every atomic write of the toolkit
+therefore writes a temporary sibling, fsyncs it, renames it over the target and fsyncs the
+directory. What the toolkit keeps (desired sets, plan bundles, the audit log, Terraform state)
+holds settings and user data, so files are created 0600 and directories 0700; a directory the
+toolkit owns that is wider is tightened (with a warning), one it does not own is reported.
+
+Only the standard library is used, so every layer may import this module, like ``errors``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import stat
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import FinalError
+
+PRIVATE_FILE = 0o600
+PRIVATE_DIR = 0o700
+
+log = logging.getLogger(__name__)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make the entries of directory ``path`` (a rename, a new or removed file) durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def replace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+    """``os.replace(src, dst)`` followed by an fsync of the directories involved."""
+    source, target = Path(src), Path(dst)
+    os.replace(source, target)
+    fsync_dir(target.parent)
+    if source.parent.resolve() != target.parent.resolve():
+        fsync_dir(source.parent)
+
+
+def remove(path: Path) -> None:
+    """Unlink ``path`` (absent is fine) and make the removal durable."""
+    path.unlink(missing_ok=True)
+    fsync_dir(path.parent)
+
+
+def write_bytes_atomic(path: Path, data: bytes, mode: int = PRIVATE_FILE) -> None:
+    """Write ``data`` to ``path`` so readers see the old or the new content, never a mix."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            os.fchmod(handle.fileno(), mode)
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_json_atomic(path: Path, value: Any, mode: int = PRIVATE_FILE) -> None:
+    """Write ``value`` as JSON to ``path`` atomically and durably (see :func:`write_bytes_atomic`)."""
+    write_bytes_atomic(path, json.dumps(value, indent=1, sort_keys=True).encode(), mode)
+
+
+def private_dir(path: Path) -> Path:
+    """Make sure ``path`` is a directory only its owner can enter (0700) and return it.
+
+    A missing directory is created 0700 (its missing parents with the default mode: they are
+    not the toolkit's). An existing one that is wider is tightened when this process owns it;
+    otherwise the directory is reported (``FinalError`` naming it), because the toolkit would
+    keep secrets where others can read them.
+    """
+    if not path.is_dir():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(path, PRIVATE_DIR)
+    info = path.stat()
+    wider = stat.S_IMODE(info.st_mode) & 0o077
+    if wider:
+        if info.st_uid != os.geteuid():
+            raise FinalError(
+                f"{path}: mode {stat.S_IMODE(info.st_mode):04o} lets others read what the toolkit keeps "
+                f"there, and it belongs to uid {info.st_uid}; make it 0700 (chmod 700 {path})"
+            )
+        os.chmod(path, stat.S_IMODE(info.st_mode) & ~0o077)
+        log.warning("%s: mode was %04o, tightened to owner only", path, stat.S_IMODE(info.st_mode))
+    return path
+
+
+def private_tree(base: Path, *parts: str) -> Path:
+    """``base/part1/part2/...`` with ``base`` and every component below it private (0700)."""
+    current = private_dir(base)
+    for part in parts:
+        current = private_dir(current / part)
+    return current

@@ -1,0 +1,165 @@
+"""A fake Terraform engine for unit tests (the ``Engine`` protocol over a JSON "state" file) and a site.
+
+It keeps what the verbs' decisions depend on and nothing else: a state (instance keys of the
+working directory, with a serial), plans that diff the candidate variables against that state
+(saved as JSON with the serial they were made against), applies that refuse a saved plan whose
+serial moved (``StaleState``, as Terraform does), and the ``instances`` output. Every call is
+recorded in ``calls`` so tests can assert what was (not) asked of Terraform.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from orchestrator.clients.terraform.messages import (
+    ApplyResult,
+    Diagnostic,
+    PlanResult,
+    ResourceChange,
+    Summary,
+)
+from orchestrator.configfile import LoadedConfig, parse_config
+from orchestrator.errors import StaleState, TerraformError
+
+ROOT = Path(__file__).resolve().parents[1]  # the toolkit root: real templates and xcesim module
+STATE = "fake.tfstate.json"
+ADDR = 'module.instances.xcesim_instance.this["{key}"]'
+
+
+class FakeEngine:
+    """Implements ``orchestrator.clients.terraform.engine.Engine`` without Terraform."""
+
+    def __init__(self, fail_init: bool = False) -> None:
+        self.fail_init = fail_init
+        self.calls: list[tuple[str, Path]] = []
+
+    # --- state of one working directory -------------------------------------------------
+
+    @staticmethod
+    def state(workdir: Path) -> dict[str, Any]:
+        """``{"serial": n, "instances": {key: entry}}`` of ``workdir`` (empty when never applied)."""
+        try:
+            return dict(json.loads((workdir / STATE).read_text()))
+        except FileNotFoundError:
+            return {"serial": 0, "instances": {}}
+
+    @classmethod
+    def _write_state(cls, workdir: Path, instances: dict[str, Any]) -> None:
+        serial = cls.state(workdir)["serial"] + 1
+        (workdir / STATE).write_text(json.dumps({"serial": serial, "instances": instances}))
+
+    # --- the Engine protocol ------------------------------------------------------------
+
+    def init(self, workdir: Path) -> None:
+        self.calls.append(("init", workdir))
+        if not (workdir / "main.tf").is_file():
+            raise TerraformError(f"{workdir}: no configuration")
+        if self.fail_init:
+            raise TerraformError("Error: Failed to query available provider packages")
+        (workdir / ".terraform").mkdir(exist_ok=True)
+        (workdir / ".terraform.lock.hcl").write_text("# fake\n")
+
+    def plan(
+        self,
+        workdir: Path,
+        var_files: Sequence[Path] = (),
+        out: Path | None = None,
+        refresh_only: bool = False,
+        destroy: bool = False,
+    ) -> PlanResult:
+        self.calls.append(("plan", workdir))
+        variables: dict[str, Any] = {}
+        for var_file in var_files:
+            variables.update(json.loads(Path(workdir, var_file).read_text()))
+        current = self.state(workdir)
+        wanted = {} if destroy else dict(variables.get("instances") or {})
+        changes = tuple(
+            ResourceChange(ADDR.format(key=k), "module.instances", "xcesim_instance", "this", k, action)
+            for k, action in sorted(
+                [(k, "create") for k in wanted if k not in current["instances"]]
+                + [(k, "delete") for k in current["instances"] if k not in wanted]
+            )
+        )
+        if out is not None:
+            Path(workdir, out).write_text(
+                json.dumps({"serial": current["serial"], "variables": variables, "changes": [c.key for c in changes]})
+            )
+        adds = sum(c.action == "create" for c in changes)
+        return PlanResult(
+            changes=changes,
+            drift=(),
+            diagnostics=(),
+            summary=Summary(add=adds, remove=len(changes) - adds),
+            has_changes=bool(changes),
+            plan_file=str(out) if out is not None else None,
+        )
+
+    def apply(
+        self,
+        workdir: Path,
+        plan_file: Path | None = None,
+        var_files: Sequence[Path] = (),
+        auto_approve: bool = True,
+    ) -> ApplyResult:
+        self.calls.append(("apply", workdir))
+        if plan_file is None:
+            raise TerraformError("the fake engine applies saved plans only")
+        saved = json.loads(Path(workdir, plan_file).read_text())
+        if saved["serial"] != self.state(workdir)["serial"]:
+            raise StaleState("saved plan is stale: the state changed since the plan was made")
+        instances = {
+            key: {"id": f"i-{key}", "name": spec["name"], "address": "", "tags": spec["tags"]}
+            for key, spec in (saved["variables"].get("instances") or {}).items()
+        }
+        self._write_state(workdir, instances)
+        return ApplyResult(changes=(), failed=(), diagnostics=(), summary=Summary())
+
+    def show_plan(self, workdir: Path, plan_file: Path) -> dict[str, Any]:
+        self.calls.append(("show_plan", workdir))
+        saved = json.loads(Path(workdir, plan_file).read_text())
+        return {
+            "variables": {name: {"value": value} for name, value in saved["variables"].items()},
+            "resource_changes": [
+                {"address": ADDR.format(key=key), "index": key, "change": {"actions": ["create"]}}
+                for key in saved["changes"]
+                if key not in self.state(workdir)["instances"]
+            ],
+        }
+
+    def show_state(self, workdir: Path) -> dict[str, Any]:
+        return {"values": {"outputs": {"instances": {"value": self.state(workdir)["instances"]}}}}
+
+    def output(self, workdir: Path) -> dict[str, Any]:
+        self.calls.append(("output", workdir))
+        return {"instances": self.state(workdir)["instances"]}
+
+    def fmt_check(self, path: Path) -> list[str]:
+        return []
+
+    def validate(self, workdir: Path) -> list[Diagnostic]:
+        return []
+
+
+SITE = """
+cluster: {cluster}
+state_dir: {state}
+controller: {{ca: system}}
+providers:
+  sim: {{module: xcesim, max_instances: 10}}
+templates:
+  cpu:
+    providers:
+      sim: {{flavor: c8.large, image: debian-12, cost_per_hour: 0.5}}
+  gpu:
+    providers:
+      sim: {{flavor: g4.xlarge, image: debian-12, cost_per_hour: 3.0}}
+"""
+
+
+def site_config(tmp_path: Path, cluster: str = "unit") -> LoadedConfig:
+    """The test site, its state under ``tmp_path/state``."""
+    text = SITE.format(cluster=cluster, state=tmp_path / "state")
+    return parse_config(text, str(tmp_path / "xceprov.yaml"), tmp_path)

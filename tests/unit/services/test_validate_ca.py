@@ -1,0 +1,50 @@
+"""``xceprov validate`` and the controller CA: a bad file is a problem, a missing one a warning."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tffake import ROOT, FakeEngine
+
+from orchestrator.configfile import LoadedConfig, parse_config
+from orchestrator.services.validate import validate_all
+
+SITE = """
+cluster: unit
+state_dir: {state}
+controller: {{ca: {ca}}}
+providers: {{sim: {{module: xcesim}}}}
+templates: {{cpu: {{providers: {{sim: {{flavor: c8.large, image: debian-12}}}}}}}}
+"""
+
+
+@pytest.fixture
+def toolkit(tmp_path: Path) -> Path:
+    """The real Terraform modules and templates, without playbooks (their syntax is tested elsewhere)."""
+    root = tmp_path / "toolkit"
+    (root / "ansible" / "playbooks").mkdir(parents=True)
+    for part in ("terraform", "templates"):
+        (root / part).symlink_to(ROOT / part)
+    return root
+
+
+def site(tmp_path: Path, ca: str) -> LoadedConfig:
+    return parse_config(SITE.format(state=tmp_path / "state", ca=ca), "site.yaml", tmp_path)
+
+
+def test_a_ca_file_not_made_yet_is_a_warning_not_a_problem(tmp_path: Path, toolkit: Path) -> None:
+    report = validate_all(site(tmp_path, "tls/ca.pem"), toolkit, engine=FakeEngine())
+    assert report.problems == []
+    assert report.warnings == [f"controller.ca {tmp_path / 'tls/ca.pem'}: file not found yet; plan and apply need it"]
+    assert "template cpu on provider sim" in report.checked
+
+
+def test_a_ca_file_holding_a_key_is_a_problem_and_templates_are_still_checked(tmp_path: Path, toolkit: Path) -> None:
+    (tmp_path / "ca.pem").write_text("-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----\n")
+    report = validate_all(site(tmp_path, "ca.pem"), toolkit, engine=FakeEngine())
+    assert report.problems == [
+        f"controller.ca {tmp_path / 'ca.pem'}: holds a PRIVATE KEY block; only CERTIFICATE blocks may go to "
+        "provisioned hosts"
+    ]
+    assert "template cpu on provider sim" in report.checked
