@@ -22,8 +22,9 @@ from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import ConfigError, UsageError
 from orchestrator.model.config import Config
 from orchestrator.model.instances import InstanceSpec, new_op_id
+from orchestrator.model.ops import OpRequest
+from orchestrator.reconcile.policy import choose_ops
 from orchestrator.render.instances import RenderRequest, render_op, render_settings, renderer_for
-from orchestrator.services.burst import OpRequest, choose_ops
 from orchestrator.services.module_settings import settings_problems
 from orchestrator.services.terraform import engine_for, prepared_workdir
 from orchestrator.services.workdir import ProviderWorkdir, write_json_atomic
