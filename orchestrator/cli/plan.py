@@ -11,7 +11,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from orchestrator.cli.main import CliContext, pass_ctx
+from orchestrator.cli.context import CliContext, pass_ctx
 
 if TYPE_CHECKING:
     from orchestrator.services.plan import BurstPlan, PlannedInstance
