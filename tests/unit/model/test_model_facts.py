@@ -27,4 +27,3 @@ def test_a_fact_round_trips_through_a_capnp_message(kind: FactKind) -> None:
     back = messages.fact(wire.to_dict())
     assert back.kind is kind
     assert (back.provider, back.op_id, back.epoch, back.count) == ("sim", "op-6745a1b2-3f9c01", Epoch(3, 17), 2)
-
