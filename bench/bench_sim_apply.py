@@ -11,7 +11,8 @@ ratios. Three figures are reported, each as large/small (linear = 2.0, target <=
 - ``apply``: wall time of ``terraform apply`` with the ``xcesim`` provider (the figure asked for);
 - ``terraform alone``: the same configuration shape with Terraform's built-in ``terraform_data``
   instead of ``xcesim_instance`` (no provider at all), i.e. Terraform core's own scaling;
-- ``provider``: seconds the provider spent inside the store per instance (from ``XCESIM_STATS``),
+- ``provider``: seconds the provider spent inside the store per instance (the benchmark's own
+  timed provider, ``bench/xcesim_timed.py``),
   i.e. the part this code controls; O(1) per object keeps this ratio near 2.
 
 Seconds depend on the machine and its load; the ratios much less. With ``--check`` the exit code
@@ -29,9 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.clients.terraform.engine import BundledEngine
-from orchestrator.clients.terraform.mirror import XCESIM, ensure_mirror, plugin_cache_dir
-from orchestrator.sim.cloud.provider import STATS_ENV
+from orchestrator.clients.terraform.mirror import ensure_mirror, plugin_cache_dir
 from orchestrator.sim.cloud.store import CloudStore
+
+# Run as a script (bench/ is sys.path[0]); the timed provider is imported as ``bench.xcesim_timed``,
+# the name Terraform's launcher runs it by.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.xcesim_timed import CHECKOUT, STATS_ENV, TIMED_XCESIM
 
 TARGET_RATIO = 2.2
 
@@ -128,7 +133,8 @@ def apply_once(root: Path, name: str, count: int, cli_config: Path, baseline: bo
         json.dumps({"store": str(store_path), "instances": _desired(count)})
     )
     cache = plugin_cache_dir(cli_config.parent)
-    engine = BundledEngine(cli_config=cli_config, plugin_cache_dir=cache, env={STATS_ENV: str(stats)})
+    env = {STATS_ENV: str(stats), "PYTHONPATH": str(CHECKOUT)}
+    engine = BundledEngine(cli_config=cli_config, plugin_cache_dir=cache, env=env)
     engine.init(workdir)
     started = time.perf_counter()
     result = engine.apply(workdir, var_files=[Path("desired.tfvars.json")])
@@ -159,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[tuple[str, int], list[Run]] = {}
     with tempfile.TemporaryDirectory(prefix="xce-bench-sim-") as tmp:
         root = Path(tmp)
-        cli_config = ensure_mirror(root / "tf", [XCESIM])
+        cli_config = ensure_mirror(root / "tf", [TIMED_XCESIM])
         apply_once(root, "warmup", 20, cli_config)
         kinds = ["xcesim"] + ([] if args.no_baseline else ["baseline"])
         for n in range(max(1, args.rounds)):

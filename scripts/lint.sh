@@ -6,6 +6,8 @@ BIN=.venv/bin
 
 echo "lint: ruff"
 $BIN/ruff check orchestrator tests bench
+echo "lint: ruff format --check"
+$BIN/ruff format --check orchestrator tests bench
 echo "lint: mypy"
 $BIN/mypy orchestrator
 echo "lint: import layers"

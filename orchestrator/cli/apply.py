@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from orchestrator.cli.main import CliContext, pass_ctx
+from orchestrator.cli.context import CliContext, pass_ctx
 
 
 @click.command("apply")

@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from orchestrator.cli.main import CliContext, pass_ctx
+from orchestrator.cli.context import CliContext, pass_ctx
 from orchestrator.clients.ansible.runner import Progress
 from orchestrator.configfile import LoadedConfig
 

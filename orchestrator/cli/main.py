@@ -10,31 +10,19 @@ from __future__ import annotations
 import logging
 import sys
 import traceback
-from dataclasses import dataclass
 from typing import Any
 
 import click
 
-from orchestrator.configfile import LoadedConfig, load_config
+from orchestrator.cli import apply as apply_verb
+from orchestrator.cli import bootstrap as bootstrap_verb
+from orchestrator.cli import destroy as destroy_verb
+from orchestrator.cli import plan as plan_verb
+from orchestrator.cli import sim as sim_verbs
+from orchestrator.cli import status as status_verb
+from orchestrator.cli import validate as validate_verb
+from orchestrator.cli.context import CliContext
 from orchestrator.errors import XceprovError
-
-
-@dataclass
-class CliContext:
-    """What every verb gets: the configuration path asked for and the verbosity."""
-
-    config_path: str | None
-    verbose: int
-    _loaded: LoadedConfig | None = None
-
-    def config(self) -> LoadedConfig:
-        """The validated configuration, loaded once on first use."""
-        if self._loaded is None:
-            self._loaded = load_config(self.config_path)
-        return self._loaded
-
-
-pass_ctx = click.make_pass_decorator(CliContext)
 
 
 class XceprovGroup(click.Group):
@@ -83,29 +71,19 @@ def cli(ctx: click.Context, config_path: str | None, verbose: int) -> None:
     ctx.obj = CliContext(config_path=config_path, verbose=verbose)
 
 
-def _register() -> None:
-    # Verbs live in their own modules; importing them here keeps main.py free of logic.
-    # Verb modules import their services inside the command function, so that `--help` and
-    # light verbs do not load heavy dependencies (the Terraform engine is a 64 MB library).
-    from orchestrator.cli import apply as apply_verb
-    from orchestrator.cli import bootstrap as bootstrap_verb
-    from orchestrator.cli import destroy as destroy_verb
-    from orchestrator.cli import plan as plan_verb
-    from orchestrator.cli import sim as sim_verbs
-    from orchestrator.cli import status as status_verb
-    from orchestrator.cli import validate as validate_verb
-
-    cli.add_command(plan_verb.plan)
-    cli.add_command(apply_verb.apply)
-    cli.add_command(destroy_verb.destroy)
-    cli.add_command(validate_verb.validate)
-    cli.add_command(sim_verbs.sim)
-    cli.add_command(status_verb.status)
-    cli.add_command(bootstrap_verb.bootstrap)
-    # (more verbs are registered below as their modules land)
-
-
-_register()
+# Verbs live in their own modules; registering them here keeps main.py free of logic. Verb
+# modules import their services inside the command function, so that `--help` and light verbs
+# do not load heavy dependencies (the Terraform engine is a 64 MB library).
+for _verb in (
+    apply_verb.apply,
+    bootstrap_verb.bootstrap,
+    destroy_verb.destroy,
+    plan_verb.plan,
+    sim_verbs.sim,
+    status_verb.status,
+    validate_verb.validate,
+):
+    cli.add_command(_verb)
 
 
 def main() -> None:

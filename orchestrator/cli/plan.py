@@ -11,7 +11,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from orchestrator.cli.main import CliContext, pass_ctx
+from orchestrator.cli.context import CliContext, pass_ctx
 
 if TYPE_CHECKING:
     from orchestrator.services.plan import BurstPlan, PlannedInstance
@@ -31,7 +31,7 @@ def plan(
     ctx: CliContext, requests: tuple[str, ...], provider: str | None, as_json: bool, out: Path | None
 ) -> None:
     """Show what a burst would create, cost and tag; changes nothing, needs no lease."""
-    from orchestrator.services.burst import parse_requests
+    from orchestrator.reconcile.policy import parse_requests
     from orchestrator.services.plan import plan_burst
 
     result = plan_burst(ctx.config(), parse_requests(requests), provider=provider, out=out)

@@ -24,7 +24,7 @@ import json
 
 import click
 
-from orchestrator.cli.main import CliContext, pass_ctx
+from orchestrator.cli.context import CliContext, pass_ctx
 from orchestrator.sim.cloud import service
 from orchestrator.sim.cloud.store import CloudStore
 

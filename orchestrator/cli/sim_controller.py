@@ -17,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from orchestrator.cli.main import CliContext, pass_ctx
+from orchestrator.cli.context import CliContext, pass_ctx
 from orchestrator.errors import ControllerError, UsageError, XceprovError
 from orchestrator.model.durations import parse_duration
 from orchestrator.sim.controller import admin

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from orchestrator.cli.main import CliContext, pass_ctx
+from orchestrator.cli.context import CliContext, pass_ctx
 from orchestrator.sim import world
 from orchestrator.sim.hosts.keys import KnownHost, render_ssh_config
 

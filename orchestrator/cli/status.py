@@ -6,7 +6,7 @@ import json
 
 import click
 
-from orchestrator.cli.main import CliContext, pass_ctx
+from orchestrator.cli.context import CliContext, pass_ctx
 
 
 @click.command("status")

@@ -20,6 +20,8 @@ from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import ConfigError
 from orchestrator.model.config import Config
 from orchestrator.model.instances import InstanceSpec, new_op_id
+from orchestrator.model.ops import OpRequest
+from orchestrator.reconcile.policy import choose_ops
 from orchestrator.render.instances import (
     RenderRequest,
     controller_context,
@@ -27,7 +29,6 @@ from orchestrator.render.instances import (
     render_settings,
     renderer_for,
 )
-from orchestrator.services.burst import OpRequest, choose_ops
 from orchestrator.workspace.bundle import BUNDLE_FORMAT, create_bundle, discard_bundle, plan_path, seal_bundle
 from orchestrator.workspace.module_settings import settings_problems
 from orchestrator.workspace.terraform import engine_for, prepared_workdir

@@ -1,6 +1,11 @@
-"""What the toolkit keeps on disk for Terraform: working directories, desired sets, plan bundles, the audit log.
+"""Workspace: what the orchestrator keeps on disk per cluster × provider.
 
-Below the verbs (``services``) and the coming ``ops``/``reconcile`` layers, above the clients:
-it may import ``clients``, ``render``, ``model``, ``configfile``, ``paths``, ``durable`` and
-``errors``, never ``services`` or ``cli``.
+What lives here: the Terraform working directories (``<state_dir>/work/<cluster>/<provider>/``
+with the copied root and module), the desired instance set (``desired.tfvars.json``), the
+audit log, plan bundles (the saved plans ``xceprov plan --out`` writes and ``xceprov apply``
+applies) and the Terraform glue (engine with the provider mirror, prepared working directories).
+
+May import: ``orchestrator.clients``, ``render``, ``configfile``, ``paths``, ``durable``,
+``protocol``, ``model`` and ``errors``. Never ``ops`` or anything above it, nor ``sim``
+(``.importlinter``).
 """

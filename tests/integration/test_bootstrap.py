@@ -212,6 +212,7 @@ def test_end_to_end_worker_joins_the_simulated_controller(tmp_path: Path, reques
 
     import yaml
     from click.testing import CliRunner
+    from sim_labs import claim_test_lab
 
     from orchestrator.cli.main import cli
     from orchestrator.sim.cloud.store import CloudStore
@@ -224,7 +225,7 @@ def test_end_to_end_worker_joins_the_simulated_controller(tmp_path: Path, reques
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
-    lab = labnet.claim_test_lab(f"{os.getpid()}/{request.node.nodeid}")
+    lab = claim_test_lab(f"{os.getpid()}/{request.node.nodeid}")
     sim = tmp_path / "sim"
     cfg = yaml.safe_load((ROOT / "orchestrator" / "defaults" / "xceprov.yaml").read_text())
     cfg.update({"state_dir": str(tmp_path / "state"), "sim": {"state_dir": str(sim)}})

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sim_labs import claim_test_lab
 
 from orchestrator.sim.hosts import lab as labnet
 from orchestrator.sim.hosts.keys import control_dir, known_hosts_path, toolkit_key
@@ -41,7 +42,7 @@ class FakeSource:
 
 @pytest.fixture
 def lab(request: pytest.FixtureRequest) -> Iterator[labnet.LabConfig]:
-    claimed = labnet.claim_test_lab(f"{os.getpid()}/{request.node.nodeid}")
+    claimed = claim_test_lab(f"{os.getpid()}/{request.node.nodeid}")
     try:
         yield claimed
     finally:

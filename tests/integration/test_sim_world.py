@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
+from sim_labs import claim_test_lab
 
 from orchestrator.cli.main import cli
 from orchestrator.sim.cloud.store import CloudStore
@@ -86,7 +87,7 @@ class World:
 
 @pytest.fixture
 def world(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[World]:
-    lab = labnet.claim_test_lab(f"{os.getpid()}/{request.node.nodeid}")
+    lab = claim_test_lab(f"{os.getpid()}/{request.node.nodeid}")
     w = World(tmp_path, lab)
     try:
         yield w

@@ -23,6 +23,7 @@ from orchestrator.clients.controller.types import (
     LeaseRevoked,
     TemplateDemand,
 )
+from orchestrator.model.facts import FactKind
 
 Dict = dict[str, Any]
 
@@ -112,7 +113,7 @@ def host_event(d: Dict) -> HostEvent:
 def fact(d: Dict) -> Fact:
     """A committed ``Fact``."""
     return Fact(
-        kind=_s(d, "kind"),
+        kind=FactKind(_s(d, "kind")),
         provider=_s(d, "provider"),
         op_id=_s(d, "opId"),
         epoch=epoch_of(d.get("epoch")),

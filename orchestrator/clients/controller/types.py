@@ -8,22 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from orchestrator.model.tags import format_epoch
-
-
-@dataclass(frozen=True, order=True)
-class Epoch:
-    """A lease epoch ``(term, seq)``: the controller's durable HA term and a per-term sequence."""
-
-    term: int
-    seq: int
-
-    def tag(self) -> str:
-        """The owner-tag value of this epoch (``<term>.<seq>``)."""
-        return format_epoch(self.term, self.seq)
-
-    def __str__(self) -> str:
-        return self.tag()
+# Facts, epochs and demand are model values (the layers above use them without the link); they
+# are re-exported here because they are also what the link hands out.
+from orchestrator.model.demand import DemandSnapshot as DemandSnapshot
+from orchestrator.model.demand import TemplateDemand as TemplateDemand
+from orchestrator.model.facts import Epoch as Epoch
+from orchestrator.model.facts import Fact as Fact
 
 
 @dataclass(frozen=True)
@@ -43,33 +33,6 @@ class LeaseDenied:
     holder: str
     retry_after: float
     reason: str = ""
-
-
-@dataclass(frozen=True)
-class TemplateDemand:
-    """Demand against supply of one host template, as the controller sees it."""
-
-    template: str
-    wanted: int
-    pending_hosts: int = 0
-    in_flight: int = 0
-    joined: int = 0
-    idle: int = 0
-    busy: int = 0
-
-
-@dataclass(frozen=True)
-class DemandSnapshot:
-    """A level-triggered demand snapshot: the whole picture, ordered by ``(term, seq)``."""
-
-    seq: int
-    term: int = 0
-    time: float = 0.0
-    templates: tuple[TemplateDemand, ...] = ()
-
-    def order(self) -> tuple[int, int]:
-        """The key a receiver keeps the newest snapshot by."""
-        return (self.term, self.seq)
 
 
 @dataclass(frozen=True)
@@ -105,28 +68,6 @@ class LeaseRevoked:
     provider: str
     epoch: Epoch | None = None
     reason: str = ""
-
-
-@dataclass(frozen=True)
-class Fact:
-    """A durable fact the controller committed (or will commit) for a provider."""
-
-    kind: str
-    provider: str
-    op_id: str
-    epoch: Epoch
-    instance_key: str = ""
-    instance_id: str = ""
-    template: str = ""
-    host_name: str = ""
-    address: str = ""
-    count: int = 0
-    join_deadline: float = 0.0
-    detail: str = ""
-    # Set by the controller when committed:
-    fact_id: int = 0
-    committed: float = 0.0
-    holder: str = ""
 
 
 @dataclass(frozen=True)

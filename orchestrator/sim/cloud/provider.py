@@ -17,22 +17,15 @@ through the ``tf`` framework. The contract (``docs/architecture.md``):
   ``instances``, a list of objects with every attribute of the resource, live instances only,
   oldest first.
 
-With ``XCESIM_STATS=<file>`` in its environment the provider appends, at exit, one JSON line of
-per-operation call counts and seconds spent in the store (``bench/bench_sim_apply.py`` uses it).
-
 Values travel as msgpack from Terraform to the store and back untouched, so a name or tag
 holding ``"``, ``${``, ``%{``, a newline or HCL is stored byte for byte.
 """
 
 from __future__ import annotations
 
-import atexit
-import json
 import logging
-import os
 import sqlite3
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any, Final
@@ -63,8 +56,6 @@ from orchestrator.sim.cloud.store import (
 )
 
 FULL_NAME: Final = "registry.terraform.io/xce/xcesim"
-# When set, the provider appends its per-operation call counts and seconds to this file at exit.
-STATS_ENV: Final = "XCESIM_STATS"
 PREFIX: Final = "xcesim_"
 
 log = logging.getLogger("xcesim")
@@ -121,9 +112,6 @@ class XceSimProvider(Provider):  # type: ignore[misc]
     def __init__(self) -> None:
         self._store: CloudStore | None = None
         self.max_retries = 0
-        # operation -> [calls, seconds inside the store]; written out when XCESIM_STATS is set.
-        self.stats: dict[str, list[float]] = {}
-        self._stats_lock = threading.Lock()
 
     def full_name(self) -> str:
         """Provider source address."""
@@ -196,44 +184,23 @@ class XceSimProvider(Provider):  # type: ignore[misc]
         diagnostic with a readable summary rather than a failed plugin call.
         """
         attempt = 0
-        started = time.perf_counter()
-        try:
-            while True:
-                try:
-                    return fn(*args, **kwargs)
-                except CloudApiError as exc:
-                    if attempt >= self.max_retries:
-                        raise
-                    attempt += 1
-                    log.warning("xcesim: %s: %s (retry %d of %d)", what, exc, attempt, self.max_retries)
-                    time.sleep(min(exc.delay * attempt, 5.0))
-                except sqlite3.OperationalError as exc:
-                    # The store stayed locked past its busy timeout: the API is overloaded, try later.
-                    raise CloudApiError(f"RequestLimitExceeded: simulated cloud store busy ({exc})") from exc
-                except CloudError:
+        while True:
+            try:
+                return fn(*args, **kwargs)
+            except CloudApiError as exc:
+                if attempt >= self.max_retries:
                     raise
-                except Exception as exc:
-                    log.exception("xcesim: %s failed", what)
-                    raise CloudError(f"InternalFailure: {type(exc).__name__}: {exc}") from exc
-        finally:
-            self._count(what, started)
-
-    def _count(self, what: str, started: float) -> None:
-        elapsed = time.perf_counter() - started
-        with self._stats_lock:
-            entry = self.stats.setdefault(what, [0, 0.0])
-            entry[0] += 1
-            entry[1] += elapsed
-
-    def write_stats(self, path: str) -> None:
-        """Append this process's call counts and seconds as one JSON line (for the benchmark)."""
-        if not self.stats:
-            return
-        with self._stats_lock:
-            calls = {k: {"n": int(v[0]), "seconds": v[1]} for k, v in self.stats.items()}
-        doc = {"pid": os.getpid(), "calls": calls}
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(doc) + "\n")
+                attempt += 1
+                log.warning("xcesim: %s: %s (retry %d of %d)", what, exc, attempt, self.max_retries)
+                time.sleep(min(exc.delay * attempt, 5.0))
+            except sqlite3.OperationalError as exc:
+                # The store stayed locked past its busy timeout: the API is overloaded, try later.
+                raise CloudApiError(f"RequestLimitExceeded: simulated cloud store busy ({exc})") from exc
+            except CloudError:
+                raise
+            except Exception as exc:
+                log.exception("xcesim: %s failed", what)
+                raise CloudError(f"InternalFailure: {type(exc).__name__}: {exc}") from exc
 
 
 def _error(diags: Diagnostics, exc: Exception, what: str) -> None:
@@ -406,11 +373,7 @@ def main() -> None:
     logging.basicConfig(
         level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
     )
-    provider = XceSimProvider()
-    stats = os.environ.get(STATS_ENV)
-    if stats:
-        atexit.register(provider.write_stats, stats)
-    run_provider(provider, sys.argv)
+    run_provider(XceSimProvider(), sys.argv)
 
 
 if __name__ == "__main__":

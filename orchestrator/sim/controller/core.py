@@ -16,6 +16,7 @@ import threading
 from dataclasses import replace
 from typing import Final
 
+from orchestrator.model.facts import GONE_KINDS, FactKind
 from orchestrator.sim.controller import wire
 from orchestrator.sim.controller.clock import Clock
 from orchestrator.sim.controller.state import (
@@ -270,7 +271,7 @@ class ControllerCore:
         for value in (f.provider, f.op_id, f.instance_key, f.instance_id, f.template, f.host_name, f.address):
             if len(value.encode()) > MAX_TEXT_BYTES:
                 return f"fact field longer than {MAX_TEXT_BYTES} bytes"
-        if f.kind == "expectedHost":
+        if f.kind == FactKind.EXPECTED_HOST:
             if not (f.instance_id or f.host_name) or not f.template:
                 return "expectedHost needs instanceId or hostName, and template"
             if f.join_deadline_ms <= 0:
@@ -293,7 +294,7 @@ class ControllerCore:
         return None
 
     def _apply_fact(self, f: FactRecord, *, replay: bool = False) -> None:
-        if f.kind == "expectedHost":
+        if f.kind == FactKind.EXPECTED_HOST:
             host = self._find_host(f.instance_id, f.host_name, f.instance_key)
             if host is None or host.provider not in ("", f.provider):
                 host = Host(hid=self._next_hid)
@@ -308,11 +309,11 @@ class ControllerCore:
             host.address = f.address or host.address
             host.join_deadline_ms = f.join_deadline_ms
             host.overdue = False
-        elif f.kind in ("returned", "lost"):
+        elif f.kind in GONE_KINDS:
             host = self._find_host(f.instance_id, "", f.instance_key)
             if host is None:
                 return
-            if f.kind == "lost" and not replay:
+            if f.kind == FactKind.LOST and not replay:
                 host.lost = True
                 self._host_event("lost", host)
             if host.session is not None:

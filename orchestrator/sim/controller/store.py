@@ -12,18 +12,8 @@ import sqlite3
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Final
 
-FACT_KINDS: Final = (
-    "requestIntent",
-    "instanceCreated",
-    "expectedHost",
-    "returning",
-    "returned",
-    "lost",
-    "orphanReported",
-    "orphanAdopted",
-)
+from orchestrator.model.facts import FactKind
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS facts (
@@ -64,7 +54,7 @@ _COLUMNS = (
 class FactRecord:
     """One fact, as committed (``fact_id``, ``committed_ms``, ``holder`` set by the controller)."""
 
-    kind: str
+    kind: FactKind
     provider: str
     op_id: str
     term: int
@@ -102,7 +92,7 @@ def _row_to_fact(row: tuple[object, ...]) -> FactRecord:
         cms,
     ) = row
     return FactRecord(
-        kind=str(kind), provider=str(provider), op_id=str(op_id), term=int(str(term)), seq=int(str(seq)),
+        kind=FactKind(str(kind)), provider=str(provider), op_id=str(op_id), term=int(str(term)), seq=int(str(seq)),
         instance_key=str(ikey), instance_id=str(iid), template=str(tmpl), host_name=str(host),
         address=str(addr), count=int(str(count)), join_deadline_ms=int(str(deadline)), detail=str(detail),
         fact_id=int(str(fid)), committed_ms=int(str(cms)), holder=str(holder),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.model.facts import FactKind
 from orchestrator.protocol.framing import encode, new_envelope
 from orchestrator.sim.controller.state import (
     DemandV,
@@ -35,7 +36,7 @@ def _set_epoch(builder: Any, epoch: Epoch) -> None:
 def fact_from_reader(r: Any) -> FactRecord:
     """A ``Fact`` reader as a record (controller-set fields left at zero)."""
     return FactRecord(
-        kind=str(r.kind), provider=str(r.provider), op_id=str(r.opId),
+        kind=FactKind(str(r.kind)), provider=str(r.provider), op_id=str(r.opId),
         term=int(r.epoch.term), seq=int(r.epoch.seq), instance_key=str(r.instanceKey),
         instance_id=str(r.instanceId), template=str(r.template), host_name=str(r.hostName),
         address=str(r.address), count=int(r.count), join_deadline_ms=int(r.joinDeadlineUnixMs),

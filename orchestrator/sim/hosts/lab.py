@@ -284,7 +284,7 @@ _LOCK: Final = Path("/run/lock/xcesim-labs.lock")
 
 
 @contextlib.contextmanager
-def _labs_locked() -> Iterator[None]:
+def labs_locked() -> Iterator[None]:
     """One machine-wide lock for choosing, claiming and removing labs."""
     import fcntl
 
@@ -308,7 +308,7 @@ def claim_lab(lab: LabConfig, owner: str) -> None:
     Refuses a lab another world holds: two worlds on one lab would sweep each other's hosts.
     The claim lives in /run (gone at reboot, like the namespaces).
     """
-    with _labs_locked():
+    with labs_locked():
         current = lab_owner(lab)
         if current not in (None, owner) and lab_exists(lab):
             raise LabError(
@@ -327,7 +327,7 @@ def owns_lab(lab: LabConfig, owner: str) -> bool:
 
 def release_lab(lab: LabConfig, owner: str) -> bool:
     """Remove ``lab`` if ``owner`` holds it (or nobody does); returns whether it was removed."""
-    with _labs_locked():
+    with labs_locked():
         if not owns_lab(lab, owner):
             return False
         destroy_lab(lab)
@@ -414,40 +414,3 @@ def stray_host_veths(lab: LabConfig, keep: set[str]) -> list[str]:
         for link in ip_json("-n", lab.netns, "link", "show")
         if str(link.get("ifname", "")).startswith("xh") and link["ifname"] not in keep
     ]
-
-
-# ------------------------------------------------------------------------------ labs for tests
-
-_TEST_POOL: Final = range(128, 255)  # 10.213.128.0/24 .. 10.213.254.0/24; the product uses low addresses
-
-
-def _subnets_in_use() -> set[ipaddress.IPv4Network]:
-    """The /24s that root-namespace addresses with a /24 or longer prefix sit in."""
-    used: set[ipaddress.IPv4Network] = set()
-    for link in ip_json("addr", "show"):
-        for a in link.get("addr_info", []):
-            if a.get("family") == "inet" and int(a.get("prefixlen", 0)) >= 24:
-                used.add(ipaddress.IPv4Network(f"{a['local']}/24", strict=False))
-    return used
-
-
-def claim_test_lab(tag: str) -> LabConfig:
-    """Create and return a lab on a /24 of 10.213.128.0/17 that no other lab on this machine uses.
-
-    For tests that run while others run theirs (and while a product world may be up on
-    10.213.0.0/16): the choice and the creation happen under one file lock, so two tests never
-    get the same subnet. The caller removes it with ``destroy_lab``.
-    """
-    with _labs_locked():
-        used = _subnets_in_use()
-        start = int(hashlib.sha1(tag.encode()).hexdigest(), 16) % len(_TEST_POOL)
-        for k in range(len(_TEST_POOL)):
-            third = _TEST_POOL[(start + k) % len(_TEST_POOL)]
-            net = ipaddress.IPv4Network(f"10.213.{third}.0/24")
-            name = "t" + hashlib.sha1(f"{tag}/{third}".encode()).hexdigest()[:7]
-            lab = LabConfig(name=name, subnet=net)
-            if net in used or lab_exists(lab):
-                continue
-            ensure_lab(lab)
-            return lab
-    raise LabError("no free test lab subnet in 10.213.128.0/17")

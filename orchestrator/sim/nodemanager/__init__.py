@@ -38,7 +38,7 @@ no second codec to keep byte-compatible. The cost is size (~8 MB compressed) and
 recorded in ``MANIFEST.json`` (``python_abi``); the entry script refuses a mismatching
 interpreter with a one-line message.
 
-The runtime modules (``config``, ``manager``, ``worker``, ``wire``, ``__main__``) import only
+The runtime modules (``codes``, ``config``, ``manager``, ``worker``, ``wire``, ``__main__``) import only
 the standard library, pycapnp and each other (relative imports), because in the artifact this
 package is ``xce_node_manager``, not ``orchestrator.sim.nodemanager``.
 """

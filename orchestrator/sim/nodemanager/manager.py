@@ -31,12 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
+from .codes import EXIT_CONFIG, EXIT_REFUSED
 from .config import ConfigProblem, NodeConfig, load
 
 log = logging.getLogger("xce-node-manager")
-
-EXIT_REFUSED = 3  # the worker's exit status when the controller refuses the join
-EXIT_CONFIG = 78  # EX_CONFIG: the worker cannot run with this configuration
 
 
 def package_root() -> tuple[str, str]:

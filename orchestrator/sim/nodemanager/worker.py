@@ -21,8 +21,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from .codes import EXIT_CONFIG, EXIT_REFUSED
 from .config import ConfigProblem, NodeConfig, load, split_address
-from .manager import EXIT_CONFIG, EXIT_REFUSED
 from .wire import WireError, connect, recv_frame, send_frame, tls_context
 
 log = logging.getLogger("xce-worker")

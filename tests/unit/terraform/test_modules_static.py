@@ -540,3 +540,49 @@ def test_module_specific_validations(
 def squash_spaces(text: str) -> str:
     """Terraform wraps long diagnostics; compare with runs of whitespace folded to one space."""
     return re.sub(r"\s+", " ", text)
+
+
+# --------------------------------------------------------------------------- examples/basic
+# Every module ships a usage example (standard module structure). The examples are how users
+# learn a module, so they must call it the way the orchestrator does and pass its validations.
+
+
+def example_dir(name: str) -> Path:
+    return module_dir(name) / "examples" / "basic"
+
+
+def example_call(name: str) -> dict[str, Any]:
+    """The arguments of the example's ``module "instances"`` call."""
+    calls = named(parse_dir(example_dir(name)).get("module", []))
+    assert list(calls) == ["instances"], f"modules/{name}/examples/basic: one module call named instances"
+    return dict(calls["instances"])
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_every_module_has_a_basic_example(name: str) -> None:
+    for filename in ("main.tf", "README.md"):
+        assert (example_dir(name) / filename).is_file(), f"modules/{name}/examples/basic/{filename} missing"
+    call = example_call(name)
+    assert call.pop("source") == "../.."
+    assert sorted(call) == sorted(CONTRACT_VARIABLES)
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_example_requires_the_modules_provider(name: str) -> None:
+    local_name, source = PROVIDER_SOURCE[name]
+    example = parse_dir(example_dir(name))
+    assert example["terraform"][0]["required_providers"][0][local_name]["source"] == source
+    # Like a root, the example configures the provider; the module itself never does.
+    assert set(named(example["provider"])) == {local_name}
+
+
+@pytest.mark.usefixtures("terraform_cli")
+@pytest.mark.parametrize("name", MODULES)
+def test_example_inputs_pass_the_module_validations(validation_dirs: dict[str, Path], name: str) -> None:
+    # The example's inputs are literal values (no expressions), so they can be planned against
+    # the module's own variables.tf with its validation blocks, as the orchestrator's are.
+    call = example_call(name)
+    value = {var: call[var] for var in CONTRACT_VARIABLES}
+    retcode, text = _plan(validation_dirs[name], value, "example")
+    assert retcode == 0, text
+    assert f"count = {len(value['instances'])}" in text

@@ -141,19 +141,6 @@ def test_object_type_is_valid_terraform_type_json() -> None:
     assert CloudStore  # the provider's store type is the public store
 
 
-def test_stats_count_calls_and_are_written_as_json_lines(provider: XceSimProvider, tmp_path: Path) -> None:
-    res = InstanceResource(provider)
-    diags = Diagnostics()
-    for i in range(3):
-        res.create(CreateContext(diags, "t"), _planned(client_token=f"s{i}"))
-    out = tmp_path / "stats.jsonl"
-    provider.write_stats(str(out))
-    provider.write_stats(str(out))
-    lines = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(lines) == 2 and lines[0]["calls"]["create"]["n"] == 3
-    assert lines[0]["calls"]["create"]["seconds"] >= 0
-
-
 def test_unexpected_failures_become_diagnostics(provider: XceSimProvider, monkeypatch: pytest.MonkeyPatch) -> None:
     import sqlite3
 
@@ -170,4 +157,3 @@ def test_unexpected_failures_become_diagnostics(provider: XceSimProvider, monkey
     monkeypatch.setattr(provider.store, "create_instance", broken)
     assert InstanceResource(provider).create(CreateContext(diags, "t"), _planned()) is None
     assert diags.diagnostics[-1].summary == "InternalFailure: KeyError: 'boom'"
-    assert provider.stats["create"][0] == 2

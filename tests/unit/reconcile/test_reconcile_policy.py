@@ -9,7 +9,8 @@ import pytest
 from orchestrator.configfile import parse_config
 from orchestrator.errors import UsageError
 from orchestrator.model.config import Config
-from orchestrator.services.burst import OpRequest, choose_ops, parse_requests
+from orchestrator.model.ops import OpRequest
+from orchestrator.reconcile.policy import choose_ops, parse_requests
 
 SITE = """
 cluster: site1

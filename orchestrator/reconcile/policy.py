@@ -10,22 +10,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from orchestrator.errors import UsageError
 from orchestrator.model.config import Config
+from orchestrator.model.ops import OpRequest
 
 REQUEST = re.compile(r"^(?P<template>[^=\s]+)=(?P<count>-?\d+)$")
-
-
-@dataclass(frozen=True)
-class OpRequest:
-    """Create ``count`` hosts of ``template`` on ``provider`` (``asked`` before granularity rounding)."""
-
-    template: str
-    provider: str
-    count: int
-    asked: int
 
 
 def parse_requests(args: Sequence[str]) -> dict[str, int]:
