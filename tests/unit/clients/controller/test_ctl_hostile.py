@@ -14,7 +14,7 @@ from typing import Any
 
 import hostile
 import pytest
-from ctlfake import FakeConn, FakeController, Pki
+from ctlfake import FakeConn, FakeController, Pki, record_joins, wait_for
 
 from orchestrator.clients.controller import messages as m
 from orchestrator.clients.controller.keeper import LeaseKeeper
@@ -140,11 +140,6 @@ def _settings(fake: FakeController, pki: Pki, **kw: Any) -> ControllerSettings:
 
 def _short_leases(fake: FakeController, ttl_ms: int) -> list[FakeConn]:
     """Grant leases with ``ttl_ms``; returns the list the joined connections are appended to."""
-    conns: list[FakeConn] = []
-
-    def joined(member: str, payload: Any, conn: FakeConn) -> tuple[str, Any]:
-        conns.append(conn)
-        return fake.default(member, payload, conn)
 
     def grant(member: str, payload: Any, conn: FakeConn) -> tuple[str, Any]:
         kind, body = fake.default(member, payload, conn)
@@ -152,24 +147,14 @@ def _short_leases(fake: FakeController, ttl_ms: int) -> list[FakeConn]:
         body["epoch"] = {"term": 1, "seq": 1}
         return kind, body
 
-    fake.handlers["joinProvisioner"] = joined
     fake.handlers["leaseAcquire"] = grant
     fake.handlers["leaseRenew"] = grant
-    return conns
+    return record_joins(fake)
 
 
 def _send_raw(conn: FakeConn, body: bytes) -> None:
     with conn.lock:
         conn.sock.sendall(framing.HEADER.pack(len(body)) + body)
-
-
-def _wait(predicate: Any, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 def test_hostile_frames_drop_the_connection_and_the_lease_stays_valid(
@@ -187,15 +172,15 @@ def test_hostile_frames_drop_the_connection_and_the_lease_stays_valid(
     link.start()
     manager.start()
     try:
-        assert _wait(lambda: manager.valid("p1"), 10)
+        assert wait_for(lambda: manager.valid("p1"), 10)
         for n, frame in enumerate((hostile.zero_sized_struct_list(), hostile.huge_text()), start=1):
             _send_raw(conns[-1], frame)
             # Dropped as a protocol error, then rejoined (the reconnect path).
-            assert _wait(lambda n=n: len(conns) > n and link.state().connected, 15), link.state()
+            assert wait_for(lambda n=n: len(conns) > n and link.state().connected, 15), link.state()
         # Accepted hostile shapes (within the limits) leave the connection up.
         _send_raw(conns[-1], hostile.shared_list_status())
         renewed = [r.renewal_sent for r in records if r.epoch is not None]
-        assert _wait(lambda: sum(1 for r in records if r.renewal_sent > renewed[-1]) >= 2, 10)
+        assert wait_for(lambda: sum(1 for r in records if r.renewal_sent > renewed[-1]) >= 2, 10)
         assert manager.valid("p1")
     finally:
         manager.close()
@@ -237,12 +222,12 @@ def test_flooded_reader_cannot_keep_the_gate_open(fake: FakeController, pki: Pki
                          margin=0.5)
     keeper.start()
     try:
-        assert _wait(lambda: keeper.record("p1").epoch is not None, 20)
+        assert wait_for(lambda: keeper.record("p1").epoch is not None, 20)
         first = keeper.record("p1")
         # Validity derives from the one confirmed grant: sent before the controller saw it.
         assert first.valid_until == first.renewal_sent + 2.0 - 0.5
         assert first.renewal_sent <= granted_at[0]
-        assert _wait(lambda: not keeper.valid("p1"), 10)
+        assert wait_for(lambda: not keeper.valid("p1"), 10)
         assert time.monotonic() >= first.valid_until
         with pytest.raises(LeaseLost, match="lapsed"):
             keeper.gate("p1")

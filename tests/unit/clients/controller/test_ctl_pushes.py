@@ -4,11 +4,9 @@ and a revocation gets through even while the push thread is stuck."""
 from __future__ import annotations
 
 import threading
-import time
-from typing import Any
 
 import pytest
-from ctlfake import FakeConn, FakeController, Pki
+from ctlfake import FakeController, Pki, record_joins, wait_for
 
 from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.clients.controller.pushes import PushQueue
@@ -50,32 +48,10 @@ def test_max_host_events_must_be_positive() -> None:
         PushQueue(0)
 
 
-class Scripted:
-    """A fake controller that remembers its joined connections."""
-
-    def __init__(self, fake: FakeController) -> None:
-        self.conns: list[FakeConn] = []
-        self.fake = fake
-        fake.handlers["joinProvisioner"] = self.joined
-
-    def joined(self, member: str, payload: Any, conn: FakeConn) -> tuple[str, Any]:
-        self.conns.append(conn)
-        return self.fake.default(member, payload, conn)
-
-
-def _wait(predicate: Any, timeout: float = 10) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
-
-
 def test_a_stuck_consumer_keeps_the_newest_snapshot_and_revocations_get_through(
     fake: FakeController, pki: Pki
 ) -> None:
-    ctl = Scripted(fake)
+    conns = record_joins(fake)
     release = threading.Event()
     got: list[int] = []
     revoked: list[LeaseRevoked] = []
@@ -89,17 +65,17 @@ def test_a_stuck_consumer_keeps_the_newest_snapshot_and_revocations_get_through(
         link.on_demand(on_demand)
         link.on_lease_revoked(revoked.append)
         link.open()
-        conn = ctl.conns[0]
+        conn = conns[0]
         conn.push("demand", {"seq": 10, "term": 1})
-        assert _wait(lambda: got == [10])  # taken by the consumer, which is now stuck
+        assert wait_for(lambda: got == [10])  # taken by the consumer, which is now stuck
         for seq in range(11, 511):
             conn.push("demand", {"seq": seq, "term": 1, "templates": [{"template": "cpu", "wanted": seq}]})
         conn.push("leaseRevoked", {"provider": "p1", "epoch": {"term": 1, "seq": 3}, "reason": "admin"})
-        assert _wait(lambda: len(revoked) == 1)  # not behind the stuck consumer
-        assert _wait(lambda: (w := link.pushes_waiting()[0]) is not None and w.seq == 510)
+        assert wait_for(lambda: len(revoked) == 1)  # not behind the stuck consumer
+        assert wait_for(lambda: (w := link.pushes_waiting()[0]) is not None and w.seq == 510)
         assert link.pushes_waiting()[1] == 0
         release.set()
-        assert _wait(lambda: got[-1:] == [510])
+        assert wait_for(lambda: got[-1:] == [510])
     assert got == [10, 510]
     assert revoked[0].provider == "p1"
     newest = link.demand()
@@ -107,7 +83,7 @@ def test_a_stuck_consumer_keeps_the_newest_snapshot_and_revocations_get_through(
 
 
 def test_host_event_overflow_drops_the_connection_and_resyncs(fake: FakeController, pki: Pki) -> None:
-    ctl = Scripted(fake)
+    conns = record_joins(fake)
     release = threading.Event()
     events: list[str] = []
     reconnected = threading.Event()
@@ -122,10 +98,10 @@ def test_host_event_overflow_drops_the_connection_and_resyncs(fake: FakeControll
     link.on_reconnect(lambda s: reconnected.set() if s.reconnects == 1 else None)
     link.start()
     try:
-        assert _wait(lambda: bool(ctl.conns) and link.state().connected)
-        conn = ctl.conns[0]
+        assert wait_for(lambda: bool(conns) and link.state().connected)
+        conn = conns[0]
         conn.push("hostEvent", {"kind": "joined", "host": {"hostName": "h0", "state": "idle"}})
-        assert _wait(lambda: events == ["h0"])  # the consumer is stuck on h0
+        assert wait_for(lambda: events == ["h0"])  # the consumer is stuck on h0
         for n in range(1, 10):
             conn.push("hostEvent", {"kind": "joined", "host": {"hostName": f"h{n}", "state": "idle"}})
         # The sixth waiting event does not fit: the link drops the connection and rejoins,
@@ -134,7 +110,7 @@ def test_host_event_overflow_drops_the_connection_and_resyncs(fake: FakeControll
         assert fake.seen.count("hostStatus") == 2
         assert link.hosts()[0].host_name == "cpu-1"
         release.set()
-        assert _wait(lambda: len(events) == 6)
+        assert wait_for(lambda: len(events) == 6)
     finally:
         release.set()
         link.close()
