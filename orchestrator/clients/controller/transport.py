@@ -25,6 +25,9 @@ from orchestrator.protocol import framing, tls
 log = logging.getLogger(__name__)
 
 IO_CHUNK = 64 * 1024
+# Chunks read per turn of the I/O loop: a peer that sends without pause must not keep the
+# thread from writing what is queued (lease renewals among it).
+READS_PER_TURN = 16
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -163,7 +166,9 @@ class Connection:
             self._on_closed(self, reason)
 
     def _read(self) -> None:
-        while not self._closing_requested():
+        for _ in range(READS_PER_TURN):
+            if self._closing_requested():
+                return
             try:
                 data = self.sock.recv(IO_CHUNK)
             except (ssl.SSLWantReadError, ssl.SSLWantWriteError):

@@ -235,3 +235,43 @@ def test_flooded_reader_cannot_keep_the_gate_open(fake: FakeController, pki: Pki
     finally:
         stop.set()
         keeper.close(release=False)
+
+
+def test_a_push_flood_does_not_stop_the_keepers_renewals(fake: FakeController, pki: Pki) -> None:
+    """The keeper's link is lease-only: pushes cost it a type check, so renewals keep up while
+    the controller pushes demand snapshots as fast as it can on the keeper's connection."""
+    conns = _short_leases(fake, ttl_ms=3000)
+    stop = threading.Event()
+    pushed: list[int] = []
+
+    def flood(conn: FakeConn) -> None:
+        while not stop.is_set():
+            try:
+                conn.push("demand", {"seq": len(pushed) + 1, "term": 1,
+                                     "templates": [{"template": "cpu", "wanted": 1}]})
+            except OSError:
+                return
+            pushed.append(1)
+            time.sleep(0)  # let the fake's reply thread take the connection's lock too
+
+    keeper = LeaseKeeper(_settings(fake, pki), instance_id="k", providers=["p1"], margin=0.5)
+    keeper.start()
+    try:
+        assert wait_for(lambda: keeper.valid("p1") and bool(conns), 20)
+        threading.Thread(target=flood, args=(conns[0],), daemon=True).start()
+        assert wait_for(lambda: len(pushed) > 1000, 20)
+        before = keeper.record("p1").renewal_sent
+        sent: set[float] = set()
+
+        def renewed_thrice() -> bool:
+            r = keeper.record("p1")
+            assert r.epoch is not None and time.monotonic() < r.valid_until  # never lapses
+            if r.renewal_sent > before:
+                sent.add(r.renewal_sent)
+            return len(sent) >= 3
+
+        assert wait_for(renewed_thrice, 20)
+        assert len(conns) == 1  # the same connection throughout
+    finally:
+        stop.set()
+        keeper.close(release=False)
