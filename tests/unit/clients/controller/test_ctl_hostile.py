@@ -203,6 +203,8 @@ def test_flooded_reader_cannot_keep_the_gate_open(fake: FakeController, pki: Pki
     flood = hostile.shared_list_status()
 
     def flood_forever(conn: FakeConn) -> None:
+        # Only once the grant is through (the flood must not starve the grant itself).
+        wait_for(lambda: keeper.record("p1").epoch is not None, 20)
         while not stop.is_set():
             try:
                 _send_raw(conn, flood)
