@@ -64,14 +64,10 @@ class _Budget:
 
     def take_list(self, path: str, length: int) -> None:
         if length > self.limits.max_list_length:
-            raise FrameLimitExceeded(
-                f"list {path} has {length} elements (limit {self.limits.max_list_length})"
-            )
+            raise FrameLimitExceeded(f"list {path} has {length} elements (limit {self.limits.max_list_length})")
         self.elements -= length
         if self.elements < 0:
-            raise FrameLimitExceeded(
-                f"message has more than {self.limits.max_elements} list elements (at {path})"
-            )
+            raise FrameLimitExceeded(f"message has more than {self.limits.max_elements} list elements (at {path})")
 
     def take_text(self, path: str, size: int) -> None:
         if size > self.limits.max_text_bytes:

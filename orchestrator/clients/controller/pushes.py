@@ -60,8 +60,7 @@ class PushQueue:
     def get(self, timeout: float | None = None) -> DemandSnapshot | HostEvent | None:
         """The next push (the waiting demand snapshot first); None once closed or on timeout."""
         with self._cond:
-            if not self._cond.wait_for(lambda: self._closed or self._demand is not None or self._events,
-                                       timeout):
+            if not self._cond.wait_for(lambda: self._closed or self._demand is not None or self._events, timeout):
                 return None
             if self._closed:
                 return None

@@ -155,8 +155,9 @@ class Session:
         self._connected.set()
         if conn.closed.is_set():  # dropped between join and now: let the loop notice
             self._closed(conn, conn.reason)
-        log.info("joined controller %s as provisioner %s (term %d)", address,
-                 self._join.get("instanceId", ""), state.term)
+        log.info(
+            "joined controller %s as provisioner %s (term %d)", address, self._join.get("instanceId", ""), state.term
+        )
         return None
 
     def _closed(self, conn: Connection, reason: str) -> None:
@@ -193,6 +194,10 @@ class Session:
                     return
             if not self.closed.is_set():
                 delay = self._backoff.next_delay()
-                log.warning("connection to the controller at %s lost (%s); reconnecting in %.2fs",
-                            conn.address, conn.reason, delay)
+                log.warning(
+                    "connection to the controller at %s lost (%s); reconnecting in %.2fs",
+                    conn.address,
+                    conn.reason,
+                    delay,
+                )
                 self.closed.wait(delay)

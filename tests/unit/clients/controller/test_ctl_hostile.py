@@ -46,23 +46,39 @@ def test_lists_sharing_words_count_against_the_total() -> None:
     data = hostile.shared_list_status()
     frame = m.read_frame(data)
     assert frame is not None and len(frame[2]["hosts"]) == len(frame[2]["leases"]) == 20_000
-    with pytest.raises(FrameLimitExceeded, match="more than 30000 list elements"), \
-            framing.open_envelope(data) as env:
+    with pytest.raises(FrameLimitExceeded, match="more than 30000 list elements"), framing.open_envelope(data) as env:
         to_plain(env, DecodeLimits(max_elements=30_000), frame_bytes=len(data))
 
 
 def test_total_text_is_bounded_by_the_frame() -> None:
     env = Envelope.new_message(requestId=1, hostList={"hosts": [{"hostName": "h" * 1000}] * 20})
     data = framing.encode(env)
-    with pytest.raises(FrameLimitExceeded, match="text exceeds its limit in total"), \
-            framing.open_envelope(data) as reader:
+    with (
+        pytest.raises(FrameLimitExceeded, match="text exceeds its limit in total"),
+        framing.open_envelope(data) as reader,
+    ):
         to_plain(reader, DecodeLimits(max_total_text_bytes=10_000), frame_bytes=len(data))
 
 
 def test_bounded_conversion_reads_what_to_dict_reads() -> None:
-    env = Envelope.new_message(requestId=7, factList={"provider": "p1", "more": True, "facts": [
-        {"kind": "expectedHost", "provider": "p1", "opId": "op", "epoch": {"term": 2, "seq": 3},
-         "hostName": "cpu-1", "detail": "é" * 10, "joinDeadlineUnixMs": 5}]})
+    env = Envelope.new_message(
+        requestId=7,
+        factList={
+            "provider": "p1",
+            "more": True,
+            "facts": [
+                {
+                    "kind": "expectedHost",
+                    "provider": "p1",
+                    "opId": "op",
+                    "epoch": {"term": 2, "seq": 3},
+                    "hostName": "cpu-1",
+                    "detail": "é" * 10,
+                    "joinDeadlineUnixMs": 5,
+                }
+            ],
+        },
+    )
     with framing.open_envelope(framing.encode(env)) as reader:
         assert to_plain(reader) == reader.to_dict()
 
@@ -119,8 +135,13 @@ EXPECTED = {
 def test_hostile_frames_cost_less_than_the_documented_memory_bound(shape: str) -> None:
     # One child process per frame, so that its peak RSS belongs to this conversion alone; the
     # traced peak counts every Python allocation of the conversion exactly.
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(HERE), shape], capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "PYTHONWARNINGS": "error"})
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, str(HERE), shape],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONWARNINGS": "error"},
+    )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert result["frame"] > 4_000_000 or shape == "largest accepted fact list"
@@ -220,8 +241,7 @@ def test_flooded_reader_cannot_keep_the_gate_open(fake: FakeController, pki: Pki
 
     fake.handlers["leaseAcquire"] = lease
     fake.handlers["leaseRenew"] = lease
-    keeper = LeaseKeeper(_settings(fake, pki, request_timeout=1.0), instance_id="k", providers=["p1"],
-                         margin=0.5)
+    keeper = LeaseKeeper(_settings(fake, pki, request_timeout=1.0), instance_id="k", providers=["p1"], margin=0.5)
     keeper.start()
     try:
         assert wait_for(lambda: keeper.record("p1").epoch is not None, 20)
@@ -249,8 +269,9 @@ def test_a_push_flood_does_not_stop_the_keepers_renewals(fake: FakeController, p
     def flood(conn: FakeConn) -> None:
         while not stop.is_set():
             try:
-                conn.push("demand", {"seq": len(pushed) + 1, "term": 1,
-                                     "templates": [{"template": "cpu", "wanted": 1}]})
+                conn.push(
+                    "demand", {"seq": len(pushed) + 1, "term": 1, "templates": [{"template": "cpu", "wanted": 1}]}
+                )
             except OSError:
                 return
             pushed.append(1)

@@ -48,9 +48,7 @@ def test_max_host_events_must_be_positive() -> None:
         PushQueue(0)
 
 
-def test_a_stuck_consumer_keeps_the_newest_snapshot_and_revocations_get_through(
-    fake: FakeController, pki: Pki
-) -> None:
+def test_a_stuck_consumer_keeps_the_newest_snapshot_and_revocations_get_through(fake: FakeController, pki: Pki) -> None:
     conns = record_joins(fake)
     release = threading.Event()
     got: list[int] = []
