@@ -51,7 +51,7 @@ DEFAULT_LIMITS: Final = DecodeLimits()
 
 # What decoding and converting one frame of at most 4 MiB may cost a reader in memory, the
 # frame's own buffers included, within DEFAULT_LIMITS (docs/protocol.md, "Limits"). Measured:
-# about 25 MiB for the worst shape (50,000 empty list elements), a few MiB for refused frames.
+# about 20 MiB for the worst shape (50,000 empty list elements), a few MiB for refused frames.
 MEMORY_BOUND_BYTES: Final = 64 * 1024 * 1024
 
 
