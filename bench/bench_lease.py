@@ -43,9 +43,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from orchestrator.clients.controller.keeper import LeaseKeeper
-from orchestrator.clients.controller.lease import LeaseManager
+from orchestrator.clients.controller.lease import LeaseManager, LeaseRecord
 from orchestrator.clients.controller.link import ControllerLink, join_lease_manager
-from orchestrator.clients.controller.types import Epoch, LeaseDenied, LeaseGrant
 from orchestrator.model.config import ControllerSettings
 
 TARGET = 0.10
@@ -109,22 +108,34 @@ def _listening(address: str) -> bool:
     return True
 
 
-class Timing:
-    """The lease transport, timing every renewal against its due time."""
+class RenewalWatch:
+    """Lateness of every confirmed renewal, read from the lease record the renewing side publishes.
 
-    def __init__(self, link: ControllerLink) -> None:
-        self.link = link
-        self.due: float | None = None
+    ``LeaseManager.record`` (in-process) and ``LeaseKeeper.record`` (the keeper child's shared
+    record) carry the due, sent and confirmed times of the last confirmed renewal on the
+    monotonic clock of the side that renewed, so polling them here measures the renewals
+    themselves: a poll that is late (this process is loaded on purpose) only delays when a
+    sample is collected, not its value. Polls every 2 ms, far more often than renewals happen.
+    """
+
+    def __init__(self, record: Callable[[], LeaseRecord]) -> None:
+        self.record = record
         self.sent: list[float] = []
         self.granted: list[float] = []
         self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+        self.thread.start()
 
-    def observe(self, provider: str, due: float, sent: float) -> None:
-        # Called after each successful grant with the due time the manager had scheduled.
-        if due > 0:  # the first acquire has no due time
-            with self.lock:
-                self.sent.append(sent - due)
-                self.granted.append(time.monotonic() - due)
+    def _poll(self) -> None:
+        last = 0.0
+        while not self.stop.wait(0.002):
+            r = self.record()
+            if r.renewal_sent != last and r.renewal_due > 0:  # the first acquire has no due time
+                with self.lock:
+                    self.sent.append(r.renewal_sent - r.renewal_due)
+                    self.granted.append(r.renewal_confirmed - r.renewal_due)
+            last = r.renewal_sent
 
     def take(self) -> tuple[list[float], list[float]]:
         with self.lock:
@@ -132,38 +143,9 @@ class Timing:
             self.sent, self.granted = [], []
         return out
 
-    def acquire(self, provider: str, previous: Epoch | None) -> LeaseGrant | LeaseDenied:
-        return self.link.acquire(provider, previous)
-
-    def renew(self, provider: str, epoch: Epoch) -> LeaseGrant | LeaseDenied:
-        return self.link.renew(provider, epoch)
-
-    def release(self, provider: str, epoch: Epoch) -> None:
-        self.link.release(provider, epoch)
-
-
-class KeeperTiming:
-    """Lateness as recorded by the lease keeper child (one line per renewal in a log file)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.offset = 0
-
-    def take(self) -> tuple[list[float], list[float]]:
-        sent: list[float] = []
-        granted: list[float] = []
-        if not self.path.exists():
-            return sent, granted
-        with open(self.path, encoding="utf-8") as f:
-            f.seek(self.offset)
-            data = f.read()
-        complete, _, _ = data.rpartition("\n")
-        self.offset += len(complete) + (1 if complete else 0)
-        for line in complete.splitlines():
-            _, due, at, got = line.split()
-            sent.append(float(at) - float(due))
-            granted.append(float(got) - float(due))
-        return sent, granted
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -244,7 +226,7 @@ def terraform_load(root: Path, instances: int) -> Callable[[threading.Event], No
 
 def phase(
     name: str,
-    timing: Timing | KeeperTiming,
+    timing: RenewalWatch,
     seconds: float,
     load: Callable[[threading.Event], None] | None,
     interval: float,
@@ -331,21 +313,18 @@ def run_mode(
     """The phases with the lease held by the keeper child (``keeper``) or by threads of this process."""
     rows: list[dict[str, object]] = []
     name = f"bench-{mode}-{os.getpid()}"
-    timing: Timing | KeeperTiming
     holder: LeaseKeeper | LeaseManager
     link: ControllerLink | None = None
     if mode == "keeper":
-        log_path = root / f"lateness-{mode}.log"
-        holder = LeaseKeeper(settings, instance_id=name, providers=["p1"], lateness_log=log_path)
-        timing = KeeperTiming(log_path)
+        holder = LeaseKeeper(settings, instance_id=name, providers=["p1"])
         holder.start()
     else:
         link = ControllerLink(settings, instance_id=name, providers=["p1"])
-        timing = Timing(link)
-        holder = LeaseManager(timing, ["p1"], margin=settings.lease_margin, observer=timing.observe)
+        holder = LeaseManager(link, ["p1"], margin=settings.lease_margin)
         join_lease_manager(link, holder)
         link.start()
         holder.start()
+    timing = RenewalWatch(lambda: holder.record("p1"))
     try:
         deadline = time.monotonic() + 30
         while not holder.valid("p1"):
@@ -360,6 +339,7 @@ def run_mode(
             print("terraform   skipped (orchestrator.clients.terraform not present)")
         assert holder.valid("p1"), "the lease lapsed during the benchmark"
     finally:
+        timing.close()
         holder.close()  # releases, so the next mode acquires at once
         if link is not None:
             link.close()

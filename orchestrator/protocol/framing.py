@@ -27,7 +27,9 @@ from orchestrator.protocol.schema import Envelope
 
 HEADER: Final = struct.Struct("<Q")  # the frame length in bytes, little-endian, header excluded
 DEFAULT_MAX_FRAME_BYTES: Final = 4 * 1024 * 1024
-DEFAULT_NESTING_LIMIT: Final = 32
+# The schema nests at most 5 pointers deep (Envelope > status > hosts > HostInfo > Text); a
+# reader only follows pointers the schema names, so 16 leaves room for growth and no more.
+DEFAULT_NESTING_LIMIT: Final = 16
 # Words a legitimate reader traverses per word of message; a reader that converts a message once
 # traverses each word about once, so 4x plus a floor leaves room for re-reading small fields.
 TRAVERSAL_FACTOR: Final = 4

@@ -17,11 +17,16 @@ How it works:
   ``LeaseManager``.
 - The child publishes every lease change into a small shared-memory file (one record per
   provider, written under a sequence lock by the child only): epoch, ``valid_until`` on
-  ``CLOCK_MONOTONIC`` (system-wide on Linux, so both processes read the same clock), TTL, and the
-  holder or last error.
+  ``CLOCK_MONOTONIC`` (system-wide on Linux, so both processes read the same clock), TTL, the
+  holder or last error, and the due, sent and confirmed times of the last confirmed renewal
+  (``LeaseKeeper.record``; ``bench/bench_lease.py`` measures renewal lateness from them).
 - ``LeaseKeeper.gate(provider)`` reads the record and checks ``now < valid_until``: no message,
-  no lock shared with the child. If the child dies, its last deadline still bounds the lease,
-  so the gate closes on time by itself.
+  no lock shared with the child. ``valid_until`` moves only when a renewal is *confirmed*
+  (``renew_sent + TTL - margin``), so nothing that delays or stalls the child (a stuck or
+  flooded link reader included) can keep the gate open: if the child dies or hangs, its last
+  deadline still bounds the lease, and the gate closes on time by itself.
+- The child's link is lease-only: it resyncs nothing and drops demand and host-event pushes
+  unconverted, so a controller flooding pushes costs the renewals almost nothing.
 - Revocation: the parent's link also receives ``leaseRevoked``; ``revoke()`` closes the gate in
   the parent at once and tells the child. The child's own link receives the push too.
 - ``close(release=True)`` asks the child to release every lease and exit; stdin EOF (the
@@ -47,7 +52,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from orchestrator.clients.controller.lease import LeaseManager, LeaseStatus
+from orchestrator.clients.controller.lease import LeaseManager, LeaseRecord, LeaseStatus
 from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.clients.controller.types import Epoch
 from orchestrator.errors import ControllerError, LeaseLost
@@ -55,9 +60,11 @@ from orchestrator.model.config import ControllerSettings
 
 log = logging.getLogger(__name__)
 
-_MAGIC = b"XCELEAS1"
+_MAGIC = b"XCELEAS2"
 _HEADER = struct.Struct("<8sQ")  # magic, number of records
-_RECORD = struct.Struct("<QQQddQ80s")  # generation, term, seq, valid_until, ttl, held, note
+# generation, term, seq, valid_until, ttl, held, renewal due, sent, confirmed, note
+_RECORD = struct.Struct("<QQQddQddd80s")
+_NOT_HELD = LeaseRecord(None, -math.inf, 0.0)
 _READ_RETRIES = 1000
 
 
@@ -85,7 +92,7 @@ class SharedLeases:
         if create:
             _HEADER.pack_into(self._map, 0, _MAGIC, len(self.providers))
             for provider in self.providers:
-                self._pack(self.index[provider], 0, 0, 0, -math.inf, 0.0, 0, b"")
+                self._pack(self.index[provider], 0, _NOT_HELD)
         magic, count = _HEADER.unpack_from(self._map, 0)
         if magic != _MAGIC or count != len(self.providers):
             raise ControllerError(f"lease keeper shared file {path} does not match")
@@ -93,32 +100,33 @@ class SharedLeases:
     def _offset(self, i: int) -> int:
         return _HEADER.size + i * _RECORD.size
 
-    def _pack(self, i: int, gen: int, term: int, seq: int, until: float, ttl: float, held: int,
-              note: bytes) -> None:
-        _RECORD.pack_into(self._map, self._offset(i), gen, term, seq, until, ttl, held, note[:80])
+    def _pack(self, i: int, gen: int, r: LeaseRecord) -> None:
+        term, seq = (r.epoch.term, r.epoch.seq) if r.epoch is not None else (0, 0)
+        note = r.note.encode("utf-8", "replace")[:80]
+        _RECORD.pack_into(self._map, self._offset(i), gen, term, seq, r.valid_until, r.ttl,
+                          1 if r.epoch is not None else 0, r.renewal_due, r.renewal_sent,
+                          r.renewal_confirmed, note)
 
-    def write(self, provider: str, epoch: Epoch | None, valid_until: float, ttl: float, note: str) -> None:
+    def write(self, provider: str, record: LeaseRecord) -> None:
         """Publish one provider's lease (writer only)."""
         i = self.index[provider]
         off = self._offset(i)
         (gen,) = struct.unpack_from("<Q", self._map, off)
         struct.pack_into("<Q", self._map, off, gen + 1)  # odd: being written
-        term, seq = (epoch.term, epoch.seq) if epoch is not None else (0, 0)
-        self._pack(i, gen + 1, term, seq, valid_until, ttl, 1 if epoch is not None else 0,
-                   note.encode("utf-8", "replace"))
+        self._pack(i, gen + 1, record)
         struct.pack_into("<Q", self._map, off, gen + 2)  # even: consistent
 
-    def read(self, provider: str) -> tuple[Epoch | None, float, float, str]:
-        """``(epoch, valid_until, ttl, note)`` of one provider, consistent."""
+    def read(self, provider: str) -> LeaseRecord:
+        """One provider's lease record, consistent."""
         i = self.index[provider]
         off = self._offset(i)
         for _ in range(_READ_RETRIES):
-            gen, term, seq, until, ttl, held, note = _RECORD.unpack_from(self._map, off)
+            gen, term, seq, until, ttl, held, due, sent, confirmed, note = _RECORD.unpack_from(self._map, off)
             if gen % 2 == 0:
                 (again,) = struct.unpack_from("<Q", self._map, off)
                 if again == gen:
                     text = note.rstrip(b"\0").decode("utf-8", "replace")
-                    return (Epoch(term, seq) if held else None), until, ttl, text
+                    return LeaseRecord(Epoch(term, seq) if held else None, until, ttl, text, due, sent, confirmed)
             time.sleep(0)
         raise LeaseLost(f"lease record of provider {provider!r} is being rewritten continuously")
 
@@ -139,7 +147,6 @@ class LeaseKeeper:
         cluster: str = "",
         margin: float | None = None,
         python: str | None = None,
-        lateness_log: Path | None = None,
     ) -> None:
         self.settings = settings
         self.instance_id = instance_id
@@ -147,7 +154,6 @@ class LeaseKeeper:
         self.cluster = cluster
         self.margin = settings.lease_margin if margin is None else margin
         self.python = python or sys.executable
-        self.lateness_log = lateness_log
         self._dir: Path | None = None
         self._shared: SharedLeases | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -168,7 +174,6 @@ class LeaseKeeper:
             "cluster": self.cluster,
             "margin": self.margin,
             "shared": str(path),
-            "lateness_log": str(self.lateness_log) if self.lateness_log else "",
         }
         self._proc = subprocess.Popen(
             [self.python, "-m", "orchestrator.clients.controller.keeper"],
@@ -199,7 +204,8 @@ class LeaseKeeper:
             raise LeaseLost("the lease keeper is not running")
         if provider not in self._shared.index:
             raise LeaseLost(f"no lease is managed for provider {provider!r}")
-        epoch, until, _ttl, note = self._shared.read(provider)
+        record = self._shared.read(provider)
+        epoch, until, note = record.epoch, record.valid_until, record.note
         now = time.monotonic()
         if epoch is None:
             raise LeaseLost(f"lease for provider {provider!r} is not held" + (f" ({note})" if note else ""))
@@ -218,6 +224,12 @@ class LeaseKeeper:
             return False
         return True
 
+    def record(self, provider: str) -> LeaseRecord:
+        """The provider's lease as the keeper child last published it (times on CLOCK_MONOTONIC)."""
+        if self._shared is None or provider not in self._shared.index:
+            return _NOT_HELD
+        return self._shared.read(provider)
+
     def status(self) -> list[LeaseStatus]:
         """Every lease as published by the keeper."""
         if self._shared is None:
@@ -225,7 +237,8 @@ class LeaseKeeper:
         now = time.monotonic()
         out = []
         for provider in self.providers:
-            epoch, until, ttl, note = self._shared.read(provider)
+            r = self._shared.read(provider)
+            epoch, until, ttl, note = r.epoch, r.valid_until, r.ttl, r.note
             held = epoch is not None and now < until
             out.append(LeaseStatus(provider, held, epoch, ttl, max(0.0, until - now) if epoch else 0.0,
                                    self.instance_id if epoch is not None else note, note if held else ""))
@@ -233,9 +246,7 @@ class LeaseKeeper:
 
     def revoke(self, provider: str, epoch: Epoch | None = None) -> None:
         """A revocation push seen by the orchestrator's link: close the gate now, tell the child."""
-        current, _, _, _ = self._shared.read(provider) if self._shared and provider in self._shared.index \
-            else (None, 0.0, 0.0, "")
-        target = epoch or current
+        target = epoch or self.record(provider).epoch
         if target is None:
             return
         self._revoked[provider] = max(target, self._revoked.get(provider, target))
@@ -277,22 +288,15 @@ def _child(config: dict[str, Any]) -> int:
     providers: list[str] = list(config["providers"])
     shared = SharedLeases(Path(config["shared"]), providers)
     link = ControllerLink(settings, instance_id=config["instance_id"], providers=providers,
-                          cluster=config.get("cluster", ""))
-    lateness = open(config["lateness_log"], "a", buffering=1) if config.get("lateness_log") else None  # noqa: SIM115
-
-    def observe(provider: str, due: float, sent: float) -> None:
-        if lateness is not None and due > 0:
-            lateness.write(f"{provider} {due:.6f} {sent:.6f} {time.monotonic():.6f}\n")
-
+                          cluster=config.get("cluster", ""), lease_only=True)
     manager: LeaseManager | None = None
 
     def publish(provider: str) -> None:
         assert manager is not None
-        epoch, until, ttl, note = manager.deadline(provider)
-        shared.write(provider, epoch, until, ttl, note)
+        shared.write(provider, manager.record(provider))
 
     manager = LeaseManager(link, providers, margin=float(config["margin"]), holder_id=config["instance_id"],
-                           clock=time.monotonic, observer=observe, on_change=publish,
+                           clock=time.monotonic, on_change=publish,
                            retry_interval=min(1.0, settings.request_timeout))
     link.on_lease_revoked(lambda r: manager.revoke(r.provider, r.epoch) if manager else None)
     link.on_reconnect(lambda _s: manager.kick(reacquire=True) if manager else None)
@@ -315,8 +319,6 @@ def _child(config: dict[str, Any]) -> int:
             publish(provider)
         link.close()
         shared.close()
-        if lateness is not None:
-            lateness.close()
     return 0
 
 

@@ -40,8 +40,6 @@ from orchestrator.errors import ControllerError, LeaseLost
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
-# Called after every successful acquire/renew: (provider, due time, send time) on the manager's clock.
-RenewObserver = Callable[[str, float, float], None]
 # Called with the provider's name after every change of its lease (grant, denial, failure, revocation).
 ChangeListener = Callable[[str], None]
 
@@ -75,6 +73,24 @@ class LeaseStatus:
     last_error: str
 
 
+@dataclass(frozen=True)
+class LeaseRecord:
+    """One provider's lease as its renewing side holds it, times on the manager's clock.
+
+    ``valid_until`` derives only from the last *confirmed* renewal: ``renewal_sent + ttl -
+    margin``; ``-inf`` when not held. The ``renewal_*`` times are those of that renewal (0 before
+    the first grant; ``renewal_due`` is 0 for a first acquire, which had no due time).
+    """
+
+    epoch: Epoch | None
+    valid_until: float
+    ttl: float
+    note: str = ""
+    renewal_due: float = 0.0
+    renewal_sent: float = 0.0
+    renewal_confirmed: float = 0.0
+
+
 @dataclass
 class _Lease:
     provider: str
@@ -88,6 +104,7 @@ class _Lease:
     revoked: Epoch | None = None
     in_flight: bool = False
     reacquire: bool = False
+    renewal: tuple[float, float, float] = (0.0, 0.0, 0.0)  # due, sent, confirmed of the last grant
 
 
 class LeaseManager:
@@ -104,7 +121,6 @@ class LeaseManager:
         rng: random.Random | None = None,
         jitter: float = 0.05,
         retry_interval: float = 1.0,
-        observer: RenewObserver | None = None,
         on_change: ChangeListener | None = None,
     ) -> None:
         if margin < 0:
@@ -116,7 +132,6 @@ class LeaseManager:
         self._rng = rng or random.Random()
         self._jitter = jitter
         self._retry = retry_interval
-        self._observer = observer
         self._on_change = on_change
         self._lock = threading.Lock()
         self._leases: dict[str, _Lease] = {p: _Lease(p) for p in providers}
@@ -170,13 +185,14 @@ class LeaseManager:
                 for lease in sorted(self._leases.values(), key=lambda x: x.provider)
             ]
 
-    def deadline(self, provider: str) -> tuple[Epoch | None, float, float, str]:
-        """``(epoch, valid_until, ttl, note)`` of the provider's lease: the absolute deadline on the
-        manager's clock (``-inf`` when not held) and the holder or last error as a note."""
+    def record(self, provider: str) -> LeaseRecord:
+        """The provider's lease: its absolute deadline on the manager's clock (``-inf`` when not
+        held), the holder or last error as a note, and the times of the last confirmed renewal."""
         with self._lock:
             lease = self._leases[provider]
-            note = lease.holder or lease.last_error
-            return lease.epoch, lease.valid_until, lease.ttl, note
+            due, sent, confirmed = lease.renewal
+            return LeaseRecord(lease.epoch, lease.valid_until, lease.ttl, lease.holder or lease.last_error,
+                               due, sent, confirmed)
 
     def _changed(self, provider: str) -> None:
         if self._on_change is not None:
@@ -275,10 +291,9 @@ class LeaseManager:
             lease.valid_until = sent + answer.ttl - self._margin
             lease.holder = ""
             lease.last_error = ""
+            lease.renewal = (due, sent, now)
             interval = answer.ttl / 3.0
             lease.next_due = sent + interval * (1.0 - self._jitter * self._rng.random())
-        if self._observer is not None:
-            self._observer(provider, due, sent)
 
     def _failed(self, provider: str, error: str) -> None:
         now = self._clock()

@@ -1,13 +1,17 @@
 """Conversions between protocol messages (as plain dicts) and the link's typed values.
 
-The reader thread turns every decoded message into a dict (``reader.to_dict()``) while the
-message is open; these functions turn such dicts into the frozen dataclasses of ``types`` and
-build the dicts that ``Envelope.new_message`` takes. pycapnp leaves unset Text fields out of
-``to_dict``, so every read has a default. Wire times are milliseconds; the types use seconds.
+:func:`read_frame` decodes a frame body into a plain dict on the I/O thread, within the limits
+of ``orchestrator.protocol.decode`` (docs/protocol.md, "Limits"): whatever a frame holds, its
+conversion costs bounded memory and time, and a frame over a limit is a protocol error that
+drops the connection. The other functions turn such dicts into the frozen dataclasses of
+``types`` and build the dicts that ``Envelope.new_message`` takes. Unset pointer fields are
+left out of the dicts, so every read has a default. Wire times are milliseconds; the types use
+seconds.
 """
 
 from __future__ import annotations
 
+from collections.abc import Container
 from typing import Any
 
 from orchestrator.clients.controller.types import (
@@ -24,8 +28,24 @@ from orchestrator.clients.controller.types import (
     TemplateDemand,
 )
 from orchestrator.model.facts import FactKind
+from orchestrator.protocol import framing
+from orchestrator.protocol.decode import DEFAULT_LIMITS, DecodeLimits, to_plain
 
 Dict = dict[str, Any]
+
+
+def read_frame(
+    body: bytes, *, skip_pushes: Container[str] = (), limits: DecodeLimits = DEFAULT_LIMITS
+) -> tuple[int, str, Any] | None:
+    """``(requestId, member, payload dict)`` of a frame; None for a push in ``skip_pushes``,
+    which is dropped after reading its type, without converting it. Raises ``FrameError``."""
+    with framing.open_envelope(body) as env:
+        kind = framing.which(env)
+        request_id = int(env.requestId)
+        if request_id == 0 and kind in skip_pushes:
+            return None
+        data = to_plain(env, limits, frame_bytes=len(body))
+    return request_id, kind, data.get(kind)
 
 
 def _s(d: Dict, key: str) -> str:

@@ -153,6 +153,16 @@ def test_legit_large_message_is_within_the_limit() -> None:
         assert len(list(env.joinProvisioner.providers)) == 5000
 
 
+def test_nesting_limit_is_enforced_and_the_default_covers_the_schema() -> None:
+    env = new_envelope(1)
+    env.init("status").init("hosts", 1)[0].hostName = "h"
+    data = encode(env)
+    with pytest.raises(FrameGarbage, match="nesting"), open_envelope(data, nesting_limit=2) as r:
+        r.status.hosts[0].hostName  # noqa: B018
+    with open_envelope(data) as r:  # the deepest path of the schema, under the default limit
+        assert r.status.hosts[0].hostName == "h"
+
+
 def test_schema_is_loaded_once() -> None:
     import importlib
 

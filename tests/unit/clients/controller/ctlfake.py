@@ -6,6 +6,7 @@ import contextlib
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -123,6 +124,28 @@ class FakeController:
         self.listener.close()
         self.drop_all()
 
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 10.0) -> bool:
+    """Poll ``predicate`` until it is true; False when ``timeout`` passes first."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def record_joins(fake: FakeController) -> list[FakeConn]:
+    """Answer joins as usual and append every joined connection to the returned list."""
+    conns: list[FakeConn] = []
+
+    def joined(member: str, payload: Any, conn: FakeConn) -> tuple[str, Any]:
+        conns.append(conn)
+        return fake.default(member, payload, conn)
+
+    fake.handlers["joinProvisioner"] = joined
+    return conns
 
 
 @dataclass

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.clients.controller.keeper import LeaseKeeper, SharedLeases
+from orchestrator.clients.controller.lease import LeaseRecord
 from orchestrator.clients.controller.types import Epoch
 from orchestrator.errors import ControllerError, LeaseLost
 from orchestrator.model.config import ControllerSettings
@@ -17,11 +18,12 @@ from orchestrator.model.config import ControllerSettings
 def test_round_trip(tmp_path: Path) -> None:
     w = SharedLeases(tmp_path / "l", ["a", "b"], create=True)
     r = SharedLeases(tmp_path / "l", ["a", "b"])
-    assert r.read("a") == (None, -math.inf, 0.0, "")
-    w.write("b", Epoch(3, 4), 123.5, 15.0, "")
-    assert r.read("b") == (Epoch(3, 4), 123.5, 15.0, "")
-    w.write("a", None, -math.inf, 0.0, "held by orch-b")
-    assert r.read("a")[3] == "held by orch-b"
+    assert r.read("a") == LeaseRecord(None, -math.inf, 0.0, "")
+    renewed = LeaseRecord(Epoch(3, 4), 123.5, 15.0, "", 100.0, 100.25, 100.5)
+    w.write("b", renewed)
+    assert r.read("b") == renewed
+    w.write("a", LeaseRecord(None, -math.inf, 0.0, "held by orch-b"))
+    assert r.read("a").note == "held by orch-b"
     with pytest.raises(ControllerError, match="does not match"):
         SharedLeases(tmp_path / "l", ["a"])
     w.close()
@@ -38,15 +40,18 @@ def test_readers_never_see_a_torn_record(tmp_path: Path) -> None:
         n = 0
         while not stop.is_set():
             n += 1
-            w.write("a", Epoch(n, n), float(n), float(n), str(n))
+            w.write("a", LeaseRecord(Epoch(n, n), float(n), float(n), str(n), float(n), float(n), float(n)))
 
     t = threading.Thread(target=writer)
     t.start()
     try:
         for _ in range(20_000):
-            epoch, until, ttl, note = r.read("a")
-            if epoch is not None and not (epoch.term == epoch.seq == until == ttl == float(note)):
-                bad.append((epoch, until, ttl, note))
+            rec = r.read("a")
+            if rec.epoch is not None and not (
+                rec.epoch.term == rec.epoch.seq == rec.valid_until == rec.ttl == float(rec.note)
+                == rec.renewal_due == rec.renewal_sent == rec.renewal_confirmed
+            ):
+                bad.append(rec)
     finally:
         stop.set()
         t.join()

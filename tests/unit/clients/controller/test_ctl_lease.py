@@ -206,16 +206,19 @@ def test_threads_renew_and_close_releases() -> None:
     done = threading.Event()
     seen: list[str] = []
 
-    def observer(provider: str, due: float, sent: float) -> None:
+    def changed(provider: str) -> None:
         seen.append(provider)
         done.set()
 
-    mgr = LeaseManager(ctl, ["p1"], margin=MARGIN, clock=time.monotonic, observer=observer)
+    mgr = LeaseManager(ctl, ["p1"], margin=MARGIN, clock=time.monotonic, on_change=changed)
     mgr.start()
     try:
         assert done.wait(10)
         assert mgr.gate("p1") == Epoch(1, 1)
+        record = mgr.record("p1")
+        assert record.valid_until == record.renewal_sent + record.ttl - MARGIN
+        assert record.renewal_sent <= record.renewal_confirmed
     finally:
         mgr.close()
     assert ctl.released == [("p1", Epoch(1, 1))]
-    assert seen == ["p1"]
+    assert set(seen) == {"p1"}

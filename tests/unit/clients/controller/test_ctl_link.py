@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ctlfake import FakeConn, FakeController, Pki
+from ctlfake import FakeConn, FakeController, Pki, record_joins
 
 from orchestrator.clients.controller.lease import LeaseManager
 from orchestrator.clients.controller.link import ControllerLink, join_lease_manager
@@ -137,13 +137,7 @@ def test_reconnect_rejoins_resyncs_and_reacquires(fake: FakeController, pki: Pki
 
 
 def test_revocation_push_invalidates_the_lease_at_once(fake: FakeController, pki: Pki) -> None:
-    conns: list[FakeConn] = []
-
-    def joined(member: str, payload: Any, conn: FakeConn) -> tuple[str, Any]:
-        conns.append(conn)
-        return fake.default(member, payload, conn)
-
-    fake.handlers["joinProvisioner"] = joined
+    conns = record_joins(fake)
     link = ControllerLink(settings([fake.address], pki.ca), instance_id="a", providers=["p1"])
     manager = LeaseManager(link, ["p1"], margin=1.0)
     revoked = threading.Event()
@@ -164,13 +158,7 @@ def test_revocation_push_invalidates_the_lease_at_once(fake: FakeController, pki
 
 
 def test_only_newer_demand_snapshots_are_delivered(fake: FakeController, pki: Pki) -> None:
-    conns: list[FakeConn] = []
-
-    def joined(member: str, payload: Any, conn: FakeConn) -> tuple[str, Any]:
-        conns.append(conn)
-        return fake.default(member, payload, conn)
-
-    fake.handlers["joinProvisioner"] = joined
+    conns = record_joins(fake)
     got: list[DemandSnapshot] = []
     done = threading.Event()
 
