@@ -80,6 +80,9 @@ class ProviderWorkdir:
         digest = hashlib.sha256()
         for base in (self.root_src, self.module_src):
             for file in sorted(base.rglob("*.tf")):
+                # A module's examples/ teach users; the working directory never loads them.
+                if "examples" in file.relative_to(base).parts:
+                    continue
                 digest.update(str(file.relative_to(base)).encode())
                 digest.update(file.read_bytes())
         return digest.hexdigest()
@@ -98,7 +101,7 @@ class ProviderWorkdir:
         if module_dir.exists():
             shutil.rmtree(module_dir)
         shutil.copytree(
-            self.module_src, module_dir, ignore=shutil.ignore_patterns(".terraform*", "*.tfstate*")
+            self.module_src, module_dir, ignore=shutil.ignore_patterns(".terraform*", "*.tfstate*", "examples")
         )
         (target / STAMP).write_text(self.source_digest() + "\n")
 

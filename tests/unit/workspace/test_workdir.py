@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 from pathlib import Path
 
@@ -108,3 +109,17 @@ def test_an_unreadable_desired_set_is_one_line_naming_the_file(tmp_path: Path) -
         desired.read()
     assert str(info.value).startswith(f"{desired.path}: unreadable desired set")
     assert "\n" not in str(info.value)
+
+
+def test_module_examples_are_neither_copied_nor_part_of_the_digest(tmp_path: Path) -> None:
+    toolkit = tmp_path / "toolkit"
+    shutil.copytree(ROOT / "terraform", toolkit / "terraform")
+    wd = ProviderWorkdir(site_config(tmp_path).config, "sim", toolkit)
+    prepared_workdir(FakeEngine(), wd)
+    assert (wd.module_src / "examples").is_dir()
+    assert not (wd.path / "module" / "examples").exists()
+    digest = wd.source_digest()
+    example = next((wd.module_src / "examples").rglob("*.tf"))
+    example.write_text(example.read_text() + "\n# an edit a user makes while learning the module\n")
+    assert wd.source_digest() == digest
+    assert wd.is_current()
