@@ -27,6 +27,7 @@ _INHERITED = frozenset({
     # A path to the operator's agent socket, not a key: ssh needs it when the key lives there.
     "SSH_AUTH_SOCK",
 })
+_PASSED_PREFIXES = ("LC_", "XCEPROV_")
 
 
 def run_environment(
@@ -36,12 +37,14 @@ def run_environment(
 
     A name stays when the toolkit set it (``ours``), when ansible-runner added or changed it
     (its callback plugin, ``AWX_ISOLATED_DATA_DIR``, ...), when it is one Ansible and ssh need
-    (``_INHERITED``, ``LC_*``). Anything else in ``inherited`` (our process environment) is
-    dropped, credentials included, whatever they are called.
+    (``_INHERITED``, ``LC_*``), or when it is in the toolkit's own namespace ``XCEPROV_*``, which
+    a site's plays may read (``lookup('env', ...)``; documented to hold no secret). Anything
+    else in ``inherited`` (our process environment) is dropped, credentials included, whatever
+    they are called.
     """
     out: dict[str, str] = {}
     for name, value in prepared.items():
-        if name in ours or name in _INHERITED or name.startswith("LC_") or inherited.get(name) != value:
+        if name in ours or name in _INHERITED or name.startswith(_PASSED_PREFIXES) or inherited.get(name) != value:
             out[name] = value
     return out
 

@@ -19,7 +19,9 @@ Files: ``<state_dir>/ansible/known_hosts`` (what ssh reads) generated from
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +31,7 @@ from typing import Any, Literal
 
 from filelock import FileLock
 
+from orchestrator.clients.ansible.artifacts import private_dir
 from orchestrator.errors import AnsibleError
 
 Policy = Literal["record", "strict"]
@@ -76,6 +79,14 @@ def _keyscan(address: str, port: int, timeout: float, types: str) -> list[str]:
     return sorted(set(keys))
 
 
+def _write_private(path: Path, text: str) -> None:
+    """Replace ``path`` atomically with a 0600 file holding ``text``."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")  # mkstemp: mode 0600
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
 class HostKeyStore:
     """The toolkit's known_hosts for provisioned hosts (see the module docstring)."""
 
@@ -84,7 +95,7 @@ class HostKeyStore:
         self.known_hosts = directory / "known_hosts"
         self.index_file = directory / "host_keys.json"
         self._scanner = scanner
-        self._lock = FileLock(str(directory / ".host_keys.lock"))
+        self._lock = FileLock(str(directory / ".host_keys.lock"), mode=0o600)
 
     def _load(self) -> dict[str, dict[str, Any]]:
         try:
@@ -96,17 +107,13 @@ class HostKeyStore:
         return data if isinstance(data, dict) else {}
 
     def _save(self, index: dict[str, dict[str, Any]]) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        tmp = self.index_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(index, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-        tmp.replace(self.index_file)
+        private_dir(self.directory)
+        _write_private(self.index_file, json.dumps(index, indent=1, sort_keys=True) + "\n")
         lines: list[str] = []
         for rec in sorted(index.values(), key=lambda r: (r["address"], r["port"])):
             pattern = host_pattern(rec["address"], int(rec["port"]))
             lines.extend(f"{pattern} {key}" for key in rec["keys"])
-        tmp = self.known_hosts.with_suffix(".tmp")
-        tmp.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
-        tmp.replace(self.known_hosts)
+        _write_private(self.known_hosts, "".join(f"{line}\n" for line in lines))
 
     def recorded(self) -> dict[str, dict[str, Any]]:
         """The record: instance id → {address, port, keys}."""
@@ -119,7 +126,7 @@ class HostKeyStore:
 
         ``wait`` bounds how long a host that does not answer SSH yet is retried (record policy).
         """
-        self.directory.mkdir(parents=True, exist_ok=True)
+        private_dir(self.directory)
         targets = list(targets)
         problems: dict[str, str] = {}
         with self._lock:
