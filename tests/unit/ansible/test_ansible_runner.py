@@ -84,13 +84,15 @@ def test_site_roles_come_first(tmp_path: Path) -> None:
 
 def test_run_environment_drops_what_was_only_inherited() -> None:
     inherited = {"PATH": "/usr/bin", "HOME": "/root", "AWS_SECRET_ACCESS_KEY": "s3cr3t",
-                 "ANSIBLE_HASHI_VAULT_TOKEN": "tok", "LC_ALL": "C.UTF-8", "XCEPROV_SITE": "a", "ANSIBLE_CALLBACK_PLUGINS": "/a"}
+                 "ANSIBLE_HASHI_VAULT_TOKEN": "tok", "LC_ALL": "C.UTF-8", "XCEPROV_SITE": "a",
+                 "ANSIBLE_CALLBACK_PLUGINS": "/a"}
     prepared = {**inherited, "ANSIBLE_CONFIG": "/tk/ansible.cfg", "AWX_ISOLATED_DATA_DIR": "/st/run",
                 "ANSIBLE_CALLBACK_PLUGINS": "/a:/runner/callbacks", "PATH": "/venv/bin:/usr/bin"}
     env = run_environment(prepared, {"ANSIBLE_CONFIG": "/tk/ansible.cfg", "PATH": "/venv/bin:/usr/bin"}, inherited)
     assert "AWS_SECRET_ACCESS_KEY" not in env and "ANSIBLE_HASHI_VAULT_TOKEN" not in env
     assert env == {
-        "PATH": "/venv/bin:/usr/bin", "HOME": "/root", "LC_ALL": "C.UTF-8", "XCEPROV_SITE": "a", "ANSIBLE_CONFIG": "/tk/ansible.cfg",
+        "PATH": "/venv/bin:/usr/bin", "HOME": "/root", "LC_ALL": "C.UTF-8", "XCEPROV_SITE": "a",
+        "ANSIBLE_CONFIG": "/tk/ansible.cfg",
         "AWX_ISOLATED_DATA_DIR": "/st/run", "ANSIBLE_CALLBACK_PLUGINS": "/a:/runner/callbacks",
     }
 
