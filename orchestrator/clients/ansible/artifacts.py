@@ -22,11 +22,22 @@ from collections.abc import Mapping
 from pathlib import Path
 
 # Inherited from our environment because Ansible, ssh or Python need them; nothing else is.
-_INHERITED = frozenset({
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM",
-    # A path to the operator's agent socket, not a key: ssh needs it when the key lives there.
-    "SSH_AUTH_SOCK",
-})
+_INHERITED = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "TMPDIR",
+        "TERM",
+        # A path to the operator's agent socket, not a key: ssh needs it when the key lives there.
+        "SSH_AUTH_SOCK",
+    }
+)
 _PASSED_PREFIXES = ("LC_", "XCEPROV_")
 
 
