@@ -64,6 +64,7 @@ else:
 try:
     from ansible.utils.unsafe_proxy import wrap_var
 except ImportError:  # pragma: no cover - a future ansible-core without the compatibility shim
+
     def wrap_var(value):
         return value
 
