@@ -30,7 +30,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from orchestrator.clients.ansible.inventory import InstanceRecord, build_inventory, write_inventory
+from orchestrator.clients.ansible.inventory import INVENTORY_NAME, InstanceRecord, build_inventory, write_inventory
 from orchestrator.clients.ansible.runner import ansible_env
 from orchestrator.configfile import LoadedConfig, parse_config
 from orchestrator.services.bootstrap import (
@@ -123,7 +123,7 @@ def run_raw(base: Path, n: int, forks: int, artifact: Path) -> float:
         loaded = _config(work, lab.key, forks)
         config = loaded.config
         inv = write_inventory(
-            work / "inventory" / "hosts.json",
+            work / "inventory" / INVENTORY_NAME,
             build_inventory(_records(lab), common_vars(config, lab.known_hosts), template_bootstrap(config)),
         )
         evars = work / "extravars.json"

@@ -1,57 +1,35 @@
 """``xceprov bootstrap [--op OP | HOST ...]``: re-run the bootstrap play by hand.
 
-For providers of the simulated cloud (module ``xcesim``) the verb supplies what a site would:
-the simulated world's toolkit SSH key when ``ansible.ssh_key`` is not set, and the simulated
-node manager artifact (built into ``<sim_state_dir>/artifacts/`` when missing or older than its
-sources) as the install source of the ``module_xcesim`` group. The CLI is the one layer allowed
-to know the simulated world; the service only sees a key path and group variables.
+For providers of the simulated cloud the service fills in what a site would
+(``services.bootstrap_sources``); this verb only hands it the simulated world's parts, since the
+command line is the layer allowed to know the simulated world.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
 from orchestrator.cli.context import CliContext, pass_ctx
 from orchestrator.clients.ansible.runner import Progress
-from orchestrator.configfile import LoadedConfig
+from orchestrator.services.bootstrap_sources import SimulatedWorld
 
 
-def _simulated_world(loaded: LoadedConfig) -> tuple[LoadedConfig, dict[str, dict[str, Any]]]:
-    """The key and the node manager source for hosts of the simulated cloud (see the docstring)."""
-    config = loaded.config
-    if not any(p.module == "xcesim" for p in config.providers.values()):
-        return loaded, {}
+def _simulated_world() -> SimulatedWorld:
+    """The simulated world's key, node manager artifact and its builder."""
+    from orchestrator.sim import nodemanager
     from orchestrator.sim.hosts.keys import toolkit_key
-    from orchestrator.sim.nodemanager import build_artifact
     from orchestrator.sim.nodemanager.artifact import ARTIFACT_NAME
 
-    sim_dir = config.sim_state_dir()
-    key = toolkit_key(sim_dir)
-    if config.ansible.ssh_key is None and key.exists():
-        ansible = config.ansible.model_copy(update={"ssh_key": key})
-        loaded = dataclasses.replace(loaded, config=config.model_copy(update={"ansible": ansible}))
-    artifact = sim_dir / "artifacts" / ARTIFACT_NAME
-    sources = Path(build_artifact.__code__.co_filename).parent
-    newest = max(p.stat().st_mtime for p in sources.glob("*.py"))
-    if not artifact.exists() or artifact.stat().st_mtime < newest:
-        # Reproducible build (fixed times, sorted members): a rebuild of the same sources has the
-        # same bytes, so the role's copy stays unchanged on hosts that have it.
-        artifact = Path(build_artifact(artifact.parent))
-    return loaded, {
-        "module_xcesim": {
-            "xce_node_manager_install_method": "artifact",
-            "xce_node_manager_archive_src": str(artifact),
-            # The artifact bundles pycapnp for this machine's CPython; hosts share its /usr.
-            "xce_node_manager_interpreter": "/usr/bin/python3",
-            "ansible_python_interpreter": "/usr/bin/python3",
-        }
-    }
+    return SimulatedWorld(
+        toolkit_key=toolkit_key,
+        artifact=lambda sim_dir: sim_dir / "artifacts" / ARTIFACT_NAME,
+        sources=Path(nodemanager.__file__).parent,
+        build=nodemanager.build_artifact,
+    )
 
 
 def _parse_extra(values: tuple[str, ...]) -> dict[str, object]:
@@ -97,11 +75,10 @@ def bootstrap(
         if not as_json:
             click.echo(f"  {p.host:<24} {p.status:<11} {p.task}", err=True)
 
-    loaded, group_vars = _simulated_world(ctx.config())
     result = run_bootstrap(
-        loaded,
+        ctx.config(),
         toolkit_root(),
-        group_vars=group_vars,
+        world=_simulated_world(),
         op=op,
         hosts=hosts,
         extra_vars=_parse_extra(extra),

@@ -5,11 +5,18 @@
 1. instance records: given by the caller, else read from each provider's Terraform state
    (the ``instances`` output), else from the inventory file the last run wrote;
 2. selection: every record, one op's (``op``), or named hosts (name, instance key, id or address);
+   a record whose cloud-reported name is not a valid host name (RFC 1123) is refused with a
+   ``failed`` result naming it, and never reaches Ansible; the other hosts go on;
 3. host keys: recorded on first contact and pinned per instance (``clients.ansible.hostkeys``);
    hosts whose key cannot be had are not contacted and get a ``skipped`` result saying why;
-4. the inventory is written to ``<state_dir>/ansible/inventory/hosts.json`` (with the site's
-   ``group_vars`` beside it) so an operator can re-run the play by hand;
-5. the play runs (``clients.ansible.runner``) and every selected host gets a result.
+4. the inventory of every known host is written to ``<state_dir>/ansible/inventory/xceprov.yml``
+   (with the site's ``group_vars`` beside it) so an operator can re-run the play by hand;
+5. the play runs (``clients.ansible.runner``) on an inventory of exactly the selected hosts, and
+   every selected host gets a result.
+
+Everything from host templates and the cloud reaches Ansible marked unsafe (see
+``clients.ansible.inventory``); only a template's ``bootstrap.vars`` and the site's group_vars
+are ordinary Ansible variables.
 """
 
 from __future__ import annotations
@@ -22,11 +29,15 @@ from typing import Any, Literal
 
 from orchestrator.clients.ansible.hostkeys import HostKeyStore, KeyTarget, Scanner, keyscan
 from orchestrator.clients.ansible.inventory import (
+    INVENTORY_NAME,
     InstanceRecord,
     TemplateBootstrap,
     build_inventory,
+    invalid_name_reason,
+    read_inventory,
     records_from_inventory,
     records_from_workdirs,
+    valid_host_name,
     write_inventory,
 )
 from orchestrator.clients.ansible.runner import (
@@ -39,9 +50,9 @@ from orchestrator.clients.ansible.runner import (
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import UsageError
 from orchestrator.model.config import Config
+from orchestrator.services.bootstrap_sources import SimulatedWorld, simulated_sources
 
 Playbook = Literal["bootstrap", "decommission"]
-INVENTORY_NAME = "hosts.json"
 PRE_HOOK = "pre-bootstrap.yml"
 POST_HOOK = "post-bootstrap.yml"
 
@@ -54,7 +65,7 @@ class BootstrapPaths:
 
     @property
     def inventory_dir(self) -> Path:
-        """The operator-usable inventory directory (``hosts.json`` + site ``group_vars``)."""
+        """The operator-usable inventory directory (``xceprov.yml`` + site ``group_vars``)."""
         return self.root / "inventory"
 
     @property
@@ -105,13 +116,16 @@ def common_vars(config: Config, known_hosts: Path) -> dict[str, Any]:
 
 
 def template_bootstrap(config: Config) -> dict[str, TemplateBootstrap]:
-    """Each template's ``bootstrap`` section (groups, vars, roles), plus its ``xce`` side."""
-    out: dict[str, TemplateBootstrap] = {}
-    for name, t in config.templates.items():
-        tvars: dict[str, Any] = {"xce_node_manager_xce": t.xce.model_dump(mode="json")}
-        tvars.update(t.bootstrap.vars)
-        out[name] = TemplateBootstrap(tuple(t.bootstrap.groups), tvars, tuple(t.bootstrap.roles))
-    return out
+    """Each template's ``bootstrap`` section (groups, vars, roles), plus its ``xce`` side (data)."""
+    return {
+        name: TemplateBootstrap(
+            tuple(t.bootstrap.groups),
+            dict(t.bootstrap.vars),
+            tuple(t.bootstrap.roles),
+            {"xce_node_manager_xce": t.xce.model_dump(mode="json")},
+        )
+        for name, t in config.templates.items()
+    }
 
 
 def load_records(config: Config) -> list[InstanceRecord]:
@@ -121,9 +135,10 @@ def load_records(config: Config) -> list[InstanceRecord]:
         return records
     inv = paths_for(config).inventory
     if inv.is_file():
-        import json
-
-        return records_from_inventory(json.loads(inv.read_text(encoding="utf-8")))
+        try:
+            return records_from_inventory(read_inventory(inv))
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"{inv}: unreadable inventory: {exc}") from None
     return []
 
 
@@ -162,21 +177,42 @@ def write_operator_inventory(
     known_hosts: Path,
     group_vars: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Path:
-    """Write the inventory (and link the site's group_vars beside it); returns the file."""
+    """Write the inventory of every known host (and link the site's group_vars beside it)."""
+    return publish_inventory(config, inventory_document(config, records, known_hosts, group_vars))
+
+
+def publish_inventory(config: Config, document: Mapping[str, Any]) -> Path:
+    """Write ``document`` as the operator's inventory, the site's group_vars linked beside it."""
     p = paths_for(config)
-    modules = {name: prov.module for name, prov in config.providers.items()}
-    inv = build_inventory(
-        records, common_vars(config, known_hosts), template_bootstrap(config), modules, group_vars
-    )
-    path = write_inventory(p.inventory, inv)
+    path = write_inventory(p.inventory, document)
     link = p.inventory_dir / "group_vars"
-    site = config.ansible.site_dir
-    target = (site / "group_vars").resolve() if site is not None and (site / "group_vars").is_dir() else None
+    target = site_group_vars(config)
     if link.is_symlink() and (target is None or Path(os.readlink(link)) != target):
         link.unlink()
     if target is not None and not link.exists():
         link.symlink_to(target, target_is_directory=True)
     return path
+
+
+def inventory_document(
+    config: Config,
+    records: Sequence[InstanceRecord],
+    known_hosts: Path,
+    group_vars: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The inventory document of ``records`` under this configuration."""
+    modules = {name: prov.module for name, prov in config.providers.items()}
+    return build_inventory(
+        records, common_vars(config, known_hosts), template_bootstrap(config), modules, group_vars
+    )
+
+
+def site_group_vars(config: Config) -> Path | None:
+    """The site's ``group_vars`` directory, resolved, when it has one."""
+    site = config.ansible.site_dir
+    if site is None or not (site / "group_vars").is_dir():
+        return None
+    return (site / "group_vars").resolve()
 
 
 def hook_vars(config: Config) -> dict[str, str]:
@@ -204,12 +240,16 @@ def bootstrap(
     group_vars: Mapping[str, Mapping[str, Any]] | None = None,
     ssh_wait: float | None = None,
     scanner: Scanner = keyscan,
+    world: SimulatedWorld | None = None,
 ) -> RunResult:
     """Run ``playbook`` on the selected instances; a result per host (see the module docstring).
 
-    ``group_vars`` adds variables to inventory groups (``module_xcesim``: how hosts of the
-    simulated cloud get the node manager); a site's group_vars files still override them.
+    ``group_vars`` adds variables to inventory groups; ``world`` lets hosts of the simulated
+    cloud get its key and node manager (``bootstrap_sources``). A site's group_vars files still
+    override both.
     """
+    loaded, sim_vars = simulated_sources(loaded, world)
+    group_vars = {**sim_vars, **(group_vars or {})}
     config = loaded.config
     known = list(records) if records is not None else load_records(config)
     if not known:
@@ -218,6 +258,8 @@ def bootstrap(
             f"and no inventory at {paths_for(config).inventory}"
         )
     chosen = select(known, op, hosts)
+    refused = [r for r in chosen if not valid_host_name(r.name)]
+    chosen = [r for r in chosen if valid_host_name(r.name)]
     p = paths_for(config)
     store = HostKeyStore(p.keys_dir, scanner=scanner)
     wait = float(config.ansible.timeout) / 2 if ssh_wait is None else ssh_wait
@@ -227,7 +269,8 @@ def bootstrap(
         wait=wait,
         workers=config.ansible.forks,
     )
-    inventory = write_operator_inventory(config, known, store.known_hosts, group_vars)
+    document = inventory_document(config, known, store.known_hosts, group_vars)
+    publish_inventory(config, document)
     reachable = [r.name for r in chosen if r.name not in problems]
     evars: dict[str, Any] = hook_vars(config)
     evars.update(extra_vars or {})
@@ -235,14 +278,19 @@ def bootstrap(
     result = run_playbook(
         settings,
         settings.ansible_dir / "playbooks" / f"{playbook}.yml",
-        inventory,
+        document,
         reachable,
         extravars=evars,
         progress=progress,
         label=op or playbook,
+        group_vars=site_group_vars(config),
     )
     for name, reason in problems.items():
         result.hosts[name] = HostResult(
             name, status="unreachable", task="record SSH host key", message=reason
+        )
+    for rec in refused:
+        result.hosts[rec.name] = HostResult(
+            rec.name, status="failed", task="check the host name", message=invalid_name_reason(rec.name)
         )
     return result

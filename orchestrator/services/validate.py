@@ -128,7 +128,7 @@ def _diagnostic_line(diagnostic: Diagnostic) -> str:
 
 def _syntax_check(playbook: Path, ansible_dir: Path) -> str | None:
     exe = shutil.which("ansible-playbook") or str(Path(sys.executable).parent / "ansible-playbook")
-    env = {**os.environ, "ANSIBLE_CONFIG": str(ansible_dir / "ansible.cfg")}
+    env = {**os.environ, "ANSIBLE_CONFIG": str(ansible_dir.parent / "ansible.cfg")}  # the toolkit root's
     proc = subprocess.run(
         [exe, "--syntax-check", "-i", "localhost,", str(playbook)],
         capture_output=True,

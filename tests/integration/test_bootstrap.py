@@ -65,7 +65,9 @@ def lab(tmp_path: Path) -> Iterator[Any]:
         lab.stop_all()
 
 
-def _config(tmp_path: Path, lab: Any, site: Path | None, roles: str = "[site_motd]") -> LoadedConfig:
+def _config(
+    tmp_path: Path, lab: Any, site: Path | None, roles: str = "[site_motd]", xce: str = "{}"
+) -> LoadedConfig:
     ca = tmp_path / "ca.pem"
     ca.write_text("-----BEGIN CERTIFICATE-----\nTEST\n-----END CERTIFICATE-----\n")
     text = f"""
@@ -82,6 +84,7 @@ templates:
   cpu:
     providers: {{sim: {{flavor: c8, image: debian-12}}}}
     bootstrap: {{groups: [cpu], vars: {{tuned_profile: hpc}}, roles: {roles}}}
+    xce: {xce}
 """
     return parse_config(text, str(tmp_path / "xceprov.yaml"), tmp_path)
 
@@ -149,7 +152,7 @@ def test_bootstrap_example_site_idempotent_then_decommission(
     # Keys were recorded on first contact and pinned per instance.
     state = tmp_path / "state" / "ansible"
     assert set(json.loads((state / "host_keys.json").read_text())) == {"i-cpu-a", "i-cpu-b"}
-    inventory = json.loads((state / "inventory" / "hosts.json").read_text())
+    inventory = json.loads((state / "inventory" / "xceprov.yml").read_text())
     assert set(inventory["all"]["children"]["op_op1"]["hosts"]) == {"cpu-a", "cpu-b"}
     assert (first.artifact_dir / "job_events").is_dir()
 
@@ -200,6 +203,105 @@ def test_faults_are_per_host_results(tmp_path: Path, lab: Any, artifact: Path) -
     assert by["noart"].task == "Copy the node manager archive to the host"
     assert "/nonexistent/nm.tar.gz" in (by["noart"].message or "")
     assert sorted(result.failed) == ["ghost", "hookfail", "noart"]
+
+
+def _tfstate(tmp_path: Path, entries: list[tuple[Any, str, dict[str, str]]]) -> None:
+    """What an apply leaves: the provider's Terraform state with the module's ``instances`` output.
+
+    ``entries``: (loopback host, the name the cloud reports for it, its owner tags).
+    """
+    output = {
+        f"op1-{i:03d}": {"id": h.instance_id, "name": name, "address": h.address, "port": h.port, "tags": tags}
+        for i, (h, name, tags) in enumerate(entries)
+    }
+    workdir = tmp_path / "state" / "work" / "t1" / "sim"
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "terraform.tfstate").write_text(json.dumps({"version": 4, "outputs": {"instances": {"value": output}}}))
+
+
+def _files_under(*roots: Path) -> list[Path]:
+    return [p for root in roots for p in root.rglob("*") if p.is_file() and not p.is_symlink()]
+
+
+def test_template_values_tags_and_cloud_names_are_never_evaluated(
+    tmp_path: Path, lab: Any, artifact: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A template's ``xce.model``, an owner tag read back from Terraform state and an instance
+    renamed in the cloud all hold a command; none runs, the other hosts are bootstrapped, and a
+    secret in our environment is in no file under the state directory afterwards."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+
+    def hostile(what: str) -> str:
+        return "{{ lookup('pipe', 'touch " + str(marks / what) + " MARKER-" + what + "') }}"
+
+    secret = f"xce-test-secret-{tmp_path.name}"
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+    monkeypatch.chdir(marks)  # where a relative MARKER would land
+    for name in ("hx-a", "hx-b", "hx-c"):
+        lab.start(name, record_key=False)
+    lab.wait_ready()
+    hosts = lab.hosts
+    ok_tags = {"xce:template": "cpu", "xce:provider": "sim", "xce:op_id": "op1"}
+    _tfstate(tmp_path, [
+        (hosts["hx-a"], "hx-a", {**ok_tags, "xce:op_id": hostile("tag")}),
+        (hosts["hx-b"], "hx-b", ok_tags),
+        (hosts["hx-c"], hostile("name"), ok_tags),  # renamed in the cloud
+    ])
+    loaded = _config(tmp_path, lab, None, roles="[]", xce='{model: "' + hostile("model").replace('"', '\\"') + '"}')
+
+    result = bootstrap(loaded, ROOT, extra_vars=_sim_vars(artifact))
+
+    by = result.hosts
+    assert by["hx-a"].status == "changed", by["hx-a"].describe()
+    assert by["hx-b"].status == "changed", by["hx-b"].describe()
+    assert by[hostile("name")].status == "failed"
+    assert hostile("name") in (by[hostile("name")].message or "") and "not a valid host name" in (
+        by[hostile("name")].message or ""
+    )
+    assert sorted(result.failed) == [hostile("name")]
+    assert list(marks.iterdir()) == []
+    assert not [p for p in _files_under(tmp_path) if p.name.startswith("MARKER")]
+    # The values arrived as the text they are.
+    cfg = json.loads(_host_file(lab, "hx-a", "/etc/xce/node-manager.json").read_text())
+    assert (cfg["xce"]["model"], cfg["op_id"]) == (hostile("model"), hostile("tag"))
+    assert not _host_file(lab, "hx-c", "/etc/xce/node-manager.json").exists()
+    # No secret at rest, and what is kept is private.
+    state = tmp_path / "state"
+    kept = _files_under(state)
+    assert any(p.name == "command" for p in kept) and any(p.name == "stdout" for p in kept)
+    assert [p for p in kept if secret in p.read_text(errors="replace")] == []
+    private = state / "ansible"
+    assert {oct(p.stat().st_mode & 0o777) for p in private.rglob("*") if p.is_file() and not p.is_symlink()} == {
+        "0o600"
+    }
+    assert {oct(p.stat().st_mode & 0o777) for p in [private, *private.rglob("*")] if p.is_dir()} == {"0o700"}
+
+
+def test_a_name_with_pattern_characters_runs_on_no_other_host(tmp_path: Path, lab: Any, artifact: Path) -> None:
+    """Cloud names like ``p*`` or ``pa,pb`` select nothing else: the run covers exactly the
+    hosts chosen, by exact name."""
+    for name in ("pa", "pb", "pc", "pd"):
+        lab.start(name, record_key=False)
+    lab.wait_ready()
+    hosts = lab.hosts
+    loaded = _config(tmp_path, lab, None, roles="[]")
+    records = [
+        InstanceRecord("op1-000", hosts["pa"].instance_id, "pa", hosts["pa"].address, "cpu", "sim", "op1", lab.port),
+        InstanceRecord("op2-000", hosts["pb"].instance_id, "pb", hosts["pb"].address, "cpu", "sim", "op2", lab.port),
+        InstanceRecord("op1-001", hosts["pc"].instance_id, "p*", hosts["pc"].address, "cpu", "sim", "op1", lab.port),
+        InstanceRecord("op1-002", hosts["pd"].instance_id, "pb,pd", hosts["pd"].address, "cpu", "sim", "op1",
+                       lab.port),
+    ]
+
+    by_op = bootstrap(loaded, ROOT, records=records, op="op1", extra_vars=_sim_vars(artifact))
+    by_name = bootstrap(loaded, ROOT, records=records, hosts=["p*", "pb,pd"], extra_vars=_sim_vars(artifact))
+
+    assert {h: r.status for h, r in by_op.hosts.items()} == {"pa": "changed", "p*": "failed", "pb,pd": "failed"}
+    assert {h: r.status for h, r in by_name.hosts.items()} == {"p*": "failed", "pb,pd": "failed"}
+    assert _host_file(lab, "pa", "/etc/xce/node-manager.json").exists()
+    for other in ("pb", "pc", "pd"):
+        assert not _host_file(lab, other, "/etc/xce/node-manager.json").exists(), other
 
 
 def test_end_to_end_worker_joins_the_simulated_controller(tmp_path: Path, request: pytest.FixtureRequest) -> None:
@@ -274,7 +376,7 @@ def test_end_to_end_worker_joins_the_simulated_controller(tmp_path: Path, reques
         while time.monotonic() < deadline and "joined controller" not in (log.read_text() if log.exists() else ""):
             time.sleep(0.5)
         assert "joined controller" in log.read_text(), log.read_text()[-2000:]
-        inventory = json.loads((tmp_path / "state" / "ansible" / "inventory" / "hosts.json").read_text())
+        inventory = json.loads((tmp_path / "state" / "ansible" / "inventory" / "xceprov.yml").read_text())
         assert name in inventory["all"]["children"]["module_xcesim"]["hosts"]
     finally:
         CliRunner().invoke(cli, ["--config", str(cfg_file), "sim", "down"])

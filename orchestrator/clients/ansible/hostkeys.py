@@ -85,7 +85,7 @@ class HostKeyStore:
         self.known_hosts = directory / "known_hosts"
         self.index_file = directory / "host_keys.json"
         self._scanner = scanner
-        self._lock = FileLock(str(directory / ".host_keys.lock"))
+        self._lock = FileLock(str(directory / ".host_keys.lock"), mode=0o600)
 
     def _load(self) -> dict[str, dict[str, Any]]:
         try:
@@ -97,7 +97,7 @@ class HostKeyStore:
         return data if isinstance(data, dict) else {}
 
     def _save(self, index: dict[str, dict[str, Any]]) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        durable.private_dir(self.directory)
         durable.write_bytes_atomic(self.index_file, (json.dumps(index, indent=1, sort_keys=True) + "\n").encode())
         lines: list[str] = []
         for rec in sorted(index.values(), key=lambda r: (r["address"], r["port"])):
@@ -116,7 +116,7 @@ class HostKeyStore:
 
         ``wait`` bounds how long a host that does not answer SSH yet is retried (record policy).
         """
-        self.directory.mkdir(parents=True, exist_ok=True)
+        durable.private_dir(self.directory)
         targets = list(targets)
         problems: dict[str, str] = {}
         with self._lock:

@@ -1,8 +1,16 @@
 """Ansible inventories from instance records: one host per instance, groups per template, provider, op.
 
-Standard library only, on purpose: ``inventories/xceprov_inventory.py`` (the dynamic inventory
-script operators run without the orchestrator) loads this file by path, so it must not pull in
-the rest of the package.
+The inventory is a document the toolkit writes (``write_inventory``) and the collection's
+inventory plugin ``xceprov`` (``ansible/plugins/inventory/xceprov.py``) turns into Ansible hosts,
+groups and variables. The plugin imports this module (the toolkit's Python environment runs
+Ansible), so the rules below live in one place.
+
+Data is never code: every value in the document except ``site_vars`` comes from a host template
+(``xce``, names, tags) or from the cloud (names, ids, addresses, tags read back from Terraform
+state), and the plugin hands it to Ansible marked unsafe, so Ansible never evaluates a ``{{``
+in it. ``site_vars`` (a template's ``bootstrap.vars``) are the site's own Ansible variables and
+stay ordinary ones. A host whose cloud-reported name is not a valid host name (RFC 1123) never
+enters an inventory (``valid_host_name``); the bootstrap service reports it as that host's result.
 
 Where instance records come from until the orchestrator keeps instance facts: the ``instances``
 output of each provider's Terraform state (``<state_dir>/work/<cluster>/<provider>/
@@ -26,10 +34,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# The owner tag keys (orchestrator.model.tags), repeated here to stay standard-library only.
-TAG_PROVIDER = "xce:provider"
-TAG_OP_ID = "xce:op_id"
-TAG_TEMPLATE = "xce:template"
+from orchestrator.model import tags
+
+# The plugin's name as inventory files give it (``plugin: xceprov``; installed as a collection:
+# ``xce.provisioner.xceprov``), and the file name its ``verify_file`` accepts.
+PLUGIN_NAME = "xceprov"
+INVENTORY_NAME = "xceprov.yml"
+# RFC 1123 host name: dot-separated labels of letters, digits and inner hyphens, 1-63 characters
+# each, 253 in all. Nothing else reaches Ansible as a host name: a name with ``*``, ``,``, ``!``,
+# ``&``, ``[``, ``~``, ``{`` or a space could widen a host pattern or smuggle a template.
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOST_NAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
 
 
 @dataclass(frozen=True)
@@ -48,11 +63,29 @@ class InstanceRecord:
 
 @dataclass(frozen=True)
 class TemplateBootstrap:
-    """The bootstrap section of a host template, as far as the inventory carries it."""
+    """The bootstrap section of a host template, as far as the inventory carries it.
+
+    ``data`` are the toolkit's values for the template group (its ``xce`` side): handed to
+    Ansible unsafe. ``vars`` are the template's ``bootstrap.vars``: ordinary Ansible variables.
+    """
 
     groups: tuple[str, ...] = ()
     vars: Mapping[str, Any] = field(default_factory=dict)
     roles: tuple[str, ...] = ()
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+def valid_host_name(name: str) -> bool:
+    """True when ``name`` is an RFC 1123 host name (what an inventory host may be called)."""
+    return len(name) <= 253 and _HOST_NAME.fullmatch(name) is not None
+
+
+def invalid_name_reason(name: str) -> str:
+    """The per-host message for a cloud-reported name that is refused."""
+    return (
+        f"cloud-reported host name {name!r} is not a valid host name (RFC 1123: letters, digits and "
+        "inner hyphens, dot-separated labels of at most 63 characters); not bootstrapped"
+    )
 
 
 def group_name(kind: str, value: str) -> str:
@@ -67,11 +100,13 @@ def build_inventory(
     provider_modules: Mapping[str, str] | None = None,
     group_vars: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """A YAML/JSON-shaped inventory (``{"all": {"vars", "hosts", "children"}}``).
+    """The inventory document (``{"all": {"vars", "hosts", "children"}}``, see the module docstring).
 
-    Template variables and roles become group variables of ``template_<t>`` inside the
-    inventory; a site's ``group_vars/template_<t>.yml`` beside the inventory overrides them
-    (Ansible ranks group_vars files above inventory-file group variables).
+    Records whose name is not a valid host name are left out. Each group has ``vars`` (the
+    toolkit's data: unsafe) and, for template groups, ``site_vars`` (the template's
+    ``bootstrap.vars``: ordinary variables, applied after ``vars``); a site's
+    ``group_vars/template_<t>.yml`` beside the inventory overrides both (Ansible ranks
+    group_vars files above inventory group variables).
     """
     templates = templates or {}
     hosts: dict[str, dict[str, Any]] = {}
@@ -81,6 +116,8 @@ def build_inventory(
         children.setdefault(group, {}).setdefault("hosts", {})[host] = None
 
     for rec in sorted(records, key=lambda r: r.name):
+        if not valid_host_name(rec.name):
+            continue
         hostvars: dict[str, Any] = {
             "ansible_host": rec.address,
             "xce_instance_id": rec.instance_id,
@@ -103,12 +140,16 @@ def build_inventory(
         for extra in templates.get(rec.template, TemplateBootstrap()).groups:
             member(group_name("", extra)[1:], rec.name)
     for tname, boot in templates.items():
-        gvars: dict[str, Any] = dict(boot.vars)
+        group = group_name("template", tname)
+        if group not in children:
+            continue
+        gvars: dict[str, Any] = dict(boot.data)
         if boot.roles:
             gvars["xce_bootstrap_roles"] = list(boot.roles)
-        group = group_name("template", tname)
-        if gvars and group in children:
+        if gvars:
             children[group]["vars"] = gvars
+        if boot.vars:
+            children[group]["site_vars"] = dict(boot.vars)
     for group, gv in (group_vars or {}).items():
         if group in children and gv:
             children[group]["vars"] = {**children[group].get("vars", {}), **gv}
@@ -118,6 +159,30 @@ def build_inventory(
     return inventory
 
 
+def only_hosts(inventory: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any]:
+    """The same inventory holding only the hosts named (exactly), and the groups that still have one.
+
+    A run's inventory is this: the play targets ``all`` of it with no ``--limit``, so no host
+    name is ever read as a pattern.
+    """
+    keep = set(names)
+    body = inventory.get("all", {})
+    children: dict[str, Any] = {}
+    for group, gbody in (body.get("children") or {}).items():
+        members = {h: None for h in (gbody.get("hosts") or {}) if h in keep}
+        if members:
+            children[group] = {**gbody, "hosts": members}
+    out: dict[str, Any] = {
+        "all": {
+            "hosts": {h: hv for h, hv in (body.get("hosts") or {}).items() if h in keep},
+            "children": children,
+        }
+    }
+    if body.get("vars"):
+        out["all"]["vars"] = dict(body["vars"])
+    return out
+
+
 def records_from_tfstate(state: Mapping[str, Any], provider: str | None = None) -> list[InstanceRecord]:
     """Instance records from a Terraform state's ``instances`` output (the provider module contract)."""
     output = state.get("outputs", {}).get("instances", {}).get("value") or {}
@@ -125,7 +190,7 @@ def records_from_tfstate(state: Mapping[str, Any], provider: str | None = None) 
     for key, inst in sorted(output.items()):
         if not isinstance(inst, dict) or not inst.get("address"):
             continue  # not yet addressed: nothing to bootstrap
-        tags = inst.get("tags") or {}
+        inst_tags = inst.get("tags") or {}
         port = inst.get("port")
         records.append(
             InstanceRecord(
@@ -133,9 +198,9 @@ def records_from_tfstate(state: Mapping[str, Any], provider: str | None = None) 
                 instance_id=str(inst.get("id", "")),
                 name=str(inst.get("name") or key),
                 address=str(inst["address"]),
-                template=str(tags.get(TAG_TEMPLATE, "")),
-                provider=str(tags.get(TAG_PROVIDER, provider or "")),
-                op_id=str(tags.get(TAG_OP_ID, key.rpartition("-")[0])),
+                template=str(inst_tags.get(tags.TEMPLATE, "")),
+                provider=str(inst_tags.get(tags.PROVIDER, provider or "")),
+                op_id=str(inst_tags.get(tags.OP_ID, key.rpartition("-")[0])),
                 port=int(port) if port else None,
             )
         )
@@ -175,12 +240,43 @@ def records_from_inventory(inventory: Mapping[str, Any]) -> list[InstanceRecord]
     ]
 
 
+def inventory_from_state(state_dir: Path, cluster: str | None, saved: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The inventory of a hand run: hosts from Terraform state, settings from the last written one.
+
+    ``saved`` is the inventory the toolkit last wrote (``<state_dir>/ansible/inventory/
+    xceprov.yml``): its ``all.vars`` and template group variables (SSH user and key, the pinned
+    known_hosts, controller addresses) apply; its hosts are used when no state has any.
+    """
+    records = records_from_workdirs(state_dir, cluster)
+    common: dict[str, Any] = {}
+    templates: dict[str, TemplateBootstrap] = {}
+    if saved:
+        body = saved.get("all") or {}
+        common = dict(body.get("vars") or {})
+        for group, gbody in (body.get("children") or {}).items():
+            if group.startswith("template_") and (gbody.get("vars") or gbody.get("site_vars")):
+                data = dict(gbody.get("vars") or {})
+                roles = tuple(data.pop("xce_bootstrap_roles", ()))
+                templates[group[len("template_"):]] = TemplateBootstrap(
+                    (), dict(gbody.get("site_vars") or {}), roles, data
+                )
+        if not records:
+            records = records_from_inventory(saved)
+    return build_inventory(records, common, templates)
+
+
 def write_inventory(path: Path, inventory: Mapping[str, Any]) -> Path:
-    """Write an inventory as JSON (valid YAML too) atomically; returns ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    """Write an inventory file for the ``xceprov`` plugin atomically, 0600 in a 0700 directory.
+
+    The file is the plugin's configuration with the document inside (JSON, which is YAML too):
+    ``{"plugin": "xceprov", "all": {...}}``. Ansible's plain YAML inventory refuses a file with a
+    ``plugin`` key, so the document is never read without the plugin's unsafe marking.
+    """
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o700)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")  # mkstemp: mode 0600
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(inventory, fh, indent=2, sort_keys=True)
+        json.dump({"plugin": PLUGIN_NAME, **inventory}, fh, indent=2, sort_keys=True)
         fh.write("\n")
         fh.flush()
         os.fsync(fh.fileno())
@@ -193,3 +289,9 @@ def write_inventory(path: Path, inventory: Mapping[str, Any]) -> Path:
     finally:
         os.close(dir_fd)
     return path
+
+
+def read_inventory(path: Path) -> dict[str, Any]:
+    """An inventory file ``write_inventory`` wrote, as the document (``{"all": ...}``)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return {"all": data.get("all") or {}} if isinstance(data, dict) else {"all": {}}

@@ -1,11 +1,16 @@
 """Running a playbook with ansible-runner: per-host progress while it runs, a typed result per host.
 
-What every run gets: the toolkit's ``ansible/ansible.cfg`` (pipelining, ControlPersist, strict
+What every run gets: the toolkit's ``ansible.cfg`` (pipelining, ControlPersist, strict
 host-key checking), the site's roles directory before the shipped one on the roles path, the
 configured forks and an overall timeout. Each run's artifacts are kept under
 ``<state_dir>/ansible/artifacts/<ident>/`` and rotated to the newest ``keep_artifacts``: the
 full ``stdout``, ``status``, ``rc``, and in ``job_events/`` the failure, unreachable, play and
-stats events (not one file per successful task: see ``_KEPT_EVENTS``).
+stats events (not one file per successful task: see ``_KEPT_EVENTS``); without our process
+environment, 0600 in 0700 directories (``artifacts``).
+
+Hosts are selected by exact name: the run's inventory (``inventory.only_hosts``, written into
+the run's private data directory and removed after it) holds only the hosts to run on, and the
+play runs on all of it with no ``--limit``, so no host name is ever read as a host pattern.
 
 A host's outcome is a result, not an exception: ``ok`` / ``changed`` / ``failed`` /
 ``unreachable`` (or ``skipped`` when it was never contacted, e.g. no host key could be
@@ -16,7 +21,6 @@ whole, raises ``AnsibleError``.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import tempfile
 import threading
@@ -26,6 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from orchestrator import durable
+from orchestrator.clients.ansible.artifacts import rotate_artifacts, run_environment, seal
+from orchestrator.clients.ansible.inventory import INVENTORY_NAME, only_hosts, write_inventory
 from orchestrator.errors import AnsibleError
 
 HostStatus = Literal["ok", "changed", "failed", "unreachable", "skipped"]
@@ -115,6 +122,11 @@ class RunnerSettings:
         return self.toolkit_root / "ansible"
 
     @property
+    def ansible_config(self) -> Path:
+        """The toolkit's one ``ansible.cfg`` (at its root, so runs by hand from there use it too)."""
+        return self.toolkit_root / "ansible.cfg"
+
+    @property
     def artifacts_dir(self) -> Path:
         """Where each run's artifacts are kept."""
         return self.state_dir / "ansible" / "artifacts"
@@ -134,7 +146,7 @@ def ansible_env(settings: RunnerSettings) -> dict[str, str]:
     return {
         # ansible-runner starts ansible-playbook by name: the venv's bin must be on PATH.
         "PATH": bindir + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"),
-        "ANSIBLE_CONFIG": str(settings.ansible_dir / "ansible.cfg"),
+        "ANSIBLE_CONFIG": str(settings.ansible_config),
         "ANSIBLE_ROLES_PATH": settings.roles_path(),
         "ANSIBLE_FORKS": str(settings.forks),
         "ANSIBLE_PIPELINING": "True",
@@ -214,17 +226,6 @@ def _message(res: Mapping[str, Any]) -> str:
     return first[:500]
 
 
-def rotate_artifacts(directory: Path, keep: int) -> list[Path]:
-    """Delete all but the newest ``keep`` run directories; returns what was deleted."""
-    if not directory.is_dir():
-        return []
-    runs = sorted((p for p in directory.iterdir() if p.is_dir()), key=lambda p: (p.stat().st_mtime, p.name))
-    doomed = runs[: max(0, len(runs) - keep)]
-    for path in doomed:
-        shutil.rmtree(path, ignore_errors=True)
-    return doomed
-
-
 def new_ident(label: str) -> str:
     """A sortable, unique run id: ``<UTC time>-<label>-<pid>``."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
@@ -235,44 +236,34 @@ def new_ident(label: str) -> str:
 def run_playbook(
     settings: RunnerSettings,
     playbook: Path,
-    inventory: Path,
+    inventory: Mapping[str, Any],
     hosts: Sequence[str],
     extravars: Mapping[str, Any] | None = None,
     progress: ProgressFn | None = None,
     label: str = "run",
+    group_vars: Path | None = None,
 ) -> RunResult:
-    """Run ``playbook`` on ``hosts`` (a limit over ``inventory``); per-host results, never per-host raises."""
-    import ansible_runner  # imported here: loading it costs ~0.3 s and most verbs never need it
+    """Run ``playbook`` on exactly ``hosts`` of ``inventory``; per-host results, never per-host raises.
 
+    ``inventory`` is a document of ``inventory.build_inventory``; ``group_vars`` a directory of
+    the site's group_vars files to apply beside it.
+    """
     if not hosts:
         return RunResult(ident="", status="successful", rc=0, artifact_dir=settings.artifacts_dir)
     if not playbook.is_file():
         raise AnsibleError(f"{playbook}: playbook not found")
-    settings.artifacts_dir.mkdir(parents=True, exist_ok=True)
+    durable.private_dir(settings.artifacts_dir.parent)
+    durable.private_dir(settings.artifacts_dir)
     ident = new_ident(label)
     collector = _Collector(hosts, progress)
     started = time.monotonic()
-    # ansible-runner writes env/ and inventory/ into its private data dir: one per run, thrown
-    # away; what matters for post-mortems goes to the artifact dir, which is kept.
+    # The private data dir (env/, the run's inventory) is one per run and thrown away; what
+    # matters for post-mortems goes to the artifact dir, which is kept.
     with tempfile.TemporaryDirectory(prefix="xceprov-ansible-") as pdd:
-        try:
-            runner = ansible_runner.run(
-                private_data_dir=pdd,
-                artifact_dir=str(settings.artifacts_dir),
-                ident=ident,
-                playbook=str(playbook.resolve()),
-                inventory=str(inventory.resolve()),
-                limit=",".join(hosts),
-                extravars=dict(extravars or {}),
-                envvars=ansible_env(settings),
-                forks=settings.forks,
-                timeout=int(settings.timeout),
-                quiet=True,
-                event_handler=collector,
-                settings={"suppress_ansible_output": True},
-            )
-        except Exception as exc:  # ansible-runner raises bare exceptions for setup problems
-            raise AnsibleError(f"ansible-runner could not run {playbook.name}: {exc}") from exc
+        run_inventory = write_inventory(Path(pdd) / "inventory" / INVENTORY_NAME, only_hosts(inventory, hosts))
+        if group_vars is not None:
+            (run_inventory.parent / "group_vars").symlink_to(group_vars, target_is_directory=True)
+        runner = _run(settings, playbook, run_inventory, pdd, ident, extravars, collector)
     result = RunResult(
         ident=ident,
         status=str(runner.status),
@@ -281,6 +272,7 @@ def run_playbook(
         hosts=collector.results,
         elapsed=time.monotonic() - started,
     )
+    seal(result.artifact_dir)
     rotate_artifacts(settings.artifacts_dir, settings.keep_artifacts)
     if result.status == "timeout":
         for r in result.hosts.values():
@@ -293,6 +285,43 @@ def run_playbook(
             f"{playbook.name} failed (rc={result.rc}): {stdout} (artifacts: {result.artifact_dir})"
         )
     return result
+
+
+def _run(
+    settings: RunnerSettings,
+    playbook: Path,
+    inventory: Path,
+    pdd: str,
+    ident: str,
+    extravars: Mapping[str, Any] | None,
+    collector: _Collector,
+) -> Any:
+    """One ansible-runner run, with the environment cut down before anything is written."""
+    from ansible_runner.interface import init_runner  # ~0.3 s to load; most verbs never need it
+
+    ours = ansible_env(settings)
+    try:
+        runner = init_runner(
+            private_data_dir=pdd,
+            artifact_dir=str(settings.artifacts_dir),
+            ident=ident,
+            playbook=str(playbook.resolve()),
+            inventory=str(inventory),
+            extravars=dict(extravars or {}),
+            envvars=ours,
+            forks=settings.forks,
+            timeout=int(settings.timeout),
+            quiet=True,
+            event_handler=collector,
+            settings={"suppress_ansible_output": True},
+        )
+        # init_runner seeded the environment with a copy of ours; run() writes it to the
+        # `command` artifact and hands it to ansible-playbook. Neither may see our credentials.
+        runner.config.env = run_environment(runner.config.env, ours, os.environ)
+        runner.run()
+    except Exception as exc:  # ansible-runner raises bare exceptions for setup problems
+        raise AnsibleError(f"ansible-runner could not run {playbook.name}: {exc}") from exc
+    return runner
 
 
 def _tail(path: Path) -> str:

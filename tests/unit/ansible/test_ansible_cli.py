@@ -36,6 +36,9 @@ def test_bootstrap_verb_calls_the_service(monkeypatch: pytest.MonkeyPatch, tmp_p
     assert "h1: changed (ok=3 changed=1)" in out.output
     assert calls["hosts"] == ("h1", "h2") and calls["op"] is None and calls["playbook"] == "bootstrap"
     assert calls["extra_vars"] == {"a": 1, "b": [1, 2], "c": "x"}
+    # The verb only hands over the simulated world's parts; the service decides whether they apply.
+    world = calls["world"]
+    assert world.sources.name == "nodemanager" and world.toolkit_key(tmp_path) == tmp_path / "ssh" / "id_ed25519"
 
 
 def test_op_and_hosts_together_is_a_usage_error() -> None:

@@ -6,12 +6,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from orchestrator.clients.ansible.artifacts import rotate_artifacts, run_environment, seal
 from orchestrator.clients.ansible.runner import (
     Progress,
     RunnerSettings,
     _Collector,
     ansible_env,
-    rotate_artifacts,
 )
 
 
@@ -79,4 +79,37 @@ def test_site_roles_come_first(tmp_path: Path) -> None:
     assert env["ANSIBLE_ROLES_PATH"].split(os.pathsep) == [
         str((tmp_path / "site" / "roles").resolve()), str(tmp_path / "tk" / "ansible" / "roles")
     ]
-    assert env["ANSIBLE_PIPELINING"] == "True" and env["ANSIBLE_CONFIG"].endswith("ansible/ansible.cfg")
+    assert env["ANSIBLE_PIPELINING"] == "True" and env["ANSIBLE_CONFIG"] == str(tmp_path / "tk" / "ansible.cfg")
+
+
+def test_run_environment_drops_what_was_only_inherited() -> None:
+    inherited = {"PATH": "/usr/bin", "HOME": "/root", "AWS_SECRET_ACCESS_KEY": "s3cr3t",
+                 "ANSIBLE_HASHI_VAULT_TOKEN": "tok", "LC_ALL": "C.UTF-8", "XCEPROV_SITE": "a",
+                 "ANSIBLE_CALLBACK_PLUGINS": "/a"}
+    prepared = {**inherited, "ANSIBLE_CONFIG": "/tk/ansible.cfg", "AWX_ISOLATED_DATA_DIR": "/st/run",
+                "ANSIBLE_CALLBACK_PLUGINS": "/a:/runner/callbacks", "PATH": "/venv/bin:/usr/bin"}
+    env = run_environment(prepared, {"ANSIBLE_CONFIG": "/tk/ansible.cfg", "PATH": "/venv/bin:/usr/bin"}, inherited)
+    assert "AWS_SECRET_ACCESS_KEY" not in env and "ANSIBLE_HASHI_VAULT_TOKEN" not in env
+    assert env == {
+        "PATH": "/venv/bin:/usr/bin", "HOME": "/root", "LC_ALL": "C.UTF-8", "XCEPROV_SITE": "a",
+        "ANSIBLE_CONFIG": "/tk/ansible.cfg",
+        "AWX_ISOLATED_DATA_DIR": "/st/run", "ANSIBLE_CALLBACK_PLUGINS": "/a:/runner/callbacks",
+    }
+
+
+def test_seal_makes_everything_private(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    (run / "job_events").mkdir(parents=True)
+    (run / "stderr").write_text("x")
+    (run / "job_events" / "1.json").write_text("{}")
+    os.chmod(run / "stderr", 0o644)
+    os.chmod(run / "job_events", 0o755)
+    outside = tmp_path / "outside"
+    outside.write_text("y")
+    os.chmod(outside, 0o644)
+    (run / "link").symlink_to(outside)
+    seal(run)
+    modes = {p.relative_to(run).as_posix(): p.lstat().st_mode & 0o777 for p in run.rglob("*") if not p.is_symlink()}
+    assert modes == {"job_events": 0o700, "stderr": 0o600, "job_events/1.json": 0o600}
+    assert run.stat().st_mode & 0o777 == 0o700
+    assert outside.stat().st_mode & 0o777 == 0o644  # a link's target is not the run's
