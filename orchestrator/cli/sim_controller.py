@@ -16,6 +16,7 @@ from orchestrator.errors import UsageError
 from orchestrator.model.durations import parse_duration
 from orchestrator.sim.controller import admin
 
+
 def _state_dir(ctx: CliContext) -> Path:
     return ctx.config().config.sim_state_dir().resolve()
 

@@ -39,6 +39,7 @@ from orchestrator.clients.ansible.runner import (
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import UsageError
 from orchestrator.model.config import Config
+from orchestrator.services.join_tokens import join_token_vars
 
 Playbook = Literal["bootstrap", "decommission"]
 INVENTORY_NAME = "hosts.json"
@@ -232,15 +233,17 @@ def bootstrap(
     evars: dict[str, Any] = hook_vars(config)
     evars.update(extra_vars or {})
     settings = runner_settings(config, toolkit_root)
-    result = run_playbook(
-        settings,
-        settings.ansible_dir / "playbooks" / f"{playbook}.yml",
-        inventory,
-        reachable,
-        extravars=evars,
-        progress=progress,
-        label=op or playbook,
-    )
+    # Join tokens (simauth): only a file path reaches Ansible; the file is gone after the run.
+    with join_token_vars(config, [r for r in chosen if r.name in reachable]) as token_vars:
+        result = run_playbook(
+            settings,
+            settings.ansible_dir / "playbooks" / f"{playbook}.yml",
+            inventory,
+            reachable,
+            extravars={**evars, **token_vars},
+            progress=progress,
+            label=op or playbook,
+        )
     for name, reason in problems.items():
         result.hosts[name] = HostResult(
             name, status="unreachable", task="record SSH host key", message=reason

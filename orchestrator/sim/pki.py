@@ -94,6 +94,19 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
+_CA_USAGE: Final = x509.KeyUsage(
+    digital_signature=True,
+    content_commitment=False,
+    key_encipherment=False,
+    data_encipherment=False,
+    key_agreement=False,
+    key_cert_sign=True,
+    crl_sign=True,
+    encipher_only=False,
+    decipher_only=False,
+)
+
+
 def make_ca(common_name: str = "xceprov simulated CA", *, days: int = 3650) -> KeyPair:
     """A self-signed CA certificate and key (P-256)."""
     key = ec.generate_private_key(ec.SECP256R1())
@@ -108,14 +121,7 @@ def make_ca(common_name: str = "xceprov simulated CA", *, days: int = 3650) -> K
         .not_valid_before(now - dt.timedelta(minutes=5))
         .not_valid_after(now + dt.timedelta(days=days))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True, content_commitment=False, key_encipherment=False,
-                data_encipherment=False, key_agreement=False, key_cert_sign=True, crl_sign=True,
-                encipher_only=False, decipher_only=False,
-            ),
-            critical=True,
-        )  # fmt: skip
+        .add_extension(_CA_USAGE, critical=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .sign(key, hashes.SHA256())
     )
@@ -176,9 +182,17 @@ def issue_cert(
     return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
 
 
-def issue_client(ca: KeyPair, role: str, identity: str, **validity: dt.datetime) -> KeyPair:
+def issue_client(
+    ca: KeyPair,
+    role: str,
+    identity: str,
+    *,
+    not_before: dt.datetime | None = None,
+    not_after: dt.datetime | None = None,
+) -> KeyPair:
     """A client certificate naming ``role`` and ``identity`` (SAN URI ``xce://<role>/<identity>``)."""
-    return issue_cert(ca, identity, client=True, uris=[identity_uri(role, identity)], **validity)
+    uris = [identity_uri(role, identity)]
+    return issue_cert(ca, identity, client=True, uris=uris, not_before=not_before, not_after=not_after)
 
 
 def cert_names(cert_pem: bytes) -> set[str]:

@@ -45,8 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--redirect", default="", metavar="HOST:PORT", help="run as a standby redirecting here")
     s.add_argument("--max-frame-bytes", type=int, default=DEFAULT_MAX_FRAME_BYTES)
     s.add_argument("--max-connections", type=int, default=512)
-    s.add_argument("--max-per-peer", type=int, default=ConnectionLimits.max_per_peer, help="TLS connections per address")
-    s.add_argument("--max-unjoined", type=int, default=ConnectionLimits.max_unjoined, help="connections not joined yet")
+    limits = ConnectionLimits()
+    s.add_argument("--max-per-peer", type=int, default=limits.max_per_peer, help="TLS connections per address")
+    s.add_argument("--max-unjoined", type=int, default=limits.max_unjoined, help="connections not joined yet")
     s.add_argument("-v", "--verbose", action="count", default=0)
     return p
 

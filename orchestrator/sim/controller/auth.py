@@ -55,7 +55,9 @@ def provisioner_holder(session: Session) -> str | ErrorV:
     """The lease holder a provisioner join authenticates, from its client certificate."""
     if session.cert_role != "provisioner":
         what = f"a {session.cert_role} certificate" if session.cert_role else "no client certificate naming a role"
-        return ErrorV("permissionDenied", f"joinProvisioner needs a provisioner client certificate; the peer presented {what}")
+        return ErrorV(
+            "permissionDenied", f"joinProvisioner needs a provisioner client certificate; the peer presented {what}"
+        )
     return session.cert_identity
 
 

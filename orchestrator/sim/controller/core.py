@@ -366,7 +366,8 @@ class ControllerCore:
 
     def _match_worker(self, host_name: str, instance_id: str, credential_key: str | None) -> Host | None:
         if credential_key:
-            host = next((h for h in self.hosts.values() if h.instance_key == credential_key and not h.decommissioned), None)
+            live = (h for h in self.hosts.values() if not h.decommissioned)
+            host = next((h for h in live if h.instance_key == credential_key), None)
             if host is not None:
                 return host
         if instance_id:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from orchestrator.protocol.framing import WrongMessageType, which
-from orchestrator.protocol.schema import REQUESTS
+from orchestrator.protocol.schema import ADMIN_REQUESTS, REQUESTS
 from orchestrator.sim.controller import auth, wire
 from orchestrator.sim.controller.core import ControllerCore, _ms
 from orchestrator.sim.controller.state import ErrorV, Host, RejectV, Session
@@ -37,19 +37,20 @@ def handle(
         raise WrongMessageType(kind, "a request with a non-zero requestId")
     with core.lock:
         session.last_seen = core.clock.monotonic()
+        if core.redirect and session.role != "admin" and kind not in ADMIN_REQUESTS:
+            # A standby serves nothing and changes nothing: every client is sent to the primary.
+            msg = f"not the primary; the primary is {core.redirect}"
+            if kind == "commitFact":
+                session.send(wire.reply_reject(rid, RejectV("notPrimary", msg, redirect=core.redirect)))
+            else:
+                session.send(wire.reply_error(rid, ErrorV("notPrimary", msg, redirect=core.redirect)))
+            return
         refused = auth.refusal(session, kind)
         if refused is not None:
             session.send(wire.reply_error(rid, refused))
             return
         if session.role == "admin":
             _admin(core, session, rid, kind, env, on_shutdown)
-            return
-        if core.redirect:
-            msg = f"not the primary; the primary is {core.redirect}"
-            if kind == "commitFact":
-                session.send(wire.reply_reject(rid, RejectV("notPrimary", msg, redirect=core.redirect)))
-            else:
-                session.send(wire.reply_error(rid, ErrorV("notPrimary", msg, redirect=core.redirect)))
             return
         if kind == "joinProvisioner":
             _join_provisioner(core, session, rid, env.joinProvisioner)

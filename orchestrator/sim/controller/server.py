@@ -197,20 +197,24 @@ class Connection:
         """The TLS handshake, non-blocking, held to one deadline (not one per ``recv``)."""
         self.raw.setblocking(False)
         sock = ctx.wrap_socket(self.raw, server_side=True, do_handshake_on_connect=False)
-        while True:
-            try:
-                sock.do_handshake()
-                return sock
-            except ssl.SSLWantReadError:
-                events = select.POLLIN
-            except ssl.SSLWantWriteError:
-                events = select.POLLOUT
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(f"not complete within {self.server.limits.handshake_timeout:g}s")
-            poller = select.poll()
-            poller.register(sock.fileno(), events)
-            poller.poll(max(1, int(left * 1000)))
+        try:
+            while True:
+                try:
+                    sock.do_handshake()
+                    return sock
+                except ssl.SSLWantReadError:
+                    events = select.POLLIN
+                except ssl.SSLWantWriteError:
+                    events = select.POLLOUT
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"not complete within {self.server.limits.handshake_timeout:g}s")
+                poller = select.poll()
+                poller.register(sock.fileno(), events)
+                poller.poll(max(1, int(left * 1000)))
+        except BaseException:
+            sock.close()
+            raise
 
     def _authenticate(self) -> None:
         """Record the role and identity the verified client certificate names, if any."""
