@@ -406,7 +406,10 @@ class ControllerCore:
         now_ms = _ms(self.clock.wall())
         host.session = session
         host.host_name = host_name
-        host.instance_id = instance_id or host.instance_id
+        if credential_key is None:
+            host.instance_id = instance_id or host.instance_id
+        else:  # authenticated: the recorded id wins over the one the worker asserts
+            host.instance_id = host.instance_id or instance_id
         host.template = host.template or template
         host.address = host.address or extra.get("address", "")
         host.instance_key = host.instance_key or credential_key or extra.get("instance_key", "")
