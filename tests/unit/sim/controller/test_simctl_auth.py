@@ -3,6 +3,7 @@ each role may send only its own requests (docs/protocol.md, "Authentication and 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -108,7 +109,7 @@ def test_worker_credentials_missing_or_of_another_host_are_refused(ctl: Running,
     for i in (0, 1):
         r = commit(
             p, "sim", ep, kind="expectedHost", opId="op-1", instanceId=f"i-{i}", instanceKey=f"op-1-{i}",
-            hostName=f"op-1-{i}", template="cpu", joinDeadlineUnixMs=2**40,
+            hostName=f"op-1-{i}", template="cpu", joinDeadlineUnixMs=int((time.time() + 600) * 1000),
         )  # fmt: skip
         assert r.kind == "ack"
     a_token = ctl.token("op-1-0", "op-1-0")
