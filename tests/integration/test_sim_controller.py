@@ -49,8 +49,12 @@ def world(tmp_path: Path) -> Iterator[tuple[Path, Path, int]]:
     cfg["state_dir"] = str(tmp_path / "state")
     sim = tmp_path / "state" / "sim"
     cfg["controller"]["addresses"] = [f"127.0.0.1:{port}"]
-    for key, rel in (("ca", "tls/ca.pem"), ("client_cert", "client/provisioner.pem"),
-                     ("client_key", "client/provisioner.key"), ("join_key", "client/join.key")):
+    for key, rel in (
+        ("ca", "tls/ca.pem"),
+        ("client_cert", "client/provisioner.pem"),
+        ("client_key", "client/provisioner.key"),
+        ("join_key", "client/join.key"),
+    ):
         cfg["controller"][key] = str(sim / rel)  # what the built-in configuration names, under tmp_path
     config = tmp_path / "xceprov.yaml"
     config.write_text(yaml.safe_dump(cfg))

@@ -167,7 +167,7 @@ def test_peer_identity_from_a_verified_client_certificate(pki: dict[str, Path], 
 
 def test_identity_needs_exactly_one_well_formed_uri() -> None:
     def cert(*uris: str) -> dict[str, object]:
-        return {"subjectAltName": tuple(("URI", u) for u in uris) + (("DNS", "x"),)}
+        return {"subjectAltName": (*(("URI", u) for u in uris), ("DNS", "x"))}
 
     assert identity_from_cert(cert("xce://admin/ops")) == PeerIdentity("admin", "ops")
     assert identity_from_cert(cert("xce://admin/ops", "xce://provisioner/a")) is None  # two roles: none

@@ -44,9 +44,7 @@ def _request_frame() -> bytes:
     return struct.pack("<Q", len(body)) + body
 
 
-def test_byte_at_a_time_client_is_cut_off_and_others_are_served(
-    tmp_path: Path, clients: list[ProtoClient]
-) -> None:
+def test_byte_at_a_time_client_is_cut_off_and_others_are_served(tmp_path: Path, clients: list[ProtoClient]) -> None:
     limits = ConnectionLimits(frame_timeout=1.0, join_timeout=60.0)
     with running_controller(tmp_path / "ctl", limits=limits) as rc:
         good = rc.provisioner("orch-a")

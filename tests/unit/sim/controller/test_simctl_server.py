@@ -16,7 +16,6 @@ from sim_controller_helpers import (
     Running,
     commit,
     connect,
-    free_port,
     join_provisioner,
     join_worker,
     lease,
