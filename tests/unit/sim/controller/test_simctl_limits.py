@@ -139,3 +139,15 @@ def test_unjoined_connections_are_capped_joined_ones_are_not(tmp_path: Path, cli
             clients.append(extra)
             extra.request(lambda env: setattr(env, "requestDemand", None))
         assert joined.request(lambda env: setattr(env, "requestDemand", None)).kind == "demand"
+
+
+def test_a_handshake_that_never_finishes_is_dropped_and_others_are_served(
+    tmp_path: Path, clients: list[ProtoClient]
+) -> None:
+    with running_controller(tmp_path / "ctl", limits=ConnectionLimits(handshake_timeout=0.5)) as rc:
+        with socket.create_connection(rc.addr, timeout=10) as raw:
+            raw.sendall(b"\x16\x03\x01")  # the start of a TLS record, then nothing
+            assert raw.recv(1) == b""  # closed by the server
+        good = rc.provisioner("orch-a")
+        clients.append(good)
+        assert join_provisioner(good, "orch-a", ["sim"]).kind == "joined"
