@@ -241,6 +241,7 @@ def _resolve_paths(config: Config, base_dir: Path) -> Config:
                     "ca": fix(config.controller.ca),
                     "client_cert": fix(config.controller.client_cert),
                     "client_key": fix(config.controller.client_key),
+                    "join_key": fix(config.controller.join_key),
                 }
             ),
             "ansible": config.ansible.model_copy(

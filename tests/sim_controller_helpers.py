@@ -19,11 +19,15 @@ from typing import Any
 
 from orchestrator.protocol import schema
 from orchestrator.protocol.framing import encode, new_envelope, open_envelope, recv_frame, send_frame
-from orchestrator.protocol.tls import client_context, ensure_server_tls, server_context
+from orchestrator.protocol.jointoken import join_token, read_join_key
+from orchestrator.protocol.tls import client_context, server_context
 from orchestrator.sim.controller.clock import Clock, SystemClock
 from orchestrator.sim.controller.core import ControllerCore
-from orchestrator.sim.controller.server import ControllerServer
+from orchestrator.sim.controller.server import ConnectionLimits, ControllerServer
 from orchestrator.sim.controller.store import ControllerStore
+from orchestrator.sim.pki import ensure_server_tls, issue_client, load_ca
+
+ClientCert = tuple[Path, Path]  # (certificate, key)
 
 
 def to_py(reader: Any) -> Any:
@@ -89,11 +93,29 @@ class ProtoClient:
             self.sock.close()
 
 
+def client_cert(state_dir: Path, role: str, identity: str) -> ClientCert:
+    """A client certificate of the controller's CA naming ``role``/``identity`` (made once)."""
+    cert, key = state_dir / "clients" / f"{role}-{identity}.pem", state_dir / "clients" / f"{role}-{identity}.key"
+    if not cert.exists():
+        issue_client(load_ca(state_dir / "tls"), role, identity).write(cert, key)
+    return cert, key
+
+
+def worker_token(state_dir: Path, instance_key: str, host_name: str) -> str:
+    """The join token of a host, minted with the controller's join key."""
+    return join_token(read_join_key(state_dir / "tls" / "join.key"), instance_key, host_name)
+
+
 def connect(
-    addr: tuple[str, int], ca: Path, *, server_hostname: str = "localhost", timeout: float = 10.0
+    addr: tuple[str, int],
+    ca: Path,
+    *,
+    cert: ClientCert | None = None,
+    server_hostname: str = "localhost",
+    timeout: float = 10.0,
 ) -> ProtoClient:
-    """A TLS connection verified against ``ca``."""
-    ctx = client_context(ca)
+    """A TLS connection verified against ``ca``, presenting ``cert`` when given."""
+    ctx = client_context(ca, cert_file=cert[0] if cert else None, key_file=cert[1] if cert else None)
     raw = socket.create_connection(addr, timeout=timeout)
     raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
@@ -116,14 +138,24 @@ def join_provisioner(c: ProtoClient, instance_id: str, providers: list[str]) -> 
     return c.request(fill)
 
 
-def join_worker(c: ProtoClient, host_name: str, instance_id: str = "", template: str = "cpu") -> Reply:
-    """Join as a worker."""
+def join_worker(
+    c: ProtoClient,
+    host_name: str,
+    instance_id: str = "",
+    template: str = "cpu",
+    *,
+    token: str = "",
+    instance_key: str = "",
+) -> Reply:
+    """Join as a worker, presenting ``token`` (see :func:`worker_token`)."""
 
     def fill(env: Any) -> None:
         j = env.init("joinWorker")
         j.hostName = host_name
         j.instanceId = instance_id
+        j.instanceKey = instance_key
         j.template = template
+        j.joinToken = token
 
     return c.request(fill)
 
@@ -169,6 +201,22 @@ class Running:
         """The first listen address."""
         return self.server.addresses[0]
 
+    def provisioner(self, identity: str) -> ProtoClient:
+        """A connection presenting a provisioner certificate for ``identity`` (not joined yet)."""
+        return connect(self.addr, self.ca, cert=client_cert(self.state_dir, "provisioner", identity))
+
+    def admin(self, identity: str = "ops") -> ProtoClient:
+        """A connection presenting an admin certificate (in the admin role from the handshake)."""
+        return connect(self.addr, self.ca, cert=client_cert(self.state_dir, "admin", identity))
+
+    def anonymous(self) -> ProtoClient:
+        """A connection without a client certificate (a worker, or an unauthenticated peer)."""
+        return connect(self.addr, self.ca)
+
+    def token(self, instance_key: str, host_name: str) -> str:
+        """A host's join token."""
+        return worker_token(self.state_dir, instance_key, host_name)
+
 
 @contextlib.contextmanager
 def running_controller(
@@ -180,19 +228,23 @@ def running_controller(
     tick_interval: float = 0.05,
     redirect: str = "",
     max_connections: int = 512,
+    limits: ConnectionLimits | None = None,
 ) -> Iterator[Running]:
     """Start a controller on 127.0.0.1:<free port> with a fresh CA; stop it on exit."""
     files = ensure_server_tls(state_dir / "tls", [])
     store = ControllerStore(state_dir)
-    core = ControllerCore(store, clock or SystemClock(), ttl=ttl, redirect=redirect)
+    core = ControllerCore(
+        store, clock or SystemClock(), ttl=ttl, redirect=redirect, join_key=read_join_key(files.join_key)
+    )
     server = ControllerServer(
         core,
-        server_context(files.server_cert, files.server_key),
+        server_context(files.server_cert, files.server_key, client_ca_file=files.ca_cert),
         [("127.0.0.1", 0)],
         admin_path=state_dir / "controller.sock",
         max_frame_bytes=max_frame_bytes,
         max_connections=max_connections,
         tick_interval=tick_interval,
+        limits=limits,
     )
     server.start()
     try:

@@ -35,7 +35,7 @@ _register_world()
 
 
 def _register_controller() -> None:
-    # The simulated controller: `xceprov sim controller|failover|submit`.
+    # The running simulated controller: `xceprov sim failover|submit` (started by `sim up`).
     from orchestrator.cli import sim_controller
 
     sim_controller.register(sim)

@@ -52,16 +52,22 @@ def _print_hosts(hosts: list[dict[str, Any]]) -> None:
 @click.option("--lab-name", help="Lab name (a-z0-9, at most 8); default xce. For parallel worlds.")
 @click.option("--lab-subnet", help="Lab subnet inside 10.213.0.0/16; default 10.213.0.0/16.")
 @click.option("--controller-port", type=int, help="Simulated controller port; default 7441.")
+@click.option("--only", type=click.Choice(world.COMPONENTS), help="Start this component alone.")
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 @pass_ctx
 def up(
-    ctx: CliContext, lab_name: str | None, lab_subnet: str | None, controller_port: int | None, as_json: bool
+    ctx: CliContext,
+    lab_name: str | None,
+    lab_subnet: str | None,
+    controller_port: int | None,
+    only: str | None,
+    as_json: bool,
 ) -> None:
     """Start the simulated world (idempotent): host manager (root) and controller."""
     settings = world.settings_for(
         _state_dir(ctx), lab_name=lab_name, lab_subnet=lab_subnet, controller_port=controller_port
     )
-    st = world.up(settings)
+    st = world.up(settings, only)
     hm = st.component(world.HOST_MANAGER)
     if hm.state == "unavailable" and not as_json:
         click.echo(f"xceprov: simulated hosts unavailable: {hm.detail}", err=True)

@@ -54,6 +54,9 @@ class ControllerSettings(Strict):
     ca: Path | None = None
     client_cert: Path | None = None
     client_key: Path | None = None
+    # The worker join key the controller issued (hex text): the bootstrap mints each host's join
+    # token with it (docs/protocol.md, "Authentication and roles").
+    join_key: Path | None = None
     server_name: str | None = None
     max_frame_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     connect_timeout: Duration = 5.0

@@ -33,7 +33,7 @@ enum Role {
 # Join
 
 struct JoinProvisioner {
-  instanceId @0 :Text;          # stable identity of this orchestrator instance (the lease holder name)
+  instanceId @0 :Text;          # informational: the lease holder is the identity in the client certificate
   version @1 :Text;             # software version, informational
   providers @2 :List(Text);     # providers whose facts, host events and leases this instance wants
   cluster @3 :Text;             # cluster name, informational (the controller may refuse a mismatch)
@@ -49,6 +49,7 @@ struct JoinWorker {
   address @5 :Text;             # the address the worker sees for itself, informational
   version @6 :Text;
   slots @7 :UInt32;
+  joinToken @8 :Text;           # the host's credential (docs/protocol.md, "Authentication and roles")
 }
 
 struct Joined {
@@ -304,7 +305,7 @@ enum ErrorCode {
   unknownHost @4;
   unsupported @5;    # unknown request type
   internal @6;
-  permissionDenied @7;  # the role may not send this request
+  permissionDenied @7;  # the role may not send this request, or the credential is missing or wrong
 }
 
 struct Error {

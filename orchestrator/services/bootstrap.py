@@ -51,6 +51,7 @@ from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import UsageError
 from orchestrator.model.config import Config
 from orchestrator.services.bootstrap_sources import SimulatedWorld, simulated_sources
+from orchestrator.services.join_tokens import join_token_vars
 
 Playbook = Literal["bootstrap", "decommission"]
 PRE_HOOK = "pre-bootstrap.yml"
@@ -275,16 +276,18 @@ def bootstrap(
     evars: dict[str, Any] = hook_vars(config)
     evars.update(extra_vars or {})
     settings = runner_settings(config, toolkit_root)
-    result = run_playbook(
-        settings,
-        settings.ansible_dir / "playbooks" / f"{playbook}.yml",
-        document,
-        reachable,
-        extravars=evars,
-        progress=progress,
-        label=op or playbook,
-        group_vars=site_group_vars(config),
-    )
+    # Join tokens: only a file path reaches Ansible; the file is gone after the run.
+    with join_token_vars(config, [r for r in chosen if r.name in reachable]) as token_vars:
+        result = run_playbook(
+            settings,
+            settings.ansible_dir / "playbooks" / f"{playbook}.yml",
+            document,
+            reachable,
+            extravars={**evars, **token_vars},
+            progress=progress,
+            label=op or playbook,
+            group_vars=site_group_vars(config),
+        )
     for name, reason in problems.items():
         result.hosts[name] = HostResult(
             name, status="unreachable", task="record SSH host key", message=reason

@@ -10,6 +10,12 @@ log ``<sim_state_dir>/log/<name>.log``:
   installed: listens on ``127.0.0.1:<port>`` and, with the lab up, on ``<gateway>:<port>``
   (``10.213.0.1:7441`` by default) so that node managers inside hosts reach it over the lab.
 
+``up`` issues what the orchestrator needs to talk to the controller (``orchestrator.sim.pki``:
+the cluster CA, a provisioner client certificate and key, the worker join key; keys 0600 in
+0700 directories) before it starts the controller. ``up --only controller`` (or
+``--only host-manager``) starts one component through the same path; there is no other way to
+start one, so ``status`` and ``down`` always see what runs.
+
 ``up`` is idempotent: it claims the lab (as root; refused when another world's state directory
 holds it) and creates it before anything listens on the gateway,
 starts what is not running (a pid file whose process is gone or is another program counts as
@@ -38,6 +44,7 @@ from typing import Any
 
 from orchestrator import durable
 from orchestrator.errors import FinalError, UsageError
+from orchestrator.sim import pki
 from orchestrator.sim.hosts import lab as labnet
 from orchestrator.sim.hosts.host import port_open
 from orchestrator.sim.hosts.keys import ensure_toolkit_key, known_hosts_path, remove_control_dir, toolkit_key
@@ -46,6 +53,7 @@ from orchestrator.sim.hosts.manager import read_status, sweep
 DEFAULT_CONTROLLER_PORT = 7441
 HOST_MANAGER = "host-manager"
 CONTROLLER = "controller"
+COMPONENTS = (HOST_MANAGER, CONTROLLER)
 _READY_TIMEOUT = 30.0
 _STOP_TIMEOUT = 30.0
 
@@ -149,6 +157,12 @@ class WorldStatus:
             "hosts": self.hosts,
             "known_hosts": str(self.known_hosts),
             "ssh_key": str(toolkit_key(self.state_dir)),
+            "controller_tls": {
+                "ca": str(self.state_dir / "tls" / "ca.pem"),
+                "client_cert": str(self.state_dir / "client" / "provisioner.pem"),
+                "client_key": str(self.state_dir / "client" / "provisioner.key"),
+                "join_key": str(self.state_dir / "client" / "join.key"),
+            },
         }
 
     def component(self, name: str) -> ComponentStatus:
@@ -352,23 +366,29 @@ def _world_locked(settings: WorldSettings) -> Iterator[None]:
         yield
 
 
-def up(settings: WorldSettings) -> WorldStatus:
-    """Start every component that is not running (idempotent); returns the status afterwards."""
+def up(settings: WorldSettings, only: str | None = None) -> WorldStatus:
+    """Start every component (or ``only`` that one) that is not running (idempotent); returns the
+    status afterwards."""
+    if only is not None and only not in COMPONENTS:
+        raise UsageError(f"--only {only!r}: expected one of {', '.join(COMPONENTS)}")
     with _world_locked(settings):
-        return _up(settings)
+        return _up(settings, only)
 
 
-def _up(settings: WorldSettings) -> WorldStatus:
+def _up(settings: WorldSettings, only: str | None) -> WorldStatus:
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     _save(settings)
     ensure_toolkit_key(settings.state_dir)
+    # The orchestrator's client certificate and join key exist before the controller that checks them.
+    pki.ensure_client_files(settings.state_dir)
     root = _is_root()
-    if root:
+    if root and only in (None, HOST_MANAGER):
         # Before anything listens on the gateway address, the address must exist.
         labnet.claim_lab(settings.lab, str(settings.state_dir))
         _start_host_manager(settings)
-    if _controller_available():
-        _start_controller(settings, with_lab=root)
+    if _controller_available() and only in (None, CONTROLLER):
+        with_lab = root and labnet.owns_lab(settings.lab, str(settings.state_dir)) and labnet.lab_exists(settings.lab)
+        _start_controller(settings, with_lab=with_lab)
     return status(settings)
 
 

@@ -332,7 +332,7 @@ def test_end_to_end_worker_joins_the_simulated_controller(tmp_path: Path, reques
     cfg = yaml.safe_load((ROOT / "orchestrator" / "defaults" / "xceprov.yaml").read_text())
     cfg.update({"state_dir": str(tmp_path / "state"), "sim": {"state_dir": str(sim)}})
     cfg["controller"] = {"addresses": [f"127.0.0.1:{port}"], "worker_addresses": [f"{lab.gateway}:{port}"],
-                         "ca": str(sim / "tls" / "ca.pem")}
+                         "ca": str(sim / "tls" / "ca.pem"), "join_key": str(sim / "client" / "join.key")}
     cfg.pop("ansible", None)  # the verb finds the simulated world's key itself
     cfg_file = tmp_path / "xceprov.yaml"
     cfg_file.write_text(yaml.safe_dump(cfg))
@@ -376,6 +376,12 @@ def test_end_to_end_worker_joins_the_simulated_controller(tmp_path: Path, reques
         while time.monotonic() < deadline and "joined controller" not in (log.read_text() if log.exists() else ""):
             time.sleep(0.5)
         assert "joined controller" in log.read_text(), log.read_text()[-2000:]
+        # The host's join token is on the host (0600) and in no file the orchestrator keeps.
+        token_file = sim / "hosts" / inst.id / "upper" / "etc" / "xce" / "join-token"
+        token = token_file.read_text().strip()
+        assert len(token) == 64 and token_file.stat().st_mode & 0o777 == 0o600
+        kept = [p for p in (tmp_path / "state").rglob("*") if p.is_file() and token.encode() in p.read_bytes()]
+        assert kept == [], kept
         inventory = json.loads((tmp_path / "state" / "ansible" / "inventory" / "xceprov.yml").read_text())
         assert name in inventory["all"]["children"]["module_xcesim"]["hosts"]
     finally:

@@ -31,7 +31,7 @@ from orchestrator.sim.nodemanager import build_artifact
 pytestmark = pytest.mark.integration
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from sim_controller_helpers import free_port, wait_for  # noqa: E402
+from sim_controller_helpers import client_cert, free_port, wait_for, worker_token  # noqa: E402
 
 TTL = 3.0
 MARGIN = 0.5
@@ -47,9 +47,12 @@ class SimController:
     def ca(self) -> Path:
         return self.state_dir / "tls" / "ca.pem"
 
-    def settings(self, **kw: Any) -> ControllerSettings:
+    def settings(self, identity: str = "orch", **kw: Any) -> ControllerSettings:
+        # The simulated controller requires a provisioner certificate; its identity is the holder.
+        cert, key = client_cert(self.state_dir, "provisioner", identity)
         base: dict[str, Any] = {"addresses": [self.address], "ca": self.ca, "connect_timeout": 2.0,
-                                "request_timeout": 2.0, "lease_margin": MARGIN}
+                                "request_timeout": 2.0, "lease_margin": MARGIN,
+                                "client_cert": cert, "client_key": key}
         base.update(kw)
         return ControllerSettings(**base)
 
@@ -124,7 +127,7 @@ class Orchestrator:
 
 
 def orchestrator(ctl: SimController, name: str, providers: list[str]) -> Orchestrator:
-    link = ControllerLink(ctl.settings(), instance_id=name, providers=providers, cluster="test")
+    link = ControllerLink(ctl.settings(name), instance_id=name, providers=providers, cluster="test")
     recorder = Recorder(link, name)
     leases = LeaseManager(recorder, providers, margin=MARGIN, holder_id=name, retry_interval=0.2)
     join_lease_manager(link, leases)
@@ -257,7 +260,7 @@ def test_a_standby_redirects_to_the_primary(controller: SimController, tmp_path:
 
 
 def test_controller_going_away_mid_request_raises_and_never_hangs(controller: SimController) -> None:
-    link = ControllerLink(controller.settings(request_timeout=30.0), instance_id="orch-c", providers=["p1"])
+    link = ControllerLink(controller.settings("orch-c", request_timeout=30.0), instance_id="orch-c", providers=["p1"])
     try:
         link.open()
         stop_process(controller.proc.pid)
@@ -282,7 +285,7 @@ def test_controller_going_away_mid_request_raises_and_never_hangs(controller: Si
 
 
 def test_a_silent_controller_times_out(controller: SimController) -> None:
-    link = ControllerLink(controller.settings(request_timeout=0.5), instance_id="orch-d", providers=["p1"])
+    link = ControllerLink(controller.settings("orch-d", request_timeout=0.5), instance_id="orch-d", providers=["p1"])
     try:
         link.open()
         stop_process(controller.proc.pid)
@@ -294,10 +297,10 @@ def test_a_silent_controller_times_out(controller: SimController) -> None:
 
 
 def test_tls_wrong_ca_and_wrong_host_name(controller: SimController, tmp_path: Path) -> None:
-    from orchestrator.protocol import tls
+    from orchestrator.sim import pki
 
     other = tmp_path / "other-ca.pem"
-    tls.make_ca("not the controller's CA").write(other, tmp_path / "other-ca.key")
+    pki.make_ca("not the controller's CA").write(other, tmp_path / "other-ca.key")
     with ControllerLink(controller.settings(ca=other), instance_id="x") as link, \
             pytest.raises(ControllerError, match="not signed by the configured CA"):
         link.open()
@@ -307,7 +310,7 @@ def test_tls_wrong_ca_and_wrong_host_name(controller: SimController, tmp_path: P
 
 
 def test_lease_keeper_process_gates_releases_and_obeys_revocation(controller: SimController) -> None:
-    keeper = LeaseKeeper(controller.settings(), instance_id="orch-k", providers=["p1", "p2"])
+    keeper = LeaseKeeper(controller.settings("orch-k"), instance_id="orch-k", providers=["p1", "p2"])
     other: Orchestrator | None = None
     try:
         keeper.start()
@@ -315,7 +318,7 @@ def test_lease_keeper_process_gates_releases_and_obeys_revocation(controller: Si
         other = orchestrator(controller, "orch-l", ["p1"])
         epoch = keeper.gate("p1")
         # The orchestrator's own link commits facts under the keeper's lease (same instance id).
-        link = ControllerLink(controller.settings(), instance_id="orch-k", providers=["p1", "p2"])
+        link = ControllerLink(controller.settings("orch-k"), instance_id="orch-k", providers=["p1", "p2"])
         keeper.attach(link)
         link.open()
         try:
@@ -343,9 +346,11 @@ def test_lease_keeper_process_gates_releases_and_obeys_revocation(controller: Si
 
 def status_config(tmp_path: Path, addresses: list[str], ca: Path) -> Path:
     cfg = tmp_path / "xceprov.yaml"
+    cert, key = client_cert(ca.parents[1], "provisioner", "orch-status")
     cfg.write_text(json.dumps({
         "cluster": "test", "state_dir": str(tmp_path / "state"),
-        "controller": {"addresses": addresses, "ca": str(ca), "connect_timeout": 2, "request_timeout": 5},
+        "controller": {"addresses": addresses, "ca": str(ca), "connect_timeout": 2, "request_timeout": 5,
+                       "client_cert": str(cert), "client_key": str(key)},
         "providers": {"sim": {"module": "xcesim"}},
         "templates": {"cpu": {"providers": {"sim": {"flavor": "c8.large", "image": "debian-12"}}}},
     }))
@@ -409,10 +414,12 @@ def plain_python3() -> str | None:
 
 
 def node_config(ctl: SimController, roles: list[str], host: str, instance_id: str) -> dict[str, Any]:
+    token = ctl.state_dir.parent / f"{host}.token"  # the worker's credential, as the bootstrap installs it
+    token.write_text(worker_token(ctl.state_dir, "op-00000001-abcdef-000", host) + "\n")
     return {"roles": roles, "controller": {"addresses": [ctl.address], "ca_file": str(ctl.ca)},
             "template": "cpu", "host_name": host, "instance_id": instance_id,
             "instance_key": "op-00000001-abcdef-000", "op_id": "op-00000001-abcdef",
-            "heartbeat_interval": 0.5}
+            "heartbeat_interval": 0.5, "join_token_file": str(token)}
 
 
 def read_state(path: Path) -> dict[str, Any]:

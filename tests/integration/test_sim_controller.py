@@ -1,26 +1,31 @@
-"""The simulated controller as a real process, driven through ``xceprov sim controller|submit|failover``."""
+"""The simulated controller as a real process: started by ``xceprov sim up --only controller``
+(the one way to start it), seen by ``sim status``, driven by ``sim submit|failover``, stopped by
+``sim down``; the orchestrator's own link authenticates with the certificate ``sim up`` issued."""
 
 from __future__ import annotations
 
-import os
-import signal
+import json
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
-from orchestrator.protocol.tls import cert_names
+from orchestrator.protocol.jointoken import join_token, read_join_key
 from orchestrator.sim.controller import admin
+from orchestrator.sim.hosts.host import port_open
+from orchestrator.sim.pki import cert_names
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from sim_controller_helpers import connect, join_provisioner, join_worker  # noqa: E402
+from sim_controller_helpers import connect, join_provisioner, join_worker, lease  # noqa: E402
 from sim_controller_helpers import free_port as _free_port  # noqa: E402
 from sim_controller_helpers import wait_for as _wait_for  # noqa: E402
 
@@ -28,111 +33,112 @@ from sim_controller_helpers import wait_for as _wait_for  # noqa: E402
 def _xceprov(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "orchestrator.cli", "--config", str(config), *args],
-        capture_output=True, text=True, timeout=60, cwd=ROOT,
+        capture_output=True, text=True, timeout=90, cwd=ROOT,
     )  # fmt: skip
+
+
+def _component(status: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(c for c in status["components"] if c["name"] == name)
 
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[tuple[Path, Path, int]]:
-    """A configuration whose simulated state lives in ``tmp_path``; the controller is stopped after."""
+    """The built-in configuration with its state in ``tmp_path`` and a free port; ``sim down`` after."""
     port = _free_port()
     cfg = yaml.safe_load((ROOT / "orchestrator/defaults/xceprov.yaml").read_text())
     cfg["state_dir"] = str(tmp_path / "state")
+    sim = tmp_path / "state" / "sim"
     cfg["controller"]["addresses"] = [f"127.0.0.1:{port}"]
-    # A second listen address that exists on every Linux machine (the whole of 127/8 is loopback);
-    # it stands in for the lab gateway that simulated hosts use.
-    cfg["controller"]["worker_addresses"] = [f"127.0.0.2:{port}"]
-    cfg["controller"]["ca"] = str(tmp_path / "state/sim/tls/ca.pem")
+    for key, rel in (
+        ("ca", "tls/ca.pem"),
+        ("client_cert", "client/provisioner.pem"),
+        ("client_key", "client/provisioner.key"),
+        ("join_key", "client/join.key"),
+    ):
+        cfg["controller"][key] = str(sim / rel)  # what the built-in configuration names, under tmp_path
     config = tmp_path / "xceprov.yaml"
     config.write_text(yaml.safe_dump(cfg))
-    state = tmp_path / "state" / "sim"
     try:
-        yield config, state, port
+        yield config, sim, port
     finally:
-        pid_file = state / "controller.pid"
-        try:
-            admin.shutdown(state, timeout=5)
-        except Exception:
-            if pid_file.exists():
-                os.kill(int(pid_file.read_text()), signal.SIGTERM)
-        _wait_for("the controller to exit", lambda: not pid_file.exists(), timeout=15)
+        _xceprov(config, "sim", "down")
 
 
-def test_cli_controller_submit_failover(world: tuple[Path, Path, int]) -> None:
-    config, state, port = world
-    r = _xceprov(config, "sim", "controller")
+def test_one_way_to_start_seen_by_status_and_gone_after_down(world: tuple[Path, Path, int]) -> None:
+    config, sim, port = world
+    r = _xceprov(config, "sim", "up", "--only", "controller", "--controller-port", str(port), "--json")
     assert r.returncode == 0, r.stderr
-    assert "started" in r.stdout and f"127.0.0.2:{port}" in r.stdout
-    again = _xceprov(config, "sim", "controller")
-    assert again.returncode == 0 and "already running" in again.stdout
-    assert (state / "controller.pid").exists()
-    sans = cert_names((state / "tls/server.pem").read_bytes())
-    assert {"localhost", "127.0.0.1", "127.0.0.2"} <= sans
-    assert (state / "controller.sock").stat().st_mode & 0o077 == 0
+    up = json.loads(r.stdout)
+    ctl = _component(up, "controller")
+    assert ctl["state"] == "running" and f"127.0.0.1:{port}" in ctl["addresses"]
+    assert _component(up, "host-manager")["state"] != "running"  # --only: the controller alone
+    again = json.loads(_xceprov(config, "sim", "up", "--only", "controller", "--json").stdout)
+    assert _component(again, "controller")["pid"] == ctl["pid"]  # idempotent
+    st = json.loads(_xceprov(config, "sim", "status", "--json").stdout)
+    assert _component(st, "controller")["pid"] == ctl["pid"]
+    assert {"localhost", "127.0.0.1"} <= cert_names((sim / "tls/server.pem").read_bytes())
+    files = st["controller_tls"]
+    for key in ("client_key", "join_key"):
+        path = Path(files[key])
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600 and stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE((sim / "tls/ca.key").stat().st_mode) == 0o600
+    assert stat.S_IMODE((sim / "controller.sock").stat().st_mode) & 0o077 == 0
 
-    ca = state / "tls" / "ca.pem"
-    prov = connect(("127.0.0.1", port), ca)
-    worker = connect(("127.0.0.2", port), ca, server_hostname="127.0.0.2")
+    down = json.loads(_xceprov(config, "sim", "down", "--json").stdout)
+    assert _component(down, "controller")["state"] == "stopped"
+    assert not port_open("127.0.0.1", port, timeout=0.3)
+    assert not Path(f"/proc/{ctl['pid']}").exists() or "orchestrator.sim.controller" not in Path(
+        f"/proc/{ctl['pid']}/cmdline"
+    ).read_text(errors="replace")
+    # A later up finds the port free (the old second start path left a controller sim up missed).
+    assert _xceprov(config, "sim", "up", "--only", "controller", "--controller-port", str(port)).returncode == 0
+
+
+def test_issued_credentials_drive_demand_and_only_they_do(world: tuple[Path, Path, int]) -> None:
+    config, sim, port = world
+    r = _xceprov(config, "sim", "up", "--only", "controller", "--controller-port", str(port), "--json")
+    assert r.returncode == 0, r.stderr
+    files = json.loads(r.stdout)["controller_tls"]
+    ca, cert = Path(files["ca"]), (Path(files["client_cert"]), Path(files["client_key"]))
+    key = read_join_key(Path(files["join_key"]))
+    prov = connect(("127.0.0.1", port), ca, cert=cert)
+    anonymous = connect(("127.0.0.1", port), ca)
+    workers = [connect(("127.0.0.1", port), ca) for _ in range(2)]
     try:
-        j = join_provisioner(prov, "orch-a", ["sim"])
+        assert join_provisioner(anonymous, "sim-orchestrator", ["sim"]).body["code"] == "permissionDenied"
+        j = join_provisioner(prov, "anything", ["sim"])
         assert j.kind == "joined"
-        term = j.body["term"]
+        assert lease(prov, "leaseAcquire", "sim").body["holder"] == "sim-orchestrator"
         assert prov.wait_push("demand").body["templates"] == []
-
-        r = _xceprov(config, "sim", "submit", "--template", "cpu", "--hosts", "2", "--duration", "2s")
-        assert r.returncode == 0 and "work 1" in r.stdout, r.stderr
-        rising = prov.wait_push("demand").body["templates"][0]
-        assert rising["template"] == "cpu" and rising["wanted"] == 2
-
-        assert join_worker(worker, "h1", "i-1").kind == "joined"
-        d = prov.wait_push("demand").body["templates"][0]
-        assert d["wanted"] == 1 and d["idle"] == 1
-        # The second worker joins: the work starts, demand falls to zero; 2 s later both are idle.
-        w2 = connect(("127.0.0.1", port), ca)
-        try:
-            assert join_worker(w2, "h2", "i-2").kind == "joined"
-            while True:
-                d = prov.wait_push("demand").body["templates"][0]
-                if d["busy"] == 2:
-                    break
-            assert d["wanted"] == 0
-            while True:
-                d = prov.wait_push("demand").body["templates"][0]
-                if d["idle"] == 2:
-                    break
-            assert d["busy"] == 0 and d["wanted"] == 0
-        finally:
-            w2.close()
-
-        r = _xceprov(config, "sim", "failover")
-        assert r.returncode == 0 and f"term is now {term + 1}" in r.stdout, r.stderr
-        st = admin.status(state)
-        assert st["term"] == term + 1
+        r2 = _xceprov(config, "sim", "submit", "--template", "cpu", "--hosts", "2", "--duration", "2s")
+        assert r2.returncode == 0 and "work 1" in r2.stdout, r2.stderr
+        assert prov.wait_push("demand").body["templates"][0]["wanted"] == 2
+        for i, w in enumerate(workers):
+            name = f"h{i}"
+            assert join_worker(w, name, f"i-{i}", token=join_token(key, "", name)).kind == "joined"
+        while True:
+            d = prov.wait_push("demand").body["templates"][0]
+            if d["busy"] == 2:
+                break
+        assert d["wanted"] == 0
+        term = j.body["term"]
+        r3 = _xceprov(config, "sim", "failover")
+        assert r3.returncode == 0 and f"term is now {term + 1}" in r3.stdout, r3.stderr
+        assert admin.status(sim)["term"] == term + 1
     finally:
-        prov.close()
-        worker.close()
+        for c in (prov, anonymous, *workers):
+            c.close()
 
 
-def test_cli_without_controller_says_so(tmp_path: Path) -> None:
-    cfg = yaml.safe_load((ROOT / "orchestrator/defaults/xceprov.yaml").read_text())
-    cfg["state_dir"] = str(tmp_path / "state")
-    config = tmp_path / "xceprov.yaml"
-    config.write_text(yaml.safe_dump(cfg))
-    r = _xceprov(config, "sim", "failover")
-    assert r.returncode == 75
-    assert "no simulated controller is running" in r.stderr
-
-
-def test_real_client_link_sees_demand_and_resyncs_after_failover(world: tuple[Path, Path, int]) -> None:
-    """The orchestrator's own controller link against the controller process."""
+def test_real_client_link_with_the_issued_certificate(world: tuple[Path, Path, int]) -> None:
+    """The orchestrator's own controller link, configured as the built-in configuration is."""
     from orchestrator.clients.controller.link import ControllerLink
-    from orchestrator.model.config import ControllerSettings
+    from orchestrator.configfile import load_config
 
-    config, state, port = world
-    assert _xceprov(config, "sim", "controller", "--ttl", "3s").returncode == 0
-    settings = ControllerSettings(
-        addresses=[f"127.0.0.1:{port}"], ca=state / "tls" / "ca.pem", connect_timeout=2.0, request_timeout=5.0
-    )
+    config, _, port = world
+    assert _xceprov(config, "sim", "up", "--only", "controller", "--controller-port", str(port)).returncode == 0
+    settings = load_config(str(config)).config.controller
+    assert settings.ca is not None and settings.client_cert is not None and settings.join_key is not None
     link = ControllerLink(settings, instance_id="orch-real", providers=["sim"], cluster="demo")
     link.start()
     try:
@@ -152,3 +158,13 @@ def test_real_client_link_sees_demand_and_resyncs_after_failover(world: tuple[Pa
         assert snap is not None and snap.term == term + 1 and wanted() == 3
     finally:
         link.close()
+
+
+def test_cli_without_controller_says_so(tmp_path: Path) -> None:
+    cfg = yaml.safe_load((ROOT / "orchestrator/defaults/xceprov.yaml").read_text())
+    cfg["state_dir"] = str(tmp_path / "state")
+    config = tmp_path / "xceprov.yaml"
+    config.write_text(yaml.safe_dump(cfg))
+    r = _xceprov(config, "sim", "failover")
+    assert r.returncode == 75
+    assert "no simulated controller is running" in r.stderr

@@ -1,9 +1,11 @@
 """``python -m orchestrator.sim.controller serve --state-dir DIR --listen HOST:PORT [...]``.
 
 Runs the simulated controller in the foreground until SIGTERM/SIGINT or an admin shutdown.
-TLS files are made under ``<state-dir>/tls`` when missing (SANs: localhost, 127.0.0.1 and every
-listen address); the admin channel is ``<state-dir>/controller.sock``; the pid is written to
-``<state-dir>/controller.pid`` while running.
+TLS files and the worker join key are made under ``<state-dir>/tls`` when missing (server SANs:
+localhost, 127.0.0.1 and every listen address). Client certificates are verified against the CA
+there (they name the provisioner and admin roles; workers present join tokens instead). The
+admin channel is ``<state-dir>/controller.sock``; the pid is written to
+``<state-dir>/controller.pid`` while running (``xceprov sim up`` keeps its own pid file too).
 """
 
 from __future__ import annotations
@@ -18,12 +20,14 @@ from pathlib import Path
 from types import FrameType
 
 from orchestrator.protocol.framing import DEFAULT_MAX_FRAME_BYTES
-from orchestrator.protocol.tls import ensure_server_tls, server_context
+from orchestrator.protocol.jointoken import read_join_key
+from orchestrator.protocol.tls import server_context
 from orchestrator.sim.controller.admin import admin_socket
 from orchestrator.sim.controller.clock import SystemClock
 from orchestrator.sim.controller.core import ControllerCore
-from orchestrator.sim.controller.server import ControllerServer, parse_address
+from orchestrator.sim.controller.server import ConnectionLimits, ControllerServer, parse_address
 from orchestrator.sim.controller.store import ControllerStore
+from orchestrator.sim.pki import ensure_server_tls
 
 PID_NAME = "controller.pid"
 
@@ -41,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--redirect", default="", metavar="HOST:PORT", help="run as a standby redirecting here")
     s.add_argument("--max-frame-bytes", type=int, default=DEFAULT_MAX_FRAME_BYTES)
     s.add_argument("--max-connections", type=int, default=512)
+    limits = ConnectionLimits()
+    s.add_argument("--max-per-peer", type=int, default=limits.max_per_peer, help="TLS connections per address")
+    s.add_argument("--max-unjoined", type=int, default=limits.max_unjoined, help="connections not joined yet")
     s.add_argument("-v", "--verbose", action="count", default=0)
     return p
 
@@ -56,7 +63,9 @@ def serve(args: argparse.Namespace) -> int:
     state_dir.mkdir(parents=True, exist_ok=True)
     names = [h for h, _ in listen if h not in ("0.0.0.0", "::")]
     files = ensure_server_tls(state_dir / "tls", names)
-    tls = server_context(files.server_cert, files.server_key)
+    # Client certificates are optional at the TLS level (workers have none) and required by the
+    # joins and the admin requests (orchestrator.sim.controller.auth).
+    tls = server_context(files.server_cert, files.server_key, client_ca_file=files.ca_cert)
     store = ControllerStore(state_dir)
     core = ControllerCore(
         store,
@@ -65,6 +74,7 @@ def serve(args: argparse.Namespace) -> int:
         check_interval=args.check_interval,
         heartbeat_interval=args.heartbeat,
         redirect=args.redirect,
+        join_key=read_join_key(files.join_key),
     )
     server = ControllerServer(
         core,
@@ -73,6 +83,7 @@ def serve(args: argparse.Namespace) -> int:
         admin_path=admin_socket(state_dir),
         max_frame_bytes=args.max_frame_bytes,
         max_connections=args.max_connections,
+        limits=ConnectionLimits(max_per_peer=args.max_per_peer, max_unjoined=args.max_unjoined),
     )
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

@@ -61,8 +61,11 @@ class ControllerCore:
         controller_id: str = "sim-controller",
         primary: str = "",
         redirect: str = "",
+        join_key: bytes = b"",
     ) -> None:
         self.store = store
+        # The key worker join tokens are checked with (auth.worker_refusal); none: no worker joins.
+        self.join_key = join_key
         self.clock = clock
         self.ttl = ttl
         self.check_interval = check_interval
@@ -341,28 +344,58 @@ class ControllerCore:
     # -- hosts -----------------------------------------------------------------------------
 
     def join_worker(
-        self, session: Session, host_name: str, instance_id: str, template: str, extra: dict[str, str]
+        self,
+        session: Session,
+        host_name: str,
+        instance_id: str,
+        template: str,
+        extra: dict[str, str],
+        *,
+        credential_key: str | None = None,
     ) -> Host | ErrorV:
         """A worker joins: refuse a decommissioned host, else match it to an expected host.
 
-        Matched by instance id, else by host name; a worker matching nothing becomes a host
-        without a provider (a static host). ``extra`` may carry address, instance_key, op_id.
+        ``credential_key`` is the instance key the worker's join token was verified for (``None``
+        when the caller authenticated nothing, as the core's own tests do). With it, the host is
+        matched by that key first, and a record made for another instance key is refused: the
+        self-asserted instance id cannot attach a worker to another host's record. Else matched
+        by instance id, then host name; a worker matching nothing becomes a host without a
+        provider (a static host). ``extra`` may carry address, instance_key, op_id.
         """
         with self.lock:
-            return self._join_worker(session, host_name, instance_id, template, extra)
+            return self._join_worker(session, host_name, instance_id, template, extra, credential_key)
+
+    def _match_worker(self, host_name: str, instance_id: str, credential_key: str | None) -> Host | None:
+        if credential_key:
+            live = (h for h in self.hosts.values() if not h.decommissioned)
+            host = next((h for h in live if h.instance_key == credential_key), None)
+            if host is not None:
+                return host
+        if instance_id:
+            host = next((h for h in self.hosts.values() if h.instance_id == instance_id), None)
+            if host is not None:
+                return host
+        return next((h for h in self.hosts.values() if h.host_name == host_name and not h.decommissioned), None)
 
     def _join_worker(
-        self, session: Session, host_name: str, instance_id: str, template: str, extra: dict[str, str]
+        self,
+        session: Session,
+        host_name: str,
+        instance_id: str,
+        template: str,
+        extra: dict[str, str],
+        credential_key: str | None,
     ) -> Host | ErrorV:
         if not host_name:
             return ErrorV("invalid", "joinWorker needs hostName")
         if self.store.is_decommissioned(host_name, instance_id):
             return ErrorV("refused", f"host {host_name!r} ({instance_id or 'no instance id'}) was decommissioned")
-        host = None
-        if instance_id:
-            host = next((h for h in self.hosts.values() if h.instance_id == instance_id), None)
-        if host is None:
-            host = next((h for h in self.hosts.values() if h.host_name == host_name and not h.decommissioned), None)
+        host = self._match_worker(host_name, instance_id, credential_key)
+        if host is not None and credential_key is not None:
+            if host.instance_key and host.instance_key != credential_key:
+                return ErrorV("refused", f"host {host_name!r}: its credential is for another host's instance key")
+            if host.host_name and host.host_name != host_name:
+                return ErrorV("refused", f"host {host_name!r}: its credential names another host")
         if host is None:
             host = Host(hid=self._next_hid, host_name=host_name, instance_id=instance_id, template=template)
             self._next_hid += 1
@@ -374,10 +407,13 @@ class ControllerCore:
         now_ms = _ms(self.clock.wall())
         host.session = session
         host.host_name = host_name
-        host.instance_id = instance_id or host.instance_id
+        if credential_key is None:
+            host.instance_id = instance_id or host.instance_id
+        else:  # authenticated: the recorded id wins over the one the worker asserts
+            host.instance_id = host.instance_id or instance_id
         host.template = host.template or template
         host.address = host.address or extra.get("address", "")
-        host.instance_key = host.instance_key or extra.get("instance_key", "")
+        host.instance_key = host.instance_key or credential_key or extra.get("instance_key", "")
         host.op_id = host.op_id or extra.get("op_id", "")
         host.lost = False
         host.overdue = False

@@ -12,17 +12,9 @@ from typing import Any
 
 from orchestrator.protocol.framing import WrongMessageType, which
 from orchestrator.protocol.schema import ADMIN_REQUESTS, REQUESTS
-from orchestrator.sim.controller import wire
+from orchestrator.sim.controller import auth, wire
 from orchestrator.sim.controller.core import ControllerCore, _ms
 from orchestrator.sim.controller.state import ErrorV, Host, RejectV, Session
-
-PROVISIONER_REQUESTS = frozenset(
-    {
-        "leaseAcquire", "leaseRenew", "leaseRelease", "commitFact", "queryFacts", "hostClose",
-        "hostDecommission", "hostStatus", "requestDemand", "queryStatus",
-    }
-)  # fmt: skip
-ADMIN_ALLOWED = ADMIN_REQUESTS | {"queryStatus", "requestDemand"}
 
 
 def _text(value: Any) -> str:
@@ -45,51 +37,39 @@ def handle(
         raise WrongMessageType(kind, "a request with a non-zero requestId")
     with core.lock:
         session.last_seen = core.clock.monotonic()
-        if session.role == "admin":
-            if kind not in ADMIN_ALLOWED:
-                session.send(wire.reply_error(rid, ErrorV("permissionDenied", f"{kind} is not an admin request")))
-                return
-            _admin(core, session, rid, kind, env, on_shutdown)
-            return
-        if kind in ADMIN_REQUESTS:
-            session.send(
-                wire.reply_error(rid, ErrorV("permissionDenied", f"{kind} is accepted on the admin channel only"))
-            )
-            return
-        if core.redirect:
+        if core.redirect and session.role != "admin" and kind not in ADMIN_REQUESTS:
+            # A standby serves nothing and changes nothing: every client is sent to the primary.
             msg = f"not the primary; the primary is {core.redirect}"
             if kind == "commitFact":
                 session.send(wire.reply_reject(rid, RejectV("notPrimary", msg, redirect=core.redirect)))
             else:
                 session.send(wire.reply_error(rid, ErrorV("notPrimary", msg, redirect=core.redirect)))
             return
+        refused = auth.refusal(session, kind)
+        if refused is not None:
+            session.send(wire.reply_error(rid, refused))
+            return
+        if session.role == "admin":
+            _admin(core, session, rid, kind, env, on_shutdown)
+            return
         if kind == "joinProvisioner":
             _join_provisioner(core, session, rid, env.joinProvisioner)
         elif kind == "joinWorker":
             _join_worker(core, session, rid, env.joinWorker)
-        elif not session.role:
-            session.send(wire.reply_error(rid, ErrorV("notJoined", f"{kind} before join")))
         elif session.role == "worker":
-            if kind == "heartbeat":
-                session.send(wire.reply_ok(rid))
-            else:
-                session.send(wire.reply_error(rid, ErrorV("notJoined", f"{kind} is not a worker request")))
-        elif kind in PROVISIONER_REQUESTS:
-            _provisioner(core, session, rid, kind, env)
+            session.send(wire.reply_ok(rid))  # heartbeat: the only worker request
         else:
-            session.send(wire.reply_error(rid, ErrorV("notJoined", f"{kind} is not a provisioner request")))
+            _provisioner(core, session, rid, kind, env)
 
 
 def _join_provisioner(core: ControllerCore, session: Session, rid: int, r: Any) -> None:
-    if session.role:
-        session.send(wire.reply_error(rid, ErrorV("invalid", "already joined")))
+    holder = auth.provisioner_holder(session)
+    if isinstance(holder, ErrorV):
+        session.send(wire.reply_error(rid, holder))
         return
-    instance_id = _text(r.instanceId)
-    if not instance_id:
-        session.send(wire.reply_error(rid, ErrorV("invalid", "joinProvisioner needs instanceId")))
-        return
+    # The lease holder is the certificate's identity; the instanceId sent is informational.
     session.role = "provisioner"
-    session.instance_id = instance_id
+    session.instance_id = holder
     session.providers = frozenset(_text(p) for p in r.providers)
     session.send(_joined(core, rid, "provisioner"))
     # Level-triggered demand: every join gets the whole picture at once (resync).
@@ -112,11 +92,15 @@ def _joined(core: ControllerCore, rid: int, role: str, host_state: str = "unknow
 
 
 def _join_worker(core: ControllerCore, session: Session, rid: int, r: Any) -> None:
-    if session.role:
-        session.send(wire.reply_error(rid, ErrorV("invalid", "already joined")))
+    host_name, instance_key = _text(r.hostName), _text(r.instanceKey)
+    refused = auth.worker_refusal(session, core.join_key, instance_key, host_name, _text(r.joinToken))
+    if refused is not None:
+        session.send(wire.reply_error(rid, refused))
         return
-    extra = {"address": _text(r.address), "instance_key": _text(r.instanceKey), "op_id": _text(r.opId)}
-    result = core.join_worker(session, _text(r.hostName), _text(r.instanceId), _text(r.template), extra)
+    extra = {"address": _text(r.address), "op_id": _text(r.opId)}
+    result = core.join_worker(
+        session, host_name, _text(r.instanceId), _text(r.template), extra, credential_key=instance_key
+    )
     if isinstance(result, ErrorV):
         session.send(wire.reply_error(rid, result))
         return

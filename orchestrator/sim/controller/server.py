@@ -6,8 +6,13 @@ connection are queued (bounded) and a per-connection wake-up pipe gets the threa
 ``poll`` at once. Anything wrong on one connection (oversize, truncated, garbage, wrong type,
 traversal bomb, a stuck or slow peer) ends that connection only, with a logged reason.
 
-Memory is bounded by: ``max_connections`` × (``max_frame_bytes`` being read +
-``QUEUE_FRAMES`` queued outgoing frames).
+A hostile client's cost is bounded (docs/protocol.md, "Authentication and roles" and §9):
+sockets are non-blocking and every deadline covers a whole step, not one ``recv``: the TLS
+handshake, the join, and each frame from its first byte to its last. Frames are assembled as
+bytes arrive (:class:`FrameReader`), so a length prefix alone allocates nothing. Connections
+are capped in total, per peer address and while not joined. Memory is therefore bounded by
+``max_connections`` × (the bytes of one frame actually received + ``QUEUE_FRAMES`` queued
+outgoing frames).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -31,23 +37,37 @@ from orchestrator.protocol.framing import (
     DEFAULT_MAX_FRAME_BYTES,
     ConnectionClosed,
     FrameError,
+    FrameTruncated,
     open_envelope,
-    recv_frame,
     send_frame,
 )
-from orchestrator.protocol.tls import describe_tls_error
+from orchestrator.protocol.tls import describe_tls_error, peer_identity
 from orchestrator.sim.controller import dispatch
 from orchestrator.sim.controller.admin import unix_path
 from orchestrator.sim.controller.core import ControllerCore
+from orchestrator.sim.controller.reader import FrameReader
 from orchestrator.sim.controller.state import Session
 
 log = logging.getLogger(__name__)
 
 QUEUE_FRAMES: Final = 1024
-HANDSHAKE_TIMEOUT: Final = 10.0
-JOIN_TIMEOUT: Final = 10.0  # a connection that has not joined by then is dropped
-FRAME_TIMEOUT: Final = 30.0  # a frame once started must arrive completely within this
 SEND_TIMEOUT: Final = 30.0
+RECV_CHUNK: Final = 64 * 1024  # the most read per step: memory follows what arrives
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """What one client may cost: whole-step deadlines (seconds) and connection caps."""
+
+    handshake_timeout: float = 10.0  # the whole TLS handshake
+    join_timeout: float = 10.0  # from accept to a successful join
+    frame_timeout: float = 30.0  # from a frame's first byte to its last
+    max_per_peer: int = 64  # TLS connections from one peer address
+    max_unjoined: int = 128  # TLS connections not joined yet (handshaking included)
+
+
+class Deadline(TimeoutError):
+    """A whole-step deadline passed; the reason names the step."""
 
 _CLOSE: Final = b""  # queue sentinel: close after what is queued
 
@@ -82,6 +102,7 @@ class Connection:
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
         self.close_reason = ""
+        self.peer_host = ""  # the peer's address, for the per-peer cap ("" on the admin socket)
         self.session = Session(sid=sid, peer=peer, send=self._send, close=self._close, role="admin" if admin else "")
         self.thread = threading.Thread(target=self._run, name=f"conn-{sid}-{peer}", daemon=True)
 
@@ -123,28 +144,33 @@ class Connection:
             if frame == _CLOSE:
                 return False
             self.sock.settimeout(SEND_TIMEOUT)
-            send_frame(self.sock, frame)
+            try:
+                send_frame(self.sock, frame)
+            finally:
+                self.sock.setblocking(False)
 
     def _run(self) -> None:
         core = self.server.core
         registered = False
         try:
+            started = time.monotonic()
             if self.tls is not None:
                 self.raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if self.tls is not None:
-                self.raw.settimeout(HANDSHAKE_TIMEOUT)
                 try:
-                    self.sock = self.tls.wrap_socket(self.raw, server_side=True)
+                    self.sock = self._handshake(self.tls, started + self.server.limits.handshake_timeout)
                 except (ssl.SSLError, OSError) as exc:
                     log.info("connection from %s: TLS handshake failed: %s", self.peer, describe_tls_error(exc))
                     return
+                self._authenticate()
+            self.sock.setblocking(False)
             core.add_session(self.session)
             registered = True
-            started = time.monotonic()
             self._loop(started)
         except ConnectionClosed:
             log.debug("connection from %s closed by peer", self.peer)
         except FrameError as exc:
+            log.warning("connection from %s dropped: %s", self.peer, exc)
+        except Deadline as exc:
             log.warning("connection from %s dropped: %s", self.peer, exc)
         except TimeoutError:
             log.warning("connection from %s dropped: timed out", self.peer)
@@ -167,8 +193,69 @@ class Connection:
             os.close(self._wake_w)
             self.server._forget(self)
 
+    def _handshake(self, ctx: ssl.SSLContext, deadline: float) -> ssl.SSLSocket:
+        """The TLS handshake, non-blocking, held to one deadline (not one per ``recv``)."""
+        self.raw.setblocking(False)
+        sock = ctx.wrap_socket(self.raw, server_side=True, do_handshake_on_connect=False)
+        try:
+            while True:
+                try:
+                    sock.do_handshake()
+                    return sock
+                except ssl.SSLWantReadError:
+                    events = select.POLLIN
+                except ssl.SSLWantWriteError:
+                    events = select.POLLOUT
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"not complete within {self.server.limits.handshake_timeout:g}s")
+                poller = select.poll()
+                poller.register(sock.fileno(), events)
+                poller.poll(max(1, int(left * 1000)))
+        except BaseException:
+            sock.close()
+            raise
+
+    def _authenticate(self) -> None:
+        """Record the role and identity the verified client certificate names, if any."""
+        assert isinstance(self.sock, ssl.SSLSocket)
+        ident = peer_identity(self.sock)
+        if ident is None:
+            return
+        self.session.cert_role, self.session.cert_identity = ident.role, ident.identity
+        if ident.role == "admin":
+            self.session.role = "admin"  # an admin certificate needs no join, like the admin socket
+        log.info("connection from %s authenticated as %s", self.peer, ident)
+
+    def _recv(self) -> bytes | None:
+        """What the socket has now (``None``: nothing yet); ``b""`` at end of stream."""
+        try:
+            return self.sock.recv(RECV_CHUNK)
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
+            return None  # e.g. a TLS record without application data (a session ticket)
+        except ssl.SSLZeroReturnError:
+            return b""
+
+    def _check_deadlines(self, started: float, reader: FrameReader, now: float) -> float:
+        """Raise :class:`Deadline` for a late join or frame; else seconds until the next one."""
+        limits = self.server.limits
+        left = 1.0
+        if not self.session.role:
+            join_left = started + limits.join_timeout - now
+            if join_left <= 0:
+                raise Deadline(f"no join within {limits.join_timeout:g}s")
+            left = min(left, join_left)
+        if reader.in_frame and reader.started is not None:
+            frame_left = reader.started + limits.frame_timeout - now
+            if frame_left <= 0:
+                raise Deadline(
+                    f"frame not complete within {limits.frame_timeout:g}s ({reader.buffered} bytes of it received)"
+                )
+            left = min(left, frame_left)
+        return left
+
     def _loop(self, started: float) -> None:
-        max_bytes = self.server.max_frame_bytes
+        reader = FrameReader(self.server.max_frame_bytes)
         # poll, not select: descriptors above FD_SETSIZE (1024) are normal with many connections.
         poller = select.poll()
         poller.register(self.sock.fileno(), select.POLLIN)
@@ -176,23 +263,25 @@ class Connection:
         while True:
             if not self._flush():
                 return
-            if not self.session.role and time.monotonic() - started > JOIN_TIMEOUT:
-                raise TimeoutError("no join")
+            left = self._check_deadlines(started, reader, time.monotonic())
             pending = isinstance(self.sock, ssl.SSLSocket) and self.sock.pending() > 0
             if not pending:
-                ready = {fd for fd, _ in poller.poll(1000)}
+                ready = {fd for fd, _ in poller.poll(max(1, int(left * 1000)))}
                 if self._wake_r in ready:
                     with contextlib.suppress(BlockingIOError):
                         os.read(self._wake_r, 4096)
                 if self.sock.fileno() not in ready:
                     continue
-            self.sock.settimeout(FRAME_TIMEOUT)
-            try:
-                frame = recv_frame(self.sock, max_bytes)
-            except ssl.SSLWantReadError:
-                continue  # TLS record without application data (e.g. a session ticket)
-            with open_envelope(frame) as env:
-                dispatch.handle(self.server.core, self.session, env, on_shutdown=self.server.request_stop)
+            data = self._recv()
+            if data is None:
+                continue
+            if not data:
+                if reader.in_frame:
+                    raise FrameTruncated(f"connection closed inside a frame ({reader.buffered} bytes of it received)")
+                raise ConnectionClosed("connection closed by peer")
+            for frame in reader.feed(data, time.monotonic()):
+                with open_envelope(frame) as env:
+                    dispatch.handle(self.server.core, self.session, env, on_shutdown=self.server.request_stop)
 
 
 class ControllerServer:
@@ -208,8 +297,10 @@ class ControllerServer:
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         max_connections: int = 512,
         tick_interval: float | None = None,
+        limits: ConnectionLimits | None = None,
     ) -> None:
         self.core = core
+        self.limits = limits or ConnectionLimits()
         self.tls = tls
         self.listen = listen
         self.admin_path = admin_path
@@ -220,6 +311,7 @@ class ControllerServer:
         self._listeners: list[socket.socket] = []
         self._admin_sock: socket.socket | None = None
         self._conns: set[Connection] = set()
+        self._per_peer: dict[str, int] = {}  # open TLS connections per peer address
         self._conns_lock = threading.Lock()
         self._ids = itertools.count(1)
         self._stop = threading.Event()
@@ -315,17 +407,41 @@ class ControllerServer:
 
     def _start_connection(self, sock: socket.socket, addr: object, *, admin: bool) -> None:
         peer = "admin" if admin else (f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) else str(addr))
+        host = "" if admin or not isinstance(addr, tuple) else str(addr[0])
         with self._conns_lock:
-            if len(self._conns) >= self.max_connections:
-                log.warning("connection from %s refused: %d connections open", peer, len(self._conns))
+            refused = self._refusal(host, admin)
+            if refused:
+                log.warning("connection from %s refused: %s", peer, refused)
                 sock.close()
                 return
             c = Connection(self, sock, peer, next(self._ids), tls=None if admin else self.tls, admin=admin)
+            c.peer_host = host
             self._conns.add(c)
+            if host:
+                self._per_peer[host] = self._per_peer.get(host, 0) + 1
         c.thread.start()
+
+    def _refusal(self, host: str, admin: bool) -> str:
+        """Why a new connection is refused ("" when it is not); call with ``_conns_lock`` held."""
+        if len(self._conns) >= self.max_connections:
+            return f"{len(self._conns)} connections open (max_connections {self.max_connections})"
+        if admin:
+            return ""
+        if self._per_peer.get(host, 0) >= self.limits.max_per_peer:
+            return f"{self._per_peer[host]} connections from {host} open (max_per_peer {self.limits.max_per_peer})"
+        unjoined = sum(1 for c in self._conns if not c.session.role)
+        if unjoined >= self.limits.max_unjoined:
+            return f"{unjoined} connections not joined yet (max_unjoined {self.limits.max_unjoined})"
+        return ""
 
     def _forget(self, c: Connection) -> None:
         with self._conns_lock:
+            if c in self._conns and c.peer_host:
+                left = self._per_peer.get(c.peer_host, 1) - 1
+                if left > 0:
+                    self._per_peer[c.peer_host] = left
+                else:
+                    self._per_peer.pop(c.peer_host, None)
             self._conns.discard(c)
 
     def connection_count(self) -> int:

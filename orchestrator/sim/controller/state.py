@@ -22,7 +22,9 @@ class Session:
     send: Callable[[bytes], None]
     close: Callable[[str], None]
     role: str = ""  # "", "provisioner", "worker", "admin"
-    instance_id: str = ""
+    instance_id: str = ""  # provisioners: the lease holder (the identity in the client certificate)
+    cert_role: str = ""  # the role the verified client certificate names ("" without one)
+    cert_identity: str = ""  # the identity the verified client certificate names
     providers: frozenset[str] = frozenset()
     host_id: int = 0  # workers: the host record this connection joined as
     last_seen: float = 0.0  # monotonic time of the last frame (workers' heartbeat check)

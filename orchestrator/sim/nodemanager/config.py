@@ -34,6 +34,7 @@ class NodeConfig:
     server_name: str = ""
     client_cert: str = ""
     client_key: str = ""
+    join_token_file: str = ""  # the host's join token (docs/protocol.md, "Authentication and roles")
     heartbeat_interval: float = 2.0
     max_frame_bytes: int = 4 * 1024 * 1024
     xce: dict[str, Any] = field(default_factory=dict)
@@ -85,6 +86,7 @@ def parse(text: str, origin: str = "node manager configuration") -> NodeConfig:
         instance_id=text_of(raw, "instance_id", "", instance_key),
         instance_key=instance_key,
         op_id=text_of(raw, "op_id", "", ""),
+        join_token_file=text_of(raw, "join_token_file", "", ""),
         heartbeat_interval=float(heartbeat),
         xce=xce,
     )
@@ -97,6 +99,16 @@ def load(path: Path) -> NodeConfig:
     except OSError as exc:
         raise ConfigProblem(f"{path}: cannot read: {exc.strerror or exc}") from None
     return parse(text, str(path))
+
+
+def read_join_token(path: str) -> str:
+    """The join token in ``path`` ("" when no file is configured); ``ConfigProblem`` when unreadable."""
+    if not path:
+        return ""
+    try:
+        return Path(path).read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise ConfigProblem(f"{path}: cannot read the join token: {exc.strerror or exc}") from None
 
 
 def split_address(address: str) -> tuple[str, int]:

@@ -22,7 +22,7 @@ from types import FrameType
 from typing import Any
 
 from .codes import EXIT_CONFIG, EXIT_REFUSED
-from .config import ConfigProblem, NodeConfig, load, split_address
+from .config import ConfigProblem, NodeConfig, load, read_join_token, split_address
 from .wire import WireError, connect, recv_frame, send_frame, tls_context
 
 log = logging.getLogger("xce-worker")
@@ -104,7 +104,7 @@ class Worker:
             except Refused as exc:
                 log.error("controller refused this host: %s", exc)
                 return EXIT_REFUSED
-            except (OSError, WireError, ssl.SSLError) as exc:
+            except (OSError, WireError, ssl.SSLError, ConfigProblem) as exc:
                 log.warning("controller %s: %s", address, exc)
             except Exception as exc:  # garbage from the controller: log, reconnect
                 log.warning("controller %s: bad message: %s: %s", address, type(exc).__name__, exc)
@@ -117,6 +117,8 @@ class Worker:
         """One connection: join, then heartbeat; returns a redirect address, or raises."""
         cfg = self.config
         host, port = split_address(address)
+        # Read at every connection: a re-run bootstrap may have installed a new token.
+        token = read_join_token(cfg.join_token_file)
         ctx = tls_context(cfg.ca_file, cfg.client_cert, cfg.client_key)
         sock = connect(host, port, ctx, cfg.server_name, timeout=5.0)
         self.sock = sock
@@ -127,6 +129,7 @@ class Worker:
                 "hostName": cfg.host_name, "instanceId": cfg.instance_id,
                 "instanceKey": cfg.instance_key, "opId": cfg.op_id, "template": cfg.template,
                 "address": own, "version": VERSION, "slots": slots if isinstance(slots, int) else 1,
+                "joinToken": token,
             })
             sock.settimeout(10.0)
             rid, which, body = self._decode(recv_frame(sock, cfg.max_frame_bytes))

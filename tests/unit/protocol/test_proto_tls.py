@@ -1,4 +1,5 @@
-"""TLS helpers: a good handshake; wrong CA, expired, wrong host name refused, saying which."""
+"""TLS helpers: a good handshake; wrong CA, expired, wrong host name refused, saying which; the
+role and identity a client certificate names."""
 
 from __future__ import annotations
 
@@ -11,15 +12,15 @@ from pathlib import Path
 import pytest
 
 from orchestrator.protocol.tls import (
-    KeyPair,
-    cert_names,
+    PeerIdentity,
     client_context,
     describe_tls_error,
-    ensure_server_tls,
-    issue_cert,
-    make_ca,
+    identity_from_cert,
+    identity_uri,
+    peer_identity,
     server_context,
 )
+from orchestrator.sim.pki import KeyPair, issue_cert, issue_client, make_ca
 
 
 def _write(tmp: Path, name: str, kp: KeyPair) -> tuple[Path, Path]:
@@ -127,13 +128,52 @@ def test_tls_below_1_2_refused(pki: dict[str, Path]) -> None:
     assert client_context(pki["ca"]).check_hostname
 
 
-def test_ensure_server_tls_reissues_for_new_names_keeps_ca(tmp_path: Path) -> None:
-    files = ensure_server_tls(tmp_path, ["127.0.0.1"])
-    ca_before = files.ca_cert.read_bytes()
-    first = files.server_cert.read_bytes()
-    assert cert_names(first) >= {"localhost", "127.0.0.1"}
-    assert ensure_server_tls(tmp_path, ["127.0.0.1"]).server_cert.read_bytes() == first
-    again = ensure_server_tls(tmp_path, ["10.213.0.1"])
-    assert "10.213.0.1" in cert_names(again.server_cert.read_bytes())
-    assert again.ca_cert.read_bytes() == ca_before
-    assert (files.server_key.stat().st_mode & 0o777) == 0o600
+def _identity_over_tls(pki: dict[str, Path], tmp_path: Path, client: KeyPair | None) -> PeerIdentity | None:
+    """The identity the server side reads from a real handshake with ``client``'s certificate."""
+    srv = server_context(pki["server"], pki["server_key"], client_ca_file=pki["ca"])
+    cert = _write(tmp_path, "id-client", client) if client is not None else None
+    cli = client_context(pki["ca"], cert_file=cert[0] if cert else None, key_file=cert[1] if cert else None)
+    listener = socket.create_server(("127.0.0.1", 0))
+    seen: list[PeerIdentity | None] = []
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        conn.settimeout(5)
+        with conn, srv.wrap_socket(conn, server_side=True) as s:
+            seen.append(peer_identity(s))
+            s.sendall(b"x")
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    with (
+        socket.create_connection(listener.getsockname(), timeout=5) as raw,
+        cli.wrap_socket(raw, server_hostname="localhost") as s,
+    ):
+        s.recv(1)
+    t.join(5)
+    listener.close()
+    assert seen, "the server saw no connection"
+    return seen[0]
+
+
+def test_peer_identity_from_a_verified_client_certificate(pki: dict[str, Path], tmp_path: Path) -> None:
+    ca = KeyPair(pki["ca"].read_bytes(), (pki["ca"].parent / "ca.key").read_bytes())
+    got = _identity_over_tls(pki, tmp_path, issue_client(ca, "provisioner", "orch-a"))
+    assert got == PeerIdentity("provisioner", "orch-a") and str(got) == "xce://provisioner/orch-a"
+    assert _identity_over_tls(pki, tmp_path, None) is None
+    # A client certificate without a role URI names nobody.
+    assert _identity_over_tls(pki, tmp_path, issue_cert(ca, "orch-b", client=True)) is None
+
+
+def test_identity_needs_exactly_one_well_formed_uri() -> None:
+    def cert(*uris: str) -> dict[str, object]:
+        return {"subjectAltName": (*(("URI", u) for u in uris), ("DNS", "x"))}
+
+    assert identity_from_cert(cert("xce://admin/ops")) == PeerIdentity("admin", "ops")
+    assert identity_from_cert(cert("xce://admin/ops", "xce://provisioner/a")) is None  # two roles: none
+    assert identity_from_cert(cert("xce://worker/h1")) is None  # workers use join tokens
+    assert identity_from_cert(cert("xce://provisioner/a/b")) is None
+    assert identity_from_cert(cert("https://provisioner/a")) is None
+    assert identity_from_cert({}) is None and identity_from_cert(None) is None
+    with pytest.raises(ValueError, match="role"):
+        identity_uri("worker", "h1")

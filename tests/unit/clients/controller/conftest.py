@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.protocol import tls
+from orchestrator.sim import pki as sim_pki
 
 # --import-mode=importlib: make the helper module next to this file importable by the tests.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -18,10 +19,10 @@ from ctlfake import FakeController, Pki
 @pytest.fixture(scope="session")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     d = tmp_path_factory.mktemp("pki")
-    ca = tls.make_ca()
+    ca = sim_pki.make_ca()
     ca.write(d / "ca.pem", d / "ca.key")
-    tls.make_ca("another CA").write(d / "other.pem", d / "other.key")
-    tls.issue_cert(ca, "controller", ["localhost", "127.0.0.1"]).write(d / "server.pem", d / "server.key")
+    sim_pki.make_ca("another CA").write(d / "other.pem", d / "other.key")
+    sim_pki.issue_cert(ca, "controller", ["localhost", "127.0.0.1"]).write(d / "server.pem", d / "server.key")
     return Pki(d / "ca.pem", d / "other.pem", tls.server_context(d / "server.pem", d / "server.key"))
 
 

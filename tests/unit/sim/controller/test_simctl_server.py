@@ -25,6 +25,7 @@ from sim_controller_helpers import (
 
 from orchestrator.protocol.framing import FrameError, encode, new_envelope, recv_frame
 from orchestrator.sim.controller import admin
+from orchestrator.sim.controller.server import ConnectionLimits
 
 MAX_FRAME = 64 * 1024
 
@@ -43,8 +44,9 @@ def clients() -> Iterator[list[ProtoClient]]:
         c.close()
 
 
-def _client(ctl: Running, clients: list[ProtoClient]) -> ProtoClient:
-    c = connect(ctl.addr, ctl.ca)
+def _client(ctl: Running, clients: list[ProtoClient], provisioner: str = "") -> ProtoClient:
+    """A connection: with a provisioner certificate for ``provisioner``, else without one."""
+    c = ctl.provisioner(provisioner) if provisioner else ctl.anonymous()
     clients.append(c)
     return c
 
@@ -96,9 +98,9 @@ def test_bad_frame_drops_only_that_connection(
     ctl: Running, clients: list[ProtoClient], case: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="orchestrator.sim.controller")
-    good = _client(ctl, clients)
+    good = _client(ctl, clients, "orch-good")
     assert join_provisioner(good, "orch-good", ["sim"]).kind == "joined"
-    bad = _client(ctl, clients)  # not joined: the bomb is a join whose providers list explodes
+    bad = _client(ctl, clients, "orch-bad")  # not joined: the bomb is a join whose providers list explodes
     bad.send_raw(BAD[case]())
     _assert_dropped(bad)
     _healthy(good)
@@ -108,7 +110,7 @@ def test_bad_frame_drops_only_that_connection(
 
 
 def test_truncated_frame_drops_only_that_connection(ctl: Running, clients: list[ProtoClient]) -> None:
-    good = _client(ctl, clients)
+    good = _client(ctl, clients, "orch-good")
     join_provisioner(good, "orch-good", ["sim"])
     bad = _client(ctl, clients)
     body = _wrong_type()
@@ -118,7 +120,7 @@ def test_truncated_frame_drops_only_that_connection(ctl: Running, clients: list[
 
 
 def test_requests_before_join_and_admin_over_tls(ctl: Running, clients: list[ProtoClient]) -> None:
-    c = _client(ctl, clients)
+    c = _client(ctl, clients, "orch-a")
     r = lease(c, "leaseAcquire", "sim")
     assert r.kind == "error" and r.body["code"] == "notJoined"
     r = c.request(lambda env: setattr(env, "adminFailover", None))
@@ -128,7 +130,7 @@ def test_requests_before_join_and_admin_over_tls(ctl: Running, clients: list[Pro
 
 
 def test_join_pushes_demand_then_changes(ctl: Running, clients: list[ProtoClient]) -> None:
-    c = _client(ctl, clients)
+    c = _client(ctl, clients, "orch-a")
     j = join_provisioner(c, "orch-a", ["sim"])
     assert j.body["term"] == ctl.core.term and j.body["leaseTtlMs"] == 15000
     first = c.wait_push("demand")
@@ -137,7 +139,7 @@ def test_join_pushes_demand_then_changes(ctl: Running, clients: list[ProtoClient
     assert second.body["seq"] > first.body["seq"]
     assert second.body["templates"][0]["wanted"] == 3
     w = _client(ctl, clients)
-    assert join_worker(w, "h1", "i-1").body["hostState"] == "idle"
+    assert join_worker(w, "h1", "i-1", token=ctl.token("", "h1")).body["hostState"] == "idle"
     third = c.wait_push("demand")
     assert third.body["templates"][0]["wanted"] == 2
     assert w.request(lambda env: setattr(env.init("heartbeat"), "hostName", "h1")).kind == "ok"
@@ -146,20 +148,20 @@ def test_join_pushes_demand_then_changes(ctl: Running, clients: list[ProtoClient
 
 
 def test_failover_drops_everyone_and_grace_applies(ctl: Running, clients: list[ProtoClient]) -> None:
-    a = _client(ctl, clients)
+    a = _client(ctl, clients, "orch-a")
     join_provisioner(a, "orch-a", ["sim"])
     g = lease(a, "leaseAcquire", "sim")
     ep = (g.body["epoch"]["term"], g.body["epoch"]["seq"])
     assert commit(a, "sim", ep).kind == "ack"
-    b = _client(ctl, clients)
+    b = _client(ctl, clients, "orch-b")
     join_provisioner(b, "orch-b", ["sim"])
     result = admin.failover(ctl.state_dir)
     assert result.term == ep[0] + 1
     _assert_dropped(a)
     _assert_dropped(b)
-    a2 = _client(ctl, clients)
+    a2 = _client(ctl, clients, "orch-a")
     assert join_provisioner(a2, "orch-a", ["sim"]).body["term"] == result.term
-    b2 = _client(ctl, clients)
+    b2 = _client(ctl, clients, "orch-b")
     join_provisioner(b2, "orch-b", ["sim"])
     d = lease(b2, "leaseAcquire", "sim")
     assert d.kind == "leaseDeny" and d.body["reason"] == "grace"
@@ -175,7 +177,7 @@ def test_failover_drops_everyone_and_grace_applies(ctl: Running, clients: list[P
 
 def test_standby_redirects(tmp_path: Path, clients: list[ProtoClient]) -> None:
     with running_controller(tmp_path / "standby", redirect="10.0.0.9:7441") as rc:
-        c = connect(rc.addr, rc.ca)
+        c = rc.provisioner("orch-a")
         clients.append(c)
         r = join_provisioner(c, "orch-a", ["sim"])
         assert r.kind == "error" and r.body["code"] == "notPrimary" and r.body["redirect"] == "10.0.0.9:7441"
@@ -186,7 +188,7 @@ def test_standby_redirects(tmp_path: Path, clients: list[ProtoClient]) -> None:
 def test_tls_refusal_is_logged_and_server_keeps_serving(
     ctl: Running, clients: list[ProtoClient], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from orchestrator.protocol.tls import make_ca
+    from orchestrator.sim.pki import make_ca
 
     caplog.set_level(logging.INFO, logger="orchestrator.sim.controller")
     other = make_ca("other")
@@ -196,24 +198,19 @@ def test_tls_refusal_is_logged_and_server_keeps_serving(
         connect(ctl.addr, other_ca)
     with pytest.raises(ssl.SSLCertVerificationError):
         connect(ctl.addr, ctl.ca, server_hostname="wrong.example")
-    c = _client(ctl, clients)
+    c = _client(ctl, clients, "orch-a")
     assert join_provisioner(c, "orch-a", ["sim"]).kind == "joined"
 
 
-def test_silent_and_stalled_connections_are_dropped(
-    tmp_path: Path, clients: list[ProtoClient], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from orchestrator.sim.controller import server
-
-    monkeypatch.setattr(server, "JOIN_TIMEOUT", 0.3)
-    monkeypatch.setattr(server, "FRAME_TIMEOUT", 0.3)
-    with running_controller(tmp_path / "ctl") as rc:
-        silent = connect(rc.addr, rc.ca)  # never joins
+def test_silent_and_stalled_connections_are_dropped(tmp_path: Path, clients: list[ProtoClient]) -> None:
+    limits = ConnectionLimits(join_timeout=0.3, frame_timeout=0.3)
+    with running_controller(tmp_path / "ctl", limits=limits) as rc:
+        silent = rc.anonymous()  # never joins
         clients.append(silent)
-        stalled = connect(rc.addr, rc.ca)  # starts a frame and never finishes it
+        stalled = rc.anonymous()  # starts a frame and never finishes it
         clients.append(stalled)
         stalled.send_raw(struct.pack("<Q", 64) + b"\0" * 8)
-        good = connect(rc.addr, rc.ca)
+        good = rc.provisioner("orch-a")
         clients.append(good)
         assert join_provisioner(good, "orch-a", ["sim"]).kind == "joined"
         _assert_dropped(silent)
@@ -224,11 +221,11 @@ def test_silent_and_stalled_connections_are_dropped(
 def test_connection_limit(tmp_path: Path, clients: list[ProtoClient]) -> None:
     with running_controller(tmp_path / "ctl", max_connections=2) as rc:
         for name in ("a", "b"):
-            c = connect(rc.addr, rc.ca)
+            c = rc.provisioner(name)
             clients.append(c)
             assert join_provisioner(c, name, ["sim"]).kind == "joined"
         with pytest.raises((ssl.SSLError, OSError)):
-            extra = connect(rc.addr, rc.ca)
+            extra = rc.provisioner("c")
             clients.append(extra)
             join_provisioner(extra, "c", ["sim"])
         _healthy(clients[0])
@@ -260,7 +257,7 @@ def test_slow_consumer_is_dropped_not_buffered(tmp_path: Path, monkeypatch: pyte
 
 
 def test_expected_host_decommission_over_the_wire(ctl: Running, clients: list[ProtoClient]) -> None:
-    p = _client(ctl, clients)
+    p = _client(ctl, clients, "orch-a")
     join_provisioner(p, "orch-a", ["sim"])
     g = lease(p, "leaseAcquire", "sim")
     ep = (g.body["epoch"]["term"], g.body["epoch"]["seq"])
@@ -270,7 +267,9 @@ def test_expected_host_decommission_over_the_wire(ctl: Running, clients: list[Pr
     )  # fmt: skip
     assert r.kind == "ack"
     w = _client(ctl, clients)
-    assert join_worker(w, "op-1-0", "i-7").body["hostState"] == "idle"
+    assert join_worker(w, "op-1-0", "i-7", token=ctl.token("op-1-0", "op-1-0"), instance_key="op-1-0").body[
+        "hostState"
+    ] == "idle"
     hosts = p.request(lambda env: setattr(env.init("hostStatus"), "provider", "sim")).body["hosts"]
     assert [(h["instanceId"], h["state"], h["instanceKey"]) for h in hosts] == [("i-7", "idle", "op-1-0")]
 
@@ -291,5 +290,5 @@ def test_expected_host_decommission_over_the_wire(ctl: Running, clients: list[Pr
     assert w.wait_push("workerStop").body["reason"] == "scale down"
     _assert_dropped(w)
     again = _client(ctl, clients)
-    r = join_worker(again, "op-1-0", "i-7")
+    r = join_worker(again, "op-1-0", "i-7", token=ctl.token("op-1-0", "op-1-0"), instance_key="op-1-0")
     assert r.kind == "error" and r.body["code"] == "refused"

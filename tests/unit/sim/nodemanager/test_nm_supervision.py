@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.sim.nodemanager.config import ConfigProblem, parse
+from orchestrator.sim.nodemanager.config import ConfigProblem, parse, read_join_token
 from orchestrator.sim.nodemanager.manager import NodeManager, Restart
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)"]
@@ -150,3 +150,16 @@ def test_pidfile_refuses_a_second_live_instance(tmp_path: Path) -> None:
     write_pidfile(pidfile)  # a stale pidfile is taken over
     assert pidfile.read_text().strip() == str(__import__("os").getpid())
 
+
+
+def test_join_token_file_is_read_and_a_missing_one_is_one_line(tmp_path: Path) -> None:
+    token = tmp_path / "join-token"
+    token.write_text("ab" * 32 + "\n")
+    cfg = parse(json.dumps({
+        "roles": ["worker"], "controller": {"addresses": ["h:1"], "ca_file": "c"}, "template": "cpu",
+        "host_name": "h1", "instance_id": "i-1", "join_token_file": str(token),
+    }))  # fmt: skip
+    assert read_join_token(cfg.join_token_file) == "ab" * 32
+    assert read_join_token("") == ""
+    with pytest.raises(ConfigProblem, match="cannot read the join token"):
+        read_join_token(str(tmp_path / "missing"))
