@@ -56,7 +56,7 @@ def serve(args: argparse.Namespace) -> int:
     """Run until stopped; returns the exit code."""
     level = logging.DEBUG if args.verbose > 1 else logging.INFO
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # Under `xceprov sim controller --foreground` the CLI configured logging already.
+    # basicConfig does nothing when logging was configured already; the level must still apply.
     logging.getLogger("orchestrator.sim.controller").setLevel(level)
     listen = [parse_address(a) for a in (args.listen or ["127.0.0.1:7441"])]
     state_dir: Path = args.state_dir.resolve()
