@@ -15,7 +15,7 @@ def _loaded(tmp_path: Path, module: str = "xcesim", ssh_key: str = "") -> Loaded
     text = f"""
 cluster: t
 state_dir: {tmp_path / "state"}
-controller: {{addresses: ["127.0.0.1:7441"]}}
+controller: {{addresses: ["127.0.0.1:7441"], ca: system}}
 ansible: {{{"ssh_key: " + ssh_key if ssh_key else ""}}}
 providers: {{p: {{module: {module}}}}}
 templates:
