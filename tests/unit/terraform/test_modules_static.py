@@ -540,3 +540,54 @@ def test_module_specific_validations(
 def squash_spaces(text: str) -> str:
     """Terraform wraps long diagnostics; compare with runs of whitespace folded to one space."""
     return re.sub(r"\s+", " ", text)
+
+
+# The cloud backstop: the optional owner tag xce:max_lifetime (whole seconds from launch).
+
+LIFETIME_MESSAGE = "xce:max_lifetime tag must be a whole number of seconds"
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_every_module_validates_the_max_lifetime_tag(name: str) -> None:
+    variables = named(parse_dir(module_dir(name))["variable"])
+    validations = [v for v in variables["instances"]["validation"] if '"xce:max_lifetime"' in v["condition"]]
+    assert len(validations) == 1, f"{name}: no validation of xce:max_lifetime"
+    # The same rule as orchestrator.model.tags.parse_max_lifetime and the simulated cloud.
+    assert "^[1-9][0-9]{0,9}$" in validations[0]["condition"]
+    assert LIFETIME_MESSAGE in validations[0]["error_message"]
+
+
+def test_aws_terminates_on_shutdown_and_refuses_stop_with_a_lifetime() -> None:
+    config = parse_dir(module_dir("aws"))
+    body = typed(config["resource"])[("aws_instance", "this")]
+    assert body["instance_initiated_shutdown_behavior"] == "${var.settings.shutdown_behavior}"
+    settings_type = squash(named(config["variable"])["settings"]["type"])
+    assert 'shutdown_behavior=optional(string,"terminate")' in settings_type
+    # The lifetime is typed (a number read from the tag), never spliced into code.
+    lifetime = squash(locals_of(config)["max_lifetime"])
+    assert 'tonumber(lookup(inst.tags,"xce:max_lifetime",null))' in lifetime
+    conditions = [squash(p["condition"]) for p in body["lifecycle"][0]["precondition"]]
+    assert '${local.max_lifetime[each.key]==null||var.settings.shutdown_behavior=="terminate"}' in conditions
+
+
+def _with_lifetime(name: str, value: str) -> dict[str, Any]:
+    good = _good(name)
+    good["instances"][KEY]["tags"]["xce:max_lifetime"] = value
+    return good
+
+
+@pytest.mark.usefixtures("terraform_cli")
+@pytest.mark.parametrize("name", MODULES)
+def test_validations_accept_a_rendered_lifetime(validation_dirs: dict[str, Path], name: str) -> None:
+    for value in ("604800", "60", "9999999999"):
+        retcode, text = _plan(validation_dirs[name], _with_lifetime(name, value), "lifetime")
+        assert retcode == 0, text
+
+
+@pytest.mark.usefixtures("terraform_cli")
+@pytest.mark.parametrize("name", MODULES)
+@pytest.mark.parametrize("value", ["7d", "0", "-60", "1.5", "", " 60", "060", "12345678901"])
+def test_validations_refuse_a_malformed_lifetime(validation_dirs: dict[str, Path], name: str, value: str) -> None:
+    retcode, text = _plan(validation_dirs[name], _with_lifetime(name, value), "bad-lifetime")
+    assert retcode != 0, f"{name}: xce:max_lifetime {value!r} was accepted"
+    assert LIFETIME_MESSAGE in squash_spaces(text), text
