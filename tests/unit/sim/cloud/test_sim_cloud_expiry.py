@@ -14,6 +14,7 @@ from tf.iface import CreateContext, ReadContext, ReadDataContext
 from tf.utils import Diagnostics
 
 from orchestrator.model.tags import MAX_LIFETIME
+from orchestrator.sim.cloud import service
 from orchestrator.sim.cloud.provider import InstanceResource, InstancesDataSource, XceSimProvider
 from orchestrator.sim.cloud.store import (
     REASON_EXPIRED,
@@ -239,3 +240,13 @@ def test_the_provider_turns_a_malformed_lifetime_into_a_diagnostic(tmp_path: Pat
     assert [d.summary for d in diags.diagnostics] == [
         "InvalidParameterValue: xce:max_lifetime '7d' is not a whole number of seconds (1 to 10 digits)"
     ]
+
+
+def test_sim_cloud_list_shows_the_lifetime_and_the_expiry(store: CloudStore, clock: Clock) -> None:
+    inst = _make(store, "a", "60")
+    assert "lifetime=60" in service.owner_summary(inst)
+    clock.now = T0 + 61
+    table = service.format_table(service.list_instances(store, [], include_terminated=True))
+    assert "terminated (expired)" in table.splitlines()[1]
+    ended = store.get(inst.id)
+    assert ended is not None and ended.to_json()["expires_at"] == "2026-03-01T12:01:00Z"
