@@ -429,7 +429,8 @@ def _good(name: str) -> dict[str, Any]:
             }
         },
         "common_tags": {"xce:cluster": "demo", "xce:provider": "burst", "site": "lab"},
-        "settings": SETTINGS[name],
+        # A copy: the cases below change settings in place, and SETTINGS is shared by every test.
+        "settings": dict(SETTINGS[name]),
     }
 
 
