@@ -592,3 +592,41 @@ def test_validations_refuse_a_malformed_lifetime(validation_dirs: dict[str, Path
     retcode, text = _plan(validation_dirs[name], _with_lifetime(name, value), "bad-lifetime")
     assert retcode != 0, f"{name}: xce:max_lifetime {value!r} was accepted"
     assert LIFETIME_MESSAGE in squash_spaces(text), text
+
+
+def _unwrap(expression: str) -> str:
+    """A parsed ``${...}`` expression back to its HCL source."""
+    assert expression.startswith("${") and expression.endswith("}"), expression
+    return expression[2:-1]
+
+
+@pytest.mark.usefixtures("terraform_cli")
+@pytest.mark.parametrize(
+    ("behavior", "lifetime", "refused"),
+    [("stop", "604800", True), ("stop", None, False), ("terminate", "604800", False)],
+    ids=["stop-with-lifetime", "stop-without", "terminate-with-lifetime"],
+)
+def test_aws_lifetime_precondition_in_action(
+    tmp_path: Path, behavior: str, lifetime: str | None, refused: bool
+) -> None:
+    # The module's own expressions (its max_lifetime local and its precondition), planned on the
+    # built-in terraform_data resource: no AWS provider needed.
+    config = parse_dir(module_dir("aws"))
+    body = typed(config["resource"])[("aws_instance", "this")]
+    (condition,) = [p["condition"] for p in body["lifecycle"][0]["precondition"] if "max_lifetime" in p["condition"]]
+    work = tmp_path / "probe"
+    work.mkdir()
+    shutil.copy(module_dir("aws") / "variables.tf", work / "variables.tf")
+    (work / "probe.tf").write_text(
+        f"locals {{\n  max_lifetime = {_unwrap(locals_of(config)['max_lifetime'])}\n}}\n"
+        'resource "terraform_data" "this" {\n  for_each = var.instances\n  lifecycle {\n'
+        f'    precondition {{\n      condition     = {_unwrap(condition)}\n'
+        '      error_message = "Lifetime precondition failed."\n    }\n  }\n}\n'
+    )
+    value = _good("aws") if lifetime is None else _with_lifetime("aws", lifetime)
+    value["settings"]["shutdown_behavior"] = behavior
+    retcode, text = _plan(work, value, "precondition")
+    if refused:
+        assert retcode != 0 and "Lifetime precondition failed." in text, text
+    else:
+        assert retcode == 0, text
