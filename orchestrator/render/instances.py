@@ -4,7 +4,10 @@ Three files render per instance, each overridable by a site: ``hostname.j2`` (th
 ``node-manager.json.j2`` (the node manager configuration, worker role) embedded by
 ``cloud-init.yaml.j2`` (the user data), and ``instance.json.j2`` (the entry itself). Every
 output is parsed and checked before it goes anywhere: invalid JSON or YAML, or an entry whose
-owner tags were changed by a site template, is a configuration error naming the file.
+owner tags were changed by a site template, is a configuration error naming the file. A
+provider's ``max_lifetime`` becomes the owner tag ``xce:max_lifetime`` and the template context
+``max_lifetime``; user data that then does not write it to ``/etc/xce/max-lifetime`` (the in-host
+shutdown of the cloud backstop) is refused the same way.
 """
 
 from __future__ import annotations
