@@ -96,6 +96,10 @@ class SimSettings(Strict):
     state_dir: Path | None = None
 
 
+# Shortest max_lifetime accepted: the in-host shutdown of aws/openstack is scheduled in minutes.
+MIN_MAX_LIFETIME = 60
+
+
 class ProviderSettings(Strict):
     """One place hosts come from."""
 
@@ -107,8 +111,34 @@ class ProviderSettings(Strict):
     hold_time: Duration = 600.0
     idle_time: Duration = 300.0
     join_deadline: Duration = 900.0
+    # The cloud backstop (docs/configuration.md): every instance carries it as the owner tag
+    # xce:max_lifetime and the cloud (or, on EC2, the host's own shutdown) ends the instance
+    # that long after launch, whatever the orchestrator knows. Off by default: it ends hosts
+    # whether or not they run work, so only the site can choose a value longer than its jobs.
+    max_lifetime: Duration | None = None
     tags: dict[str, str] = Field(default_factory=dict)
     settings: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _lifetime_fits(self) -> ProviderSettings:
+        lifetime = self.max_lifetime
+        if lifetime is None:
+            return self
+        if lifetime != int(lifetime) or lifetime < MIN_MAX_LIFETIME:
+            raise ValueError(
+                f"max_lifetime {lifetime:g}s must be whole seconds, at least {MIN_MAX_LIFETIME}s "
+                "(the in-host shutdown counts in minutes)"
+            )
+        if lifetime <= self.join_deadline:
+            # The cloud would end every host before the controller could judge whether it joined.
+            raise ValueError(
+                f"max_lifetime {lifetime:g}s must be longer than join_deadline {self.join_deadline:g}s"
+            )
+        return self
+
+    def max_lifetime_seconds(self) -> int | None:
+        """``max_lifetime`` as whole seconds (the ``xce:max_lifetime`` tag value), None when off."""
+        return None if self.max_lifetime is None else int(self.max_lifetime)
 
     def module_settings(self) -> dict[str, Any]:
         """``settings`` over the module's defaults (templates such as ``{{ sim_state_dir }}`` unrendered)."""

@@ -6,6 +6,7 @@ They are how the toolkit proves a resource is its own: anything without this clu
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 CLUSTER: Final = "xce:cluster"
@@ -14,6 +15,11 @@ OP_ID: Final = "xce:op_id"
 EPOCH: Final = "xce:epoch"
 TEMPLATE: Final = "xce:template"
 PROTECT: Final = "xce:protect"
+# Whole seconds from launch after which the cloud itself ends the instance (the backstop for an
+# instance nobody remembers: the lease epoch cannot fence a partitioned old owner's cloud calls).
+# Present only when the provider sets ``max_lifetime``; like the owner tags, no site template can
+# drop it.
+MAX_LIFETIME: Final = "xce:max_lifetime"
 
 OWNER_TAGS: Final = (CLUSTER, PROVIDER, OP_ID, EPOCH, TEMPLATE)
 
@@ -26,6 +32,33 @@ def format_epoch(term: int, seq: int) -> str:
     return f"{term}.{seq}"
 
 
-def owner_tags(cluster: str, provider: str, op_id: str, epoch: str, template: str) -> dict[str, str]:
-    """The owner tags of one instance, in a fixed order."""
-    return {CLUSTER: cluster, PROVIDER: provider, OP_ID: op_id, EPOCH: epoch, TEMPLATE: template}
+_LIFETIME_PATTERN: Final = re.compile(r"^[1-9][0-9]{0,9}$")
+
+
+def owner_tags(
+    cluster: str, provider: str, op_id: str, epoch: str, template: str, max_lifetime: int | None = None
+) -> dict[str, str]:
+    """The owner tags of one instance, in a fixed order (``xce:max_lifetime`` last, when set)."""
+    tags = {CLUSTER: cluster, PROVIDER: provider, OP_ID: op_id, EPOCH: epoch, TEMPLATE: template}
+    if max_lifetime is not None:
+        tags[MAX_LIFETIME] = format_max_lifetime(max_lifetime)
+    return tags
+
+
+def format_max_lifetime(seconds: int) -> str:
+    """The ``xce:max_lifetime`` tag value: whole seconds, 1 to 10 digits, no sign or unit."""
+    value = str(seconds)
+    if not _LIFETIME_PATTERN.match(value):
+        raise ValueError(f"max lifetime {seconds!r} is not a whole number of seconds from 1 to 9999999999")
+    return value
+
+
+def parse_max_lifetime(value: str) -> int:
+    """Seconds of an ``xce:max_lifetime`` tag value; ValueError naming the value when malformed.
+
+    The same rule as the modules' validation: 1 to 10 digits, no leading zero, sign, unit or
+    space, so that every cloud reads the same lifetime from the same tag.
+    """
+    if not _LIFETIME_PATTERN.match(value):
+        raise ValueError(f"{MAX_LIFETIME} {value!r} is not a whole number of seconds (1 to 10 digits)")
+    return int(value)

@@ -4,7 +4,10 @@ Three files render per instance, each overridable by a site: ``hostname.j2`` (th
 ``node-manager.json.j2`` (the node manager configuration, worker role) embedded by
 ``cloud-init.yaml.j2`` (the user data), and ``instance.json.j2`` (the entry itself). Every
 output is parsed and checked before it goes anywhere: invalid JSON or YAML, or an entry whose
-owner tags were changed by a site template, is a configuration error naming the file.
+owner tags were changed by a site template, is a configuration error naming the file. A
+provider's ``max_lifetime`` becomes the owner tag ``xce:max_lifetime`` and the template context
+``max_lifetime``; user data that then does not write it to ``/etc/xce/max-lifetime`` (the in-host
+shutdown of the cloud backstop) is refused the same way.
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ from orchestrator.model.config import Config
 from orchestrator.model.instances import InstanceSpec, instance_key
 from orchestrator.render.environment import TemplateRenderer
 from orchestrator.render.trust import read_ca_file
+
+# Where cloud-init.yaml.j2 writes the host's maximum lifetime (whole seconds) for its shutdown timer.
+LIFETIME_FILE = "/etc/xce/max-lifetime"
 
 
 @dataclass(frozen=True)
@@ -74,11 +80,12 @@ def render_op(
     provider = config.providers[request.provider]
     cloud = template.providers[request.provider]
     controller = controller if controller is not None else controller_context(config)
+    max_lifetime = provider.max_lifetime_seconds()
     rendered: dict[str, InstanceSpec] = {}
     for index in range(request.first_index, request.first_index + request.count):
         key = instance_key(request.op_id, index)
         owner_tags = owner.owner_tags(
-            config.cluster, request.provider, request.op_id, request.epoch, request.template
+            config.cluster, request.provider, request.op_id, request.epoch, request.template, max_lifetime
         )
         context: dict[str, Any] = {
             "cluster": config.cluster,
@@ -96,6 +103,8 @@ def render_op(
             # Owner tags last: a site tag can never override them.
             "tags": {**provider.tags, **template.tags, **owner_tags},
             "controller": controller,
+            # Whole seconds or None; cloud-init.yaml.j2 writes it as data for the in-host shutdown.
+            "max_lifetime": max_lifetime,
         }
         name = renderer.render("hostname.j2", request.template, context).strip()
         if not name or "\n" in name:
@@ -104,7 +113,7 @@ def render_op(
         nm_text = renderer.render("node-manager.json.j2", request.template, context)
         context["node_manager_config"] = _check_json(nm_text, "node-manager.json.j2")
         user_data = renderer.render("cloud-init.yaml.j2", request.template, context)
-        _check_cloud_config(user_data)
+        _check_cloud_config(user_data, max_lifetime)
         context["user_data"] = user_data
         entry_text = renderer.render("instance.json.j2", request.template, context)
         rendered[key] = _instance_spec(entry_text, owner_tags)
@@ -119,7 +128,7 @@ def _check_json(text: str, filename: str) -> str:
     return json.dumps(value, indent=2, sort_keys=True) + "\n"
 
 
-def _check_cloud_config(text: str) -> None:
+def _check_cloud_config(text: str, max_lifetime: int | None) -> None:
     if not text.startswith("#cloud-config"):
         raise ConfigError(["cloud-init.yaml.j2: rendered user data must start with '#cloud-config'"])
     try:
@@ -128,6 +137,31 @@ def _check_cloud_config(text: str) -> None:
         raise ConfigError([f"cloud-init.yaml.j2: rendered invalid YAML: {exc}".splitlines()[0]]) from None
     if not isinstance(data, dict):
         raise ConfigError(["cloud-init.yaml.j2: rendered user data is not a mapping"])
+    if max_lifetime is not None:
+        _check_lifetime_file(data, max_lifetime)
+
+
+def _check_lifetime_file(data: dict[str, Any], max_lifetime: int) -> None:
+    """The in-host half of the backstop must be there: a site template cannot drop it silently.
+
+    On EC2 and Nova the host's own shutdown is the only thing that ends a forgotten instance, so
+    a site ``cloud-init.yaml.j2`` that leaves out the lifetime file is refused, like one that
+    drops an owner tag.
+    """
+    files = data.get("write_files")
+    entries = files if isinstance(files, list) else []
+    for entry in entries:
+        if isinstance(entry, dict) and entry.get("path") == LIFETIME_FILE:
+            if str(entry.get("content", "")).strip() == str(max_lifetime):
+                return
+            found = entry.get("content")
+            raise ConfigError([f"cloud-init.yaml.j2: {LIFETIME_FILE} must hold {max_lifetime}, not {found!r}"])
+    raise ConfigError(
+        [
+            f"cloud-init.yaml.j2: the provider sets max_lifetime but the user data does not write {LIFETIME_FILE} "
+            "(keep the max_lifetime part of the built-in template)"
+        ]
+    )
 
 
 def _instance_spec(text: str, owner_tags: dict[str, str]) -> InstanceSpec:

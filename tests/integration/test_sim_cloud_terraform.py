@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 from orchestrator.clients.terraform.engine import BundledEngine
 from orchestrator.clients.terraform.messages import ApplyFailed
 from orchestrator.clients.terraform.mirror import XCESIM, ensure_mirror, plugin_cache_dir
-from orchestrator.sim.cloud.store import CloudStore
+from orchestrator.sim.cloud.store import REASON_EXPIRED, CloudStore
 
 pytestmark = pytest.mark.integration
 
@@ -244,8 +245,8 @@ def test_destroy_terminates_everything(ws: Workspace) -> None:
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_the_project_module_and_root_work_against_the_provider(tmp_path: Path) -> None:
-    """terraform/roots/xcesim + terraform/modules/xcesim, laid out as the orchestrator does."""
+def _project_workdir(tmp_path: Path) -> tuple[Path, BundledEngine, CloudStore]:
+    """terraform/roots/xcesim + terraform/modules/xcesim, laid out as the orchestrator does, initialised."""
     root_tf = REPO / "terraform" / "roots" / "xcesim" / "main.tf"
     module_dir = REPO / "terraform" / "modules" / "xcesim"
     if not root_tf.is_file() or not (module_dir / "main.tf").is_file():
@@ -258,7 +259,22 @@ def test_the_project_module_and_root_work_against_the_provider(tmp_path: Path) -
     cli_config = ensure_mirror(tmp_path / "tf", [XCESIM])
     engine = BundledEngine(cli_config=cli_config, plugin_cache_dir=plugin_cache_dir(tmp_path / "tf"), timeout=300)
     engine.init(workdir)
-    store = CloudStore(tmp_path / "sim" / "cloud.sqlite")
+    return workdir, engine, CloudStore(tmp_path / "sim" / "cloud.sqlite")
+
+
+def _write_desired(workdir: Path, store: CloudStore, instances: dict[str, dict[str, Any]]) -> Path:
+    doc = {
+        "instances": instances,
+        "common_tags": {"xce:cluster": "itest", "xce:provider": "sim"},
+        "settings": {"store": str(store.path)},
+    }
+    (workdir / "desired.tfvars.json").write_text(json.dumps(doc))
+    return Path("desired.tfvars.json")
+
+
+def test_the_project_module_and_root_work_against_the_provider(tmp_path: Path) -> None:
+    """terraform/roots/xcesim + terraform/modules/xcesim, laid out as the orchestrator does."""
+    workdir, engine, store = _project_workdir(tmp_path)
 
     instances = {
         f"op9-{i}": {
@@ -271,13 +287,7 @@ def test_the_project_module_and_root_work_against_the_provider(tmp_path: Path) -
         }
         for i in range(3)
     }
-    doc = {
-        "instances": instances,
-        "common_tags": {"xce:cluster": "itest", "xce:provider": "sim"},
-        "settings": {"store": str(store.path)},
-    }
-    (workdir / "desired.tfvars.json").write_text(json.dumps(doc))
-    vars_file = Path("desired.tfvars.json")
+    vars_file = _write_desired(workdir, store, instances)
     engine.apply(workdir, var_files=[vars_file])
 
     live = {i.client_token: i for i in store.list_instances({"xce:cluster": "itest"})}
@@ -296,4 +306,44 @@ def test_the_project_module_and_root_work_against_the_provider(tmp_path: Path) -
     ]
     engine.apply(workdir, var_files=[vars_file])
     assert stray.id in engine.output(workdir)["tagged"]
+    store.close()
+
+
+def test_the_cloud_ends_an_instance_past_its_max_lifetime_and_a_refresh_sees_it_gone(tmp_path: Path) -> None:
+    """The backstop: the instance with a lifetime is terminated by the cloud itself; drift shows it."""
+    workdir, engine, store = _project_workdir(tmp_path)
+    instances = {
+        f"op7-{i}": {
+            "name": f"cpu-{i}",
+            "template": "cpu",
+            "flavor": "c8.large",
+            "image": "debian-12",
+            "tags": {"xce:op_id": "op7", "xce:template": "cpu", "xce:epoch": "1.1", **lifetime},
+            "user_data": "#cloud-config\n",
+        }
+        for i, lifetime in enumerate([{"xce:max_lifetime": "120"}, {}])
+    }
+    vars_file = _write_desired(workdir, store, instances)
+    engine.apply(workdir, var_files=[vars_file])
+    made = {i.client_token: i for i in store.list_instances({"xce:cluster": "itest"})}
+    assert set(made) == {"op7-0", "op7-1"} and made["op7-0"].expires_at and not made["op7-1"].expires_at
+
+    # The cloud an hour later (an explicit clock, no waiting): whoever looks first, here a
+    # listing, finds the short-lived instance ended by the cloud, reason "expired".
+    later = CloudStore(store.path, clock=lambda: time.time() + 3600)
+    assert [i.client_token for i in later.list_instances({"xce:cluster": "itest"})] == ["op7-1"]
+    ended = later.get(made["op7-0"].id)
+    assert ended is not None and (ended.state, ended.state_reason) == ("terminated", REASON_EXPIRED)
+    assert ended.terminated_at == ended.expires_at
+    later.close()
+
+    # Terraform's refresh sees exactly that instance gone, as for any delete behind its back.
+    plan = engine.plan(workdir, var_files=[vars_file], refresh_only=True, out=Path("refresh.tfplan"))
+    assert [(d.addr, d.action) for d in plan.drift] == [
+        ('module.instances.xcesim_instance.this["op7-0"]', "delete")
+    ]
+    engine.apply(workdir, plan_file=Path("refresh.tfplan"))
+    outputs = engine.output(workdir)
+    assert set(outputs["instances"]) == {"op7-1"}
+    assert set(outputs["tagged"]) == {made["op7-1"].id}
     store.close()

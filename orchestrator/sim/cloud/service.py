@@ -150,6 +150,7 @@ _OWNER_SHORT: Final = {
     owner.OP_ID: "op",
     owner.EPOCH: "epoch",
     owner.TEMPLATE: "template",
+    owner.MAX_LIFETIME: "lifetime",
 }
 
 

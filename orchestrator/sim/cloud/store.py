@@ -10,10 +10,16 @@ and ``xceprov sim fault ...`` injects faults from yet another process. Hence:
 - idempotency by ``client_token`` and address uniqueness are *also* enforced by partial unique
   indexes, so that even a logic slip cannot give two live instances one token or one address;
 - fault controls (error rate, capacity, slow launches) live in the same file, so that every
-  provider process sees them and they survive restarts.
+  provider process sees them and they survive restarts;
+- the cloud's own maximum lifetime: an instance tagged ``xce:max_lifetime`` (whole seconds) is
+  terminated by the cloud itself, reason ``expired``, once ``launch_time`` plus that lifetime has
+  passed. Every store operation first sweeps what is due (an indexed read finds nothing in the
+  common case; only a due instance takes the write lock), so whoever looks at the cloud, a
+  Terraform refresh or the host manager's poll every 0.5 s, sees it gone at its expiry, even if
+  no process ran at that moment. The expiry follows the tag as it is now: a tag update moves it.
 
-Costs: create, get, delete, tag update and the fault checks are O(1) (indexed) per call;
-listing is O(n) in the instances returned.
+Costs: create, get, delete, tag update, the fault checks and the expiry sweep are O(1)
+(indexed) per call, plus O(k) for k instances expiring; listing is O(n) in the instances returned.
 """
 
 from __future__ import annotations
@@ -27,13 +33,14 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final, Literal
 
 from orchestrator.errors import FinalError, RetryableError
+from orchestrator.model.tags import MAX_LIFETIME, parse_max_lifetime
 
 State = Literal["running", "stopped", "terminated"]
 
@@ -46,6 +53,8 @@ REASON_USER: Final = "user-terminate"
 REASON_OUT_OF_BAND: Final = "out-of-band-delete"
 REASON_SPOT: Final = "spot-reclaim"
 REASON_STOP: Final = "user-stop"
+# The cloud ended the instance itself at launch_time + xce:max_lifetime (not a caller's delete).
+REASON_EXPIRED: Final = "expired"
 
 # 10.213.0.0/16; .0.0 is the network and .0.1 the lab gateway, .255.255 the broadcast address.
 NETWORK: Final = ipaddress.IPv4Network("10.213.0.0/16")
@@ -53,7 +62,7 @@ _FIRST_OFFSET: Final = 2
 _LAST_OFFSET: Final = NETWORK.num_addresses - 2
 
 _BUSY_TIMEOUT_MS: Final = 60_000
-_SCHEMA_VERSION: Final = 2
+_SCHEMA_VERSION: Final = 3
 
 
 class CloudError(FinalError):
@@ -80,6 +89,10 @@ class AddressSpaceExhausted(CloudError):
     """Every address of 10.213.0.0/16 is held by a live instance."""
 
 
+class InvalidParameterValue(CloudError):
+    """A create or tag update carried a value the cloud refuses (a malformed ``xce:max_lifetime``)."""
+
+
 @dataclass(frozen=True)
 class Instance:
     """One simulated instance as the cloud API reports it."""
@@ -96,8 +109,10 @@ class Instance:
     state: State
     # Why the instance left ``running`` (``spot-reclaim``, ``out-of-band-delete``...); "" otherwise.
     state_reason: str = ""
-    # RFC 3339 time of termination; "" while not terminated.
+    # RFC 3339 time of termination; "" while not terminated. For reason ``expired``: the expiry.
     terminated_at: str = ""
+    # RFC 3339 time at which the cloud ends the instance (launch_time + xce:max_lifetime); "" if never.
+    expires_at: str = ""
     # Monotonic change counter of the store at this instance's last change (see ``changes_since``).
     version: int = field(default=0, compare=False)
 
@@ -116,6 +131,7 @@ class Instance:
             "state": self.state,
             "state_reason": self.state_reason,
             "terminated_at": self.terminated_at,
+            "expires_at": self.expires_at,
         }
 
 
@@ -144,7 +160,31 @@ class FaultSettings:
 
 def rfc3339_now() -> str:
     """The current UTC time as RFC 3339 with second precision (``2026-01-02T03:04:05Z``)."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339(time.time())
+
+
+def rfc3339(timestamp: float) -> str:
+    """A Unix time as RFC 3339 UTC with second precision (``2026-01-02T03:04:05Z``)."""
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def expiry_of(launch_time: str, tags: Mapping[str, str]) -> float | None:
+    """Unix time at which the cloud ends an instance: launch time + its ``xce:max_lifetime`` tag.
+
+    ``None`` without the tag. A malformed tag raises ``InvalidParameterValue`` (the cloud refuses
+    the call, as EC2 refuses a malformed parameter); an unreadable launch time, ``ValueError``.
+    """
+    value = tags.get(MAX_LIFETIME)
+    if value is None:
+        return None
+    try:
+        seconds = parse_max_lifetime(value)
+    except ValueError as exc:
+        raise InvalidParameterValue(f"InvalidParameterValue: {exc}") from None
+    launched = datetime.fromisoformat(launch_time)
+    if launched.tzinfo is None:
+        launched = launched.replace(tzinfo=UTC)
+    return launched.timestamp() + seconds
 
 
 _SCHEMA: Final = """
@@ -165,7 +205,9 @@ CREATE TABLE IF NOT EXISTS instances (
     state         TEXT NOT NULL,
     state_reason  TEXT NOT NULL DEFAULT '',
     terminated_at TEXT NOT NULL DEFAULT '',
-    version       INTEGER NOT NULL
+    version       INTEGER NOT NULL,
+    -- Unix time of launch_time + xce:max_lifetime; NULL: never expires (schema 3).
+    expires_at    REAL
 );
 -- Live instances own their token and their address; terminated ones release both.
 CREATE UNIQUE INDEX IF NOT EXISTS instances_live_token
@@ -200,7 +242,13 @@ CREATE TABLE IF NOT EXISTS capacity (
 
 _COLUMNS: Final = (
     "seq, id, name, flavor, image, user_data, client_token, addr, launch_time, state, "
-    "state_reason, terminated_at, version"
+    "state_reason, terminated_at, version, expires_at"
+)
+# Created after the schema migration (a version 2 store has no expires_at column before it).
+# Partial: the sweep looks only at live instances that can expire, so it stays O(due).
+_EXPIRY_INDEX: Final = (
+    "CREATE INDEX IF NOT EXISTS instances_live_expiry ON instances(expires_at) "
+    "WHERE state != 'terminated' AND expires_at IS NOT NULL"
 )
 
 
@@ -212,13 +260,17 @@ class CloudStore:
     ``xceprov sim`` tooling and the simulated hosts leave it ``False`` so that inspecting the
     cloud never fails at random. Capacity limits always apply to creates.
 
+    ``clock`` gives the cloud's current Unix time (launch times, terminations, expiry); tests
+    pass their own to move time without sleeping.
+
     One object may be shared by threads; each thread (and each forked process) gets its own
     SQLite connection.
     """
 
-    def __init__(self, path: Path, *, api_faults: bool = False) -> None:
+    def __init__(self, path: Path, *, api_faults: bool = False, clock: Callable[[], float] = time.time) -> None:
         self.path = Path(path)
         self.api_faults = api_faults
+        self.clock = clock
         self._local = threading.local()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._init_schema()
@@ -281,14 +333,38 @@ class CloudStore:
                 "('version', '0'), ('draws', '0')",
                 (str(_SCHEMA_VERSION), str(_FIRST_OFFSET)),
             )
-            if int(self._meta(conn, "schema") or 0) < 2:
+            schema = int(self._meta(conn, "schema") or 0)
+            if schema < 2:
                 # Version 1 stores had no per-flavor counters: derive them once.
                 conn.execute("DELETE FROM flavor_live")
                 conn.execute(
                     "INSERT INTO flavor_live(flavor, live) SELECT flavor, COUNT(*) FROM instances "
                     "WHERE state != 'terminated' GROUP BY flavor"
                 )
+            if schema < 3:
+                self._add_expiry(conn)
+            conn.execute(_EXPIRY_INDEX)
+            if schema < _SCHEMA_VERSION:
                 self._set_meta(conn, "schema", str(_SCHEMA_VERSION))
+
+    @staticmethod
+    def _add_expiry(conn: sqlite3.Connection) -> None:
+        """Schema 3: the ``expires_at`` column, filled in for live instances that carry the tag."""
+        columns = {str(row[1]) for row in conn.execute("PRAGMA table_info(instances)")}
+        if "expires_at" not in columns:
+            conn.execute("ALTER TABLE instances ADD COLUMN expires_at REAL")
+        rows = conn.execute(
+            "SELECT i.id, i.launch_time, t.value FROM instances i JOIN tags t ON t.instance_id = i.id "
+            "WHERE i.state != 'terminated' AND t.key = ?",
+            (MAX_LIFETIME,),
+        ).fetchall()
+        for instance_id, launch_time, value in rows:
+            try:
+                expires = expiry_of(str(launch_time), {MAX_LIFETIME: str(value)})
+            except (CloudError, ValueError):
+                # A value the cloud would have refused never had a lifetime: it does not expire.
+                expires = None
+            conn.execute("UPDATE instances SET expires_at = ? WHERE id = ?", (expires, instance_id))
 
     # ---------------------------------------------------------------- meta helpers
 
@@ -364,6 +440,11 @@ class CloudStore:
         for an injected API fault.
         """
         faults = self._api_call("create")
+        when = launch_time or rfc3339(self.clock())
+        # Refused before anything is written, as a cloud refuses a malformed parameter.
+        expires = expiry_of(when, tags)
+        # Due instances go first: they give back their capacity, address and client token.
+        self.expire_due()
         with self._write() as conn:
             if client_token:
                 existing = conn.execute(
@@ -387,11 +468,10 @@ class CloudStore:
             )
             version = self._bump_version(conn)
             instance_id = "i-" + secrets.token_hex(6)
-            when = launch_time or rfc3339_now()
             conn.execute(
                 "INSERT INTO instances(id, name, flavor, image, user_data, client_token, addr, "
-                "launch_time, state, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?)",
-                (instance_id, name, flavor, image, user_data, client_token, addr, when, version),
+                "launch_time, state, version, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?)",
+                (instance_id, name, flavor, image, user_data, client_token, addr, when, version, expires),
             )
             conn.executemany(
                 "INSERT INTO tags(instance_id, key, value) VALUES (?, ?, ?)",
@@ -414,6 +494,7 @@ class CloudStore:
             address=_addr_text(addr),
             launch_time=when,
             state=RUNNING,
+            expires_at="" if expires is None else rfc3339(expires),
             version=version,
         )
 
@@ -442,6 +523,7 @@ class CloudStore:
     def get(self, instance_id: str) -> Instance | None:
         """The instance with this id (terminated ones included), or ``None`` if there is none."""
         self._api_call("read")
+        self.expire_due()
         with self._read() as conn:
             row = conn.execute(f"SELECT {_COLUMNS} FROM instances WHERE id = ?", (instance_id,)).fetchone()
             return None if row is None else self._row_to_instance(conn, row)
@@ -452,14 +534,36 @@ class CloudStore:
         return self._terminate(instance_id, reason)
 
     def _terminate(self, instance_id: str, reason: str) -> bool:
+        # An instance already past its expiry was ended by the cloud, not by this call.
+        self.expire_due()
         with self._write() as conn:
             row = conn.execute(
                 "SELECT addr, flavor FROM instances WHERE id = ? AND state != 'terminated'", (instance_id,)
             ).fetchone()
             if row is None:
                 return False
-            self._mark_terminated(conn, instance_id, int(row[0]), str(row[1]), reason, rfc3339_now())
+            self._mark_terminated(conn, instance_id, int(row[0]), str(row[1]), reason, rfc3339(self.clock()))
             return True
+
+    def expire_due(self) -> list[Instance]:
+        """Terminate every live instance past its expiry, reason ``expired``; returns them.
+
+        The cloud's own action (no injected API fault applies), run first by every instance
+        operation of the store, so nobody ever sees an instance alive past its expiry.
+        ``terminated_at`` is the expiry itself, whenever the sweep ran. Nothing due (the usual
+        case) costs one indexed read and takes no write lock.
+        """
+        now = self.clock()
+        with self._read() as conn:
+            due = conn.execute(_DUE + " LIMIT 1", (now,)).fetchone()
+        if due is None:
+            return []
+        with self._write() as conn:
+            start = int(self._meta(conn, "version") or 0)
+            # Read again under the write lock: another process may have swept them meanwhile.
+            for rid, addr, flavor, expires in conn.execute(_DUE, (now,)).fetchall():
+                self._mark_terminated(conn, str(rid), int(addr), str(flavor), REASON_EXPIRED, rfc3339(float(expires)))
+            return self._select(conn, "i.version > ?", [start], order="i.version")
 
     def _mark_terminated(
         self, conn: sqlite3.Connection, instance_id: str, addr: int, flavor: str, reason: str, when: str
@@ -475,15 +579,23 @@ class CloudStore:
         conn.execute("UPDATE flavor_live SET live = live - 1 WHERE flavor = ?", (flavor,))
 
     def update_tags(self, instance_id: str, tags: Mapping[str, str]) -> Instance:
-        """Replace the tags of a live instance (the whole map, like Terraform's ``tags``)."""
+        """Replace the tags of a live instance (the whole map, like Terraform's ``tags``).
+
+        A changed ``xce:max_lifetime`` moves the expiry (from the launch time, not from now); one
+        already past ends the instance at the next operation.
+        """
+        self.expire_due()
         with self._write() as conn:
             row = conn.execute(
-                "SELECT state FROM instances WHERE id = ?", (instance_id,)
+                "SELECT state, launch_time FROM instances WHERE id = ?", (instance_id,)
             ).fetchone()
             if row is None or row[0] == TERMINATED:
                 raise InstanceNotFound(f"InvalidInstanceID.NotFound: no live instance {instance_id}")
+            expires = expiry_of(str(row[1]), tags)
             version = self._bump_version(conn)
-            conn.execute("UPDATE instances SET version = ? WHERE id = ?", (version, instance_id))
+            conn.execute(
+                "UPDATE instances SET version = ?, expires_at = ? WHERE id = ?", (version, expires, instance_id)
+            )
             conn.execute("DELETE FROM tags WHERE instance_id = ?", (instance_id,))
             conn.executemany(
                 "INSERT INTO tags(instance_id, key, value) VALUES (?, ?, ?)",
@@ -501,6 +613,7 @@ class CloudStore:
         return self._set_run_state(instance_id, STOPPED, RUNNING, "")
 
     def _set_run_state(self, instance_id: str, before: str, after: str, reason: str) -> Instance:
+        self.expire_due()
         with self._write() as conn:
             row = conn.execute("SELECT state FROM instances WHERE id = ?", (instance_id,)).fetchone()
             if row is None or row[0] == TERMINATED:
@@ -519,6 +632,7 @@ class CloudStore:
     ) -> list[Instance]:
         """Instances whose tags contain every pair of ``tag_filter``, oldest first."""
         self._api_call("read")
+        self.expire_due()
         where, params = _where(tag_filter, include_terminated)
         with self._read() as conn:
             return self._select(conn, where, params)
@@ -529,6 +643,7 @@ class CloudStore:
         A watcher (the simulated hosts) polls this with the version it got last time and so
         sees every launch, tag change and termination exactly once, at O(changes) cost.
         """
+        self.expire_due()
         with self._read() as conn:
             current = int(self._meta(conn, "version") or 0)
             changed = self._select(conn, "i.version > ?", [version], order="i.version")
@@ -662,6 +777,7 @@ class CloudStore:
         """
         if (instance_id is None) == (flavor is None):
             raise ValueError("spot reclaim needs exactly one of an instance id or a flavor")
+        self.expire_due()
         with self._write() as conn:
             if instance_id is not None:
                 rows = conn.execute(
@@ -672,7 +788,7 @@ class CloudStore:
                 rows = conn.execute(
                     "SELECT id, addr, flavor FROM instances WHERE flavor = ? AND state = 'running'", (flavor,)
                 ).fetchall()
-            now = rfc3339_now()
+            now = rfc3339(self.clock())
             for rid, addr, rflavor in rows:
                 self._mark_terminated(conn, str(rid), int(addr), str(rflavor), REASON_SPOT, now)
         out = [self.get_unfaulted(rid) for rid, _, _ in rows]
@@ -721,7 +837,7 @@ def _addr_text(offset: int) -> str:
 
 
 def _instance(row: tuple[object, ...], tags: Mapping[str, str]) -> Instance:
-    (_seq, iid, name, flavor, image, user_data, token, addr, launch, state, reason, term_at, version) = row
+    (_seq, iid, name, flavor, image, user_data, token, addr, launch, state, reason, term_at, version, expires) = row
     return Instance(
         id=str(iid),
         name=str(name),
@@ -735,8 +851,16 @@ def _instance(row: tuple[object, ...], tags: Mapping[str, str]) -> Instance:
         state=str(state),  # type: ignore[arg-type]
         state_reason=str(reason),
         terminated_at=str(term_at),
+        expires_at="" if expires is None else rfc3339(float(expires)),  # type: ignore[arg-type]
         version=int(version),  # type: ignore[call-overload]
     )
+
+
+# Live instances past their expiry at a given Unix time (uses the partial index instances_live_expiry).
+_DUE: Final = (
+    "SELECT id, addr, flavor, expires_at FROM instances "
+    "WHERE state != 'terminated' AND expires_at IS NOT NULL AND expires_at <= ? ORDER BY expires_at"
+)
 
 
 def _split_sql(script: str) -> list[str]:
@@ -745,6 +869,7 @@ def _split_sql(script: str) -> list[str]:
 
 
 __all__ = [
+    "REASON_EXPIRED",
     "RUNNING",
     "STOPPED",
     "TERMINATED",
@@ -757,4 +882,5 @@ __all__ = [
     "Instance",
     "InstanceNotFound",
     "InsufficientCapacity",
+    "InvalidParameterValue",
 ]

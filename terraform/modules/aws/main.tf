@@ -5,6 +5,14 @@ locals {
     for key, inst in var.instances : key => merge(var.common_tags, { Name = inst.name }, inst.tags)
   }
 
+  # The cloud backstop: each instance's maximum lifetime in seconds (its owner tag
+  # xce:max_lifetime, checked by the instances validation), null for none. EC2 has no maximum
+  # lifetime of its own for an instance: the user data powers the host off at that age and the
+  # shutdown behaviour "terminate" makes EC2 terminate it (see the README).
+  max_lifetime = {
+    for key, inst in var.instances : key => tonumber(lookup(inst.tags, "xce:max_lifetime", null))
+  }
+
   # The states in which an instance still exists and may cost money.
   live_states = ["pending", "running", "shutting-down", "stopping", "stopped"]
 }
@@ -27,6 +35,8 @@ resource "aws_instance" "this" {
   # A changed user data must neither stop/start nor replace a running host (see ignore_changes).
   user_data_replace_on_change = false
 
+  # "terminate" by default: a poweroff inside the host, the max_lifetime shutdown included,
+  # terminates the instance instead of leaving a stopped one that still costs its volumes.
   instance_initiated_shutdown_behavior = var.settings.shutdown_behavior
 
   # Both go out in RunInstances' TagSpecifications, so the instance and every volume attached at
@@ -78,6 +88,13 @@ resource "aws_instance" "this" {
     precondition {
       condition     = length(local.tags[each.key]) <= 50
       error_message = "Instance ${each.key}: EC2 allows at most 50 tags per resource."
+    }
+
+    precondition {
+      # The backstop's shutdown must end the instance: with "stop" a forgotten instance would
+      # linger stopped, still paying for its volumes and holding its quota.
+      condition     = local.max_lifetime[each.key] == null || var.settings.shutdown_behavior == "terminate"
+      error_message = "Instance ${each.key}: it has an xce:max_lifetime but settings.shutdown_behavior is \"stop\", so its shutdown at the end of the lifetime would only stop it; use \"terminate\" (the default) or remove max_lifetime."
     }
   }
 }

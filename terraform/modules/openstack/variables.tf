@@ -49,6 +49,15 @@ variable "instances" {
   }
 
   validation {
+    # The cloud backstop (providers.<name>.max_lifetime), an optional owner tag: whole seconds
+    # from launch, the same rule everywhere. Here the in-host shutdown at that age powers the server off; Nova has no expiry of its own, so it is stopped, not deleted.
+    condition = alltrue([
+      for k, i in var.instances : can(regex("^[1-9][0-9]{0,9}$", i.tags["xce:max_lifetime"])) if contains(keys(i.tags), "xce:max_lifetime")
+    ])
+    error_message = "An instance's xce:max_lifetime tag must be a whole number of seconds: 1 to 10 digits, no unit, sign or leading zero."
+  }
+
+  validation {
     condition     = alltrue([for k, i in var.instances : trimspace(i.name) != "" && i.flavor != "" && i.image != ""])
     error_message = "Every instance needs a non-empty name, flavor and image."
   }

@@ -429,7 +429,8 @@ def _good(name: str) -> dict[str, Any]:
             }
         },
         "common_tags": {"xce:cluster": "demo", "xce:provider": "burst", "site": "lab"},
-        "settings": SETTINGS[name],
+        # A copy: the cases below change settings in place, and SETTINGS is shared by every test.
+        "settings": dict(SETTINGS[name]),
     }
 
 
@@ -576,6 +577,40 @@ def test_example_requires_the_modules_provider(name: str) -> None:
     assert set(named(example["provider"])) == {local_name}
 
 
+# The cloud backstop: the optional owner tag xce:max_lifetime (whole seconds from launch).
+
+LIFETIME_MESSAGE = "xce:max_lifetime tag must be a whole number of seconds"
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_every_module_validates_the_max_lifetime_tag(name: str) -> None:
+    variables = named(parse_dir(module_dir(name))["variable"])
+    validations = [v for v in variables["instances"]["validation"] if '"xce:max_lifetime"' in v["condition"]]
+    assert len(validations) == 1, f"{name}: no validation of xce:max_lifetime"
+    # The same rule as orchestrator.model.tags.parse_max_lifetime and the simulated cloud.
+    assert "^[1-9][0-9]{0,9}$" in validations[0]["condition"]
+    assert LIFETIME_MESSAGE in validations[0]["error_message"]
+
+
+def test_aws_terminates_on_shutdown_and_refuses_stop_with_a_lifetime() -> None:
+    config = parse_dir(module_dir("aws"))
+    body = typed(config["resource"])[("aws_instance", "this")]
+    assert body["instance_initiated_shutdown_behavior"] == "${var.settings.shutdown_behavior}"
+    settings_type = squash(named(config["variable"])["settings"]["type"])
+    assert 'shutdown_behavior=optional(string,"terminate")' in settings_type
+    # The lifetime is typed (a number read from the tag), never spliced into code.
+    lifetime = squash(locals_of(config)["max_lifetime"])
+    assert 'tonumber(lookup(inst.tags,"xce:max_lifetime",null))' in lifetime
+    conditions = [squash(p["condition"]) for p in body["lifecycle"][0]["precondition"]]
+    assert '${local.max_lifetime[each.key]==null||var.settings.shutdown_behavior=="terminate"}' in conditions
+
+
+def _with_lifetime(name: str, value: str) -> dict[str, Any]:
+    good = _good(name)
+    good["instances"][KEY]["tags"]["xce:max_lifetime"] = value
+    return good
+
+
 @pytest.mark.usefixtures("terraform_cli")
 @pytest.mark.parametrize("name", MODULES)
 def test_example_inputs_pass_the_module_validations(validation_dirs: dict[str, Path], name: str) -> None:
@@ -586,3 +621,58 @@ def test_example_inputs_pass_the_module_validations(validation_dirs: dict[str, P
     retcode, text = _plan(validation_dirs[name], value, "example")
     assert retcode == 0, text
     assert f"count = {len(value['instances'])}" in text
+
+
+@pytest.mark.usefixtures("terraform_cli")
+@pytest.mark.parametrize("name", MODULES)
+def test_validations_accept_a_rendered_lifetime(validation_dirs: dict[str, Path], name: str) -> None:
+    for value in ("604800", "60", "9999999999"):
+        retcode, text = _plan(validation_dirs[name], _with_lifetime(name, value), "lifetime")
+        assert retcode == 0, text
+
+
+@pytest.mark.usefixtures("terraform_cli")
+@pytest.mark.parametrize("name", MODULES)
+@pytest.mark.parametrize("value", ["7d", "0", "-60", "1.5", "", " 60", "060", "12345678901"])
+def test_validations_refuse_a_malformed_lifetime(validation_dirs: dict[str, Path], name: str, value: str) -> None:
+    retcode, text = _plan(validation_dirs[name], _with_lifetime(name, value), "bad-lifetime")
+    assert retcode != 0, f"{name}: xce:max_lifetime {value!r} was accepted"
+    assert LIFETIME_MESSAGE in squash_spaces(text), text
+
+
+def _unwrap(expression: str) -> str:
+    """A parsed ``${...}`` expression back to its HCL source."""
+    assert expression.startswith("${") and expression.endswith("}"), expression
+    return expression[2:-1]
+
+
+@pytest.mark.usefixtures("terraform_cli")
+@pytest.mark.parametrize(
+    ("behavior", "lifetime", "refused"),
+    [("stop", "604800", True), ("stop", None, False), ("terminate", "604800", False)],
+    ids=["stop-with-lifetime", "stop-without", "terminate-with-lifetime"],
+)
+def test_aws_lifetime_precondition_in_action(
+    tmp_path: Path, behavior: str, lifetime: str | None, refused: bool
+) -> None:
+    # The module's own expressions (its max_lifetime local and its precondition), planned on the
+    # built-in terraform_data resource: no AWS provider needed.
+    config = parse_dir(module_dir("aws"))
+    body = typed(config["resource"])[("aws_instance", "this")]
+    (condition,) = [p["condition"] for p in body["lifecycle"][0]["precondition"] if "max_lifetime" in p["condition"]]
+    work = tmp_path / "probe"
+    work.mkdir()
+    shutil.copy(module_dir("aws") / "variables.tf", work / "variables.tf")
+    (work / "probe.tf").write_text(
+        f"locals {{\n  max_lifetime = {_unwrap(locals_of(config)['max_lifetime'])}\n}}\n"
+        'resource "terraform_data" "this" {\n  for_each = var.instances\n  lifecycle {\n'
+        f'    precondition {{\n      condition     = {_unwrap(condition)}\n'
+        '      error_message = "Lifetime precondition failed."\n    }\n  }\n}\n'
+    )
+    value = _good("aws") if lifetime is None else _with_lifetime("aws", lifetime)
+    value["settings"]["shutdown_behavior"] = behavior
+    retcode, text = _plan(work, value, "precondition")
+    if refused:
+        assert retcode != 0 and "Lifetime precondition failed." in text, text
+    else:
+        assert retcode == 0, text
