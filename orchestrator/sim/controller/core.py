@@ -313,6 +313,7 @@ class ControllerCore:
                 self.hosts[host.hid] = host
             # The first expectedHost fact of a record names it for good: replaying the facts
             # after a restart gives the record the same key, which finds its joins again.
+            new_record = not host.record_fact_id
             host.record_fact_id = host.record_fact_id or f.fact_id
             host.instance_id = f.instance_id or host.instance_id
             host.host_name = f.host_name or host.host_name
@@ -323,7 +324,7 @@ class ControllerCore:
             host.address = f.address or host.address
             host.join_deadline_ms = f.join_deadline_ms
             host.overdue = False
-            if host.ever_joined and not replay:
+            if new_record and host.ever_joined and not replay:
                 # A worker that joined before its record existed (as a static host): the record
                 # starts joined, durably, like one the worker joined afterwards.
                 self.store.record_join(host.record_fact_id, host.provider, host.instance_id, host.host_name,
@@ -461,7 +462,8 @@ class ControllerCore:
         self._host_event("joined", host)
         if not host.busy_work:
             host.idle_since_ms = host.idle_since_ms or now_ms
-            self._host_event("idleSince", host)
+            # A closed host rejoins closed: it is not offered as idle supply.
+            self._host_event("closed" if host.closed else "idleSince", host)
         return host
 
     def _host_for_ref(self, provider: str, instance_id: str, host_name: str) -> Host | None:

@@ -49,7 +49,6 @@ CREATE TABLE IF NOT EXISTS host_records (
     instance_id TEXT NOT NULL,
     host_name TEXT NOT NULL,
     joined_ms INTEGER NOT NULL,
-    last_joined_ms INTEGER NOT NULL,
     closed_ms INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS decommissioned (
@@ -92,9 +91,9 @@ class FactRecord:
 class HostRecord:
     """What the controller durably knows of an expected-host record beyond its facts.
 
-    ``joined_ms``: the first join (0: never joined); ``last_joined_ms``: the latest (re)join;
-    ``closed_ms``: when it was closed (0: open). ``instance_id`` and ``host_name`` are the ones
-    the worker joined with, which may fill in what the fact left empty.
+    ``joined_ms``: the first join (0: never joined); ``closed_ms``: when it was closed (0: open).
+    ``instance_id`` and ``host_name`` are the ones the worker last joined with, which may fill in
+    what the fact left empty.
     """
 
     record_fact_id: int
@@ -102,7 +101,6 @@ class HostRecord:
     instance_id: str = ""
     host_name: str = ""
     joined_ms: int = 0
-    last_joined_ms: int = 0
     closed_ms: int = 0
 
 
@@ -255,20 +253,19 @@ class ControllerStore:
         """Durably note that a worker joined the record (the first join's time is kept)."""
         with self._lock:
             self._db.execute(
-                "INSERT INTO host_records (record_fact_id, provider, instance_id, host_name, joined_ms, "
-                "last_joined_ms, closed_ms) VALUES (?,?,?,?,?,?,0) ON CONFLICT (record_fact_id) DO UPDATE SET "
+                "INSERT INTO host_records (record_fact_id, provider, instance_id, host_name, joined_ms, closed_ms) "
+                "VALUES (?,?,?,?,?,0) ON CONFLICT (record_fact_id) DO UPDATE SET "
                 "instance_id=excluded.instance_id, host_name=excluded.host_name, "
-                "joined_ms=CASE WHEN joined_ms=0 THEN excluded.joined_ms ELSE joined_ms END, "
-                "last_joined_ms=excluded.last_joined_ms",
-                (record_fact_id, provider, instance_id, host_name, time_ms, time_ms),
+                "joined_ms=CASE WHEN joined_ms=0 THEN excluded.joined_ms ELSE joined_ms END",
+                (record_fact_id, provider, instance_id, host_name, time_ms),
             )
 
     def record_close(self, record_fact_id: int, provider: str, time_ms: int) -> None:
         """Durably note that the record was closed (no new work, across restarts too)."""
         with self._lock:
             self._db.execute(
-                "INSERT INTO host_records (record_fact_id, provider, instance_id, host_name, joined_ms, "
-                "last_joined_ms, closed_ms) VALUES (?,?,'','',0,0,?) ON CONFLICT (record_fact_id) DO UPDATE SET "
+                "INSERT INTO host_records (record_fact_id, provider, instance_id, host_name, joined_ms, closed_ms) "
+                "VALUES (?,?,'','',0,?) ON CONFLICT (record_fact_id) DO UPDATE SET "
                 "closed_ms=CASE WHEN closed_ms=0 THEN excluded.closed_ms ELSE closed_ms END",
                 (record_fact_id, provider, time_ms),
             )
@@ -282,13 +279,9 @@ class ControllerStore:
         """Every host record, by the ``factId`` of the ``expectedHost`` fact that made it."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT record_fact_id, provider, instance_id, host_name, joined_ms, last_joined_ms, closed_ms "
-                "FROM host_records"
+                "SELECT record_fact_id, provider, instance_id, host_name, joined_ms, closed_ms FROM host_records"
             ).fetchall()
-        return {
-            int(r[0]): HostRecord(int(r[0]), str(r[1]), str(r[2]), str(r[3]), int(r[4]), int(r[5]), int(r[6]))
-            for r in rows
-        }
+        return {int(r[0]): HostRecord(int(r[0]), str(r[1]), str(r[2]), str(r[3]), int(r[4]), int(r[5])) for r in rows}
 
     # -- decommissioned hosts --------------------------------------------------------------
 

@@ -73,8 +73,11 @@ def test_close_survives_a_restart(tmp_path: Path, store: ControllerStore, clock:
     store = ControllerStore(tmp_path)
     try:
         core = new_core(store, clock)
+        prov = FakeConn(100)
+        core.add_session(prov.session(role="provisioner", instance_id="A", providers=frozenset({"sim"})))
         _, _, back = worker(core, 1, idle.host_name, idle.instance_id, credential_key=idle.instance_key)
         assert isinstance(back, Host) and back.state() == "closed"
+        assert _events(prov, back) == [("joined", "closed"), ("closed", "closed")]  # never offered as idle
         core.submit("cpu", 1, WORK_S)
         assert back.busy_work == 0 and demand_of(core, "cpu")["wanted"] == 1
     finally:
