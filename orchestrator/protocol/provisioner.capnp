@@ -139,6 +139,9 @@ struct Fact {
 struct Ack {
   factId @0 :UInt64;            # the committed fact's id (0 for acks that commit no fact)
   committedUnixMs @1 :Int64;
+  hostState @2 :HostState;      # hostClose: closed (idle, closed at once) or closing (its work still
+                                # runs; closed when it ends); hostDecommission: decommissioned;
+                                # unknown for commitFact
 }
 
 enum RejectReason {
@@ -175,11 +178,12 @@ enum HostState {
   joined @2;            # worker joined, state not yet known (transient)
   idle @3;              # joined, no work
   busy @4;              # joined, running work
-  closed @5;            # draining: takes no new work
+  closed @5;            # closed and drained: takes no new work and runs none
   decommissioned @6;    # removed from the cluster; a rejoin is refused
   lost @7;              # was joined, connection gone past the loss timeout
   overdue @8;           # expected, past its join deadline without joining
   disconnected @9;      # joined, connection gone, not yet lost
+  closing @10;          # closed while its work still runs: takes no new work; closed when the work ends
 }
 
 struct HostRef {
@@ -189,6 +193,8 @@ struct HostRef {
   instanceId @2 :Text;
   hostName @3 :Text;
   reason @4 :Text;
+  force @5 :Bool;               # hostDecommission only: also a host running work (its work is stopped);
+                                # without it a busy or closing host is refused (error refused)
 }
 
 struct HostStatusQuery {
@@ -205,9 +211,9 @@ struct HostInfo {
   template @5 :Text;
   address @6 :Text;
   state @7 :HostState;
-  idleSinceUnixMs @8 :Int64;    # idle only
+  idleSinceUnixMs @8 :Int64;    # idle and closed only
   joinDeadlineUnixMs @9 :Int64; # expected/overdue only
-  joinedUnixMs @10 :Int64;
+  joinedUnixMs @10 :Int64;      # first join of this host record (durable: kept across controller restarts)
 }
 
 struct HostList {
@@ -221,7 +227,8 @@ enum HostEventKind {
   joinOverdue @3;       # expected host past its join deadline
   busy @4;
   decommissioned @5;
-  closed @6;
+  closed @6;            # closed and drained (at once for an idle host, else when its work ends)
+  closing @7;           # closed while running work (hostClose of a busy host)
 }
 
 struct HostEvent {
@@ -268,6 +275,8 @@ struct ControllerStatus {
   connections @6 :UInt32;
   pendingWork @7 :UInt32;
   runningWork @8 :UInt32;
+  termStartedMs @9 :Int64;      # wall-clock unix ms at which the current term started (durable with
+                                # the term; 0 from a controller that does not report it)
 }
 
 struct WorkerHeartbeat {
@@ -328,8 +337,8 @@ struct Envelope {
     leaseRelease @5 :LeaseRequest;        # -> ok | leaseDeny | error
     commitFact @6 :Fact;                  # -> ack | reject
     queryFacts @7 :QueryFacts;            # -> factList | error
-    hostClose @8 :HostRef;                # -> ack | reject | error(unknownHost)
-    hostDecommission @9 :HostRef;         # -> ack | reject | error(unknownHost)
+    hostClose @8 :HostRef;                # -> ack {hostState} | reject | error(unknownHost)
+    hostDecommission @9 :HostRef;         # -> ack | reject | error(unknownHost | refused: runs work, no force)
     hostStatus @10 :HostStatusQuery;      # -> hostList | error
     requestDemand @11 :Void;              # -> demand (the current snapshot, as a reply)
     queryStatus @12 :Void;                # -> status

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -77,6 +78,7 @@ class StatusReport:
     hosts: int
     pending_work: int
     running_work: int
+    term_started: float = 0.0  # unix seconds the controller's current term started (0: not reported)
 
     def to_json(self) -> dict[str, Any]:
         """The report as plain JSON values (``xceprov status --json``)."""
@@ -151,14 +153,22 @@ def collect_status(loaded: LoadedConfig) -> StatusReport:
         hosts=len(status.hosts),
         pending_work=status.pending_work,
         running_work=status.running_work,
+        term_started=status.term_started,
     )
+
+
+def term_since(started: float) -> str:
+    """`` since <UTC time>`` of a term start in unix seconds ("" when the controller did not say)."""
+    if started <= 0:
+        return ""
+    return " since " + time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
 
 
 def render_text(report: StatusReport, providers: list[str]) -> str:
     """The human-readable report."""
     lines = [
         f"controller  {report.link.address}  primary {report.primary}  term {report.term}"
-        f"  id {report.controller_id or '-'}",
+        f"{term_since(report.term_started)}  id {report.controller_id or '-'}",
         "",
         "leases (by the controller's clock)",
     ]

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from sim_controller_helpers import connect, join_provisioner, join_worker, lease  # noqa: E402
+from sim_controller_helpers import commit, connect, join_provisioner, join_worker, lease  # noqa: E402
 from sim_controller_helpers import free_port as _free_port  # noqa: E402
 from sim_controller_helpers import wait_for as _wait_for  # noqa: E402
 
@@ -158,6 +158,67 @@ def test_real_client_link_with_the_issued_certificate(world: tuple[Path, Path, i
         assert snap is not None and snap.term == term + 1 and wanted() == 3
     finally:
         link.close()
+
+
+def _hosts(prov: Any) -> list[dict[str, Any]]:
+    return list(prov.request(lambda env: setattr(env.init("hostStatus"), "provider", "sim")).body["hosts"])
+
+
+def test_a_restarted_controller_knows_who_joined_and_when_its_term_started(world: tuple[Path, Path, int]) -> None:
+    """A process restart (sim down, sim up): the joined host is not never-joined, its worker's rejoin
+    matches the durable record, and ``xceprov status`` shows the new term and when it started."""
+    config, _, port = world
+
+    def up() -> dict[str, str]:
+        r = _xceprov(config, "sim", "up", "--only", "controller", "--controller-port", str(port), "--json")
+        assert r.returncode == 0, r.stderr
+        return dict(json.loads(r.stdout)["controller_tls"])
+
+    def status() -> dict[str, Any]:
+        r = _xceprov(config, "status", "--json")
+        assert r.returncode == 0, r.stderr
+        return dict(json.loads(r.stdout))
+
+    files = up()
+    ca, cert = Path(files["ca"]), (Path(files["client_cert"]), Path(files["client_key"]))
+    token = join_token(read_join_key(Path(files["join_key"])), "op-1-000", "op-1-000")
+    before = status()
+    prov = connect(("127.0.0.1", port), ca, cert=cert)
+    w = connect(("127.0.0.1", port), ca)
+    try:
+        join_provisioner(prov, "orch", ["sim"])
+        g = lease(prov, "leaseAcquire", "sim").body["epoch"]
+        r = commit(
+            prov, "sim", (g["term"], g["seq"]), kind="expectedHost", opId="op-1", instanceKey="op-1-000",
+            instanceId="i-1", hostName="op-1-000", template="cpu", joinDeadlineUnixMs=2**40,
+        )  # fmt: skip
+        assert r.kind == "ack"
+        assert join_worker(w, "op-1-000", "i-1", token=token, instance_key="op-1-000").kind == "joined"
+        [joined] = _hosts(prov)
+        assert joined["state"] == "idle" and joined["joinedUnixMs"] > 0
+    finally:
+        prov.close()
+        w.close()
+
+    assert _xceprov(config, "sim", "down").returncode == 0
+    up()
+    after = status()
+    assert after["term"] == before["term"] + 1 and after["term_started"] > before["term_started"] > 0
+    text = _xceprov(config, "status").stdout
+    assert f"term {after['term']} since " in text
+    prov = connect(("127.0.0.1", port), ca, cert=cert)
+    w = connect(("127.0.0.1", port), ca)
+    try:
+        join_provisioner(prov, "orch", ["sim"])
+        [known] = _hosts(prov)
+        assert (known["state"], known["joinedUnixMs"]) == ("disconnected", joined["joinedUnixMs"])
+        assert join_worker(w, "op-1-000", "i-1", token=token, instance_key="op-1-000").body["hostState"] == "idle"
+        [back] = _hosts(prov)
+        assert (back["instanceKey"], back["state"]) == ("op-1-000", "idle")
+        assert back["joinedUnixMs"] == joined["joinedUnixMs"]
+    finally:
+        prov.close()
+        w.close()
 
 
 def test_cli_without_controller_says_so(tmp_path: Path) -> None:

@@ -190,4 +190,5 @@ def controller_status(d: Dict) -> ControllerStatus:
         connections=_i(d, "connections"),
         pending_work=_i(d, "pendingWork"),
         running_work=_i(d, "runningWork"),
+        term_started=_sec(d, "termStartedMs"),
     )

@@ -94,6 +94,9 @@ class ControllerStatus:
     connections: int = 0
     pending_work: int = 0
     running_work: int = 0
+    # Unix seconds at which the current term started (0.0: the controller does not report it).
+    # A new term means a failover or restart: the orphan scan's settle window counts from here.
+    term_started: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -143,6 +143,7 @@ def status(state_dir: Path, timeout: float = 10.0) -> dict[str, Any]:
         return {
             "controller_id": str(s.controllerId),
             "term": int(s.term),
+            "term_started_ms": int(s.termStartedMs),
             "primary": str(s.primary),
             "connections": int(s.connections),
             "pending_work": int(s.pendingWork),

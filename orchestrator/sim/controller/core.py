@@ -7,6 +7,12 @@ Lease rules (docs/protocol.md §5): epochs ``(term, seq)``; a lease is valid unt
 grant/renewal + TTL on the monotonic clock; after a term change a provider is granted only to
 its previous holder (the holder on its latest committed fact) until TTL + check interval have
 passed; facts and host mutations are accepted only under the provider's current, valid lease.
+
+What survives a restart (docs/protocol.md §7): the facts, which rebuild the expected-host
+records; each record's joins and close (the store's host records), so a host that joined before
+is known as joined (``disconnected`` until its worker rejoins, ``lost`` if it does not within the
+loss timeout) and never looks never-joined; the decommissioned hosts; the term and its start.
+Leases, workload and connections do not.
 """
 
 from __future__ import annotations
@@ -87,6 +93,7 @@ class ControllerCore:
         self._demand_time_ms = 0
         self.term = 0
         self.term_start = 0.0
+        self.term_started_ms = 0  # wall clock (unix ms), durable with the term: status reports it
         self.seq = 0
         self._load_hosts()
         self.new_term()
@@ -96,7 +103,8 @@ class ControllerCore:
     def new_term(self) -> int:
         """Start a new term (at start and on failover): durable term + 1, empty lease table, grace."""
         with self.lock:
-            self.term = self.store.bump_term()
+            self.term_started_ms = _ms(self.clock.wall())
+            self.term = self.store.bump_term(self.term_started_ms)
             self.term_start = self.clock.monotonic()
             self.seq = 0
             self.leases.clear()
@@ -303,6 +311,10 @@ class ControllerCore:
                 host = Host(hid=self._next_hid)
                 self._next_hid += 1
                 self.hosts[host.hid] = host
+            # The first expectedHost fact of a record names it for good: replaying the facts
+            # after a restart gives the record the same key, which finds its joins again.
+            new_record = not host.record_fact_id
+            host.record_fact_id = host.record_fact_id or f.fact_id
             host.instance_id = f.instance_id or host.instance_id
             host.host_name = f.host_name or host.host_name
             host.instance_key = f.instance_key or host.instance_key
@@ -312,6 +324,11 @@ class ControllerCore:
             host.address = f.address or host.address
             host.join_deadline_ms = f.join_deadline_ms
             host.overdue = False
+            if new_record and host.ever_joined and not replay:
+                # A worker that joined before its record existed (as a static host): the record
+                # starts joined, durably, like one the worker joined afterwards.
+                self.store.record_join(host.record_fact_id, host.provider, host.instance_id, host.host_name,
+                                       host.joined_ms)
         elif f.kind in GONE_KINDS:
             host = self._find_host(f.instance_id, "", f.instance_key)
             if host is None:
@@ -325,13 +342,29 @@ class ControllerCore:
             for w in self.works:
                 if host.hid in w.host_ids:
                     w.host_ids.remove(host.hid)
+            if host.record_fact_id:
+                self.store.forget_record(host.record_fact_id)
             del self.hosts[host.hid]
 
     def _load_hosts(self) -> None:
-        # Expected hosts are facts; rebuild them (no live workers yet: they rejoin).
+        # Expected hosts are facts; rebuild them, then what the store knows of each record.
         for f in self.store.all_facts():
             self._apply_fact(f, replay=True)
+        records = self.store.host_records()
+        now = self.clock.monotonic()
         for h in self.hosts.values():
+            record = records.get(h.record_fact_id)
+            if record is not None:
+                h.closed = record.closed_ms > 0
+                if record.joined_ms:
+                    # Joined before the restart: no live worker yet, so disconnected (never
+                    # expected or overdue), and lost if it does not rejoin within the loss timeout
+                    # counted from now, as if its connection had just dropped (it did).
+                    h.ever_joined = True
+                    h.joined_ms = record.joined_ms
+                    h.instance_id = record.instance_id or h.instance_id
+                    h.host_name = record.host_name or h.host_name
+                    h.disconnected_at = now
             if self.store.is_decommissioned(h.host_name, h.instance_id):
                 h.decommissioned = True
 
@@ -421,12 +454,16 @@ class ControllerCore:
         if not host.ever_joined or not host.joined_ms:
             host.joined_ms = now_ms
         host.ever_joined = True
+        if host.record_fact_id:
+            # Durable before the joined reply: a restart must not make this host look never-joined.
+            self.store.record_join(host.record_fact_id, host.provider, host.instance_id, host.host_name, now_ms)
         session.role = "worker"
         session.host_id = host.hid
         self._host_event("joined", host)
         if not host.busy_work:
             host.idle_since_ms = host.idle_since_ms or now_ms
-            self._host_event("idleSince", host)
+            # A closed host rejoins closed: it is not offered as idle supply.
+            self._host_event("closed" if host.closed else "idleSince", host)
         return host
 
     def _host_for_ref(self, provider: str, instance_id: str, host_name: str) -> Host | None:
@@ -449,26 +486,54 @@ class ControllerCore:
 
     def close_host(
         self, holder: str, provider: str, epoch: Epoch, instance_id: str, host_name: str
-    ) -> RejectV | ErrorV | None:
-        """Drain a host: no new work. Returns ``None`` (ok), a ``RejectV`` or an ``ErrorV``."""
+    ) -> str | RejectV | ErrorV:
+        """Close a host: no new work starts on it; work already running finishes.
+
+        Returns ``"closed"`` when the host runs no work (closed at once) or ``"closing"`` when its
+        work still runs (it becomes ``closed``, with a ``closed`` host event, when the work ends),
+        else a ``RejectV`` (stale epoch) or an ``ErrorV`` (unknown host). Idempotent. The close
+        is durable: a restarted controller starts no work on the host either.
+        """
         with self.lock:
             host = self._fenced_host(holder, provider, epoch, instance_id, host_name)
             if not isinstance(host, Host):
                 return host
+            drain = "closing" if host.busy_work else "closed"
             if not host.closed:
                 host.closed = True
-                self._host_event("closed", host)
+                if host.record_fact_id:
+                    self.store.record_close(host.record_fact_id, host.provider, _ms(self.clock.wall()))
+                self._host_event(drain, host)
                 self.update_demand()
-            return None
+            return drain
 
     def decommission_host(
-        self, holder: str, provider: str, epoch: Epoch, instance_id: str, host_name: str, reason: str
-    ) -> RejectV | ErrorV | None:
-        """Remove a host for good: stop its worker, refuse its rejoin."""
+        self,
+        holder: str,
+        provider: str,
+        epoch: Epoch,
+        instance_id: str,
+        host_name: str,
+        reason: str,
+        *,
+        force: bool = False,
+    ) -> str | RejectV | ErrorV:
+        """Remove a host for good: stop its worker, refuse its rejoin; ``"decommissioned"`` when done.
+
+        A host running work (busy, or closing) is refused with ``ErrorV(refused)`` unless
+        ``force``: nothing removes a host under running work unless the operator says so; the
+        way to return it without force is to close it and wait for ``closed``.
+        """
         with self.lock:
             host = self._fenced_host(holder, provider, epoch, instance_id, host_name)
             if not isinstance(host, Host):
                 return host
+            if host.busy_work and not force:
+                return ErrorV(
+                    "refused",
+                    f"host {host.host_name or host.instance_id!r} is running work (work {host.busy_work}): "
+                    "close it and wait until it is closed, or decommission with force to stop the work",
+                )
             self.store.add_decommissioned(host.host_name, host.instance_id, _ms(self.clock.wall()))
             host.decommissioned = True
             if host.session is not None:
@@ -481,7 +546,7 @@ class ControllerCore:
             host.busy_work = 0
             self._host_event("decommissioned", host)
             self.update_demand()
-            return None
+            return "decommissioned"
 
     def host_list(self, provider: str = "", template: str = "") -> list[Host]:
         """Hosts filtered by provider and template ("" = any)."""
@@ -529,7 +594,8 @@ class ControllerCore:
                     if host is not None and host.busy_work == work.wid:
                         host.busy_work = 0
                         host.idle_since_ms = now_ms
-                        self._host_event("idleSince", host)
+                        # A closing host is drained now: closed (and idle), never offered for work.
+                        self._host_event("closed" if host.closed else "idleSince", host)
         blocked: set[str] = set()
         for work in self.works:
             if work.started or work.template in blocked:
@@ -633,6 +699,7 @@ class ControllerCore:
                 rid,
                 controller_id=self.controller_id,
                 term=self.term,
+                term_started_ms=self.term_started_ms,
                 primary=self.primary,
                 leases=self.lease_infos(),
                 demand=self.demand(),

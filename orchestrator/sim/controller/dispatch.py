@@ -146,17 +146,18 @@ def _provisioner(core: ControllerCore, session: Session, rid: int, kind: str, en
             session.send(wire.reply_error(rid, ErrorV("invalid", f"{kind} needs provider and instanceId or hostName")))
             return
         epoch = wire.epoch_of(ref.epoch)
-        outcome: RejectV | ErrorV | None
+        outcome: str | RejectV | ErrorV
         if kind == "hostClose":
             outcome = core.close_host(holder, provider, epoch, iid, name)
         else:
-            outcome = core.decommission_host(holder, provider, epoch, iid, name, _text(ref.reason))
+            reason = _text(ref.reason)
+            outcome = core.decommission_host(holder, provider, epoch, iid, name, reason, force=bool(ref.force))
         if isinstance(outcome, RejectV):
             session.send(wire.reply_reject(rid, outcome))
         elif isinstance(outcome, ErrorV):
             session.send(wire.reply_error(rid, outcome))
-        else:
-            session.send(wire.reply_ack(rid, 0, _ms(core.clock.wall())))
+        else:  # the host's state after the request: closed, closing or decommissioned
+            session.send(wire.reply_ack(rid, 0, _ms(core.clock.wall()), outcome))
     elif kind == "hostStatus":
         q = env.hostStatus
         hosts: list[Host] = core.host_list(_text(q.provider), _text(q.template))

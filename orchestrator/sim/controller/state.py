@@ -85,6 +85,9 @@ class Host:
     """A host the controller knows: an expected host, a joined worker, or both."""
 
     hid: int
+    # The factId of the expectedHost fact that made this record (0: a static host, no record):
+    # the key of its durable state (joins, close) in the store.
+    record_fact_id: int = 0
     host_name: str = ""
     instance_id: str = ""
     instance_key: str = ""
@@ -98,7 +101,7 @@ class Host:
     session: Session | None = None
     ever_joined: bool = False
     busy_work: int = 0  # work id, 0 when idle
-    closed: bool = False
+    closed: bool = False  # no new work; "closing" while busy_work, "closed" once it ends
     decommissioned: bool = False
     lost: bool = False
     overdue: bool = False
@@ -120,7 +123,7 @@ class Host:
                 return "disconnected"
             return "overdue" if self.overdue else "expected"
         if self.closed:
-            return "closed"
+            return "closing" if self.busy_work else "closed"
         return "busy" if self.busy_work else "idle"
 
 

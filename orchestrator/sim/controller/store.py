@@ -1,8 +1,15 @@
-"""The simulated controller's durable state: facts and decommissioned hosts in SQLite, the term in a file.
+"""The simulated controller's durable state: facts, host records and decommissioned hosts in
+SQLite, the term (and when it started) in a file.
 
 SQLite runs in WAL mode with ``synchronous=FULL`` so a commit is on disk before the fact is
-acknowledged. The term file is written to a temporary file, fsync'd, renamed over the old one
-and the directory fsync'd, so a term once used is never handed out again after a crash.
+acknowledged (and a join before the worker's ``joined`` reply). The term file is written to a
+temporary file, fsync'd, renamed over the old one and the directory fsync'd, so a term once used
+is never handed out again after a crash.
+
+Host records are not facts: a fact is a provisioner's statement, fenced by its lease epoch; a
+join or a close is what the controller itself observed or was asked to do to a host. They are
+kept per expected-host record, keyed by the ``factId`` of the ``expectedHost`` fact that made
+the record, so a restarted controller that rebuilds its records from the facts finds them again.
 """
 
 from __future__ import annotations
@@ -36,6 +43,14 @@ CREATE TABLE IF NOT EXISTS facts (
 );
 CREATE INDEX IF NOT EXISTS facts_provider ON facts (provider, fact_id);
 CREATE INDEX IF NOT EXISTS facts_dedup ON facts (provider, kind, op_id, instance_key, instance_id);
+CREATE TABLE IF NOT EXISTS host_records (
+    record_fact_id INTEGER PRIMARY KEY,
+    provider TEXT NOT NULL,
+    instance_id TEXT NOT NULL,
+    host_name TEXT NOT NULL,
+    joined_ms INTEGER NOT NULL,
+    closed_ms INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS decommissioned (
     host_name TEXT NOT NULL,
     instance_id TEXT NOT NULL,
@@ -70,6 +85,31 @@ class FactRecord:
     fact_id: int = 0
     committed_ms: int = 0
     holder: str = ""
+
+
+@dataclass(frozen=True)
+class HostRecord:
+    """What the controller durably knows of an expected-host record beyond its facts.
+
+    ``joined_ms``: the first join (0: never joined); ``closed_ms``: when it was closed (0: open).
+    ``instance_id`` and ``host_name`` are the ones the worker last joined with, which may fill in
+    what the fact left empty.
+    """
+
+    record_fact_id: int
+    provider: str
+    instance_id: str = ""
+    host_name: str = ""
+    joined_ms: int = 0
+    closed_ms: int = 0
+
+
+@dataclass(frozen=True)
+class TermRecord:
+    """The durable term and the wall-clock time (unix ms) it started (0: not recorded)."""
+
+    term: int
+    started_ms: int
 
 
 def _row_to_fact(row: tuple[object, ...]) -> FactRecord:
@@ -120,21 +160,31 @@ class ControllerStore:
 
     # -- term ------------------------------------------------------------------------------
 
+    def read_term_record(self) -> TermRecord:
+        """The last durable term and its start ((0, 0) when none was ever written).
+
+        The file holds ``<term> <started unix ms>``; a file of an earlier version holds the term
+        alone (its start is then unknown: 0).
+        """
+        try:
+            words = self.term_path.read_text().split()
+        except FileNotFoundError:
+            return TermRecord(0, 0)
+        term = int(words[0]) if words else 0
+        return TermRecord(term, int(words[1]) if len(words) > 1 else 0)
+
     def read_term(self) -> int:
         """The last durable term (0 when none was ever written)."""
-        try:
-            return int(self.term_path.read_text().strip() or "0")
-        except FileNotFoundError:
-            return 0
+        return self.read_term_record().term
 
-    def bump_term(self) -> int:
-        """Durably write term + 1 and return it (before it is used for anything)."""
+    def bump_term(self, started_ms: int = 0) -> int:
+        """Durably write term + 1 with its start time and return it (before it is used for anything)."""
         with self._lock:
             term = self.read_term() + 1
             tmp = self.term_path.with_name(f".{self.term_path.name}.tmp")
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
-                os.write(fd, f"{term}\n".encode())
+                os.write(fd, f"{term} {started_ms}\n".encode())
                 os.fsync(fd)
             finally:
                 os.close(fd)
@@ -196,6 +246,42 @@ class ControllerStore:
                 "SELECT holder FROM facts WHERE provider=? ORDER BY fact_id DESC LIMIT 1", (provider,)
             ).fetchone()
         return str(row[0]) if row else ""
+
+    # -- host records ----------------------------------------------------------------------
+
+    def record_join(self, record_fact_id: int, provider: str, instance_id: str, host_name: str, time_ms: int) -> None:
+        """Durably note that a worker joined the record (the first join's time is kept)."""
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO host_records (record_fact_id, provider, instance_id, host_name, joined_ms, closed_ms) "
+                "VALUES (?,?,?,?,?,0) ON CONFLICT (record_fact_id) DO UPDATE SET "
+                "instance_id=excluded.instance_id, host_name=excluded.host_name, "
+                "joined_ms=CASE WHEN joined_ms=0 THEN excluded.joined_ms ELSE joined_ms END",
+                (record_fact_id, provider, instance_id, host_name, time_ms),
+            )
+
+    def record_close(self, record_fact_id: int, provider: str, time_ms: int) -> None:
+        """Durably note that the record was closed (no new work, across restarts too)."""
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO host_records (record_fact_id, provider, instance_id, host_name, joined_ms, closed_ms) "
+                "VALUES (?,?,'','',0,?) ON CONFLICT (record_fact_id) DO UPDATE SET "
+                "closed_ms=CASE WHEN closed_ms=0 THEN excluded.closed_ms ELSE closed_ms END",
+                (record_fact_id, provider, time_ms),
+            )
+
+    def forget_record(self, record_fact_id: int) -> None:
+        """Drop a record's durable state (its instance was returned or lost)."""
+        with self._lock:
+            self._db.execute("DELETE FROM host_records WHERE record_fact_id=?", (record_fact_id,))
+
+    def host_records(self) -> dict[int, HostRecord]:
+        """Every host record, by the ``factId`` of the ``expectedHost`` fact that made it."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT record_fact_id, provider, instance_id, host_name, joined_ms, closed_ms FROM host_records"
+            ).fetchall()
+        return {int(r[0]): HostRecord(int(r[0]), str(r[1]), str(r[2]), str(r[3]), int(r[4]), int(r[5])) for r in rows}
 
     # -- decommissioned hosts --------------------------------------------------------------
 

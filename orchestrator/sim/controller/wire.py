@@ -73,7 +73,7 @@ def fill_host(b: Any, h: Host) -> None:
     b.template = h.template
     b.address = h.address
     b.state = h.state()
-    b.idleSinceUnixMs = h.idle_since_ms if h.state() == "idle" else 0
+    b.idleSinceUnixMs = h.idle_since_ms if h.state() in ("idle", "closed") else 0
     b.joinDeadlineUnixMs = h.join_deadline_ms
     b.joinedUnixMs = h.joined_ms
 
@@ -128,12 +128,13 @@ def reply_reject(rid: int, rej: RejectV) -> bytes:
     return encode(env)
 
 
-def reply_ack(rid: int, fact_id: int, committed_ms: int) -> bytes:
-    """``ack`` reply."""
+def reply_ack(rid: int, fact_id: int, committed_ms: int, host_state: str = "unknown") -> bytes:
+    """``ack`` reply (``host_state``: the host's state after hostClose/hostDecommission)."""
     env = new_envelope(rid)
     a = env.init("ack")
     a.factId = fact_id
     a.committedUnixMs = committed_ms
+    a.hostState = host_state
     return encode(env)
 
 
@@ -215,6 +216,7 @@ def reply_status(
     *,
     controller_id: str,
     term: int,
+    term_started_ms: int,
     primary: str,
     leases: list[LeaseInfoV],
     demand: DemandV,
@@ -228,6 +230,7 @@ def reply_status(
     s = env.init("status")
     s.controllerId = controller_id
     s.term = term
+    s.termStartedMs = term_started_ms
     s.primary = primary
     ll = s.init("leases", len(leases))
     for i, info in enumerate(leases):

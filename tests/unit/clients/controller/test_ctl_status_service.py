@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from ctlfake import FakeController, Pki
+
+from orchestrator.clients.controller.link import ControllerLink
+from orchestrator.clients.controller.messages import controller_status
 from orchestrator.clients.controller.types import Epoch, Fact, LinkState
+from orchestrator.model.config import ControllerSettings
 from orchestrator.services.status import DemandRow, LeaseRow, OpenOp, StatusReport, open_ops, render_text
 
 E = Epoch(2, 5)
@@ -63,3 +70,31 @@ def test_text_report_shows_free_and_held_leases_demand_and_ops() -> None:
     assert "aws              free" in text
     assert "cpu" in text and "op-a" in text and "1/2" in text
     assert report.to_json()["leases"][0]["holder"] == "orch-a"
+
+
+def test_status_reply_term_start_is_parsed_into_seconds(fake: FakeController, pki: Pki) -> None:
+    started_ms = 1_800_000_123_456
+    fake.handlers["queryStatus"] = lambda *_: ("status", {"controllerId": "fake", "term": 4,
+                                                          "termStartedMs": started_ms})
+    settings = ControllerSettings(addresses=[fake.address], ca=pki.ca, connect_timeout=2.0, request_timeout=2.0)
+    with ControllerLink(settings, instance_id="orch-status") as link:
+        link.open()
+        status = link.query_status()
+    assert (status.term, status.term_started) == (4, started_ms / 1000)
+
+
+def test_a_controller_that_does_not_report_the_term_start_gives_zero() -> None:
+    assert controller_status({"term": 2}).term_started == 0.0
+
+
+def test_text_and_json_show_when_the_term_started() -> None:
+    base = StatusReport(
+        link=LinkState(True, "127.0.0.1:7441", "127.0.0.1:7441", 3),
+        controller_id="sim", term=3, primary="127.0.0.1:7441", leases=(), demand=(), demand_seq=1,
+        open_ops=(), hosts=0, pending_work=0, running_work=0,
+    )  # fmt: skip
+    started = replace(base, term_started=1_800_000_000.0)
+    assert "term 3 since 2027-01-15T08:00:00Z  id sim" in render_text(started, ["sim"])
+    assert started.to_json()["term_started"] == 1_800_000_000.0
+    # Unknown (an older controller): the term alone, never a made-up time.
+    assert "term 3  id sim" in render_text(base, ["sim"])

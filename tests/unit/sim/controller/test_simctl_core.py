@@ -3,67 +3,18 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
+from simctl_fakes import TTL, FakeConn, fact, grant
+from simctl_fakes import demand_of as _demand
+from simctl_fakes import worker as _worker
 
 from orchestrator.protocol.framing import open_envelope
 from orchestrator.sim.controller.clock import FakeClock
 from orchestrator.sim.controller.core import ControllerCore
-from orchestrator.sim.controller.state import ErrorV, LeaseDenyV, LeaseGrantV, RejectV, Session
+from orchestrator.sim.controller.state import ErrorV, LeaseDenyV, LeaseGrantV, RejectV
 from orchestrator.sim.controller.store import ControllerStore, FactRecord
-
-TTL = 15.0
-
-
-@dataclass
-class FakeConn:
-    """A session whose frames are kept for inspection."""
-
-    sid: int
-    frames: list[bytes] = field(default_factory=list)
-    closed: list[str] = field(default_factory=list)
-
-    def session(self, **kw: Any) -> Session:
-        return Session(sid=self.sid, peer=f"fake-{self.sid}", send=self.frames.append, close=self.closed.append, **kw)
-
-    def pushes(self, kind: str) -> list[dict[str, Any]]:
-        out = []
-        for f in self.frames:
-            with open_envelope(f) as env:
-                if env.requestId == 0 and env.which() == kind:
-                    out.append(getattr(env, kind).to_dict())
-        return out
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[ControllerStore]:
-    s = ControllerStore(tmp_path)
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def core(store: ControllerStore, clock: FakeClock) -> ControllerCore:
-    return ControllerCore(store, clock, ttl=TTL, check_interval=1.0, heartbeat_interval=5.0)
-
-
-def grant(result: LeaseGrantV | LeaseDenyV) -> LeaseGrantV:
-    assert isinstance(result, LeaseGrantV), result
-    return result
-
-
-def fact(provider: str, epoch: tuple[int, int], kind: str = "requestIntent", op: str = "op-1", **kw: Any) -> FactRecord:
-    return FactRecord(kind=kind, provider=provider, op_id=op, term=epoch[0], seq=epoch[1], **kw)
-
 
 # -- leases ------------------------------------------------------------------------------------
 
@@ -234,29 +185,6 @@ def test_two_holders_never_both_valid(tmp_path: Path, seed: int) -> None:
 # -- hosts, workload, demand -------------------------------------------------------------------
 
 
-def _worker(core: ControllerCore, sid: int, name: str, instance_id: str = "", template: str = "cpu") -> Any:
-    conn = FakeConn(sid)
-    s = conn.session()
-    core.add_session(s)
-    result = core.join_worker(s, name, instance_id, template, {})
-    core.run_workload()
-    core.update_demand()
-    return conn, s, result
-
-
-def _demand(core: ControllerCore, template: str) -> dict[str, int]:
-    for t in core.demand().templates:
-        if t.template == template:
-            return {
-                "wanted": t.wanted,
-                "idle": t.idle,
-                "busy": t.busy,
-                "in_flight": t.in_flight,
-                "joined": t.joined,
-            }
-    return {"wanted": 0, "idle": 0, "busy": 0, "in_flight": 0, "joined": 0}
-
-
 def test_demand_rises_and_falls(core: ControllerCore, clock: FakeClock) -> None:
     prov = FakeConn(100)
     core.add_session(prov.session(role="provisioner", instance_id="A", providers=frozenset({"sim"})))
@@ -313,7 +241,7 @@ def test_decommissioned_rejoin_refused(core: ControllerCore, store: ControllerSt
     )  # fmt: skip
     conn, _, _ = _worker(core, 1, "h1", "i-1")
     assert isinstance(core.decommission_host("B", "sim", a.epoch, "i-1", "", "x"), RejectV)
-    assert core.decommission_host("A", "sim", a.epoch, "i-1", "", "scale down") is None
+    assert core.decommission_host("A", "sim", a.epoch, "i-1", "", "scale down") == "decommissioned"
     assert conn.closed == ["decommissioned"]
     assert any(_kind(f) == "workerStop" for f in conn.frames)
     _, _, again = _worker(core, 2, "h1", "i-1")
@@ -372,7 +300,7 @@ def test_close_stops_new_work(core: ControllerCore, clock: FakeClock) -> None:
              join_deadline_ms=int((clock.wall() + 60) * 1000)),
     )  # fmt: skip
     _worker(core, 1, "h1", "i-1")
-    assert core.close_host("A", "sim", a.epoch, "", "h1") is None
+    assert core.close_host("A", "sim", a.epoch, "", "h1") == "closed"
     core.submit("cpu", 1, 5)
     assert _demand(core, "cpu")["wanted"] == 1
     assert isinstance(core.close_host("A", "sim", a.epoch, "i-404", ""), ErrorV)

@@ -155,8 +155,10 @@ def test_failover_drops_everyone_and_grace_applies(ctl: Running, clients: list[P
     assert commit(a, "sim", ep).kind == "ack"
     b = _client(ctl, clients, "orch-b")
     join_provisioner(b, "orch-b", ["sim"])
+    started_before = admin.status(ctl.state_dir)["term_started_ms"]
     result = admin.failover(ctl.state_dir)
     assert result.term == ep[0] + 1
+    assert admin.status(ctl.state_dir)["term_started_ms"] >= started_before > 0
     _assert_dropped(a)
     _assert_dropped(b)
     a2 = _client(ctl, clients, "orch-a")
@@ -273,22 +275,55 @@ def test_expected_host_decommission_over_the_wire(ctl: Running, clients: list[Pr
     hosts = p.request(lambda env: setattr(env.init("hostStatus"), "provider", "sim")).body["hosts"]
     assert [(h["instanceId"], h["state"], h["instanceKey"]) for h in hosts] == [("i-7", "idle", "op-1-0")]
 
-    def ref(kind: str, epoch: tuple[int, int]) -> Any:
-        def fill(env: Any) -> None:
-            h = env.init(kind)
-            h.provider = "sim"
-            h.epoch.term, h.epoch.seq = epoch
-            h.instanceId = "i-7"
-            h.reason = "scale down"
-
-        return fill
-
-    assert p.request(ref("hostClose", ep)).kind == "ack"
-    stale = p.request(ref("hostDecommission", (ep[0], ep[1] + 5)))
+    closed = p.request(_host_ref("hostClose", ep, "i-7"))
+    assert (closed.kind, closed.body["hostState"]) == ("ack", "closed")  # idle: closed at once
+    stale = p.request(_host_ref("hostDecommission", (ep[0], ep[1] + 5), "i-7"))
     assert stale.kind == "reject" and stale.body["reason"] == "staleEpoch"
-    assert p.request(ref("hostDecommission", ep)).kind == "ack"
+    done = p.request(_host_ref("hostDecommission", ep, "i-7"))
+    assert (done.kind, done.body["hostState"]) == ("ack", "decommissioned")
     assert w.wait_push("workerStop").body["reason"] == "scale down"
     _assert_dropped(w)
     again = _client(ctl, clients)
     r = join_worker(again, "op-1-0", "i-7", token=ctl.token("op-1-0", "op-1-0"), instance_key="op-1-0")
     assert r.kind == "error" and r.body["code"] == "refused"
+
+
+def _host_ref(kind: str, epoch: tuple[int, int], instance_id: str, *, force: bool = False) -> Any:
+    """Fill a hostClose / hostDecommission request."""
+
+    def fill(env: Any) -> None:
+        h = env.init(kind)
+        h.provider = "sim"
+        h.epoch.term, h.epoch.seq = epoch
+        h.instanceId = instance_id
+        h.reason = "scale down"
+        h.force = force
+
+    return fill
+
+
+def test_busy_host_over_the_wire_closing_then_refused_then_forced(ctl: Running, clients: list[ProtoClient]) -> None:
+    p = _client(ctl, clients, "orch-a")
+    join_provisioner(p, "orch-a", ["sim"])
+    g = lease(p, "leaseAcquire", "sim")
+    ep = (g.body["epoch"]["term"], g.body["epoch"]["seq"])
+    r = commit(
+        p, "sim", ep, kind="expectedHost", opId="op-1", instanceId="i-8", instanceKey="op-1-0",
+        hostName="op-1-0", template="cpu", joinDeadlineUnixMs=2**40,
+    )  # fmt: skip
+    assert r.kind == "ack"
+    w = _client(ctl, clients)
+    assert join_worker(w, "op-1-0", "i-8", token=ctl.token("op-1-0", "op-1-0"), instance_key="op-1-0").kind == "joined"
+    admin.submit(ctl.state_dir, "cpu", 1, 3600)
+    closing = p.request(_host_ref("hostClose", ep, "i-8"))
+    assert (closing.kind, closing.body["hostState"]) == ("ack", "closing")
+    refused = p.request(_host_ref("hostDecommission", ep, "i-8"))
+    assert (refused.kind, refused.body["code"]) == ("error", "refused")
+    assert "running work" in refused.body["message"] and "force" in refused.body["message"]
+    hosts = p.request(lambda env: setattr(env.init("hostStatus"), "provider", "sim")).body["hosts"]
+    assert [h["state"] for h in hosts] == ["closing"]
+    forced = p.request(_host_ref("hostDecommission", ep, "i-8", force=True))
+    assert (forced.kind, forced.body["hostState"]) == ("ack", "decommissioned")
+    assert w.wait_push("workerStop").body["reason"] == "scale down"
+    status = p.request(lambda env: setattr(env, "queryStatus", None))
+    assert status.body["termStartedMs"] == ctl.core.term_started_ms > 0
