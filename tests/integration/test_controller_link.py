@@ -478,7 +478,9 @@ def test_node_manager_joins_is_matched_restarts_and_decommission_stops_it(
         wait_for("the rejoin", matched)
 
         # Decommission: the controller refuses the host, the role is dropped, SIGHUP.
-        orch.link.decommission_host("sim", orch.leases.gate("sim"), instance_id=instance_id, reason="test")
+        state_after = orch.link.decommission_host("sim", orch.leases.gate("sim"), instance_id=instance_id,
+                                                  reason="test")
+        assert state_after == "decommissioned"
         # The controller tells the worker to stop (workerStop): it exits with status 3 and, while the
         # role is still configured, the node manager only retries at its longest backoff.
         wait_for("the worker to leave", lambda: read_state(state).get("last_exit") == 3

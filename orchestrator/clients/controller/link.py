@@ -363,25 +363,32 @@ class ControllerLink:
         return m.controller_status(payload or {})
 
     def _host_ref(self, kind: str, provider: str, epoch: Epoch, instance_id: str, host_name: str,
-                  reason: str) -> None:
+                  reason: str, force: bool = False) -> str:
         body = {"provider": provider, "epoch": m.epoch_dict(epoch), "instanceId": instance_id,
-                "hostName": host_name, "reason": reason}
+                "hostName": host_name, "reason": reason, "force": force}
         reply, payload = self.request(kind, body)
         if reply == "ack":
-            return
+            # The host's state after the request (``closed``/``closing``/``decommissioned``);
+            # untrusted text from the controller, so only a short known word is passed on.
+            state = str((payload or {}).get("hostState", "") or "unknown")
+            return state if state.isidentifier() and len(state) <= 32 else "unknown"
         if reply == "reject" and str((payload or {}).get("reason")) == "staleEpoch":
             raise LeaseLost(f"controller rejected {kind} for provider {provider}: stale epoch {epoch}")
         raise FinalError(f"controller refused {kind}: {reply}: {(payload or {}).get('message', '')}")
 
     def close_host(self, provider: str, epoch: Epoch, *, instance_id: str = "", host_name: str = "",
-                   reason: str = "") -> None:
-        """Drain a host (fenced by the provider's lease epoch)."""
-        self._host_ref("hostClose", provider, epoch, instance_id, host_name, reason)
+                   reason: str = "") -> str:
+        """Drain a host (fenced by the provider's lease epoch): ``closed`` at once when idle,
+        ``closing`` while its work runs (a ``closed`` host event follows when it ends)."""
+        return self._host_ref("hostClose", provider, epoch, instance_id, host_name, reason)
 
     def decommission_host(self, provider: str, epoch: Epoch, *, instance_id: str = "", host_name: str = "",
-                          reason: str = "") -> None:
-        """Decommission a host: its worker is stopped and a rejoin is refused."""
-        self._host_ref("hostDecommission", provider, epoch, instance_id, host_name, reason)
+                          reason: str = "", force: bool = False) -> str:
+        """Decommission a host: its worker is stopped and a rejoin is refused.
+
+        The controller refuses a busy or closing host unless ``force`` (the operator said so).
+        """
+        return self._host_ref("hostDecommission", provider, epoch, instance_id, host_name, reason, force)
 
 
 def _safe(callback: Callable[[Any], None], value: object) -> None:
