@@ -99,6 +99,9 @@ class ApplyResult:
     diagnostics: tuple[Diagnostic, ...]
     summary: Summary
     outputs: Mapping[str, Any] = field(default_factory=dict)
+    # The caller asked Terraform to stop (``should_stop``): it finished what was in flight,
+    # wrote its state and started nothing new; the rest of the plan was not applied.
+    interrupted: bool = False
 
 
 def parse_lines(text: str) -> list[dict[str, Any]]:
@@ -242,6 +245,30 @@ def apply_result(messages: Sequence[Mapping[str, Any]]) -> ApplyResult:
     Raises :class:`StaleState` for a stale saved plan and :class:`ApplyFailed` (carrying the
     partial result) on other error diagnostics.
     """
+    result = _apply_parts(messages, interrupted=False)
+    err = error_for(result.diagnostics)
+    if isinstance(err, StaleState):
+        raise err
+    if err is not None:
+        raise ApplyFailed(err.message, result)
+    return result
+
+
+def interrupted_apply_result(messages: Sequence[Mapping[str, Any]]) -> ApplyResult:
+    """Interpret the stream of an apply we interrupted on purpose (``interrupted=True``).
+
+    The errors of the halt itself ("execution halted", resources not started) are expected and
+    stay in ``diagnostics`` instead of being raised; a stale saved plan still raises
+    :class:`StaleState` (nothing was applied at all).
+    """
+    result = _apply_parts(messages, interrupted=True)
+    err = error_for(result.diagnostics)
+    if isinstance(err, StaleState):
+        raise err
+    return result
+
+
+def _apply_parts(messages: Sequence[Mapping[str, Any]], *, interrupted: bool) -> ApplyResult:
     diags = diagnostics(messages)
     done = tuple(
         resource_change(m["hook"]) for m in messages if m.get("type") == "apply_complete" and "hook" in m
@@ -253,15 +280,14 @@ def apply_result(messages: Sequence[Mapping[str, Any]]) -> ApplyResult:
     for m in messages:
         if m.get("type") == "outputs" and isinstance(m.get("outputs"), Mapping):
             outputs = {k: v.get("value") for k, v in m["outputs"].items() if isinstance(v, Mapping)}
-    result = ApplyResult(
-        changes=done, failed=failed, diagnostics=diags, summary=summary(messages), outputs=outputs
+    return ApplyResult(
+        changes=done,
+        failed=failed,
+        diagnostics=diags,
+        summary=summary(messages),
+        outputs=outputs,
+        interrupted=interrupted,
     )
-    err = error_for(diags)
-    if isinstance(err, StaleState):
-        raise err
-    if err is not None:
-        raise ApplyFailed(err.message, result)
-    return result
 
 
 def validate_diagnostics(document: Mapping[str, Any]) -> tuple[Diagnostic, ...]:

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any, Final
 
+import tf.runner
 from tf import schema, types
 from tf.iface import (
     Config,
@@ -368,11 +369,33 @@ class InstancesDataSource(DataSource):  # type: ignore[misc]
         return {"tags": config.get("tags"), "instances": [_state(i) for i in found]}
 
 
+class _StopIsNotShutdown(tf.runner._ShutdownInterceptor):  # type: ignore[misc]
+    """Serve on after ``StopProvider``; only go-plugin's ``Shutdown`` ends the server.
+
+    ``tf`` 1.2 stops its gRPC server with no grace on ``StopProvider``. Terraform sends that
+    call when it is interrupted, to mean "halt what you can, then answer" (plugin protocol),
+    and then waits for the calls in flight to return before it writes its state. Killing the
+    server there aborted those calls: an instance launched by a create in flight existed in
+    the cloud but never reached the state. Here the calls in flight finish and are reported,
+    and Terraform (which makes no new call after the stop) ends the plugin as usual.
+    """
+
+    def intercept_service(self, continuation: Any, handler_call_details: Any) -> Any:
+        result = continuation(handler_call_details)
+        if handler_call_details.method == "/plugin.GRPCController/Shutdown":
+            self.stopped = True
+            if self.server:
+                self.server.stop(grace=0)
+        return result
+
+
 def main() -> None:
     """Serve the provider to Terraform (go-plugin handshake on stdout)."""
     logging.basicConfig(
         level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
     )
+    # run_provider looks the interceptor class up in its module when it builds the server.
+    tf.runner._ShutdownInterceptor = _StopIsNotShutdown
     run_provider(XceSimProvider(), sys.argv)
 
 

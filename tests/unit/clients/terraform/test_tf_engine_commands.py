@@ -36,6 +36,11 @@ if os.path.exists(os.path.join(here, "sleep")):
     def stop(signum, frame):
         with open(os.path.join(here, "signals"), "a") as f:
             f.write(str(signum) + "\\n")
+        if os.path.exists(os.path.join(here, "stubborn")):
+            return
+        out = os.path.join(here, "stdout")
+        if os.path.exists(out):
+            sys.stdout.write(open(out).read())
         sys.exit(1)
     signal.signal(signal.SIGINT, stop)
     open(os.path.join(here, "ready"), "w").close()
@@ -210,6 +215,53 @@ def test_ctrl_c_is_passed_on_exactly_once(fake: Path, tmp_path: Path, python_sig
     finally:
         done.set()
         helper.join()
+    assert (fake.parent / "signals").read_text().split() == ["2"]
+
+
+def test_should_stop_interrupts_the_apply_once_and_reports_what_it_did(fake: Path, tmp_path: Path) -> None:
+    (fake.parent / "sleep").write_text("")
+    set_output(fake, "apply_interrupted.jsonl", 1)
+    answers: list[bool] = []
+
+    def should_stop() -> bool:
+        answers.append((fake.parent / "ready").exists())
+        return answers[-1]
+
+    engine = BinaryEngine(str(fake), stop_grace=30.0, poll_interval=0.05)
+    result = engine.apply(tmp_path, plan_file=Path("p.tfplan"), should_stop=should_stop)
+    assert result.interrupted
+    # What the halted apply completed is reported, and its "execution halted" is not raised.
+    assert sorted(c.key for c in result.changes) == ["op7-0", "op7-1"]
+    assert {d.summary for d in result.diagnostics} == {"execution halted"}
+    assert (fake.parent / "signals").read_text().split() == ["2"]
+    # Asked until it said stop, never again once Terraform was interrupted.
+    assert answers[-1] is True and answers.count(True) == 1
+
+
+def test_should_stop_never_true_changes_nothing(fake: Path, tmp_path: Path) -> None:
+    set_output(fake, "apply_ok.jsonl", 0)
+    result = BinaryEngine(str(fake)).apply(tmp_path, plan_file=Path("p.tfplan"), should_stop=lambda: False)
+    assert not result.interrupted and result.summary.add > 0
+    assert not (fake.parent / "signals").exists()
+    # A plain apply is not interrupted either (the default of the new field).
+    assert not BinaryEngine(str(fake)).apply(tmp_path, plan_file=Path("p.tfplan")).interrupted
+
+
+def test_timeout_still_applies_while_polling(fake: Path, tmp_path: Path) -> None:
+    (fake.parent / "sleep").write_text("")
+    engine = BinaryEngine(str(fake), timeout=1.0, stop_grace=30.0, poll_interval=0.05)
+    with pytest.raises(TerraformError, match="did not finish within 1 s"):
+        engine.apply(tmp_path, should_stop=lambda: False)
+    assert (fake.parent / "signals").read_text().split() == ["2"]
+
+
+def test_terraform_that_ignores_the_interrupt_is_killed_after_the_grace(fake: Path, tmp_path: Path) -> None:
+    (fake.parent / "sleep").write_text("")
+    (fake.parent / "stubborn").write_text("")
+    engine = BinaryEngine(str(fake), stop_grace=0.5, poll_interval=0.05)
+    with pytest.raises(TerraformError, match=r"did not stop within 0\.5 s of its interrupt; killed"):
+        engine.apply(tmp_path, should_stop=lambda: (fake.parent / "ready").exists())
+    # One interrupt only, then the kill (a second SIGINT would abandon Terraform's state).
     assert (fake.parent / "signals").read_text().split() == ["2"]
 
 
