@@ -106,9 +106,7 @@ class LossTracker:
         return lost
 
 
-def _lost(
-    key: str, instance_id: str, reason: str, entry: dict[str, Any], seen: CloudObject | None
-) -> LostInstance:
+def _lost(key: str, instance_id: str, reason: str, entry: dict[str, Any], seen: CloudObject | None) -> LostInstance:
     evidence: dict[str, Any] = {
         "instance_key": key,
         "instance_id": instance_id,
