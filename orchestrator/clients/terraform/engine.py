@@ -228,6 +228,10 @@ class _CliEngine:
                     raise
             if should_stop():
                 break
+        if proc.poll() is not None:
+            # Terraform finished on its own meanwhile: nothing was cut short.
+            stdout, stderr = proc.communicate()
+            return stdout, stderr, False
         log.info("%s: stop requested; interrupting Terraform once and waiting for it to write its state", self.name)
         proc.send_signal(signal.SIGINT)
         try:
@@ -331,10 +335,9 @@ class _CliEngine:
         if plan_file is not None:
             args.append(str(plan_file))
         done = self.run(workdir, args, should_stop=should_stop)
-        if done.interrupted:
-            return messages.interrupted_apply_result(messages.parse_lines(done.stdout))
-        result = messages.apply_result(messages.parse_lines(done.stdout))  # raises on error diagnostics
-        if done.returncode != 0:
+        # Raises on error diagnostics, except for the halt we asked for ourselves.
+        result = messages.apply_result(messages.parse_lines(done.stdout), interrupted=done.interrupted)
+        if done.returncode != 0 and not done.interrupted:
             messages.raise_for_errors((), fallback=done.stderr or done.stdout)
             raise TerraformError(f"{self.name} apply failed with exit code {done.returncode}")
         return result

@@ -239,36 +239,14 @@ def plan_result(
     )
 
 
-def apply_result(messages: Sequence[Mapping[str, Any]]) -> ApplyResult:
+def apply_result(messages: Sequence[Mapping[str, Any]], *, interrupted: bool = False) -> ApplyResult:
     """Interpret an ``apply -json`` stream.
 
     Raises :class:`StaleState` for a stale saved plan and :class:`ApplyFailed` (carrying the
-    partial result) on other error diagnostics.
+    partial result) on other error diagnostics. For an apply we ``interrupted`` on purpose,
+    the errors of the halt itself ("execution halted" for what never started) are expected:
+    they stay in ``diagnostics`` and the result has ``interrupted=True``.
     """
-    result = _apply_parts(messages, interrupted=False)
-    err = error_for(result.diagnostics)
-    if isinstance(err, StaleState):
-        raise err
-    if err is not None:
-        raise ApplyFailed(err.message, result)
-    return result
-
-
-def interrupted_apply_result(messages: Sequence[Mapping[str, Any]]) -> ApplyResult:
-    """Interpret the stream of an apply we interrupted on purpose (``interrupted=True``).
-
-    The errors of the halt itself ("execution halted", resources not started) are expected and
-    stay in ``diagnostics`` instead of being raised; a stale saved plan still raises
-    :class:`StaleState` (nothing was applied at all).
-    """
-    result = _apply_parts(messages, interrupted=True)
-    err = error_for(result.diagnostics)
-    if isinstance(err, StaleState):
-        raise err
-    return result
-
-
-def _apply_parts(messages: Sequence[Mapping[str, Any]], *, interrupted: bool) -> ApplyResult:
     diags = diagnostics(messages)
     done = tuple(
         resource_change(m["hook"]) for m in messages if m.get("type") == "apply_complete" and "hook" in m
@@ -280,14 +258,13 @@ def _apply_parts(messages: Sequence[Mapping[str, Any]], *, interrupted: bool) ->
     for m in messages:
         if m.get("type") == "outputs" and isinstance(m.get("outputs"), Mapping):
             outputs = {k: v.get("value") for k, v in m["outputs"].items() if isinstance(v, Mapping)}
-    return ApplyResult(
-        changes=done,
-        failed=failed,
-        diagnostics=diags,
-        summary=summary(messages),
-        outputs=outputs,
-        interrupted=interrupted,
-    )
+    result = ApplyResult(done, failed, diags, summary(messages), outputs, interrupted=interrupted)
+    err = error_for(diags)
+    if isinstance(err, StaleState):
+        raise err
+    if err is not None and not interrupted:
+        raise ApplyFailed(err.message, result)
+    return result
 
 
 def validate_diagnostics(document: Mapping[str, Any]) -> tuple[Diagnostic, ...]:

@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tffake import FakeEngine
 
+from orchestrator.clients.terraform.messages import PlanResult
 from orchestrator.errors import TerraformError
 from orchestrator.workspace import cloudview
 from orchestrator.workspace.cloudview import drift_from_plan, listing_from_plan, read_views
@@ -137,30 +139,23 @@ def test_sizes_are_capped(monkeypatch: pytest.MonkeyPatch) -> None:
         drift_from_plan(plan_doc({}, drift=[drifted(f"op1-{n}", ["delete"], {"id": "i"}, None) for n in range(3)]))
 
 
-class PlanEngine:
-    """Just enough of the Engine protocol for read_views: a refresh-only plan and its document."""
+class PlanEngine(FakeEngine):
+    """The fake engine, whose saved plans show ``document`` (or fail to show: a cloud not read)."""
 
     def __init__(self, document: dict[str, Any], fail: bool = False) -> None:
+        super().__init__()
         self.document = document
         self.fail = fail
         self.plans: list[dict[str, Any]] = []
 
-    def plan(
-        self,
-        workdir: Path,
-        var_files: Sequence[Path] = (),
-        out: Path | None = None,
-        refresh_only: bool = False,
-        destroy: bool = False,
-    ) -> None:
-        assert out is not None
-        self.plans.append({"var_files": list(var_files), "out": out, "refresh_only": refresh_only, "destroy": destroy})
-        (workdir / out).write_text("saved plan")
-        if self.fail:
-            raise TerraformError("Error: InternalError: simulated API failure during list")
+    def plan(self, workdir: Path, *args: Any, **kwargs: Any) -> PlanResult:
+        self.plans.append(kwargs)
+        return super().plan(workdir, *args, **kwargs)
 
     def show_plan(self, workdir: Path, plan_file: Path) -> dict[str, Any]:
-        assert (workdir / plan_file).read_text() == "saved plan"
+        assert (workdir / plan_file).is_file()
+        if self.fail:
+            raise TerraformError("Error: InternalError: simulated API failure during list")
         return self.document
 
 
@@ -168,17 +163,17 @@ def test_read_views_runs_one_refresh_only_plan_and_removes_it(tmp_path: Path) ->
     (tmp_path / DESIRED).write_text(json.dumps({"instances": {}}))
     doc = plan_doc({"i-1": listed("i-1")}, drift=[drifted("op1-0", ["delete"], {"id": "i-0"}, None)])
     engine = PlanEngine(doc)
-    views = read_views(engine, tmp_path)  # type: ignore[arg-type]
+    views = read_views(engine, tmp_path)
     assert views.drift.deleted == {"op1-0": "i-0"} and [o.id for o in views.listing.objects] == ["i-1"]
     (plan,) = engine.plans
-    assert plan["refresh_only"] and not plan["destroy"] and plan["var_files"] == [Path(DESIRED)]
+    assert plan["refresh_only"] and not plan.get("destroy") and plan["var_files"] == [Path(DESIRED)]
     assert sorted(p.name for p in tmp_path.iterdir()) == [DESIRED]
 
 
 def test_read_views_failure_is_a_terraform_error_and_leaves_no_plan(tmp_path: Path) -> None:
     with pytest.raises(TerraformError, match="no desired set"):
-        cloudview.read_drift(PlanEngine({}), tmp_path)  # type: ignore[arg-type]
+        cloudview.read_drift(PlanEngine({}), tmp_path)
     (tmp_path / DESIRED).write_text("{}")
     with pytest.raises(TerraformError, match="simulated API failure"):
-        cloudview.read_listing(PlanEngine({}, fail=True), tmp_path)  # type: ignore[arg-type]
+        cloudview.read_listing(PlanEngine({}, fail=True), tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == [DESIRED]
