@@ -190,22 +190,29 @@ class _CliEngine:
             errors="replace",
             start_new_session=True,
         )
+        # Set once the stop request sent the one SIGINT, so that a Ctrl-C during the grace that
+        # follows does not send a second (Terraform's "abandon the state" interrupt).
+        sent: list[bool] = []
         try:
-            stdout, stderr, interrupted = self._wait(proc, started, should_stop)
+            stdout, stderr, interrupted = self._wait(proc, started, should_stop, sent)
         except subprocess.TimeoutExpired:
-            self._stop(proc)
+            self._stop(proc, interrupted=bool(sent))
             raise TerraformError(
                 f"{self.name} {args[0]} in {workdir} did not finish within {self.timeout:g} s; stopped"
             ) from None
         except BaseException:
-            self._stop(proc)
+            self._stop(proc, interrupted=bool(sent))
             raise
         seconds = time.monotonic() - started
         log.debug("%s %s in %s: exit %d after %.2f s", self.name, args[0], workdir, proc.returncode, seconds)
         return Completed(tuple(argv), proc.returncode, stdout, stderr, seconds, interrupted)
 
     def _wait(
-        self, proc: subprocess.Popen[str], started: float, should_stop: Callable[[], bool] | None
+        self,
+        proc: subprocess.Popen[str],
+        started: float,
+        should_stop: Callable[[], bool] | None,
+        sent: list[bool],
     ) -> tuple[str, str, bool]:
         """Wait for ``proc``; ask ``should_stop`` between waits and interrupt it once when told.
 
@@ -234,6 +241,7 @@ class _CliEngine:
             return stdout, stderr, False
         log.info("%s: stop requested; interrupting Terraform once and waiting for it to write its state", self.name)
         proc.send_signal(signal.SIGINT)
+        sent.append(True)
         try:
             stdout, stderr = proc.communicate(timeout=self.stop_grace)
         except subprocess.TimeoutExpired:
@@ -247,10 +255,11 @@ class _CliEngine:
             ) from None
         return stdout, stderr, True
 
-    def _stop(self, proc: subprocess.Popen[str]) -> None:
+    def _stop(self, proc: subprocess.Popen[str], interrupted: bool = False) -> None:
         try:
             if proc.poll() is None:
-                proc.send_signal(signal.SIGINT)
+                if not interrupted:
+                    proc.send_signal(signal.SIGINT)
                 proc.communicate(timeout=self.stop_grace)
         except BaseException:
             # Out of patience (or interrupted again): Terraform is killed with the rest below.
@@ -261,6 +270,10 @@ class _CliEngine:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+            # An interrupted communicate() leaves the pipes open; nothing more is read from them.
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
 
     # --- operations ----------------------------------------------------------------
 

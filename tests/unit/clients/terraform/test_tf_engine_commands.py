@@ -265,6 +265,34 @@ def test_terraform_that_ignores_the_interrupt_is_killed_after_the_grace(fake: Pa
     assert (fake.parent / "signals").read_text().split() == ["2"]
 
 
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="needs the main thread")
+def test_ctrl_c_after_a_stop_request_sends_no_second_interrupt(
+    fake: Path, tmp_path: Path, python_sigint: None
+) -> None:
+    (fake.parent / "sleep").write_text("")
+    (fake.parent / "stubborn").write_text("")  # Terraform still busy writing its state
+    main_ident = threading.main_thread().ident
+    assert main_ident is not None
+    done = threading.Event()
+
+    def ctrl_c_once_interrupted() -> None:
+        while not done.wait(0.05):
+            if (fake.parent / "signals").exists():
+                signal.pthread_kill(main_ident, signal.SIGINT)
+                return
+
+    helper = threading.Thread(target=ctrl_c_once_interrupted)
+    helper.start()
+    engine = BinaryEngine(str(fake), stop_grace=1.0, poll_interval=0.05)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            engine.apply(tmp_path, should_stop=lambda: (fake.parent / "ready").exists())
+    finally:
+        done.set()
+        helper.join()
+    assert (fake.parent / "signals").read_text().split() == ["2"]
+
+
 def test_waiting_on_terraform_does_not_block_other_threads(fake: Path, tmp_path: Path) -> None:
     # While one thread waits for a (fake) long Terraform command, another keeps running,
     # as the controller link's lease renewal must.
