@@ -6,6 +6,7 @@ prints a canned stdout and exits with a canned code, so no Terraform is needed h
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -192,29 +193,35 @@ def python_sigint() -> Iterator[None]:
     finally:
         signal.signal(signal.SIGINT, previous)
 
+@contextlib.contextmanager
+def ctrl_c_once(flag: Path) -> Iterator[None]:
+    """Press Ctrl-C (SIGINT to the main thread) once ``flag`` exists, while the block runs."""
+    main_ident = threading.main_thread().ident
+    assert main_ident is not None
+    done = threading.Event()
+
+    def press() -> None:
+        while not done.wait(0.05):
+            if flag.exists():
+                signal.pthread_kill(main_ident, signal.SIGINT)
+                return
+
+    helper = threading.Thread(target=press)
+    helper.start()
+    try:
+        yield
+    finally:
+        done.set()
+        helper.join()
+
+
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="needs the main thread")
 def test_ctrl_c_is_passed_on_exactly_once(fake: Path, tmp_path: Path, python_sigint: None) -> None:
     # A second SIGINT would make Terraform abandon its state: the command runs in its own
     # session, so only the engine's single SIGINT reaches it.
     (fake.parent / "sleep").write_text("")
-    main_ident = threading.main_thread().ident
-    assert main_ident is not None
-    done = threading.Event()
-
-    def ctrl_c_when_ready() -> None:
-        while not done.wait(0.05):
-            if (fake.parent / "ready").exists():
-                signal.pthread_kill(main_ident, signal.SIGINT)
-                return
-
-    helper = threading.Thread(target=ctrl_c_when_ready)
-    helper.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            BinaryEngine(str(fake), stop_grace=30.0).apply(tmp_path)
-    finally:
-        done.set()
-        helper.join()
+    with ctrl_c_once(fake.parent / "ready"), pytest.raises(KeyboardInterrupt):
+        BinaryEngine(str(fake), stop_grace=30.0).apply(tmp_path)
     assert (fake.parent / "signals").read_text().split() == ["2"]
 
 
@@ -271,25 +278,10 @@ def test_ctrl_c_after_a_stop_request_sends_no_second_interrupt(
 ) -> None:
     (fake.parent / "sleep").write_text("")
     (fake.parent / "stubborn").write_text("")  # Terraform still busy writing its state
-    main_ident = threading.main_thread().ident
-    assert main_ident is not None
-    done = threading.Event()
-
-    def ctrl_c_once_interrupted() -> None:
-        while not done.wait(0.05):
-            if (fake.parent / "signals").exists():
-                signal.pthread_kill(main_ident, signal.SIGINT)
-                return
-
-    helper = threading.Thread(target=ctrl_c_once_interrupted)
-    helper.start()
     engine = BinaryEngine(str(fake), stop_grace=1.0, poll_interval=0.05)
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            engine.apply(tmp_path, should_stop=lambda: (fake.parent / "ready").exists())
-    finally:
-        done.set()
-        helper.join()
+    # The Ctrl-C comes once the stop request's interrupt has arrived.
+    with ctrl_c_once(fake.parent / "signals"), pytest.raises(KeyboardInterrupt):
+        engine.apply(tmp_path, should_stop=lambda: (fake.parent / "ready").exists())
     assert (fake.parent / "signals").read_text().split() == ["2"]
 
 
