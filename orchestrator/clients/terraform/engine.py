@@ -21,7 +21,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -63,8 +63,14 @@ class Engine(Protocol):
         plan_file: Path | None = None,
         var_files: Sequence[Path] = (),
         auto_approve: bool = True,
+        should_stop: Callable[[], bool] | None = None,
     ) -> ApplyResult:
-        """Apply a saved plan, or plan and apply in one step when ``plan_file`` is None."""
+        """Apply a saved plan, or plan and apply in one step when ``plan_file`` is None.
+
+        ``should_stop`` is polled while Terraform runs; once it returns True, Terraform is
+        interrupted gracefully (calls in flight finish, the state is written, nothing new
+        starts) and the result has ``interrupted=True``.
+        """
         ...
 
     def show_plan(self, workdir: Path, plan_file: Path) -> dict[str, Any]:
@@ -97,6 +103,8 @@ class Completed:
     stdout: str
     stderr: str
     seconds: float
+    # True when the caller's ``should_stop`` asked for the graceful interrupt.
+    interrupted: bool = False
 
 
 class _CliEngine:
@@ -114,13 +122,15 @@ class _CliEngine:
         timeout: float | None = None,
         stop_grace: float = 120.0,
         env: Mapping[str, str] | None = None,
+        poll_interval: float = 0.2,
     ) -> None:
         """Configure an engine.
 
         ``cli_config`` is the CLI configuration file (from :func:`.mirror.ensure_mirror`);
         ``plugin_cache_dir`` the shared plugin cache, locked during ``init``. ``timeout``
-        bounds one command; on timeout or interruption Terraform gets one SIGINT (a graceful
-        stop that writes state) and ``stop_grace`` seconds before it is killed.
+        bounds one command; on timeout, interruption or a caller's stop request Terraform gets
+        one SIGINT (a graceful stop that writes state) and ``stop_grace`` seconds before it is
+        killed. ``poll_interval`` is how often a caller's ``should_stop`` is asked.
         """
         # Absolute: Terraform runs in the working directory, not in ours.
         self.cli_config = cli_config.resolve() if cli_config is not None else None
@@ -130,6 +140,7 @@ class _CliEngine:
         self.timeout = timeout
         self.stop_grace = stop_grace
         self.extra_env = dict(env or {})
+        self.poll_interval = poll_interval
 
     # --- how to run -----------------------------------------------------------------
 
@@ -152,11 +163,16 @@ class _CliEngine:
         env.update(self.extra_env)
         return env
 
-    def run(self, workdir: Path, args: Sequence[str]) -> Completed:
+    def run(
+        self, workdir: Path, args: Sequence[str], should_stop: Callable[[], bool] | None = None
+    ) -> Completed:
         """Run ``terraform ARGS`` in ``workdir`` and wait, without holding the GIL or any lock.
 
         Terraform runs in its own session so that a terminal Ctrl-C reaches it only through
         us, exactly once: a second SIGINT would make Terraform abandon the state mid-write.
+        With ``should_stop``, the wait wakes every ``poll_interval`` seconds to ask it; the
+        first True sends the one SIGINT, after which Terraform has ``stop_grace`` seconds to
+        finish its calls in flight and write its state (``Completed.interrupted``).
         """
         argv = (*self.command(), *args)
         if not Path(workdir).is_dir():
@@ -174,24 +190,76 @@ class _CliEngine:
             errors="replace",
             start_new_session=True,
         )
+        # Set once the stop request sent the one SIGINT, so that a Ctrl-C during the grace that
+        # follows does not send a second (Terraform's "abandon the state" interrupt).
+        sent: list[bool] = []
         try:
-            stdout, stderr = proc.communicate(timeout=self.timeout)
+            stdout, stderr, interrupted = self._wait(proc, started, should_stop, sent)
         except subprocess.TimeoutExpired:
-            self._stop(proc)
+            self._stop(proc, interrupted=bool(sent))
             raise TerraformError(
                 f"{self.name} {args[0]} in {workdir} did not finish within {self.timeout:g} s; stopped"
             ) from None
         except BaseException:
-            self._stop(proc)
+            self._stop(proc, interrupted=bool(sent))
             raise
         seconds = time.monotonic() - started
         log.debug("%s %s in %s: exit %d after %.2f s", self.name, args[0], workdir, proc.returncode, seconds)
-        return Completed(tuple(argv), proc.returncode, stdout, stderr, seconds)
+        return Completed(tuple(argv), proc.returncode, stdout, stderr, seconds, interrupted)
 
-    def _stop(self, proc: subprocess.Popen[str]) -> None:
+    def _wait(
+        self,
+        proc: subprocess.Popen[str],
+        started: float,
+        should_stop: Callable[[], bool] | None,
+        sent: list[bool],
+    ) -> tuple[str, str, bool]:
+        """Wait for ``proc``; ask ``should_stop`` between waits and interrupt it once when told.
+
+        Raises ``TimeoutExpired`` when the command's own ``timeout`` passes first.
+        """
+        if should_stop is None:
+            stdout, stderr = proc.communicate(timeout=self.timeout)
+            return stdout, stderr, False
+        deadline = None if self.timeout is None else started + self.timeout
+        while True:
+            wait = self.poll_interval
+            if deadline is not None:
+                wait = min(wait, max(deadline - time.monotonic(), 0.0))
+            try:
+                # communicate() may be called again after a timeout without losing output.
+                stdout, stderr = proc.communicate(timeout=wait)
+                return stdout, stderr, False
+            except subprocess.TimeoutExpired:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+            if should_stop():
+                break
+        if proc.poll() is not None:
+            # Terraform finished on its own meanwhile: nothing was cut short.
+            stdout, stderr = proc.communicate()
+            return stdout, stderr, False
+        log.info("%s: stop requested; interrupting Terraform once and waiting for it to write its state", self.name)
+        proc.send_signal(signal.SIGINT)
+        sent.append(True)
+        try:
+            stdout, stderr = proc.communicate(timeout=self.stop_grace)
+        except subprocess.TimeoutExpired:
+            # Out of patience: kill what is left of the session (the state may be behind).
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            stdout, stderr = proc.communicate()
+            raise TerraformError(
+                f"{self.name} did not stop within {self.stop_grace:g} s of its interrupt; killed "
+                "(its state may not list the objects it created last)"
+            ) from None
+        return stdout, stderr, True
+
+    def _stop(self, proc: subprocess.Popen[str], interrupted: bool = False) -> None:
         try:
             if proc.poll() is None:
-                proc.send_signal(signal.SIGINT)
+                if not interrupted:
+                    proc.send_signal(signal.SIGINT)
                 proc.communicate(timeout=self.stop_grace)
         except BaseException:
             # Out of patience (or interrupted again): Terraform is killed with the rest below.
@@ -202,6 +270,10 @@ class _CliEngine:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+            # An interrupted communicate() leaves the pipes open; nothing more is read from them.
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
 
     # --- operations ----------------------------------------------------------------
 
@@ -257,11 +329,15 @@ class _CliEngine:
         plan_file: Path | None = None,
         var_files: Sequence[Path] = (),
         auto_approve: bool = True,
+        should_stop: Callable[[], bool] | None = None,
     ) -> ApplyResult:
         """``terraform apply -json``.
 
         A saved plan that no longer fits the state raises StaleState; other errors raise
         :class:`.messages.ApplyFailed`, whose ``result`` lists what was completed anyway.
+        When ``should_stop`` (polled every ``poll_interval`` seconds) returns True, Terraform
+        is interrupted once, gracefully, and the result of what it completed is returned with
+        ``interrupted=True`` (the halt's own errors are in ``diagnostics``, not raised).
         """
         if plan_file is None and not auto_approve:
             raise UsageError("apply without a saved plan needs auto_approve (there is no one to ask)")
@@ -271,9 +347,10 @@ class _CliEngine:
         args += [f"-var-file={vf}" for vf in var_files]
         if plan_file is not None:
             args.append(str(plan_file))
-        done = self.run(workdir, args)
-        result = messages.apply_result(messages.parse_lines(done.stdout))  # raises on error diagnostics
-        if done.returncode != 0:
+        done = self.run(workdir, args, should_stop=should_stop)
+        # Raises on error diagnostics, except for the halt we asked for ourselves.
+        result = messages.apply_result(messages.parse_lines(done.stdout), interrupted=done.interrupted)
+        if done.returncode != 0 and not done.interrupted:
             messages.raise_for_errors((), fallback=done.stderr or done.stdout)
             raise TerraformError(f"{self.name} apply failed with exit code {done.returncode}")
         return result

@@ -99,6 +99,9 @@ class ApplyResult:
     diagnostics: tuple[Diagnostic, ...]
     summary: Summary
     outputs: Mapping[str, Any] = field(default_factory=dict)
+    # The caller asked Terraform to stop (``should_stop``): it finished what was in flight,
+    # wrote its state and started nothing new; the rest of the plan was not applied.
+    interrupted: bool = False
 
 
 def parse_lines(text: str) -> list[dict[str, Any]]:
@@ -236,11 +239,13 @@ def plan_result(
     )
 
 
-def apply_result(messages: Sequence[Mapping[str, Any]]) -> ApplyResult:
+def apply_result(messages: Sequence[Mapping[str, Any]], *, interrupted: bool = False) -> ApplyResult:
     """Interpret an ``apply -json`` stream.
 
     Raises :class:`StaleState` for a stale saved plan and :class:`ApplyFailed` (carrying the
-    partial result) on other error diagnostics.
+    partial result) on other error diagnostics. For an apply we ``interrupted`` on purpose,
+    the errors of the halt itself ("execution halted" for what never started) are expected:
+    they stay in ``diagnostics`` and the result has ``interrupted=True``.
     """
     diags = diagnostics(messages)
     done = tuple(
@@ -253,13 +258,11 @@ def apply_result(messages: Sequence[Mapping[str, Any]]) -> ApplyResult:
     for m in messages:
         if m.get("type") == "outputs" and isinstance(m.get("outputs"), Mapping):
             outputs = {k: v.get("value") for k, v in m["outputs"].items() if isinstance(v, Mapping)}
-    result = ApplyResult(
-        changes=done, failed=failed, diagnostics=diags, summary=summary(messages), outputs=outputs
-    )
+    result = ApplyResult(done, failed, diags, summary(messages), outputs, interrupted=interrupted)
     err = error_for(diags)
     if isinstance(err, StaleState):
         raise err
-    if err is not None:
+    if err is not None and not interrupted:
         raise ApplyFailed(err.message, result)
     return result
 

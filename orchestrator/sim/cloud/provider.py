@@ -13,9 +13,10 @@ through the ``tf`` framework. The contract (``docs/architecture.md``):
   ``launch_time``, ``state``. A read of a terminated or unknown instance reports it gone, so a
   refresh-only plan shows drift ``delete``. ``terraform import xcesim_instance.x i-...`` adopts
   an existing instance.
-- data source ``xcesim_instances``: input ``tags`` (every pair must match); computed
-  ``instances``, a list of objects with every attribute of the resource, live instances only,
-  oldest first.
+- data source ``xcesim_instances``: input ``tags`` (every pair must match) and optional
+  ``recently_terminated`` (bool); computed ``instances``, a list of objects with every
+  attribute of the resource plus ``state_reason``, oldest first: live instances only, or also
+  those terminated in the last hour when ``recently_terminated`` is true.
 
 Values travel as msgpack from Terraform to the store and back untouched, so a name or tag
 holding ``"``, ``${``, ``%{``, a newline or HCL is stored byte for byte.
@@ -30,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any, Final
 
+import tf.runner
 from tf import schema, types
 from tf.iface import (
     Config,
@@ -74,6 +76,13 @@ _INSTANCE_ATTRS: Final = (
     "state",
 )
 
+# The data source's objects also say why an instance left ``running`` (``spot-reclaim``...).
+_LISTED_ATTRS: Final = (*_INSTANCE_ATTRS, "state_reason")
+
+# How long a terminated instance stays in a listing that asks for recent terminations, like
+# EC2, which keeps terminated instances visible for about an hour.
+RECENTLY_TERMINATED_SECONDS: Final = 3600
+
 
 class ObjectType(types.TfType):  # type: ignore[misc]
     """A Terraform object type (``tf`` 1.2 has none): a fixed set of typed attributes.
@@ -101,7 +110,7 @@ class ObjectType(types.TfType):  # type: ignore[misc]
 
 
 def _instance_object_type() -> ObjectType:
-    attrs: dict[str, Any] = {name: types.String() for name in _INSTANCE_ATTRS}
+    attrs: dict[str, Any] = {name: types.String() for name in _LISTED_ATTRS}
     attrs["tags"] = types.Map(types.String())
     return ObjectType(attrs)
 
@@ -336,7 +345,12 @@ class InstanceResource(Resource):  # type: ignore[misc]
 
 
 class InstancesDataSource(DataSource):  # type: ignore[misc]
-    """``xcesim_instances``: live instances whose tags contain every pair of ``tags``."""
+    """``xcesim_instances``: instances whose tags contain every pair of ``tags``.
+
+    Live instances only, unless ``recently_terminated`` is true: then also those terminated in
+    the last hour, with ``state = "terminated"`` and their ``state_reason``, so that a reader
+    can tell a spot reclaim from an out-of-band delete.
+    """
 
     def __init__(self, provider: XceSimProvider) -> None:
         self.provider = provider
@@ -352,20 +366,56 @@ class InstancesDataSource(DataSource):  # type: ignore[misc]
         return schema.Schema(
             attributes=[
                 schema.Attribute("tags", types.Map(types.String()), optional=True),
+                schema.Attribute(
+                    "recently_terminated",
+                    types.Bool(),
+                    optional=True,
+                    description="Also list instances terminated in the last hour (default false).",
+                ),
                 schema.Attribute("instances", types.List(_instance_object_type()), computed=True),
             ]
         )
 
     def read(self, ctx: ReadDataContext, config: Config) -> State | None:
-        """List the matching live instances, oldest first."""
+        """List the matching instances, oldest first."""
         p = self.provider
         tags = config.get("tags") or {}
+        recent = bool(config.get("recently_terminated"))
         try:
-            found = p.call("list", p.store.list_instances, tags)
+            found = p.call("list", p.store.list_instances, tags, include_terminated=recent)
         except (CloudError, CloudApiError) as exc:
             _error(ctx.diagnostics, exc, "listing instances")
             return None
-        return {"tags": config.get("tags"), "instances": [_state(i) for i in found]}
+        if recent:
+            # RFC 3339 UTC with second precision compares as text. O(terminated instances of
+            # the filter) per read: acceptable for the simulation, documented in the module.
+            since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - RECENTLY_TERMINATED_SECONDS))
+            found = [i for i in found if i.state != TERMINATED or i.terminated_at >= since]
+        return {
+            "tags": config.get("tags"),
+            "recently_terminated": config.get("recently_terminated"),
+            "instances": [{**_state(i), "state_reason": i.state_reason} for i in found],
+        }
+
+
+class _StopIsNotShutdown(tf.runner._ShutdownInterceptor):  # type: ignore[misc]
+    """Serve on after ``StopProvider``; only go-plugin's ``Shutdown`` ends the server.
+
+    ``tf`` 1.2 stops its gRPC server with no grace on ``StopProvider``. Terraform sends that
+    call when it is interrupted, to mean "halt what you can, then answer" (plugin protocol),
+    and then waits for the calls in flight to return before it writes its state. Killing the
+    server there aborted those calls: an instance launched by a create in flight existed in
+    the cloud but never reached the state. Here the calls in flight finish and are reported,
+    and Terraform (which makes no new call after the stop) ends the plugin as usual.
+    """
+
+    def intercept_service(self, continuation: Any, handler_call_details: Any) -> Any:
+        result = continuation(handler_call_details)
+        if handler_call_details.method == "/plugin.GRPCController/Shutdown":
+            self.stopped = True
+            if self.server:
+                self.server.stop(grace=0)
+        return result
 
 
 def main() -> None:
@@ -373,6 +423,8 @@ def main() -> None:
     logging.basicConfig(
         level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
     )
+    # run_provider looks the interceptor class up in its module when it builds the server.
+    tf.runner._ShutdownInterceptor = _StopIsNotShutdown
     run_provider(XceSimProvider(), sys.argv)
 
 

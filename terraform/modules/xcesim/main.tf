@@ -34,8 +34,11 @@ resource "xcesim_instance" "this" {
 # Every object carrying this cluster's tag, whoever made it: the cloud's view for orphan
 # detection. No depends_on on purpose: the listing must be read during plan (and refresh-only
 # plan), not deferred to apply.
+# recently_terminated: instances terminated in the last hour are listed too, with their
+# state_reason, so that a spot reclaim is told apart from an out-of-band delete (host loss).
 data "xcesim_instances" "tagged" {
-  tags = { "xce:cluster" = var.common_tags["xce:cluster"] }
+  tags                = { "xce:cluster" = var.common_tags["xce:cluster"] }
+  recently_terminated = true
 }
 
 locals {

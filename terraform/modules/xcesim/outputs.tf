@@ -12,16 +12,17 @@ output "instances" {
 }
 
 output "tagged" {
-  description = "Every non-terminated instance carrying this cluster's xce:cluster tag as listed when the data source was last read (plan or refresh), keyed by cloud id: id, name, address, launch_time, state, tags."
+  description = "Every instance carrying this cluster's xce:cluster tag as listed when the data source was last read (plan or refresh), keyed by cloud id: id, name, address, launch_time, state, state_reason, tags. Live instances, and those terminated in the last hour (state terminated, state_reason e.g. spot-reclaim)."
   value = {
     for inst in local.listed : inst.id => {
-      id          = inst.id
-      name        = inst.name
-      address     = inst.address
-      launch_time = inst.launch_time
-      state       = inst.state
-      tags        = inst.tags
-    } if inst.state != "terminated"
+      id           = inst.id
+      name         = inst.name
+      address      = inst.address
+      launch_time  = inst.launch_time
+      state        = inst.state
+      state_reason = inst.state_reason
+      tags         = inst.tags
+    }
   }
 }
 

@@ -61,7 +61,7 @@ output "instances" {
 }
 
 output "tagged" {
-  description = "Every non-terminated object carrying this cluster's tag, by cloud id (orphan detection)."
+  description = "Every object carrying this cluster's tag, by cloud id: live ones and those terminated in the last hour with their state_reason (orphan detection, host loss)."
   value       = module.instances.tagged
 }
 

@@ -6,6 +6,7 @@ prints a canned stdout and exits with a canned code, so no Terraform is needed h
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -36,6 +37,11 @@ if os.path.exists(os.path.join(here, "sleep")):
     def stop(signum, frame):
         with open(os.path.join(here, "signals"), "a") as f:
             f.write(str(signum) + "\\n")
+        if os.path.exists(os.path.join(here, "stubborn")):
+            return
+        out = os.path.join(here, "stdout")
+        if os.path.exists(out):
+            sys.stdout.write(open(out).read())
         sys.exit(1)
     signal.signal(signal.SIGINT, stop)
     open(os.path.join(here, "ready"), "w").close()
@@ -187,29 +193,95 @@ def python_sigint() -> Iterator[None]:
     finally:
         signal.signal(signal.SIGINT, previous)
 
+@contextlib.contextmanager
+def ctrl_c_once(flag: Path) -> Iterator[None]:
+    """Press Ctrl-C (SIGINT to the main thread) once ``flag`` exists, while the block runs."""
+    main_ident = threading.main_thread().ident
+    assert main_ident is not None
+    done = threading.Event()
+
+    def press() -> None:
+        while not done.wait(0.05):
+            if flag.exists():
+                signal.pthread_kill(main_ident, signal.SIGINT)
+                return
+
+    helper = threading.Thread(target=press)
+    helper.start()
+    try:
+        yield
+    finally:
+        done.set()
+        helper.join()
+
+
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="needs the main thread")
 def test_ctrl_c_is_passed_on_exactly_once(fake: Path, tmp_path: Path, python_sigint: None) -> None:
     # A second SIGINT would make Terraform abandon its state: the command runs in its own
     # session, so only the engine's single SIGINT reaches it.
     (fake.parent / "sleep").write_text("")
-    main_ident = threading.main_thread().ident
-    assert main_ident is not None
-    done = threading.Event()
+    with ctrl_c_once(fake.parent / "ready"), pytest.raises(KeyboardInterrupt):
+        BinaryEngine(str(fake), stop_grace=30.0).apply(tmp_path)
+    assert (fake.parent / "signals").read_text().split() == ["2"]
 
-    def ctrl_c_when_ready() -> None:
-        while not done.wait(0.05):
-            if (fake.parent / "ready").exists():
-                signal.pthread_kill(main_ident, signal.SIGINT)
-                return
 
-    helper = threading.Thread(target=ctrl_c_when_ready)
-    helper.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            BinaryEngine(str(fake), stop_grace=30.0).apply(tmp_path)
-    finally:
-        done.set()
-        helper.join()
+def test_should_stop_interrupts_the_apply_once_and_reports_what_it_did(fake: Path, tmp_path: Path) -> None:
+    (fake.parent / "sleep").write_text("")
+    set_output(fake, "apply_interrupted.jsonl", 1)
+    answers: list[bool] = []
+
+    def should_stop() -> bool:
+        answers.append((fake.parent / "ready").exists())
+        return answers[-1]
+
+    engine = BinaryEngine(str(fake), stop_grace=30.0, poll_interval=0.05)
+    result = engine.apply(tmp_path, plan_file=Path("p.tfplan"), should_stop=should_stop)
+    assert result.interrupted
+    # What the halted apply completed is reported, and its "execution halted" is not raised.
+    assert sorted(c.key for c in result.changes) == ["op7-0", "op7-1"]
+    assert {d.summary for d in result.diagnostics} == {"execution halted"}
+    assert (fake.parent / "signals").read_text().split() == ["2"]
+    # Asked until it said stop, never again once Terraform was interrupted.
+    assert answers[-1] is True and answers.count(True) == 1
+
+
+def test_should_stop_never_true_changes_nothing(fake: Path, tmp_path: Path) -> None:
+    set_output(fake, "apply_ok.jsonl", 0)
+    result = BinaryEngine(str(fake)).apply(tmp_path, plan_file=Path("p.tfplan"), should_stop=lambda: False)
+    assert not result.interrupted and result.summary.add > 0
+    assert not (fake.parent / "signals").exists()
+    # A plain apply is not interrupted either (the default of the new field).
+    assert not BinaryEngine(str(fake)).apply(tmp_path, plan_file=Path("p.tfplan")).interrupted
+
+
+def test_timeout_still_applies_while_polling(fake: Path, tmp_path: Path) -> None:
+    (fake.parent / "sleep").write_text("")
+    engine = BinaryEngine(str(fake), timeout=1.0, stop_grace=30.0, poll_interval=0.05)
+    with pytest.raises(TerraformError, match="did not finish within 1 s"):
+        engine.apply(tmp_path, should_stop=lambda: False)
+    assert (fake.parent / "signals").read_text().split() == ["2"]
+
+
+def test_terraform_that_ignores_the_interrupt_is_killed_after_the_grace(fake: Path, tmp_path: Path) -> None:
+    (fake.parent / "sleep").write_text("")
+    (fake.parent / "stubborn").write_text("")
+    engine = BinaryEngine(str(fake), stop_grace=0.5, poll_interval=0.05)
+    with pytest.raises(TerraformError, match=r"did not stop within 0\.5 s of its interrupt; killed"):
+        engine.apply(tmp_path, should_stop=lambda: (fake.parent / "ready").exists())
+    # One interrupt only, then the kill (a second SIGINT would abandon Terraform's state).
+    assert (fake.parent / "signals").read_text().split() == ["2"]
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="needs the main thread")
+def test_ctrl_c_after_a_stop_request_sends_no_second_interrupt(
+    fake: Path, tmp_path: Path, python_sigint: None
+) -> None:
+    (fake.parent / "sleep").write_text("")
+    (fake.parent / "stubborn").write_text("")  # Terraform still busy writing its state
+    engine = BinaryEngine(str(fake), stop_grace=1.0, poll_interval=0.05)
+    # The Ctrl-C comes once the stop request's interrupt has arrived.
+    with ctrl_c_once(fake.parent / "signals"), pytest.raises(KeyboardInterrupt):
+        engine.apply(tmp_path, should_stop=lambda: (fake.parent / "ready").exists())
     assert (fake.parent / "signals").read_text().split() == ["2"]
 
 

@@ -14,6 +14,7 @@ from orchestrator.sim.cloud.provider import (
     InstancesDataSource,
     XceSimProvider,
     _instance_object_type,
+    _StopIsNotShutdown,
 )
 from orchestrator.sim.cloud.store import CloudStore
 
@@ -114,6 +115,55 @@ def test_data_source_lists_matching_live_instances(provider: XceSimProvider) -> 
     assert set(got["instances"][0]) == set(json.loads(_instance_object_type().tf_type())[1])
     everything = InstancesDataSource(provider).read(ReadDataContext(diags, "d"), {"tags": None})
     assert everything is not None and len(everything["instances"]) == 2
+
+
+def test_data_source_lists_recent_terminations_with_their_reason(provider: XceSimProvider) -> None:
+    store = provider.store
+    tags = {"xce:cluster": "demo"}
+    live = store.create_out_of_band("live", "c8.large", "debian-12", tags)
+    reclaimed = store.create_out_of_band("spot", "c8.large", "debian-12", tags)
+    deleted = store.create_out_of_band("gone", "c8.large", "debian-12", tags)
+    old = store.create_out_of_band("old", "c8.large", "debian-12", tags)
+    store.spot_reclaim(instance_id=reclaimed.id)
+    store.delete_out_of_band(deleted.id)
+    store.delete_out_of_band(old.id)
+    # Terminated two hours ago: past the hour a listing keeps terminated instances.
+    conn = store._conn()
+    conn.execute("UPDATE instances SET terminated_at = '2000-01-01T00:00:00Z' WHERE id = ?", (old.id,))
+    source = InstancesDataSource(provider)
+    diags = Diagnostics()
+    got = source.read(ReadDataContext(diags, "d"), {"tags": tags, "recently_terminated": True})
+    assert got is not None and not diags.has_errors()
+    assert [(i["id"], i["state"], i["state_reason"]) for i in got["instances"]] == [
+        (live.id, "running", ""),
+        (reclaimed.id, "terminated", "spot-reclaim"),
+        (deleted.id, "terminated", "out-of-band-delete"),
+    ]
+    plain = source.read(ReadDataContext(diags, "d"), {"tags": tags, "recently_terminated": None})
+    assert plain is not None and [i["id"] for i in plain["instances"]] == [live.id]
+
+
+class _Details:
+    def __init__(self, method: str) -> None:
+        self.method = method
+
+
+class _Server:
+    def __init__(self) -> None:
+        self.stops: list[float] = []
+
+    def stop(self, grace: float) -> None:
+        self.stops.append(grace)
+
+
+def test_stop_provider_lets_calls_in_flight_finish_and_shutdown_ends_the_server() -> None:
+    interceptor = _StopIsNotShutdown()
+    server = _Server()
+    interceptor.server = server
+    assert interceptor.intercept_service(lambda d: "handled", _Details("/tfplugin6.Provider/StopProvider")) == "handled"
+    assert not interceptor.stopped and server.stops == []
+    interceptor.intercept_service(lambda d: "handled", _Details("/plugin.GRPCController/Shutdown"))
+    assert interceptor.stopped and server.stops == [0]
 
 
 def test_import_adopts_a_live_instance(provider: XceSimProvider) -> None:

@@ -1,0 +1,145 @@
+"""Host loss: which managed instances the cloud took away, decided from the cloud views.
+
+Before each apply the executor reads the provider's :class:`~orchestrator.workspace.cloudview.Drift`
+(and, where the module can list, its :class:`~orchestrator.workspace.cloudview.Listing`) and asks
+:meth:`LossTracker.observe` which instances are lost. The rules:
+
+* the listing shows the instance terminated with reason ``spot-reclaim`` (the cloud took it
+  back) or ``expired`` (the cloud's lifetime backstop ended it): lost **at once**, the cloud
+  said so;
+* otherwise an instance the drift shows deleted is a *suspect*; missing on **two consecutive**
+  observations (one observation = one call) it is lost. One read is not enough: a refresh can
+  race an eventually consistent API, and a loss removes the host for good;
+* a suspect seen again (no longer deleted in the drift, or listed live) is forgiven.
+
+A lost instance is reported by every observation while the drift still shows it deleted (the
+executor removes it from the desired set; the next apply drops it from the state), so a crash
+between ``observe`` and the ``lost`` fact loses nothing: the next pass reports it again. The
+suspects live in ``lost-suspects.json`` in the working directory (:data:`SUSPECTS_FILE`),
+replaced atomically and durably, so a restart between two observations neither forgets a
+suspect nor counts one observation twice.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+from orchestrator import durable
+from orchestrator.errors import FinalError
+from orchestrator.workspace.cloudview import CloudObject, Drift, Listing
+
+SUSPECTS_FILE: Final = "lost-suspects.json"
+
+# Reasons with which the cloud itself says it ended an instance (a loss needs no second read).
+CLOUD_REASONS: Final = frozenset({"spot-reclaim", "expired"})
+# The reason of a loss decided by repeated absence.
+MISSING: Final = "missing"
+# Consecutive observations of absence that make a loss.
+OBSERVATIONS_FOR_LOSS: Final = 2
+
+_FORMAT: Final = 1
+_MAX_SUSPECTS: Final = 100_000
+_LIVE_STATES: Final = frozenset({"pending", "running", "stopping", "stopped", "shutting-down", "active"})
+
+
+@dataclass(frozen=True)
+class LostInstance:
+    """One instance the cloud took away; ``evidence`` is JSON-ready (it becomes the fact's detail)."""
+
+    instance_key: str
+    instance_id: str
+    reason: str
+    evidence: dict[str, Any] = field(hash=False)
+
+
+class LossTracker:
+    """Suspects of one provider's working directory, persisted in ``path`` between observations."""
+
+    def __init__(self, path: Path) -> None:
+        """Track the suspects kept in ``path`` (``<workdir>/lost-suspects.json``; absent = none)."""
+        self.path = Path(path)
+
+    def suspects(self) -> dict[str, dict[str, Any]]:
+        """Instance key → ``{"instance_id", "missing", "first_missing"}`` as persisted."""
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return {}
+        try:
+            doc = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise FinalError(f"{self.path}: not JSON ({exc}); remove it to start counting afresh") from None
+        return _checked(doc, self.path)
+
+    def observe(self, drift: Drift, listing: Listing | None) -> list[LostInstance]:
+        """One observation: the instances lost by the rules above, in instance-key order.
+
+        ``listing`` is None (or unsupported) when the cloud could not be listed: then only the
+        two-observation rule can declare a loss.
+        """
+        before = self.suspects()
+        listed = listing.by_id() if listing is not None and listing.supported else {}
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        after: dict[str, dict[str, Any]] = {}
+        lost: list[LostInstance] = []
+        for key in sorted(drift.deleted):
+            instance_id = drift.deleted[key]
+            seen = listed.get(instance_id)
+            if seen is not None and seen.state in _LIVE_STATES:
+                # The cloud lists it alive: the refresh raced the API, not a loss. Forgiven.
+                continue
+            previous = before.get(key)
+            if previous is None or previous["instance_id"] != instance_id:
+                previous = {"instance_id": instance_id, "missing": 0, "first_missing": now}
+            entry = {**previous, "missing": min(previous["missing"] + 1, OBSERVATIONS_FOR_LOSS)}
+            after[key] = entry
+            if seen is not None and seen.state_reason in CLOUD_REASONS:
+                lost.append(_lost(key, instance_id, seen.state_reason, entry, seen))
+            elif entry["missing"] >= OBSERVATIONS_FOR_LOSS:
+                lost.append(_lost(key, instance_id, MISSING, entry, seen))
+        if after != before:
+            durable.write_json_atomic(self.path, {"format": _FORMAT, "suspects": after})
+        return lost
+
+
+def _lost(key: str, instance_id: str, reason: str, entry: dict[str, Any], seen: CloudObject | None) -> LostInstance:
+    evidence: dict[str, Any] = {
+        "instance_key": key,
+        "instance_id": instance_id,
+        "reason": reason,
+        "drift": "deleted",
+        "observations_missing": entry["missing"],
+        "first_missing": entry["first_missing"],
+    }
+    if seen is not None:
+        evidence["listing"] = {"state": seen.state, "state_reason": seen.state_reason, "name": seen.name}
+    else:
+        evidence["listing"] = None
+    return LostInstance(key, instance_id, reason, evidence)
+
+
+def _checked(doc: object, path: Path) -> dict[str, dict[str, Any]]:
+    """The suspects of a parsed file, each entry's types checked (the file may be damaged)."""
+    if not isinstance(doc, dict) or doc.get("format") != _FORMAT or not isinstance(doc.get("suspects"), dict):
+        raise FinalError(f"{path}: not a suspects file of format {_FORMAT}; remove it to start counting afresh")
+    suspects = doc["suspects"]
+    if len(suspects) > _MAX_SUSPECTS:
+        raise FinalError(f"{path}: {len(suspects)} suspects, more than {_MAX_SUSPECTS}")
+    out: dict[str, dict[str, Any]] = {}
+    for key, entry in suspects.items():
+        ok = (
+            isinstance(entry, dict)
+            and isinstance(entry.get("instance_id"), str)
+            and isinstance(entry.get("missing"), int)
+            and not isinstance(entry.get("missing"), bool)
+            and entry["missing"] >= 1
+            and isinstance(entry.get("first_missing"), str)
+        )
+        if not ok:
+            raise FinalError(f"{path}: suspect {key!r}: needs instance_id, missing (1 or more), first_missing")
+        out[key] = {k: entry[k] for k in ("instance_id", "missing", "first_missing")}
+    return out

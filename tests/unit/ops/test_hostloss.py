@@ -1,0 +1,144 @@
+"""Host loss rules (orchestrator/ops/hostloss.py): at once when the cloud says why, else after two reads."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import pytest
+
+from orchestrator.errors import FinalError
+from orchestrator.ops.hostloss import MISSING, SUSPECTS_FILE, LossTracker
+from orchestrator.workspace.cloudview import CloudObject, Drift, Listing
+
+
+def obj(instance_id: str, state: str = "terminated", reason: str = "") -> CloudObject:
+    return CloudObject(
+        id=instance_id,
+        name=f"h-{instance_id}",
+        address="10.213.0.9",
+        tags={"xce:cluster": "unit"},
+        state=state,
+        state_reason=reason,
+        launch_time="2026-12-01T08:00:00Z",
+    )
+
+
+def listing(*objects: CloudObject) -> Listing:
+    return Listing(supported=True, objects=list(objects))
+
+
+@pytest.fixture
+def tracker(tmp_path: Path) -> LossTracker:
+    return LossTracker(tmp_path / SUSPECTS_FILE)
+
+
+def test_spot_reclaim_and_expiry_are_lost_at_once(tracker: LossTracker) -> None:
+    drift = Drift(deleted={"op1-0": "i-a", "op1-1": "i-b"})
+    lost = tracker.observe(drift, listing(obj("i-a", reason="spot-reclaim"), obj("i-b", reason="expired")))
+    assert [(x.instance_key, x.instance_id, x.reason) for x in lost] == [
+        ("op1-0", "i-a", "spot-reclaim"),
+        ("op1-1", "i-b", "expired"),
+    ]
+    evidence = lost[0].evidence
+    assert evidence["listing"] == {"state": "terminated", "state_reason": "spot-reclaim", "name": "h-i-a"}
+    assert evidence["observations_missing"] == 1 and evidence["drift"] == "deleted"
+    json.dumps(evidence)  # the fact's detail must be JSON
+
+
+def test_an_unexplained_delete_needs_two_consecutive_observations(tracker: LossTracker) -> None:
+    drift = Drift(deleted={"op1-0": "i-a"})
+    out_of_band = listing(obj("i-a", reason="out-of-band-delete"))
+    assert tracker.observe(drift, out_of_band) == []
+    assert tracker.suspects()["op1-0"]["missing"] == 1
+    (lost,) = tracker.observe(drift, out_of_band)
+    assert (lost.instance_key, lost.instance_id, lost.reason) == ("op1-0", "i-a", MISSING)
+    assert lost.evidence["observations_missing"] == 2
+    assert lost.evidence["first_missing"] == tracker.suspects()["op1-0"]["first_missing"]
+
+
+def test_without_a_listing_only_the_two_observation_rule_applies(tracker: LossTracker) -> None:
+    drift = Drift(deleted={"op1-0": "i-a"})
+    assert tracker.observe(drift, None) == []
+    (lost,) = tracker.observe(drift, None)
+    assert lost.reason == MISSING and lost.evidence["listing"] is None
+    # An unsupported listing (openstack) says nothing either, even if it carried objects.
+    other = LossTracker(tracker.path.with_name("other.json"))
+    unsupported = Listing(supported=False, objects=[obj("i-a", reason="spot-reclaim")])
+    assert other.observe(drift, unsupported) == []
+
+
+def test_a_suspect_seen_again_is_forgiven(tracker: LossTracker) -> None:
+    drift = Drift(deleted={"op1-0": "i-a"})
+    assert tracker.observe(drift, None) == []
+    assert tracker.observe(Drift(), None) == []  # back in the refresh: forgiven
+    assert tracker.suspects() == {}
+    # Counting starts afresh: one more absence is not yet a loss.
+    assert tracker.observe(drift, None) == []
+
+
+def test_listed_alive_contradicts_the_drift_and_is_not_counted(tracker: LossTracker) -> None:
+    drift = Drift(deleted={"op1-0": "i-a"})
+    assert tracker.observe(drift, None) == []
+    assert tracker.observe(drift, listing(obj("i-a", state="running"))) == []
+    assert tracker.suspects() == {}
+    assert tracker.observe(drift, None) == []
+
+
+def test_observations_must_be_consecutive_for_the_same_instance(tracker: LossTracker) -> None:
+    assert tracker.observe(Drift(deleted={"op1-0": "i-a"}), None) == []
+    # The key now names another instance (a re-create that vanished too): a new suspect.
+    assert tracker.observe(Drift(deleted={"op1-0": "i-z"}), None) == []
+    assert tracker.suspects()["op1-0"] == {
+        "instance_id": "i-z",
+        "missing": 1,
+        "first_missing": tracker.suspects()["op1-0"]["first_missing"],
+    }
+    (lost,) = tracker.observe(Drift(deleted={"op1-0": "i-z"}), None)
+    assert lost.instance_id == "i-z"
+
+
+def test_a_lost_instance_is_reported_again_until_it_leaves_the_drift(tracker: LossTracker) -> None:
+    # The executor may crash between observe() and the lost fact: nothing is forgotten.
+    drift = Drift(deleted={"op1-0": "i-a", "op1-1": "i-b"})
+    tracker.observe(drift, None)
+    first = tracker.observe(drift, None)
+    again = tracker.observe(drift, None)
+    assert [x.instance_key for x in first] == [x.instance_key for x in again] == ["op1-0", "op1-1"]
+    # Once removed from the desired set and applied, the state no longer has them.
+    assert tracker.observe(Drift(), None) == []
+    assert tracker.suspects() == {}
+
+
+def test_changed_instances_are_not_losses(tracker: LossTracker) -> None:
+    drift = Drift(changed={"op1-0": ["tags"]})
+    assert tracker.observe(drift, None) == tracker.observe(drift, None) == []
+    assert not tracker.path.exists()  # nothing to remember, nothing written
+
+
+def test_suspects_survive_a_restart_in_a_private_file(tmp_path: Path) -> None:
+    path = tmp_path / "work" / SUSPECTS_FILE
+    drift = Drift(deleted={"op1-0": "i-a"})
+    assert LossTracker(path).observe(drift, None) == []
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    # A new process (a new tracker) continues the count: the second read is the loss.
+    (lost,) = LossTracker(path).observe(drift, None)
+    assert lost.instance_key == "op1-0"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "not JSON"),
+        ('{"format": 9, "suspects": {}}', "not a suspects file of format 1"),
+        ('{"format": 1, "suspects": {"op1-0": {"instance_id": "i-a", "missing": "2"}}}', "suspect 'op1-0'"),
+        ('{"format": 1, "suspects": {"op1-0": {"instance_id": 3, "missing": 1, "first_missing": ""}}}', "needs"),
+    ],
+)
+def test_a_damaged_suspects_file_is_reported_naming_it(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / SUSPECTS_FILE
+    path.write_text(content)
+    with pytest.raises(FinalError, match=message) as err:
+        LossTracker(path).observe(Drift(deleted={"op1-0": "i-a"}), None)
+    assert str(path) in str(err.value) and "\n" not in str(err.value)
