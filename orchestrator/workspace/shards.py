@@ -29,6 +29,7 @@ until the desired sets are written, so two placements never read the same free r
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from dataclasses import dataclass
@@ -116,10 +117,8 @@ class ProviderShards:
     def all(self) -> list[ProviderWorkdir]:
         """Every shard: shard 0 always, then each ``shards/<n>/`` on disk, by index."""
         indices = {0}
-        try:
+        with contextlib.suppress(FileNotFoundError):  # no shard beyond 0 was ever opened
             indices.update(int(p.name) for p in (self.base / SHARDS).iterdir() if _INDEX.match(p.name) and p.is_dir())
-        except FileNotFoundError:
-            pass
         return [self.shard(i) for i in sorted(indices)]
 
     def placement_lock(self, timeout: float = 600.0) -> FileLock:

@@ -19,11 +19,7 @@ from orchestrator.workspace.workdir import ProviderWorkdir
 def shards_of(tmp_path: Path, shard_size: int = 4) -> ProviderShards:
     loaded = site_config(tmp_path)
     config = loaded.config.model_copy(
-        update={
-            "providers": {
-                "sim": loaded.config.providers["sim"].model_copy(update={"shard_size": shard_size})
-            }
-        }
+        update={"providers": {"sim": loaded.config.providers["sim"].model_copy(update={"shard_size": shard_size})}}
     )
     return ProviderShards(config, "sim", ROOT)
 
