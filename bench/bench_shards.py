@@ -12,6 +12,7 @@ the applies. Paths, each a function of (root, N, shard size) returning seconds:
   of all N instances in one state: the reference every ratio is taken against;
 - ``seq``: the N instances over ceil(N / shard size) states, applied one after another;
 - ``par``: the same states applied by ``--workers`` concurrent Terraform processes (2 cores);
+- ``par-all``: every state's apply at once (one process each, whatever the cores);
 - ``par-listing``: as ``par``, but every state also reads (and keeps) the cluster's tagged
   listing, as the module does today; in the design only shard 0 does.
 
@@ -139,6 +140,7 @@ def make_paths(workers: int) -> dict[str, Path_]:
         "one": lambda root, n, _size: run(root, n, n, 1),
         "seq": lambda root, n, size: run(root, n, size, 1),
         "par": lambda root, n, size: run(root, n, size, workers),
+        "par-all": lambda root, n, size: run(root, n, size, math.ceil(n / size)),
         "par-listing": lambda root, n, size: run(root, n, size, workers, "all"),
     }
 
