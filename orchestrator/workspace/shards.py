@@ -121,6 +121,14 @@ class ProviderShards:
             indices.update(int(p.name) for p in (self.base / SHARDS).iterdir() if _INDEX.match(p.name) and p.is_dir())
         return [self.shard(i) for i in sorted(indices)]
 
+    def listing_shard(self) -> ProviderWorkdir:
+        """The shard whose ``tagged`` output is the provider's cloud listing: shard 0.
+
+        The listing is by cluster tag, the same from every shard, so it is read once per
+        provider (docs/architecture.md, "Bursts that scale"), from the shard that always exists.
+        """
+        return self._shards[0]
+
     def placement_lock(self, timeout: float = 600.0) -> FileLock:
         """Held from :meth:`place` until the desired sets are written: one placement at a time.
 

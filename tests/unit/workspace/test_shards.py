@@ -158,3 +158,15 @@ templates:
 """
     with pytest.raises(ConfigError, match=r"providers\.sim\.shard_size"):
         parse_config(text, str(tmp_path / "xceprov.yaml"), tmp_path)
+
+
+def test_only_numbered_shard_directories_count_and_the_listing_is_read_from_shard_zero(tmp_path: Path) -> None:
+    shards = shards_of(tmp_path)
+    under = shards.base / "shards"
+    for name in ("2", ".sim.staging-x1", "0", "07", "notes"):
+        (under / name).mkdir(parents=True)
+    (under / "9.lock").write_text("")  # a lock file beside a shard, not a shard
+    assert [s.index for s in shards.all() if isinstance(s, ShardWorkdir)] == [0, 2]
+    assert shards.listing_shard() == shards.shard(0)
+    # A new shard opens after the highest one on disk, never in a gap.
+    assert sizes(shards.place("op-00000001-aaaaaa", keys("op-00000001-aaaaaa", 9))) == {0: 4, 2: 4, 3: 1}
