@@ -16,6 +16,7 @@ HERE = Path(__file__).resolve().parent
 BENCHES = [
     ("bench_plan.py", False),
     ("bench_sim_apply.py", False),
+    ("bench_shards.py", False),
     ("bench_lease.py", False),
     ("bench_bootstrap.py", True),
 ]

@@ -18,6 +18,7 @@ NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,39}$"
 # Settings a module gets unless the site says otherwise: the simulated cloud's store lives in
 # the simulated world's state directory, which only the orchestrator knows.
 MODULE_DEFAULT_SETTINGS: dict[str, dict[str, Any]] = {"xcesim": {"store": "{{ sim_state_dir }}/cloud.sqlite"}}
+SHARD_SIZE = 250  # instances per Terraform state (providers.<name>.shard_size); see docs/performance.md
 SYSTEM_TRUST = "system"  # ``controller.ca: system``: trust the system store, said explicitly
 
 
@@ -116,6 +117,10 @@ class ProviderSettings(Strict):
     # that long after launch, whatever the orchestrator knows. Off by default: it ends hosts
     # whether or not they run work, so only the site can choose a value longer than its jobs.
     max_lifetime: Duration | None = None
+    # Terraform rewrites a whole state after every instance it applies, so one state's apply
+    # grows with the square of its size; the provider's instances are spread over working
+    # directories of at most this many (docs/architecture.md, "Bursts that scale").
+    shard_size: int = Field(default=SHARD_SIZE, ge=1, le=10_000)
     tags: dict[str, str] = Field(default_factory=dict)
     settings: dict[str, Any] = Field(default_factory=dict)
 

@@ -1,0 +1,195 @@
+"""A provider's instances over several working directories (states) of bounded size.
+
+Terraform core rewrites the whole state after every resource instance it applies, so one
+apply of N instances in one state costs O(N²) (docs/performance.md, "Bursts that scale").
+A provider's instances are therefore spread over *shards*: working directories of at most
+``providers.<name>.shard_size`` instances each, every one with its own Terraform state, lock and
+desired set, applied independently (in parallel, under the provider's one lease).
+
+Layout (docs/architecture.md, "Bursts that scale")::
+
+    <state_dir>/work/<cluster>/<provider>/             shard 0 (the single-directory layout as it was)
+    <state_dir>/work/<cluster>/<provider>/shards/<n>/  shard n >= 1
+
+Shard 0 *is* the provider's former working directory: an existing ``<provider>/`` with its state
+and desired set is used untouched, keeps its lock (``<provider>.lock``) and holds its instances
+for as long as they live. Terraform reads only the ``*.tf`` files of a working directory itself,
+so the ``shards/`` subdirectory is invisible to shard 0's Terraform.
+
+Placement: the desired sets are the durable record of which shard holds which key. A key
+written into a shard's desired set stays in that shard until it is removed (instances never move
+between states). :meth:`ProviderShards.place` keeps every key already held where it is and
+gives the others, in order, to the least-full shard with room (ties: lowest index), opening a
+new shard when none has room; an op larger than the free room spans shards. It is a function of
+what is on disk only, so a resumed op gets the same shards for every key that could have reached
+Terraform (a key reaches Terraform only through a desired set), and a second call before anything
+was written answers the same. Callers hold :meth:`ProviderShards.placement_lock` from placing
+until the desired sets are written, so two placements never read the same free room.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from filelock import FileLock
+
+from orchestrator import durable
+from orchestrator.model.config import Config
+from orchestrator.workspace.desired import DESIRED, DesiredSet
+from orchestrator.workspace.workdir import ProviderWorkdir
+
+SHARDS = "shards"
+_INDEX = re.compile(r"^[1-9][0-9]{0,5}$")
+
+
+class ShardWorkdir(ProviderWorkdir):
+    """One shard of a provider: a whole Terraform working directory (state, desired set, lock).
+
+    Shard 0 has exactly the path, desired set and lock of :class:`ProviderWorkdir`, so code that
+    still builds a ``ProviderWorkdir`` works on shard 0 and the two serialise on the same lock.
+    """
+
+    def __init__(self, config: Config, provider: str, toolkit_root: Path, index: int) -> None:
+        super().__init__(config, provider, toolkit_root)
+        if index < 0:
+            raise ValueError(f"shard index must be >= 0, not {index}")
+        self.index = index
+        self.base = self.path  # <state_dir>/work/<cluster>/<provider>: shard 0
+        if index > 0:
+            self.path = self.base / SHARDS / str(index)
+            self.desired = DesiredSet(self.path / DESIRED)
+
+    def parent_dir(self) -> Path:
+        """The directory holding this shard (and its lock and staging copies), private, created."""
+        if self.index == 0:
+            return super().parent_dir()
+        return durable.private_tree(self.config.state_dir, "work", self.config.cluster, self.provider, SHARDS)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ShardWorkdir) and other.path == self.path
+
+    def __hash__(self) -> int:
+        return hash(self.path)
+
+    def __repr__(self) -> str:
+        return f"ShardWorkdir({self.provider!r}, {self.index})"
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """A desired set's keys as read, valid while its file is the same file (atomic replaces)."""
+
+    stamp: tuple[int, int, int] | None
+    keys: frozenset[str]
+
+
+class ProviderShards:
+    """The shards of one provider: listing, placement of an op's keys, and which shard holds a key."""
+
+    def __init__(self, config: Config, provider: str, toolkit_root: Path) -> None:
+        self.config = config
+        self.provider = provider
+        self.toolkit_root = toolkit_root
+        # ProviderWorkdir checks the provider and its module; shard 0 is made eagerly for that.
+        self._shards: dict[int, ShardWorkdir] = {0: ShardWorkdir(config, provider, toolkit_root, 0)}
+        self._seen: dict[int, _Seen] = {}
+
+    @property
+    def shard_size(self) -> int:
+        """At most this many instances are placed in one shard (``providers.<name>.shard_size``)."""
+        return self.config.providers[self.provider].shard_size
+
+    @property
+    def base(self) -> Path:
+        """``<state_dir>/work/<cluster>/<provider>``: shard 0, and the parent of ``shards/``."""
+        return self._shards[0].path
+
+    def shard(self, index: int) -> ShardWorkdir:
+        """Shard ``index`` (the same object every time; it need not exist on disk yet)."""
+        if index not in self._shards:
+            self._shards[index] = ShardWorkdir(self.config, self.provider, self.toolkit_root, index)
+        return self._shards[index]
+
+    def all(self) -> list[ProviderWorkdir]:
+        """Every shard: shard 0 always, then each ``shards/<n>/`` on disk, by index."""
+        indices = {0}
+        with contextlib.suppress(FileNotFoundError):  # no shard beyond 0 was ever opened
+            indices.update(int(p.name) for p in (self.base / SHARDS).iterdir() if _INDEX.match(p.name) and p.is_dir())
+        return [self.shard(i) for i in sorted(indices)]
+
+    def listing_shard(self) -> ProviderWorkdir:
+        """The shard whose ``tagged`` output is the provider's cloud listing: shard 0.
+
+        The listing is by cluster tag, the same from every shard, so it is read once per
+        provider (docs/architecture.md, "Bursts that scale"), from the shard that always exists.
+        """
+        return self._shards[0]
+
+    def placement_lock(self, timeout: float = 600.0) -> FileLock:
+        """Held from :meth:`place` until the desired sets are written: one placement at a time.
+
+        A separate lock from the shards' own, so a placement does not wait for applies of
+        shards it does not touch; the shard locks are taken as usual to write and apply.
+        """
+        self._shards[0].parent_dir()
+        return FileLock(str(self.base) + ".placement.lock", timeout=timeout, mode=durable.PRIVATE_FILE)
+
+    def keys(self, shard: ProviderWorkdir) -> frozenset[str]:
+        """The instance keys in ``shard``'s desired set (re-read only when the file was replaced)."""
+        index = shard.index if isinstance(shard, ShardWorkdir) else 0
+        try:
+            info = os.stat(shard.desired_file)
+            stamp: tuple[int, int, int] | None = (info.st_ino, info.st_mtime_ns, info.st_size)
+        except FileNotFoundError:
+            stamp = None
+        seen = self._seen.get(index)
+        if seen is None or seen.stamp != stamp:
+            seen = _Seen(stamp, frozenset(shard.desired.read()) if stamp is not None else frozenset())
+            self._seen[index] = seen
+        return seen.keys
+
+    def holding(self, key: str) -> ProviderWorkdir | None:
+        """The shard whose desired set holds ``key``, or None when no shard does."""
+        for shard in self.all():
+            if key in self.keys(shard):
+                return shard
+        return None
+
+    def place(self, op_id: str, keys: list[str]) -> dict[ProviderWorkdir, list[str]]:
+        """Which shard each of ``keys`` (instance keys of op ``op_id``) goes to, in the given order.
+
+        Keys already in a desired set stay there. The others go to the least-full shard with
+        room, then the next, and to new shards when every shard is full; no shard is given more
+        than ``shard_size`` keys (a shard 0 that was fuller before sharding existed only gets
+        none). Nothing is written: the caller writes the desired sets under
+        :meth:`placement_lock`. Shards in the answer appear by index.
+        """
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"op {op_id}: duplicate instance keys")
+        shards = [s for s in self.all() if isinstance(s, ShardWorkdir)]
+        held = {s.index: self.keys(s) for s in shards}
+        counts = {index: len(k) for index, k in held.items()}
+        where: dict[int, list[str]] = {}
+        todo: list[str] = []
+        for key in keys:
+            holder = next((index for index, k in held.items() if key in k), None)
+            if holder is None:
+                todo.append(key)
+            else:
+                where.setdefault(holder, []).append(key)
+        while todo:
+            room = {index: self.shard_size - count for index, count in counts.items() if count < self.shard_size}
+            if room:
+                # Least full first; on a tie the lowest index, so the answer never depends on dict order.
+                target = min(room, key=lambda index: (-room[index], index))
+            else:
+                target = max(counts) + 1
+                counts[target], room[target] = 0, self.shard_size
+            taken, todo = todo[: room[target]], todo[room[target] :]
+            where.setdefault(target, []).extend(taken)
+            counts[target] += len(taken)
+        return {self.shard(index): where[index] for index in sorted(where)}
