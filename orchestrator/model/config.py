@@ -107,6 +107,10 @@ class ProviderSettings(Strict):
     hold_time: Duration = 600.0
     idle_time: Duration = 300.0
     join_deadline: Duration = 900.0
+    # How long a return waits for a closed (draining) host to finish its work, and what happens
+    # then: ``wait`` keeps waiting (the return stays open, resumable), ``return`` returns anyway.
+    drain_timeout: Duration = 3600.0
+    drain_policy: Literal["wait", "return"] = "wait"
     tags: dict[str, str] = Field(default_factory=dict)
     settings: dict[str, Any] = Field(default_factory=dict)
 
@@ -163,6 +167,9 @@ class Config(Strict):
     controller: ControllerSettings = Field(default_factory=ControllerSettings)
     ansible: AnsibleSettings = Field(default_factory=AnsibleSettings)
     sim: SimSettings = Field(default_factory=SimSettings)
+    # Change the cloud with no controller at all (a local lock per provider, epoch ``none``,
+    # facts kept in a local journal). Off by default: without a controller a mutation is refused.
+    standalone: bool = False
     providers: dict[str, ProviderSettings]
     templates: dict[str, HostTemplate]
 

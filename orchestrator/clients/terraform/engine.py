@@ -13,6 +13,7 @@ working directory, and parse the output into the typed values of :mod:`.messages
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -21,7 +22,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -63,8 +64,12 @@ class Engine(Protocol):
         plan_file: Path | None = None,
         var_files: Sequence[Path] = (),
         auto_approve: bool = True,
+        should_stop: Callable[[], bool] | None = None,
     ) -> ApplyResult:
-        """Apply a saved plan, or plan and apply in one step when ``plan_file`` is None."""
+        """Apply a saved plan, or plan and apply in one step when ``plan_file`` is None.
+
+        ``should_stop`` is polled while Terraform runs; once it returns True Terraform gets one
+        graceful interrupt and the result has ``interrupted=True``."""
         ...
 
     def show_plan(self, workdir: Path, plan_file: Path) -> dict[str, Any]:
@@ -97,6 +102,7 @@ class Completed:
     stdout: str
     stderr: str
     seconds: float
+    interrupted: bool = False  # ``should_stop`` asked for a graceful stop
 
 
 class _CliEngine:
@@ -130,6 +136,7 @@ class _CliEngine:
         self.timeout = timeout
         self.stop_grace = stop_grace
         self.extra_env = dict(env or {})
+        self._interrupted: set[int] = set()  # pids of runs that ``should_stop`` interrupted
 
     # --- how to run -----------------------------------------------------------------
 
@@ -152,7 +159,7 @@ class _CliEngine:
         env.update(self.extra_env)
         return env
 
-    def run(self, workdir: Path, args: Sequence[str]) -> Completed:
+    def run(self, workdir: Path, args: Sequence[str], should_stop: Callable[[], bool] | None = None) -> Completed:
         """Run ``terraform ARGS`` in ``workdir`` and wait, without holding the GIL or any lock.
 
         Terraform runs in its own session so that a terminal Ctrl-C reaches it only through
@@ -175,7 +182,7 @@ class _CliEngine:
             start_new_session=True,
         )
         try:
-            stdout, stderr = proc.communicate(timeout=self.timeout)
+            stdout, stderr = self._wait(proc, should_stop)
         except subprocess.TimeoutExpired:
             self._stop(proc)
             raise TerraformError(
@@ -186,7 +193,27 @@ class _CliEngine:
             raise
         seconds = time.monotonic() - started
         log.debug("%s %s in %s: exit %d after %.2f s", self.name, args[0], workdir, proc.returncode, seconds)
-        return Completed(tuple(argv), proc.returncode, stdout, stderr, seconds)
+        interrupted = proc.pid in self._interrupted
+        self._interrupted.discard(proc.pid)
+        return Completed(tuple(argv), proc.returncode, stdout, stderr, seconds, interrupted)
+
+    def _wait(self, proc: subprocess.Popen[str], should_stop: Callable[[], bool] | None) -> tuple[str, str]:
+        """Wait for Terraform; poll ``should_stop`` about every 0.2 s and interrupt it once."""
+        if should_stop is None:
+            return proc.communicate(timeout=self.timeout)
+        started = time.monotonic()
+        interrupted = False
+        while True:
+            try:
+                return proc.communicate(timeout=0.2)
+            except subprocess.TimeoutExpired:
+                if self.timeout is not None and time.monotonic() - started > self.timeout:
+                    raise
+                if not interrupted and should_stop():
+                    # One SIGINT: Terraform finishes the calls in flight, starts none, writes state.
+                    proc.send_signal(signal.SIGINT)
+                    interrupted = True
+                    self._interrupted.add(proc.pid)
 
     def _stop(self, proc: subprocess.Popen[str]) -> None:
         try:
@@ -257,6 +284,7 @@ class _CliEngine:
         plan_file: Path | None = None,
         var_files: Sequence[Path] = (),
         auto_approve: bool = True,
+        should_stop: Callable[[], bool] | None = None,
     ) -> ApplyResult:
         """``terraform apply -json``.
 
@@ -271,7 +299,14 @@ class _CliEngine:
         args += [f"-var-file={vf}" for vf in var_files]
         if plan_file is not None:
             args.append(str(plan_file))
-        done = self.run(workdir, args)
+        done = self.run(workdir, args, should_stop)
+        if done.interrupted:
+            # Terraform reports the interruption as an error; the caller asked for it.
+            try:
+                partial = messages.apply_result(messages.parse_lines(done.stdout))
+            except messages.ApplyFailed as exc:
+                partial = exc.result
+            return dataclasses.replace(partial, interrupted=True)
         result = messages.apply_result(messages.parse_lines(done.stdout))  # raises on error diagnostics
         if done.returncode != 0:
             messages.raise_for_errors((), fallback=done.stderr or done.stdout)

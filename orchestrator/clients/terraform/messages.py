@@ -99,6 +99,7 @@ class ApplyResult:
     diagnostics: tuple[Diagnostic, ...]
     summary: Summary
     outputs: Mapping[str, Any] = field(default_factory=dict)
+    interrupted: bool = False  # stopped on request (``should_stop``) after the calls in flight
 
 
 def parse_lines(text: str) -> list[dict[str, Any]]:
