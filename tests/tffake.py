@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from orchestrator.clients.controller.types import HostInfo
 from orchestrator.clients.terraform.messages import (
     ApplyResult,
     Diagnostic,
@@ -22,7 +23,6 @@ from orchestrator.clients.terraform.messages import (
     ResourceChange,
     Summary,
 )
-from orchestrator.clients.controller.types import HostInfo
 from orchestrator.configfile import LoadedConfig, parse_config
 from orchestrator.errors import LeaseLost, StaleState, TerraformError
 from orchestrator.model.facts import Epoch, Fact
