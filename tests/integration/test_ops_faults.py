@@ -99,8 +99,9 @@ def world(tmp_path: Path) -> Iterator[World]:
     address = f"127.0.0.1:{free_port()}"
     log = open(tmp_path / "controller.log", "wb")  # noqa: SIM115 - closed in teardown
     proc = subprocess.Popen(
+        # A long heartbeat: the test's worker connection sends none and must stay joined.
         [sys.executable, "-m", "orchestrator.sim.controller", "serve", "--state-dir", str(ctl_state),
-         "--listen", address, "--ttl", str(TTL), "--check-interval", "0.5", "--heartbeat", "0.5"],
+         "--listen", address, "--ttl", str(TTL), "--check-interval", "0.5", "--heartbeat", "30"],
         stdout=log, stderr=subprocess.STDOUT,
     )
     try:
@@ -160,8 +161,10 @@ def wait_until(what: str, check: Callable[[], bool], timeout: float = 120.0) -> 
 
 
 def kill9(proc: subprocess.Popen[str]) -> None:
+    """``kill -9`` the command; it must still have been running (the fault is real, not a finished run)."""
     os.kill(proc.pid, signal.SIGKILL)
-    proc.communicate(timeout=30)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL, f"finished before the kill: {stderr}"
 
 
 def resume(world: World) -> None:
@@ -267,7 +270,7 @@ def test_a_busy_host_is_refused_by_destroy_and_drained_by_return(world: World) -
             token = worker_token(world.ctl_state, made.key, made.name)
             joined = join_worker(worker, made.name, made.instance_id, token=token, instance_key=made.key)
             assert joined.kind == "joined", joined.body
-            admin.submit(world.ctl_state, "cpu", 1, 3.0)
+            admin.submit(world.ctl_state, "cpu", 1, 15.0)  # outlasts the destroy attempt
 
             def state() -> str:
                 return {h.instance_key: h.state for h in executor.hosts.hosts("sim")}.get(made.key, "")
