@@ -81,7 +81,7 @@ def _check_fresh(workdir: ProviderWorkdir, shown: dict[str, Any], ops: list[Bund
     current = set(workdir.desired.read())
     if planned - new != current:
         raise StaleState(
-            f"{bundle}: planned against another desired set of provider {workdir.provider} "
+            f"saved plan is stale: {bundle} was planned against another desired set of provider {workdir.provider} "
             f"({len(planned - new)} instances then, {len(current)} now); make a new plan"
         )
 

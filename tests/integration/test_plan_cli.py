@@ -26,9 +26,11 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = 'q"uote ${var.x} %{ if true }y%{ endif }\nresource "null" "x" {}'
 
+# No controller runs in these tests: apply and destroy run standalone (local lock, epoch none).
 SITE = f"""
 cluster: itest
 state_dir: state
+standalone: true
 controller: {{ca: system}}
 providers:
   sim:
