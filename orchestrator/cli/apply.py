@@ -15,10 +15,12 @@ from orchestrator.cli.context import CliContext, pass_ctx
 @pass_ctx
 def apply(ctx: CliContext, bundle: Path, bootstrap: bool) -> None:
     """Apply the ops saved by `xceprov plan --out BUNDLE` (lease, intent facts, audited)."""
+    from orchestrator.cli.bootstrap import simulated_world
     from orchestrator.paths import toolkit_root
     from orchestrator.services.apply import apply_bundle
 
-    for provider in apply_bundle(ctx.config(), bundle, toolkit_root(), bootstrap=bootstrap):
+    applied = apply_bundle(ctx.config(), bundle, toolkit_root(), bootstrap=bootstrap, world=simulated_world())
+    for provider in applied:
         for op in provider.ops:
             click.echo(f"{provider.name}: op {op.op_id}: {len(op.created)} {op.template} instances created")
             for host, outcome in sorted(op.bootstrap.items()):

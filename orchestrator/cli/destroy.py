@@ -32,6 +32,7 @@ def destroy(
     force: bool,
 ) -> None:
     """Destroy instances by op or all of them; only what this toolkit made in this cluster."""
+    from orchestrator.cli.bootstrap import simulated_world
     from orchestrator.paths import toolkit_root
     from orchestrator.services.destroy import destroy as destroy_service
 
@@ -44,6 +45,7 @@ def destroy(
         dry_run=dry_run,
         max_destroy=max_destroy,
         force=force,
+        world=simulated_world(),
     )
     verb = "would destroy" if result.dry_run else "destroyed"
     if not result.removed:

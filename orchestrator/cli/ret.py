@@ -15,6 +15,7 @@ from orchestrator.model.durations import parse_duration
 @pass_ctx
 def return_(ctx: CliContext, hosts: tuple[str, ...], drain_timeout: str | None, now: bool) -> None:
     """Drain and return HOST... (host names or instance keys)."""
+    from orchestrator.cli.bootstrap import simulated_world
     from orchestrator.errors import UsageError
     from orchestrator.paths import toolkit_root
     from orchestrator.services.ret import return_hosts
@@ -25,7 +26,8 @@ def return_(ctx: CliContext, hosts: tuple[str, ...], drain_timeout: str | None, 
             timeout = parse_duration(drain_timeout)
         except ValueError as exc:
             raise UsageError(f"--drain-timeout {drain_timeout}: {exc}") from None
-    for result in return_hosts(ctx.config(), toolkit_root(), list(hosts), drain_timeout=timeout, now=now):
+    for result in return_hosts(ctx.config(), toolkit_root(), list(hosts), drain_timeout=timeout, now=now,
+                                 world=simulated_world()):
         drained = f", drained {len(result.drained)}" if result.drained else ""
         click.echo(f"{result.provider}: op {result.op_id}: returned {len(result.keys)} instances{drained}")
         for key in result.keys:

@@ -371,12 +371,14 @@ class Executor:
             self.drain(provider, op_id, joined, drain)
             result.drained = sorted(joined)
         if joined:
-            epoch = self.gate(provider, op_id, "decommission")
-            for host in joined.values():
-                self.hosts.decommission(provider, epoch, host, f"returned by op {op_id}")
+            # The play first (the node manager stops the worker for good), then the controller
+            # marks the hosts decommissioned and refuses their rejoin.
             outcome: Mapping[str, str] = {}
             if self.decommission is not None:
                 outcome = self.decommission(provider, list(joined.values()))
+            epoch = self.gate(provider, op_id, "decommission")
+            for host in joined.values():
+                self.hosts.decommission(provider, epoch, host, f"returned by op {op_id}")
             self.audit("op-decommission", provider=provider, op=op_id, hosts=sorted(h.host_name for h in
                        joined.values()), play=dict(outcome))
         return joined

@@ -23,7 +23,8 @@ from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import StaleState, UsageError
 from orchestrator.model import tags as owner
 from orchestrator.model.instances import InstanceSpec, instance_key
-from orchestrator.ops.executor import CreateResult, Executor
+from orchestrator.ops.executor import Bootstrap, CreateResult, Executor
+from orchestrator.services.bootstrap_sources import SimulatedWorld
 from orchestrator.services.ops import fenced_session, playbook_callables
 from orchestrator.workspace.audit import audit
 from orchestrator.workspace.bundle import read_bundle
@@ -87,12 +88,11 @@ def _check_fresh(workdir: ProviderWorkdir, shown: dict[str, Any], ops: list[Bund
 
 
 @contextmanager
-def _executor(loaded: LoadedConfig, providers: list[str], root: Path, engine: Engine, bootstrap: bool,
+def _executor(loaded: LoadedConfig, providers: list[str], root: Path, engine: Engine, boot: Bootstrap | None,
               executor: Executor | None) -> Iterator[Executor]:
     if executor is not None:
         yield executor
         return
-    boot = playbook_callables(loaded, root)[0] if bootstrap else None
     with fenced_session(loaded, providers, root, engine=engine, bootstrap=boot) as session:
         yield session
 
@@ -105,6 +105,7 @@ def apply_bundle(
     *,
     executor: Executor | None = None,
     bootstrap: bool = False,
+    world: SimulatedWorld | None = None,
 ) -> list[AppliedProvider]:
     """Carry out every op of ``bundle`` under the leases; stop at the first refusal."""
     config = loaded.config
@@ -130,7 +131,8 @@ def apply_bundle(
                 raise
         planned[entry.provider] = ops
     applied: list[AppliedProvider] = []
-    with _executor(loaded, sorted(planned), toolkit_root, engine, bootstrap, executor) as ex:
+    boot = playbook_callables(loaded, toolkit_root, world)[0] if bootstrap else None
+    with _executor(loaded, sorted(planned), toolkit_root, engine, boot, executor) as ex:
         for provider, ops in planned.items():
             results = tuple(ex.create(provider, op.template, op.count, op_id=op.op_id) for op in ops)
             held = ex.state_instances(ex.workdir(provider))

@@ -23,6 +23,7 @@ from orchestrator.ops.executor import DrainSettings, Executor
 from orchestrator.ops.facts import NoFacts
 from orchestrator.ops.fence import ReadOnlyFence
 from orchestrator.ops.hosts import NoHosts
+from orchestrator.services.bootstrap_sources import SimulatedWorld
 from orchestrator.services.ops import fenced_session, playbook_callables
 from orchestrator.workspace.terraform import engine_for
 
@@ -68,6 +69,7 @@ def destroy(
     *,
     force: bool = False,
     executor: Executor | None = None,
+    world: SimulatedWorld | None = None,
 ) -> DestroyResult:
     """Remove the instances of ``ops`` (or every instance with ``all_instances``)."""
     config = loaded.config
@@ -92,7 +94,7 @@ def destroy(
         return result
     budget = max_destroy
     if executor is None:
-        decommission = playbook_callables(loaded, toolkit_root)[1]
+        decommission = playbook_callables(loaded, toolkit_root, world)[1]
         with fenced_session(loaded, sorted(selected), toolkit_root, engine=engine,
                             decommission=decommission) as session:
             return _run(session, selected, budget, force, result)

@@ -32,6 +32,7 @@ from orchestrator.ops.facts import LinkFacts, LocalFacts
 from orchestrator.ops.fence import StandaloneFence
 from orchestrator.ops.hosts import LinkHosts, NoHosts
 from orchestrator.ops.resume import Resolution, resume_provider, survey
+from orchestrator.services.bootstrap_sources import SimulatedWorld
 from orchestrator.workspace.audit import audit
 from orchestrator.workspace.terraform import engine_for
 
@@ -113,13 +114,16 @@ def fenced_session(
                        bootstrap=bootstrap, decommission=decommission)
 
 
-def playbook_callables(loaded: LoadedConfig, toolkit_root: Path) -> tuple[Bootstrap, Decommission]:
-    """The bootstrap and decommission plays of ``services/bootstrap.py`` as the executor's callables."""
+def playbook_callables(
+    loaded: LoadedConfig, toolkit_root: Path, world: SimulatedWorld | None = None
+) -> tuple[Bootstrap, Decommission]:
+    """The bootstrap and decommission plays of ``services/bootstrap.py`` as the executor's callables
+    (``world``: the simulated world's parts, which only the command line may hand over)."""
     from orchestrator.services.bootstrap import Playbook
     from orchestrator.services.bootstrap import bootstrap as run_play
 
     def _outcome(names: list[str], playbook: Playbook) -> Mapping[str, str]:
-        result = run_play(loaded, toolkit_root, hosts=names, playbook=playbook)
+        result = run_play(loaded, toolkit_root, hosts=names, playbook=playbook, world=world)
         return {name: h.status + (f": {h.message}" if h.message else "") for name, h in result.hosts.items()}
 
     def boot(provider: str, created: Sequence[Created]) -> Mapping[str, str]:

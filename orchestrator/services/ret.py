@@ -19,6 +19,7 @@ from orchestrator.ops.executor import DrainSettings, Executor, ReturnResult
 from orchestrator.ops.facts import NoFacts
 from orchestrator.ops.fence import ReadOnlyFence
 from orchestrator.ops.hosts import NoHosts
+from orchestrator.services.bootstrap_sources import SimulatedWorld
 from orchestrator.services.ops import fenced_session, playbook_callables
 from orchestrator.workspace.terraform import engine_for
 
@@ -51,6 +52,7 @@ def return_hosts(
     now: bool = False,
     engine: Engine | None = None,
     executor: Executor | None = None,
+    world: SimulatedWorld | None = None,
 ) -> list[ReturnResult]:
     """Drain and return the named hosts; one return op per provider."""
     if not names:
@@ -63,6 +65,6 @@ def return_hosts(
     reason = "xceprov return" + (" --now" if now else "")
     if executor is not None:
         return [executor.return_instances(p, keys, drain=drain, reason=reason) for p, keys in chosen.items()]
-    decommission = playbook_callables(loaded, toolkit_root)[1]
+    decommission = playbook_callables(loaded, toolkit_root, world)[1]
     with fenced_session(loaded, sorted(chosen), toolkit_root, engine=engine, decommission=decommission) as session:
         return [session.return_instances(p, keys, drain=drain, reason=reason) for p, keys in chosen.items()]
