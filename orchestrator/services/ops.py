@@ -42,7 +42,8 @@ def cli_instance_id(cluster: str) -> str:
     return f"{cluster}-cli-{socket.gethostname()}"
 
 
-def _refusal(denied: LeaseDenied) -> LeaseHeld:
+def lease_refusal(denied: LeaseDenied) -> LeaseHeld:
+    """The one-line refusal of a denied lease: who holds it (or why not) and when to retry."""
     retry = f"{denied.retry_after:.0f}s" if denied.retry_after >= 1 else "a moment"
     if denied.holder:
         why = f"is held by {denied.holder}"
@@ -74,7 +75,7 @@ def _leased(loaded: LoadedConfig, providers: Sequence[str]) -> Iterator[tuple[Le
             if isinstance(answer, LeaseDenied):
                 audit(config.state_dir, "lease-refused", provider=provider, holder=answer.holder,
                       retry_after=answer.retry_after, reason=answer.reason)
-                raise _refusal(answer)
+                raise lease_refusal(answer)
         manager = LeaseManager(link, providers, margin=float(config.controller.lease_margin), holder_id=instance_id)
         join_lease_manager(link, manager)
         manager.step()  # acquire now (the same holder: the grant just made), then renew in the background

@@ -182,8 +182,8 @@ def resume(world: World) -> None:
 
 
 CREATE_POINTS: dict[str, tuple[float, Callable[[World, int], bool]]] = {
-    "after the intent": (3.0, lambda w, pid: "fact-requestIntent" in w.audit(pid)),
-    "during the apply": (3.0, lambda w, pid: "op-apply" in w.audit(pid)),
+    "after the intent": (1.5, lambda w, pid: "fact-requestIntent" in w.audit(pid)),
+    "during the apply": (1.5, lambda w, pid: "op-apply" in w.audit(pid)),
     "after the apply, before the instance facts": (0.0, lambda w, pid: len(w.alive()) == 2),
 }
 
@@ -225,7 +225,7 @@ def test_kill_during_a_destroy_then_resume_agrees(world: World, point: str) -> N
 
 def test_a_revoked_lease_stops_terraform_and_the_op_resumes(world: World) -> None:
     bundle = world.planned("b", "cpu=4")
-    world.store.set_slow_launch(1.5)
+    world.store.set_slow_launch(1.0)
     proc = world.spawn("apply", str(bundle))
     wait_until("the first instance", lambda: len(world.alive()) >= 1 or proc.poll() is not None)
     admin.revoke(world.ctl_state, "sim", "test")
