@@ -13,7 +13,7 @@ from orchestrator.clients.controller.types import LeaseDenied
 from orchestrator.configfile import parse_config
 from orchestrator.errors import ControllerError, LeaseHeld
 from orchestrator.model import tags as owner
-from orchestrator.services.ops import lease_refusal, fenced_session
+from orchestrator.services.ops import fenced_session, lease_refusal
 
 
 def test_a_held_lease_is_refused_naming_the_holder_and_when_to_retry() -> None:
@@ -47,7 +47,7 @@ def test_standalone_mode_is_audited_tags_epoch_none_and_journals_facts(tmp_path:
     engine = FakeEngine()
     with fenced_session(loaded, ["sim"], ROOT, engine=engine) as executor:
         result = executor.create("sim", "cpu", 1)
-        with pytest.raises(LeaseHeld, match="standalone lock .* is held by process"), \
+        with pytest.raises(LeaseHeld, match=r"standalone lock .* is held by process"), \
                 fenced_session(loaded, ["sim"], ROOT, engine=engine):
             pass
     state = loaded.config.state_dir
