@@ -29,8 +29,10 @@ def ops(click_ctx: click.Context, as_json: bool) -> None:
         if not provider["open"] and not provider["untracked"]:
             click.echo(f"{provider['provider']}: no open ops")
         for op in provider["open"]:
-            click.echo(f"{provider['provider']}: {op['op_id']}  {op['kind']}  {op['template']}  "
-                       f"{op['done']}/{op['count']} done  epoch {op['epoch']}  pending {' '.join(op['pending'])}")
+            click.echo(
+                f"{provider['provider']}: {op['op_id']}  {op['kind']}  {op['template']}  "
+                f"{op['done']}/{op['count']} done  epoch {op['epoch']}  pending {' '.join(op['pending'])}"
+            )
         for item in provider["untracked"]:
             click.echo(f"{provider['provider']}: untracked {item} (no fact; the orphan scan decides)")
 

@@ -26,8 +26,9 @@ def return_(ctx: CliContext, hosts: tuple[str, ...], drain_timeout: str | None, 
             timeout = parse_duration(drain_timeout)
         except ValueError as exc:
             raise UsageError(f"--drain-timeout {drain_timeout}: {exc}") from None
-    for result in return_hosts(ctx.config(), toolkit_root(), list(hosts), drain_timeout=timeout, now=now,
-                                 world=simulated_world()):
+    for result in return_hosts(
+        ctx.config(), toolkit_root(), list(hosts), drain_timeout=timeout, now=now, world=simulated_world()
+    ):
         drained = f", drained {len(result.drained)}" if result.drained else ""
         click.echo(f"{result.provider}: op {result.op_id}: returned {len(result.keys)} instances{drained}")
         for key in result.keys:

@@ -28,14 +28,15 @@ from typing import Any
 from orchestrator.clients.controller.types import HostInfo
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.clients.terraform.messages import PlanResult
-from orchestrator.errors import FinalError, HostBusy, LeaseLost, RetryableError, UsageError
+from orchestrator.errors import FinalError, LeaseLost, UsageError
 from orchestrator.model import tags as owner
 from orchestrator.model.config import Config
 from orchestrator.model.facts import Epoch, Fact, FactKind
 from orchestrator.model.instances import InstanceSpec, new_op_id
+from orchestrator.ops.drain import Decommission, DrainSettings, settle_hosts
 from orchestrator.ops.facts import FactLog
 from orchestrator.ops.fence import Fence, epoch_tag
-from orchestrator.ops.hosts import BUSY_STATES, JOINED_STATES, HostControl
+from orchestrator.ops.hosts import HostControl
 from orchestrator.ops.losses import LossObserver, observer_for
 from orchestrator.ops.plancheck import check_create, check_delete
 from orchestrator.render.instances import RenderRequest, controller_context, render_op, render_settings, renderer_for
@@ -60,8 +61,6 @@ class Created:
 
 # provider, the instances just created → host name → outcome ("ok", "failed: ...").
 Bootstrap = Callable[[str, Sequence[Created]], Mapping[str, str]]
-# provider, the joined hosts about to be returned → host name → outcome.
-Decommission = Callable[[str, Sequence[HostInfo]], Mapping[str, str]]
 LossFactory = Callable[[Engine, Path], LossObserver | None]
 
 
@@ -88,17 +87,6 @@ class ReturnResult:
     dry_run: bool = False
     plan: PlanResult | None = None
     drained: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class DrainSettings:
-    """How a return treats hosts that run work."""
-
-    drain: bool = True  # close and wait; False: refuse busy hosts (``destroy``) unless ``force``
-    timeout: float | None = None  # None: the provider's ``drain_timeout``
-    policy: str | None = None  # None: the provider's ``drain_policy``
-    force: bool = False
-    poll: float = 1.0
 
 
 class Executor:
@@ -155,8 +143,13 @@ class Executor:
         """Commit one fact and audit it."""
         self.facts.commit(fact)
         self.audit(
-            f"fact-{fact.kind}", provider=fact.provider, op=fact.op_id, key=fact.instance_key,
-            instance=fact.instance_id, epoch=epoch_tag(fact.epoch), detail=fact.detail,
+            f"fact-{fact.kind}",
+            provider=fact.provider,
+            op=fact.op_id,
+            key=fact.instance_key,
+            instance=fact.instance_id,
+            epoch=epoch_tag(fact.epoch),
+            detail=fact.detail,
         )
 
     def state_instances(self, workdir: ProviderWorkdir) -> dict[str, dict[str, Any]]:
@@ -177,9 +170,9 @@ class Executor:
         return current
 
     @contextlib.contextmanager
-    def planned(self, workdir: ProviderWorkdir, instances: Mapping[str, InstanceSpec]) -> Iterator[
-        tuple[PlanResult, Path, dict[str, Any]]
-    ]:
+    def planned(
+        self, workdir: ProviderWorkdir, instances: Mapping[str, InstanceSpec]
+    ) -> Iterator[tuple[PlanResult, Path, dict[str, Any]]]:
         """A saved plan of ``instances`` as the whole desired set: (result, plan file, variables)."""
         variables = workdir.variables(instances, render_settings(self.config, workdir.provider))
         with tempfile.TemporaryDirectory(prefix="xceprov-op-") as tmp:
@@ -206,13 +199,18 @@ class Executor:
                 "Terraform stopped after its calls in flight (resumable: xceprov ops resume)"
             )
 
-    def drop_lost(self, provider: str, workdir: ProviderWorkdir, desired: dict[str, InstanceSpec],
-                  op_id: str) -> dict[str, InstanceSpec]:
+    def drop_lost(
+        self, provider: str, workdir: ProviderWorkdir, desired: dict[str, InstanceSpec], op_id: str
+    ) -> dict[str, InstanceSpec]:
         """The host-loss path before an apply: ``lost`` facts, keys out of the desired set, never re-created."""
         observer = self.losses(self.engine, workdir.path)
         if observer is None:
-            self.audit("hostloss-unavailable", provider=provider, op=op_id,
-                       reason="the host-loss tracker is not installed; no loss check before this apply")
+            self.audit(
+                "hostloss-unavailable",
+                provider=provider,
+                op=op_id,
+                reason="the host-loss tracker is not installed; no loss check before this apply",
+            )
             return desired
         lost = list(observer.observe())
         if not lost:
@@ -221,9 +219,18 @@ class Executor:
             epoch = self.gate(provider, op_id, "lost fact")
             spec = desired.get(item.instance_key)
             detail = json.dumps({"reason": item.reason, **item.evidence}, sort_keys=True, default=str)
-            self.commit(Fact(FactKind.LOST, provider, spec.tags.get(owner.OP_ID, op_id) if spec else op_id, epoch,
-                             instance_key=item.instance_key, instance_id=item.instance_id,
-                             template=spec.template if spec else "", detail=detail[:4000]))
+            self.commit(
+                Fact(
+                    FactKind.LOST,
+                    provider,
+                    spec.tags.get(owner.OP_ID, op_id) if spec else op_id,
+                    epoch,
+                    instance_key=item.instance_key,
+                    instance_id=item.instance_id,
+                    template=spec.template if spec else "",
+                    detail=detail[:4000],
+                )
+            )
         remaining = {k: v for k, v in desired.items() if k not in {i.instance_key for i in lost}}
         workdir.desired.write(workdir.variables(remaining, render_settings(self.config, provider)))
         self.audit("desired-lost-removed", provider=provider, keys=sorted(i.instance_key for i in lost))
@@ -261,12 +268,18 @@ class Executor:
         with self.planned(workdir, wanted) as (plan, plan_file, variables):
             check_create(plan, set(specs), f"op {op_id} on provider {provider}")
             workdir.desired.write(variables)  # the op's instances are durable before the cloud call
-            self.audit("op-desired", provider=provider, op=op_id, add=sorted(specs),
-                       planned={"add": plan.summary.add, "change": plan.summary.change, "remove": plan.summary.remove})
+            self.audit(
+                "op-desired",
+                provider=provider,
+                op=op_id,
+                add=sorted(specs),
+                planned={"add": plan.summary.add, "change": plan.summary.change, "remove": plan.summary.remove},
+            )
             self.apply(provider, workdir, plan_file, op_id)
 
-    def record_created(self, provider: str, workdir: ProviderWorkdir, op_id: str, template: str,
-                       keys: Sequence[str]) -> list[Created]:
+    def record_created(
+        self, provider: str, workdir: ProviderWorkdir, op_id: str, template: str, keys: Sequence[str]
+    ) -> list[Created]:
         """``instanceCreated`` and ``expectedHost`` for every key Terraform now holds."""
         held = self.state_instances(workdir)
         missing = [k for k in keys if k not in held]
@@ -280,22 +293,39 @@ class Executor:
         created: list[Created] = []
         for key in keys:
             inst = held[key]
-            item = Created(key, str(inst.get("id", "")), str(inst.get("name", "")), str(inst.get("address") or ""),
-                           str((inst.get("tags") or {}).get(owner.TEMPLATE, template)), self.clock() + deadline_after)
+            item = Created(
+                key,
+                str(inst.get("id", "")),
+                str(inst.get("name", "")),
+                str(inst.get("address") or ""),
+                str((inst.get("tags") or {}).get(owner.TEMPLATE, template)),
+                self.clock() + deadline_after,
+            )
             epoch = self.gate(provider, op_id, "instance facts")
-            common: dict[str, Any] = {"instance_key": key, "instance_id": item.instance_id,
-                                      "template": item.template, "host_name": item.name, "address": item.address}
+            common: dict[str, Any] = {
+                "instance_key": key,
+                "instance_id": item.instance_id,
+                "template": item.template,
+                "host_name": item.name,
+                "address": item.address,
+            }
             self.commit(Fact(FactKind.INSTANCE_CREATED, provider, op_id, epoch, **common))
-            self.commit(Fact(FactKind.EXPECTED_HOST, provider, op_id, epoch, join_deadline=item.join_deadline,
-                             **common))
+            self.commit(
+                Fact(FactKind.EXPECTED_HOST, provider, op_id, epoch, join_deadline=item.join_deadline, **common)
+            )
             created.append(item)
         return created
 
     def finish_create(self, provider: str, op_id: str, template: str, created: list[Created]) -> CreateResult:
         """Bootstrap (when wired) and the op's closing audit entry."""
         result = CreateResult(op_id, provider, template, created)
-        self.audit("op-created", provider=provider, op=op_id, template=template,
-                   instances={c.key: c.instance_id for c in created})
+        self.audit(
+            "op-created",
+            provider=provider,
+            op=op_id,
+            template=template,
+            instances={c.key: c.instance_id for c in created},
+        )
         if self.bootstrap is not None and created:
             result.bootstrap = dict(self.bootstrap(provider, created))
             self.audit("op-bootstrap", provider=provider, op=op_id, hosts=result.bootstrap)
@@ -330,11 +360,18 @@ class Executor:
                 deletes = check_delete(plan, set(chosen), f"return of {len(chosen)} instances on {provider}")
             self._check_max(deletes, max_delete)
             result.plan, result.deleted = plan, deletes
-            self.audit("op-return-dry-run" if dry_run else "op-return", provider=provider, op=op_id,
-                       keys=chosen, deletes=deletes, reason=reason)
+            self.audit(
+                "op-return-dry-run" if dry_run else "op-return",
+                provider=provider,
+                op=op_id,
+                keys=chosen,
+                deletes=deletes,
+                reason=reason,
+            )
         if dry_run:
             return result
-        joined = self.settle_hosts(provider, op_id, chosen, drain, result)
+        joined = settle_hosts(self, provider, op_id, chosen, drain)
+        result.drained = sorted(joined) if drain.drain else []
         with workdir.lock():
             self.shrink(provider, workdir, op_id, chosen, joined, max_delete)
         return result
@@ -346,72 +383,15 @@ class Executor:
                 f"the plan would delete {len(deletes)} instances, more than --max {max_delete}; raise --max to allow it"
             )
 
-    def host_map(self, provider: str) -> dict[str, HostInfo]:
-        """The controller's hosts of ``provider`` by instance key (and by instance id)."""
-        out: dict[str, HostInfo] = {}
-        for host in self.hosts.hosts(provider):
-            for ref in (host.instance_key, host.instance_id):
-                if ref:
-                    out[ref] = host
-        return out
-
-    def settle_hosts(self, provider: str, op_id: str, keys: Sequence[str], drain: DrainSettings,
-                     result: ReturnResult) -> dict[str, HostInfo]:
-        """Refuse or drain busy hosts, then decommission the joined ones; the joined hosts by key."""
-        known = self.host_map(provider)
-        joined = {k: known[k] for k in keys if k in known and known[k].state in JOINED_STATES}
-        busy = sorted(k for k, h in joined.items() if h.state in BUSY_STATES)
-        if busy and not drain.drain and not drain.force:
-            names = ", ".join(joined[k].host_name or k for k in busy)
-            self.audit("op-return-refused", provider=provider, op=op_id, busy=busy)
-            raise HostBusy(f"{names}: joined and running work; drain with `xceprov return`, or pass --force")
-        if busy and drain.force:
-            self.audit("op-return-forced", provider=provider, op=op_id, busy=busy)
-        if drain.drain and joined:
-            self.drain(provider, op_id, joined, drain)
-            result.drained = sorted(joined)
-        if joined:
-            # The play first (the node manager stops the worker for good), then the controller
-            # marks the hosts decommissioned and refuses their rejoin.
-            outcome: Mapping[str, str] = {}
-            if self.decommission is not None:
-                outcome = self.decommission(provider, list(joined.values()))
-            epoch = self.gate(provider, op_id, "decommission")
-            for host in joined.values():
-                self.hosts.decommission(provider, epoch, host, f"returned by op {op_id}")
-            self.audit("op-decommission", provider=provider, op=op_id, hosts=sorted(h.host_name for h in
-                       joined.values()), play=dict(outcome))
-        return joined
-
-    def drain(self, provider: str, op_id: str, joined: Mapping[str, HostInfo], drain: DrainSettings) -> None:
-        """Close every joined host, then wait until none runs work, or the timeout and its policy."""
-        settings = self.config.providers[provider]
-        timeout = float(settings.drain_timeout if drain.timeout is None else drain.timeout)
-        policy = drain.policy or settings.drain_policy
-        epoch = self.gate(provider, op_id, "drain")
-        for host in joined.values():
-            if host.state != "closed":
-                self.hosts.close(provider, epoch, host, f"draining for return by op {op_id}")
-        self.audit("op-drain", provider=provider, op=op_id, hosts=sorted(joined), timeout=timeout, policy=policy)
-        deadline = self.clock() + timeout
-        while True:
-            now_known = self.host_map(provider)
-            running = sorted(k for k in joined if k in now_known and now_known[k].state in BUSY_STATES)
-            if not running:
-                return
-            if self.clock() >= deadline:
-                self.audit("op-drain-timeout", provider=provider, op=op_id, running=running, policy=policy)
-                if policy == "return":
-                    return
-                raise RetryableError(
-                    f"{', '.join(running)}: still running work after the drain timeout ({timeout:g}s, "
-                    "drain_policy wait); the hosts stay closed: run the return again later, or with --now",
-                    delay=max(timeout, 1.0),
-                )
-            self.sleep(drain.poll)
-
-    def shrink(self, provider: str, workdir: ProviderWorkdir, op_id: str, keys: Sequence[str],
-               joined: Mapping[str, HostInfo], max_delete: int | None) -> None:
+    def shrink(
+        self,
+        provider: str,
+        workdir: ProviderWorkdir,
+        op_id: str,
+        keys: Sequence[str],
+        joined: Mapping[str, HostInfo],
+        max_delete: int | None,
+    ) -> None:
         """``returning`` facts, desired set without ``keys``, planned, checked, applied, ``returned``."""
         desired = self.drop_lost(provider, workdir, self.desired(workdir), op_id)
         held = self.state_instances(workdir)
@@ -419,13 +399,29 @@ class Executor:
         for key in keys:
             spec = desired.get(key)
             inst = held.get(key, {})
-            self.commit(Fact(FactKind.RETURNING, provider, op_id, epoch, instance_key=key,
-                             instance_id=str(inst.get("id", "") or (joined[key].instance_id if key in joined else "")),
-                             template=spec.template if spec else "", host_name=spec.name if spec else ""))
+            self.commit(
+                Fact(
+                    FactKind.RETURNING,
+                    provider,
+                    op_id,
+                    epoch,
+                    instance_key=key,
+                    instance_id=str(inst.get("id", "") or (joined[key].instance_id if key in joined else "")),
+                    template=spec.template if spec else "",
+                    host_name=spec.name if spec else "",
+                )
+            )
         self.remove(provider, workdir, op_id, keys, desired, max_delete)
 
-    def remove(self, provider: str, workdir: ProviderWorkdir, op_id: str, keys: Sequence[str],
-               desired: Mapping[str, InstanceSpec], max_delete: int | None = None) -> list[str]:
+    def remove(
+        self,
+        provider: str,
+        workdir: ProviderWorkdir,
+        op_id: str,
+        keys: Sequence[str],
+        desired: Mapping[str, InstanceSpec],
+        max_delete: int | None = None,
+    ) -> list[str]:
         """Desired set without ``keys``: planned, checked, written, applied; ``returned`` per key gone."""
         remaining = {k: v for k, v in desired.items() if k not in keys}
         with self.planned(workdir, remaining) as (plan, plan_file, variables):
@@ -441,7 +437,15 @@ class Executor:
             raise FinalError(f"op {op_id}: {', '.join(still)} still in the Terraform state after the apply")
         epoch = self.gate(provider, op_id, "returned facts")
         for key in keys:
-            self.commit(Fact(FactKind.RETURNED, provider, op_id, epoch, instance_key=key,
-                             template=desired[key].template if key in desired else ""))
+            self.commit(
+                Fact(
+                    FactKind.RETURNED,
+                    provider,
+                    op_id,
+                    epoch,
+                    instance_key=key,
+                    template=desired[key].template if key in desired else "",
+                )
+            )
         self.audit("op-returned", provider=provider, op=op_id, keys=list(keys))
         return deletes

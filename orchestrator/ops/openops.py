@@ -53,12 +53,34 @@ def open_ops(facts: Iterable[Fact]) -> list[OpenOp]:
             keys = [instance_key(op_id, i) for i in range(intent.count)]
             pending = tuple(k for k in keys if k not in created and k not in gone)
             if pending:
-                out.append(OpenOp(intent.provider, op_id, "create", intent.template, intent.count,
-                                  intent.count - len(pending), intent.epoch.tag(), intent.committed, pending))
+                out.append(
+                    OpenOp(
+                        intent.provider,
+                        op_id,
+                        "create",
+                        intent.template,
+                        intent.count,
+                        intent.count - len(pending),
+                        intent.epoch.tag(),
+                        intent.committed,
+                        pending,
+                    )
+                )
         returning = [f for f in op_facts if f.kind == FactKind.RETURNING]
         waiting = tuple(_key(f) for f in returning if _key(f) not in gone)
         if waiting:
             first = returning[0]
-            out.append(OpenOp(first.provider, op_id, "return", first.template, len(returning),
-                              len(returning) - len(waiting), first.epoch.tag(), first.committed, waiting))
+            out.append(
+                OpenOp(
+                    first.provider,
+                    op_id,
+                    "return",
+                    first.template,
+                    len(returning),
+                    len(returning) - len(waiting),
+                    first.epoch.tag(),
+                    first.committed,
+                    waiting,
+                )
+            )
     return out

@@ -112,16 +112,31 @@ def _resume_create(executor: Executor, op: OpenOp) -> Resolution:
         if unapplied:
             status, objects = tagged_objects(executor, workdir)
             seen = sorted(o["id"] for o in objects if o["tags"].get(owner.OP_ID) == op.op_id)
-            executor.audit("resume-recreate", provider=provider, op=op.op_id, keys=sorted(unapplied),
-                           listing=status, tagged=seen,
-                           reason="desired but not in the state; the key is the cloud's idempotency token")
+            executor.audit(
+                "resume-recreate",
+                provider=provider,
+                op=op.op_id,
+                keys=sorted(unapplied),
+                listing=status,
+                tagged=seen,
+                reason="desired but not in the state; the key is the cloud's idempotency token",
+            )
             executor.grow(provider, workdir, op.op_id, unapplied)
         if never:
             epoch = executor.gate(provider, op.op_id, "abandon")
             detail = json.dumps({"abandoned": "intent committed, desired set never written: nothing was created"})
             for key in never:
-                executor.commit(Fact(FactKind.RETURNED, provider, op.op_id, epoch, instance_key=key,
-                                     template=op.template, detail=detail))
+                executor.commit(
+                    Fact(
+                        FactKind.RETURNED,
+                        provider,
+                        op.op_id,
+                        epoch,
+                        instance_key=key,
+                        template=op.template,
+                        detail=detail,
+                    )
+                )
         to_record = [k for k in op.pending if k not in never]
         created = executor.record_created(provider, workdir, op.op_id, op.template, to_record) if to_record else []
     executor.finish_create(provider, op.op_id, op.template, created)

@@ -19,7 +19,8 @@ from orchestrator.clients.terraform.engine import Engine
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import UsageError
 from orchestrator.model.instances import op_of_key
-from orchestrator.ops.executor import DrainSettings, Executor
+from orchestrator.ops.drain import DrainSettings
+from orchestrator.ops.executor import Executor
 from orchestrator.ops.facts import NoFacts
 from orchestrator.ops.fence import ReadOnlyFence
 from orchestrator.ops.hosts import NoHosts

@@ -27,7 +27,8 @@ from orchestrator.clients.controller.types import HostInfo, LeaseDenied
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import ControllerError, LeaseHeld
-from orchestrator.ops.executor import Bootstrap, Created, Decommission, Executor
+from orchestrator.ops.drain import Decommission
+from orchestrator.ops.executor import Bootstrap, Created, Executor
 from orchestrator.ops.facts import LinkFacts, LocalFacts
 from orchestrator.ops.fence import StandaloneFence
 from orchestrator.ops.hosts import LinkHosts, NoHosts
@@ -73,8 +74,14 @@ def _leased(loaded: LoadedConfig, providers: Sequence[str]) -> Iterator[tuple[Le
         for provider in providers:
             answer = link.acquire(provider)
             if isinstance(answer, LeaseDenied):
-                audit(config.state_dir, "lease-refused", provider=provider, holder=answer.holder,
-                      retry_after=answer.retry_after, reason=answer.reason)
+                audit(
+                    config.state_dir,
+                    "lease-refused",
+                    provider=provider,
+                    holder=answer.holder,
+                    retry_after=answer.retry_after,
+                    reason=answer.reason,
+                )
                 raise lease_refusal(answer)
         manager = LeaseManager(link, providers, margin=float(config.controller.lease_margin), holder_id=instance_id)
         join_lease_manager(link, manager)
@@ -103,16 +110,29 @@ def fenced_session(
     engine = engine or engine_for(config)
     wanted = sorted(set(providers))
     if config.standalone:
-        audit(config.state_dir, "standalone", providers=wanted,
-              reason="standalone: true in the configuration: local lock, epoch none, no controller")
+        audit(
+            config.state_dir,
+            "standalone",
+            providers=wanted,
+            reason="standalone: true in the configuration: local lock, epoch none, no controller",
+        )
         with StandaloneFence(config.state_dir / "locks", wanted) as fence:
             facts = LocalFacts(config.state_dir / "facts" / f"{config.cluster}.jsonl")
-            yield Executor(config, toolkit_root, engine, fence, facts, NoHosts(),
-                           bootstrap=bootstrap, decommission=decommission)
+            yield Executor(
+                config, toolkit_root, engine, fence, facts, NoHosts(), bootstrap=bootstrap, decommission=decommission
+            )
         return
     with _leased(loaded, wanted) as (manager, link):
-        yield Executor(config, toolkit_root, engine, manager, LinkFacts(link), LinkHosts(link),
-                       bootstrap=bootstrap, decommission=decommission)
+        yield Executor(
+            config,
+            toolkit_root,
+            engine,
+            manager,
+            LinkFacts(link),
+            LinkHosts(link),
+            bootstrap=bootstrap,
+            decommission=decommission,
+        )
 
 
 def playbook_callables(
@@ -155,13 +175,20 @@ def list_ops(loaded: LoadedConfig, toolkit_root: Path, engine: Engine | None = N
     with fenced_session(loaded, providers, toolkit_root, engine=engine) as executor:
         for provider in providers:
             found = survey(executor, provider)
-            out.append({"provider": provider, "open": [asdict(o) for o in found.open],
-                        "untracked": found.untracked, "listing": found.listing})
+            out.append(
+                {
+                    "provider": provider,
+                    "open": [asdict(o) for o in found.open],
+                    "untracked": found.untracked,
+                    "listing": found.listing,
+                }
+            )
     return OpsReport(out)
 
 
-def resume_ops(loaded: LoadedConfig, toolkit_root: Path, engine: Engine | None = None,
-               executor: Executor | None = None) -> list[Resolution]:
+def resume_ops(
+    loaded: LoadedConfig, toolkit_root: Path, engine: Engine | None = None, executor: Executor | None = None
+) -> list[Resolution]:
     """Complete or abandon every open op of every provider (audited)."""
     providers = sorted(loaded.config.providers)
     if executor is not None:

@@ -15,7 +15,8 @@ from pathlib import Path
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import UsageError
-from orchestrator.ops.executor import DrainSettings, Executor, ReturnResult
+from orchestrator.ops.drain import DrainSettings
+from orchestrator.ops.executor import Executor, ReturnResult
 from orchestrator.ops.facts import NoFacts
 from orchestrator.ops.fence import ReadOnlyFence
 from orchestrator.ops.hosts import NoHosts

@@ -53,9 +53,15 @@ class World:
 
     def settings(self, identity: str) -> ControllerSettings:
         cert, key = client_cert(self.ctl_state, "provisioner", identity)
-        return ControllerSettings(addresses=[self.address], ca=self.ctl_state / "tls" / "ca.pem",
-                                  client_cert=cert, client_key=key, connect_timeout=2.0, request_timeout=5.0,
-                                  lease_margin=0.5)
+        return ControllerSettings(
+            addresses=[self.address],
+            ca=self.ctl_state / "tls" / "ca.pem",
+            client_cert=cert,
+            client_key=key,
+            connect_timeout=2.0,
+            request_timeout=5.0,
+            lease_margin=0.5,
+        )
 
     @property
     def store(self) -> CloudStore:
@@ -77,12 +83,25 @@ class World:
         return [e["action"] for e in entries if pid is None or e.get("pid") == pid]
 
     def xceprov(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=self.site, env=self.env(),
-                              capture_output=True, text=True, timeout=timeout, check=False)
+        return subprocess.run(
+            [sys.executable, "-m", "orchestrator.cli", *args],
+            cwd=self.site,
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
 
     def spawn(self, *args: str) -> subprocess.Popen[str]:
-        return subprocess.Popen([sys.executable, "-m", "orchestrator.cli", *args], cwd=self.site, env=self.env(),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return subprocess.Popen(
+            [sys.executable, "-m", "orchestrator.cli", *args],
+            cwd=self.site,
+            env=self.env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     def env(self) -> dict[str, str]:
         return {**os.environ, "XCEPROV_CONFIG": str(self.site / "xceprov.yaml")}
@@ -100,11 +119,27 @@ def world(tmp_path: Path) -> Iterator[World]:
     log = open(tmp_path / "controller.log", "wb")  # noqa: SIM115 - closed in teardown
     proc = subprocess.Popen(
         # A long heartbeat: the test's worker connection sends none and must stay joined.
-        [sys.executable, "-m", "orchestrator.sim.controller", "serve", "--state-dir", str(ctl_state),
-         "--listen", address, "--ttl", str(TTL), "--check-interval", "0.5", "--heartbeat", "30"],
-        stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "orchestrator.sim.controller",
+            "serve",
+            "--state-dir",
+            str(ctl_state),
+            "--listen",
+            address,
+            "--ttl",
+            str(TTL),
+            "--check-interval",
+            "0.5",
+            "--heartbeat",
+            "30",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     try:
+
         def up() -> bool:
             assert proc.poll() is None, (tmp_path / "controller.log").read_text()
             return (ctl_state / "tls" / "ca.pem").exists() and admin.admin_socket(ctl_state).exists()
@@ -114,16 +149,27 @@ def world(tmp_path: Path) -> Iterator[World]:
         site.mkdir()
         w = World(ctl_state, address, site)
         cert, key = client_cert(ctl_state, "provisioner", "orch")
-        (site / "xceprov.yaml").write_text(json.dumps({
-            "cluster": "itest", "state_dir": "state",
-            # One create at a time: a revocation lands between two creates, observably.
-            "terraform": {"parallelism": 1},
-            "controller": {"addresses": [address], "ca": str(ctl_state / "tls" / "ca.pem"),
-                           "client_cert": str(cert), "client_key": str(key), "connect_timeout": 2,
-                           "request_timeout": 5, "lease_margin": 0.5},
-            "providers": {"sim": {"module": "xcesim", "max_instances": 20}},
-            "templates": {"cpu": {"providers": {"sim": {"flavor": "c8.large", "image": "debian-12"}}}},
-        }))
+        (site / "xceprov.yaml").write_text(
+            json.dumps(
+                {
+                    "cluster": "itest",
+                    "state_dir": "state",
+                    # One create at a time: a revocation lands between two creates, observably.
+                    "terraform": {"parallelism": 1},
+                    "controller": {
+                        "addresses": [address],
+                        "ca": str(ctl_state / "tls" / "ca.pem"),
+                        "client_cert": str(cert),
+                        "client_key": str(key),
+                        "connect_timeout": 2,
+                        "request_timeout": 5,
+                        "lease_margin": 0.5,
+                    },
+                    "providers": {"sim": {"module": "xcesim", "max_instances": 20}},
+                    "templates": {"cpu": {"providers": {"sim": {"flavor": "c8.large", "image": "debian-12"}}}},
+                }
+            )
+        )
         yield w
     finally:
         if proc.poll() is None:

@@ -20,7 +20,8 @@ from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import FinalError, HostBusy, LeaseLost, RetryableError
 from orchestrator.model import tags as owner
 from orchestrator.model.facts import Fact, FactKind
-from orchestrator.ops.executor import DrainSettings, Executor
+from orchestrator.ops.drain import DrainSettings
+from orchestrator.ops.executor import Executor
 from orchestrator.ops.openops import open_ops
 from orchestrator.ops.resume import resume_provider
 from orchestrator.workspace.workdir import ProviderWorkdir
@@ -206,8 +207,9 @@ def test_drain_timeout_with_policy_wait_returns_nothing(loaded: LoadedConfig, en
     [made] = unit_executor(loaded, engine, facts=facts).create("sim", "cpu", 1).created
     hosts = FakeHosts({made.key: "busy"})
     clock = iter(range(0, 10_000, 10))
-    executor = unit_executor(loaded, engine, facts=facts, hosts=hosts, sleep=lambda _s: None,
-                             clock=lambda: float(next(clock)))
+    executor = unit_executor(
+        loaded, engine, facts=facts, hosts=hosts, sleep=lambda _s: None, clock=lambda: float(next(clock))
+    )
     with pytest.raises(RetryableError, match="still running work after the drain timeout"):
         executor.return_instances("sim", [made.key], drain=DrainSettings(timeout=30, policy="wait"))
     assert len(held(loaded)) == 1 and "returning" not in facts.kinds()

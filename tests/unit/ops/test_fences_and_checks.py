@@ -17,8 +17,10 @@ ADDR = 'module.instances.xcesim_instance.this["{}"]'
 
 
 def plan(*changes: tuple[str, str]) -> PlanResult:
-    rcs = tuple(ResourceChange(ADDR.format(k), "module.instances", "xcesim_instance", "this", None, a)  # type: ignore[arg-type]
-                for k, a in changes)
+    rcs = tuple(
+        ResourceChange(ADDR.format(k), "module.instances", "xcesim_instance", "this", None, a)  # type: ignore[arg-type]
+        for k, a in changes
+    )
     return PlanResult(changes=rcs, drift=(), diagnostics=(), summary=Summary(), has_changes=bool(rcs))
 
 

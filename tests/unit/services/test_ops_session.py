@@ -28,27 +28,34 @@ def test_no_controller_and_not_standalone_changes_nothing_and_says_how(tmp_path:
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    text = (f"cluster: unit\nstate_dir: {tmp_path / 'state'}\n"
-            f"controller: {{ca: system, addresses: ['127.0.0.1:{port}'], connect_timeout: 1}}\n"
-            "providers: {sim: {module: xcesim}}\n"
-            "templates: {cpu: {providers: {sim: {flavor: c8.large, image: debian-12}}}}\n")
+    text = (
+        f"cluster: unit\nstate_dir: {tmp_path / 'state'}\n"
+        f"controller: {{ca: system, addresses: ['127.0.0.1:{port}'], connect_timeout: 1}}\n"
+        "providers: {sim: {module: xcesim}}\n"
+        "templates: {cpu: {providers: {sim: {flavor: c8.large, image: debian-12}}}}\n"
+    )
     loaded = parse_config(text, str(tmp_path / "xceprov.yaml"), tmp_path)
     engine = FakeEngine()
-    with pytest.raises(ControllerError, match=r"no change was made .*set standalone: true in .*xceprov.yaml"), \
-            fenced_session(loaded, ["sim"], ROOT, engine=engine):
+    with (
+        pytest.raises(ControllerError, match=r"no change was made .*set standalone: true in .*xceprov.yaml"),
+        fenced_session(loaded, ["sim"], ROOT, engine=engine),
+    ):
         pass
     assert engine.calls == []
 
 
 def test_standalone_mode_is_audited_tags_epoch_none_and_journals_facts(tmp_path: Path) -> None:
     loaded = site_config(tmp_path)
-    loaded = type(loaded)(config=loaded.config.model_copy(update={"standalone": True}),
-                          source=loaded.source, base_dir=loaded.base_dir)
+    loaded = type(loaded)(
+        config=loaded.config.model_copy(update={"standalone": True}), source=loaded.source, base_dir=loaded.base_dir
+    )
     engine = FakeEngine()
     with fenced_session(loaded, ["sim"], ROOT, engine=engine) as executor:
         result = executor.create("sim", "cpu", 1)
-        with pytest.raises(LeaseHeld, match=r"standalone lock .* is held by process"), \
-                fenced_session(loaded, ["sim"], ROOT, engine=engine):
+        with (
+            pytest.raises(LeaseHeld, match=r"standalone lock .* is held by process"),
+            fenced_session(loaded, ["sim"], ROOT, engine=engine),
+        ):
             pass
     state = loaded.config.state_dir
     [inst] = FakeEngine.state(state / "work" / "unit" / "sim")["instances"].values()
