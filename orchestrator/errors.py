@@ -79,3 +79,26 @@ class StaleState(FinalError):
     """A saved plan no longer matches the state it was made against."""
 
     exit_code = 7
+
+
+class LeaseHeld(XceprovError):
+    """Another orchestrator instance holds the provider's lease; ``retry_after`` is the controller's hint."""
+
+    exit_code = 9
+
+    def __init__(self, message: str, holder: str = "", retry_after: float = 0.0) -> None:
+        super().__init__(message)
+        self.holder = holder
+        self.retry_after = retry_after
+
+
+class UnsafePlan(FinalError):
+    """A plan would change more than the op asked for (a delete, a replacement, another key); not applied."""
+
+    exit_code = 8
+
+
+class HostBusy(XceprovError):
+    """A host runs work: it is not returned without draining first (or ``--force``)."""
+
+    exit_code = 10

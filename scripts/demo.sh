@@ -10,7 +10,7 @@ unset XCEPROV_CONFIG
 BUNDLE=.xceprov/demo-burst
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
-cleanup() { xceprov destroy --all --max 100 >/dev/null 2>&1 || true; xceprov sim down >/dev/null 2>&1 || true; }
+cleanup() { xceprov destroy --all --force --max 100 >/dev/null 2>&1 || true; xceprov sim down >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 
 step "xceprov validate: configuration, host templates, Terraform modules, playbooks"
@@ -58,8 +58,8 @@ else
   echo "demo: not root, so no simulated hosts: bootstrap and joins are skipped (see README)"
 fi
 
-step "xceprov destroy --all: give the hosts back (audited)"
-xceprov destroy --all
+step "xceprov destroy --all --force: give the hosts back, busy ones too (audited; xceprov return drains first)"
+xceprov destroy --all --force
 
 step "xceprov sim down: nothing left running"
 xceprov sim down

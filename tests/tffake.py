@@ -9,11 +9,13 @@ recorded in ``calls`` so tests can assert what was (not) asked of Terraform.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from orchestrator.clients.controller.types import HostInfo
 from orchestrator.clients.terraform.messages import (
     ApplyResult,
     Diagnostic,
@@ -22,7 +24,9 @@ from orchestrator.clients.terraform.messages import (
     Summary,
 )
 from orchestrator.configfile import LoadedConfig, parse_config
-from orchestrator.errors import StaleState, TerraformError
+from orchestrator.errors import LeaseLost, StaleState, TerraformError
+from orchestrator.model.facts import Epoch, Fact
+from orchestrator.ops.executor import Executor
 
 ROOT = Path(__file__).resolve().parents[1]  # the toolkit root: real templates and xcesim module
 STATE = "fake.tfstate.json"
@@ -111,6 +115,9 @@ class FakeEngine:
         self.should_stop.append(should_stop)
         if plan_file is None:
             raise TerraformError("the fake engine applies saved plans only")
+        if should_stop is not None and should_stop():
+            # Stopped before its first cloud call: the state is unchanged, as Terraform leaves it.
+            return ApplyResult(changes=(), failed=(), diagnostics=(), summary=Summary(), interrupted=True)
         saved = json.loads(Path(workdir, plan_file).read_text())
         if saved["serial"] != self.state(workdir)["serial"]:
             raise StaleState("saved plan is stale: the state changed since the plan was made")
@@ -167,3 +174,79 @@ def site_config(tmp_path: Path, cluster: str = "unit") -> LoadedConfig:
     """The test site, its state under ``tmp_path/state``."""
     text = SITE.format(cluster=cluster, state=tmp_path / "state")
     return parse_config(text, str(tmp_path / "xceprov.yaml"), tmp_path)
+
+
+class FakeFence:
+    """A lease for unit tests: valid until ``revoke``; ``valid_calls`` counts the polls."""
+
+    def __init__(self, epoch: tuple[int, int] = (3, 7)) -> None:
+        self.epoch = Epoch(*epoch)
+        self.revoked = False
+
+    def gate(self, provider: str) -> Epoch:
+        if self.revoked:
+            raise LeaseLost(f"lease for provider {provider!r} was revoked")
+        return self.epoch
+
+    def valid(self, provider: str) -> bool:
+        return not self.revoked
+
+
+class MemoryFacts:
+    """Facts kept in a list, idempotent per kind, op and key like the controller."""
+
+    def __init__(self) -> None:
+        self.committed: list[Fact] = []
+
+    def commit(self, fact: Fact) -> None:
+        if any((f.kind, f.op_id, f.instance_key) == (fact.kind, fact.op_id, fact.instance_key) for f in self.committed):
+            return
+        self.committed.append(dataclasses.replace(fact, fact_id=len(self.committed) + 1))
+
+    def facts(self, provider: str) -> list[Fact]:
+        return [f for f in self.committed if f.provider == provider]
+
+    def kinds(self) -> list[str]:
+        return [str(f.kind) for f in self.committed]
+
+
+class FakeHosts:
+    """The controller's hosts for unit tests: ``states`` by instance key; records closes and decommissions."""
+
+    def __init__(self, states: dict[str, str] | None = None) -> None:
+        self.states = dict(states or {})
+        self.closed: list[str] = []
+        self.decommissioned: list[str] = []
+        # Called on every ``hosts()`` read: lets a test finish a host's work while a drain waits.
+        self.on_read: Callable[[FakeHosts], None] | None = None
+
+    def hosts(self, provider: str) -> list[HostInfo]:
+        if self.on_read is not None:
+            self.on_read(self)
+        return [HostInfo(host_name=f"h-{k}", state=s, instance_key=k, instance_id=f"i-{k}", provider=provider)
+                for k, s in self.states.items()]
+
+    def close(self, provider: str, epoch: Epoch, host: HostInfo, reason: str) -> None:
+        self.closed.append(host.instance_key)
+        if self.states.get(host.instance_key) == "busy":
+            self.states[host.instance_key] = "closing"
+
+    def decommission(self, provider: str, epoch: Epoch, host: HostInfo, reason: str) -> None:
+        self.decommissioned.append(host.instance_key)
+
+
+class NoLosses:
+    """A host-loss observer that sees every instance in place (the fake engine has no cloud)."""
+
+    def observe(self) -> list[Any]:
+        return []
+
+
+def unit_executor(loaded: LoadedConfig, engine: FakeEngine, **kwargs: Any) -> Executor:
+    """An executor over the fake engine with an in-memory controller; no instance is ever lost."""
+    kwargs.setdefault("fence", FakeFence())
+    kwargs.setdefault("facts", MemoryFacts())
+    kwargs.setdefault("hosts", FakeHosts())
+    kwargs.setdefault("losses", lambda _engine, _path: NoLosses())
+    return Executor(loaded.config, ROOT, engine, kwargs.pop("fence"), kwargs.pop("facts"), kwargs.pop("hosts"),
+                    **kwargs)

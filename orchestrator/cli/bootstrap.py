@@ -18,7 +18,7 @@ from orchestrator.clients.ansible.runner import Progress
 from orchestrator.services.bootstrap_sources import SimulatedWorld
 
 
-def _simulated_world() -> SimulatedWorld:
+def simulated_world() -> SimulatedWorld:
     """The simulated world's key, node manager artifact and its builder."""
     from orchestrator.sim import nodemanager
     from orchestrator.sim.hosts.keys import toolkit_key
@@ -78,7 +78,7 @@ def bootstrap(
     result = run_bootstrap(
         ctx.config(),
         toolkit_root(),
-        world=_simulated_world(),
+        world=simulated_world(),
         op=op,
         hosts=hosts,
         extra_vars=_parse_extra(extra),

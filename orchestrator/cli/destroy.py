@@ -1,4 +1,4 @@
-"""``xceprov destroy``: return instances the toolkit made (dry-runnable, capped, audited)."""
+"""``xceprov destroy``: return instances the toolkit made (exact, dry-runnable, capped, audited)."""
 
 from __future__ import annotations
 
@@ -11,15 +11,16 @@ from orchestrator.cli.context import CliContext, pass_ctx
 @click.option("--op", "ops", multiple=True, help="Destroy the instances of this op (repeatable).")
 @click.option("--all", "all_instances", is_flag=True, help="Destroy every instance of the provider(s).")
 @click.option("--provider", help="Only this provider.")
-@click.option("--dry-run", is_flag=True, help="Show what would be destroyed; change nothing.")
+@click.option("--dry-run", is_flag=True, help="Plan the removal and show it; change nothing.")
 @click.option(
     "--max",
     "max_destroy",
     type=click.IntRange(min=1),
     default=50,
     show_default=True,
-    help="Refuse to destroy more instances than this in one run.",
+    help="Refuse when Terraform would delete more instances than this in one run.",
 )
+@click.option("--force", is_flag=True, help="Also destroy hosts that joined and run work (audited).")
 @pass_ctx
 def destroy(
     ctx: CliContext,
@@ -28,8 +29,10 @@ def destroy(
     provider: str | None,
     dry_run: bool,
     max_destroy: int,
+    force: bool,
 ) -> None:
     """Destroy instances by op or all of them; only what this toolkit made in this cluster."""
+    from orchestrator.cli.bootstrap import simulated_world
     from orchestrator.paths import toolkit_root
     from orchestrator.services.destroy import destroy as destroy_service
 
@@ -41,11 +44,14 @@ def destroy(
         provider=provider,
         dry_run=dry_run,
         max_destroy=max_destroy,
+        force=force,
+        world=simulated_world(),
     )
     verb = "would destroy" if result.dry_run else "destroyed"
     if not result.removed:
         click.echo("nothing to destroy")
     for provider_name, keys in sorted(result.removed.items()):
-        click.echo(f"{provider_name}: {verb} {len(keys)} instances")
+        deletes = result.deletes.get(provider_name, [])
+        click.echo(f"{provider_name}: {verb} {len(keys)} instances (Terraform deletes {len(deletes)})")
         for key in keys:
             click.echo(f"  {key}  {result.names.get(key, '')}")

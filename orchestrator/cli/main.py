@@ -17,7 +17,9 @@ import click
 from orchestrator.cli import apply as apply_verb
 from orchestrator.cli import bootstrap as bootstrap_verb
 from orchestrator.cli import destroy as destroy_verb
+from orchestrator.cli import ops as ops_verb
 from orchestrator.cli import plan as plan_verb
+from orchestrator.cli import ret as return_verb
 from orchestrator.cli import sim as sim_verbs
 from orchestrator.cli import status as status_verb
 from orchestrator.cli import validate as validate_verb
@@ -78,7 +80,9 @@ for _verb in (
     apply_verb.apply,
     bootstrap_verb.bootstrap,
     destroy_verb.destroy,
+    ops_verb.ops,
     plan_verb.plan,
+    return_verb.return_,
     sim_verbs.sim,
     status_verb.status,
     validate_verb.validate,

@@ -121,6 +121,10 @@ class ProviderSettings(Strict):
     # grows with the square of its size; the provider's instances are spread over working
     # directories of at most this many (docs/architecture.md, "Bursts that scale").
     shard_size: int = Field(default=SHARD_SIZE, ge=1, le=10_000)
+    # How long a return waits for a closed (draining) host to finish its work, and what happens
+    # then: ``wait`` keeps waiting (the return stays open, resumable), ``return`` returns anyway.
+    drain_timeout: Duration = 3600.0
+    drain_policy: Literal["wait", "return"] = "wait"
     tags: dict[str, str] = Field(default_factory=dict)
     settings: dict[str, Any] = Field(default_factory=dict)
 
@@ -198,6 +202,9 @@ class Config(Strict):
     controller: ControllerSettings = Field(default_factory=ControllerSettings)
     ansible: AnsibleSettings = Field(default_factory=AnsibleSettings)
     sim: SimSettings = Field(default_factory=SimSettings)
+    # Change the cloud with no controller at all (a local lock per provider, epoch ``none``,
+    # facts kept in a local journal). Off by default: without a controller a mutation is refused.
+    standalone: bool = False
     providers: dict[str, ProviderSettings]
     templates: dict[str, HostTemplate]
 

@@ -1,14 +1,19 @@
-"""``xceprov apply BUNDLE``: apply exactly the plans a ``plan --out`` saved, or refuse.
+"""``xceprov apply BUNDLE``: carry out exactly the ops a ``plan --out`` saved, through the executor.
 
-For each provider in the bundle: the desired set becomes the plan's variables (written before
-the apply: the intent is recorded before the cloud is touched, so a crash mid-apply leaves a
-desired set that the next plan completes rather than undoes), then Terraform applies the saved
-plan. Terraform itself refuses a plan whose state moved; the desired set is then restored
-(atomically) and the user gets ``StaleState``. Every apply is written to the audit log.
+A saved plan was made without a lease, so its instances are tagged ``xce:epoch=none``; the
+cloud must get the real epoch. So the bundle is read for its ops (op id, template, count: from
+the planned instances' owner tags) and each op is carried out by the executor under the
+provider's lease: intent fact, desired set, a fresh plan with the epoch stamped, checked to
+create exactly the op's instances and nothing else, apply, instance facts. Exactness: the
+bundle is refused (``StaleState``, exit 7) unless the provider's desired set is still the one it
+was planned against; the fresh plan is refused (``UnsafePlan``, exit 8) if it would do anything
+beyond the saved plan's creates (for example when the state moved under the desired set).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,59 +21,121 @@ from typing import Any
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import StaleState, UsageError
+from orchestrator.model import tags as owner
+from orchestrator.model.instances import InstanceSpec, instance_key
+from orchestrator.ops.executor import Bootstrap, CreateResult, Executor
+from orchestrator.services.bootstrap_sources import SimulatedWorld
+from orchestrator.services.ops import fenced_session, playbook_callables
 from orchestrator.workspace.audit import audit
 from orchestrator.workspace.bundle import read_bundle
-from orchestrator.workspace.terraform import engine_for, instances_output, prepared_workdir
+from orchestrator.workspace.terraform import engine_for, prepared_workdir
 from orchestrator.workspace.workdir import ProviderWorkdir
 
 
 @dataclass(frozen=True)
 class AppliedProvider:
-    """What one provider holds after the apply (key → {id, name, address, ...})."""
+    """What one provider holds after the apply (key → {id, name, address, ...}) and the ops done."""
 
     name: str
     instances: dict[str, dict[str, Any]]
+    ops: tuple[CreateResult, ...] = ()
+
+
+@dataclass(frozen=True)
+class BundleOp:
+    """One op of a saved plan."""
+
+    provider: str
+    op_id: str
+    template: str
+    count: int
+
+
+def bundle_ops(provider: str, shown: dict[str, Any], where: Path) -> list[BundleOp]:
+    """The ops a saved plan creates, from its planned instances' owner tags."""
+    variables = {k: v.get("value") for k, v in shown.get("variables", {}).items()}
+    planned = variables.get("instances") or {}
+    creates = sorted(
+        str(rc.get("index"))
+        for rc in shown.get("resource_changes", [])
+        if "create" in rc.get("change", {}).get("actions", []) and rc.get("index") is not None
+    )
+    grouped: dict[str, list[str]] = {}
+    templates: dict[str, str] = {}
+    for key in creates:
+        spec = InstanceSpec.model_validate(planned[key]) if key in planned else None
+        if spec is None or not spec.tags.get(owner.OP_ID):
+            raise UsageError(f"{where}: planned instance {key} has no {owner.OP_ID} tag; not a plan of xceprov")
+        grouped.setdefault(spec.tags[owner.OP_ID], []).append(key)
+        templates[spec.tags[owner.OP_ID]] = spec.template
+    ops = []
+    for op_id, keys in sorted(grouped.items()):
+        if sorted(keys) != [instance_key(op_id, i) for i in range(len(keys))]:
+            raise UsageError(f"{where}: op {op_id} plans keys {keys}, not a whole op")
+        ops.append(BundleOp(provider, op_id, templates[op_id], len(keys)))
+    return ops
+
+
+def _check_fresh(workdir: ProviderWorkdir, shown: dict[str, Any], ops: list[BundleOp], bundle: Path) -> None:
+    planned = set(shown.get("variables", {}).get("instances", {}).get("value") or {})
+    new = {instance_key(op.op_id, i) for op in ops for i in range(op.count)}
+    current = set(workdir.desired.read())
+    if planned - new != current:
+        raise StaleState(
+            f"saved plan is stale: {bundle} was planned against another desired set of provider {workdir.provider} "
+            f"({len(planned - new)} instances then, {len(current)} now); make a new plan"
+        )
+
+
+@contextmanager
+def _executor(loaded: LoadedConfig, providers: list[str], root: Path, engine: Engine, boot: Bootstrap | None,
+              executor: Executor | None) -> Iterator[Executor]:
+    if executor is not None:
+        yield executor
+        return
+    with fenced_session(loaded, providers, root, engine=engine, bootstrap=boot) as session:
+        yield session
 
 
 def apply_bundle(
-    loaded: LoadedConfig, bundle: Path, toolkit_root: Path, engine: Engine | None = None
+    loaded: LoadedConfig,
+    bundle: Path,
+    toolkit_root: Path,
+    engine: Engine | None = None,
+    *,
+    executor: Executor | None = None,
+    bootstrap: bool = False,
+    world: SimulatedWorld | None = None,
 ) -> list[AppliedProvider]:
-    """Apply every provider plan in ``bundle``; stop at the first refusal."""
+    """Carry out every op of ``bundle`` under the leases; stop at the first refusal."""
     config = loaded.config
     entries = read_bundle(bundle, config.cluster)
     for entry in entries:
         if entry.provider not in config.providers:
             raise UsageError(f"{bundle}: provider {entry.provider!r} is not in the configuration")
-    engine = engine or engine_for(config)
-    applied: list[AppliedProvider] = []
+    engine = engine or (executor.engine if executor is not None else engine_for(config))
+    planned: dict[str, list[BundleOp]] = {}
     for entry in entries:
-        name = entry.provider
-        workdir = ProviderWorkdir(config, name, toolkit_root)
+        workdir = ProviderWorkdir(config, entry.provider, toolkit_root)
         prepared_workdir(engine, workdir)
         with workdir.lock():
             shown = engine.show_plan(workdir.path, entry.plan_file)
-            variables = {k: v.get("value") for k, v in shown.get("variables", {}).items()}
-            previous = workdir.desired.snapshot()
-            creates = sorted(
-                rc.get("index") or rc.get("address")
-                for rc in shown.get("resource_changes", [])
-                if "create" in rc.get("change", {}).get("actions", [])
-            )
-            audit(config.state_dir, "apply", provider=name, bundle=str(bundle), create=creates)
-            workdir.desired.write(variables)
+            ops = bundle_ops(entry.provider, shown, entry.plan_file)
+            audit(config.state_dir, "apply", provider=entry.provider, bundle=str(bundle),
+                  ops=[(o.op_id, o.template, o.count) for o in ops])
             try:
-                engine.apply(workdir.path, plan_file=entry.plan_file)
+                _check_fresh(workdir, shown, ops, bundle)
             except StaleState:
-                workdir.desired.restore(previous)
-                audit(config.state_dir, "apply-refused", provider=name, bundle=str(bundle), reason="stale plan")
+                audit(config.state_dir, "apply-refused", provider=entry.provider, bundle=str(bundle),
+                      reason="stale plan")
                 raise
-            outputs = engine.output(workdir.path)
-        audit(
-            config.state_dir,
-            "applied",
-            provider=name,
-            bundle=str(bundle),
-            instances=len(variables.get("instances") or {}),
-        )
-        applied.append(AppliedProvider(name=name, instances=instances_output(outputs)))
+        planned[entry.provider] = ops
+    applied: list[AppliedProvider] = []
+    boot = playbook_callables(loaded, toolkit_root, world)[0] if bootstrap else None
+    with _executor(loaded, sorted(planned), toolkit_root, engine, boot, executor) as ex:
+        for provider, ops in planned.items():
+            results = tuple(ex.create(provider, op.template, op.count, op_id=op.op_id) for op in ops)
+            held = ex.state_instances(ex.workdir(provider))
+            audit(config.state_dir, "applied", provider=provider, bundle=str(bundle), instances=len(held))
+            applied.append(AppliedProvider(provider, held, results))
     return applied

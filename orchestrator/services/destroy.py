@@ -1,15 +1,16 @@
-"""``xceprov destroy``: return instances the toolkit made, by op or all of a provider.
+"""``xceprov destroy``: return instances the toolkit made, by op or all of a provider, exactly.
 
 Only instances in the provider's desired set (made by this toolkit, in this cluster's working
-directory) can be named; nothing else in the cloud is ever touched. The removal is planned
-first and shown; ``dry_run`` stops there. A run refuses to destroy more than ``max_destroy``
-instances unless raised explicitly. The intent (the smaller desired set) is written and audited
-before Terraform is asked to destroy anything.
+directory) can be named; nothing else in the cloud is ever touched. Every return goes through
+the executor (``orchestrator.ops``): the desired set is read under the working directory's lock,
+the removal is planned and checked (deletes exactly the chosen instances), ``--max`` counts the
+plan's deletions, ``--dry-run`` stops after the plan. Hosts that joined and run work are refused
+unless ``force`` (still audited, still with a ``returning`` intent); ``xceprov return`` drains
+them instead.
 """
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,10 +19,14 @@ from orchestrator.clients.terraform.engine import Engine
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import UsageError
 from orchestrator.model.instances import op_of_key
-from orchestrator.render.instances import render_settings
-from orchestrator.workspace.audit import audit
-from orchestrator.workspace.terraform import engine_for, prepared_workdir
-from orchestrator.workspace.workdir import ProviderWorkdir
+from orchestrator.ops.drain import DrainSettings
+from orchestrator.ops.executor import Executor
+from orchestrator.ops.facts import NoFacts
+from orchestrator.ops.fence import ReadOnlyFence
+from orchestrator.ops.hosts import NoHosts
+from orchestrator.services.bootstrap_sources import SimulatedWorld
+from orchestrator.services.ops import fenced_session, playbook_callables
+from orchestrator.workspace.terraform import engine_for
 
 
 @dataclass
@@ -31,6 +36,26 @@ class DestroyResult:
     dry_run: bool
     removed: dict[str, list[str]] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)
+    deletes: dict[str, list[str]] = field(default_factory=dict)
+
+
+def select_keys(executor: Executor, providers: Sequence[str], ops: Sequence[str],
+                all_instances: bool) -> dict[str, list[str]]:
+    """The chosen instance keys per provider (desired sets read under each working directory's lock)."""
+    selected: dict[str, list[str]] = {}
+    found_ops: set[str] = set()
+    for name in providers:
+        workdir = executor.workdir(name)
+        with workdir.lock():
+            desired = executor.desired(workdir)
+        keys = sorted(k for k in desired if all_instances or op_of_key(k) in ops)
+        found_ops.update(op_of_key(k) for k in keys)
+        if keys:
+            selected[name] = keys
+    missing = sorted(set(ops) - found_ops)
+    if missing:
+        raise UsageError(f"--op {', '.join(missing)}: no instances of that op in this cluster's desired sets")
+    return selected
 
 
 def destroy(
@@ -42,6 +67,10 @@ def destroy(
     dry_run: bool = False,
     max_destroy: int = 50,
     engine: Engine | None = None,
+    *,
+    force: bool = False,
+    executor: Executor | None = None,
+    world: SimulatedWorld | None = None,
 ) -> DestroyResult:
     """Remove the instances of ``ops`` (or every instance with ``all_instances``)."""
     config = loaded.config
@@ -51,40 +80,38 @@ def destroy(
         raise UsageError(
             f"--provider {provider}: no such provider (known: {', '.join(sorted(config.providers))})"
         )
-    engine = engine or engine_for(config)
     providers = [provider] if provider else sorted(config.providers)
-    selected: dict[str, tuple[ProviderWorkdir, dict[str, object], list[str]]] = {}
+    engine = engine or (executor.engine if executor is not None else engine_for(config))
+    reader = Executor(config, toolkit_root, engine, ReadOnlyFence(), NoFacts(), NoHosts())
+    selected = select_keys(reader, providers, ops, all_instances)
     result = DestroyResult(dry_run=dry_run)
-    found_ops: set[str] = set()
-    for name in providers:
-        workdir = ProviderWorkdir(config, name, toolkit_root)
-        desired = workdir.desired.read()
-        keys = sorted(k for k in desired if all_instances or op_of_key(k) in ops)
-        found_ops.update(op_of_key(k) for k in keys)
-        if keys:
-            remaining = {k: v for k, v in desired.items() if k not in keys}
-            variables = workdir.variables(remaining, render_settings(config, name))
-            selected[name] = (workdir, variables, keys)
-            result.names.update({k: desired[k].name for k in keys})
-    missing = sorted(set(ops) - found_ops)
-    if missing:
-        raise UsageError(f"--op {', '.join(missing)}: no instances of that op in this cluster's desired sets")
-    total = sum(len(keys) for _, _, keys in selected.values())
-    if total > max_destroy and not dry_run:
-        raise UsageError(
-            f"would destroy {total} instances, more than --max {max_destroy}; raise --max to allow it"
+    if dry_run:
+        for name, keys in selected.items():
+            done = reader.return_instances(name, keys, dry_run=True, reason="destroy --dry-run")
+            result.removed[name], result.deletes[name] = keys, done.deleted
+            result.names.update(done.names)
+        return result
+    if not selected:
+        return result
+    budget = max_destroy
+    if executor is None:
+        decommission = playbook_callables(loaded, toolkit_root, world)[1]
+        with fenced_session(loaded, sorted(selected), toolkit_root, engine=engine,
+                            decommission=decommission) as session:
+            return _run(session, selected, budget, force, result)
+    return _run(executor, selected, budget, force, result)
+
+
+def _run(executor: Executor, selected: dict[str, list[str]], budget: int, force: bool,
+         result: DestroyResult) -> DestroyResult:
+    total = sum(len(k) for k in selected.values())
+    for name, keys in selected.items():
+        # --max counts Terraform's deletions over the whole run: each provider gets what is left.
+        done = executor.return_instances(
+            name, keys, drain=DrainSettings(drain=False, force=force), max_delete=budget,
+            reason=f"destroy{' --force' if force else ''} ({total} instances asked)",
         )
-    for name, (workdir, variables, keys) in selected.items():
-        result.removed[name] = keys
-        audit(config.state_dir, "destroy-dry-run" if dry_run else "destroy", provider=name, keys=keys)
-        if dry_run:
-            continue
-        prepared_workdir(engine, workdir)
-        with workdir.lock(), tempfile.TemporaryDirectory(prefix="xceprov-destroy-") as tmp:
-            plan_file = Path(tmp) / "destroy.tfplan"
-            with workdir.candidate_var_file(variables) as var_file:
-                engine.plan(workdir.path, var_files=[var_file], out=plan_file)
-            workdir.desired.write(variables)
-            engine.apply(workdir.path, plan_file=plan_file)
-        audit(config.state_dir, "destroyed", provider=name, keys=keys)
+        budget -= len(done.deleted)
+        result.removed[name], result.deletes[name] = keys, done.deleted
+        result.names.update(done.names)
     return result

@@ -23,6 +23,7 @@ from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.clients.controller.types import ControllerStatus, Fact, LinkState
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import ControllerError
+from orchestrator.ops.openops import open_ops as find_open_ops
 
 
 @dataclass(frozen=True)
@@ -86,29 +87,11 @@ class StatusReport:
 
 
 def open_ops(facts: list[Fact]) -> list[OpenOp]:
-    """Ops of one provider that have an intent without its outcome (see the module docstring)."""
-    by_op: dict[str, list[Fact]] = {}
-    for fact in sorted(facts, key=lambda f: f.fact_id):
-        by_op.setdefault(fact.op_id, []).append(fact)
-    out: list[OpenOp] = []
-    for op_id, op_facts in by_op.items():
-        intent = next((f for f in op_facts if f.kind == "requestIntent"), None)
-        gone = {f.instance_key or f.instance_id for f in op_facts if f.kind in ("returned", "lost")}
-        if intent is not None:
-            # An instance is accounted for once it was created or has an outcome (lost before
-            # its creation was recorded). A lost instance does not close the op: the others
-            # may still be missing, and crash recovery must see the op to complete it.
-            accounted = gone | {f.instance_key or f.instance_id for f in op_facts if f.kind == "instanceCreated"}
-            if len(accounted) < intent.count:
-                out.append(OpenOp(intent.provider, op_id, "create", intent.template, intent.count,
-                                  len(accounted), intent.epoch.tag(), intent.committed))
-        returning = [f for f in op_facts if f.kind == "returning"]
-        pending = [f for f in returning if (f.instance_key or f.instance_id) not in gone]
-        if pending:
-            first = pending[0]
-            out.append(OpenOp(first.provider, op_id, "return", first.template, len(returning),
-                              len(returning) - len(pending), first.epoch.tag(), first.committed))
-    return out
+    """Ops of one provider that have an intent without its outcome (``orchestrator.ops.openops``)."""
+    return [
+        OpenOp(o.provider, o.op_id, o.kind, o.template, o.count, o.done, o.epoch, o.since)
+        for o in find_open_ops(facts)
+    ]
 
 
 def status_instance_id(cluster: str) -> str:

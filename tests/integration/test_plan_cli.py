@@ -26,9 +26,11 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = 'q"uote ${var.x} %{ if true }y%{ endif }\nresource "null" "x" {}'
 
+# No controller runs in these tests: apply and destroy run standalone (local lock, epoch none).
 SITE = f"""
 cluster: itest
 state_dir: state
+standalone: true
 controller: {{ca: system}}
 providers:
   sim:
@@ -120,7 +122,10 @@ def test_saved_plan_applies_exactly_then_refuses_when_stale(site: Path) -> None:
     assert len(desired["instances"]) == 2
 
     audit = [json.loads(line) for line in (site / "state" / "audit.log").read_text().splitlines()]
-    assert [a["action"] for a in audit] == ["apply", "applied", "apply", "apply-refused"]
+    verbs = ("apply", "applied", "apply-refused", "standalone")
+    assert [a["action"] for a in audit if a["action"] in verbs] == [
+        "apply", "standalone", "applied", "apply", "apply-refused"
+    ]
 
 
 def test_destroy_by_op_dry_run_then_real(site: Path) -> None:

@@ -13,10 +13,10 @@ import stat
 from pathlib import Path
 
 import pytest
-from tffake import ROOT, FakeEngine, site_config
+from tffake import ROOT, FakeEngine, MemoryFacts, site_config, unit_executor
 
 from orchestrator.configfile import LoadedConfig
-from orchestrator.errors import StaleState, TerraformError, UsageError
+from orchestrator.errors import FinalError, StaleState, TerraformError, UnsafePlan, UsageError
 from orchestrator.model import tags as owner
 from orchestrator.services.apply import apply_bundle
 from orchestrator.services.destroy import destroy
@@ -40,7 +40,7 @@ def mode(path: Path) -> int:
 def applied(loaded: LoadedConfig, engine: FakeEngine, tmp_path: Path, name: str, **wanted: int) -> Path:
     bundle = tmp_path / name
     plan_burst(loaded, wanted, out=bundle, toolkit_root=ROOT, engine=engine)
-    apply_bundle(loaded, bundle, ROOT, engine=engine)
+    apply_bundle(loaded, bundle, ROOT, executor=unit_executor(loaded, engine))
     return bundle
 
 
@@ -117,11 +117,18 @@ def test_apply_records_the_desired_set_then_applies_and_audits(
     loaded: LoadedConfig, engine: FakeEngine, tmp_path: Path
 ) -> None:
     plan_burst(loaded, {"cpu": 2}, out=tmp_path / "b", toolkit_root=ROOT, engine=engine)
-    [result] = apply_bundle(loaded, tmp_path / "b", ROOT, engine=engine)
+    facts = MemoryFacts()
+    [result] = apply_bundle(loaded, tmp_path / "b", ROOT, executor=unit_executor(loaded, engine, facts=facts))
     desired = workdir(loaded).desired.read()
     assert sorted(result.instances) == sorted(desired) and len(desired) == 2
     assert sorted(FakeEngine.state(workdir(loaded).path)["instances"]) == sorted(desired)
-    assert audit_actions(loaded) == ["apply", "applied"]
+    actions = audit_actions(loaded)
+    assert actions[0] == "apply" and actions[-1] == "applied"
+    steps = ["fact-requestIntent", "op-desired", "op-apply", "fact-instanceCreated", "op-created"]
+    assert [a for a in actions if a in steps] == steps[:3] + ["fact-instanceCreated"] * 2 + ["op-created"]
+    # The cloud gets the lease's epoch, not the plan's "none"; the controller gets one intent.
+    assert {i["tags"][owner.EPOCH] for i in result.instances.values()} == {"3.7"}
+    assert facts.kinds() == ["requestIntent"] + ["instanceCreated", "expectedHost"] * 2
     assert mode(workdir(loaded).desired_file) == 0o600
     assert mode(loaded.config.state_dir / "audit.log") == 0o600
 
@@ -131,26 +138,51 @@ def test_a_stale_plan_is_refused_with_exit_7_and_the_desired_set_restored(
 ) -> None:
     plan_burst(loaded, {"cpu": 2}, out=tmp_path / "first", toolkit_root=ROOT, engine=engine)
     plan_burst(loaded, {"gpu": 1}, out=tmp_path / "second", toolkit_root=ROOT, engine=engine)
-    apply_bundle(loaded, tmp_path / "first", ROOT, engine=engine)
+    apply_bundle(loaded, tmp_path / "first", ROOT, executor=unit_executor(loaded, engine))
     wd = workdir(loaded)
     before = wd.desired_file.read_bytes()
+    facts = MemoryFacts()
     with pytest.raises(StaleState) as refused:
-        apply_bundle(loaded, tmp_path / "second", ROOT, engine=engine)
+        apply_bundle(loaded, tmp_path / "second", ROOT, executor=unit_executor(loaded, engine, facts=facts))
     assert refused.value.exit_code == 7
     assert wd.desired_file.read_bytes() == before
     assert [i.template for i in wd.desired.read().values()] == ["cpu", "cpu"]
-    assert audit_actions(loaded) == ["apply", "applied", "apply", "apply-refused"]
-    # The restore went through a temporary file and a rename: nothing is left beside it.
+    assert audit_actions(loaded)[-2:] == ["apply", "apply-refused"]
+    assert facts.committed == []  # refused before any intent
     assert sorted(p.name for p in wd.path.iterdir() if p.name.startswith(".desired")) == []
 
 
-def test_a_refused_first_apply_leaves_no_desired_set(loaded: LoadedConfig, engine: FakeEngine, tmp_path: Path) -> None:
-    plan_burst(loaded, {"cpu": 1}, out=tmp_path / "b", toolkit_root=ROOT, engine=engine)
+def test_a_missing_desired_set_beside_a_state_is_refused_not_read_as_delete_all(
+    loaded: LoadedConfig, engine: FakeEngine, tmp_path: Path
+) -> None:
+    applied(loaded, engine, tmp_path, "a", cpu=2)
     wd = workdir(loaded)
-    (wd.path / "fake.tfstate.json").write_text(json.dumps({"serial": 5, "instances": {}}))  # state moved
-    with pytest.raises(StaleState):
-        apply_bundle(loaded, tmp_path / "b", ROOT, engine=engine)
-    assert not wd.desired_file.exists()
+    wd.desired_file.unlink()  # lost: the state still holds two instances
+    plan_burst(loaded, {"cpu": 1}, out=tmp_path / "b", toolkit_root=ROOT, engine=engine)
+    facts = MemoryFacts()
+    with pytest.raises(FinalError, match="missing, but the Terraform state of provider sim holds 2 instances"):
+        apply_bundle(loaded, tmp_path / "b", ROOT, executor=unit_executor(loaded, engine, facts=facts))
+    with pytest.raises(FinalError, match="refusing to read that as 'delete everything'"):
+        destroy(loaded, ROOT, all_instances=True, executor=unit_executor(loaded, engine, facts=facts))
+    assert not wd.desired_file.exists() and facts.committed == []
+    assert len(FakeEngine.state(wd.path)["instances"]) == 2
+
+
+def test_a_plan_that_would_delete_what_the_op_did_not_ask_is_refused(
+    loaded: LoadedConfig, engine: FakeEngine, tmp_path: Path
+) -> None:
+    applied(loaded, engine, tmp_path, "a", cpu=1)
+    wd = workdir(loaded)
+    state = FakeEngine.state(wd.path)
+    state["instances"]["op-00000001-abcdef-000"] = {"id": "i-x", "name": "x", "address": "", "tags": {}}
+    (wd.path / "fake.tfstate.json").write_text(json.dumps(state))  # the state moved under the desired set
+    before = wd.desired_file.read_bytes()
+    plan_burst(loaded, {"cpu": 1}, out=tmp_path / "b", toolkit_root=ROOT, engine=engine)
+    with pytest.raises(UnsafePlan, match="would also delete op-00000001-abcdef-000") as refused:
+        apply_bundle(loaded, tmp_path / "b", ROOT, executor=unit_executor(loaded, engine))
+    assert refused.value.exit_code == 8
+    assert wd.desired_file.read_bytes() == before
+    assert "op-00000001-abcdef-000" in FakeEngine.state(wd.path)["instances"]
 
 
 def test_apply_refuses_a_bundle_of_another_cluster_before_touching_anything(
@@ -160,7 +192,7 @@ def test_apply_refuses_a_bundle_of_another_cluster_before_touching_anything(
     plan_burst(other, {"cpu": 1}, out=tmp_path / "b", toolkit_root=ROOT, engine=engine)
     calls = len(engine.calls)
     with pytest.raises(UsageError, match="planned for cluster 'other', configuration is 'unit'"):
-        apply_bundle(loaded, tmp_path / "b", ROOT, engine=engine)
+        apply_bundle(loaded, tmp_path / "b", ROOT, executor=unit_executor(loaded, engine))
     assert len(engine.calls) == calls
 
 
@@ -176,20 +208,21 @@ def test_destroy_by_op_removes_only_that_ops_instances(
 ) -> None:
     applied(loaded, engine, tmp_path, "b", cpu=2, gpu=1)
     gpu_op = ops_by_template(loaded)["gpu"]
-    result = destroy(loaded, ROOT, ops=[gpu_op], engine=engine)
+    result = destroy(loaded, ROOT, ops=[gpu_op], executor=unit_executor(loaded, engine))
     [gone] = result.removed["sim"]
     assert gone.startswith(gpu_op)
     remaining = workdir(loaded).desired.read()
     assert sorted(s.template for s in remaining.values()) == ["cpu", "cpu"]
     assert sorted(FakeEngine.state(workdir(loaded).path)["instances"]) == sorted(remaining)
-    assert audit_actions(loaded)[-2:] == ["destroy", "destroyed"]
+    assert audit_actions(loaded)[-1] == "op-returned"
+    assert "op-return" in audit_actions(loaded)
 
 
 def test_destroy_all_never_reaches_another_clusters_instances(engine: FakeEngine, tmp_path: Path) -> None:
     ours, theirs = site_config(tmp_path, "unit"), site_config(tmp_path, "other")  # one state_dir
     applied(ours, engine, tmp_path, "ours", cpu=1)
     applied(theirs, engine, tmp_path, "theirs", cpu=2)
-    result = destroy(ours, ROOT, all_instances=True, engine=engine)
+    result = destroy(ours, ROOT, all_instances=True, executor=unit_executor(ours, engine))
     assert len(result.removed["sim"]) == 1
     assert workdir(ours).desired.read() == {}
     assert len(workdir(theirs).desired.read()) == 2
@@ -200,11 +233,14 @@ def test_destroy_dry_run_changes_nothing(loaded: LoadedConfig, engine: FakeEngin
     applied(loaded, engine, tmp_path, "b", cpu=3)
     before = workdir(loaded).desired_file.read_bytes()
     calls = len(engine.calls)
-    result = destroy(loaded, ROOT, all_instances=True, dry_run=True, max_destroy=1, engine=engine)
+    result = destroy(loaded, ROOT, all_instances=True, dry_run=True, max_destroy=1,
+                     executor=unit_executor(loaded, engine))
     assert result.dry_run and len(result.removed["sim"]) == 3
     assert workdir(loaded).desired_file.read_bytes() == before
-    assert engine.calls[calls:] == []  # nothing planned, nothing applied
-    assert audit_actions(loaded)[-1] == "destroy-dry-run"
+    assert "plan" in [c for c, _ in engine.calls[calls:]]  # the removal is planned and shown ...
+    assert "apply" not in [c for c, _ in engine.calls[calls:]]  # ... and not applied
+    assert len(result.deletes["sim"]) == 3
+    assert audit_actions(loaded)[-1] == "op-return-dry-run"
 
 
 def test_destroy_beyond_max_is_refused_before_anything_changes(
@@ -213,10 +249,11 @@ def test_destroy_beyond_max_is_refused_before_anything_changes(
     applied(loaded, engine, tmp_path, "b", cpu=3)
     before = workdir(loaded).desired_file.read_bytes()
     calls = len(engine.calls)
-    with pytest.raises(UsageError, match="would destroy 3 instances, more than --max 2"):
-        destroy(loaded, ROOT, all_instances=True, max_destroy=2, engine=engine)
-    assert workdir(loaded).desired_file.read_bytes() == before and engine.calls[calls:] == []
-    result = destroy(loaded, ROOT, all_instances=True, max_destroy=3, engine=engine)
+    with pytest.raises(UsageError, match="the plan would delete 3 instances, more than --max 2"):
+        destroy(loaded, ROOT, all_instances=True, max_destroy=2, executor=unit_executor(loaded, engine))
+    assert workdir(loaded).desired_file.read_bytes() == before
+    assert "apply" not in [c for c, _ in engine.calls[calls:]]
+    result = destroy(loaded, ROOT, all_instances=True, max_destroy=3, executor=unit_executor(loaded, engine))
     assert len(result.removed["sim"]) == 3 and workdir(loaded).desired.read() == {}
 
 
@@ -226,10 +263,10 @@ def test_destroy_of_an_unknown_op_names_it_and_changes_nothing(
     applied(loaded, engine, tmp_path, "b", cpu=1)
     before = workdir(loaded).desired_file.read_bytes()
     with pytest.raises(UsageError, match="--op op-00000000-000000: no instances of that op"):
-        destroy(loaded, ROOT, ops=["op-00000000-000000"], engine=engine)
+        destroy(loaded, ROOT, ops=["op-00000000-000000"], executor=unit_executor(loaded, engine))
     assert workdir(loaded).desired_file.read_bytes() == before
     with pytest.raises(UsageError, match="name what to destroy"):
-        destroy(loaded, ROOT, engine=engine)
+        destroy(loaded, ROOT, executor=unit_executor(loaded, engine))
 
 
 def test_an_empty_wider_bundle_directory_is_tightened(loaded: LoadedConfig, engine: FakeEngine, tmp_path: Path) -> None:

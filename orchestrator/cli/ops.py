@@ -1,0 +1,51 @@
+"""``xceprov ops [--json]`` and ``xceprov ops resume``: open ops, and their explicit completion."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from orchestrator.cli.context import CliContext, pass_ctx
+
+
+@click.group("ops", invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the open ops as JSON.")
+@click.pass_context
+def ops(click_ctx: click.Context, as_json: bool) -> None:
+    """List open ops: an intent at the controller without its outcome."""
+    if click_ctx.invoked_subcommand is not None:
+        return
+    from orchestrator.paths import toolkit_root
+    from orchestrator.services.ops import list_ops
+
+    ctx = click_ctx.find_object(CliContext)
+    assert ctx is not None
+    report = list_ops(ctx.config(), toolkit_root())
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2, sort_keys=True))
+        return
+    for provider in report.providers:
+        if not provider["open"] and not provider["untracked"]:
+            click.echo(f"{provider['provider']}: no open ops")
+        for op in provider["open"]:
+            click.echo(
+                f"{provider['provider']}: {op['op_id']}  {op['kind']}  {op['template']}  "
+                f"{op['done']}/{op['count']} done  epoch {op['epoch']}  pending {' '.join(op['pending'])}"
+            )
+        for item in provider["untracked"]:
+            click.echo(f"{provider['provider']}: untracked {item} (no fact; the orphan scan decides)")
+
+
+@ops.command("resume")
+@pass_ctx
+def resume(ctx: CliContext) -> None:
+    """Complete or abandon every open op, each with an audited reason."""
+    from orchestrator.paths import toolkit_root
+    from orchestrator.services.ops import resume_ops
+
+    done = resume_ops(ctx.config(), toolkit_root())
+    if not done:
+        click.echo("no open ops")
+    for item in done:
+        click.echo(f"{item.provider}: {item.op_id} ({item.kind}): {item.outcome}: {item.reason}")

@@ -1,0 +1,124 @@
+"""Hosts that run work, before a return: refused (``destroy``) or drained (``return``), then decommissioned.
+
+A host that joined and runs work (state ``busy``, or ``closing``: closed, work not finished) is
+never returned silently: ``destroy`` refuses it unless forced (audited), ``return`` closes it at
+the controller and waits until its work ends or the drain timeout, then follows the provider's
+``drain_policy``. Joined hosts then get the decommission play and ``hostDecommission``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from orchestrator.clients.controller.types import HostInfo
+from orchestrator.errors import HostBusy, RetryableError
+from orchestrator.model.config import Config
+from orchestrator.model.facts import Epoch
+from orchestrator.ops.hosts import BUSY_STATES, JOINED_STATES, HostControl
+
+Decommission = Callable[[str, Sequence[HostInfo]], Mapping[str, str]]
+
+
+class ReturnContext(Protocol):
+    """What draining needs from the executor (``orchestrator.ops.executor.Executor`` fits)."""
+
+    config: Config
+    hosts: HostControl
+    decommission: Decommission | None
+    clock: Callable[[], float]
+    sleep: Callable[[float], None]
+
+    def audit(self, action: str, **details: Any) -> None:
+        """One audit entry."""
+        ...
+
+    def gate(self, provider: str, op_id: str, step: str) -> Epoch:
+        """The fence's epoch or ``LeaseLost``."""
+        ...
+
+
+@dataclass(frozen=True)
+class DrainSettings:
+    """How a return treats hosts that run work."""
+
+    drain: bool = True  # close and wait; False: refuse busy hosts (``destroy``) unless ``force``
+    timeout: float | None = None  # None: the provider's ``drain_timeout``
+    policy: str | None = None  # None: the provider's ``drain_policy``
+    force: bool = False
+    poll: float = 1.0
+
+
+def host_map(executor: ReturnContext, provider: str) -> dict[str, HostInfo]:
+    """The controller's hosts of ``provider`` by instance key (and by instance id)."""
+    out: dict[str, HostInfo] = {}
+    for host in executor.hosts.hosts(provider):
+        for ref in (host.instance_key, host.instance_id):
+            if ref:
+                out[ref] = host
+    return out
+
+
+def settle_hosts(
+    executor: ReturnContext, provider: str, op_id: str, keys: Sequence[str], drain: DrainSettings
+) -> dict[str, HostInfo]:
+    """Refuse or drain busy hosts, then decommission the joined ones; the joined hosts by key."""
+    known = host_map(executor, provider)
+    joined = {k: known[k] for k in keys if k in known and known[k].state in JOINED_STATES}
+    busy = sorted(k for k, h in joined.items() if h.state in BUSY_STATES)
+    if busy and not drain.drain and not drain.force:
+        names = ", ".join(joined[k].host_name or k for k in busy)
+        executor.audit("op-return-refused", provider=provider, op=op_id, busy=busy)
+        raise HostBusy(f"{names}: joined and running work; drain with `xceprov return`, or pass --force")
+    if busy and drain.force:
+        executor.audit("op-return-forced", provider=provider, op=op_id, busy=busy)
+    if drain.drain and joined:
+        drain_hosts(executor, provider, op_id, joined, drain)
+    if joined:
+        # The play first (the node manager stops the worker for good), then the controller
+        # marks the hosts decommissioned and refuses their rejoin.
+        outcome: Mapping[str, str] = {}
+        if executor.decommission is not None:
+            outcome = executor.decommission(provider, list(joined.values()))
+        epoch = executor.gate(provider, op_id, "decommission")
+        for host in joined.values():
+            executor.hosts.decommission(provider, epoch, host, f"returned by op {op_id}")
+        executor.audit(
+            "op-decommission",
+            provider=provider,
+            op=op_id,
+            hosts=sorted(h.host_name for h in joined.values()),
+            play=dict(outcome),
+        )
+    return joined
+
+
+def drain_hosts(
+    executor: ReturnContext, provider: str, op_id: str, joined: Mapping[str, HostInfo], drain: DrainSettings
+) -> None:
+    """Close every joined host, then wait until none runs work, or the timeout and its policy."""
+    settings = executor.config.providers[provider]
+    timeout = float(settings.drain_timeout if drain.timeout is None else drain.timeout)
+    policy = drain.policy or settings.drain_policy
+    epoch = executor.gate(provider, op_id, "drain")
+    for host in joined.values():
+        if host.state != "closed":
+            executor.hosts.close(provider, epoch, host, f"draining for return by op {op_id}")
+    executor.audit("op-drain", provider=provider, op=op_id, hosts=sorted(joined), timeout=timeout, policy=policy)
+    deadline = executor.clock() + timeout
+    while True:
+        now_known = host_map(executor, provider)
+        running = sorted(k for k in joined if k in now_known and now_known[k].state in BUSY_STATES)
+        if not running:
+            return
+        if executor.clock() >= deadline:
+            executor.audit("op-drain-timeout", provider=provider, op=op_id, running=running, policy=policy)
+            if policy == "return":
+                return
+            raise RetryableError(
+                f"{', '.join(running)}: still running work after the drain timeout ({timeout:g}s, "
+                "drain_policy wait); the hosts stay closed: run the return again later, or with --now",
+                delay=max(timeout, 1.0),
+            )
+        executor.sleep(drain.poll)

@@ -1,0 +1,445 @@
+"""The executor: every cloud mutation of the toolkit, one op at a time, fenced and audited.
+
+One op = one intent. A create (:meth:`Executor.create`): gate → ``requestIntent`` fact →
+the desired set grows by the op's keys (durable) → plan, checked (creates exactly those keys) →
+gate → apply (Terraform is stopped gracefully when the fence closes) → ``instanceCreated`` and
+``expectedHost`` facts per instance → bootstrap. A return (:meth:`Executor.return_instances`):
+busy hosts refused or drained (close, wait up to ``drain_timeout``, then ``drain_policy``) →
+decommission → ``returning`` facts → the desired set shrinks → plan, checked (deletes exactly
+the chosen keys) → gate → apply → ``returned`` facts. Before each plan that leads to an apply,
+the host-loss check runs (:mod:`.losses`). Every step is written to the audit log with its
+evidence; docs/operations.md describes the lifecycle for operators.
+
+A crash at any point leaves an op that :mod:`.resume` finds from the facts and completes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.clients.controller.types import HostInfo
+from orchestrator.clients.terraform.engine import Engine
+from orchestrator.clients.terraform.messages import PlanResult
+from orchestrator.errors import FinalError, LeaseLost, UsageError
+from orchestrator.model import tags as owner
+from orchestrator.model.config import Config
+from orchestrator.model.facts import Epoch, Fact, FactKind
+from orchestrator.model.instances import InstanceSpec, new_op_id
+from orchestrator.ops.drain import Decommission, DrainSettings, settle_hosts
+from orchestrator.ops.facts import FactLog
+from orchestrator.ops.fence import Fence, epoch_tag
+from orchestrator.ops.hosts import HostControl
+from orchestrator.ops.losses import LossObserver, observer_for
+from orchestrator.ops.plancheck import check_create, check_delete
+from orchestrator.render.instances import RenderRequest, controller_context, render_op, render_settings, renderer_for
+from orchestrator.workspace.audit import audit
+from orchestrator.workspace.terraform import instances_output, prepared_workdir
+from orchestrator.workspace.workdir import ProviderWorkdir
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Created:
+    """One instance an op created, as recorded at the controller."""
+
+    key: str
+    instance_id: str
+    name: str
+    address: str
+    template: str
+    join_deadline: float
+
+
+# provider, the instances just created → host name → outcome ("ok", "failed: ...").
+Bootstrap = Callable[[str, Sequence[Created]], Mapping[str, str]]
+LossFactory = Callable[[Engine, Path], LossObserver]
+
+
+@dataclass
+class CreateResult:
+    """What a create op did."""
+
+    op_id: str
+    provider: str
+    template: str
+    created: list[Created] = field(default_factory=list)
+    bootstrap: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ReturnResult:
+    """What a return op did (or, with ``dry_run``, would do)."""
+
+    op_id: str
+    provider: str
+    keys: list[str]
+    deleted: list[str] = field(default_factory=list)
+    names: dict[str, str] = field(default_factory=dict)
+    dry_run: bool = False
+    plan: PlanResult | None = None
+    drained: list[str] = field(default_factory=list)
+
+
+class Executor:
+    """Carries out ops on the providers of one configuration (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: Config,
+        toolkit_root: Path,
+        engine: Engine,
+        fence: Fence,
+        facts: FactLog,
+        hosts: HostControl,
+        *,
+        bootstrap: Bootstrap | None = None,
+        decommission: Decommission | None = None,
+        losses: LossFactory = observer_for,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.config = config
+        self.root = toolkit_root
+        self.engine = engine
+        self.fence = fence
+        self.facts = facts
+        self.hosts = hosts
+        self.bootstrap = bootstrap
+        self.decommission = decommission
+        self.losses = losses
+        self.clock = clock
+        self.sleep = sleep
+
+    # -- small steps -----------------------------------------------------------------------------
+
+    def workdir(self, provider: str) -> ProviderWorkdir:
+        """The provider's working directory, built and initialised."""
+        workdir = ProviderWorkdir(self.config, provider, self.root)
+        prepared_workdir(self.engine, workdir)
+        return workdir
+
+    def audit(self, action: str, **details: Any) -> None:
+        """One audit entry (the log is the operator's evidence of every step)."""
+        audit(self.config.state_dir, action, **details)
+
+    def gate(self, provider: str, op_id: str, step: str) -> Epoch:
+        """The fence's epoch, or ``LeaseLost`` (audited) naming the op, which stays resumable."""
+        try:
+            return self.fence.gate(provider)
+        except LeaseLost as exc:
+            self.audit("op-fenced", provider=provider, op=op_id, step=step, reason=str(exc))
+            raise LeaseLost(f"{exc}; op {op_id} stopped before {step} (resumable: xceprov ops resume)") from None
+
+    def commit(self, fact: Fact) -> None:
+        """Commit one fact and audit it."""
+        self.facts.commit(fact)
+        self.audit(
+            f"fact-{fact.kind}",
+            provider=fact.provider,
+            op=fact.op_id,
+            key=fact.instance_key,
+            instance=fact.instance_id,
+            epoch=epoch_tag(fact.epoch),
+            detail=fact.detail,
+        )
+
+    def state_instances(self, workdir: ProviderWorkdir) -> dict[str, dict[str, Any]]:
+        """The instances in the provider's Terraform state (key → id, name, address, tags)."""
+        return instances_output(self.engine.output(workdir.path))
+
+    def desired(self, workdir: ProviderWorkdir) -> dict[str, InstanceSpec]:
+        """The desired set; refused when it is missing beside a non-empty state (never "delete all")."""
+        current = workdir.desired.read()
+        if not current and not workdir.desired_file.exists():
+            held = self.state_instances(workdir)
+            if held:
+                raise FinalError(
+                    f"{workdir.desired_file}: missing, but the Terraform state of provider {workdir.provider} "
+                    f"holds {len(held)} instances; refusing to read that as 'delete everything' "
+                    "(restore the file from a backup, or see docs/operations.md)"
+                )
+        return current
+
+    @contextlib.contextmanager
+    def planned(
+        self, workdir: ProviderWorkdir, instances: Mapping[str, InstanceSpec]
+    ) -> Iterator[tuple[PlanResult, Path, dict[str, Any]]]:
+        """A saved plan of ``instances`` as the whole desired set: (result, plan file, variables)."""
+        variables = workdir.variables(instances, render_settings(self.config, workdir.provider))
+        with tempfile.TemporaryDirectory(prefix="xceprov-op-") as tmp:
+            plan_file = Path(tmp) / "op.tfplan"
+            with workdir.candidate_var_file(variables) as var_file:
+                result = self.engine.plan(workdir.path, var_files=[var_file], out=plan_file)
+            yield result, plan_file, variables
+
+    def apply(self, provider: str, workdir: ProviderWorkdir, plan_file: Path, op_id: str) -> None:
+        """Gate, then apply the checked plan; Terraform stops gracefully when the fence closes."""
+        epoch = self.gate(provider, op_id, "apply")
+        self.audit("op-apply", provider=provider, op=op_id, epoch=epoch_tag(epoch))
+        try:
+            result = self.engine.apply(
+                workdir.path, plan_file=plan_file, should_stop=lambda: not self.fence.valid(provider)
+            )
+        except Exception as exc:
+            self.audit("op-apply-failed", provider=provider, op=op_id, error=str(exc).splitlines()[0:1])
+            raise
+        if result.interrupted:
+            self.audit("op-apply-interrupted", provider=provider, op=op_id, reason="the lease is no longer valid")
+            raise LeaseLost(
+                f"provider {provider}: the lease lapsed or was revoked during the apply of op {op_id}; "
+                "Terraform stopped after its calls in flight (resumable: xceprov ops resume)"
+            )
+
+    def drop_lost(
+        self, provider: str, workdir: ProviderWorkdir, desired: dict[str, InstanceSpec], op_id: str
+    ) -> dict[str, InstanceSpec]:
+        """The host-loss path before an apply: ``lost`` facts, keys out of the desired set, never re-created."""
+        if not desired:
+            return desired  # nothing managed yet: nothing can have been lost
+        observer = self.losses(self.engine, workdir.path)
+        lost = list(observer.observe())
+        if not lost:
+            return desired
+        for item in lost:
+            epoch = self.gate(provider, op_id, "lost fact")
+            spec = desired.get(item.instance_key)
+            detail = json.dumps({"reason": item.reason, **item.evidence}, sort_keys=True, default=str)
+            self.commit(
+                Fact(
+                    FactKind.LOST,
+                    provider,
+                    spec.tags.get(owner.OP_ID, op_id) if spec else op_id,
+                    epoch,
+                    instance_key=item.instance_key,
+                    instance_id=item.instance_id,
+                    template=spec.template if spec else "",
+                    detail=detail[:4000],
+                )
+            )
+        remaining = {k: v for k, v in desired.items() if k not in {i.instance_key for i in lost}}
+        workdir.desired.write(workdir.variables(remaining, render_settings(self.config, provider)))
+        self.audit("desired-lost-removed", provider=provider, keys=sorted(i.instance_key for i in lost))
+        return remaining
+
+    # -- create ----------------------------------------------------------------------------------
+
+    def render(self, provider: str, template: str, count: int, op_id: str, epoch: Epoch) -> dict[str, InstanceSpec]:
+        """The op's instances, tagged with its op id and the real epoch."""
+        if template not in self.config.templates or provider not in self.config.templates[template].providers:
+            raise UsageError(f"template {template!r} cannot run on provider {provider!r}")
+        renderer = renderer_for(self.config, self.root / "templates")
+        request = RenderRequest(provider, template, op_id, count, epoch=epoch_tag(epoch))
+        return render_op(self.config, renderer, request, controller_context(self.config))
+
+    def create(self, provider: str, template: str, count: int, op_id: str | None = None) -> CreateResult:
+        """Create ``count`` hosts of ``template`` on ``provider`` as one op (see the module docstring)."""
+        if count <= 0:
+            raise UsageError(f"count must be at least 1, not {count}")
+        op_id = op_id or new_op_id()
+        workdir = self.workdir(provider)
+        with workdir.lock():
+            epoch = self.gate(provider, op_id, "intent")
+            specs = self.render(provider, template, count, op_id, epoch)
+            self.desired(workdir)  # refuse before the intent when the desired set is missing
+            self.commit(Fact(FactKind.REQUEST_INTENT, provider, op_id, epoch, template=template, count=count))
+            self.grow(provider, workdir, op_id, specs)
+            created = self.record_created(provider, workdir, op_id, template, sorted(specs))
+        return self.finish_create(provider, op_id, template, created)
+
+    def grow(self, provider: str, workdir: ProviderWorkdir, op_id: str, specs: Mapping[str, InstanceSpec]) -> None:
+        """Desired set + ``specs``, planned, checked, written, applied (the workdir lock is held)."""
+        desired = self.drop_lost(provider, workdir, self.desired(workdir), op_id)
+        wanted = {**desired, **specs}
+        with self.planned(workdir, wanted) as (plan, plan_file, variables):
+            check_create(plan, set(specs), f"op {op_id} on provider {provider}")
+            workdir.desired.write(variables)  # the op's instances are durable before the cloud call
+            self.audit(
+                "op-desired",
+                provider=provider,
+                op=op_id,
+                add=sorted(specs),
+                planned={"add": plan.summary.add, "change": plan.summary.change, "remove": plan.summary.remove},
+            )
+            self.apply(provider, workdir, plan_file, op_id)
+
+    def record_created(
+        self, provider: str, workdir: ProviderWorkdir, op_id: str, template: str, keys: Sequence[str]
+    ) -> list[Created]:
+        """``instanceCreated`` and ``expectedHost`` for every key Terraform now holds."""
+        held = self.state_instances(workdir)
+        missing = [k for k in keys if k not in held]
+        if missing:
+            self.audit("op-incomplete", provider=provider, op=op_id, missing=missing)
+            raise FinalError(
+                f"op {op_id}: Terraform holds no instance for {', '.join(missing)} after the apply; "
+                "the op stays open (xceprov ops resume)"
+            )
+        deadline_after = float(self.config.providers[provider].join_deadline)
+        created: list[Created] = []
+        for key in keys:
+            inst = held[key]
+            item = Created(
+                key,
+                str(inst.get("id", "")),
+                str(inst.get("name", "")),
+                str(inst.get("address") or ""),
+                str((inst.get("tags") or {}).get(owner.TEMPLATE, template)),
+                self.clock() + deadline_after,
+            )
+            epoch = self.gate(provider, op_id, "instance facts")
+            common: dict[str, Any] = {
+                "instance_key": key,
+                "instance_id": item.instance_id,
+                "template": item.template,
+                "host_name": item.name,
+                "address": item.address,
+            }
+            self.commit(Fact(FactKind.INSTANCE_CREATED, provider, op_id, epoch, **common))
+            self.commit(
+                Fact(FactKind.EXPECTED_HOST, provider, op_id, epoch, join_deadline=item.join_deadline, **common)
+            )
+            created.append(item)
+        return created
+
+    def finish_create(self, provider: str, op_id: str, template: str, created: list[Created]) -> CreateResult:
+        """Bootstrap (when wired) and the op's closing audit entry."""
+        result = CreateResult(op_id, provider, template, created)
+        self.audit(
+            "op-created",
+            provider=provider,
+            op=op_id,
+            template=template,
+            instances={c.key: c.instance_id for c in created},
+        )
+        if self.bootstrap is not None and created:
+            result.bootstrap = dict(self.bootstrap(provider, created))
+            self.audit("op-bootstrap", provider=provider, op=op_id, hosts=result.bootstrap)
+        return result
+
+    # -- return ----------------------------------------------------------------------------------
+
+    def return_instances(
+        self,
+        provider: str,
+        keys: Sequence[str],
+        *,
+        drain: DrainSettings | None = None,
+        dry_run: bool = False,
+        max_delete: int | None = None,
+        reason: str = "requested by the operator",
+    ) -> ReturnResult:
+        """Return the instances ``keys`` of ``provider`` as one op (see the module docstring)."""
+        drain = drain or DrainSettings()
+        op_id = new_op_id()
+        chosen = sorted(set(keys))
+        workdir = self.workdir(provider)
+        result = ReturnResult(op_id, provider, chosen, dry_run=dry_run)
+        with workdir.lock():
+            desired = self.desired(workdir)
+            unknown = [k for k in chosen if k not in desired]
+            if unknown:
+                raise UsageError(f"provider {provider}: {', '.join(unknown)}: not in the desired set")
+            result.names = {k: desired[k].name for k in chosen}
+            remaining = {k: v for k, v in desired.items() if k not in chosen}
+            with self.planned(workdir, remaining) as (plan, _plan_file, _variables):
+                deletes = check_delete(plan, set(chosen), f"return of {len(chosen)} instances on {provider}")
+            self._check_max(deletes, max_delete)
+            result.plan, result.deleted = plan, deletes
+            self.audit(
+                "op-return-dry-run" if dry_run else "op-return",
+                provider=provider,
+                op=op_id,
+                keys=chosen,
+                deletes=deletes,
+                reason=reason,
+            )
+        if dry_run:
+            return result
+        joined = settle_hosts(self, provider, op_id, chosen, drain)
+        result.drained = sorted(joined) if drain.drain else []
+        with workdir.lock():
+            self.shrink(provider, workdir, op_id, chosen, joined, max_delete)
+        return result
+
+    @staticmethod
+    def _check_max(deletes: Sequence[str], max_delete: int | None) -> None:
+        if max_delete is not None and len(deletes) > max_delete:
+            raise UsageError(
+                f"the plan would delete {len(deletes)} instances, more than --max {max_delete}; raise --max to allow it"
+            )
+
+    def shrink(
+        self,
+        provider: str,
+        workdir: ProviderWorkdir,
+        op_id: str,
+        keys: Sequence[str],
+        joined: Mapping[str, HostInfo],
+        max_delete: int | None,
+    ) -> None:
+        """``returning`` facts, desired set without ``keys``, planned, checked, applied, ``returned``."""
+        desired = self.drop_lost(provider, workdir, self.desired(workdir), op_id)
+        held = self.state_instances(workdir)
+        epoch = self.gate(provider, op_id, "returning facts")
+        for key in keys:
+            spec = desired.get(key)
+            inst = held.get(key, {})
+            self.commit(
+                Fact(
+                    FactKind.RETURNING,
+                    provider,
+                    op_id,
+                    epoch,
+                    instance_key=key,
+                    instance_id=str(inst.get("id", "") or (joined[key].instance_id if key in joined else "")),
+                    template=spec.template if spec else "",
+                    host_name=spec.name if spec else "",
+                )
+            )
+        self.remove(provider, workdir, op_id, keys, desired, max_delete)
+
+    def remove(
+        self,
+        provider: str,
+        workdir: ProviderWorkdir,
+        op_id: str,
+        keys: Sequence[str],
+        desired: Mapping[str, InstanceSpec],
+        max_delete: int | None = None,
+    ) -> list[str]:
+        """Desired set without ``keys``: planned, checked, written, applied; ``returned`` per key gone."""
+        remaining = {k: v for k, v in desired.items() if k not in keys}
+        with self.planned(workdir, remaining) as (plan, plan_file, variables):
+            deletes = check_delete(plan, set(keys), f"op {op_id} on provider {provider}")
+            self._check_max(deletes, max_delete)
+            workdir.desired.write(variables)
+            self.audit("op-desired", provider=provider, op=op_id, remove=sorted(keys), deletes=deletes)
+            if deletes:
+                self.apply(provider, workdir, plan_file, op_id)
+        held = self.state_instances(workdir)
+        still = [k for k in keys if k in held]
+        if still:
+            raise FinalError(f"op {op_id}: {', '.join(still)} still in the Terraform state after the apply")
+        epoch = self.gate(provider, op_id, "returned facts")
+        for key in keys:
+            self.commit(
+                Fact(
+                    FactKind.RETURNED,
+                    provider,
+                    op_id,
+                    epoch,
+                    instance_key=key,
+                    template=desired[key].template if key in desired else "",
+                )
+            )
+        self.audit("op-returned", provider=provider, op=op_id, keys=list(keys))
+        return deletes

@@ -1,0 +1,119 @@
+"""The fence every cloud mutation passes: the provider's lease, or the standalone lock.
+
+A fence answers one question right before each cloud call or fact commit: "may I change this
+provider now, and under which epoch?". Two kinds:
+
+- the lease (``LeaseManager`` in-process or ``LeaseKeeper`` in a child process: both have
+  ``gate`` and ``valid``); the epoch is the lease's ``(term, seq)``;
+- standalone mode (``standalone: true`` in the configuration, no controller at all): a local
+  lock per provider held for the whole command, epoch :data:`STANDALONE_EPOCH`, tag ``none``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Protocol
+
+from filelock import FileLock, Timeout
+
+from orchestrator import durable
+from orchestrator.errors import LeaseHeld, LeaseLost
+from orchestrator.model import tags as owner
+from orchestrator.model.facts import Epoch
+
+# The epoch of a standalone mutation: no controller granted anything. Tagged ``none``.
+STANDALONE_EPOCH = Epoch(0, 0)
+
+
+class Fence(Protocol):
+    """What the executor needs from a lease (``LeaseManager`` and ``LeaseKeeper`` fit as they are)."""
+
+    def gate(self, provider: str) -> Epoch:
+        """The epoch to stamp on a mutation of ``provider``; ``LeaseLost`` when not allowed now."""
+        ...
+
+    def valid(self, provider: str) -> bool:
+        """Whether ``gate(provider)`` would pass right now (polled while Terraform runs)."""
+        ...
+
+
+def epoch_tag(epoch: Epoch) -> str:
+    """The ``xce:epoch`` tag of a mutation made under ``epoch`` (``none`` when standalone)."""
+    return owner.NO_EPOCH if epoch == STANDALONE_EPOCH else epoch.tag()
+
+
+class StandaloneFence:
+    """Local locks, one per provider, held until :meth:`close`; ``gate`` passes while held."""
+
+    def __init__(self, lock_dir: Path, providers: Iterable[str]) -> None:
+        self.lock_dir = lock_dir
+        self.providers = sorted(providers)
+        self._locks: dict[str, FileLock] = {}
+
+    def acquire(self) -> StandaloneFence:
+        """Take every provider's lock without waiting; ``LeaseHeld`` names the process holding one."""
+        durable.private_dir(self.lock_dir)
+        for provider in self.providers:
+            path = self.lock_dir / f"standalone-{provider}.lock"
+            lock = FileLock(str(path), timeout=0, mode=durable.PRIVATE_FILE)
+            try:
+                lock.acquire()
+            except Timeout:
+                self.close()
+                holder = _holder(path.with_suffix(".pid"))
+                raise LeaseHeld(
+                    f"provider {provider}: the standalone lock {path} is held by {holder}; "
+                    "retry when that command has finished",
+                    holder=holder,
+                ) from None
+            path.with_suffix(".pid").write_text(f"{os.getpid()}\n")
+            self._locks[provider] = lock
+        return self
+
+    def gate(self, provider: str) -> Epoch:
+        """:data:`STANDALONE_EPOCH` while this process holds the provider's lock."""
+        lock = self._locks.get(provider)
+        if lock is None or not lock.is_locked:
+            raise LeaseLost(f"provider {provider!r}: the standalone lock is not held by this process")
+        return STANDALONE_EPOCH
+
+    def valid(self, provider: str) -> bool:
+        """Whether the provider's lock is held."""
+        lock = self._locks.get(provider)
+        return lock is not None and lock.is_locked
+
+    def close(self) -> None:
+        """Release every lock."""
+        for provider, lock in self._locks.items():
+            with contextlib.suppress(OSError):
+                (self.lock_dir / f"standalone-{provider}.pid").unlink()
+            lock.release()
+        self._locks.clear()
+
+    def __enter__(self) -> StandaloneFence:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _holder(pid_file: Path) -> str:
+    try:
+        return f"process {pid_file.read_text().strip()}"
+    except OSError:
+        return "another process"
+
+
+class ReadOnlyFence:
+    """A dry run's fence: nothing may change, so every gate is closed."""
+
+    def gate(self, provider: str) -> Epoch:
+        """Always ``LeaseLost``: a dry run never mutates."""
+        raise LeaseLost(f"provider {provider!r}: a dry run changes nothing")
+
+    def valid(self, provider: str) -> bool:
+        """Never."""
+        return False

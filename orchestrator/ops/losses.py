@@ -1,0 +1,49 @@
+"""The host-loss check the executor makes before each apply (design interface 3).
+
+``orchestrator.workspace.cloudview.read_views`` reads drift and the tagged listing from one
+refresh-only plan; ``orchestrator.ops.hostloss.LossTracker`` (persisted suspects) decides which
+missing instances are lost: at once when the cloud says reclaimed or expired, otherwise after two
+consecutive observations. The executor needs only :class:`LossObserver`, so tests can inject one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+from orchestrator.clients.terraform.engine import Engine
+from orchestrator.ops.hostloss import LossTracker, LostInstance
+from orchestrator.workspace.cloudview import read_views
+
+SUSPECTS_FILE = "lost-suspects.json"
+
+
+class LossObserver(Protocol):
+    """One observation: the instances lost as of now."""
+
+    def observe(self) -> Sequence[LostInstance]:
+        """Read the cloud's views once; the instances now known lost."""
+        ...
+
+
+class TrackerObserver:
+    """Drift and listing of one working directory fed to the persisted tracker."""
+
+    def __init__(self, engine: Engine, workdir: Path) -> None:
+        self.engine = engine
+        self.workdir = workdir
+        self.tracker = LossTracker(workdir / SUSPECTS_FILE)
+
+    def observe(self) -> Sequence[LostInstance]:
+        """One refresh-only plan; a TerraformError (the cloud cannot be read) reaches the caller."""
+        views = read_views(self.engine, self.workdir)
+        # A module without a real listing (tagged_supported false) says nothing about reasons:
+        # drift alone still finds losses, after two observations.
+        listing = views.listing if views.listing.supported else None
+        return list(self.tracker.observe(views.drift, listing))
+
+
+def observer_for(engine: Engine, workdir: Path) -> LossObserver:
+    """The real loss observer of ``workdir``."""
+    return TrackerObserver(engine, workdir)

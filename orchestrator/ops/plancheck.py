@@ -1,0 +1,48 @@
+"""The check between ``terraform plan`` and ``terraform apply``: a plan does what the op asked, only.
+
+A create may create exactly the op's instance keys: no delete, no replacement, no update, no
+other key. A return may delete exactly the chosen keys and nothing else. Anything else is
+refused before the apply (``UnsafePlan``), naming what the plan would have done.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Set
+
+from orchestrator.clients.terraform.messages import PlanResult, ResourceChange
+from orchestrator.errors import UnsafePlan
+
+_KEY_IN_ADDR = re.compile(r'\["(?P<key>(?:[^"\\]|\\.)*)"\]$')
+
+
+def change_key(change: ResourceChange) -> str:
+    """The instance key a resource change is about (its ``for_each`` key), or its address."""
+    if change.key is not None:
+        return str(change.key)
+    match = _KEY_IN_ADDR.search(change.addr)
+    return match.group("key") if match else change.addr
+
+
+def _effective(plan: PlanResult) -> list[ResourceChange]:
+    return [c for c in plan.changes if c.action not in ("no-op", "read")]
+
+
+def _describe(changes: Iterable[ResourceChange]) -> str:
+    return ", ".join(f"{c.action} {change_key(c)}" for c in changes)
+
+
+def check_create(plan: PlanResult, keys: Set[str], what: str) -> None:
+    """Refuse unless the plan only creates, and only keys of ``keys``."""
+    wrong = [c for c in _effective(plan) if c.action != "create" or change_key(c) not in keys]
+    if wrong:
+        raise UnsafePlan(f"{what}: the plan would also {_describe(wrong)}; refused, nothing applied")
+
+
+def check_delete(plan: PlanResult, keys: Set[str], what: str) -> list[str]:
+    """Refuse unless the plan only deletes, and only keys of ``keys``; the keys it deletes."""
+    changes = _effective(plan)
+    wrong = [c for c in changes if c.action != "delete" or change_key(c) not in keys]
+    if wrong:
+        raise UnsafePlan(f"{what}: the plan would also {_describe(wrong)}; refused, nothing applied")
+    return sorted(change_key(c) for c in changes)

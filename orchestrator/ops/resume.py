@@ -1,0 +1,160 @@
+"""Resume: every open op is completed or abandoned, explicitly, with an audited reason.
+
+Open ops come from the facts (:mod:`.openops`: an intent without its outcome). For each
+instance key still without an outcome:
+
+- create op, key in the Terraform state: the apply happened, the facts did not → commit
+  ``instanceCreated`` and ``expectedHost`` (completed);
+- create op, key in the desired set but not in the state: the apply did not finish → the
+  tagged listing is checked for an object of this op and key (evidence in the audit log), then
+  the desired set is applied again; the simulated cloud's ``client_token`` (the instance key)
+  makes a second create of the same key return the first instance, never a duplicate;
+- create op, key neither desired nor held (the crash came between the intent and the desired
+  set): nothing was asked of the cloud → abandoned (``returned`` with the reason in ``detail``);
+- return op: the key is removed from the desired set (when still there), the deletion applied,
+  and ``returned`` committed.
+
+Keys in the state or the desired set that no fact mentions are reported as untracked, never
+changed: the orphan scan decides about them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.errors import TerraformError
+from orchestrator.model import tags as owner
+from orchestrator.model.facts import Fact, FactKind
+from orchestrator.model.instances import op_of_key
+from orchestrator.ops.executor import Executor
+from orchestrator.ops.openops import OpenOp, open_ops
+from orchestrator.workspace.workdir import ProviderWorkdir
+
+
+@dataclass
+class ProviderOps:
+    """One provider's open ops and what the cloud side holds of them."""
+
+    provider: str
+    open: list[OpenOp]
+    untracked: list[str] = field(default_factory=list)
+    listing: str = "not read"
+
+
+@dataclass
+class Resolution:
+    """What resume did with one open op."""
+
+    provider: str
+    op_id: str
+    kind: str
+    outcome: str  # "completed" | "abandoned"
+    reason: str
+    keys: list[str] = field(default_factory=list)
+
+
+def tagged_objects(executor: Executor, workdir: ProviderWorkdir) -> tuple[str, list[dict[str, Any]]]:
+    """The cloud's tagged listing of this cluster (``cloudview.read_listing``), when available."""
+    try:
+        cloudview = importlib.import_module("orchestrator.workspace.cloudview")
+    except ImportError:
+        return "unavailable (no cloud view installed)", []
+    try:
+        listing = cloudview.read_listing(executor.engine, workdir.path)
+    except TerraformError as exc:
+        return f"unreadable: {str(exc).splitlines()[0]}", []
+    if not listing.supported:
+        return "not supported by the module", []
+    objects = [{"id": o.id, "name": o.name, "state": o.state, "tags": dict(o.tags)} for o in listing.objects]
+    return "read", objects
+
+
+def survey(executor: Executor, provider: str) -> ProviderOps:
+    """The provider's open ops plus the keys held or desired that no fact mentions."""
+    facts = executor.facts.facts(provider)
+    workdir = executor.workdir(provider)
+    with workdir.lock():
+        held = executor.state_instances(workdir)
+        desired = workdir.desired.read()
+    known_ops = {f.op_id for f in facts if f.kind == FactKind.REQUEST_INTENT}
+    untracked = sorted(k for k in set(held) | set(desired) if op_of_key(k) not in known_ops)
+    status, objects = tagged_objects(executor, workdir)
+    untracked += sorted(
+        f"{o['id']} (cloud, op {o['tags'].get(owner.OP_ID, '?')})"
+        for o in objects
+        if o["tags"].get(owner.OP_ID) not in known_ops and o["state"] not in ("terminated",)
+    )
+    return ProviderOps(provider, open_ops(facts), untracked, status)
+
+
+def resume_provider(executor: Executor, provider: str) -> list[Resolution]:
+    """Complete or abandon every open op of ``provider``, oldest first."""
+    out: list[Resolution] = []
+    for op in open_ops(executor.facts.facts(provider)):
+        if op.kind == "create":
+            out.append(_resume_create(executor, op))
+        else:
+            out.append(_resume_return(executor, op))
+    return out
+
+
+def _resume_create(executor: Executor, op: OpenOp) -> Resolution:
+    provider = op.provider
+    workdir = executor.workdir(provider)
+    with workdir.lock():
+        held = executor.state_instances(workdir)
+        desired = executor.desired(workdir)
+        unapplied = {k: desired[k] for k in op.pending if k in desired and k not in held}
+        never = [k for k in op.pending if k not in desired and k not in held]
+        if unapplied:
+            status, objects = tagged_objects(executor, workdir)
+            seen = sorted(o["id"] for o in objects if o["tags"].get(owner.OP_ID) == op.op_id)
+            executor.audit(
+                "resume-recreate",
+                provider=provider,
+                op=op.op_id,
+                keys=sorted(unapplied),
+                listing=status,
+                tagged=seen,
+                reason="desired but not in the state; the key is the cloud's idempotency token",
+            )
+            executor.grow(provider, workdir, op.op_id, unapplied)
+        if never:
+            epoch = executor.gate(provider, op.op_id, "abandon")
+            detail = json.dumps({"abandoned": "intent committed, desired set never written: nothing was created"})
+            for key in never:
+                executor.commit(
+                    Fact(
+                        FactKind.RETURNED,
+                        provider,
+                        op.op_id,
+                        epoch,
+                        instance_key=key,
+                        template=op.template,
+                        detail=detail,
+                    )
+                )
+        to_record = [k for k in op.pending if k not in never]
+        created = executor.record_created(provider, workdir, op.op_id, op.template, to_record) if to_record else []
+    executor.finish_create(provider, op.op_id, op.template, created)
+    if never and not to_record:
+        outcome, reason = "abandoned", "the crash came before the desired set: nothing was created"
+    else:
+        outcome = "completed"
+        reason = f"{len(to_record)} instances recorded" + (f", {len(never)} never created abandoned" if never else "")
+    executor.audit("resume", provider=provider, op=op.op_id, kind="create", outcome=outcome, reason=reason)
+    return Resolution(provider, op.op_id, "create", outcome, reason, list(op.pending))
+
+
+def _resume_return(executor: Executor, op: OpenOp) -> Resolution:
+    provider = op.provider
+    workdir = executor.workdir(provider)
+    with workdir.lock():
+        desired = executor.desired(workdir)
+        executor.remove(provider, workdir, op.op_id, list(op.pending), desired)
+    reason = f"{len(op.pending)} returning instances deleted and recorded returned"
+    executor.audit("resume", provider=provider, op=op.op_id, kind="return", outcome="completed", reason=reason)
+    return Resolution(provider, op.op_id, "return", "completed", reason, list(op.pending))

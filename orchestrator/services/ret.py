@@ -1,0 +1,71 @@
+"""``xceprov return HOST...``: drain hosts and give them back, through the executor.
+
+Hosts are named by host name or instance key; only instances in this cluster's desired sets
+can be named. Each provider's hosts are one return op: joined hosts are closed at the controller
+(no new work), the op waits until none runs work or the drain timeout passes (``--drain-timeout``,
+else the provider's ``drain_timeout``), then follows ``drain_policy`` (``wait``: stop and leave the
+hosts closed, ``return``: return anyway). ``--now`` closes and returns without waiting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from orchestrator.clients.terraform.engine import Engine
+from orchestrator.configfile import LoadedConfig
+from orchestrator.errors import UsageError
+from orchestrator.ops.drain import DrainSettings
+from orchestrator.ops.executor import Executor, ReturnResult
+from orchestrator.ops.facts import NoFacts
+from orchestrator.ops.fence import ReadOnlyFence
+from orchestrator.ops.hosts import NoHosts
+from orchestrator.services.bootstrap_sources import SimulatedWorld
+from orchestrator.services.ops import fenced_session, playbook_callables
+from orchestrator.workspace.terraform import engine_for
+
+
+def resolve_hosts(executor: Executor, names: Sequence[str]) -> dict[str, list[str]]:
+    """Provider → instance keys of the named hosts (host names or keys); unknown names refused."""
+    found: dict[str, list[str]] = {}
+    seen: set[str] = set()
+    for provider in sorted(executor.config.providers):
+        workdir = executor.workdir(provider)
+        with workdir.lock():
+            desired = executor.desired(workdir)
+        for key, spec in desired.items():
+            for ref in (key, spec.name):
+                if ref in names:
+                    found.setdefault(provider, []).append(key)
+                    seen.add(ref)
+    unknown = [n for n in names if n not in seen]
+    if unknown:
+        raise UsageError(f"{', '.join(unknown)}: no such host in this cluster's desired sets")
+    return {p: sorted(set(keys)) for p, keys in found.items()}
+
+
+def return_hosts(
+    loaded: LoadedConfig,
+    toolkit_root: Path,
+    names: Sequence[str],
+    *,
+    drain_timeout: float | None = None,
+    now: bool = False,
+    engine: Engine | None = None,
+    executor: Executor | None = None,
+    world: SimulatedWorld | None = None,
+) -> list[ReturnResult]:
+    """Drain and return the named hosts; one return op per provider."""
+    if not names:
+        raise UsageError("name the hosts to return (host names or instance keys)")
+    config = loaded.config
+    engine = engine or (executor.engine if executor is not None else engine_for(config))
+    reader = Executor(config, toolkit_root, engine, ReadOnlyFence(), NoFacts(), NoHosts())
+    chosen = resolve_hosts(reader, names)
+    drain = DrainSettings(drain=True, timeout=0.0 if now else drain_timeout, policy="return" if now else None)
+    reason = "xceprov return" + (" --now" if now else "")
+    if executor is not None:
+        return [executor.return_instances(p, keys, drain=drain, reason=reason) for p, keys in chosen.items()]
+    decommission = playbook_callables(loaded, toolkit_root, world)[1]
+    with fenced_session(loaded, sorted(chosen), toolkit_root, engine=engine, decommission=decommission) as session:
+        return [session.return_instances(p, keys, drain=drain, reason=reason) for p, keys in chosen.items()]

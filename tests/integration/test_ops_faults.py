@@ -1,0 +1,340 @@
+"""Faults of the fenced path: the simulated controller, the simulated cloud behind real Terraform.
+
+Whatever is killed, whenever: after ``xceprov ops resume`` the instances in the simulated cloud
+and the facts at the simulated controller agree exactly, none duplicated, none leaked. The
+moment of each ``kill -9`` is found from outside (the audit log, the cloud store), never by a
+crash switch in the product. Also: a lease revoked mid-apply stops Terraform (no create after
+the revocation) and leaves the op resumable; a second holder makes the command line refuse; a
+busy host is refused by ``destroy`` and drained by ``return``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sim_controller_helpers import client_cert, connect, free_port, join_worker, wait_for, worker_token
+
+from orchestrator.clients.controller.link import ControllerLink
+from orchestrator.clients.controller.types import Fact, LeaseGrant
+from orchestrator.configfile import load_config
+from orchestrator.errors import HostBusy
+from orchestrator.model.config import ControllerSettings
+from orchestrator.model.facts import FactKind
+from orchestrator.ops.openops import open_ops
+from orchestrator.services.destroy import destroy
+from orchestrator.services.ops import fenced_session
+from orchestrator.services.ret import return_hosts
+from orchestrator.sim.cloud.store import CloudStore, Instance
+from orchestrator.sim.controller import admin
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+TTL = 4.0
+
+
+@dataclass
+class World:
+    """A simulated controller (its own process) and a site configured to use it."""
+
+    ctl_state: Path
+    address: str
+    site: Path
+
+    def settings(self, identity: str) -> ControllerSettings:
+        cert, key = client_cert(self.ctl_state, "provisioner", identity)
+        return ControllerSettings(
+            addresses=[self.address],
+            ca=self.ctl_state / "tls" / "ca.pem",
+            client_cert=cert,
+            client_key=key,
+            connect_timeout=2.0,
+            request_timeout=5.0,
+            lease_margin=0.5,
+        )
+
+    @property
+    def store(self) -> CloudStore:
+        return CloudStore(self.site / "state" / "sim" / "cloud.sqlite")
+
+    def alive(self) -> dict[str, Instance]:
+        return {i.client_token: i for i in self.store.list_instances({"xce:cluster": "itest"})}
+
+    def facts(self) -> list[Fact]:
+        with ControllerLink(self.settings("reader"), instance_id="reader", providers=["sim"]) as link:
+            link.open()
+            return sorted(link.query_facts("sim"), key=lambda f: f.fact_id)
+
+    def audit(self, pid: int | None = None) -> list[str]:
+        path = self.site / "state" / "audit.log"
+        if not path.exists():
+            return []
+        entries = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return [e["action"] for e in entries if pid is None or e.get("pid") == pid]
+
+    def xceprov(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "orchestrator.cli", *args],
+            cwd=self.site,
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def spawn(self, *args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "orchestrator.cli", *args],
+            cwd=self.site,
+            env=self.env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "XCEPROV_CONFIG": str(self.site / "xceprov.yaml")}
+
+    def planned(self, name: str, *wanted: str) -> Path:
+        done = self.xceprov("plan", *wanted, "--out", name)
+        assert done.returncode == 0, done.stderr
+        return self.site / name
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    ctl_state = tmp_path / "ctl"
+    address = f"127.0.0.1:{free_port()}"
+    log = open(tmp_path / "controller.log", "wb")  # noqa: SIM115 - closed in teardown
+    proc = subprocess.Popen(
+        # A long heartbeat: the test's worker connection sends none and must stay joined.
+        [
+            sys.executable,
+            "-m",
+            "orchestrator.sim.controller",
+            "serve",
+            "--state-dir",
+            str(ctl_state),
+            "--listen",
+            address,
+            "--ttl",
+            str(TTL),
+            "--check-interval",
+            "0.5",
+            "--heartbeat",
+            "30",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+
+        def up() -> bool:
+            assert proc.poll() is None, (tmp_path / "controller.log").read_text()
+            return (ctl_state / "tls" / "ca.pem").exists() and admin.admin_socket(ctl_state).exists()
+
+        wait_for("the simulated controller", up)
+        site = tmp_path / "site"
+        site.mkdir()
+        w = World(ctl_state, address, site)
+        cert, key = client_cert(ctl_state, "provisioner", "orch")
+        (site / "xceprov.yaml").write_text(
+            json.dumps(
+                {
+                    "cluster": "itest",
+                    "state_dir": "state",
+                    # One create at a time: a revocation lands between two creates, observably.
+                    "terraform": {"parallelism": 1},
+                    "controller": {
+                        "addresses": [address],
+                        "ca": str(ctl_state / "tls" / "ca.pem"),
+                        "client_cert": str(cert),
+                        "client_key": str(key),
+                        "connect_timeout": 2,
+                        "request_timeout": 5,
+                        "lease_margin": 0.5,
+                    },
+                    "providers": {"sim": {"module": "xcesim", "max_instances": 20}},
+                    "templates": {"cpu": {"providers": {"sim": {"flavor": "c8.large", "image": "debian-12"}}}},
+                }
+            )
+        )
+        yield w
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        log.close()
+
+
+def agree(world: World) -> dict[str, Instance]:
+    """Cloud and controller tell the same story: no open op, no duplicate, no leak."""
+    facts = world.facts()
+    alive = world.alive()
+    created = [f.instance_key for f in facts if f.kind == FactKind.INSTANCE_CREATED]
+    gone = {f.instance_key for f in facts if f.kind in (FactKind.RETURNED, FactKind.LOST)}
+    assert len(created) == len(set(created)), f"an instance recorded twice: {created}"
+    assert set(created) - gone == set(alive), (created, gone, sorted(alive))
+    ids = {f.instance_key: f.instance_id for f in facts if f.kind == FactKind.INSTANCE_CREATED}
+    assert {k: i.id for k, i in alive.items()} == {k: ids[k] for k in alive}
+    assert open_ops(facts) == []
+    every = world.store.list_instances({"xce:cluster": "itest"}, include_terminated=True)
+    tokens = [i.client_token for i in every]
+    assert len(tokens) == len(set(tokens)), f"an instance created twice: {tokens}"
+    return alive
+
+
+def wait_until(what: str, check: Callable[[], bool], timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def kill9(proc: subprocess.Popen[str]) -> None:
+    """``kill -9`` the command; it must still have been running (the fault is real, not a finished run)."""
+    os.kill(proc.pid, signal.SIGKILL)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL, f"finished before the kill: {stderr}"
+
+
+def resume(world: World) -> None:
+    """``xceprov ops resume`` until it is allowed (a revoked lease is refused until it expires)."""
+    deadline = time.monotonic() + 6 * TTL + 120
+    while True:
+        done = world.xceprov("ops", "resume")
+        if done.returncode == 0:
+            break
+        assert done.returncode == 9 and time.monotonic() < deadline, done.stderr
+        time.sleep(0.5)
+    listed = world.xceprov("ops", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [p["open"] for p in json.loads(listed.stdout)["providers"]] == [[]]
+
+
+CREATE_POINTS: dict[str, tuple[float, Callable[[World, int], bool]]] = {
+    "after the intent": (1.5, lambda w, pid: "fact-requestIntent" in w.audit(pid)),
+    "during the apply": (1.5, lambda w, pid: "op-apply" in w.audit(pid)),
+    "after the apply, before the instance facts": (0.0, lambda w, pid: len(w.alive()) == 2),
+}
+
+
+@pytest.mark.parametrize("point", sorted(CREATE_POINTS))
+def test_kill_during_a_create_then_resume_agrees(world: World, point: str) -> None:
+    slow, reached = CREATE_POINTS[point]
+    bundle = world.planned("b", "cpu=2")
+    world.store.set_slow_launch(slow)
+    proc = world.spawn("apply", str(bundle))
+    wait_until(point, lambda: reached(world, proc.pid) or proc.poll() is not None)
+    kill9(proc)
+    world.store.set_slow_launch(0.0)
+    resume(world)
+    alive = agree(world)
+    # Completed (both instances) or, killed before the desired set was written, abandoned (none).
+    assert len(alive) in (0, 2)
+    if point != "after the intent":
+        assert len(alive) == 2
+
+
+RETURN_POINTS: dict[str, Callable[[list[str]], bool]] = {
+    "after the returning intent": lambda actions: "fact-returning" in actions,
+    "during the destroy": lambda actions: "fact-returning" in actions and "op-apply" in actions,
+}
+
+
+@pytest.mark.parametrize("point", sorted(RETURN_POINTS))
+def test_kill_during_a_destroy_then_resume_agrees(world: World, point: str) -> None:
+    done = world.xceprov("apply", str(world.planned("b", "cpu=2")))
+    assert done.returncode == 0, done.stderr
+    assert len(agree(world)) == 2
+    proc = world.spawn("destroy", "--all")
+    wait_until(point, lambda: RETURN_POINTS[point](world.audit(proc.pid)) or proc.poll() is not None)
+    kill9(proc)
+    resume(world)
+    alive = agree(world)
+    # Every instance whose returning intent was committed is gone; one killed before its own
+    # intent was never asked to go (the operator runs destroy again), and the facts say so.
+    returning = {f.instance_key for f in world.facts() if f.kind == FactKind.RETURNING}
+    assert not set(alive) & returning
+    if point == "during the destroy":
+        assert alive == {}
+
+
+def test_a_revoked_lease_stops_terraform_and_the_op_resumes(world: World) -> None:
+    bundle = world.planned("b", "cpu=4")
+    world.store.set_slow_launch(1.0)
+    proc = world.spawn("apply", str(bundle))
+    wait_until("the first instance", lambda: len(world.alive()) >= 1 or proc.poll() is not None)
+    admin.revoke(world.ctl_state, "sim", "test")
+    at_revocation = len(world.alive())
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 6, stderr
+    assert "revoked" in stderr and "resumable" in stderr
+    # The create in flight may finish; none starts after the revocation.
+    after = len(world.alive())
+    assert after <= at_revocation + 1 and after < 4
+    assert "op-apply-interrupted" in world.audit(proc.pid)
+    world.store.set_slow_launch(0.0)
+    resume(world)
+    assert len(agree(world)) == 4
+
+
+def test_a_second_holder_makes_the_command_line_refuse(world: World) -> None:
+    bundle = world.planned("b", "cpu=1")
+    with ControllerLink(world.settings("daemon"), instance_id="daemon", providers=["sim"]) as other:
+        other.open()
+        assert isinstance(other.acquire("sim"), LeaseGrant)
+        done = world.xceprov("apply", str(bundle))
+    assert done.returncode == 9
+    [line] = done.stderr.splitlines()
+    assert "provider sim: the lease is held by daemon; retry in" in line
+    assert world.alive() == {} and world.facts() == []
+
+
+def test_a_busy_host_is_refused_by_destroy_and_drained_by_return(world: World) -> None:
+    loaded = load_config(str(world.site / "xceprov.yaml"))
+    plays: list[str] = []
+
+    def decommission(provider: str, hosts: Any) -> dict[str, str]:
+        plays.extend(h.host_name for h in hosts)
+        return {h.host_name: "ok" for h in hosts}
+
+    with fenced_session(loaded, ["sim"], ROOT, decommission=decommission) as executor:
+        [made] = executor.create("sim", "cpu", 1).created
+        host, port = world.address.rsplit(":", 1)
+        worker = connect((host, int(port)), world.ctl_state / "tls" / "ca.pem")
+        try:
+            token = worker_token(world.ctl_state, made.key, made.name)
+            joined = join_worker(worker, made.name, made.instance_id, token=token, instance_key=made.key)
+            assert joined.kind == "joined", joined.body
+            admin.submit(world.ctl_state, "cpu", 1, 15.0)  # outlasts the destroy attempt
+
+            def state() -> str:
+                return {h.instance_key: h.state for h in executor.hosts.hosts("sim")}.get(made.key, "")
+
+            wait_until("the host runs work", lambda: state() == "busy", timeout=30)
+            with pytest.raises(HostBusy, match=f"{made.name}: joined and running work"):
+                destroy(loaded, ROOT, all_instances=True, executor=executor)
+            assert set(world.alive()) == {made.key}
+            [result] = return_hosts(loaded, ROOT, [made.name], drain_timeout=60, executor=executor)
+        finally:
+            worker.close()
+    assert result.drained == [made.key] and plays == [made.name]
+    actions = world.audit()
+    assert actions.index("op-return-refused") < actions.index("op-drain") < actions.index("fact-returning")
+    assert agree(world) == {}
