@@ -24,7 +24,7 @@ from orchestrator.clients.terraform.messages import (
     Summary,
 )
 from orchestrator.configfile import LoadedConfig, parse_config
-from orchestrator.errors import LeaseLost, StaleState, TerraformError
+from orchestrator.errors import FinalError, LeaseLost, StaleState, TerraformError
 from orchestrator.model.facts import Epoch, Fact
 from orchestrator.ops.executor import Executor
 
@@ -217,6 +217,7 @@ class FakeHosts:
         self.states = dict(states or {})
         self.closed: list[str] = []
         self.decommissioned: list[str] = []
+        self.forced: list[str] = []
         # Called on every ``hosts()`` read: lets a test finish a host's work while a drain waits.
         self.on_read: Callable[[FakeHosts], None] | None = None
 
@@ -231,8 +232,13 @@ class FakeHosts:
         if self.states.get(host.instance_key) == "busy":
             self.states[host.instance_key] = "closing"
 
-    def decommission(self, provider: str, epoch: Epoch, host: HostInfo, reason: str) -> None:
+    def decommission(self, provider: str, epoch: Epoch, host: HostInfo, reason: str, force: bool = False) -> None:
+        # Like the controller: a host that runs work is decommissioned only when forced.
+        if self.states.get(host.instance_key) in ("busy", "closing") and not force:
+            raise FinalError(f"controller refused hostDecommission: host {host.host_name!r} is running work")
         self.decommissioned.append(host.instance_key)
+        if force:
+            self.forced.append(host.instance_key)
 
 
 class NoLosses:

@@ -73,8 +73,10 @@ def settle_hosts(
         raise HostBusy(f"{names}: joined and running work; drain with `xceprov return`, or pass --force")
     if busy and drain.force:
         executor.audit("op-return-forced", provider=provider, op=op_id, busy=busy)
+    forced = drain.force
     if drain.drain and joined:
-        drain_hosts(executor, provider, op_id, joined, drain)
+        # drain_policy return at the timeout returns hosts still running work: forced, audited.
+        forced = drain_hosts(executor, provider, op_id, joined, drain) or forced
     if joined:
         # The play first (the node manager stops the worker for good), then the controller
         # marks the hosts decommissioned and refuses their rejoin.
@@ -83,7 +85,7 @@ def settle_hosts(
             outcome = executor.decommission(provider, list(joined.values()))
         epoch = executor.gate(provider, op_id, "decommission")
         for host in joined.values():
-            executor.hosts.decommission(provider, epoch, host, f"returned by op {op_id}")
+            executor.hosts.decommission(provider, epoch, host, f"returned by op {op_id}", force=forced)
         executor.audit(
             "op-decommission",
             provider=provider,
@@ -96,8 +98,11 @@ def settle_hosts(
 
 def drain_hosts(
     executor: ReturnContext, provider: str, op_id: str, joined: Mapping[str, HostInfo], drain: DrainSettings
-) -> None:
-    """Close every joined host, then wait until none runs work, or the timeout and its policy."""
+) -> bool:
+    """Close every joined host, then wait until none runs work, or the timeout and its policy.
+
+    True when the timeout passed and the policy returns the hosts anyway (some still run work).
+    """
     settings = executor.config.providers[provider]
     timeout = float(settings.drain_timeout if drain.timeout is None else drain.timeout)
     policy = drain.policy or settings.drain_policy
@@ -111,11 +116,11 @@ def drain_hosts(
         now_known = host_map(executor, provider)
         running = sorted(k for k in joined if k in now_known and now_known[k].state in BUSY_STATES)
         if not running:
-            return
+            return False
         if executor.clock() >= deadline:
             executor.audit("op-drain-timeout", provider=provider, op=op_id, running=running, policy=policy)
             if policy == "return":
-                return
+                return True
             raise RetryableError(
                 f"{', '.join(running)}: still running work after the drain timeout ({timeout:g}s, "
                 "drain_policy wait); the hosts stay closed: run the return again later, or with --now",

@@ -31,7 +31,7 @@ class HostControl(Protocol):
         """Drain: no new work on ``host``."""
         ...
 
-    def decommission(self, provider: str, epoch: Epoch, host: HostInfo, reason: str) -> None:
+    def decommission(self, provider: str, epoch: Epoch, host: HostInfo, reason: str, force: bool = False) -> None:
         """Stop the host's worker; the controller refuses its rejoin."""
         ...
 
@@ -50,10 +50,11 @@ class LinkHosts:
         """``hostClose``."""
         self.link.close_host(provider, epoch, instance_id=host.instance_id, host_name=host.host_name, reason=reason)
 
-    def decommission(self, provider: str, epoch: Epoch, host: HostInfo, reason: str) -> None:
+    def decommission(self, provider: str, epoch: Epoch, host: HostInfo, reason: str, force: bool = False) -> None:
         """``hostDecommission``."""
+        # The controller refuses a host that runs work unless forced (the operator said so).
         self.link.decommission_host(
-            provider, epoch, instance_id=host.instance_id, host_name=host.host_name, reason=reason
+            provider, epoch, instance_id=host.instance_id, host_name=host.host_name, reason=reason, force=force
         )
 
 
@@ -68,6 +69,6 @@ class NoHosts:
         """Never called (no host is known)."""
         raise AssertionError("standalone mode knows no hosts to close")
 
-    def decommission(self, provider: str, epoch: Epoch, host: HostInfo, reason: str) -> None:
+    def decommission(self, provider: str, epoch: Epoch, host: HostInfo, reason: str, force: bool = False) -> None:
         """Never called (no host is known)."""
         raise AssertionError("standalone mode knows no hosts to decommission")

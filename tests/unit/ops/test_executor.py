@@ -216,6 +216,8 @@ def test_drain_timeout_with_policy_wait_returns_nothing(loaded: LoadedConfig, en
     result = executor.return_instances("sim", [made.key], drain=DrainSettings(timeout=30, policy="return"))
     assert result.deleted == [made.key] and held(loaded) == {}
     assert actions(loaded).count("op-drain-timeout") == 2
+    # Still running at the timeout: returned anyway only because the policy says so (forced).
+    assert hosts.forced == [made.key]
 
 
 @dataclasses.dataclass
