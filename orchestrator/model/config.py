@@ -7,6 +7,7 @@ provider that does not exist) are checked after the fields, so every problem is 
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Any, Literal
 
@@ -150,6 +151,70 @@ class ProviderSettings(Strict):
         return {**MODULE_DEFAULT_SETTINGS.get(self.module, {}), **self.settings}
 
 
+# The SIGTERM bound (daemon.stop_timeout): in-flight work gets this long to finish or park
+# resumable. contrib/systemd/xceprov.service's TimeoutStopSec is this plus a margin.
+STOP_TIMEOUT = 90.0
+
+
+class MetricsSettings(Strict):
+    """The Prometheus endpoint of the daemon: off unless ``listen`` is set."""
+
+    # host:port ("127.0.0.1:9477", "[::1]:9477"); port 0 takes any free port (logged at start).
+    listen: str | None = None
+    # The metrics name every provider and template of the site: a non-loopback address must be
+    # asked for explicitly.
+    allow_remote: bool = False
+
+    @model_validator(mode="after")
+    def _address(self) -> MetricsSettings:
+        if self.listen is None:
+            return self
+        host, _port = split_listen(self.listen)  # ValueError names the problem
+        if not self.allow_remote and not is_loopback(host):
+            raise ValueError(
+                f"listen {self.listen!r} is not a loopback address; the metrics name every provider "
+                "and template: set allow_remote: true to serve them beyond this machine"
+            )
+        return self
+
+    def address(self) -> tuple[str, int] | None:
+        """``(host, port)`` to bind, None when the endpoint is off."""
+        return None if self.listen is None else split_listen(self.listen)
+
+
+class DaemonSettings(Strict):
+    """The long-running ``xceprov daemon`` process (docs/daemon.md)."""
+
+    log_format: Literal["text", "json"] = "text"
+    stop_timeout: Duration = Field(default=STOP_TIMEOUT, gt=0, le=3600)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+
+
+def split_listen(listen: str) -> tuple[str, int]:
+    """``host:port`` or ``[v6]:port`` → (host, port); ValueError saying what is wrong."""
+    host, sep, port_text = listen.rpartition(":")
+    if not sep or not host or not port_text.isdigit():
+        raise ValueError(f"listen {listen!r} must be host:port, e.g. 127.0.0.1:9477 or [::1]:9477")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise ValueError(f"listen {listen!r}: write an IPv6 address in brackets, e.g. [::1]:9477")
+    port = int(port_text)
+    if port > 65535:
+        raise ValueError(f"listen {listen!r}: port must be 0-65535 (0: any free port)")
+    return host, port
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address (or ``localhost``); names are not resolved here (no I/O)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class XceSide(Strict):
     """What the XCE controller knows about hosts of a template."""
 
@@ -198,6 +263,7 @@ class Config(Strict):
     controller: ControllerSettings = Field(default_factory=ControllerSettings)
     ansible: AnsibleSettings = Field(default_factory=AnsibleSettings)
     sim: SimSettings = Field(default_factory=SimSettings)
+    daemon: DaemonSettings = Field(default_factory=DaemonSettings)
     providers: dict[str, ProviderSettings]
     templates: dict[str, HostTemplate]
 
