@@ -139,10 +139,13 @@ class Lifecycle:
     def _watch(self, read_fd: int) -> None:
         while chunk := os.read(read_fd, 64):
             for signum in chunk:
-                if signum == signal.SIGHUP:
-                    self.reload()
-                else:
-                    self.request_stop(signal.Signals(signum).name)
+                try:
+                    if signum == signal.SIGHUP:
+                        self.reload()
+                    else:
+                        self.request_stop(signal.Signals(signum).name)
+                except Exception:  # a bug here must not leave the daemon deaf to the next signal
+                    log.exception("handling %s failed", signal.Signals(signum).name)
         os.close(read_fd)
 
     # -- what the signals do ------------------------------------------------------------------
@@ -175,11 +178,8 @@ class Lifecycle:
         try:
             new = self._reload()
         except ConfigError as exc:
-            log.error(
-                "SIGHUP: configuration not reloaded, keeping the last good one (%s): %s",
-                old.source,
-                "; ".join(exc.problems),
-            )
+            # Each problem already names its file ("<file>: <key>: <what>"): one line for all.
+            log.error("SIGHUP: configuration not reloaded, keeping the last good one: %s", "; ".join(exc.problems))
             self._notifier.ready(f"reload refused: {exc.problems[0] if exc.problems else 'invalid configuration'}")
             self._wake.set()
             return False

@@ -42,6 +42,17 @@ class NotifySocket:
         data = self.sock.recv(4096).decode()
         return dict(line.split("=", 1) for line in data.split("\n"))
 
+    def drain(self) -> list[dict[str, str]]:
+        """Every datagram queued now."""
+        got = []
+        self.sock.setblocking(False)
+        while True:
+            try:
+                data = self.sock.recv(4096).decode()
+            except BlockingIOError:
+                return got
+            got.append(dict(line.split("=", 1) for line in data.split("\n")))
+
     def nothing_waiting(self) -> bool:
         """True when no datagram is queued."""
         self.sock.setblocking(False)
