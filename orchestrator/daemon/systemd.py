@@ -110,6 +110,28 @@ def watchdog_interval(environ: Mapping[str, str] | None = None, pid: int | None 
     return int(usec) / 2 / 1_000_000
 
 
+class Heartbeat:
+    """The loop's proof of life for the watchdog: healthy while the last beat is at most ``max_age`` old.
+
+    The loop beats at the end of every pass; ``max_age`` is the longest a healthy loop can go
+    without one (its interval plus its longest pass). ``clock`` is monotonic seconds, injected
+    so that tests control time.
+    """
+
+    def __init__(self, max_age: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._max_age = max_age
+        self._clock = clock
+        self._last = clock()
+
+    def beat(self) -> None:
+        """The loop made progress now."""
+        self._last = self._clock()
+
+    def healthy(self) -> bool:
+        """Whether the last beat is recent enough (the ``healthy`` of ``WatchdogPinger``)."""
+        return self._clock() - self._last <= self._max_age
+
+
 class WatchdogPinger:
     """A thread that pings the watchdog every ``interval`` while ``healthy()`` says the daemon works.
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.daemon.systemd import Notifier, WatchdogPinger, take_from_environment, watchdog_interval
+from orchestrator.daemon.systemd import Heartbeat, Notifier, WatchdogPinger, take_from_environment, watchdog_interval
 from orchestrator.model.config import STOP_TIMEOUT
 from tests.unit.daemon.daemon_helpers import NotifySocket
 
@@ -83,6 +83,20 @@ def test_watchdog_withheld_while_unhealthy(notify_socket: NotifySocket) -> None:
     healthy[0] = True
     assert pinger.ping_once()
     assert notify_socket.receive() == {"WATCHDOG": "1"}
+
+
+def test_a_loop_that_stops_beating_loses_the_watchdog(notify_socket: NotifySocket) -> None:
+    now = [100.0]
+    heartbeat = Heartbeat(max_age=90.0, clock=lambda: now[0])
+    pinger = WatchdogPinger(Notifier({"NOTIFY_SOCKET": notify_socket.env_value}), 30.0, heartbeat.healthy)
+    now[0] = 150.0
+    assert pinger.ping_once()
+    assert notify_socket.receive() == {"WATCHDOG": "1"}
+    now[0] = 191.0  # 91 s without a pass
+    assert not pinger.ping_once()
+    assert notify_socket.nothing_waiting()
+    heartbeat.beat()
+    assert pinger.ping_once()
 
 
 def test_children_do_not_inherit_the_notify_variables(
