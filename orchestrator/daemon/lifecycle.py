@@ -67,7 +67,6 @@ class Lifecycle:
         self._wake = threading.Event()
         self._on_reload: list[Callable[[LoadedConfig], None]] = []
         self._on_stop: list[tuple[str, Callable[[], None]]] = []
-        self._pipe: tuple[int, int] | None = None
         self._watcher: threading.Thread | None = None
 
     # -- what the loop reads ------------------------------------------------------------------
@@ -104,8 +103,12 @@ class Lifecycle:
                     del self._active[name]
                 self._cond.notify_all()
 
+    def wake(self) -> None:
+        """End the current ``wait`` early (a demand push: the loop runs on every push, not only on its interval)."""
+        self._wake.set()
+
     def wait(self, timeout: float) -> bool:
-        """Sleep up to ``timeout`` or until a signal was handled; False once stopping."""
+        """Sleep up to ``timeout``, or until a signal was handled or ``wake()`` called; False once stopping."""
         self._wake.wait(timeout)
         self._wake.clear()
         return not self.stopping
@@ -122,9 +125,10 @@ class Lifecycle:
 
     def install_signal_handlers(self) -> None:
         """Handle SIGTERM, SIGINT and SIGHUP (main thread only, as Python requires)."""
+        # The pipe stays open until the process exits: a handler may still fire during the
+        # shutdown, and a closed (or reused) descriptor must never be written to.
         read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
         os.set_blocking(write_fd, False)
-        self._pipe = (read_fd, write_fd)
         self._watcher = threading.Thread(target=self._watch, args=(read_fd,), name="daemon-signals", daemon=True)
         self._watcher.start()
 
@@ -137,8 +141,8 @@ class Lifecycle:
             signal.signal(signum, handler)
 
     def _watch(self, read_fd: int) -> None:
-        while chunk := os.read(read_fd, 64):
-            for signum in chunk:
+        while True:  # until the process exits (a daemon thread)
+            for signum in os.read(read_fd, 64):
                 try:
                     if signum == signal.SIGHUP:
                         self.reload()
@@ -146,7 +150,6 @@ class Lifecycle:
                         self.request_stop(signal.Signals(signum).name)
                 except Exception:  # a bug here must not leave the daemon deaf to the next signal
                     log.exception("handling %s failed", signal.Signals(signum).name)
-        os.close(read_fd)
 
     # -- what the signals do ------------------------------------------------------------------
 
@@ -216,9 +219,6 @@ class Lifecycle:
                 callback()
             except Exception:  # one failed release must not keep the others from running
                 log.exception("stop step %s failed", name)
-        if self._pipe is not None:
-            os.close(self._pipe[1])  # ends the watcher thread
-            self._pipe = None
         if still:
             log.error(
                 "%s %gs passed with work in flight (%s): exiting anyway; it resumes at the next start",
