@@ -29,8 +29,7 @@ class Notifier:
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:
         env = os.environ if environ is None else environ
         self._address = _socket_address(env.get("NOTIFY_SOCKET", ""))
-        # No lock: a notification may be sent while another is in flight, and a doubled warning
-        # is harmless where a lock taken on a signal path could deadlock.
+        # Warn once: a daemon whose notifications fail would otherwise log at every watchdog ping.
         self._warned = False
 
     @property
