@@ -11,7 +11,7 @@ import ipaddress
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from orchestrator.model.durations import Duration
 
@@ -159,23 +159,24 @@ STOP_TIMEOUT = 90.0
 class MetricsSettings(Strict):
     """The Prometheus endpoint of the daemon: off unless ``listen`` is set."""
 
+    # The metrics name every provider and template of the site: a non-loopback address must be
+    # asked for explicitly. Declared before ``listen`` so that its check can read it.
+    allow_remote: bool = False
     # host:port ("127.0.0.1:9477", "[::1]:9477"); port 0 takes any free port (logged at start).
     listen: str | None = None
-    # The metrics name every provider and template of the site: a non-loopback address must be
-    # asked for explicitly.
-    allow_remote: bool = False
 
-    @model_validator(mode="after")
-    def _address(self) -> MetricsSettings:
-        if self.listen is None:
-            return self
-        host, _port = split_listen(self.listen)  # ValueError names the problem
-        if not self.allow_remote and not is_loopback(host):
+    @field_validator("listen")
+    @classmethod
+    def _address(cls, listen: str | None, info: ValidationInfo) -> str | None:
+        if listen is None:
+            return None
+        host, _port = split_listen(listen)  # ValueError names the problem
+        if not info.data.get("allow_remote", False) and not is_loopback(host):
             raise ValueError(
-                f"listen {self.listen!r} is not a loopback address; the metrics name every provider "
-                "and template: set allow_remote: true to serve them beyond this machine"
+                f"{listen!r} is not a loopback address; the metrics name every provider and template: "
+                "set daemon.metrics.allow_remote: true to serve them beyond this machine"
             )
-        return self
+        return listen
 
     def address(self) -> tuple[str, int] | None:
         """``(host, port)`` to bind, None when the endpoint is off."""
