@@ -173,7 +173,7 @@ class MetricsSettings(Strict):
         host, _port = split_listen(listen)  # ValueError names the problem
         if not info.data.get("allow_remote", False) and not is_loopback(host):
             raise ValueError(
-                f"{listen!r} is not a loopback address; the metrics name every provider and template: "
+                "not a loopback address; the metrics name every provider and template: "
                 "set daemon.metrics.allow_remote: true to serve them beyond this machine"
             )
         return listen
@@ -192,17 +192,17 @@ class DaemonSettings(Strict):
 
 
 def split_listen(listen: str) -> tuple[str, int]:
-    """``host:port`` or ``[v6]:port`` → (host, port); ValueError saying what is wrong."""
+    """``host:port`` or ``[v6]:port`` → (host, port); ValueError saying what is wrong (the caller names the value)."""
     host, sep, port_text = listen.rpartition(":")
     if not sep or not host or not port_text.isdigit():
-        raise ValueError(f"listen {listen!r} must be host:port, e.g. 127.0.0.1:9477 or [::1]:9477")
+        raise ValueError("must be host:port, e.g. 127.0.0.1:9477 or [::1]:9477")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     elif ":" in host:
-        raise ValueError(f"listen {listen!r}: write an IPv6 address in brackets, e.g. [::1]:9477")
+        raise ValueError("write an IPv6 address in brackets, e.g. [::1]:9477")
     port = int(port_text)
     if port > 65535:
-        raise ValueError(f"listen {listen!r}: port must be 0-65535 (0: any free port)")
+        raise ValueError("port must be 0-65535 (0: any free port)")
     return host, port
 
 
