@@ -7,10 +7,11 @@ provider that does not exist) are checked after the fields, so every problem is 
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from orchestrator.model.durations import Duration
 
@@ -154,6 +155,71 @@ class ProviderSettings(Strict):
         return {**MODULE_DEFAULT_SETTINGS.get(self.module, {}), **self.settings}
 
 
+# The SIGTERM bound (daemon.stop_timeout): in-flight work gets this long to finish or park
+# resumable. contrib/systemd/xceprov.service's TimeoutStopSec is this plus a margin.
+STOP_TIMEOUT = 90.0
+
+
+class MetricsSettings(Strict):
+    """The Prometheus endpoint of the daemon: off unless ``listen`` is set."""
+
+    # The metrics name every provider and template of the site: a non-loopback address must be
+    # asked for explicitly. Declared before ``listen`` so that its check can read it.
+    allow_remote: bool = False
+    # host:port ("127.0.0.1:9477", "[::1]:9477"); port 0 takes any free port (logged at start).
+    listen: str | None = None
+
+    @field_validator("listen")
+    @classmethod
+    def _address(cls, listen: str | None, info: ValidationInfo) -> str | None:
+        if listen is None:
+            return None
+        host, _port = split_listen(listen)  # ValueError names the problem
+        if not info.data.get("allow_remote", False) and not is_loopback(host):
+            raise ValueError(
+                "not a loopback address; the metrics name every provider and template: "
+                "set daemon.metrics.allow_remote: true to serve them beyond this machine"
+            )
+        return listen
+
+    def address(self) -> tuple[str, int] | None:
+        """``(host, port)`` to bind, None when the endpoint is off."""
+        return None if self.listen is None else split_listen(self.listen)
+
+
+class DaemonSettings(Strict):
+    """The long-running ``xceprov daemon`` process (docs/daemon.md)."""
+
+    log_format: Literal["text", "json"] = "text"
+    stop_timeout: Duration = Field(default=STOP_TIMEOUT, gt=0, le=3600)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+
+
+def split_listen(listen: str) -> tuple[str, int]:
+    """``host:port`` or ``[v6]:port`` → (host, port); ValueError saying what is wrong (the caller names the value)."""
+    host, sep, port_text = listen.rpartition(":")
+    if not sep or not host or not port_text.isdigit():
+        raise ValueError("must be host:port, e.g. 127.0.0.1:9477 or [::1]:9477")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise ValueError("write an IPv6 address in brackets, e.g. [::1]:9477")
+    port = int(port_text)
+    if port > 65535:
+        raise ValueError("port must be 0-65535 (0: any free port)")
+    return host, port
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address (or ``localhost``); names are not resolved here (no I/O)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class XceSide(Strict):
     """What the XCE controller knows about hosts of a template."""
 
@@ -205,6 +271,7 @@ class Config(Strict):
     # Change the cloud with no controller at all (a local lock per provider, epoch ``none``,
     # facts kept in a local journal). Off by default: without a controller a mutation is refused.
     standalone: bool = False
+    daemon: DaemonSettings = Field(default_factory=DaemonSettings)
     providers: dict[str, ProviderSettings]
     templates: dict[str, HostTemplate]
 
