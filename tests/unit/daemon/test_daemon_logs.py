@@ -103,7 +103,5 @@ def test_a_passed_timeout_is_named_by_its_configuration_key(capture: tuple[io.St
 
 def test_every_named_timeout_is_a_configuration_key() -> None:
     keys = set(ProviderSettings.model_fields) | set(DaemonSettings.model_fields)
-    # drain_timeout (providers.<name>.drain_timeout) arrives with the fenced return path
-    # (ops/drain.py, another branch); every other name must already be a key.
-    missing = {t.value for t in NamedTimeout} - keys - {"drain_timeout"}
+    missing = {t.value for t in NamedTimeout} - keys
     assert missing == set()
