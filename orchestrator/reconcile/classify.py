@@ -87,8 +87,8 @@ _RULES: tuple[tuple[FailureClass, tuple[str, ...]], ...] = (
             "UnauthorizedOperation",
             "AuthFailure",
             "OptInRequired",
-            "Unsupported",  # EC2: the instance type is not supported in this zone
             "Unsupported argument",  # Terraform configuration errors
+            "Unsupported",  # EC2: the instance type is not supported in this zone
             "Invalid value for variable",
             "Unable to find image",
             "Unable to find flavor",

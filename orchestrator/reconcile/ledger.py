@@ -51,9 +51,7 @@ def ledger(facts: Iterable[Fact]) -> dict[str, InstanceRecord]:
         if fact.kind == FactKind.REQUEST_INTENT:
             for index in range(fact.count):
                 key = instance_key(fact.op_id, index)
-                records.setdefault(
-                    key, InstanceRecord(key, fact.op_id, fact.provider, fact.template, fact.committed)
-                )
+                records.setdefault(key, InstanceRecord(key, fact.op_id, fact.provider, fact.template, fact.committed))
     for fact in ordered:
         record = records.get(fact.instance_key)
         if record is None:
@@ -66,4 +64,3 @@ def ledger(facts: Iterable[Fact]) -> dict[str, InstanceRecord]:
             record = replace(record, gone=True)
         records[record.key] = record
     return records
-

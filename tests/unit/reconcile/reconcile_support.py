@@ -38,8 +38,7 @@ class FactLog:
     facts: list[Fact] = field(default_factory=list)
 
     def _commit(self, kind: FactKind, provider: str, op_id: str, **values: Any) -> Fact:
-        fact = Fact(
-            kind, provider, op_id, EPOCH, fact_id=len(self.facts) + 1, committed=self.clock.now, **values)
+        fact = Fact(kind, provider, op_id, EPOCH, fact_id=len(self.facts) + 1, committed=self.clock.now, **values)
         self.facts.append(fact)
         return fact
 
