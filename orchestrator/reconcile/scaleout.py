@@ -4,7 +4,8 @@ Per template with a gap, in name order (so two templates share a budget the same
 pass), the checks are, in order:
 
 1. **known**: a template the controller names but the site did not configure is skipped;
-2. **breaker** (:mod:`.breaker`): open → nothing; half-open → one probe (one granule);
+2. **breaker** (:mod:`.breaker`): open → nothing; half-open → one probe (one granule), and
+   nothing more until its outcome closes or reopens the breaker;
 3. **cooldown**: no scale-up within ``policy.cooldown`` of the template's previous one. A create
    that delivered nothing (every key recorded gone, none created: refused for capacity or
    quota and abandoned) does not count, so its fallback goes out at once;
@@ -39,7 +40,8 @@ class ScaleOutDecision:
     """What the policy decided for one template and why.
 
     ``outcome``: ``ops`` (the whole gap is covered), ``partial`` (some of it: the rest found no
-    room), ``no-room``, ``cooldown``, ``breaker-open``, ``unknown-template`` or ``no-gap``.
+    room), ``no-room``, ``cooldown``, ``breaker-open``, ``breaker-probe`` (the one request of a
+    half-open breaker is out, its outcome is awaited), ``unknown-template`` or ``no-gap``.
     """
 
     template: str
@@ -96,6 +98,12 @@ def _decide(
     if position == Position.OPEN:
         return ScaleOutDecision(name, "breaker-open", (), evidence)
     previous = last.get(name)
+    if position == Position.HALF_OPEN:
+        reopened = breaker.reopens_at(config.policy.breaker) or 0.0
+        if previous is not None and previous >= reopened:
+            # The probe went out after the cool-off; its bootstrap or join decides the breaker.
+            evidence["probe_sent"] = previous
+            return ScaleOutDecision(name, "breaker-probe", (), evidence)
     cooldown = config.policy.cooldown
     if previous is not None and inputs.now < previous + cooldown:
         evidence["cooldown"] = {"last_scale_up": previous, "cooldown": cooldown, "until": previous + cooldown}

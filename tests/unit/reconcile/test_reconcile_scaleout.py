@@ -205,6 +205,12 @@ def test_breaker_open_stops_requests_and_half_open_sends_one_probe(world: Pass) 
     probe = world.decide(cpu=5)["cpu"]
     assert probe.ops == (OpRequest("cpu", "onprem", 1, 1),)
     assert probe.evidence["breaker"]["position"] == "half-open"
+    # Only one probe: while it is out, nothing more is asked for, cooldown or not.
+    world.commit(probe)
+    world.clock.advance(3 * world.config.policy.cooldown)
+    assert world.decide(cpu=5)["cpu"].outcome == "breaker-probe"
+    world.breakers.success("cpu", world.clock.now)  # the probe joined
+    assert world.decide(cpu=5)["cpu"].ops == (OpRequest("cpu", "onprem", 3, 4), OpRequest("cpu", "cheap", 1, 1))
 
 
 def test_no_gap_and_unknown_templates(world: Pass) -> None:
