@@ -217,3 +217,31 @@ def test_no_gap_and_unknown_templates(world: Pass) -> None:
     decisions = world.decide(cpu=0, tpu=3)
     assert (decisions["cpu"].outcome, decisions["tpu"].outcome) == ("no-gap", "unknown-template")
     assert decisions["tpu"].evidence["gap"]["gap"] == 3
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_steady_demand_through_the_policy_creates_exactly_the_hosts(tmp_path: Path, seed: int) -> None:
+    # No budget, unit granules: every pass decides, some creates are refused for capacity
+    # (keys closed, provider backed off), the others deliver; in the end exactly `need` hosts.
+    world = Pass(tmp_path, NO_POLICY.replace("granularity: 4", "granularity: 1"))
+    rng = random.Random(seed)
+    need = rng.randint(5, 60)
+    delivered: list[str] = []
+    for _ in range(200):
+        snap_time = world.clock.now
+        decisions = world.decide(cpu=max(0, need - len(delivered)))
+        for keys, op in zip(world.commit(decisions["cpu"]), decisions["cpu"].ops, strict=True):
+            if rng.random() < 0.3:
+                world.health.failed(op.provider, "cpu", CAPACITY, world.clock.now)
+                for key in keys:
+                    world.log.gone(key, op.provider, "cpu")
+            else:
+                for key in keys:
+                    world.clock.advance(0.01)
+                    # Created, expected and (by the next snapshot) joined and busy: the
+                    # controller's wanted drops by one.
+                    world.log.created(key, op.provider, "cpu")
+                    delivered.append(key)
+        assert len(delivered) <= need
+        world.clock.advance(max(31.0, world.clock.now - snap_time))
+    assert len(delivered) == need
