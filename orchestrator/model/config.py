@@ -128,6 +128,9 @@ class ProviderSettings(Strict):
     drain_policy: Literal["wait", "return"] = "wait"
     tags: dict[str, str] = Field(default_factory=dict)
     settings: dict[str, Any] = Field(default_factory=dict)
+    # Daemon policy (docs/configuration.md, "Scale-out policy"): the most this provider's live
+    # and in-flight instances may cost per hour (sum of their templates' cost_per_hour); unset = no cap.
+    budget_per_hour: float | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
     def _lifetime_fits(self) -> ProviderSettings:
@@ -220,6 +223,50 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+class RetrySettings(Strict):
+    """Daemon policy: how a create op that failed is tried again (exponential backoff, jitter)."""
+
+    # First delay; each further failure doubles it, up to ``max``. The jitter draws the delay
+    # from [d/2, d] so that orchestrators failing together do not retry in step.
+    base: Duration = 10.0
+    max: Duration = 600.0
+    # Consecutive transient failures of a template on a provider before it is passed over for
+    # the next provider by priority (a capacity or quota error passes it over at once).
+    attempts: int = Field(default=5, ge=1, le=100)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RetrySettings:
+        if self.base <= 0 or self.max < self.base:
+            raise ValueError(f"base {self.base:g}s must be above 0 and at most max {self.max:g}s")
+        return self
+
+
+class BreakerSettings(Strict):
+    """Daemon policy: the circuit breaker of a template after bootstrap or join failures."""
+
+    # ``failures`` bootstrap/join failures of one template within ``window``, with no success in
+    # between, open its breaker: no more hosts are requested until ``xceprov breaker reset``
+    # or ``cool_off`` has passed (then one more try: a failure reopens it, a success closes it).
+    failures: int = Field(default=3, ge=1, le=1000)
+    window: Duration = 1800.0
+    cool_off: Duration = 3600.0
+
+
+class PolicySettings(Strict):
+    """Daemon policy that is not per provider: cluster budget, cooldown, retries, breaker, lifetime."""
+
+    # The most every live and in-flight instance of the cluster may cost per hour; unset = no cap.
+    budget_per_hour: float | None = Field(default=None, ge=0)
+    # Least time between two scale-ups of one template (a create refused for capacity or quota
+    # does not count: its fallback goes at once).
+    cooldown: Duration = 30.0
+    # Hosts of a provider with max_lifetime are drained and returned from this long before it, so
+    # the orchestrator's graceful return comes before the cloud's hard stop.
+    lifetime_lead: Duration = 3600.0
+    retry: RetrySettings = Field(default_factory=RetrySettings)
+    breaker: BreakerSettings = Field(default_factory=BreakerSettings)
+
+
 class XceSide(Strict):
     """What the XCE controller knows about hosts of a template."""
 
@@ -236,6 +283,9 @@ class TemplateOnProvider(Strict):
     flavor: str = Field(min_length=1)
     image: str = Field(min_length=1)
     cost_per_hour: float = Field(default=0.0, ge=0)
+    # Daemon policy: at most this many instances of the template on the provider (on top of the
+    # provider's max_instances); unset = only the provider's limit.
+    max_instances: int | None = Field(default=None, ge=1)
     disk_gb: int | None = Field(default=None, ge=1)
     network: str | None = None
     extra: dict[str, Any] = Field(default_factory=dict)
@@ -272,6 +322,9 @@ class Config(Strict):
     # facts kept in a local journal). Off by default: without a controller a mutation is refused.
     standalone: bool = False
     daemon: DaemonSettings = Field(default_factory=DaemonSettings)
+
+
+    policy: PolicySettings = Field(default_factory=PolicySettings)
     providers: dict[str, ProviderSettings]
     templates: dict[str, HostTemplate]
 

@@ -1,9 +1,13 @@
 """Reconcile: turning demand and supply into ops.
 
-What lives here: the policy that turns a gap between demand and supply into ops (provider by
-priority and room under ``max_instances``, granularity; ``policy``), and, in the coming issues,
-the inputs of one pass (demand snapshot, facts, desired sets, read once per pass), idle reclaim
-and the ``run_once()`` loop with its ordered phases and injected clock.
+What lives here: ``TEMPLATE=N`` requests → ops for ``xceprov plan`` (``policy``); the exact gap
+per template (``gap``, over the facts' ``ledger``); the daemon's scale-out policy (``scaleout``:
+breaker, cooldown, providers by priority with fallback, room under ``max_instances`` and the
+budgets in ``budget``, granularity); failure classes of Terraform diagnostics (``classify``),
+provider health and backoff (``health``, ``backoff``, ``retry``); the per-template circuit
+breaker (``breaker``); ``max_lifetime`` selection (``lifetime``). Each takes its time as an
+argument and returns its evidence. To come: the inputs of one pass, idle reclaim and the
+``run_once()`` loop with its ordered phases and injected clock.
 
 May import: ``orchestrator.ops`` (to carry out the ops it decides), ``workspace``, ``clients``,
 ``render``, ``configfile``, ``paths``, ``protocol``, ``model`` and ``errors``. Never ``orphans``,

@@ -58,7 +58,7 @@ def choose_ops(
         chosen: OpRequest | None = None
         for name in candidates:
             settings = config.providers[name]
-            count = -(-asked // settings.granularity) * settings.granularity
+            count = round_up(asked, settings.granularity)
             if used.get(name, 0) + count <= settings.max_instances:
                 chosen = OpRequest(template=template, provider=name, count=count, asked=asked)
                 break
@@ -76,7 +76,17 @@ def choose_ops(
     return ops
 
 
-def _candidates(config: Config, template: str, provider: str | None) -> list[str]:
-    names = [provider] if provider is not None else list(config.templates[template].providers)
-    names = [n for n in names if n in config.templates[template].providers]
+def round_up(count: int, granularity: int) -> int:
+    """``count`` rounded up to a multiple of ``granularity`` (a provider hands out hosts in steps)."""
+    return -(-count // granularity) * granularity
+
+
+def by_priority(config: Config, template: str) -> list[str]:
+    """The providers of ``template``, highest ``priority`` first (ties by name, so stable)."""
+    names = list(config.templates[template].providers)
     return sorted(names, key=lambda n: (-config.providers[n].priority, n))
+
+
+def _candidates(config: Config, template: str, provider: str | None) -> list[str]:
+    names = by_priority(config, template)
+    return names if provider is None else [n for n in names if n == provider]

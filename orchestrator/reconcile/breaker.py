@@ -1,0 +1,171 @@
+"""The circuit breaker of a template: stop requesting hosts that fail to bootstrap or join.
+
+``policy.breaker.failures`` bootstrap or join failures of one template within
+``policy.breaker.window`` (with no success in between: a success clears the count) open its
+breaker. While open, the scale-out policy asks for no host of the template; status and the
+audit show why. It closes by ``xceprov breaker reset TEMPLATE`` (:meth:`Breakers.reset`) or
+half-opens after ``policy.breaker.cool_off``: one more request goes out, and the next outcome
+decides (a failure reopens it at once, a success closes it).
+
+The state lives in ``<state_dir>/breakers.json`` (0600, replaced atomically and durably), so a
+restarted daemon keeps a template stopped. Times are wall-clock seconds (the caller's injected
+clock): they must mean the same after a reboot, which a monotonic clock does not.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from orchestrator import durable
+from orchestrator.errors import FinalError
+from orchestrator.model.config import BreakerSettings
+
+BREAKERS_FILE: Final = "breakers.json"
+_FORMAT: Final = 1
+# What can trip a breaker: a host whose bootstrap failed, or one that never joined.
+FailureKind = Literal["bootstrap", "join"]
+
+
+class Position(StrEnum):
+    """Where a breaker stands."""
+
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half-open"
+
+
+@dataclass(frozen=True)
+class BreakerState:
+    """One template's breaker, as ``xceprov status`` and the audit show it."""
+
+    template: str
+    position: Position = Position.CLOSED
+    # Failure times (wall seconds) inside the window, oldest first.
+    failures: tuple[float, ...] = ()
+    opened_at: float | None = None
+    reason: str = ""
+
+    def reopens_at(self, settings: BreakerSettings) -> float | None:
+        """When an open breaker half-opens by itself (None when it is not open)."""
+        return None if self.opened_at is None else self.opened_at + settings.cool_off
+
+    def position_at(self, now: float, settings: BreakerSettings) -> Position:
+        """The position at ``now``: an open breaker past its cool-off is half-open."""
+        if self.position == Position.OPEN and self.opened_at is not None and now >= self.opened_at + settings.cool_off:
+            return Position.HALF_OPEN
+        return self.position
+
+    def evidence(self, now: float, settings: BreakerSettings) -> dict[str, Any]:
+        """JSON-ready: position now, failures in the window, when it opened and reopens, why."""
+        return {
+            "template": self.template,
+            "position": self.position_at(now, settings).value,
+            "failures": len(self.failures),
+            "threshold": settings.failures,
+            "window": settings.window,
+            "opened_at": self.opened_at,
+            "reopens_at": self.reopens_at(settings),
+            "reason": self.reason,
+        }
+
+
+@dataclass
+class Breakers:
+    """Every template's breaker, kept in ``path``."""
+
+    path: Path
+    settings: BreakerSettings
+    _states: dict[str, BreakerState] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, state_dir: Path, settings: BreakerSettings) -> Breakers:
+        """The breakers kept under ``state_dir`` (none yet when the file is absent)."""
+        path = Path(state_dir) / BREAKERS_FILE
+        return cls(path, settings, _read(path))
+
+    def state(self, template: str) -> BreakerState:
+        """The breaker of ``template`` (closed when nothing was recorded)."""
+        return self._states.get(template, BreakerState(template))
+
+    def states(self) -> list[BreakerState]:
+        """Every recorded breaker, by template."""
+        return [self._states[t] for t in sorted(self._states)]
+
+    def allows(self, template: str, now: float) -> bool:
+        """Whether hosts of ``template`` may be requested now (closed or half-open)."""
+        return self.state(template).position_at(now, self.settings) != Position.OPEN
+
+    def failure(self, template: str, kind: FailureKind, detail: str, now: float) -> BreakerState:
+        """Record a bootstrap or join failure of a host of ``template``; returns the new state."""
+        old = self.state(template)
+        recent = (*(t for t in old.failures if t > now - self.settings.window), now)
+        position = old.position_at(now, self.settings)
+        if position == Position.HALF_OPEN or (position == Position.CLOSED and len(recent) >= self.settings.failures):
+            why = f"{len(recent)} {kind} failures within {self.settings.window:g}s; last: {detail}"
+            if position == Position.HALF_OPEN:
+                why = f"{kind} failure after the cool-off; last: {detail}"
+            new = BreakerState(template, Position.OPEN, recent, now, why)
+        else:
+            new = replace(old, failures=recent)
+        return self._save(new)
+
+    def success(self, template: str, now: float) -> BreakerState:
+        """A host of ``template`` joined: failures are forgotten; a half-open breaker closes."""
+        old = self.state(template)
+        if old.position_at(now, self.settings) == Position.OPEN:
+            return old  # a late join of a host requested before the breaker opened changes nothing
+        if old == BreakerState(template):
+            return old
+        return self._save(BreakerState(template))
+
+    def reset(self, template: str) -> BreakerState:
+        """``xceprov breaker reset TEMPLATE``: close the breaker and forget its failures."""
+        return self._save(BreakerState(template))
+
+    def _save(self, state: BreakerState) -> BreakerState:
+        states = dict(self._states)
+        if state == BreakerState(state.template):
+            states.pop(state.template, None)
+        else:
+            states[state.template] = state
+        doc = {"format": _FORMAT, "breakers": {t: _to_json(s) for t, s in sorted(states.items())}}
+        durable.write_json_atomic(self.path, doc)
+        self._states = states  # only once the file holds it: memory never runs ahead of disk
+        return state
+
+
+def _to_json(state: BreakerState) -> dict[str, Any]:
+    doc = asdict(state)
+    doc["position"] = state.position.value
+    doc["failures"] = list(state.failures)
+    del doc["template"]
+    return doc
+
+
+def _read(path: Path) -> dict[str, BreakerState]:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    try:
+        doc = json.loads(raw)
+        if doc.get("format") != _FORMAT:
+            raise ValueError(f"format {doc.get('format')!r}, expected {_FORMAT}")
+        return {
+            str(t): BreakerState(
+                template=str(t),
+                position=Position(s["position"]),
+                failures=tuple(float(x) for x in s["failures"]),
+                opened_at=None if s["opened_at"] is None else float(s["opened_at"]),
+                reason=str(s["reason"]),
+            )
+            for t, s in doc["breakers"].items()
+        }
+    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
+        raise FinalError(
+            f"{path}: not a breaker file ({exc}); fix or remove it (removing closes every breaker)"
+        ) from None

@@ -1,0 +1,120 @@
+"""Room for new instances: ``max_instances`` and the budgets per hour, counted from the facts.
+
+Spend is ``Σ cost_per_hour`` over every instance key of this orchestrator's create ops that is
+not gone (``returned`` or ``lost``): live, in flight, or of an op whose outcome is unknown (a
+create that failed midway may have launched it). So a retry never pushes spend over a budget:
+a retry of an op re-applies keys already counted, and a new op after a failure gets room only
+once the failed keys were recorded gone. A key of a template or provider no longer in the
+configuration is costed at 0 and still takes room under ``max_instances``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.model.config import Config
+from orchestrator.reconcile.ledger import InstanceRecord
+
+
+@dataclass
+class Usage:
+    """Counted instances and spend per provider, per (provider, template) and for the cluster."""
+
+    instances: dict[str, int] = field(default_factory=dict)
+    by_template: dict[tuple[str, str], int] = field(default_factory=dict)
+    spend: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, config: Config, records: Iterable[InstanceRecord]) -> Usage:
+        """The usage of every counted (not gone) instance."""
+        usage = cls()
+        for record in records:
+            if record.counted:
+                usage.add(config, record.provider, record.template, 1)
+        return usage
+
+    def add(self, config: Config, provider: str, template: str, count: int) -> None:
+        """Count ``count`` more instances of ``template`` on ``provider`` (a decided op)."""
+        self.instances[provider] = self.instances.get(provider, 0) + count
+        self.by_template[(provider, template)] = self.by_template.get((provider, template), 0) + count
+        self.spend[provider] = self.spend.get(provider, 0.0) + count * unit_cost(config, provider, template)
+
+    @property
+    def total_spend(self) -> float:
+        """Spend per hour of the whole cluster."""
+        return sum(self.spend.values())
+
+
+@dataclass(frozen=True)
+class Room:
+    """How many more instances of a template fit on a provider, and which limit binds."""
+
+    fits: int
+    limit: str  # "max_instances" | "template max_instances" | "provider budget" | "cluster budget" | ""
+    evidence: dict[str, Any]
+
+
+def unit_cost(config: Config, provider: str, template: str) -> float:
+    """``cost_per_hour`` of one instance of ``template`` on ``provider`` (0 when not configured)."""
+    on = config.templates.get(template)
+    side = on.providers.get(provider) if on is not None else None
+    return side.cost_per_hour if side is not None else 0.0
+
+
+def room(config: Config, usage: Usage, provider: str, template: str) -> Room:
+    """The most instances of ``template`` that ``provider`` can still take under every limit."""
+    settings = config.providers[provider]
+    cost = unit_cost(config, provider, template)
+    used = usage.instances.get(provider, 0)
+    limits: list[tuple[int, str]] = [(settings.max_instances - used, "max_instances")]
+    side = config.templates[template].providers.get(provider)
+    if side is not None and side.max_instances is not None:
+        limits.append((side.max_instances - usage.by_template.get((provider, template), 0), "template max_instances"))
+    spend = usage.spend.get(provider, 0.0)
+    if settings.budget_per_hour is not None:
+        limits.append((_affordable(settings.budget_per_hour - spend, cost), "provider budget"))
+    cluster_budget = config.policy.budget_per_hour
+    if cluster_budget is not None:
+        limits.append((_affordable(cluster_budget - usage.total_spend, cost), "cluster budget"))
+    fits, limit = min(limits, key=lambda item: item[0])
+    evidence = {
+        "provider": provider,
+        "template": template,
+        "instances": used,
+        "max_instances": settings.max_instances,
+        "template_max_instances": side.max_instances if side is not None else None,
+        "cost_per_hour": cost,
+        "provider_spend": round(spend, 6),
+        "provider_budget": settings.budget_per_hour,
+        "cluster_spend": round(usage.total_spend, 6),
+        "cluster_budget": cluster_budget,
+        "fits": max(0, fits),
+        "limit": limit,
+    }
+    return Room(max(0, fits), limit, evidence)
+
+
+def _affordable(left: float, cost: float) -> int:
+    if cost <= 0:
+        return 1 << 31  # free instances are bounded by max_instances only
+    # A small tolerance: 3 × 0.1 must fit a budget of 0.3 despite binary fractions.
+    return int((left + 1e-9) // cost)
+
+
+def over_budget(config: Config, usage: Usage, provider: str) -> dict[str, Any] | None:
+    """The budget ``usage`` already exceeds on ``provider`` or the cluster, with numbers; else None.
+
+    Counted spend only goes above a budget when the budget was lowered (a reload) under
+    instances already committed; an op of those instances is then not retried, since its
+    retry would launch instances the new budget does not pay for.
+    """
+    budget = config.providers[provider].budget_per_hour if provider in config.providers else None
+    spend = usage.spend.get(provider, 0.0)
+    if budget is not None and spend > budget + 1e-9:
+        return {"limit": "provider budget", "provider": provider, "spend": round(spend, 6), "budget": budget}
+    cluster = config.policy.budget_per_hour
+    if cluster is not None and usage.total_spend > cluster + 1e-9:
+        return {"limit": "cluster budget", "spend": round(usage.total_spend, 6), "budget": cluster}
+    return None
