@@ -343,9 +343,9 @@ class Executor:
             epoch = self.gate(provider, op_id, "intent")
             specs = self.render(provider, template, count, op_id, epoch)
             placement = shards.place(op_id, sorted(specs))
-            for shard in placement:
-                with self.prepared(shard).lock():
-                    self.desired(shard)  # refuse before the intent when a desired set is missing
+            # New shards are built and initialised side by side; a missing desired set refuses
+            # the op before its intent.
+            self.run_shards(placement.items(), lambda shard, _keys: self.checked_desired(self.prepared(shard)))
             self.commit(Fact(FactKind.REQUEST_INTENT, provider, op_id, epoch, template=template, count=count))
             self.audit(
                 "op-placed", provider=provider, op=op_id, shards={str(s.path): len(k) for s, k in placement.items()}
@@ -353,6 +353,11 @@ class Executor:
             work = {shard: ({k: specs[k] for k in keys}, keys) for shard, keys in placement.items()}
             created = self.grow_shards(provider, op_id, template, work)
         return self.finish_create(provider, op_id, template, created)
+
+    def checked_desired(self, shard: ProviderWorkdir) -> dict[str, InstanceSpec]:
+        """The shard's desired set read under its lock (refused when missing beside a state)."""
+        with shard.lock():
+            return self.desired(shard)
 
     def grow_shards(
         self, provider: str, op_id: str, template: str, work: Mapping[ProviderWorkdir, ShardWork]
@@ -457,13 +462,18 @@ class Executor:
         chosen = sorted(set(keys))
         result = ReturnResult(op_id, provider, chosen, dry_run=dry_run)
         groups = self.group_by_shard(provider, chosen)
-        for shard, shard_keys in groups.items():
+        what = f"return of {len(chosen)} instances on {provider}"
+
+        def check(shard: ProviderWorkdir, shard_keys: list[str]) -> tuple[dict[str, str], PlanResult, list[str]]:
             with shard.lock():
                 desired = self.desired(shard)
-                result.names.update({k: desired[k].name for k in shard_keys})
                 remaining = {k: v for k, v in desired.items() if k not in shard_keys}
                 with self.planned(shard, remaining) as (plan, _plan_file, _variables):
-                    deletes = check_delete(plan, set(shard_keys), f"return of {len(chosen)} instances on {provider}")
+                    deletes = check_delete(plan, set(shard_keys), what)
+            return {k: desired[k].name for k in shard_keys}, plan, deletes
+
+        for names, plan, deletes in self.run_shards(groups.items(), check):
+            result.names.update(names)
             result.plans.append(plan)
             result.deleted.extend(deletes)
         # --max counts Terraform's deletions over every shard of the op.

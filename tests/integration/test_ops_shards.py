@@ -8,7 +8,6 @@ runs: standalone mode (local lock, epoch ``none``), as in ``test_plan_cli.py``.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -77,20 +76,16 @@ def test_a_burst_over_three_states_lists_once_and_destroys_whole(tmp_path: Path)
     assert sorted(i.client_token for i in alive) == sorted(keys)
     assert {i.tags["xce:epoch"] for i in alive} == {"none"}
 
-    # Only shard 0 reads the tagged listing; the others leave it out (and say so).
+    # Only shard 0 reads the tagged listing (a refresh sees all 7); the others leave it out of
+    # their states and say so in their outputs.
     engine = engine_for(loaded.config)
-    views = [read_views(engine, s.path) for s in states]
-    assert views[0].listing.supported
-    assert sorted(o.id for o in views[0].listing.objects) == sorted(i.id for i in alive)
-    assert [v.listing.supported for v in views[1:]] == [False, False]
+    listing = read_views(engine, states[0].path).listing
+    assert listing.supported
+    assert sorted(o.id for o in listing.objects) == sorted(i.id for i in alive)
     for shard in states[1:]:
         outputs = engine.output(shard.path)
         assert outputs["tagged"] == {} and outputs["tagged_supported"] is False
         assert sorted(outputs["instances"]) == sorted(shards.keys(shard))
-
-    opened = xceprov(site, "ops", "--json")
-    assert opened.returncode == 0, opened.stderr
-    assert "op-" not in json.dumps(json.loads(opened.stdout).get("open", []))
 
     gone = xceprov(site, "destroy", "--all")
     assert gone.returncode == 0, gone.stderr
