@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Protocol
 
 from orchestrator.clients.terraform.engine import Engine
-from orchestrator.ops.hostloss import LossTracker, LostInstance
 from orchestrator.errors import TerraformError
+from orchestrator.ops.hostloss import LossTracker, LostInstance
 from orchestrator.workspace.cloudview import Listing, read_listing, read_views
 from orchestrator.workspace.shards import listing_dir
 

@@ -1,12 +1,12 @@
 """``xceprov destroy``: return instances the toolkit made, by op or all of a provider, exactly.
 
 Only instances in the provider's desired sets (made by this toolkit, in this cluster's working
-directories: every shard of the provider) can be named; nothing else in the cloud is ever touched. Every return goes through
-the executor (``orchestrator.ops``): the desired set is read under the working directory's lock,
-the removal is planned and checked (deletes exactly the chosen instances), ``--max`` counts the
-plan's deletions, ``--dry-run`` stops after the plan. Hosts that joined and run work are refused
-unless ``force`` (still audited, still with a ``returning`` intent); ``xceprov return`` drains
-them instead.
+directories: every shard of the provider) can be named; nothing else in the cloud is ever
+touched. Every return goes through the executor (``orchestrator.ops``): the desired sets are
+read under their working directories' locks, the removal is planned and checked (deletes
+exactly the chosen instances), ``--max`` counts the plan's deletions, ``--dry-run`` stops
+after the plan. Hosts that joined and run work are refused unless ``force`` (still audited,
+still with a ``returning`` intent); ``xceprov return`` drains them instead.
 """
 
 from __future__ import annotations

@@ -3,17 +3,17 @@
 With ``shard_size: 3`` a burst of 7 lands in three states (3 + 3 + 1); the cloud then holds
 exactly those 7 instances, each with its instance key as client token; only shard 0 lists the
 cluster's tagged objects; ``destroy --all`` reads every shard and removes all 7. No controller
-runs: standalone mode (local lock, epoch ``none``), as in ``test_plan_cli.py``.
+runs: standalone mode (local lock, epoch ``none``), as in ``test_plan_cli.py``. All three
+shards at once (``parallel_states: 3``) keeps the test short; the bound itself is a unit test
+(``tests/unit/ops/test_executor_shards.py``).
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_run import xceprov
 
 from orchestrator.configfile import load_config
 from orchestrator.sim.cloud.store import CloudStore
@@ -30,7 +30,7 @@ cluster: shardtest
 state_dir: state
 standalone: true
 controller: {ca: system}
-terraform: {parallel_states: 2}
+terraform: {parallel_states: 3}
 providers:
   sim:
     module: xcesim
@@ -41,19 +41,6 @@ templates:
     providers:
       sim: {flavor: c8.large, image: debian-12, cost_per_hour: 0.5}
 """
-
-
-def xceprov(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "XCEPROV_CONFIG": str(site / "xceprov.yaml")}
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", *args],
-        cwd=site,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 def test_a_burst_over_three_states_lists_once_and_destroys_whole(tmp_path: Path) -> None:
