@@ -183,3 +183,9 @@ def test_only_shard_zero_keeps_the_listing_in_its_variables(tmp_path: Path) -> N
     # Where a shard's host-loss check reads the cloud's reasons: shard 0's listing.
     assert listing_dir(shards.shard(3).path) == shards.base
     assert listing_dir(shards.base) == shards.base
+
+
+def test_parallel_states_defaults_to_two_and_refuses_zero(tmp_path: Path) -> None:
+    assert site_config(tmp_path).config.terraform.parallel_states == 2
+    with pytest.raises(ConfigError, match=r"terraform\.parallel_states"):
+        site_config(tmp_path, parallel_states=0)
