@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,15 @@ class FakeEngine:
         self.calls: list[tuple[str, Path]] = []
         # The ``should_stop`` of every apply, in order (None when the caller gave none).
         self.should_stop: list[Callable[[], bool] | None] = []
+        # Per plan: the working directory and the keys it would create (shards: only their own).
+        self.planned_creates: list[tuple[Path, list[str]]] = []
+        # Working directories whose next apply fails (once each), as a cloud error would.
+        self.fail_apply: set[Path] = set()
+        # Called inside every apply while it counts as running (shard tests synchronise on it).
+        self.during_apply: Callable[[Path], None] | None = None
+        self.in_flight = 0
+        self.peak_in_flight = 0  # the most applies that ever ran at the same time
+        self._count = threading.Lock()
 
     # --- state of one working directory -------------------------------------------------
 
@@ -94,6 +104,8 @@ class FakeEngine:
                 json.dumps({"serial": current["serial"], "variables": variables, "changes": [c.key for c in changes]})
             )
         adds = sum(c.action == "create" for c in changes)
+        if not refresh_only:
+            self.planned_creates.append((workdir, [str(c.key) for c in changes if c.action == "create"]))
         return PlanResult(
             changes=changes,
             drift=(),
@@ -115,6 +127,21 @@ class FakeEngine:
         self.should_stop.append(should_stop)
         if plan_file is None:
             raise TerraformError("the fake engine applies saved plans only")
+        with self._count:
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            if self.during_apply is not None:
+                self.during_apply(workdir)
+            return self._apply(workdir, plan_file, should_stop)
+        finally:
+            with self._count:
+                self.in_flight -= 1
+
+    def _apply(self, workdir: Path, plan_file: Path, should_stop: Callable[[], bool] | None) -> ApplyResult:
+        if workdir in self.fail_apply:
+            self.fail_apply.discard(workdir)
+            raise TerraformError("Error: creating instance: the cloud refused (injected)")
         if should_stop is not None and should_stop():
             # Stopped before its first cloud call: the state is unchanged, as Terraform leaves it.
             return ApplyResult(changes=(), failed=(), diagnostics=(), summary=Summary(), interrupted=True)
@@ -170,9 +197,15 @@ templates:
 """
 
 
-def site_config(tmp_path: Path, cluster: str = "unit") -> LoadedConfig:
-    """The test site, its state under ``tmp_path/state``."""
+def site_config(
+    tmp_path: Path, cluster: str = "unit", shard_size: int | None = None, parallel_states: int | None = None
+) -> LoadedConfig:
+    """The test site, its state under ``tmp_path/state``; optionally small shards (room for 30)."""
     text = SITE.format(cluster=cluster, state=tmp_path / "state")
+    if shard_size is not None:
+        text = text.replace("max_instances: 10}", f"max_instances: 30, shard_size: {shard_size}}}")
+    if parallel_states is not None:
+        text += f"terraform: {{parallel_states: {parallel_states}}}\n"
     return parse_config(text, str(tmp_path / "xceprov.yaml"), tmp_path)
 
 

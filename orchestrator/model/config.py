@@ -35,6 +35,9 @@ class TerraformSettings(Strict):
     engine: Literal["bundled", "binary"] = "bundled"
     binary: str | None = Field(default=None, description="terraform or tofu executable when engine=binary")
     parallelism: int = Field(default=10, ge=1, le=256)
+    # Shards (Terraform states) of one op applied at the same time. 2 measured best on 2 cores:
+    # every state at once only adds contention between provider processes (docs/performance.md).
+    parallel_states: int = Field(default=2, ge=1, le=64)
 
     @model_validator(mode="after")
     def _binary_named(self) -> TerraformSettings:

@@ -10,6 +10,15 @@ the chosen keys) → gate → apply → ``returned`` facts. Before each plan tha
 the host-loss check runs (:mod:`.losses`). Every step is written to the audit log with its
 evidence; docs/operations.md describes the lifecycle for operators.
 
+Shards (docs/architecture.md, "Bursts that scale"): a provider's instances live in several
+Terraform states of at most ``shard_size`` instances. A create places its keys
+(``ProviderShards.place`` under the placement lock, held until every shard it touches has
+written its desired set and applied); a return groups its keys by the shard holding them. The
+shards of one op then run the steps above each under its own lock, at most
+``terraform.parallel_states`` at a time, all with the same fence. Facts follow each shard's
+apply; the op's outcome is complete only when every shard it spans applied, and a failed or
+interrupted shard leaves the op open for resume.
+
 A crash at any point leaves an op that :mod:`.resume` finds from the facts and completes.
 """
 
@@ -19,8 +28,10 @@ import contextlib
 import json
 import logging
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,10 +52,14 @@ from orchestrator.ops.losses import LossObserver, observer_for
 from orchestrator.ops.plancheck import check_create, check_delete
 from orchestrator.render.instances import RenderRequest, controller_context, render_op, render_settings, renderer_for
 from orchestrator.workspace.audit import audit
+from orchestrator.workspace.shards import ProviderShards
 from orchestrator.workspace.terraform import instances_output, prepared_workdir
 from orchestrator.workspace.workdir import ProviderWorkdir
 
 log = logging.getLogger(__name__)
+
+# The instances one shard of an op grows by, and the keys whose facts it records afterwards.
+ShardWork = tuple[Mapping[str, InstanceSpec], Sequence[str]]
 
 
 @dataclass(frozen=True)
@@ -85,8 +100,14 @@ class ReturnResult:
     deleted: list[str] = field(default_factory=list)
     names: dict[str, str] = field(default_factory=dict)
     dry_run: bool = False
-    plan: PlanResult | None = None
+    plan: PlanResult | None = None  # the first shard's plan (the only one when one shard holds the keys)
     drained: list[str] = field(default_factory=list)
+    plans: list[PlanResult] = field(default_factory=list)  # one per shard holding chosen keys
+
+
+def shard_index(shard: ProviderWorkdir) -> int:
+    """The shard's index (0 for a plain working directory: it is shard 0)."""
+    return int(getattr(shard, "index", 0))
 
 
 class Executor:
@@ -118,18 +139,74 @@ class Executor:
         self.losses = losses
         self.clock = clock
         self.sleep = sleep
+        self._shards: dict[str, ProviderShards] = {}
+        # Shards of one op run in threads: facts and audit entries are written one at a time.
+        self._serial = threading.RLock()
 
     # -- small steps -----------------------------------------------------------------------------
 
+    def shards(self, provider: str) -> ProviderShards:
+        """The provider's shards (one object per provider, so its desired-set cache is shared)."""
+        if provider not in self._shards:
+            self._shards[provider] = ProviderShards(self.config, provider, self.root)
+        return self._shards[provider]
+
     def workdir(self, provider: str) -> ProviderWorkdir:
-        """The provider's working directory, built and initialised."""
-        workdir = ProviderWorkdir(self.config, provider, self.root)
+        """The provider's shard 0 (its listing shard), built and initialised."""
+        workdir = self.shards(provider).listing_shard()
         prepared_workdir(self.engine, workdir)
         return workdir
 
+    def prepared(self, shard: ProviderWorkdir) -> ProviderWorkdir:
+        """``shard`` built and initialised (a new shard is made on its first use)."""
+        prepared_workdir(self.engine, shard)
+        return shard
+
+    def shard_list(self, provider: str) -> list[ProviderWorkdir]:
+        """Every shard of the provider on disk, shard 0 first, each built and initialised."""
+        self.workdir(provider)
+        return [self.prepared(shard) for shard in self.shards(provider).all()]
+
+    def provider_desired(self, provider: str) -> dict[str, InstanceSpec]:
+        """The desired sets of every shard, merged (each read under its shard's lock)."""
+        merged: dict[str, InstanceSpec] = {}
+        for shard in self.shard_list(provider):
+            with shard.lock():
+                merged.update(self.desired(shard))
+        return merged
+
+    def provider_instances(self, provider: str) -> dict[str, dict[str, Any]]:
+        """The instances of every shard's Terraform state, merged (key → id, name, address, tags)."""
+        merged: dict[str, dict[str, Any]] = {}
+        for shard in self.shard_list(provider):
+            merged.update(self.state_instances(shard))
+        return merged
+
+    def run_shards(
+        self, work: Iterable[tuple[ProviderWorkdir, Any]], step: Callable[[ProviderWorkdir, Any], Any]
+    ) -> list[Any]:
+        """``step(shard, item)`` for every pair, at most ``terraform.parallel_states`` at a time.
+
+        Every shard runs to its end even when another fails (what one shard applied gets its
+        facts); then the first failure is raised, a lost lease before any other, so the op stays
+        open and resumable. The answers come back in the order of ``work``.
+        """
+        items = list(work)
+        if len(items) <= 1:
+            return [step(shard, item) for shard, item in items]
+        workers = min(self.config.terraform.parallel_states, len(items))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="xceprov-shard") as pool:
+            futures = [pool.submit(step, shard, item) for shard, item in items]
+            errors = [f.exception() for f in futures]
+        failed = [e for e in errors if e is not None]
+        if failed:
+            raise next((e for e in failed if isinstance(e, LeaseLost)), failed[0])
+        return [f.result() for f in futures]
+
     def audit(self, action: str, **details: Any) -> None:
         """One audit entry (the log is the operator's evidence of every step)."""
-        audit(self.config.state_dir, action, **details)
+        with self._serial:
+            audit(self.config.state_dir, action, **details)
 
     def gate(self, provider: str, op_id: str, step: str) -> Epoch:
         """The fence's epoch, or ``LeaseLost`` (audited) naming the op, which stays resumable."""
@@ -141,7 +218,8 @@ class Executor:
 
     def commit(self, fact: Fact) -> None:
         """Commit one fact and audit it."""
-        self.facts.commit(fact)
+        with self._serial:
+            self.facts.commit(fact)
         self.audit(
             f"fact-{fact.kind}",
             provider=fact.provider,
@@ -184,16 +262,28 @@ class Executor:
     def apply(self, provider: str, workdir: ProviderWorkdir, plan_file: Path, op_id: str) -> None:
         """Gate, then apply the checked plan; Terraform stops gracefully when the fence closes."""
         epoch = self.gate(provider, op_id, "apply")
-        self.audit("op-apply", provider=provider, op=op_id, epoch=epoch_tag(epoch))
+        self.audit("op-apply", provider=provider, op=op_id, shard=shard_index(workdir), epoch=epoch_tag(epoch))
         try:
             result = self.engine.apply(
                 workdir.path, plan_file=plan_file, should_stop=lambda: not self.fence.valid(provider)
             )
         except Exception as exc:
-            self.audit("op-apply-failed", provider=provider, op=op_id, error=str(exc).splitlines()[0:1])
+            self.audit(
+                "op-apply-failed",
+                provider=provider,
+                op=op_id,
+                shard=shard_index(workdir),
+                error=str(exc).splitlines()[0:1],
+            )
             raise
         if result.interrupted:
-            self.audit("op-apply-interrupted", provider=provider, op=op_id, reason="the lease is no longer valid")
+            self.audit(
+                "op-apply-interrupted",
+                provider=provider,
+                op=op_id,
+                shard=shard_index(workdir),
+                reason="the lease is no longer valid",
+            )
             raise LeaseLost(
                 f"provider {provider}: the lease lapsed or was revoked during the apply of op {op_id}; "
                 "Terraform stopped after its calls in flight (resumable: xceprov ops resume)"
@@ -245,15 +335,44 @@ class Executor:
         if count <= 0:
             raise UsageError(f"count must be at least 1, not {count}")
         op_id = op_id or new_op_id()
-        workdir = self.workdir(provider)
-        with workdir.lock():
+        shards = self.shards(provider)
+        self.workdir(provider)
+        # Held until every shard the op touches wrote its desired set (and applied): two
+        # placements never read the same free room. Returns do not take it.
+        with shards.placement_lock():
             epoch = self.gate(provider, op_id, "intent")
             specs = self.render(provider, template, count, op_id, epoch)
-            self.desired(workdir)  # refuse before the intent when the desired set is missing
+            placement = shards.place(op_id, sorted(specs))
+            # New shards are built and initialised side by side; a missing desired set refuses
+            # the op before its intent.
+            self.run_shards(placement.items(), lambda shard, _keys: self.checked_desired(self.prepared(shard)))
             self.commit(Fact(FactKind.REQUEST_INTENT, provider, op_id, epoch, template=template, count=count))
-            self.grow(provider, workdir, op_id, specs)
-            created = self.record_created(provider, workdir, op_id, template, sorted(specs))
+            self.audit(
+                "op-placed", provider=provider, op=op_id, shards={str(s.path): len(k) for s, k in placement.items()}
+            )
+            work = {shard: ({k: specs[k] for k in keys}, keys) for shard, keys in placement.items()}
+            created = self.grow_shards(provider, op_id, template, work)
         return self.finish_create(provider, op_id, template, created)
+
+    def checked_desired(self, shard: ProviderWorkdir) -> dict[str, InstanceSpec]:
+        """The shard's desired set read under its lock (refused when missing beside a state)."""
+        with shard.lock():
+            return self.desired(shard)
+
+    def grow_shards(
+        self, provider: str, op_id: str, template: str, work: Mapping[ProviderWorkdir, ShardWork]
+    ) -> list[Created]:
+        """Per shard, under its lock: grow by its instances (when any), then record its keys' facts."""
+
+        def one(shard: ProviderWorkdir, item: ShardWork) -> list[Created]:
+            specs, keys = item
+            with shard.lock():
+                if specs:
+                    self.grow(provider, shard, op_id, specs)
+                return self.record_created(provider, shard, op_id, template, sorted(keys)) if keys else []
+
+        made = self.run_shards(sorted(work.items(), key=lambda kv: shard_index(kv[0])), one)
+        return sorted((c for part in made for c in part), key=lambda c: c.key)
 
     def grow(self, provider: str, workdir: ProviderWorkdir, op_id: str, specs: Mapping[str, InstanceSpec]) -> None:
         """Desired set + ``specs``, planned, checked, written, applied (the workdir lock is held)."""
@@ -341,34 +460,59 @@ class Executor:
         drain = drain or DrainSettings()
         op_id = new_op_id()
         chosen = sorted(set(keys))
-        workdir = self.workdir(provider)
         result = ReturnResult(op_id, provider, chosen, dry_run=dry_run)
-        with workdir.lock():
-            desired = self.desired(workdir)
-            unknown = [k for k in chosen if k not in desired]
-            if unknown:
-                raise UsageError(f"provider {provider}: {', '.join(unknown)}: not in the desired set")
-            result.names = {k: desired[k].name for k in chosen}
-            remaining = {k: v for k, v in desired.items() if k not in chosen}
-            with self.planned(workdir, remaining) as (plan, _plan_file, _variables):
-                deletes = check_delete(plan, set(chosen), f"return of {len(chosen)} instances on {provider}")
-            self._check_max(deletes, max_delete)
-            result.plan, result.deleted = plan, deletes
-            self.audit(
-                "op-return-dry-run" if dry_run else "op-return",
-                provider=provider,
-                op=op_id,
-                keys=chosen,
-                deletes=deletes,
-                reason=reason,
-            )
+        groups = self.group_by_shard(provider, chosen)
+        what = f"return of {len(chosen)} instances on {provider}"
+
+        def check(shard: ProviderWorkdir, shard_keys: list[str]) -> tuple[dict[str, str], PlanResult, list[str]]:
+            with shard.lock():
+                desired = self.desired(shard)
+                remaining = {k: v for k, v in desired.items() if k not in shard_keys}
+                with self.planned(shard, remaining) as (plan, _plan_file, _variables):
+                    deletes = check_delete(plan, set(shard_keys), what)
+            return {k: desired[k].name for k in shard_keys}, plan, deletes
+
+        for names, plan, deletes in self.run_shards(groups.items(), check):
+            result.names.update(names)
+            result.plans.append(plan)
+            result.deleted.extend(deletes)
+        # --max counts Terraform's deletions over every shard of the op.
+        self._check_max(result.deleted, max_delete)
+        result.plan = result.plans[0] if result.plans else None
+        self.audit(
+            "op-return-dry-run" if dry_run else "op-return",
+            provider=provider,
+            op=op_id,
+            keys=chosen,
+            deletes=result.deleted,
+            reason=reason,
+        )
         if dry_run:
             return result
         joined = settle_hosts(self, provider, op_id, chosen, drain)
         result.drained = sorted(joined) if drain.drain else []
-        with workdir.lock():
-            self.shrink(provider, workdir, op_id, chosen, joined, max_delete)
+
+        def one(shard: ProviderWorkdir, shard_keys: list[str]) -> None:
+            with shard.lock():
+                self.shrink(provider, shard, op_id, shard_keys, joined, max_delete)
+
+        self.run_shards(groups.items(), one)
         return result
+
+    def group_by_shard(self, provider: str, keys: Sequence[str]) -> dict[ProviderWorkdir, list[str]]:
+        """``keys`` by the shard whose desired set holds them; a key no shard holds is refused."""
+        wanted = set(keys)
+        groups: dict[ProviderWorkdir, list[str]] = {}
+        for shard in self.shard_list(provider):
+            with shard.lock():
+                held = [k for k in self.desired(shard) if k in wanted]  # refuses a missing desired set
+            if held:
+                groups[shard] = sorted(held)
+        found = {k for held in groups.values() for k in held}
+        unknown = [k for k in keys if k not in found]
+        if unknown:
+            raise UsageError(f"provider {provider}: {', '.join(unknown)}: not in the desired set")
+        return groups
 
     @staticmethod
     def _check_max(deletes: Sequence[str], max_delete: int | None) -> None:

@@ -58,7 +58,9 @@ class StandaloneFence:
         durable.private_dir(self.lock_dir)
         for provider in self.providers:
             path = self.lock_dir / f"standalone-{provider}.lock"
-            lock = FileLock(str(path), timeout=0, mode=durable.PRIVATE_FILE)
+            # Held by the process, not a thread: the shards of one op are applied from worker
+            # threads, and each gates on this lock (filelock's default is per thread).
+            lock = FileLock(str(path), timeout=0, mode=durable.PRIVATE_FILE, thread_local=False)
             try:
                 lock.acquire()
             except Timeout:

@@ -4,6 +4,10 @@
 refresh-only plan; ``orchestrator.ops.hostloss.LossTracker`` (persisted suspects) decides which
 missing instances are lost: at once when the cloud says reclaimed or expired, otherwise after two
 consecutive observations. The executor needs only :class:`LossObserver`, so tests can inject one.
+
+In a sharded provider each shard's observation reads its own drift; shards >= 1 have no listing
+of their own (``list_tagged`` false), so when their drift shows a deleted instance the listing is
+read from shard 0 (``shards.listing_dir``), the one state that lists the cloud.
 """
 
 from __future__ import annotations
@@ -13,8 +17,10 @@ from pathlib import Path
 from typing import Protocol
 
 from orchestrator.clients.terraform.engine import Engine
+from orchestrator.errors import TerraformError
 from orchestrator.ops.hostloss import LossTracker, LostInstance
-from orchestrator.workspace.cloudview import read_views
+from orchestrator.workspace.cloudview import Listing, read_listing, read_views
+from orchestrator.workspace.shards import listing_dir
 
 SUSPECTS_FILE = "lost-suspects.json"
 
@@ -33,6 +39,7 @@ class TrackerObserver:
     def __init__(self, engine: Engine, workdir: Path) -> None:
         self.engine = engine
         self.workdir = workdir
+        self.listing_dir = listing_dir(workdir)
         self.tracker = LossTracker(workdir / SUSPECTS_FILE)
 
     def observe(self) -> Sequence[LostInstance]:
@@ -41,7 +48,20 @@ class TrackerObserver:
         # A module without a real listing (tagged_supported false) says nothing about reasons:
         # drift alone still finds losses, after two observations.
         listing = views.listing if views.listing.supported else None
+        if listing is None and views.drift.deleted and self.listing_dir != self.workdir:
+            listing = self.shard0_listing()
         return list(self.tracker.observe(views.drift, listing))
+
+    def shard0_listing(self) -> Listing | None:
+        """The listing of shard 0, read only when this shard's drift needs reasons; None when unread.
+
+        Unreadable is not fatal here: without reasons the two-observation rule still applies.
+        """
+        try:
+            listing = read_listing(self.engine, self.listing_dir)
+        except TerraformError:
+            return None
+        return listing if listing.supported else None
 
 
 def observer_for(engine: Engine, workdir: Path) -> LossObserver:

@@ -16,6 +16,11 @@ instance key still without an outcome:
 
 Keys in the state or the desired set that no fact mentions are reported as untracked, never
 changed: the orphan scan decides about them.
+
+Every shard of the provider is read (docs/architecture.md, "Bursts that scale"): a key is in
+exactly one shard's desired set, so resume re-applies only the shards that hold unapplied keys
+(the others' plans would be empty) and records facts per shard; the tagged listing comes from
+shard 0, the listing shard.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from orchestrator.errors import TerraformError
 from orchestrator.model import tags as owner
 from orchestrator.model.facts import Fact, FactKind
 from orchestrator.model.instances import op_of_key
-from orchestrator.ops.executor import Executor
+from orchestrator.ops.executor import Executor, ShardWork
 from orchestrator.ops.openops import OpenOp, open_ops
 from orchestrator.workspace.workdir import ProviderWorkdir
 
@@ -76,9 +81,12 @@ def survey(executor: Executor, provider: str) -> ProviderOps:
     """The provider's open ops plus the keys held or desired that no fact mentions."""
     facts = executor.facts.facts(provider)
     workdir = executor.workdir(provider)
-    with workdir.lock():
-        held = executor.state_instances(workdir)
-        desired = workdir.desired.read()
+    held: dict[str, Any] = {}
+    desired: set[str] = set()
+    for shard in executor.shard_list(provider):
+        with shard.lock():
+            held.update(executor.state_instances(shard))
+            desired.update(shard.desired.read())
     known_ops = {f.op_id for f in facts if f.kind == FactKind.REQUEST_INTENT}
     untracked = sorted(k for k in set(held) | set(desired) if op_of_key(k) not in known_ops)
     status, objects = tagged_objects(executor, workdir)
@@ -104,41 +112,49 @@ def resume_provider(executor: Executor, provider: str) -> list[Resolution]:
 def _resume_create(executor: Executor, op: OpenOp) -> Resolution:
     provider = op.provider
     workdir = executor.workdir(provider)
-    with workdir.lock():
-        held = executor.state_instances(workdir)
-        desired = executor.desired(workdir)
+    work: dict[ProviderWorkdir, ShardWork] = {}
+    found: set[str] = set()
+    for shard in executor.shard_list(provider):
+        with shard.lock():
+            held = executor.state_instances(shard)
+            desired = executor.desired(shard)
         unapplied = {k: desired[k] for k in op.pending if k in desired and k not in held}
-        never = [k for k in op.pending if k not in desired and k not in held]
-        if unapplied:
-            status, objects = tagged_objects(executor, workdir)
-            seen = sorted(o["id"] for o in objects if o["tags"].get(owner.OP_ID) == op.op_id)
-            executor.audit(
-                "resume-recreate",
-                provider=provider,
-                op=op.op_id,
-                keys=sorted(unapplied),
-                listing=status,
-                tagged=seen,
-                reason="desired but not in the state; the key is the cloud's idempotency token",
-            )
-            executor.grow(provider, workdir, op.op_id, unapplied)
-        if never:
-            epoch = executor.gate(provider, op.op_id, "abandon")
-            detail = json.dumps({"abandoned": "intent committed, desired set never written: nothing was created"})
-            for key in never:
-                executor.commit(
-                    Fact(
-                        FactKind.RETURNED,
-                        provider,
-                        op.op_id,
-                        epoch,
-                        instance_key=key,
-                        template=op.template,
-                        detail=detail,
-                    )
+        mine = [k for k in op.pending if k in desired or k in held]
+        found.update(mine)
+        if mine:
+            work[shard] = (unapplied, mine)
+    never = [k for k in op.pending if k not in found]
+    unapplied_keys = sorted(k for specs, _keys in work.values() for k in specs)
+    if unapplied_keys:
+        status, objects = tagged_objects(executor, workdir)
+        seen = sorted(o["id"] for o in objects if o["tags"].get(owner.OP_ID) == op.op_id)
+        executor.audit(
+            "resume-recreate",
+            provider=provider,
+            op=op.op_id,
+            keys=unapplied_keys,
+            shards=sorted(str(s.path) for s, (specs, _keys) in work.items() if specs),
+            listing=status,
+            tagged=seen,
+            reason="desired but not in the state; the key is the cloud's idempotency token",
+        )
+    if never:
+        epoch = executor.gate(provider, op.op_id, "abandon")
+        detail = json.dumps({"abandoned": "intent committed, desired set never written: nothing was created"})
+        for key in never:
+            executor.commit(
+                Fact(
+                    FactKind.RETURNED,
+                    provider,
+                    op.op_id,
+                    epoch,
+                    instance_key=key,
+                    template=op.template,
+                    detail=detail,
                 )
-        to_record = [k for k in op.pending if k not in never]
-        created = executor.record_created(provider, workdir, op.op_id, op.template, to_record) if to_record else []
+            )
+    to_record = sorted(found)
+    created = executor.grow_shards(provider, op.op_id, op.template, work) if work else []
     executor.finish_create(provider, op.op_id, op.template, created)
     if never and not to_record:
         outcome, reason = "abandoned", "the crash came before the desired set: nothing was created"
@@ -151,10 +167,24 @@ def _resume_create(executor: Executor, op: OpenOp) -> Resolution:
 
 def _resume_return(executor: Executor, op: OpenOp) -> Resolution:
     provider = op.provider
-    workdir = executor.workdir(provider)
-    with workdir.lock():
-        desired = executor.desired(workdir)
-        executor.remove(provider, workdir, op.op_id, list(op.pending), desired)
+    shards = executor.shard_list(provider)
+    groups: dict[ProviderWorkdir, list[str]] = {}
+    for shard in shards:
+        with shard.lock():
+            there = set(executor.desired(shard)) | set(executor.state_instances(shard))
+        mine = [k for k in op.pending if k in there]
+        if mine:
+            groups[shard] = mine
+    # Keys no shard holds any more were deleted before the crash: shard 0 records them returned.
+    gone = [k for k in op.pending if not any(k in keys for keys in groups.values())]
+    if gone:
+        groups.setdefault(shards[0], []).extend(gone)
+
+    def one(shard: ProviderWorkdir, keys: list[str]) -> None:
+        with shard.lock():
+            executor.remove(provider, shard, op.op_id, keys, executor.desired(shard))
+
+    executor.run_shards(groups.items(), one)
     reason = f"{len(op.pending)} returning instances deleted and recorded returned"
     executor.audit("resume", provider=provider, op=op.op_id, kind="return", outcome="completed", reason=reason)
     return Resolution(provider, op.op_id, "return", "completed", reason, list(op.pending))

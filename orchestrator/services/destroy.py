@@ -1,12 +1,12 @@
 """``xceprov destroy``: return instances the toolkit made, by op or all of a provider, exactly.
 
-Only instances in the provider's desired set (made by this toolkit, in this cluster's working
-directory) can be named; nothing else in the cloud is ever touched. Every return goes through
-the executor (``orchestrator.ops``): the desired set is read under the working directory's lock,
-the removal is planned and checked (deletes exactly the chosen instances), ``--max`` counts the
-plan's deletions, ``--dry-run`` stops after the plan. Hosts that joined and run work are refused
-unless ``force`` (still audited, still with a ``returning`` intent); ``xceprov return`` drains
-them instead.
+Only instances in the provider's desired sets (made by this toolkit, in this cluster's working
+directories: every shard of the provider) can be named; nothing else in the cloud is ever
+touched. Every return goes through the executor (``orchestrator.ops``): the desired sets are
+read under their working directories' locks, the removal is planned and checked (deletes
+exactly the chosen instances), ``--max`` counts the plan's deletions, ``--dry-run`` stops
+after the plan. Hosts that joined and run work are refused unless ``force`` (still audited,
+still with a ``returning`` intent); ``xceprov return`` drains them instead.
 """
 
 from __future__ import annotations
@@ -41,13 +41,11 @@ class DestroyResult:
 
 def select_keys(executor: Executor, providers: Sequence[str], ops: Sequence[str],
                 all_instances: bool) -> dict[str, list[str]]:
-    """The chosen instance keys per provider (desired sets read under each working directory's lock)."""
+    """The chosen instance keys per provider (every shard's desired set, each read under its lock)."""
     selected: dict[str, list[str]] = {}
     found_ops: set[str] = set()
     for name in providers:
-        workdir = executor.workdir(name)
-        with workdir.lock():
-            desired = executor.desired(workdir)
+        desired = executor.provider_desired(name)
         keys = sorted(k for k in desired if all_instances or op_of_key(k) in ops)
         found_ops.update(op_of_key(k) for k in keys)
         if keys:

@@ -5,6 +5,11 @@ instances of the new ops, written to a temporary variables file, and planned aga
 provider's current state. Nothing is applied and no lease is needed. With ``out`` the plans
 are saved in a plan bundle (a directory with one Terraform plan per provider and a manifest);
 ``xceprov apply`` applies exactly those plans or refuses because the state moved.
+
+Shards (docs/architecture.md, "Bursts that scale"): what a provider holds is counted over every
+shard's desired set (``max_instances`` is per provider, not per state). The saved plan is a
+preview made in shard 0 (its desired set plus the new instances); ``xceprov apply`` carries the
+ops out through the executor, which places the keys over the shards and plans each shard anew.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from orchestrator.render.instances import (
 )
 from orchestrator.workspace.bundle import BUNDLE_FORMAT, create_bundle, discard_bundle, plan_path, seal_bundle
 from orchestrator.workspace.module_settings import settings_problems
+from orchestrator.workspace.shards import ProviderShards
 from orchestrator.workspace.terraform import engine_for, prepared_workdir
 from orchestrator.workspace.workdir import ProviderWorkdir
 
@@ -109,7 +115,7 @@ def plan_burst(
         else {p for t in wanted if t in config.templates for p in config.templates[t].providers}
     )
     desired = {name: workdirs[name].desired.read() for name in targets if name in workdirs}
-    ops = choose_ops(config, wanted, provider, {name: len(d) for name, d in desired.items()})
+    ops = choose_ops(config, wanted, provider, {name: provider_count(config, name, root) for name in desired})
     if problems := settings_problems(config, root, loaded.source):
         raise ConfigError(problems)
     renderer = renderer_for(config, root / "templates")
@@ -134,6 +140,12 @@ def plan_burst(
             discard_bundle(out)
         raise
     return BurstPlan(cluster=config.cluster, providers=plans, out=str(out) if out else None)
+
+
+def provider_count(config: Config, provider: str, root: Path) -> int:
+    """How many instances the provider's desired sets hold, over every shard."""
+    shards = ProviderShards(config, provider, root)
+    return sum(len(shards.keys(shard)) for shard in shards.all())
 
 
 def _plan_provider(

@@ -32,18 +32,35 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from filelock import FileLock
 
 from orchestrator import durable
 from orchestrator.model.config import Config
+from orchestrator.model.instances import InstanceSpec
 from orchestrator.workspace.desired import DESIRED, DesiredSet
 from orchestrator.workspace.workdir import ProviderWorkdir
 
 SHARDS = "shards"
+# The module setting that leaves the cluster's tagged listing out of a state (docs/provider-modules.md).
+LIST_TAGGED = "list_tagged"
 _INDEX = re.compile(r"^[1-9][0-9]{0,5}$")
+
+
+def listing_dir(workdir: Path) -> Path:
+    """The working directory whose ``tagged`` output lists the cloud for ``workdir``'s provider.
+
+    ``<provider>/shards/<n>`` → ``<provider>`` (shard 0, the listing shard); shard 0 itself (or
+    any directory not laid out as a shard) → itself.
+    """
+    workdir = Path(workdir)
+    if workdir.parent.name == SHARDS and _INDEX.match(workdir.name):
+        return workdir.parent.parent
+    return workdir
 
 
 class ShardWorkdir(ProviderWorkdir):
@@ -68,6 +85,18 @@ class ShardWorkdir(ProviderWorkdir):
         if self.index == 0:
             return super().parent_dir()
         return durable.private_tree(self.config.state_dir, "work", self.config.cluster, self.provider, SHARDS)
+
+    def variables(self, instances: Mapping[str, InstanceSpec], settings: Mapping[str, Any]) -> dict[str, Any]:
+        """The variables document; shards >= 1 leave the tagged listing out (``list_tagged`` false).
+
+        The listing is by cluster tag, the same from every shard: read in every shard it would
+        multiply the cloud's list calls and make each state carry the whole cluster
+        (docs/performance.md), so only shard 0 (:meth:`ProviderShards.listing_shard`) reads it.
+        """
+        document = super().variables(instances, settings)
+        if self.index > 0:
+            document["settings"] = {**document["settings"], LIST_TAGGED: False}
+        return document
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ShardWorkdir) and other.path == self.path

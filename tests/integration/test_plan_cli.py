@@ -8,13 +8,11 @@ after an out-of-band delete shows up, and that bad input gives one line and leav
 from __future__ import annotations
 
 import json
-import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_run import xceprov
 
 from orchestrator.configfile import load_config
 from orchestrator.sim.cloud.store import CloudStore
@@ -45,19 +43,6 @@ templates:
     providers:
       sim: {{flavor: g4.xlarge, image: debian-12, cost_per_hour: 3.0}}
 """
-
-
-def xceprov(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "XCEPROV_CONFIG": str(site / "xceprov.yaml")}
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", *args],
-        cwd=site,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 @pytest.fixture

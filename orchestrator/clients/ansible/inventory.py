@@ -208,17 +208,21 @@ def records_from_tfstate(state: Mapping[str, Any], provider: str | None = None) 
 
 
 def records_from_workdirs(state_dir: Path, cluster: str | None = None) -> list[InstanceRecord]:
-    """Every instance of every provider working directory under ``<state_dir>/work/<cluster>/``."""
+    """Every instance of every provider working directory (every shard) under ``<state_dir>/work/<cluster>/``."""
     records: list[InstanceRecord] = []
     work = state_dir / "work"
     clusters = [work / cluster] if cluster else sorted(p for p in work.glob("*") if p.is_dir())
     for cdir in clusters:
-        for state_file in sorted(cdir.glob("*/terraform.tfstate")):
+        # Shard 0 is <provider>/, the others <provider>/shards/<n>/ (docs/architecture.md,
+        # "Bursts that scale"): every shard's state holds instances of the provider.
+        shard0 = [(f, f.parent.name) for f in cdir.glob("*/terraform.tfstate")]
+        shards = [(f, f.parents[2].name) for f in cdir.glob("*/shards/*/terraform.tfstate")]
+        for state_file, provider in sorted(shard0 + shards):
             try:
                 state = json.loads(state_file.read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 continue  # a state being written or unreadable: no hosts from it this time
-            records.extend(records_from_tfstate(state, state_file.parent.name))
+            records.extend(records_from_tfstate(state, provider))
     return records
 
 

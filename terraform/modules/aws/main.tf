@@ -111,13 +111,17 @@ data "aws_instance" "launched" {
 # detection. No depends_on on purpose: the listing must be read during plan (and refresh-only
 # plan), not deferred to apply. aws_instances gives ids and IPs only; the per-id data source
 # adds launch time, state and tags.
+# settings.list_tagged false (every shard of a provider but shard 0): neither data source is
+# read, so DescribeInstances runs once per provider and a shard's state holds only its own.
 data "aws_instances" "tagged" {
+  count = var.settings.list_tagged ? 1 : 0
+
   instance_tags        = { "xce:cluster" = var.common_tags["xce:cluster"] }
   instance_state_names = local.live_states
 }
 
 data "aws_instance" "tagged" {
-  for_each = toset(data.aws_instances.tagged.ids)
+  for_each = toset(flatten(data.aws_instances.tagged[*].ids))
 
   instance_id = each.key
 }

@@ -26,6 +26,6 @@ output "tagged" {
 }
 
 output "tagged_supported" {
-  description = "Whether `tagged` is a real listing of the cloud (true here). When false, `tagged` is empty and says nothing: the cloud view counts as unread."
-  value       = true
+  description = "Whether `tagged` is a real listing of the cloud (settings.list_tagged, true unless the orchestrator left the listing out of this state). When false, `tagged` is empty and says nothing: the cloud view counts as unread."
+  value       = var.settings.list_tagged
 }

@@ -119,7 +119,9 @@ variable "settings" {
     ("private" or "public"). root_volume_type and encrypt_volumes: the root volume when disk_gb
     is set. market: "on-demand" or "spot" (one-time, terminate on interruption).
     shutdown_behavior: what a shutdown from inside the host does ("terminate" or "stop").
-    imdsv2_required: require IMDSv2 session tokens.
+    imdsv2_required: require IMDSv2 session tokens. list_tagged: read the cluster's tagged
+    listing (default true); the orchestrator sets it false in every shard of a provider but
+    shard 0, so the listing is read once per provider.
   EOT
   type = object({
     region                      = string
@@ -135,6 +137,7 @@ variable "settings" {
     market                      = optional(string, "on-demand")
     shutdown_behavior           = optional(string, "terminate")
     imdsv2_required             = optional(bool, true)
+    list_tagged                 = optional(bool, true)
   })
 
   validation {

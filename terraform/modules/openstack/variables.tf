@@ -112,7 +112,9 @@ variable "settings" {
     OpenStack settings. cloud (a clouds.yaml entry) and region configure the provider in the
     root; credentials never go here (clouds.yaml or OS_* environment). network: default Neutron
     network name. security_groups, key_pair, availability_zone, config_drive: launch parameters
-    of every server. volume_type: Cinder type of boot volumes (disk_gb).
+    of every server. volume_type: Cinder type of boot volumes (disk_gb). list_tagged: part of
+    the module contract (the orchestrator sets it false in shards >= 1); this module has no
+    tagged listing, so it changes nothing here.
   EOT
   type = object({
     cloud             = optional(string)
@@ -123,6 +125,7 @@ variable "settings" {
     availability_zone = optional(string)
     config_drive      = optional(bool)
     volume_type       = optional(string)
+    list_tagged       = optional(bool, true)
   })
 
   validation {

@@ -36,11 +36,15 @@ resource "xcesim_instance" "this" {
 # plan), not deferred to apply.
 # recently_terminated: instances terminated in the last hour are listed too, with their
 # state_reason, so that a spot reclaim is told apart from an out-of-band delete (host loss).
+# settings.list_tagged false (every shard of a provider but shard 0): not read at all, so the
+# listing is read once per provider and a shard's state holds only its own instances.
 data "xcesim_instances" "tagged" {
+  count = var.settings.list_tagged ? 1 : 0
+
   tags                = { "xce:cluster" = var.common_tags["xce:cluster"] }
   recently_terminated = true
 }
 
 locals {
-  listed = data.xcesim_instances.tagged.instances != null ? data.xcesim_instances.tagged.instances : []
+  listed = flatten([for listing in data.xcesim_instances.tagged : listing.instances != null ? listing.instances : []])
 }

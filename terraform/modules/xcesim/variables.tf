@@ -86,10 +86,13 @@ variable "settings" {
     itself needs nothing else). store: path of the simulated cloud's SQLite store.
     max_retries: how often the provider retries an injected retryable API error itself before
     reporting it (default 0: the error reaches Terraform and the orchestrator decides).
+    list_tagged: read the cluster's tagged listing (default true); the orchestrator sets it
+    false in every shard of a provider but shard 0, so the listing is read once per provider.
   EOT
   type = object({
     store       = string
     max_retries = optional(number, 0)
+    list_tagged = optional(bool, true)
   })
 
   validation {

@@ -56,6 +56,7 @@ variable "settings" {
     market                      = optional(string, "on-demand")
     shutdown_behavior           = optional(string, "terminate")
     imdsv2_required             = optional(bool, true)
+    list_tagged                 = optional(bool, true)
   })
 }
 

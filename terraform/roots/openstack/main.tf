@@ -51,6 +51,7 @@ variable "settings" {
     availability_zone = optional(string)
     config_drive      = optional(bool)
     volume_type       = optional(string)
+    list_tagged       = optional(bool, true)
   })
 }
 

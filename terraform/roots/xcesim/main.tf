@@ -40,10 +40,11 @@ variable "common_tags" {
 }
 
 variable "settings" {
-  description = "Simulated cloud settings: store (path of the SQLite store) and max_retries (see module `settings`)."
+  description = "Simulated cloud settings: store (path of the SQLite store), max_retries and list_tagged (see module `settings`)."
   type = object({
     store       = string
     max_retries = optional(number, 0)
+    list_tagged = optional(bool, true)
   })
 }
 

@@ -160,3 +160,14 @@ def test_inventory_plugin_takes_a_written_inventory_as_it_is(tmp_path: Path) -> 
     assert hv["xce_node_manager_xce"] == {"model": {"__ansible_unsafe": hostile}}
     assert hv["tuned"] == "{{ 'hpc' }}"  # the site's bootstrap.vars stay ordinary variables
     assert out["template_cpu"]["hosts"] == ["h1"]
+
+
+def test_records_come_from_every_shard_of_a_provider(tmp_path: Path) -> None:
+    work = tmp_path / "state" / "work" / "demo"
+    (work / "sim" / "shards" / "1").mkdir(parents=True)
+    (work / "sim" / "terraform.tfstate").write_text(json.dumps(_state(("op-a-000", "i-1", "h1", "10.0.0.1"))))
+    (work / "sim" / "shards" / "1" / "terraform.tfstate").write_text(
+        json.dumps(_state(("op-a-001", "i-2", "h2", "10.0.0.2")))
+    )
+    records = records_from_workdirs(tmp_path / "state", "demo")
+    assert sorted((r.name, r.provider) for r in records) == [("h1", "sim"), ("h2", "sim")]

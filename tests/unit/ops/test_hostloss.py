@@ -10,6 +10,7 @@ import pytest
 
 from orchestrator.errors import FinalError
 from orchestrator.ops.hostloss import MISSING, SUSPECTS_FILE, LossTracker
+from orchestrator.ops.losses import observer_for
 from orchestrator.workspace.cloudview import CloudObject, Drift, Listing
 
 
@@ -142,3 +143,39 @@ def test_a_damaged_suspects_file_is_reported_naming_it(tmp_path: Path, content: 
     with pytest.raises(FinalError, match=message) as err:
         LossTracker(path).observe(Drift(deleted={"op1-0": "i-a"}), None)
     assert str(path) in str(err.value) and "\n" not in str(err.value)
+
+
+class ShardCloud:
+    """A refresh-only plan per working directory: shard 1 lost ``i-a`` and has no listing; shard 0 lists it."""
+
+    def __init__(self, shard0: Path) -> None:
+        self.shard0 = shard0
+        self.plans: list[Path] = []
+
+    def plan(self, workdir: Path, **_kwargs: object) -> None:
+        self.plans.append(Path(workdir))
+
+    def show_plan(self, workdir: Path, _plan_file: Path) -> dict[str, object]:
+        if Path(workdir) == self.shard0:
+            tagged = {
+                "i-a": {"id": "i-a", "name": "h-a", "address": "", "tags": {}, "state": "terminated",
+                        "state_reason": "spot-reclaim", "launch_time": "2026-12-01T08:00:00Z"}
+            }
+            return {"planned_values": {"outputs": {"tagged_supported": {"value": True}, "tagged": {"value": tagged}}}}
+        drift = [{"mode": "managed", "type": "xcesim_instance", "address": 'x["op1-000"]', "index": "op1-000",
+                  "change": {"actions": ["delete"], "before": {"id": "i-a"}, "after": None}}]
+        return {"resource_drift": drift,
+                "planned_values": {"outputs": {"tagged_supported": {"value": False}, "tagged": {"value": {}}}}}
+
+
+def test_a_shard_without_a_listing_takes_the_clouds_reason_from_shard_zero(tmp_path: Path) -> None:
+    shard0 = tmp_path / "sim"
+    shard1 = shard0 / "shards" / "1"
+    for path in (shard0, shard1):
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "desired.tfvars.json").write_text("{}")
+    cloud = ShardCloud(shard0)
+    lost = observer_for(cloud, shard1).observe()  # type: ignore[arg-type]
+    # One observation is enough: shard 0's listing says the cloud reclaimed it.
+    assert [(x.instance_key, x.reason) for x in lost] == [("op1-000", "spot-reclaim")]
+    assert cloud.plans == [shard1, shard0]

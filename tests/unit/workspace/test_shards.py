@@ -11,7 +11,7 @@ from orchestrator.configfile import parse_config
 from orchestrator.errors import ConfigError
 from orchestrator.model.config import SHARD_SIZE
 from orchestrator.model.instances import InstanceSpec, instance_key
-from orchestrator.workspace.shards import ProviderShards, ShardWorkdir
+from orchestrator.workspace.shards import ProviderShards, ShardWorkdir, listing_dir
 from orchestrator.workspace.terraform import prepared_workdir
 from orchestrator.workspace.workdir import ProviderWorkdir
 
@@ -170,3 +170,22 @@ def test_only_numbered_shard_directories_count_and_the_listing_is_read_from_shar
     assert shards.listing_shard() == shards.shard(0)
     # A new shard opens after the highest one on disk, never in a gap.
     assert sizes(shards.place("op-00000001-aaaaaa", keys("op-00000001-aaaaaa", 9))) == {0: 4, 2: 4, 3: 1}
+
+
+def test_only_shard_zero_keeps_the_listing_in_its_variables(tmp_path: Path) -> None:
+    shards = shards_of(tmp_path)
+    instances = {key: spec(key) for key in keys("op-a", 2)}
+    settings = {"store": "cloud.sqlite"}
+    assert shards.shard(0).variables(instances, settings)["settings"] == settings
+    later = shards.shard(3).variables(instances, settings)
+    assert later["settings"] == {"store": "cloud.sqlite", "list_tagged": False}
+    assert sorted(later["instances"]) == sorted(instances)
+    # Where a shard's host-loss check reads the cloud's reasons: shard 0's listing.
+    assert listing_dir(shards.shard(3).path) == shards.base
+    assert listing_dir(shards.base) == shards.base
+
+
+def test_parallel_states_defaults_to_two_and_refuses_zero(tmp_path: Path) -> None:
+    assert site_config(tmp_path).config.terraform.parallel_states == 2
+    with pytest.raises(ConfigError, match=r"terraform\.parallel_states"):
+        site_config(tmp_path, parallel_states=0)
