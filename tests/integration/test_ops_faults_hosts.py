@@ -82,10 +82,12 @@ def test_kill_during_the_bootstrap_then_resume_and_bootstrap(hosts_world: SimWor
     proc = world.spawn("apply", str(bundle), "--bootstrap")
 
     def bootstrapping() -> bool:
-        etc = [p for p in (world.sim / "hosts").glob("*/upper/etc/xce/*") if p.is_file()]
-        return bool(etc) or proc.poll() is not None
+        # The op's instance facts are in (op-created, the bootstrap's start) and the play has
+        # written the controller's CA into the host's /etc/xce (cloud-init writes other files there).
+        started = "op-created" in world.actions(proc.pid)
+        return (started and any((world.sim / "hosts").glob("*/upper/etc/xce/ca.pem"))) or proc.poll() is not None
 
-    wait_until("the bootstrap play writing /etc/xce on the host", bootstrapping, timeout=180)
+    wait_until("the bootstrap play writing /etc/xce/ca.pem on the host", bootstrapping, timeout=180)
     kill9_tree(proc)
     op_id = _op_of(world, bundle)
     actions = world.actions(proc.pid)
