@@ -78,7 +78,7 @@ def _joined(world: SimWorld, keys: list[str]) -> bool:
 @pytest.mark.root
 def test_kill_during_the_bootstrap_then_resume_and_bootstrap(hosts_world: SimWorld) -> None:
     world = hosts_world
-    bundle = world.bundle("boot", "cpu=1")
+    bundle = world.bundle("boot", "cpu=2")
     proc = world.spawn("apply", str(bundle), "--bootstrap")
 
     def bootstrapping() -> bool:
@@ -93,44 +93,57 @@ def test_kill_during_the_bootstrap_then_resume_and_bootstrap(hosts_world: SimWor
     actions = world.actions(proc.pid)
     # Killed inside the bootstrap: the instance facts are in, the bootstrap's outcome is not.
     assert "op-created" in actions and "op-bootstrap" not in actions, actions
-    [key] = _keys_of(world, op_id)
-    made = world.alive()[key]
+    keys = _keys_of(world, op_id)
+    made = {k: world.alive()[k] for k in keys}
+    assert len(made) == 2
 
     world.ok("ops", "resume")
     assert world.open_ops() == []
-    assert set(agree(world)) == {key}  # the crash after the facts left nothing to redo
+    assert set(agree(world)) == set(keys)  # the crash after the facts left nothing to redo
     results = json.loads(world.ok("bootstrap", "--op", op_id, "--json"))
 
-    assert results[made.name]["status"] in ("changed", "ok"), results
-    wait_until("the host joining the simulated controller", lambda: _joined(world, [key]), timeout=120)
-    assert world.hosts()[key].instance_id == made.id
-    log = _host_file(world, made.id, "/var/log/xce/node-manager.log")
-    assert "joined controller" in log.read_text()
-    # Nothing was created twice: one instance of the op in the cloud, ever; facts and cloud agree.
+    assert {results[i.name]["status"] for i in made.values()} <= {"changed", "ok"}, results
+    wait_until("the hosts joining the simulated controller", lambda: _joined(world, keys), timeout=120)
+    for key, inst in made.items():
+        assert world.hosts()[key].instance_id == inst.id
+        assert "joined controller" in _host_file(world, inst.id, "/var/log/xce/node-manager.log").read_text()
+    # Nothing was created twice: the op's two instances in the cloud, ever; facts and cloud agree.
     every = world.store.list_instances({"xce:op_id": op_id}, include_terminated=True)
-    assert [i.id for i in every] == [made.id]
-    assert set(agree(world)) == {key}
+    assert sorted(i.id for i in every) == sorted(i.id for i in made.values())
+    assert set(agree(world)) == set(keys)
+
+
+def _two_joined_hosts(world: SimWorld) -> list[str]:
+    """Two joined, idle hosts of the world: the ones an earlier test left (a bootstrap takes a
+    while), else new ones made here; any other host of the world is returned first."""
+    hosts = world.hosts()
+    idle = sorted(k for k in world.alive() if k in hosts and hosts[k].state == "idle")[:2]
+    if len(idle) < 2:
+        world.ok("apply", str(world.bundle(f"busy{len(world.audit())}", f"cpu={2 - len(idle)}")), "--bootstrap")
+        fresh = sorted(set(world.alive()) - set(hosts))
+        idle += fresh
+        wait_until("both hosts joined", lambda: _joined(world, idle), timeout=120)
+    for other in sorted(set(world.alive()) - set(idle)):
+        world.ok("return", other, "--now")
+    assert set(world.alive()) == set(idle)
+    return idle
 
 
 @pytest.mark.root
 def test_a_busy_host_is_refused_then_drained_then_forced(hosts_world: SimWorld) -> None:
     world = hosts_world
-    before = set(world.alive())
-    bundle = world.bundle("busy", "cpu=2")
-    world.ok("apply", str(bundle), "--bootstrap")
-    op_id = _op_of(world, bundle)
-    keys = _keys_of(world, op_id)
-    assert len(keys) == 2
-    wait_until("both hosts joined", lambda: _joined(world, keys), timeout=120)
-    # Earlier hosts of the module are closed first (no work for them), so the work lands here.
-    for old in before:
-        world.ok("return", world.alive()[old].name, "--now")
-    assert set(world.alive()) == set(keys)
+    keys = _two_joined_hosts(world)
 
     # One host runs short work (the drain waits for it), the other long work (only force ends it).
-    world.ok("sim", "submit", "--template", "cpu", "--hosts", "1", "--duration", "30s")
-    wait_until("one host busy", lambda: sum(h.state == "busy" for h in world.hosts().values()) == 1, timeout=30)
-    [short] = [k for k, h in world.hosts().items() if h.state == "busy"]
+    # The short work outlasts the two commands before the drain by far, on any machine.
+    world.ok("sim", "submit", "--template", "cpu", "--hosts", "1", "--duration", "45s")
+
+    def busy() -> list[str]:
+        hosts = world.hosts()
+        return [k for k in keys if hosts[k].state == "busy"]
+
+    wait_until("one host busy", lambda: len(busy()) == 1, timeout=30)
+    [short] = busy()
     [long] = [k for k in keys if k != short]
     world.ok("sim", "submit", "--template", "cpu", "--hosts", "1", "--duration", "600s")
     wait_until("both hosts busy", lambda: world.hosts()[long].state == "busy", timeout=30)
