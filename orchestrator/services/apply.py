@@ -51,14 +51,23 @@ class BundleOp:
     count: int
 
 
-def bundle_ops(provider: str, shown: dict[str, Any], where: Path) -> list[BundleOp]:
-    """The ops a saved plan creates, from its planned instances' owner tags."""
+def bundle_ops(
+    provider: str, shown: dict[str, Any], where: Path, desired: frozenset[str] = frozenset()
+) -> list[BundleOp]:
+    """The ops a saved plan creates, from its planned instances' owner tags.
+
+    A create of a key already in the ``desired`` set is no op of the bundle: it is Terraform
+    re-creating an instance the cloud lost (spot reclaim, out-of-band delete), which the
+    executor's host-loss check takes out of the desired set instead (never re-created).
+    """
     variables = {k: v.get("value") for k, v in shown.get("variables", {}).items()}
     planned = variables.get("instances") or {}
     creates = sorted(
         str(rc.get("index"))
         for rc in shown.get("resource_changes", [])
-        if "create" in rc.get("change", {}).get("actions", []) and rc.get("index") is not None
+        if "create" in rc.get("change", {}).get("actions", [])
+        and rc.get("index") is not None
+        and str(rc.get("index")) not in desired
     )
     grouped: dict[str, list[str]] = {}
     templates: dict[str, str] = {}
@@ -120,7 +129,7 @@ def apply_bundle(
         prepared_workdir(engine, workdir)
         with workdir.lock():
             shown = engine.show_plan(workdir.path, entry.plan_file)
-            ops = bundle_ops(entry.provider, shown, entry.plan_file)
+            ops = bundle_ops(entry.provider, shown, entry.plan_file, frozenset(workdir.desired.read()))
             audit(config.state_dir, "apply", provider=entry.provider, bundle=str(bundle),
                   ops=[(o.op_id, o.template, o.count) for o in ops])
             try:
