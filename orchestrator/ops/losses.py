@@ -43,7 +43,20 @@ class TrackerObserver:
         self.tracker = LossTracker(workdir / SUSPECTS_FILE)
 
     def observe(self) -> Sequence[LostInstance]:
-        """One refresh-only plan; a TerraformError (the cloud cannot be read) reaches the caller."""
+        """The instances lost as of now; a TerraformError (the cloud cannot be read) reaches the caller.
+
+        A key missing for the first time is read again at once, with a second refresh-only plan:
+        two consecutive reads that both find it gone confirm the loss, so the apply that follows
+        neither re-creates it nor has to be refused for it. One read alone never declares a loss.
+        """
+        lost = list(self.read_once())
+        pending = set(self.tracker.suspects()) - {item.instance_key for item in lost}
+        if pending:
+            lost += [item for item in self.read_once() if item.instance_key not in {i.instance_key for i in lost}]
+        return lost
+
+    def read_once(self) -> Sequence[LostInstance]:
+        """One refresh-only plan fed to the tracker (one observation)."""
         views = read_views(self.engine, self.workdir)
         # A module without a real listing (tagged_supported false) says nothing about reasons:
         # drift alone still finds losses, after two observations.
