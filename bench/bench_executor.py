@@ -91,8 +91,20 @@ def simulated_controller(state_dir: Path, timeout: float = 30.0) -> Iterator[str
     state_dir.mkdir(parents=True)
     with open(state_dir.parent / f"{state_dir.name}.log", "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator.sim.controller", "serve", "--state-dir", str(state_dir),
-             "--listen", address, "--ttl", "15", "--check-interval", "0.5"],
+            [
+                sys.executable,
+                "-m",
+                "orchestrator.sim.controller",
+                "serve",
+                "--state-dir",
+                str(state_dir),
+                "--listen",
+                address,
+                "--ttl",
+                "15",
+                "--check-interval",
+                "0.5",
+            ],
             stdout=log,
             stderr=subprocess.STDOUT,
         )
@@ -211,7 +223,7 @@ class ProfiledExecutor(Executor):
         super().__init__(
             plain.config,
             plain.root,
-            TimedEngine(plain.engine, watch),  # type: ignore[arg-type]  # structurally an Engine
+            TimedEngine(plain.engine, watch),  # an Engine by structure (its __getattr__ forwards the rest)
             plain.fence,
             TimedFacts(plain.facts, watch),
             plain.hosts,
@@ -259,8 +271,10 @@ def check_burst(executor: Executor, store: Path, op_id: str, n: int) -> None:
     """The burst really made ``n`` instances, and the controller holds exactly the op's facts."""
     held = len(CloudStore(store).list_instances({"xce:op_id": op_id}))
     facts = [f for f in executor.facts.facts(PROVIDER) if f.op_id == op_id]
-    kinds = {k: sum(f.kind == k for f in facts) for k in (FactKind.REQUEST_INTENT, FactKind.INSTANCE_CREATED,
-                                                          FactKind.EXPECTED_HOST)}
+    kinds = {
+        k: sum(f.kind == k for f in facts)
+        for k in (FactKind.REQUEST_INTENT, FactKind.INSTANCE_CREATED, FactKind.EXPECTED_HOST)
+    }
     want = {FactKind.REQUEST_INTENT: 1, FactKind.INSTANCE_CREATED: n, FactKind.EXPECTED_HOST: n}
     if held != n or kinds != want or len(facts) != 2 * n + 1:
         raise SystemExit(
@@ -339,8 +353,11 @@ def verdicts(small: int, large: int, executor: Mapping[int, float], raw: Mapping
     """The issue's three targets from the best seconds per size (scaling target scaled to the sizes)."""
     return [
         Verdict(f"executor {small} / raw {small}", executor[small] / raw[small], TARGET_VS_RAW_SMALL),
-        Verdict(f"executor {large} / executor {small}", executor[large] / executor[small],
-                TARGET_SCALING * (large / small) / 2),
+        Verdict(
+            f"executor {large} / executor {small}",
+            executor[large] / executor[small],
+            TARGET_SCALING * (large / small) / 2,
+        ),
         Verdict(f"executor {large} / raw {large} (one state)", executor[large] / raw[large], TARGET_VS_RAW_LARGE),
     ]
 
@@ -416,13 +433,19 @@ def report(small: int, large: int, measured: Mapping[str, Any], profile: bool) -
         json.dumps(
             {
                 "loads": loads,
-                "executor": {str(n): {"seconds": round(b.seconds, 2), "states": b.states,
-                                      "session_seconds": round(b.session_seconds, 2),
-                                      "profile": {k: round(s, 3) for k, s in b.profile.items()}}
-                             for n, b in execs.items()},
+                "executor": {
+                    str(n): {
+                        "seconds": round(b.seconds, 2),
+                        "states": b.states,
+                        "session_seconds": round(b.session_seconds, 2),
+                        "profile": {k: round(s, 3) for k, s in b.profile.items()},
+                    }
+                    for n, b in execs.items()
+                },
                 "raw": {str(n): round(s, 2) for n, s in raw.items()},
-                "targets": [{"name": v.name, "ratio": round(v.ratio, 3), "target": v.target, "met": v.met}
-                            for v in found],
+                "targets": [
+                    {"name": v.name, "ratio": round(v.ratio, 3), "target": v.target, "met": v.met} for v in found
+                ],
             }
         )
     )
