@@ -227,6 +227,11 @@ class ProfiledExecutor(Executor):
             plain.fence,
             TimedFacts(plain.facts, watch),
             plain.hosts,
+            bootstrap=plain.bootstrap,
+            decommission=plain.decommission,
+            losses=plain.losses,
+            clock=plain.clock,
+            sleep=plain.sleep,
         )
         self.watch = watch
 
