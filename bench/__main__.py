@@ -17,6 +17,7 @@ BENCHES = [
     ("bench_plan.py", False),
     ("bench_sim_apply.py", False),
     ("bench_shards.py", False),
+    ("bench_executor.py", False),
     ("bench_lease.py", False),
     ("bench_bootstrap.py", True),
 ]
