@@ -108,8 +108,11 @@ def run_toolkit(base: Path, n: int, forks: int, artifact: Path) -> float:
         if bad:
             raise SystemExit("toolkit run failed: " + "; ".join(bad[:3]))
         # Where the toolkit's time goes: ansible-runner's run vs the rest (host keys, inventory).
-        print(f"         toolkit: ansible-runner {result.elapsed:.2f} s, "
-              f"host keys + inventory {elapsed - result.elapsed:.2f} s", flush=True)
+        print(
+            f"         toolkit: ansible-runner {result.elapsed:.2f} s, "
+            f"host keys + inventory {elapsed - result.elapsed:.2f} s",
+            flush=True,
+        )
         return elapsed
     finally:
         lab.stop_all()
@@ -131,7 +134,12 @@ def run_raw(base: Path, n: int, forks: int, artifact: Path) -> float:
         env = ansible_env(runner_settings(config, ROOT))
         argv = [
             str(Path(sys.executable).parent / "ansible-playbook"),
-            "-i", str(inv), "--forks", str(forks), "-e", f"@{evars}",
+            "-i",
+            str(inv),
+            "--forks",
+            str(forks),
+            "-e",
+            f"@{evars}",
             str(ROOT / "ansible" / "playbooks" / "bootstrap.yml"),
         ]
         started = time.perf_counter()

@@ -84,9 +84,7 @@ def sim_controller(root: Path, ttl: float) -> Iterator[tuple[str, Path]]:
         deadline = time.monotonic() + 30
         while not (state / "tls" / "ca.pem").exists() or not _listening(address):
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(
-                    f"simulated controller did not start: {(root / 'controller.log').read_text()}"
-                )
+                raise SystemExit(f"simulated controller did not start: {(root / 'controller.log').read_text()}")
             time.sleep(0.05)
         yield address, state / "tls" / "ca.pem"
     finally:
@@ -200,11 +198,7 @@ def terraform_load(root: Path, instances: int) -> Callable[[threading.Event], No
         tfvars = work / "desired.tfvars.json"
         tfvars.write_text(
             json.dumps(
-                {
-                    "instances": {
-                        f"i{i:04d}": {"name": f"bench-{i:04d}", "round": round_} for i in range(instances)
-                    }
-                }
+                {"instances": {f"i{i:04d}": {"name": f"bench-{i:04d}", "round": round_} for i in range(instances)}}
             )
         )
         return tfvars
@@ -217,9 +211,7 @@ def terraform_load(root: Path, instances: int) -> Callable[[threading.Event], No
             round_ += 1
             t0 = time.monotonic()
             engine.apply(work, var_files=[write(round_)])
-            print(
-                f"    terraform apply of {instances} terraform_data: {time.monotonic() - t0:.1f}s", flush=True
-            )
+            print(f"    terraform apply of {instances} terraform_data: {time.monotonic() - t0:.1f}s", flush=True)
 
     return run
 

@@ -215,9 +215,7 @@ def main() -> int:
                     return binary.plan(work, [Path("desired.tfvars.json")])
 
                 def raw_binary(work: Path = work) -> object:
-                    done = subprocess.run(
-                        [str(SITE_BINARY), *tf_args], cwd=work, capture_output=True, text=True
-                    )
+                    done = subprocess.run([str(SITE_BINARY), *tf_args], cwd=work, capture_output=True, text=True)
                     if done.returncode not in (0, 2):
                         raise SystemExit(f"raw binary plan failed: {done.stderr}")
                     return done.returncode

@@ -64,7 +64,9 @@ variable "instances" {
 }
 """
 
-XCESIM_TF = _HEAD + """
+XCESIM_TF = (
+    _HEAD
+    + """
 provider "xcesim" {
   store = var.store
 }
@@ -79,9 +81,12 @@ resource "xcesim_instance" "this" {
   client_token = each.key
 }
 """
+)
 
 # Same shape, no provider: what Terraform core costs by itself.
-BASELINE_TF = _HEAD + """
+BASELINE_TF = (
+    _HEAD
+    + """
 resource "terraform_data" "this" {
   for_each = var.instances
   input = {
@@ -94,6 +99,7 @@ resource "terraform_data" "this" {
   }
 }
 """
+)
 
 
 @dataclass
@@ -129,9 +135,7 @@ def apply_once(root: Path, name: str, count: int, cli_config: Path, baseline: bo
     (workdir / "main.tf").write_text(BASELINE_TF if baseline else XCESIM_TF)
     store_path = root / f"{name}.sqlite"
     stats = root / f"{name}.stats.jsonl"
-    (workdir / "desired.tfvars.json").write_text(
-        json.dumps({"store": str(store_path), "instances": _desired(count)})
-    )
+    (workdir / "desired.tfvars.json").write_text(json.dumps({"store": str(store_path), "instances": _desired(count)}))
     cache = plugin_cache_dir(cli_config.parent)
     env = {STATS_ENV: str(stats), "PYTHONPATH": str(CHECKOUT)}
     engine = BundledEngine(cli_config=cli_config, plugin_cache_dir=cache, env=env)
@@ -142,8 +146,7 @@ def apply_once(root: Path, name: str, count: int, cli_config: Path, baseline: bo
     created = count if baseline else len(CloudStore(store_path).list_instances({"xce:cluster": "bench"}))
     if result.summary.add != count or created != count:
         raise SystemExit(
-            f"bench: {name}: expected {count} objects, Terraform added {result.summary.add}, "
-            f"the store holds {created}"
+            f"bench: {name}: expected {count} objects, Terraform added {result.summary.add}, the store holds {created}"
         )
     provider_seconds = 0.0
     if stats.exists():

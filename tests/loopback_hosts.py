@@ -123,8 +123,7 @@ class LoopbackLab:
         env = dict(os.environ, XH_NAME=name, XH_DIR=str(hdir), XH_DELAY=str(delay))
         with open(hdir / "console.log", "wb") as console:  # the child keeps its own descriptor
             proc = subprocess.Popen(
-                ["unshare", "--uts", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc",
-                 "sh", "-c", _BOOT],
+                ["unshare", "--uts", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc", "sh", "-c", _BOOT],
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=console,
@@ -157,7 +156,9 @@ class LoopbackLab:
         pid = _first_child(self.hosts[name].pid)
         out = subprocess.run(
             ["nsenter", "-t", str(pid), "-m", "-u", "-p", "--", *argv],
-            check=True, capture_output=True, text=True,
+            check=True,
+            capture_output=True,
+            text=True,
         )
         return out.stdout
 
@@ -182,9 +183,7 @@ class LoopbackLab:
             # The machine's own interpreter, not whatever a shim on PATH offers.
             "ansible_python_interpreter": "/usr/bin/python3",
             "ansible_ssh_private_key_file": str(self.key),
-            "ansible_ssh_common_args": (
-                f"-o UserKnownHostsFile={self.known_hosts} -o StrictHostKeyChecking=yes"
-            ),
+            "ansible_ssh_common_args": (f"-o UserKnownHostsFile={self.known_hosts} -o StrictHostKeyChecking=yes"),
         }
         common.update(extra_vars)  # type: ignore[arg-type]
         return {"all": {"vars": common, "children": {"sim": {"hosts": hostvars}}}}
@@ -196,7 +195,6 @@ class LoopbackLab:
 def _keygen(path: Path, comment: str) -> None:
     argv = ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)]
     subprocess.run(argv, check=True)
-
 
 
 def _first_child(pid: int) -> int:

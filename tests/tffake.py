@@ -257,8 +257,10 @@ class FakeHosts:
     def hosts(self, provider: str) -> list[HostInfo]:
         if self.on_read is not None:
             self.on_read(self)
-        return [HostInfo(host_name=f"h-{k}", state=s, instance_key=k, instance_id=f"i-{k}", provider=provider)
-                for k, s in self.states.items()]
+        return [
+            HostInfo(host_name=f"h-{k}", state=s, instance_key=k, instance_id=f"i-{k}", provider=provider)
+            for k, s in self.states.items()
+        ]
 
     def close(self, provider: str, epoch: Epoch, host: HostInfo, reason: str) -> None:
         self.closed.append(host.instance_key)
@@ -287,5 +289,6 @@ def unit_executor(loaded: LoadedConfig, engine: FakeEngine, **kwargs: Any) -> Ex
     kwargs.setdefault("facts", MemoryFacts())
     kwargs.setdefault("hosts", FakeHosts())
     kwargs.setdefault("losses", lambda _engine, _path: NoLosses())
-    return Executor(loaded.config, ROOT, engine, kwargs.pop("fence"), kwargs.pop("facts"), kwargs.pop("hosts"),
-                    **kwargs)
+    return Executor(
+        loaded.config, ROOT, engine, kwargs.pop("fence"), kwargs.pop("facts"), kwargs.pop("hosts"), **kwargs
+    )

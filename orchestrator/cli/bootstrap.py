@@ -49,9 +49,7 @@ def _parse_extra(values: tuple[str, ...]) -> dict[str, object]:
 @click.command("bootstrap")
 @click.option("--op", metavar="OP", help="Only the instances of this op.")
 @click.option("--decommission", is_flag=True, help="Run decommission.yml (drop the worker role) instead.")
-@click.option(
-    "-e", "--extra-var", "extra", multiple=True, metavar="KEY=VALUE", help="Extra variable (repeatable)."
-)
+@click.option("-e", "--extra-var", "extra", multiple=True, metavar="KEY=VALUE", help="Extra variable (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the per-host results as JSON.")
 @click.argument("hosts", nargs=-1, metavar="[HOST]...")
 @pass_ctx

@@ -20,16 +20,12 @@ if TYPE_CHECKING:
 @click.command("plan")
 @click.argument("requests", nargs=-1, required=True, metavar="TEMPLATE=N...")
 @click.option("--provider", help="Plan on this provider only (default: by priority and room).")
-@click.option(
-    "--json", "as_json", is_flag=True, help="Print the documented JSON document (docs/plan-json.md)."
-)
+@click.option("--json", "as_json", is_flag=True, help="Print the documented JSON document (docs/plan-json.md).")
 @click.option(
     "--out", type=click.Path(path_type=Path), help="Save the plans in this new directory for `xceprov apply`."
 )
 @pass_ctx
-def plan(
-    ctx: CliContext, requests: tuple[str, ...], provider: str | None, as_json: bool, out: Path | None
-) -> None:
+def plan(ctx: CliContext, requests: tuple[str, ...], provider: str | None, as_json: bool, out: Path | None) -> None:
     """Show what a burst would create, cost and tag; changes nothing, needs no lease."""
     from orchestrator.reconcile.policy import parse_requests
     from orchestrator.services.plan import plan_burst
@@ -43,13 +39,9 @@ def plan(
 
 def print_plan(result: BurstPlan, console: Console) -> None:
     """The human table: per provider and template, counts, names, cost; then the tags."""
-    table = Table(
-        title=f"Burst preview, cluster {result.cluster} (nothing was changed)", title_justify="left"
-    )
+    table = Table(title=f"Burst preview, cluster {result.cluster} (nothing was changed)", title_justify="left")
     for column in ("provider", "template", "add", "change", "destroy", "cost/h", "names"):
-        table.add_column(
-            column, justify="right" if column in ("add", "change", "destroy", "cost/h") else "left"
-        )
+        table.add_column(column, justify="right" if column in ("add", "change", "destroy", "cost/h") else "left")
     tag_lines: list[str] = []
     for prov in result.providers:
         groups: dict[str, list[PlannedInstance]] = defaultdict(list)
@@ -62,9 +54,7 @@ def print_plan(result: BurstPlan, console: Console) -> None:
             names = [i.name for i in items if i.name]
             shown = ", ".join(names) if len(names) <= 3 else f"{names[0]} … {names[-1]} ({len(names)})"
             cost = prov.cost_by_template.get(template, 0.0)
-            table.add_row(
-                prov.name, template or "?", str(add), str(change), str(destroy), f"{cost:.2f}", shown
-            )
+            table.add_row(prov.name, template or "?", str(add), str(change), str(destroy), f"{cost:.2f}", shown)
         for op in prov.ops:
             sample = next((i for i in prov.instances if i.key.startswith(op["op_id"])), None)
             if sample is not None:

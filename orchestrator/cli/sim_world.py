@@ -27,8 +27,7 @@ def _print_status(st: world.WorldStatus, as_json: bool) -> None:
     lab = st.lab
     click.echo(f"simulated world: {st.state_dir}")
     click.echo(
-        f"lab {lab.name}: {lab.subnet}, gateway {lab.gateway} on {lab.gateway_if} "
-        f"({'up' if st.lab_up else 'down'})"
+        f"lab {lab.name}: {lab.subnet}, gateway {lab.gateway} on {lab.gateway_if} ({'up' if st.lab_up else 'down'})"
     )
     for c in st.components:
         pid = f"pid {c.pid}" if c.pid else ""

@@ -147,9 +147,7 @@ class ProviderSettings(Strict):
             )
         if lifetime <= self.join_deadline:
             # The cloud would end every host before the controller could judge whether it joined.
-            raise ValueError(
-                f"max_lifetime {lifetime:g}s must be longer than join_deadline {self.join_deadline:g}s"
-            )
+            raise ValueError(f"max_lifetime {lifetime:g}s must be longer than join_deadline {self.join_deadline:g}s")
         return self
 
     def max_lifetime_seconds(self) -> int | None:
@@ -325,7 +323,6 @@ class Config(Strict):
     # facts kept in a local journal). Off by default: without a controller a mutation is refused.
     standalone: bool = False
     daemon: DaemonSettings = Field(default_factory=DaemonSettings)
-
 
     policy: PolicySettings = Field(default_factory=PolicySettings)
     providers: dict[str, ProviderSettings]

@@ -64,8 +64,7 @@ def choose_ops(
                 break
         if chosen is None:
             limits = ", ".join(
-                f"{n}: {used.get(n, 0)} of max_instances {config.providers[n].max_instances}"
-                for n in candidates
+                f"{n}: {used.get(n, 0)} of max_instances {config.providers[n].max_instances}" for n in candidates
             )
             problems.append(f"{template}={asked}: beyond every provider's max_instances ({limits})")
             continue

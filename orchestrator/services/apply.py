@@ -97,8 +97,14 @@ def _check_fresh(workdir: ProviderWorkdir, shown: dict[str, Any], ops: list[Bund
 
 
 @contextmanager
-def _executor(loaded: LoadedConfig, providers: list[str], root: Path, engine: Engine, boot: Bootstrap | None,
-              executor: Executor | None) -> Iterator[Executor]:
+def _executor(
+    loaded: LoadedConfig,
+    providers: list[str],
+    root: Path,
+    engine: Engine,
+    boot: Bootstrap | None,
+    executor: Executor | None,
+) -> Iterator[Executor]:
     if executor is not None:
         yield executor
         return
@@ -130,13 +136,19 @@ def apply_bundle(
         with workdir.lock():
             shown = engine.show_plan(workdir.path, entry.plan_file)
             ops = bundle_ops(entry.provider, shown, entry.plan_file, frozenset(workdir.desired.read()))
-            audit(config.state_dir, "apply", provider=entry.provider, bundle=str(bundle),
-                  ops=[(o.op_id, o.template, o.count) for o in ops])
+            audit(
+                config.state_dir,
+                "apply",
+                provider=entry.provider,
+                bundle=str(bundle),
+                ops=[(o.op_id, o.template, o.count) for o in ops],
+            )
             try:
                 _check_fresh(workdir, shown, ops, bundle)
             except StaleState:
-                audit(config.state_dir, "apply-refused", provider=entry.provider, bundle=str(bundle),
-                      reason="stale plan")
+                audit(
+                    config.state_dir, "apply-refused", provider=entry.provider, bundle=str(bundle), reason="stale plan"
+                )
                 raise
         planned[entry.provider] = ops
     applied: list[AppliedProvider] = []

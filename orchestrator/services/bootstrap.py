@@ -161,9 +161,7 @@ def select(records: Sequence[InstanceRecord], op: str | None, hosts: Sequence[st
         else:
             missing.append(want)
     if missing:
-        raise UsageError(
-            f"unknown host(s) {', '.join(missing)} (known: {_known({r.name for r in records})})"
-        )
+        raise UsageError(f"unknown host(s) {', '.join(missing)} (known: {_known({r.name for r in records})})")
     return chosen
 
 
@@ -203,9 +201,7 @@ def inventory_document(
 ) -> dict[str, Any]:
     """The inventory document of ``records`` under this configuration."""
     modules = {name: prov.module for name, prov in config.providers.items()}
-    return build_inventory(
-        records, common_vars(config, known_hosts), template_bootstrap(config), modules, group_vars
-    )
+    return build_inventory(records, common_vars(config, known_hosts), template_bootstrap(config), modules, group_vars)
 
 
 def site_group_vars(config: Config) -> Path | None:
@@ -289,9 +285,7 @@ def bootstrap(
             group_vars=site_group_vars(config),
         )
     for name, reason in problems.items():
-        result.hosts[name] = HostResult(
-            name, status="unreachable", task="record SSH host key", message=reason
-        )
+        result.hosts[name] = HostResult(name, status="unreachable", task="record SSH host key", message=reason)
     for rec in refused:
         result.hosts[rec.name] = HostResult(
             rec.name, status="failed", task="check the host name", message=invalid_name_reason(rec.name)

@@ -39,8 +39,9 @@ class DestroyResult:
     deletes: dict[str, list[str]] = field(default_factory=dict)
 
 
-def select_keys(executor: Executor, providers: Sequence[str], ops: Sequence[str],
-                all_instances: bool) -> dict[str, list[str]]:
+def select_keys(
+    executor: Executor, providers: Sequence[str], ops: Sequence[str], all_instances: bool
+) -> dict[str, list[str]]:
     """The chosen instance keys per provider (every shard's desired set, each read under its lock)."""
     selected: dict[str, list[str]] = {}
     found_ops: set[str] = set()
@@ -75,9 +76,7 @@ def destroy(
     if not ops and not all_instances:
         raise UsageError("name what to destroy: --op OP (repeatable) or --all")
     if provider is not None and provider not in config.providers:
-        raise UsageError(
-            f"--provider {provider}: no such provider (known: {', '.join(sorted(config.providers))})"
-        )
+        raise UsageError(f"--provider {provider}: no such provider (known: {', '.join(sorted(config.providers))})")
     providers = [provider] if provider else sorted(config.providers)
     engine = engine or (executor.engine if executor is not None else engine_for(config))
     reader = Executor(config, toolkit_root, engine, ReadOnlyFence(), NoFacts(), NoHosts())
@@ -94,19 +93,24 @@ def destroy(
     budget = max_destroy
     if executor is None:
         decommission = playbook_callables(loaded, toolkit_root, world)[1]
-        with fenced_session(loaded, sorted(selected), toolkit_root, engine=engine,
-                            decommission=decommission) as session:
+        with fenced_session(
+            loaded, sorted(selected), toolkit_root, engine=engine, decommission=decommission
+        ) as session:
             return _run(session, selected, budget, force, result)
     return _run(executor, selected, budget, force, result)
 
 
-def _run(executor: Executor, selected: dict[str, list[str]], budget: int, force: bool,
-         result: DestroyResult) -> DestroyResult:
+def _run(
+    executor: Executor, selected: dict[str, list[str]], budget: int, force: bool, result: DestroyResult
+) -> DestroyResult:
     total = sum(len(k) for k in selected.values())
     for name, keys in selected.items():
         # --max counts Terraform's deletions over the whole run: each provider gets what is left.
         done = executor.return_instances(
-            name, keys, drain=DrainSettings(drain=False, force=force), max_delete=budget,
+            name,
+            keys,
+            drain=DrainSettings(drain=False, force=force),
+            max_delete=budget,
             reason=f"destroy{' --force' if force else ''} ({total} instances asked)",
         )
         budget -= len(done.deleted)

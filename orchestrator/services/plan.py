@@ -110,9 +110,7 @@ def plan_burst(
     workdirs = {name: ProviderWorkdir(config, name, root) for name in config.providers}
     # Validate the whole request before anything is rendered or written.
     targets = (
-        {provider}
-        if provider
-        else {p for t in wanted if t in config.templates for p in config.templates[t].providers}
+        {provider} if provider else {p for t in wanted if t in config.templates for p in config.templates[t].providers}
     )
     desired = {name: workdirs[name].desired.read() for name in targets if name in workdirs}
     ops = choose_ops(config, wanted, provider, {name: provider_count(config, name, root) for name in desired})

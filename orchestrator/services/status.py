@@ -89,8 +89,7 @@ class StatusReport:
 def open_ops(facts: list[Fact]) -> list[OpenOp]:
     """Ops of one provider that have an intent without its outcome (``orchestrator.ops.openops``)."""
     return [
-        OpenOp(o.provider, o.op_id, o.kind, o.template, o.count, o.done, o.epoch, o.since)
-        for o in find_open_ops(facts)
+        OpenOp(o.provider, o.op_id, o.kind, o.template, o.count, o.done, o.epoch, o.since) for o in find_open_ops(facts)
     ]
 
 
@@ -164,8 +163,11 @@ def render_text(report: StatusReport, providers: list[str]) -> str:
         else:
             expires = f"expires in {row.expires_in:.1f}s" if row.expires_in > 0 else "expired"
             lines.append(f"  {provider:<16} holder {row.holder}  epoch {row.epoch}  {expires}")
-    lines += ["", f"demand vs supply (snapshot {report.demand_seq})",
-              f"  {'template':<16}{'wanted':>8}{'in flight':>11}{'joined':>8}{'idle':>6}{'busy':>6}"]
+    lines += [
+        "",
+        f"demand vs supply (snapshot {report.demand_seq})",
+        f"  {'template':<16}{'wanted':>8}{'in flight':>11}{'joined':>8}{'idle':>6}{'busy':>6}",
+    ]
     if not report.demand:
         lines.append("  (no templates)")
     for d in report.demand:
@@ -174,6 +176,8 @@ def render_text(report: StatusReport, providers: list[str]) -> str:
     if not report.open_ops:
         lines.append("  (none)")
     for op in report.open_ops:
-        lines.append(f"  {op.provider:<10} {op.op_id}  {op.action:<6} {op.template or '-':<12}"
-                     f" {op.done}/{op.wanted}  epoch {op.epoch}")
+        lines.append(
+            f"  {op.provider:<10} {op.op_id}  {op.action:<6} {op.template or '-':<12}"
+            f" {op.done}/{op.wanted}  epoch {op.epoch}"
+        )
     return "\n".join(lines)

@@ -140,7 +140,5 @@ def _syntax_check(playbook: Path, ansible_dir: Path) -> str | None:
     )
     if proc.returncode == 0:
         return None
-    lines = [
-        ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip() and not ln.startswith("[WARNING]")
-    ]
+    lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip() and not ln.startswith("[WARNING]")]
     return f"{playbook}: syntax check failed: {lines[0] if lines else 'exit ' + str(proc.returncode)}"

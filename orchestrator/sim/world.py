@@ -260,7 +260,6 @@ def _stop(settings: WorldSettings, name: str, marker: str, timeout: float) -> bo
     return True
 
 
-
 # ------------------------------------------------------------------------------ components
 
 

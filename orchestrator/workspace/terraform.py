@@ -22,9 +22,7 @@ def engine_for(config: Config) -> Engine:
     durable.private_dir(config.state_dir)
     home = terraform_home(config)
     cli_config = ensure_mirror(home, [XCESIM])
-    return engine_from_settings(
-        config.terraform, cli_config=cli_config, plugin_cache_dir=plugin_cache_dir(home)
-    )
+    return engine_from_settings(config.terraform, cli_config=cli_config, plugin_cache_dir=plugin_cache_dir(home))
 
 
 def prepared_workdir(engine: Engine, workdir: ProviderWorkdir) -> Path:

@@ -156,4 +156,3 @@ class ProviderWorkdir:
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(name)
-

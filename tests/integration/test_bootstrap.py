@@ -65,9 +65,7 @@ def lab(tmp_path: Path) -> Iterator[Any]:
         lab.stop_all()
 
 
-def _config(
-    tmp_path: Path, lab: Any, site: Path | None, roles: str = "[site_motd]", xce: str = "{}"
-) -> LoadedConfig:
+def _config(tmp_path: Path, lab: Any, site: Path | None, roles: str = "[site_motd]", xce: str = "{}") -> LoadedConfig:
     ca = tmp_path / "ca.pem"
     ca.write_text("-----BEGIN CERTIFICATE-----\nTEST\n-----END CERTIFICATE-----\n")
     text = f"""
@@ -92,8 +90,14 @@ templates:
 def _records(lab: Any, names: list[str] | None = None) -> list[InstanceRecord]:
     return [
         InstanceRecord(
-            key=f"op1-{i:03d}", instance_id=h.instance_id, name=h.name, address=h.address,
-            template="cpu", provider="sim", op_id="op1", port=h.port,
+            key=f"op1-{i:03d}",
+            instance_id=h.instance_id,
+            name=h.name,
+            address=h.address,
+            template="cpu",
+            provider="sim",
+            op_id="op1",
+            port=h.port,
         )
         for i, h in enumerate(lab.hosts.values())
         if names is None or h.name in names
@@ -157,9 +161,9 @@ def test_bootstrap_example_site_idempotent_then_decommission(
     assert (first.artifact_dir / "job_events").is_dir()
 
     second = bootstrap(loaded, ROOT, records=_records(lab), extra_vars=waits)
-    assert {h: (r.status, r.changed) for h, r in second.hosts.items()} == {
-        "cpu-a": ("ok", 0), "cpu-b": ("ok", 0)
-    }, [r.describe() for r in second.hosts.values()]
+    assert {h: (r.status, r.changed) for h, r in second.hosts.items()} == {"cpu-a": ("ok", 0), "cpu-b": ("ok", 0)}, [
+        r.describe() for r in second.hosts.values()
+    ]
 
     gone = bootstrap(loaded, ROOT, records=_records(lab), hosts=["cpu-b"], playbook="decommission")
     assert gone.hosts["cpu-b"].status == "changed", gone.hosts["cpu-b"].describe()
@@ -187,8 +191,10 @@ def test_faults_are_per_host_results(tmp_path: Path, lab: Any, artifact: Path) -
     loaded = _config(tmp_path, lab, site, roles="[]")
     evars = _sim_vars(artifact)
     site_vars = site / "group_vars" / "all.yml"
-    site_vars.write_text("xce_node_manager_archive_src: \"{{ '/nonexistent/nm.tar.gz' if inventory_hostname "
-                         "== 'noart' else '" + str(artifact) + "' }}\"\n")
+    site_vars.write_text(
+        "xce_node_manager_archive_src: \"{{ '/nonexistent/nm.tar.gz' if inventory_hostname "
+        "== 'noart' else '" + str(artifact) + "' }}\"\n"
+    )
     del evars["xce_node_manager_archive_src"]
 
     result = bootstrap(loaded, ROOT, records=records, extra_vars=evars, ssh_wait=10)
@@ -243,11 +249,14 @@ def test_template_values_tags_and_cloud_names_are_never_evaluated(
     lab.wait_ready()
     hosts = lab.hosts
     ok_tags = {"xce:template": "cpu", "xce:provider": "sim", "xce:op_id": "op1"}
-    _tfstate(tmp_path, [
-        (hosts["hx-a"], "hx-a", {**ok_tags, "xce:op_id": hostile("tag")}),
-        (hosts["hx-b"], "hx-b", ok_tags),
-        (hosts["hx-c"], hostile("name"), ok_tags),  # renamed in the cloud
-    ])
+    _tfstate(
+        tmp_path,
+        [
+            (hosts["hx-a"], "hx-a", {**ok_tags, "xce:op_id": hostile("tag")}),
+            (hosts["hx-b"], "hx-b", ok_tags),
+            (hosts["hx-c"], hostile("name"), ok_tags),  # renamed in the cloud
+        ],
+    )
     loaded = _config(tmp_path, lab, None, roles="[]", xce='{model: "' + hostile("model").replace('"', '\\"') + '"}')
 
     result = bootstrap(loaded, ROOT, extra_vars=_sim_vars(artifact))
@@ -290,8 +299,7 @@ def test_a_name_with_pattern_characters_runs_on_no_other_host(tmp_path: Path, la
         InstanceRecord("op1-000", hosts["pa"].instance_id, "pa", hosts["pa"].address, "cpu", "sim", "op1", lab.port),
         InstanceRecord("op2-000", hosts["pb"].instance_id, "pb", hosts["pb"].address, "cpu", "sim", "op2", lab.port),
         InstanceRecord("op1-001", hosts["pc"].instance_id, "p*", hosts["pc"].address, "cpu", "sim", "op1", lab.port),
-        InstanceRecord("op1-002", hosts["pd"].instance_id, "pb,pd", hosts["pd"].address, "cpu", "sim", "op1",
-                       lab.port),
+        InstanceRecord("op1-002", hosts["pd"].instance_id, "pb,pd", hosts["pd"].address, "cpu", "sim", "op1", lab.port),
     ]
 
     by_op = bootstrap(loaded, ROOT, records=records, op="op1", extra_vars=_sim_vars(artifact))
@@ -331,8 +339,12 @@ def test_end_to_end_worker_joins_the_simulated_controller(tmp_path: Path, reques
     sim = tmp_path / "sim"
     cfg = yaml.safe_load((ROOT / "orchestrator" / "defaults" / "xceprov.yaml").read_text())
     cfg.update({"state_dir": str(tmp_path / "state"), "sim": {"state_dir": str(sim)}})
-    cfg["controller"] = {"addresses": [f"127.0.0.1:{port}"], "worker_addresses": [f"{lab.gateway}:{port}"],
-                         "ca": str(sim / "tls" / "ca.pem"), "join_key": str(sim / "client" / "join.key")}
+    cfg["controller"] = {
+        "addresses": [f"127.0.0.1:{port}"],
+        "worker_addresses": [f"{lab.gateway}:{port}"],
+        "ca": str(sim / "tls" / "ca.pem"),
+        "join_key": str(sim / "client" / "join.key"),
+    }
     cfg.pop("ansible", None)  # the verb finds the simulated world's key itself
     cfg_file = tmp_path / "xceprov.yaml"
     cfg_file.write_text(yaml.safe_dump(cfg))
@@ -343,8 +355,17 @@ def test_end_to_end_worker_joins_the_simulated_controller(tmp_path: Path, reques
         return out.output
 
     try:
-        xceprov("sim", "up", "--json", "--lab-name", lab.name, "--lab-subnet", str(lab.subnet),
-                "--controller-port", str(port))
+        xceprov(
+            "sim",
+            "up",
+            "--json",
+            "--lab-name",
+            lab.name,
+            "--lab-subnet",
+            str(lab.subnet),
+            "--controller-port",
+            str(port),
+        )
         if not (sim / "tls" / "ca.pem").exists():
             pytest.skip("the simulated controller is not available here")
         store = CloudStore(sim / "cloud.sqlite")  # creates the schema; then start its allocator in our lab

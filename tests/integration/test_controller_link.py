@@ -50,9 +50,15 @@ class SimController:
     def settings(self, identity: str = "orch", **kw: Any) -> ControllerSettings:
         # The simulated controller requires a provisioner certificate; its identity is the holder.
         cert, key = client_cert(self.state_dir, "provisioner", identity)
-        base: dict[str, Any] = {"addresses": [self.address], "ca": self.ca, "connect_timeout": 2.0,
-                                "request_timeout": 2.0, "lease_margin": MARGIN,
-                                "client_cert": cert, "client_key": key}
+        base: dict[str, Any] = {
+            "addresses": [self.address],
+            "ca": self.ca,
+            "connect_timeout": 2.0,
+            "request_timeout": 2.0,
+            "lease_margin": MARGIN,
+            "client_cert": cert,
+            "client_key": key,
+        }
         base.update(kw)
         return ControllerSettings(**base)
 
@@ -63,11 +69,27 @@ def controller(tmp_path: Path) -> Iterator[SimController]:
     address = f"127.0.0.1:{free_port()}"
     log = open(tmp_path / "controller.log", "wb")  # noqa: SIM115 - closed in teardown
     proc = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator.sim.controller", "serve", "--state-dir", str(state),
-         "--listen", address, "--ttl", str(TTL), "--check-interval", "0.5", "--heartbeat", "0.5"],
-        stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "orchestrator.sim.controller",
+            "serve",
+            "--state-dir",
+            str(state),
+            "--listen",
+            address,
+            "--ttl",
+            str(TTL),
+            "--check-interval",
+            "0.5",
+            "--heartbeat",
+            "0.5",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     try:
+
         def up() -> bool:
             assert proc.poll() is None, (tmp_path / "controller.log").read_text()
             try:
@@ -203,12 +225,13 @@ def test_one_holder_at_a_time_across_crash_and_failover(controller: SimControlle
         b.link.on_resync(resyncs.append)
         term_before = b.link.state().term
         admin.failover(controller.state_dir)
-        wait_for("orch-b to rejoin in the new term",
-                 lambda: b is not None and b.link.state().term > term_before)
+        wait_for("orch-b to rejoin in the new term", lambda: b is not None and b.link.state().term > term_before)
         # The previous holder (by the epoch on its latest fact) is re-granted at once, in the new term.
-        wait_for("orch-b's new-term lease",
-                 lambda: b is not None and b.leases.valid("p1") and b.leases.gate("p1").term > epoch_b.term,
-                 timeout=TTL * 2)
+        wait_for(
+            "orch-b's new-term lease",
+            lambda: b is not None and b.leases.valid("p1") and b.leases.gate("p1").term > epoch_b.term,
+            timeout=TTL * 2,
+        )
         assert b.link.state().reconnects >= 1
         wait_for("orch-b's resync", lambda: bool(resyncs))
         assert {"op-b"} <= {f.op_id for f in resyncs[-1]["p1"]}
@@ -234,9 +257,20 @@ def test_a_standby_redirects_to_the_primary(controller: SimController, tmp_path:
     # The standby must present a certificate from the same CA: share the primary's TLS files.
     (state / "tls").symlink_to(controller.state_dir / "tls")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator.sim.controller", "serve", "--state-dir", str(state),
-         "--listen", standby_address, "--redirect", controller.address],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "orchestrator.sim.controller",
+            "serve",
+            "--state-dir",
+            str(state),
+            "--listen",
+            standby_address,
+            "--redirect",
+            controller.address,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         host, port = standby_address.rsplit(":", 1)
@@ -301,11 +335,15 @@ def test_tls_wrong_ca_and_wrong_host_name(controller: SimController, tmp_path: P
 
     other = tmp_path / "other-ca.pem"
     pki.make_ca("not the controller's CA").write(other, tmp_path / "other-ca.key")
-    with ControllerLink(controller.settings(ca=other), instance_id="x") as link, \
-            pytest.raises(ControllerError, match="not signed by the configured CA"):
+    with (
+        ControllerLink(controller.settings(ca=other), instance_id="x") as link,
+        pytest.raises(ControllerError, match="not signed by the configured CA"),
+    ):
         link.open()
-    with ControllerLink(controller.settings(server_name="elsewhere.example"), instance_id="x") as link, \
-            pytest.raises(ControllerError, match="host name mismatch"):
+    with (
+        ControllerLink(controller.settings(server_name="elsewhere.example"), instance_id="x") as link,
+        pytest.raises(ControllerError, match="host name mismatch"),
+    ):
         link.open()
 
 
@@ -336,8 +374,9 @@ def test_lease_keeper_process_gates_releases_and_obeys_revocation(controller: Si
         keeper.close(release=True)
         leases = {x["provider"]: x for x in admin.status(controller.state_dir)["leases"]}
         assert "p1" not in leases or leases["p1"]["holder"] != "orch-k"
-        wait_for("orch-l to get the released lease", lambda: other is not None and other.leases.valid("p1"),
-                 timeout=TTL * 3)
+        wait_for(
+            "orch-l to get the released lease", lambda: other is not None and other.leases.valid("p1"), timeout=TTL * 3
+        )
     finally:
         keeper.close()
         if other is not None:
@@ -347,19 +386,31 @@ def test_lease_keeper_process_gates_releases_and_obeys_revocation(controller: Si
 def status_config(tmp_path: Path, addresses: list[str], ca: Path) -> Path:
     cfg = tmp_path / "xceprov.yaml"
     cert, key = client_cert(ca.parents[1], "provisioner", "orch-status")
-    cfg.write_text(json.dumps({
-        "cluster": "test", "state_dir": str(tmp_path / "state"),
-        "controller": {"addresses": addresses, "ca": str(ca), "connect_timeout": 2, "request_timeout": 5,
-                       "client_cert": str(cert), "client_key": str(key)},
-        "providers": {"sim": {"module": "xcesim"}},
-        "templates": {"cpu": {"providers": {"sim": {"flavor": "c8.large", "image": "debian-12"}}}},
-    }))
+    cfg.write_text(
+        json.dumps(
+            {
+                "cluster": "test",
+                "state_dir": str(tmp_path / "state"),
+                "controller": {
+                    "addresses": addresses,
+                    "ca": str(ca),
+                    "connect_timeout": 2,
+                    "request_timeout": 5,
+                    "client_cert": str(cert),
+                    "client_key": str(key),
+                },
+                "providers": {"sim": {"module": "xcesim"}},
+                "templates": {"cpu": {"providers": {"sim": {"flavor": "c8.large", "image": "debian-12"}}}},
+            }
+        )
+    )
     return cfg
 
 
 def xceprov(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], capture_output=True, text=True,
-                          check=False, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", *args], capture_output=True, text=True, check=False, timeout=60
+    )
 
 
 def test_status_shows_link_leases_demand_and_open_ops(controller: SimController, tmp_path: Path) -> None:
@@ -374,11 +425,11 @@ def test_status_shows_link_leases_demand_and_open_ops(controller: SimController,
         assert out.returncode == 0, out.stderr
         report = json.loads(out.stdout)
         assert report["link"]["address"] == controller.address and report["term"] >= 1
-        assert [(x["provider"], x["holder"], x["epoch"]) for x in report["leases"]] == [
-            ("sim", "orch-s", epoch.tag())]
+        assert [(x["provider"], x["holder"], x["epoch"]) for x in report["leases"]] == [("sim", "orch-s", epoch.tag())]
         assert {d["template"]: d["wanted"] for d in report["demand"]}["cpu"] == 3
         assert [(o["op_id"], o["action"], o["done"], o["wanted"]) for o in report["open_ops"]] == [
-            ("op-00000002-aaaaaa", "create", 0, 2)]
+            ("op-00000002-aaaaaa", "create", 0, 2)
+        ]
         text = xceprov("--config", str(cfg), "status")
         assert text.returncode == 0 and "holder orch-s" in text.stdout
     finally:
@@ -416,10 +467,17 @@ def plain_python3() -> str | None:
 def node_config(ctl: SimController, roles: list[str], host: str, instance_id: str) -> dict[str, Any]:
     token = ctl.state_dir.parent / f"{host}.token"  # the worker's credential, as the bootstrap installs it
     token.write_text(worker_token(ctl.state_dir, "op-00000001-abcdef-000", host) + "\n")
-    return {"roles": roles, "controller": {"addresses": [ctl.address], "ca_file": str(ctl.ca)},
-            "template": "cpu", "host_name": host, "instance_id": instance_id,
-            "instance_key": "op-00000001-abcdef-000", "op_id": "op-00000001-abcdef",
-            "heartbeat_interval": 0.5, "join_token_file": str(token)}
+    return {
+        "roles": roles,
+        "controller": {"addresses": [ctl.address], "ca_file": str(ctl.ca)},
+        "template": "cpu",
+        "host_name": host,
+        "instance_id": instance_id,
+        "instance_key": "op-00000001-abcdef-000",
+        "op_id": "op-00000001-abcdef",
+        "heartbeat_interval": 0.5,
+        "join_token_file": str(token),
+    }
 
 
 def read_state(path: Path) -> dict[str, Any]:
@@ -451,21 +509,46 @@ def test_node_manager_joins_is_matched_restarts_and_decommission_stops_it(
     nm_log = open(tmp_path / "nm.log", "wb")  # noqa: SIM115 - closed below
     env = {"PATH": os.path.dirname(python3), "LANG": "C.UTF-8"}  # no venv, no PYTHONPATH
     nm = subprocess.Popen(
-        [python3, str(opt / "bin" / "xce-node-manager"), "--config", str(config), "--state-file", str(state),
-         "--pidfile", str(pidfile), "--reload-interval", "0.3"],
-        stdout=nm_log, stderr=subprocess.STDOUT, env=env, cwd=tmp_path,
+        [
+            python3,
+            str(opt / "bin" / "xce-node-manager"),
+            "--config",
+            str(config),
+            "--state-file",
+            str(state),
+            "--pidfile",
+            str(pidfile),
+            "--reload-interval",
+            "0.3",
+        ],
+        stdout=nm_log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=tmp_path,
     )
     try:
         wait_for("the orchestrator's lease", lambda: orch.leases.valid("sim"))
         epoch = orch.leases.gate("sim")
-        orch.link.commit_fact(Fact("expectedHost", "sim", "op-00000001-abcdef", epoch,
-                                   instance_key="op-00000001-abcdef-000", instance_id=instance_id,
-                                   template="cpu", host_name=host, address="127.0.0.1",
-                                   join_deadline=time.time() + 600))
+        orch.link.commit_fact(
+            Fact(
+                "expectedHost",
+                "sim",
+                "op-00000001-abcdef",
+                epoch,
+                instance_key="op-00000001-abcdef-000",
+                instance_id=instance_id,
+                template="cpu",
+                host_name=host,
+                address="127.0.0.1",
+                join_deadline=time.time() + 600,
+            )
+        )
 
         def matched() -> bool:
-            return any(h.instance_id == instance_id and h.provider == "sim" and h.state == "idle"
-                       for h in orch.link.host_status(provider="sim"))
+            return any(
+                h.instance_id == instance_id and h.provider == "sim" and h.state == "idle"
+                for h in orch.link.host_status(provider="sim")
+            )
 
         wait_for("the worker to join and be matched to its expected host", matched)
         assert pidfile.read_text().strip() == str(nm.pid)
@@ -473,22 +556,29 @@ def test_node_manager_joins_is_matched_restarts_and_decommission_stops_it(
         # A dying worker is restarted and rejoins.
         first = read_state(state)["worker_pid"]
         os.kill(first, signal.SIGKILL)
-        wait_for("the worker's restart", lambda: read_state(state).get("restarts") == 1
-                 and read_state(state).get("worker_pid") not in (None, first))
+        wait_for(
+            "the worker's restart",
+            lambda: read_state(state).get("restarts") == 1 and read_state(state).get("worker_pid") not in (None, first),
+        )
         wait_for("the rejoin", matched)
 
         # Decommission: the controller refuses the host, the role is dropped, SIGHUP.
-        state_after = orch.link.decommission_host("sim", orch.leases.gate("sim"), instance_id=instance_id,
-                                                  reason="test")
+        state_after = orch.link.decommission_host(
+            "sim", orch.leases.gate("sim"), instance_id=instance_id, reason="test"
+        )
         assert state_after == "decommissioned"
         # The controller tells the worker to stop (workerStop): it exits with status 3 and, while the
         # role is still configured, the node manager only retries at its longest backoff.
-        wait_for("the worker to leave", lambda: read_state(state).get("last_exit") == 3
-                 and read_state(state).get("restart_pending") is True)
+        wait_for(
+            "the worker to leave",
+            lambda: read_state(state).get("last_exit") == 3 and read_state(state).get("restart_pending") is True,
+        )
         config.write_text(json.dumps(node_config(controller, [], host, instance_id)))
         os.kill(nm.pid, signal.SIGHUP)
-        wait_for("the worker to stop", lambda: read_state(state).get("worker_pid") is None
-                 and read_state(state).get("roles") == [])
+        wait_for(
+            "the worker to stop",
+            lambda: read_state(state).get("worker_pid") is None and read_state(state).get("roles") == [],
+        )
         restarts = read_state(state)["restarts"]
         time.sleep(1.5)  # several reload and supervision cycles: still stopped, not restarted
         after = read_state(state)

@@ -109,7 +109,11 @@ def test_saved_plan_applies_exactly_then_refuses_when_stale(site: Path) -> None:
     audit = [json.loads(line) for line in (site / "state" / "audit.log").read_text().splitlines()]
     verbs = ("apply", "applied", "apply-refused", "standalone")
     assert [a["action"] for a in audit if a["action"] in verbs] == [
-        "apply", "standalone", "applied", "apply", "apply-refused"
+        "apply",
+        "standalone",
+        "applied",
+        "apply",
+        "apply-refused",
     ]
 
 
@@ -153,9 +157,7 @@ def test_refresh_only_plan_shows_out_of_band_delete(site: Path, monkeypatch: pyt
         (["apply", "nothing-here"], 2, "not a plan bundle"),
     ],
 )
-def test_bad_input_one_line_no_traceback_nothing_written(
-    site: Path, args: list[str], code: int, message: str
-) -> None:
+def test_bad_input_one_line_no_traceback_nothing_written(site: Path, args: list[str], code: int, message: str) -> None:
     done = xceprov(site, *args)
     assert done.returncode == code
     lines = done.stderr.strip().splitlines()

@@ -126,7 +126,7 @@ def _instances(n: int, flavor: str = "c8.large", **extra_tags: str) -> dict[str,
 def test_apply_creates_instances_and_hostile_values_arrive_literally(ws: Workspace) -> None:
     desired = _instances(4, odd=HOSTILE_TAG)
     desired["op1-0"]["name"] = HOSTILE_NAME
-    desired["op1-0"]["user_data"] = "#!/bin/sh\necho \"${HOME}\" %{x}\n"
+    desired["op1-0"]["user_data"] = '#!/bin/sh\necho "${HOME}" %{x}\n'
     result = ws.engine.apply(ws.workdir, var_files=[ws.write_vars(desired)])
     assert result.summary.add == 4
 
@@ -301,9 +301,7 @@ def test_the_project_module_and_root_work_against_the_provider(tmp_path: Path) -
     stray = store.create_out_of_band("stray", "c8.large", "debian-12", {"xce:cluster": "itest"})
     store.delete_out_of_band(live["op9-2"].id)
     plan = engine.plan(workdir, var_files=[vars_file], refresh_only=True)
-    assert [(d.addr, d.action) for d in plan.drift] == [
-        ('module.instances.xcesim_instance.this["op9-2"]', "delete")
-    ]
+    assert [(d.addr, d.action) for d in plan.drift] == [('module.instances.xcesim_instance.this["op9-2"]', "delete")]
     engine.apply(workdir, var_files=[vars_file])
     assert stray.id in engine.output(workdir)["tagged"]
     store.close()
@@ -339,9 +337,7 @@ def test_the_cloud_ends_an_instance_past_its_max_lifetime_and_a_refresh_sees_it_
 
     # Terraform's refresh sees exactly that instance gone, as for any delete behind its back.
     plan = engine.plan(workdir, var_files=[vars_file], refresh_only=True, out=Path("refresh.tfplan"))
-    assert [(d.addr, d.action) for d in plan.drift] == [
-        ('module.instances.xcesim_instance.this["op7-0"]', "delete")
-    ]
+    assert [(d.addr, d.action) for d in plan.drift] == [('module.instances.xcesim_instance.this["op7-0"]', "delete")]
     engine.apply(workdir, plan_file=Path("refresh.tfplan"))
     outputs = engine.output(workdir)
     assert set(outputs["instances"]) == {"op7-1"}

@@ -113,9 +113,7 @@ def leftovers(world: World) -> list[str]:
     found = [f"netns {n}" for n in labnet.netns_list() if world.lab.name in n]
     if labnet.link_exists(world.lab.gateway_if):
         found.append(f"link {world.lab.gateway_if}")
-    found += [
-        f"mount {line}" for line in Path("/proc/mounts").read_text().splitlines() if str(world.sim) in line
-    ]
+    found += [f"mount {line}" for line in Path("/proc/mounts").read_text().splitlines() if str(world.sim) in line]
     procs = subprocess.run(["pgrep", "-af", str(world.sim)], capture_output=True, text=True, check=False)
     found += [f"process {line}" for line in procs.stdout.splitlines()]
     return found

@@ -120,9 +120,7 @@ def test_errors_name_file_and_line(kind: str, tmp_path: Path) -> None:
     engine.init(w)
     with pytest.raises(TerraformError) as err:
         engine.plan(w)
-    assert str(err.value) == (
-        'main.tf:3: Error: Unsupported argument: An argument named "foo" is not expected here.'
-    )
+    assert str(err.value) == ('main.tf:3: Error: Unsupported argument: An argument named "foo" is not expected here.')
     (diag,) = engine.validate(w)
     assert (diag.filename, diag.line, diag.severity) == ("main.tf", 3, "error")
 
@@ -183,7 +181,6 @@ resource "terraform_data" "slow" {
 """
 
 
-
 @pytest.fixture
 def python_sigint() -> Iterator[None]:
     # A process started in the background by a non-interactive shell (or some CI runners)
@@ -193,6 +190,7 @@ def python_sigint() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
 
 @pytest.mark.skipif(
     threading.current_thread() is not threading.main_thread(), reason="needs the main thread for SIGINT"
@@ -340,9 +338,7 @@ def test_drift_through_the_engine_with_xcesim(tmp_path: Path) -> None:
     from orchestrator.sim.cloud.store import CloudStore
 
     root = tmp_path / "tf"
-    engine: Engine = BundledEngine(
-        cli_config=ensure_mirror(root, [XCESIM]), plugin_cache_dir=plugin_cache_dir(root)
-    )
+    engine: Engine = BundledEngine(cli_config=ensure_mirror(root, [XCESIM]), plugin_cache_dir=plugin_cache_dir(root))
     w = tmp_path / "work"
     w.mkdir()
     (w / "main.tf").write_text(XCESIM_TF)
@@ -352,9 +348,7 @@ def test_drift_through_the_engine_with_xcesim(tmp_path: Path) -> None:
     )
     engine.init(w)
     engine.apply(w, var_files=[Path("desired.tfvars.json")])
-    ids = {
-        r["index"]: r["values"]["id"] for r in engine.show_state(w)["values"]["root_module"]["resources"]
-    }
+    ids = {r["index"]: r["values"]["id"] for r in engine.show_state(w)["values"]["root_module"]["resources"]}
     store = CloudStore(w / "cloud.sqlite")
     try:
         store.delete(ids["op5-0"])  # out of band: Terraform did not do this

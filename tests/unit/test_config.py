@@ -98,9 +98,7 @@ def test_search_order_explicit_env_cwd_builtin(tmp_path: Path, monkeypatch: pyte
         load_config(str(tmp_path / "missing.yaml"))
 
 
-def test_builtin_configuration_is_the_simulated_world(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_builtin_configuration_is_the_simulated_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv(ENV_VAR, raising=False)
     config = load_config().config

@@ -65,7 +65,10 @@ def _keyscan(address: str, port: int, timeout: float, types: str) -> list[str]:
     try:
         out = subprocess.run(
             ["ssh-keyscan", "-T", str(max(1, int(timeout))), "-t", types, "-p", str(port), address],
-            capture_output=True, text=True, timeout=timeout + 5, check=False,
+            capture_output=True,
+            text=True,
+            timeout=timeout + 5,
+            check=False,
         )
     except (OSError, subprocess.TimeoutExpired):
         return []
@@ -109,9 +112,7 @@ class HostKeyStore:
         """The record: instance id → {address, port, keys}."""
         return self._load()
 
-    def ensure(
-        self, targets: Iterable[KeyTarget], policy: Policy, wait: float, workers: int = 20
-    ) -> dict[str, str]:
+    def ensure(self, targets: Iterable[KeyTarget], policy: Policy, wait: float, workers: int = 20) -> dict[str, str]:
         """Make sure every target has pinned keys; returns ``{name: reason}`` for those that do not.
 
         ``wait`` bounds how long a host that does not answer SSH yet is retried (record policy).
@@ -152,12 +153,13 @@ class HostKeyStore:
                         )
                         continue
                     # The address now belongs to this instance: forget keys of earlier instances there.
-                    for iid in [i for i, r in index.items() if i != t.instance_id
-                                and r["address"] == t.address and int(r["port"]) == t.port]:
+                    for iid in [
+                        i
+                        for i, r in index.items()
+                        if i != t.instance_id and r["address"] == t.address and int(r["port"]) == t.port
+                    ]:
                         del index[iid]
-                    index[t.instance_id] = {
-                        "address": t.address, "port": t.port, "keys": keys, "name": t.name
-                    }
+                    index[t.instance_id] = {"address": t.address, "port": t.port, "keys": keys, "name": t.name}
             self._save(index)
         return problems
 

@@ -261,7 +261,7 @@ def inventory_from_state(state_dir: Path, cluster: str | None, saved: Mapping[st
             if group.startswith("template_") and (gbody.get("vars") or gbody.get("site_vars")):
                 data = dict(gbody.get("vars") or {})
                 roles = tuple(data.pop("xce_bootstrap_roles", ()))
-                templates[group[len("template_"):]] = TemplateBootstrap(
+                templates[group[len("template_") :]] = TemplateBootstrap(
                     (), dict(gbody.get("site_vars") or {}), roles, data
                 )
         if not records:

@@ -40,8 +40,15 @@ HostStatus = Literal["ok", "changed", "failed", "unreachable", "skipped"]
 # post-mortem needs beside the full stdout, which is always kept. Skipping one JSON file per
 # ok/skipped event keeps the runner's own cost down (the benchmark's ratio against a raw run).
 _KEPT_EVENTS = {
-    "runner_on_failed", "runner_on_unreachable", "runner_item_on_failed", "runner_on_async_failed",
-    "playbook_on_stats", "playbook_on_start", "playbook_on_play_start", "error", "warning",
+    "runner_on_failed",
+    "runner_on_unreachable",
+    "runner_item_on_failed",
+    "runner_on_async_failed",
+    "playbook_on_stats",
+    "playbook_on_start",
+    "playbook_on_play_start",
+    "error",
+    "warning",
 }
 # Events that end a task on a host; the rest (starts, includes, items) only feed progress.
 _OUTCOMES = {
@@ -281,9 +288,7 @@ def run_playbook(
     elif result.rc != 0 and not any(r.status in ("failed", "unreachable") for r in result.hosts.values()):
         # ansible-playbook failed before any host failed: a syntax error, a missing role, ...
         stdout = _tail(result.artifact_dir / "stdout")
-        raise AnsibleError(
-            f"{playbook.name} failed (rc={result.rc}): {stdout} (artifacts: {result.artifact_dir})"
-        )
+        raise AnsibleError(f"{playbook.name} failed (rc={result.rc}): {stdout} (artifacts: {result.artifact_dir})")
     return result
 
 

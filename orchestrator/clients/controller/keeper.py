@@ -103,9 +103,20 @@ class SharedLeases:
     def _pack(self, i: int, gen: int, r: LeaseRecord) -> None:
         term, seq = (r.epoch.term, r.epoch.seq) if r.epoch is not None else (0, 0)
         note = r.note.encode("utf-8", "replace")[:80]
-        _RECORD.pack_into(self._map, self._offset(i), gen, term, seq, r.valid_until, r.ttl,
-                          1 if r.epoch is not None else 0, r.renewal_due, r.renewal_sent,
-                          r.renewal_confirmed, note)
+        _RECORD.pack_into(
+            self._map,
+            self._offset(i),
+            gen,
+            term,
+            seq,
+            r.valid_until,
+            r.ttl,
+            1 if r.epoch is not None else 0,
+            r.renewal_due,
+            r.renewal_sent,
+            r.renewal_confirmed,
+            note,
+        )
 
     def write(self, provider: str, record: LeaseRecord) -> None:
         """Publish one provider's lease (writer only)."""
@@ -240,8 +251,17 @@ class LeaseKeeper:
             r = self._shared.read(provider)
             epoch, until, ttl, note = r.epoch, r.valid_until, r.ttl, r.note
             held = epoch is not None and now < until
-            out.append(LeaseStatus(provider, held, epoch, ttl, max(0.0, until - now) if epoch else 0.0,
-                                   self.instance_id if epoch is not None else note, note if held else ""))
+            out.append(
+                LeaseStatus(
+                    provider,
+                    held,
+                    epoch,
+                    ttl,
+                    max(0.0, until - now) if epoch else 0.0,
+                    self.instance_id if epoch is not None else note,
+                    note if held else "",
+                )
+            )
         return out
 
     def revoke(self, provider: str, epoch: Epoch | None = None) -> None:
@@ -287,17 +307,28 @@ def _child(config: dict[str, Any]) -> int:
     settings = ControllerSettings.model_validate(config["settings"])
     providers: list[str] = list(config["providers"])
     shared = SharedLeases(Path(config["shared"]), providers)
-    link = ControllerLink(settings, instance_id=config["instance_id"], providers=providers,
-                          cluster=config.get("cluster", ""), lease_only=True)
+    link = ControllerLink(
+        settings,
+        instance_id=config["instance_id"],
+        providers=providers,
+        cluster=config.get("cluster", ""),
+        lease_only=True,
+    )
     manager: LeaseManager | None = None
 
     def publish(provider: str) -> None:
         assert manager is not None
         shared.write(provider, manager.record(provider))
 
-    manager = LeaseManager(link, providers, margin=float(config["margin"]), holder_id=config["instance_id"],
-                           clock=time.monotonic, on_change=publish,
-                           retry_interval=min(1.0, settings.request_timeout))
+    manager = LeaseManager(
+        link,
+        providers,
+        margin=float(config["margin"]),
+        holder_id=config["instance_id"],
+        clock=time.monotonic,
+        on_change=publish,
+        retry_interval=min(1.0, settings.request_timeout),
+    )
     link.on_lease_revoked(lambda r: manager.revoke(r.provider, r.epoch) if manager else None)
     link.on_reconnect(lambda _s: manager.kick(reacquire=True) if manager else None)
     link.start()

@@ -191,8 +191,9 @@ class LeaseManager:
         with self._lock:
             lease = self._leases[provider]
             due, sent, confirmed = lease.renewal
-            return LeaseRecord(lease.epoch, lease.valid_until, lease.ttl, lease.holder or lease.last_error,
-                               due, sent, confirmed)
+            return LeaseRecord(
+                lease.epoch, lease.valid_until, lease.ttl, lease.holder or lease.last_error, due, sent, confirmed
+            )
 
     def _changed(self, provider: str) -> None:
         if self._on_change is not None:
@@ -309,9 +310,7 @@ class LeaseManager:
     def start(self) -> None:
         """Start one renewal thread per provider (daemon threads; ``close`` stops them)."""
         for provider in self._leases:
-            thread = threading.Thread(
-                target=self._run, args=(provider,), name=f"lease-{provider}", daemon=True
-            )
+            thread = threading.Thread(target=self._run, args=(provider,), name=f"lease-{provider}", daemon=True)
             thread.start()
             self._threads.append(thread)
 

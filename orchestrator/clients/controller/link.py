@@ -93,10 +93,15 @@ class ControllerLink:
         self.lease_only = lease_only
         rng = rng or random.Random()
         self._pending = PendingRequests()
-        join = {"instanceId": instance_id, "version": self.version, "providers": list(self.providers),
-                "cluster": cluster}
-        self._session = Session(settings, join, self._pending, self._frame,
-                                backoff or Backoff(initial=0.1, maximum=5.0, rng=rng))
+        join = {
+            "instanceId": instance_id,
+            "version": self.version,
+            "providers": list(self.providers),
+            "cluster": cluster,
+        }
+        self._session = Session(
+            settings, join, self._pending, self._frame, backoff or Backoff(initial=0.1, maximum=5.0, rng=rng)
+        )
         self._skip = _NOT_FOR_LEASES if lease_only else frozenset()
         self._cache = LinkCache(self.providers)
         self._pushes = PushQueue(max_host_events)
@@ -169,8 +174,7 @@ class ControllerLink:
     def start(self) -> None:
         """Connect in the background and keep the link up (reconnect, rejoin, resync) until ``close``."""
         self._start_push_thread()
-        thread = threading.Thread(target=self._session.keep_up, args=(self._joined,), name="ctl-connect",
-                                  daemon=True)
+        thread = threading.Thread(target=self._session.keep_up, args=(self._joined,), name="ctl-connect", daemon=True)
         thread.start()
         self._threads.append(thread)
 
@@ -234,8 +238,10 @@ class ControllerLink:
             self._pushes.put_demand(m.demand(payload or {}))
         elif kind == "hostEvent":
             if not self._pushes.put_host_event(m.host_event(payload or {})):
-                reason = (f"push queue overflow: {self._pushes.max_host_events} host events not yet handled; "
-                          "reconnecting to resync")
+                reason = (
+                    f"push queue overflow: {self._pushes.max_host_events} host events not yet handled; "
+                    "reconnecting to resync"
+                )
                 log.warning("controller %s: %s", conn.address, reason)
                 conn.close(reason)
         else:
@@ -306,8 +312,14 @@ class ControllerLink:
         payload = payload or {}
         if kind == "ack":
             fact_id = int(payload.get("factId", 0))
-            self._cache.committed(replace(fact, fact_id=fact_id, holder=self.instance_id,
-                                          committed=int(payload.get("committedUnixMs", 0)) / 1000.0))
+            self._cache.committed(
+                replace(
+                    fact,
+                    fact_id=fact_id,
+                    holder=self.instance_id,
+                    committed=int(payload.get("committedUnixMs", 0)) / 1000.0,
+                )
+            )
             return fact_id
         if kind == "reject":
             reason = str(payload.get("reason", ""))
@@ -362,10 +374,17 @@ class ControllerLink:
             raise ControllerError(f"unexpected reply to queryStatus: {kind}")
         return m.controller_status(payload or {})
 
-    def _host_ref(self, kind: str, provider: str, epoch: Epoch, instance_id: str, host_name: str,
-                  reason: str, force: bool = False) -> str:
-        body = {"provider": provider, "epoch": m.epoch_dict(epoch), "instanceId": instance_id,
-                "hostName": host_name, "reason": reason, "force": force}
+    def _host_ref(
+        self, kind: str, provider: str, epoch: Epoch, instance_id: str, host_name: str, reason: str, force: bool = False
+    ) -> str:
+        body = {
+            "provider": provider,
+            "epoch": m.epoch_dict(epoch),
+            "instanceId": instance_id,
+            "hostName": host_name,
+            "reason": reason,
+            "force": force,
+        }
         reply, payload = self.request(kind, body)
         if reply == "ack":
             # The host's state after the request (``closed``/``closing``/``decommissioned``);
@@ -376,14 +395,23 @@ class ControllerLink:
             raise LeaseLost(f"controller rejected {kind} for provider {provider}: stale epoch {epoch}")
         raise FinalError(f"controller refused {kind}: {reply}: {(payload or {}).get('message', '')}")
 
-    def close_host(self, provider: str, epoch: Epoch, *, instance_id: str = "", host_name: str = "",
-                   reason: str = "") -> str:
+    def close_host(
+        self, provider: str, epoch: Epoch, *, instance_id: str = "", host_name: str = "", reason: str = ""
+    ) -> str:
         """Drain a host (fenced by the provider's lease epoch): ``closed`` at once when idle,
         ``closing`` while its work runs (a ``closed`` host event follows when it ends)."""
         return self._host_ref("hostClose", provider, epoch, instance_id, host_name, reason)
 
-    def decommission_host(self, provider: str, epoch: Epoch, *, instance_id: str = "", host_name: str = "",
-                          reason: str = "", force: bool = False) -> str:
+    def decommission_host(
+        self,
+        provider: str,
+        epoch: Epoch,
+        *,
+        instance_id: str = "",
+        host_name: str = "",
+        reason: str = "",
+        force: bool = False,
+    ) -> str:
         """Decommission a host: its worker is stopped and a rejoin is refused.
 
         The controller refuses a busy or closing host unless ``force`` (the operator said so).

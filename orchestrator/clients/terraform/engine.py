@@ -163,9 +163,7 @@ class _CliEngine:
         env.update(self.extra_env)
         return env
 
-    def run(
-        self, workdir: Path, args: Sequence[str], should_stop: Callable[[], bool] | None = None
-    ) -> Completed:
+    def run(self, workdir: Path, args: Sequence[str], should_stop: Callable[[], bool] | None = None) -> Completed:
         """Run ``terraform ARGS`` in ``workdir`` and wait, without holding the GIL or any lock.
 
         Terraform runs in its own session so that a terminal Ctrl-C reaches it only through
@@ -319,9 +317,7 @@ class _CliEngine:
         if done.returncode not in (0, 2):
             messages.raise_for_errors(messages.diagnostics(stream), fallback=done.stderr or done.stdout)
             raise TerraformError(f"{self.name} plan failed with exit code {done.returncode}")
-        return messages.plan_result(
-            stream, exit_code=done.returncode, plan_file=str(out) if out is not None else None
-        )
+        return messages.plan_result(stream, exit_code=done.returncode, plan_file=str(out) if out is not None else None)
 
     def apply(
         self,
@@ -375,9 +371,7 @@ class _CliEngine:
             cwd, target = path.parent, path.name
         else:
             cwd, target = path, "."
-        done = self.run(
-            cwd, ["fmt", "-check", "-recursive", "-list=true", "-write=false", "-no-color", target]
-        )
+        done = self.run(cwd, ["fmt", "-check", "-recursive", "-list=true", "-write=false", "-no-color", target])
         if done.returncode == 0:
             return []
         listed = [ln.strip() for ln in done.stdout.splitlines() if ln.strip()]

@@ -223,12 +223,8 @@ def plan_result(
     changes = tuple(
         resource_change(m["change"]) for m in messages if m.get("type") == "planned_change" and "change" in m
     )
-    drift = tuple(
-        resource_change(m["change"]) for m in messages if m.get("type") == "resource_drift" and "change" in m
-    )
-    has_changes = (
-        exit_code == 2 if exit_code is not None else any(c.action != "no-op" for c in changes + drift)
-    )
+    drift = tuple(resource_change(m["change"]) for m in messages if m.get("type") == "resource_drift" and "change" in m)
+    has_changes = exit_code == 2 if exit_code is not None else any(c.action != "no-op" for c in changes + drift)
     return PlanResult(
         changes=changes,
         drift=drift,
@@ -248,12 +244,8 @@ def apply_result(messages: Sequence[Mapping[str, Any]], *, interrupted: bool = F
     they stay in ``diagnostics`` and the result has ``interrupted=True``.
     """
     diags = diagnostics(messages)
-    done = tuple(
-        resource_change(m["hook"]) for m in messages if m.get("type") == "apply_complete" and "hook" in m
-    )
-    failed = tuple(
-        resource_change(m["hook"]) for m in messages if m.get("type") == "apply_errored" and "hook" in m
-    )
+    done = tuple(resource_change(m["hook"]) for m in messages if m.get("type") == "apply_complete" and "hook" in m)
+    failed = tuple(resource_change(m["hook"]) for m in messages if m.get("type") == "apply_errored" and "hook" in m)
     outputs: dict[str, Any] = {}
     for m in messages:
         if m.get("type") == "outputs" and isinstance(m.get("outputs"), Mapping):

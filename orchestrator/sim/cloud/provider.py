@@ -420,9 +420,7 @@ class _StopIsNotShutdown(tf.runner._ShutdownInterceptor):  # type: ignore[misc]
 
 def main() -> None:
     """Serve the provider to Terraform (go-plugin handshake on stdout)."""
-    logging.basicConfig(
-        level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
-    )
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     # run_provider looks the interceptor class up in its module when it builds the server.
     tf.runner._ShutdownInterceptor = _StopIsNotShutdown
     run_provider(XceSimProvider(), sys.argv)

@@ -462,8 +462,7 @@ class CloudStore:
             self._check_capacity(conn, flavor)
             addr = self._allocate_address(conn)
             conn.execute(
-                "INSERT INTO flavor_live(flavor, live) VALUES (?, 1) "
-                "ON CONFLICT(flavor) DO UPDATE SET live = live + 1",
+                "INSERT INTO flavor_live(flavor, live) VALUES (?, 1) ON CONFLICT(flavor) DO UPDATE SET live = live + 1",
                 (flavor,),
             )
             version = self._bump_version(conn)
@@ -505,9 +504,7 @@ class CloudStore:
         limit = int(row[0])
         live_row = conn.execute("SELECT live FROM flavor_live WHERE flavor = ?", (flavor,)).fetchone()
         if (0 if live_row is None else int(live_row[0])) >= limit:
-            raise InsufficientCapacity(
-                f"InsufficientCapacity: flavor {flavor} has no capacity (limit {limit})"
-            )
+            raise InsufficientCapacity(f"InsufficientCapacity: flavor {flavor} has no capacity (limit {limit})")
 
     def _allocate_address(self, conn: sqlite3.Connection) -> int:
         row = conn.execute("SELECT addr FROM free_addresses ORDER BY addr LIMIT 1").fetchone()
@@ -571,8 +568,7 @@ class CloudStore:
         """Terminate one live instance inside the caller's write transaction; frees address and capacity."""
         version = self._bump_version(conn)
         conn.execute(
-            "UPDATE instances SET state = 'terminated', state_reason = ?, terminated_at = ?, "
-            "version = ? WHERE id = ?",
+            "UPDATE instances SET state = 'terminated', state_reason = ?, terminated_at = ?, version = ? WHERE id = ?",
             (reason, when, version, instance_id),
         )
         conn.execute("INSERT OR IGNORE INTO free_addresses(addr) VALUES (?)", (addr,))
@@ -586,9 +582,7 @@ class CloudStore:
         """
         self.expire_due()
         with self._write() as conn:
-            row = conn.execute(
-                "SELECT state, launch_time FROM instances WHERE id = ?", (instance_id,)
-            ).fetchone()
+            row = conn.execute("SELECT state, launch_time FROM instances WHERE id = ?", (instance_id,)).fetchone()
             if row is None or row[0] == TERMINATED:
                 raise InstanceNotFound(f"InvalidInstanceID.NotFound: no live instance {instance_id}")
             expires = expiry_of(str(row[1]), tags)
@@ -659,8 +653,7 @@ class CloudStore:
         ).fetchall()
         tags: dict[str, dict[str, str]] = {}
         for instance_id, key, value in conn.execute(
-            f"SELECT t.instance_id, t.key, t.value FROM tags t JOIN instances i ON i.id = t.instance_id "
-            f"WHERE {where}",
+            f"SELECT t.instance_id, t.key, t.value FROM tags t JOIN instances i ON i.id = t.instance_id WHERE {where}",
             params,
         ):
             tags.setdefault(instance_id, {})[key] = value
@@ -668,10 +661,7 @@ class CloudStore:
 
     @staticmethod
     def _row_to_instance(conn: sqlite3.Connection, row: tuple[object, ...]) -> Instance:
-        tags = {
-            str(k): str(v)
-            for k, v in conn.execute("SELECT key, value FROM tags WHERE instance_id = ?", (row[1],))
-        }
+        tags = {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM tags WHERE instance_id = ?", (row[1],))}
         return _instance(row, tags)
 
     # ---------------------------------------------------------------- fault controls
@@ -681,8 +671,7 @@ class CloudStore:
         with self._read() as conn:
             meta = dict(
                 conn.execute(
-                    "SELECT key, value FROM meta "
-                    "WHERE key IN ('error_rate', 'seed', 'slow_launch', 'lost_response')"
+                    "SELECT key, value FROM meta WHERE key IN ('error_rate', 'seed', 'slow_launch', 'lost_response')"
                 ).fetchall()
             )
             capacity = {str(f): int(n) for f, n in conn.execute("SELECT flavor, max_live FROM capacity")}
@@ -715,9 +704,7 @@ class CloudStore:
             if limit is None:
                 conn.execute("DELETE FROM capacity WHERE flavor = ?", (flavor,))
             else:
-                conn.execute(
-                    "INSERT OR REPLACE INTO capacity(flavor, max_live) VALUES (?, ?)", (flavor, int(limit))
-                )
+                conn.execute("INSERT OR REPLACE INTO capacity(flavor, max_live) VALUES (?, ?)", (flavor, int(limit)))
 
     def set_lost_response(self, rate: float) -> None:
         """Make each API create, with probability ``rate``, succeed but raise a retryable error.
@@ -825,9 +812,7 @@ def _where(tag_filter: Mapping[str, str] | None, include_terminated: bool) -> tu
     if not include_terminated:
         clauses.append("i.state != 'terminated'")
     for key, value in (tag_filter or {}).items():
-        clauses.append(
-            "EXISTS (SELECT 1 FROM tags f WHERE f.instance_id = i.id AND f.key = ? AND f.value = ?)"
-        )
+        clauses.append("EXISTS (SELECT 1 FROM tags f WHERE f.instance_id = i.id AND f.key = ? AND f.value = ?)")
         params.extend((key, value))
     return (" AND ".join(clauses) or "1"), params
 

@@ -327,8 +327,9 @@ class ControllerCore:
             if new_record and host.ever_joined and not replay:
                 # A worker that joined before its record existed (as a static host): the record
                 # starts joined, durably, like one the worker joined afterwards.
-                self.store.record_join(host.record_fact_id, host.provider, host.instance_id, host.host_name,
-                                       host.joined_ms)
+                self.store.record_join(
+                    host.record_fact_id, host.provider, host.instance_id, host.host_name, host.joined_ms
+                )
         elif f.kind in GONE_KINDS:
             host = self._find_host(f.instance_id, "", f.instance_key)
             if host is None:

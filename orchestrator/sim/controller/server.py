@@ -69,6 +69,7 @@ class ConnectionLimits:
 class Deadline(TimeoutError):
     """A whole-step deadline passed; the reason names the step."""
 
+
 _CLOSE: Final = b""  # queue sentinel: close after what is queued
 
 

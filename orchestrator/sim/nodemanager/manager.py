@@ -142,9 +142,7 @@ class NodeManager:
                 self.worker = None
                 if self.wants_worker():
                     delay = self.restart.delay(ran_for, refused=code in (EXIT_REFUSED, EXIT_CONFIG))
-                    log.warning(
-                        "worker exited with status %d after %.1fs; restarting in %.1fs", code, ran_for, delay
-                    )
+                    log.warning("worker exited with status %d after %.1fs; restarting in %.1fs", code, ran_for, delay)
                     self.restart_at = now + delay
                 self.write_state()
         if self.restart_at is not None and now >= self.restart_at:
@@ -299,5 +297,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .worker import run_worker
 
         return run_worker(args.config)
-    return run(args.config, pidfile=args.pidfile, state_file=args.state_file,
-               reload_interval=args.reload_interval)
+    return run(args.config, pidfile=args.pidfile, state_file=args.state_file, reload_interval=args.reload_interval)

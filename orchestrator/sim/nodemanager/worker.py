@@ -73,12 +73,14 @@ class Worker:
             which = str(env.which())
             body: dict[str, Any] = {}
             if which == "joined":
-                body = {"primary": env.joined.primary, "term": env.joined.term,
-                        "heartbeat_ms": env.joined.heartbeatIntervalMs,
-                        "state": str(env.joined.hostState)}
+                body = {
+                    "primary": env.joined.primary,
+                    "term": env.joined.term,
+                    "heartbeat_ms": env.joined.heartbeatIntervalMs,
+                    "state": str(env.joined.hostState),
+                }
             elif which == "error":
-                body = {"code": str(env.error.code), "message": env.error.message,
-                        "redirect": env.error.redirect}
+                body = {"code": str(env.error.code), "message": env.error.message, "redirect": env.error.redirect}
             elif which == "workerStop":
                 body = {"reason": env.workerStop.reason}
             return int(env.requestId), which, body
@@ -125,12 +127,20 @@ class Worker:
         try:
             own = sock.getsockname()[0]
             slots = cfg.xce.get("slots", 1)
-            join_id = self._send(sock, joinWorker={
-                "hostName": cfg.host_name, "instanceId": cfg.instance_id,
-                "instanceKey": cfg.instance_key, "opId": cfg.op_id, "template": cfg.template,
-                "address": own, "version": VERSION, "slots": slots if isinstance(slots, int) else 1,
-                "joinToken": token,
-            })
+            join_id = self._send(
+                sock,
+                joinWorker={
+                    "hostName": cfg.host_name,
+                    "instanceId": cfg.instance_id,
+                    "instanceKey": cfg.instance_key,
+                    "opId": cfg.op_id,
+                    "template": cfg.template,
+                    "address": own,
+                    "version": VERSION,
+                    "slots": slots if isinstance(slots, int) else 1,
+                    "joinToken": token,
+                },
+            )
             sock.settimeout(10.0)
             rid, which, body = self._decode(recv_frame(sock, cfg.max_frame_bytes))
             while rid != join_id:  # a push that raced the reply
@@ -144,8 +154,9 @@ class Worker:
                 raise WireError(f"join failed: {body['code']}: {body['message']}")
             if which != "joined":
                 raise WireError(f"unexpected reply to join: {which}")
-            log.info("joined controller %s as %s (term %s, state %s)", address, cfg.host_name,
-                     body["term"], body["state"])
+            log.info(
+                "joined controller %s as %s (term %s, state %s)", address, cfg.host_name, body["term"], body["state"]
+            )
             interval = body["heartbeat_ms"] / 1000.0 if body["heartbeat_ms"] else cfg.heartbeat_interval
             return self._heartbeat(sock, interval)
         finally:

@@ -35,9 +35,7 @@ templates:
 
 def test_select_by_op_name_key_id_address() -> None:
     assert [r.name for r in select(RECS, "op1", ())] == ["cpu-1", "cpu-2"]
-    assert [r.name for r in select(RECS, None, ["cpu-2", "op2-000", "i-1", "10.0.0.1"])] == [
-        "cpu-2", "gpu-1", "cpu-1"
-    ]
+    assert [r.name for r in select(RECS, None, ["cpu-2", "op2-000", "i-1", "10.0.0.1"])] == ["cpu-2", "gpu-1", "cpu-1"]
     assert len(select(RECS, None, ())) == 3
 
 

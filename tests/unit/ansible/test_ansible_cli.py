@@ -18,16 +18,24 @@ def test_bootstrap_verb_calls_the_service(monkeypatch: pytest.MonkeyPatch, tmp_p
     def fake(loaded: Any, root: Path, **kw: Any) -> RunResult:
         calls.update(kw)
         kw["progress"](Progress("h1", "Write the node manager configuration", "changed"))
-        return RunResult("id", "failed", 2, tmp_path, {
-            "h1": HostResult("h1", "changed", ok=3, changed=1),
-            "h2": HostResult("h2", "failed", task="Site hook", message="site says no"),
-        })
+        return RunResult(
+            "id",
+            "failed",
+            2,
+            tmp_path,
+            {
+                "h1": HostResult("h1", "changed", ok=3, changed=1),
+                "h2": HostResult("h2", "failed", task="Site hook", message="site says no"),
+            },
+        )
 
     monkeypatch.setattr("orchestrator.services.bootstrap.bootstrap", fake)
     monkeypatch.setattr("orchestrator.paths.toolkit_root", lambda: tmp_path)
     cfg = tmp_path / "xceprov.yaml"  # no simulated provider: nothing of the simulated world is touched
-    cfg.write_text("cluster: t\ncontroller: {ca: system}\nproviders: {aws: {module: aws}}\n"
-                   "templates: {cpu: {providers: {aws: {flavor: a, image: b}}}}\n")
+    cfg.write_text(
+        "cluster: t\ncontroller: {ca: system}\nproviders: {aws: {module: aws}}\n"
+        "templates: {cpu: {providers: {aws: {flavor: a, image: b}}}}\n"
+    )
     out = CliRunner().invoke(
         cli, ["--config", str(cfg), "bootstrap", "-e", "a=1", "-e", "b=[1,2]", "-e", "c=x", "h1", "h2"]
     )

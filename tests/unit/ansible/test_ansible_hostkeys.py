@@ -23,7 +23,8 @@ def test_record_then_pinned(tmp_path: Path) -> None:
     targets = [KeyTarget("h1", "i-1", "10.0.0.1"), KeyTarget("h2", "i-2", "10.0.0.2", 2200)]
     assert store.ensure(targets, "record", wait=0) == {}
     assert store.known_hosts.read_text().splitlines() == [
-        "10.0.0.1 ssh-ed25519 AAAA1", "[10.0.0.2]:2200 ssh-ed25519 AAAA2"
+        "10.0.0.1 ssh-ed25519 AAAA1",
+        "[10.0.0.2]:2200 ssh-ed25519 AAAA2",
     ]
     scan.calls.clear()
     assert store.ensure(targets, "record", wait=0) == {}

@@ -30,8 +30,13 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def _state(*instances: tuple[str, str, str, str]) -> dict[str, object]:
     value = {
-        key: {"id": iid, "name": name, "address": addr, "launch_time": "2026-11-29T09:00:00Z",
-              "tags": {"xce:template": "cpu", "xce:provider": "sim", "xce:op_id": key.rsplit("-", 1)[0]}}
+        key: {
+            "id": iid,
+            "name": name,
+            "address": addr,
+            "launch_time": "2026-11-29T09:00:00Z",
+            "tags": {"xce:template": "cpu", "xce:provider": "sim", "xce:op_id": key.rsplit("-", 1)[0]},
+        }
         for key, iid, name, addr in instances
     }
     return {"version": 4, "outputs": {"instances": {"value": value, "type": "object"}}}
@@ -43,7 +48,8 @@ def test_hosts_and_groups_per_template_provider_op() -> None:
         InstanceRecord("op-b-000", "i-2", "gpu-1", "10.213.0.3", "gpu", "aws", "op-b", port=2222),
     ]
     inv = build_inventory(
-        recs, {"ansible_user": "root"},
+        recs,
+        {"ansible_user": "root"},
         {"gpu": TemplateBootstrap(("gpu", "burst"), {"tuned": "hpc"}, ("site_cuda",), {"xce_node_manager_xce": {}})},
     )
     hosts = inv["all"]["hosts"]
@@ -68,9 +74,7 @@ def test_group_name_sanitises() -> None:
 def test_records_from_tfstate_skips_unaddressed() -> None:
     state = _state(("op1-000", "i-1", "h1", "10.0.0.1"), ("op1-001", "i-2", "h2", ""))
     recs = records_from_tfstate(state)
-    assert [(r.key, r.name, r.template, r.provider, r.op_id) for r in recs] == [
-        ("op1-000", "h1", "cpu", "sim", "op1")
-    ]
+    assert [(r.key, r.name, r.template, r.provider, r.op_id) for r in recs] == [("op1-000", "h1", "cpu", "sim", "op1")]
     assert records_from_tfstate({"version": 4}) == []
 
 
@@ -79,10 +83,25 @@ def test_valid_host_names(name: str) -> None:
     assert valid_host_name(name)
 
 
-@pytest.mark.parametrize("name", [
-    "", "web*", "a,b", "!a", "a&b", "h[1:3]", "~h.*", "-a", "a-", "a..b", "a b", "{{ x }}", "x" * 64,
-    "a.b." + "c" * 250,
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "",
+        "web*",
+        "a,b",
+        "!a",
+        "a&b",
+        "h[1:3]",
+        "~h.*",
+        "-a",
+        "a-",
+        "a..b",
+        "a b",
+        "{{ x }}",
+        "x" * 64,
+        "a.b." + "c" * 250,
+    ],
+)
 def test_invalid_host_names_are_left_out(name: str) -> None:
     assert not valid_host_name(name)
     inv = build_inventory([InstanceRecord("op-000", "i-1", name, "10.0.0.1", "cpu", "sim", "op")])
@@ -111,8 +130,14 @@ def _ansible_inventory(state: Path, inventory: str) -> dict[str, Any]:
     """``ansible-inventory --list`` as an operator runs it from the toolkit's root."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "XCEPROV_"))}
     env.update(XCEPROV_STATE_DIR=str(state), ANSIBLE_LOCAL_TEMP=str(state / "tmp"))
-    out = subprocess.run([str(Path(sys.executable).parent / "ansible-inventory"), "-i", inventory, "--list"],
-                         env=env, capture_output=True, text=True, check=True, cwd=ROOT)
+    out = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-inventory"), "-i", inventory, "--list"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
     assert "WARNING" not in out.stderr, out.stderr
     return dict(json.loads(out.stdout))
 
@@ -127,7 +152,8 @@ def test_inventory_plugin_reads_terraform_state_and_marks_data_unsafe(tmp_path: 
     (tmp_path / "state" / "work" / "demo" / "broken").mkdir()
     (tmp_path / "state" / "work" / "demo" / "broken" / "terraform.tfstate").write_text("{not json")
     saved = build_inventory(
-        [InstanceRecord("op0-000", "i-0", "old", "10.0.0.9", "cpu", "sim", "op0")], {"ansible_user": "admin"},
+        [InstanceRecord("op0-000", "i-0", "old", "10.0.0.9", "cpu", "sim", "op0")],
+        {"ansible_user": "admin"},
         {"cpu": TemplateBootstrap(vars={"tuned": "{{ 'hpc' }}"}, data={"xce_node_manager_xce": {"model": hostile}})},
     )
     write_inventory(tmp_path / "state" / "ansible" / "inventory" / "xceprov.yml", saved)
@@ -148,7 +174,8 @@ def test_inventory_plugin_reads_terraform_state_and_marks_data_unsafe(tmp_path: 
 def test_inventory_plugin_takes_a_written_inventory_as_it_is(tmp_path: Path) -> None:
     hostile = "{{ lookup('pipe', 'id') }}"
     inv = build_inventory(
-        [InstanceRecord("op1-000", "i-1", "h1", "10.0.0.1", "cpu", "sim", hostile, port=2222)], {},
+        [InstanceRecord("op1-000", "i-1", "h1", "10.0.0.1", "cpu", "sim", hostile, port=2222)],
+        {},
         {"cpu": TemplateBootstrap(vars={"tuned": "{{ 'hpc' }}"}, data={"xce_node_manager_xce": {"model": hostile}})},
     )
     path = write_inventory(tmp_path / "state" / "ansible" / "inventory" / "xceprov.yml", inv)

@@ -45,8 +45,15 @@ def test_collector_results_and_progress() -> None:
 
 def test_loop_failure_names_the_failing_item() -> None:
     c = _Collector(["a"], None)
-    c(_ev("runner_on_failed", "a", "Apply roles", msg="All items completed",
-          results=[{"failed": False}, {"failed": True, "msg": "the role 'site_x' was not found"}]))
+    c(
+        _ev(
+            "runner_on_failed",
+            "a",
+            "Apply roles",
+            msg="All items completed",
+            results=[{"failed": False}, {"failed": True, "msg": "the role 'site_x' was not found"}],
+        )
+    )
     assert c.results["a"].message == "the role 'site_x' was not found"
 
 
@@ -77,23 +84,39 @@ def test_site_roles_come_first(tmp_path: Path) -> None:
     s = RunnerSettings(toolkit_root=tmp_path / "tk", state_dir=tmp_path / "st", site_dir=tmp_path / "site")
     env = ansible_env(s)
     assert env["ANSIBLE_ROLES_PATH"].split(os.pathsep) == [
-        str((tmp_path / "site" / "roles").resolve()), str(tmp_path / "tk" / "ansible" / "roles")
+        str((tmp_path / "site" / "roles").resolve()),
+        str(tmp_path / "tk" / "ansible" / "roles"),
     ]
     assert env["ANSIBLE_PIPELINING"] == "True" and env["ANSIBLE_CONFIG"] == str(tmp_path / "tk" / "ansible.cfg")
 
 
 def test_run_environment_drops_what_was_only_inherited() -> None:
-    inherited = {"PATH": "/usr/bin", "HOME": "/root", "AWS_SECRET_ACCESS_KEY": "s3cr3t",
-                 "ANSIBLE_HASHI_VAULT_TOKEN": "tok", "LC_ALL": "C.UTF-8", "XCEPROV_SITE": "a",
-                 "ANSIBLE_CALLBACK_PLUGINS": "/a"}
-    prepared = {**inherited, "ANSIBLE_CONFIG": "/tk/ansible.cfg", "AWX_ISOLATED_DATA_DIR": "/st/run",
-                "ANSIBLE_CALLBACK_PLUGINS": "/a:/runner/callbacks", "PATH": "/venv/bin:/usr/bin"}
+    inherited = {
+        "PATH": "/usr/bin",
+        "HOME": "/root",
+        "AWS_SECRET_ACCESS_KEY": "s3cr3t",
+        "ANSIBLE_HASHI_VAULT_TOKEN": "tok",
+        "LC_ALL": "C.UTF-8",
+        "XCEPROV_SITE": "a",
+        "ANSIBLE_CALLBACK_PLUGINS": "/a",
+    }
+    prepared = {
+        **inherited,
+        "ANSIBLE_CONFIG": "/tk/ansible.cfg",
+        "AWX_ISOLATED_DATA_DIR": "/st/run",
+        "ANSIBLE_CALLBACK_PLUGINS": "/a:/runner/callbacks",
+        "PATH": "/venv/bin:/usr/bin",
+    }
     env = run_environment(prepared, {"ANSIBLE_CONFIG": "/tk/ansible.cfg", "PATH": "/venv/bin:/usr/bin"}, inherited)
     assert "AWS_SECRET_ACCESS_KEY" not in env and "ANSIBLE_HASHI_VAULT_TOKEN" not in env
     assert env == {
-        "PATH": "/venv/bin:/usr/bin", "HOME": "/root", "LC_ALL": "C.UTF-8", "XCEPROV_SITE": "a",
+        "PATH": "/venv/bin:/usr/bin",
+        "HOME": "/root",
+        "LC_ALL": "C.UTF-8",
+        "XCEPROV_SITE": "a",
         "ANSIBLE_CONFIG": "/tk/ansible.cfg",
-        "AWX_ISOLATED_DATA_DIR": "/st/run", "ANSIBLE_CALLBACK_PLUGINS": "/a:/runner/callbacks",
+        "AWX_ISOLATED_DATA_DIR": "/st/run",
+        "ANSIBLE_CALLBACK_PLUGINS": "/a:/runner/callbacks",
     }
 
 

@@ -158,14 +158,30 @@ class ShardCloud:
     def show_plan(self, workdir: Path, _plan_file: Path) -> dict[str, object]:
         if Path(workdir) == self.shard0:
             tagged = {
-                "i-a": {"id": "i-a", "name": "h-a", "address": "", "tags": {}, "state": "terminated",
-                        "state_reason": "spot-reclaim", "launch_time": "2026-12-01T08:00:00Z"}
+                "i-a": {
+                    "id": "i-a",
+                    "name": "h-a",
+                    "address": "",
+                    "tags": {},
+                    "state": "terminated",
+                    "state_reason": "spot-reclaim",
+                    "launch_time": "2026-12-01T08:00:00Z",
+                }
             }
             return {"planned_values": {"outputs": {"tagged_supported": {"value": True}, "tagged": {"value": tagged}}}}
-        drift = [{"mode": "managed", "type": "xcesim_instance", "address": 'x["op1-000"]', "index": "op1-000",
-                  "change": {"actions": ["delete"], "before": {"id": "i-a"}, "after": None}}]
-        return {"resource_drift": drift,
-                "planned_values": {"outputs": {"tagged_supported": {"value": False}, "tagged": {"value": {}}}}}
+        drift = [
+            {
+                "mode": "managed",
+                "type": "xcesim_instance",
+                "address": 'x["op1-000"]',
+                "index": "op1-000",
+                "change": {"actions": ["delete"], "before": {"id": "i-a"}, "after": None},
+            }
+        ]
+        return {
+            "resource_drift": drift,
+            "planned_values": {"outputs": {"tagged_supported": {"value": False}, "tagged": {"value": {}}}},
+        }
 
 
 def test_a_shard_without_a_listing_takes_the_clouds_reason_from_shard_zero(tmp_path: Path) -> None:

@@ -59,11 +59,7 @@ def test_instance_entries_carry_owner_and_site_tags() -> None:
 def test_cloud_init_writes_node_manager_config_with_worker_role() -> None:
     cfg = config()
     spec = next(
-        iter(
-            render_op(
-                cfg, renderer_for(cfg, BUILTIN), RenderRequest("sim", "cpu", "op-6b0b0000-abcdef", 1)
-            ).values()
-        )
+        iter(render_op(cfg, renderer_for(cfg, BUILTIN), RenderRequest("sim", "cpu", "op-6b0b0000-abcdef", 1)).values())
     )
     assert spec.user_data.startswith("#cloud-config\n")
     files = {f["path"]: f for f in yaml.safe_load(spec.user_data)["write_files"]}
@@ -79,11 +75,7 @@ def test_hostile_values_stay_literal() -> None:
     text = text.replace("image: debian-12", f"image: {json.dumps(HOSTILE)}")
     cfg = config(text)
     spec = next(
-        iter(
-            render_op(
-                cfg, renderer_for(cfg, BUILTIN), RenderRequest("sim", "cpu", "op-6b0b0000-abcdef", 1)
-            ).values()
-        )
+        iter(render_op(cfg, renderer_for(cfg, BUILTIN), RenderRequest("sim", "cpu", "op-6b0b0000-abcdef", 1)).values())
     )
     assert spec.tags["team"] == HOSTILE
     assert spec.image == HOSTILE
@@ -96,11 +88,7 @@ def test_site_directory_overrides_per_template_first(tmp_path: Path) -> None:
     (site / "cpu" / "hostname.j2").write_text("{{ cluster }}-fast-{{ index }}")
     cfg = config(SITE + f"template_dirs: [{json.dumps(str(site))}]\n")
     spec = next(
-        iter(
-            render_op(
-                cfg, renderer_for(cfg, BUILTIN), RenderRequest("sim", "cpu", "op-6b0b0000-abcdef", 1)
-            ).values()
-        )
+        iter(render_op(cfg, renderer_for(cfg, BUILTIN), RenderRequest("sim", "cpu", "op-6b0b0000-abcdef", 1)).values())
     )
     assert spec.name == "site1-fast-0"
 

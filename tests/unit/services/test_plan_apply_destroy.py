@@ -233,8 +233,9 @@ def test_destroy_dry_run_changes_nothing(loaded: LoadedConfig, engine: FakeEngin
     applied(loaded, engine, tmp_path, "b", cpu=3)
     before = workdir(loaded).desired_file.read_bytes()
     calls = len(engine.calls)
-    result = destroy(loaded, ROOT, all_instances=True, dry_run=True, max_destroy=1,
-                     executor=unit_executor(loaded, engine))
+    result = destroy(
+        loaded, ROOT, all_instances=True, dry_run=True, max_destroy=1, executor=unit_executor(loaded, engine)
+    )
     assert result.dry_run and len(result.removed["sim"]) == 3
     assert workdir(loaded).desired_file.read_bytes() == before
     assert "plan" in [c for c, _ in engine.calls[calls:]]  # the removal is planned and shown ...

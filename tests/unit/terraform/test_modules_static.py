@@ -79,10 +79,7 @@ def named(blocks: list[dict[str, Any]]) -> dict[str, Any]:
 def typed(blocks: list[dict[str, Any]]) -> dict[tuple[str, str], Any]:
     """Two-label blocks (resource, data) by (type, name)."""
     return {
-        (rtype, name): body
-        for block in blocks
-        for rtype, by_name in block.items()
-        for name, body in by_name.items()
+        (rtype, name): body for block in blocks for rtype, by_name in block.items() for name, body in by_name.items()
     }
 
 
@@ -154,9 +151,7 @@ def test_contract_variables_are_typed_and_described(kind: str, name: str) -> Non
     for var, body in variables.items():
         assert body.get("type"), f"{kind}/{name}: variable {var} has no type"
         assert str(body.get("description", "")).strip(), f"{kind}/{name}: variable {var} has no description"
-        assert "default" not in body or var == "settings", (
-            f"{kind}/{name}: {var} must be given, not defaulted"
-        )
+        assert "default" not in body or var == "settings", f"{kind}/{name}: {var} must be given, not defaulted"
     assert squash(variables["instances"]["type"]) == "${" + INSTANCES_TYPE + "}"
     assert squash(variables["common_tags"]["type"]) == "${map(string)}"
     assert squash(variables["settings"]["type"]).startswith("${object({")
@@ -220,9 +215,7 @@ def test_output_shapes(name: str) -> None:
         assert tagged == {}
 
 
-def _reaches_common_tags(
-    expression: str, local_values: dict[str, Any], seen: frozenset[str] = frozenset()
-) -> bool:
+def _reaches_common_tags(expression: str, local_values: dict[str, Any], seen: frozenset[str] = frozenset()) -> bool:
     """Whether an expression merges var.common_tags in, directly or through locals."""
     if "merge(var.common_tags" in expression:
         return True
@@ -251,9 +244,7 @@ def test_every_resource_carries_the_owner_tags(name: str) -> None:
             )
         # Tags on an instance must be that instance's tags, not another's.
         assert "[each.key]" in body[TAGGABLE[rtype][0]]
-    assert squash(local_values["tags"]).startswith(
-        "${{forkey,instinvar.instances:key=>merge(var.common_tags,"
-    )
+    assert squash(local_values["tags"]).startswith("${{forkey,instinvar.instances:key=>merge(var.common_tags,")
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -294,9 +285,7 @@ def test_module_references_are_declared(name: str) -> None:
     used_data = {f"data.{t}.{n}" for t, n in re.findall(r"\bdata\.([a-z0-9_]+)\.([A-Za-z0-9_]+)", text)}
     assert used_data <= data
     prefix = INSTANCE_RESOURCE[name].split("_")[0]
-    used_resources = {
-        f"{t}.{n}" for t, n in re.findall(rf"(?<![.\w])({prefix}_[a-z0-9_]+)\.([A-Za-z0-9_]+)", text)
-    }
+    used_resources = {f"{t}.{n}" for t, n in re.findall(rf"(?<![.\w])({prefix}_[a-z0-9_]+)\.([A-Za-z0-9_]+)", text)}
     assert used_resources <= resources
 
 
@@ -531,9 +520,7 @@ def test_validations_refuse_contract_breaks(
     ],
     ids=["aws-market", "aws-address", "aws-user-data", "aws-tag-prefix", "openstack-network", "xcesim-store"],
 )
-def test_module_specific_validations(
-    validation_dirs: dict[str, Path], name: str, change: Any, message: str
-) -> None:
+def test_module_specific_validations(validation_dirs: dict[str, Path], name: str, change: Any, message: str) -> None:
     value = _good(name)
     change(value)
     retcode, text = _plan(validation_dirs[name], value, "specific")
@@ -669,7 +656,7 @@ def test_aws_lifetime_precondition_in_action(
     (work / "probe.tf").write_text(
         f"locals {{\n  max_lifetime = {_unwrap(locals_of(config)['max_lifetime'])}\n}}\n"
         'resource "terraform_data" "this" {\n  for_each = var.instances\n  lifecycle {\n'
-        f'    precondition {{\n      condition     = {_unwrap(condition)}\n'
+        f"    precondition {{\n      condition     = {_unwrap(condition)}\n"
         '      error_message = "Lifetime precondition failed."\n    }\n  }\n}\n'
     )
     value = _good("aws") if lifetime is None else _with_lifetime("aws", lifetime)

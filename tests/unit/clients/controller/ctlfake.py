@@ -93,8 +93,13 @@ class FakeController:
 
     def default(self, member: str, payload: Any, conn: FakeConn) -> tuple[str, Any]:
         if member == "joinProvisioner":
-            return "joined", {"role": "provisioner", "term": self.term, "primary": self.address,
-                              "controllerId": "fake", "leaseTtlMs": 15000}
+            return "joined", {
+                "role": "provisioner",
+                "term": self.term,
+                "primary": self.address,
+                "controllerId": "fake",
+                "leaseTtlMs": 15000,
+            }
         if member in ("leaseAcquire", "leaseRenew"):
             self.seq += 1
             epoch = {"term": self.term, "seq": self.seq}
@@ -105,9 +110,20 @@ class FakeController:
         if member == "requestDemand":
             return "demand", {"seq": 1, "term": self.term, "templates": [{"template": "cpu", "wanted": 2}]}
         if member == "queryFacts":
-            return "factList", {"provider": payload["provider"], "facts": [
-                {"kind": "requestIntent", "provider": payload["provider"], "opId": "op-1",
-                 "epoch": {"term": 1, "seq": 1}, "factId": 7, "count": 2, "template": "cpu"}]}
+            return "factList", {
+                "provider": payload["provider"],
+                "facts": [
+                    {
+                        "kind": "requestIntent",
+                        "provider": payload["provider"],
+                        "opId": "op-1",
+                        "epoch": {"term": 1, "seq": 1},
+                        "factId": 7,
+                        "count": 2,
+                        "template": "cpu",
+                    }
+                ],
+            }
         if member == "hostStatus":
             return "hostList", {"hosts": [{"hostName": "cpu-1", "state": "idle"}]}
         if member == "commitFact":
@@ -123,7 +139,6 @@ class FakeController:
         self._stop = True
         self.listener.close()
         self.drop_all()
-
 
 
 def wait_for(predicate: Callable[[], object], timeout: float = 10.0) -> bool:

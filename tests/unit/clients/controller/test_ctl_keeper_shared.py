@@ -48,8 +48,14 @@ def test_readers_never_see_a_torn_record(tmp_path: Path) -> None:
         for _ in range(20_000):
             rec = r.read("a")
             if rec.epoch is not None and not (
-                rec.epoch.term == rec.epoch.seq == rec.valid_until == rec.ttl == float(rec.note)
-                == rec.renewal_due == rec.renewal_sent == rec.renewal_confirmed
+                rec.epoch.term
+                == rec.epoch.seq
+                == rec.valid_until
+                == rec.ttl
+                == float(rec.note)
+                == rec.renewal_due
+                == rec.renewal_sent
+                == rec.renewal_confirmed
             ):
                 bad.append(rec)
     finally:

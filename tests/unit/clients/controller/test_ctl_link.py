@@ -70,7 +70,9 @@ def test_redirect_to_the_primary_is_followed(fake: FakeController, pki: Pki) -> 
     standby = FakeController(pki.server_ctx)
     try:
         standby.handlers["joinProvisioner"] = lambda *_: (
-            "error", {"code": "notPrimary", "message": "standby", "redirect": fake.address})
+            "error",
+            {"code": "notPrimary", "message": "standby", "redirect": fake.address},
+        )
         with ControllerLink(settings([standby.address], pki.ca), instance_id="a") as link:
             state = link.open()
             assert state.address == fake.address
@@ -80,8 +82,7 @@ def test_redirect_to_the_primary_is_followed(fake: FakeController, pki: Pki) -> 
 
 def test_unreachable_names_every_address_tried(pki: Pki) -> None:
     a, b = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
-    with ControllerLink(settings([a, b], pki.ca), instance_id="a") as link, \
-            pytest.raises(ControllerError) as info:
+    with ControllerLink(settings([a, b], pki.ca), instance_id="a") as link, pytest.raises(ControllerError) as info:
         link.open()
     message = str(info.value)
     assert a in message and b in message and "cannot connect" in message
@@ -89,15 +90,16 @@ def test_unreachable_names_every_address_tried(pki: Pki) -> None:
 
 
 def test_wrong_ca_is_refused_with_a_message_saying_so(fake: FakeController, pki: Pki) -> None:
-    with ControllerLink(settings([fake.address], pki.other_ca), instance_id="a") as link, \
-            pytest.raises(ControllerError, match="not signed by the configured CA"):
+    with (
+        ControllerLink(settings([fake.address], pki.other_ca), instance_id="a") as link,
+        pytest.raises(ControllerError, match="not signed by the configured CA"),
+    ):
         link.open()
 
 
 def test_wrong_host_name_is_refused_with_a_message_saying_so(fake: FakeController, pki: Pki) -> None:
     s = settings([fake.address], pki.ca, server_name="controller.elsewhere.example")
-    with ControllerLink(s, instance_id="a") as link, \
-            pytest.raises(ControllerError, match="host name mismatch"):
+    with ControllerLink(s, instance_id="a") as link, pytest.raises(ControllerError, match="host name mismatch"):
         link.open()
 
 
@@ -147,8 +149,9 @@ def test_revocation_push_invalidates_the_lease_at_once(fake: FakeController, pki
         link.open()
         manager.step()
         epoch = manager.gate("p1")
-        conns[0].push("leaseRevoked", {"provider": "p1", "epoch": {"term": epoch.term, "seq": epoch.seq},
-                                       "reason": "admin"})
+        conns[0].push(
+            "leaseRevoked", {"provider": "p1", "epoch": {"term": epoch.term, "seq": epoch.seq}, "reason": "admin"}
+        )
         assert revoked.wait(10)
         with pytest.raises(LeaseLost, match="revoked"):
             manager.gate("p1")
@@ -192,14 +195,14 @@ def test_malformed_frame_from_the_controller_drops_the_connection(fake: FakeCont
             link.acquire("p1")
 
 
-def test_missing_ca_is_a_config_error_and_the_background_loop_survives(
-    fake: FakeController, tmp_path: Path
-) -> None:
+def test_missing_ca_is_a_config_error_and_the_background_loop_survives(fake: FakeController, tmp_path: Path) -> None:
     from orchestrator.errors import ConfigError
 
     missing = tmp_path / "nope.pem"
-    with ControllerLink(settings([fake.address], missing), instance_id="a") as link, \
-            pytest.raises(ConfigError, match=r"nope\.pem"):
+    with (
+        ControllerLink(settings([fake.address], missing), instance_id="a") as link,
+        pytest.raises(ConfigError, match=r"nope\.pem"),
+    ):
         link.open()
     link = ControllerLink(settings([fake.address], missing), instance_id="a")
     link.start()

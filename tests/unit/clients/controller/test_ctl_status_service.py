@@ -74,8 +74,10 @@ def test_text_report_shows_free_and_held_leases_demand_and_ops() -> None:
 
 def test_status_reply_term_start_is_parsed_into_seconds(fake: FakeController, pki: Pki) -> None:
     started_ms = 1_800_000_123_456
-    fake.handlers["queryStatus"] = lambda *_: ("status", {"controllerId": "fake", "term": 4,
-                                                          "termStartedMs": started_ms})
+    fake.handlers["queryStatus"] = lambda *_: (
+        "status",
+        {"controllerId": "fake", "term": 4, "termStartedMs": started_ms},
+    )
     settings = ControllerSettings(addresses=[fake.address], ca=pki.ca, connect_timeout=2.0, request_timeout=2.0)
     with ControllerLink(settings, instance_id="orch-status") as link:
         link.open()

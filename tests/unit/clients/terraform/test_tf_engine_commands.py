@@ -73,9 +73,7 @@ def set_output(fake: Path, recorded: str, rc: int) -> None:
     (fake.parent / "rc").write_text(str(rc))
 
 
-def test_plan_command_line_and_environment(
-    fake: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_plan_command_line_and_environment(fake: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TF_CLI_ARGS", "-no-color")  # would corrupt -json parsing if passed on
     monkeypatch.setenv("TF_CLI_CONFIG_FILE", "/nonexistent/terraformrc")
     monkeypatch.setenv("TF_LOG", "WARN")
@@ -133,7 +131,13 @@ def test_apply_saved_plan(fake: Path, tmp_path: Path) -> None:
     assert result.summary.add > 0
     (call,) = calls(fake)
     assert call["argv"] == [
-        "apply", "-json", "-input=false", "-parallelism=3", "-lock-timeout=60s", "-auto-approve", "p.tfplan"
+        "apply",
+        "-json",
+        "-input=false",
+        "-parallelism=3",
+        "-lock-timeout=60s",
+        "-auto-approve",
+        "p.tfplan",
     ]
 
 
@@ -153,9 +157,7 @@ def test_apply_without_plan_needs_auto_approve(fake: Path, tmp_path: Path) -> No
         BinaryEngine(str(fake)).apply(tmp_path, auto_approve=False)
 
 
-def test_failure_without_json_uses_stderr(
-    fake: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_failure_without_json_uses_stderr(fake: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (fake.parent / "rc").write_text("1")
     monkeypatch.setenv("FAKE_STDERR", "\nError: Backend initialization required\n\nplease run init\n")
     with pytest.raises(TerraformError, match=r"^Error: Backend initialization required: please run init$"):
@@ -182,7 +184,6 @@ def test_timeout_stops_the_command(fake: Path, tmp_path: Path) -> None:
         engine.plan(tmp_path)
 
 
-
 @pytest.fixture
 def python_sigint() -> Iterator[None]:
     # A process started in the background by a non-interactive shell (or some CI runners)
@@ -192,6 +193,7 @@ def python_sigint() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
 
 @contextlib.contextmanager
 def ctrl_c_once(flag: Path) -> Iterator[None]:
@@ -273,9 +275,7 @@ def test_terraform_that_ignores_the_interrupt_is_killed_after_the_grace(fake: Pa
 
 
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="needs the main thread")
-def test_ctrl_c_after_a_stop_request_sends_no_second_interrupt(
-    fake: Path, tmp_path: Path, python_sigint: None
-) -> None:
+def test_ctrl_c_after_a_stop_request_sends_no_second_interrupt(fake: Path, tmp_path: Path, python_sigint: None) -> None:
     (fake.parent / "sleep").write_text("")
     (fake.parent / "stubborn").write_text("")  # Terraform still busy writing its state
     engine = BinaryEngine(str(fake), stop_grace=1.0, poll_interval=0.05)
@@ -349,16 +349,12 @@ def test_bundled_worker_is_importable_from_any_directory() -> None:
     assert env["XCEPROV_PYTHON"] == sys.executable
 
 
-def test_relative_config_paths_are_made_absolute(
-    fake: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_relative_config_paths_are_made_absolute(fake: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Terraform runs in the working directory; a state_dir like ".xceprov" is relative to ours.
     monkeypatch.chdir(tmp_path)
     work = tmp_path / "work"
     work.mkdir()
-    BinaryEngine(str(fake), cli_config=Path(".xceprov/terraform.rc"), plugin_cache_dir=Path(".xceprov/c")).init(
-        work
-    )
+    BinaryEngine(str(fake), cli_config=Path(".xceprov/terraform.rc"), plugin_cache_dir=Path(".xceprov/c")).init(work)
     (call,) = calls(fake)
     assert isinstance(call["env"], dict)
     assert call["env"]["TF_CLI_CONFIG_FILE"] == str(tmp_path / ".xceprov/terraform.rc")

@@ -74,9 +74,7 @@ def test_warning_is_kept_and_does_not_raise() -> None:
 def test_unsupported_argument_names_file_and_line() -> None:
     with pytest.raises(TerraformError) as err:
         messages.plan_result(stream("plan_unsupported_argument.jsonl"), exit_code=1)
-    assert str(err.value) == (
-        'main.tf:3: Error: Unsupported argument: An argument named "foo" is not expected here.'
-    )
+    assert str(err.value) == ('main.tf:3: Error: Unsupported argument: An argument named "foo" is not expected here.')
     assert err.value.exit_code == 4
 
 

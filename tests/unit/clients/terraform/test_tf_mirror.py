@@ -21,10 +21,7 @@ from orchestrator.clients.terraform.mirror import (
 def test_layout_and_config(tmp_path: Path) -> None:
     config = ensure_mirror(tmp_path, [XCESIM])
     assert config == tmp_path.resolve() / "terraform.rc"
-    exe = (
-        tmp_path
-        / "mirror/registry.terraform.io/xce/xcesim/0.1.0/linux_amd64/terraform-provider-xcesim_v0.1.0"
-    )
+    exe = tmp_path / "mirror/registry.terraform.io/xce/xcesim/0.1.0/linux_amd64/terraform-provider-xcesim_v0.1.0"
     assert os.access(exe, os.X_OK)
     script = exe.read_text()
     assert script.startswith("#!/bin/sh\n")

@@ -37,8 +37,12 @@ def _store(config: Path) -> CloudStore:
 def test_list_table_and_json(config: Path) -> None:
     store = _store(config)
     a = store.create_instance(
-        "burst-1", "c8.large", "debian-12",
-        {"xce:cluster": "demo", "xce:provider": "sim", "xce:op_id": "op1", "odd": "x\ny"}, "", "op1-0",
+        "burst-1",
+        "c8.large",
+        "debian-12",
+        {"xce:cluster": "demo", "xce:provider": "sim", "xce:op_id": "op1", "odd": "x\ny"},
+        "",
+        "op1-0",
     )
     b = store.create_out_of_band("stray", "g4.xlarge", "debian-12", {"xce:cluster": "other"})
     store.delete(b.id)
@@ -55,9 +59,7 @@ def test_list_table_and_json(config: Path) -> None:
     assert doc["instances"][0]["tags"]["odd"] == "x\ny"
     assert doc["instances"][1]["state"] == "terminated"
 
-    code, out, _ = _run(
-        config, "sim", "cloud", "list", "--json", "--tag", "xce:op_id=op1", "--tag", "odd=x\ny"
-    )
+    code, out, _ = _run(config, "sim", "cloud", "list", "--json", "--tag", "xce:op_id=op1", "--tag", "odd=x\ny")
     assert [i["id"] for i in json.loads(out)["instances"]] == [a.id]
 
 
@@ -69,7 +71,11 @@ def test_fault_commands_change_the_store(config: Path) -> None:
     assert _run(config, "sim", "fault", "lost-response", "0.5")[0] == 0
     code, out, _ = _run(config, "sim", "fault", "show", "--json")
     assert json.loads(out) == {
-        "error_rate": 0.3, "seed": 5, "slow_launch": 2.0, "capacity": {"c8.large": 4}, "lost_response": 0.5
+        "error_rate": 0.3,
+        "seed": 5,
+        "slow_launch": 2.0,
+        "capacity": {"c8.large": 4},
+        "lost_response": 0.5,
     }
     assert _run(config, "sim", "fault", "capacity", "c8.large", "--clear")[0] == 0
     assert _store(config).faults().capacity == {}
@@ -80,8 +86,20 @@ def test_fault_commands_change_the_store(config: Path) -> None:
 
 def test_out_of_band_create_delete_and_spot_reclaim(config: Path) -> None:
     code, out, _ = _run(
-        config, "sim", "fault", "create", "--name", "stray", "--flavor", "spot.small", "--image", "deb",
-        "--tag", "xce:cluster=demo", "--tag", "note=a=b",
+        config,
+        "sim",
+        "fault",
+        "create",
+        "--name",
+        "stray",
+        "--flavor",
+        "spot.small",
+        "--image",
+        "deb",
+        "--tag",
+        "xce:cluster=demo",
+        "--tag",
+        "note=a=b",
     )
     assert code == 0
     stray_id = out.split()[0]

@@ -76,9 +76,7 @@ def test_capacity_error_becomes_the_diagnostic_summary(provider: XceSimProvider)
     provider.store.set_capacity("c8.large", 0)
     diags = Diagnostics()
     assert InstanceResource(provider).create(CreateContext(diags, "t"), _planned()) is None
-    assert [d.summary for d in diags.diagnostics] == [
-        "InsufficientCapacity: flavor c8.large has no capacity (limit 0)"
-    ]
+    assert [d.summary for d in diags.diagnostics] == ["InsufficientCapacity: flavor c8.large has no capacity (limit 0)"]
 
 
 def test_retryable_error_is_reported_and_optionally_retried(provider: XceSimProvider) -> None:

@@ -328,10 +328,7 @@ def test_ten_threads_and_two_processes_lose_nothing(tmp_path: Path) -> None:
     package_root = str(Path(orchestrator.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = package_root + os.pathsep + env.get("PYTHONPATH", "")
     # 10 threads x 15 + 2 processes x 25 = 200 instances, each token created twice.
-    procs = [
-        subprocess.Popen([sys.executable, "-c", _CHILD, str(path), f"proc{n}", "25"], env=env)
-        for n in range(2)
-    ]
+    procs = [subprocess.Popen([sys.executable, "-c", _CHILD, str(path), f"proc{n}", "25"], env=env) for n in range(2)]
     errors: list[BaseException] = []
 
     def work(prefix: str) -> None:
@@ -339,8 +336,12 @@ def test_ten_threads_and_two_processes_lose_nothing(tmp_path: Path) -> None:
             for _round in range(2):
                 for i in range(15):
                     store.create_instance(
-                        f"{prefix}-{i}", "c8.large", "debian-12",
-                        {"worker": prefix, "xce:cluster": "demo"}, "", f"{prefix}-{i}",
+                        f"{prefix}-{i}",
+                        "c8.large",
+                        "debian-12",
+                        {"worker": prefix, "xce:cluster": "demo"},
+                        "",
+                        f"{prefix}-{i}",
                     )
         except BaseException as exc:
             errors.append(exc)

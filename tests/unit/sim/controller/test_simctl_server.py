@@ -269,9 +269,10 @@ def test_expected_host_decommission_over_the_wire(ctl: Running, clients: list[Pr
     )  # fmt: skip
     assert r.kind == "ack"
     w = _client(ctl, clients)
-    assert join_worker(w, "op-1-0", "i-7", token=ctl.token("op-1-0", "op-1-0"), instance_key="op-1-0").body[
-        "hostState"
-    ] == "idle"
+    assert (
+        join_worker(w, "op-1-0", "i-7", token=ctl.token("op-1-0", "op-1-0"), instance_key="op-1-0").body["hostState"]
+        == "idle"
+    )
     hosts = p.request(lambda env: setattr(env.init("hostStatus"), "provider", "sim")).body["hosts"]
     assert [(h["instanceId"], h["state"], h["instanceKey"]) for h in hosts] == [("i-7", "idle", "op-1-0")]
 

@@ -21,9 +21,7 @@ def test_settings_default_then_recorded(tmp_path: Path) -> None:
         world.settings_for(tmp_path, controller_port=70000)
 
 
-def test_without_root_hosts_are_unavailable_and_say_why(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_without_root_hosts_are_unavailable_and_say_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(world, "_is_root", lambda: False)
     monkeypatch.setattr(world, "_controller_available", lambda: False)
     monkeypatch.setattr(world, "ensure_toolkit_key", lambda state_dir: state_dir / "ssh" / "id_ed25519")

@@ -55,17 +55,33 @@ def test_unpacked_entry_runs_in_isolation(artifact: Path, tmp_path: Path) -> Non
         tar.extractall(tmp_path / "opt", filter="data")
     # -I: no PYTHONPATH, no user site, no current directory: only what the artifact brings.
     out = subprocess.run(
-        [sys.executable, "-I", str(tmp_path / "opt/bin/xce-node-manager"), "worker",
-         "--config", str(tmp_path / "missing.json")],
-        capture_output=True, text=True, check=False, timeout=60,
+        [
+            sys.executable,
+            "-I",
+            str(tmp_path / "opt/bin/xce-node-manager"),
+            "worker",
+            "--config",
+            str(tmp_path / "missing.json"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
     )
     assert out.returncode == 78, out.stderr
     assert "cannot read" in out.stderr
     probe = subprocess.run(
-        [sys.executable, "-I", "-c",
-         "import sys; sys.path.insert(0, sys.argv[1]); import capnp, xce_node_manager.worker as w; "
-         "s = w.load_schema(); print(s.Envelope.new_message(requestId=1, requestDemand=None).which())",
-         str(tmp_path / "opt/lib")],
-        capture_output=True, text=True, check=False, timeout=60,
+        [
+            sys.executable,
+            "-I",
+            "-c",
+            "import sys; sys.path.insert(0, sys.argv[1]); import capnp, xce_node_manager.worker as w; "
+            "s = w.load_schema(); print(s.Envelope.new_message(requestId=1, requestDemand=None).which())",
+            str(tmp_path / "opt/lib"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
     )
     assert probe.stdout.strip() == "requestDemand", probe.stderr

@@ -151,7 +151,6 @@ def test_pidfile_refuses_a_second_live_instance(tmp_path: Path) -> None:
     assert pidfile.read_text().strip() == str(__import__("os").getpid())
 
 
-
 def test_join_token_file_is_read_and_a_missing_one_is_one_line(tmp_path: Path) -> None:
     token = tmp_path / "join-token"
     token.write_text("ab" * 32 + "\n")
