@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 
-def xceprov(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def xceprov(site: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """``xceprov ARGS`` with ``site/xceprov.yaml`` as the configuration, run in ``site``."""
     env = {**os.environ, "XCEPROV_CONFIG": str(site / "xceprov.yaml")}
     return subprocess.run(
@@ -17,6 +17,6 @@ def xceprov(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout,
         check=False,
     )

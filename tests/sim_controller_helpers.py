@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
+import signal
 import socket
 import ssl
 import struct
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -21,6 +25,7 @@ from orchestrator.protocol import schema
 from orchestrator.protocol.framing import encode, new_envelope, open_envelope, recv_frame, send_frame
 from orchestrator.protocol.jointoken import join_token, read_join_key
 from orchestrator.protocol.tls import client_context, server_context
+from orchestrator.sim.controller import admin
 from orchestrator.sim.controller.clock import Clock, SystemClock
 from orchestrator.sim.controller.core import ControllerCore
 from orchestrator.sim.controller.server import ConnectionLimits, ControllerServer
@@ -305,3 +310,43 @@ def wait_for(what: str, check: Callable[[], bool], timeout: float = 20.0) -> Non
             return
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+@contextlib.contextmanager
+def controller_process(
+    tmp_path: Path, *, ttl: float, heartbeat: float, check_interval: float = 0.5
+) -> Iterator[tuple[Path, str, subprocess.Popen[bytes]]]:
+    """A simulated controller in its own process on a free loopback port: (state dir, address, process).
+
+    Ready when its port accepts connections, its CA is written and its admin socket exists; its
+    log is ``tmp_path/controller.log``. Stopped (continued first if a test stopped it) on exit.
+    """
+    state = tmp_path / "ctl"
+    address = f"127.0.0.1:{free_port()}"
+    log = open(tmp_path / "controller.log", "wb")  # noqa: SIM115 - closed below
+    command = [sys.executable, "-m", "orchestrator.sim.controller", "serve", "--state-dir", str(state)]
+    command += ["--listen", address, "--ttl", str(ttl), "--check-interval", str(check_interval)]
+    command += ["--heartbeat", str(heartbeat)]
+    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    try:
+
+        def up() -> bool:
+            assert proc.poll() is None, (tmp_path / "controller.log").read_text()
+            try:
+                socket.create_connection(("127.0.0.1", int(address.rsplit(":", 1)[1])), timeout=0.2).close()
+            except OSError:
+                return False
+            return (state / "tls" / "ca.pem").exists() and admin.admin_socket(state).exists()
+
+        wait_for("the simulated controller", up)
+        yield state, address, proc
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGCONT)
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        log.close()

@@ -31,7 +31,7 @@ from orchestrator.sim.nodemanager import build_artifact
 pytestmark = pytest.mark.integration
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from sim_controller_helpers import client_cert, free_port, wait_for, worker_token  # noqa: E402
+from sim_controller_helpers import client_cert, controller_process, free_port, wait_for, worker_token  # noqa: E402
 
 TTL = 3.0
 MARGIN = 0.5
@@ -65,51 +65,8 @@ class SimController:
 
 @pytest.fixture
 def controller(tmp_path: Path) -> Iterator[SimController]:
-    state = tmp_path / "ctl"
-    address = f"127.0.0.1:{free_port()}"
-    log = open(tmp_path / "controller.log", "wb")  # noqa: SIM115 - closed in teardown
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator.sim.controller",
-            "serve",
-            "--state-dir",
-            str(state),
-            "--listen",
-            address,
-            "--ttl",
-            str(TTL),
-            "--check-interval",
-            "0.5",
-            "--heartbeat",
-            "0.5",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-
-        def up() -> bool:
-            assert proc.poll() is None, (tmp_path / "controller.log").read_text()
-            try:
-                socket.create_connection(("127.0.0.1", int(address.rsplit(":", 1)[1])), timeout=0.2).close()
-            except OSError:
-                return False
-            return (state / "tls" / "ca.pem").exists() and admin.admin_socket(state).exists()
-
-        wait_for("the simulated controller", up)
+    with controller_process(tmp_path, ttl=TTL, heartbeat=0.5) as (state, address, proc):
         yield SimController(state, address, proc)
-    finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGCONT)
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        log.close()
 
 
 @dataclass

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import cli_run
 import pytest
-from sim_controller_helpers import client_cert, connect, free_port, join_worker, wait_for, worker_token
+from sim_controller_helpers import client_cert, connect, controller_process, join_worker, worker_token
 
 from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.clients.controller.types import Fact, LeaseGrant
@@ -83,15 +84,7 @@ class World:
         return [e["action"] for e in entries if pid is None or e.get("pid") == pid]
 
     def xceprov(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "orchestrator.cli", *args],
-            cwd=self.site,
-            env=self.env(),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
+        return cli_run.xceprov(self.site, *args, timeout=timeout)
 
     def spawn(self, *args: str) -> subprocess.Popen[str]:
         return subprocess.Popen(
@@ -114,37 +107,8 @@ class World:
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[World]:
-    ctl_state = tmp_path / "ctl"
-    address = f"127.0.0.1:{free_port()}"
-    log = open(tmp_path / "controller.log", "wb")  # noqa: SIM115 - closed in teardown
-    proc = subprocess.Popen(
-        # A long heartbeat: the test's worker connection sends none and must stay joined.
-        [
-            sys.executable,
-            "-m",
-            "orchestrator.sim.controller",
-            "serve",
-            "--state-dir",
-            str(ctl_state),
-            "--listen",
-            address,
-            "--ttl",
-            str(TTL),
-            "--check-interval",
-            "0.5",
-            "--heartbeat",
-            "30",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-
-        def up() -> bool:
-            assert proc.poll() is None, (tmp_path / "controller.log").read_text()
-            return (ctl_state / "tls" / "ca.pem").exists() and admin.admin_socket(ctl_state).exists()
-
-        wait_for("the simulated controller", up)
+    # A long heartbeat: the test's worker connection sends none and must stay joined.
+    with controller_process(tmp_path, ttl=TTL, heartbeat=30) as (ctl_state, address, _proc):
         site = tmp_path / "site"
         site.mkdir()
         w = World(ctl_state, address, site)
@@ -171,15 +135,6 @@ def world(tmp_path: Path) -> Iterator[World]:
             )
         )
         yield w
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        log.close()
 
 
 def agree(world: World) -> dict[str, Instance]:
