@@ -25,7 +25,8 @@ import cli_run
 import pytest
 from sim_controller_helpers import client_cert, connect, controller_process, join_worker, worker_token
 
-from orchestrator.clients.controller.link import ControllerLink
+from orchestrator.clients.controller.lease import LeaseManager
+from orchestrator.clients.controller.link import ControllerLink, join_lease_manager
 from orchestrator.clients.controller.types import Fact, LeaseGrant
 from orchestrator.configfile import load_config
 from orchestrator.errors import HostBusy
@@ -254,7 +255,16 @@ def test_a_second_holder_makes_the_command_line_refuse(world: World) -> None:
     with ControllerLink(world.settings("daemon"), instance_id="daemon", providers=["sim"]) as other:
         other.open()
         assert isinstance(other.acquire("sim"), LeaseGrant)
-        done = world.xceprov("apply", str(bundle))
+        # Renewed in the background, as a daemon does: on a loaded machine the command can take
+        # longer than one lease TTL to reach the controller.
+        keeper = LeaseManager(other, ["sim"], margin=2.0, holder_id="daemon")
+        join_lease_manager(other, keeper)
+        keeper.step()
+        keeper.start()
+        try:
+            done = world.xceprov("apply", str(bundle))
+        finally:
+            keeper.close(release=True)
     assert done.returncode == 9
     [line] = done.stderr.splitlines()
     assert "provider sim: the lease is held by daemon; retry in" in line

@@ -135,8 +135,9 @@ def test_a_busy_host_is_refused_then_drained_then_forced(hosts_world: SimWorld) 
     keys = _two_joined_hosts(world)
 
     # One host runs short work (the drain waits for it), the other long work (only force ends it).
-    # The short work outlasts the two commands before the drain by far, on any machine.
-    world.ok("sim", "submit", "--template", "cpu", "--hosts", "1", "--duration", "45s")
+    # The short work outlasts the commands before the drain by far, even on a loaded machine
+    # (45 s did not, with three test processes on two cores).
+    world.ok("sim", "submit", "--template", "cpu", "--hosts", "1", "--duration", "75s")
 
     def busy() -> list[str]:
         hosts = world.hosts()
