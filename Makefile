@@ -2,6 +2,7 @@
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+TEST_JOBS ?= 2
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: demo test lint unit integration molecule bench setup clean
@@ -15,7 +16,7 @@ demo: $(STAMP)
 	scripts/demo.sh
 
 test: $(STAMP) lint
-	$(BIN)/pytest -q -p no:cacheprovider tests
+	$(BIN)/pytest -q -p no:cacheprovider -n $(TEST_JOBS) --dist loadfile tests
 	$(MAKE) --no-print-directory molecule
 
 lint: $(STAMP)
