@@ -144,13 +144,22 @@ def host_index(hosts: Iterable[HostInfo]) -> dict[str, HostInfo]:
 
 
 def never_joined(
-    provider: str, index: FactIndex, hosts: Sequence[HostInfo], listed: Mapping[str, CloudObject], now: float
+    provider: str,
+    index: FactIndex,
+    hosts: Sequence[HostInfo],
+    listed: Mapping[str, CloudObject],
+    now: float,
+    missing: frozenset[str] = frozenset(),
 ) -> list[Finding]:
-    """Class (a): expected hosts past their join deadline that the controller never saw join."""
+    """Class (a): expected hosts past their join deadline that the controller never saw join.
+
+    ``missing``: keys the drift shows deleted; the cloud no longer has them, so they are
+    ghost candidates (class (c)), never returned.
+    """
     by_ref = host_index(h for h in hosts if h.provider in ("", provider))
     out: list[Finding] = []
     for key, record in sorted(index.records.items()):
-        if record.gone or record.expected is None or key in index.returning:
+        if record.gone or record.expected is None or key in index.returning or key in missing:
             continue
         host = by_ref.get(key) or by_ref.get(record.instance_id)
         deadline = index.deadlines.get(key, 0.0) or (host.join_deadline if host else 0.0)

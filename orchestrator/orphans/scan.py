@@ -166,7 +166,7 @@ class OrphanScanner:
             why = f"the controller's facts are unread ({ctl.error})"
             summary.not_scanned.update({CLASS_A: why, CLASS_B: why, CLASS_C: why})
         else:
-            found += self._class_a(provider, index, ctl, listed, now, summary)
+            found += self._class_a(provider, index, ctl, cloud, listed, now, summary)
             found += self._class_b(provider, index, ctl, cloud, summary)
             found += self._class_c(provider, index, cloud, persist=act and not dry_run, summary=summary)
         summary.instances = len(
@@ -205,6 +205,7 @@ class OrphanScanner:
         provider: str,
         index: classes.FactIndex,
         ctl: ControllerRead,
+        cloud: ProviderRead,
         listed: dict[str, Any],
         now: float,
         summary: ProviderSummary,
@@ -212,7 +213,8 @@ class OrphanScanner:
         if not ctl.complete:
             summary.not_scanned[CLASS_A] = f"the controller's hosts are unread ({ctl.error})"
             return []
-        return classes.never_joined(provider, index, ctl.hosts, listed, now)
+        missing = frozenset(k for s in cloud.shards if s.drift is not None for k in s.drift.deleted)
+        return classes.never_joined(provider, index, ctl.hosts, listed, now, missing)
 
     def _class_b(
         self,

@@ -67,7 +67,7 @@ class CloudEngine(FakeEngine):
 
     def objects(self, workdir: Path) -> list[CloudObj]:
         out = []
-        for key, inst in self.state(workdir)["instances"].items():
+        for inst in self.state(workdir)["instances"].values():
             reason = self.gone.get(inst["id"])
             state = "terminated" if reason is not None else "running"
             out.append(

@@ -12,13 +12,12 @@ from pathlib import Path
 
 import pytest
 from orphan_support import LONG_AGO, NOW, CloudObj, World, world
-from tffake import SITE
+from tffake import ROOT, SITE
 
 from orchestrator.configfile import LoadedConfig, parse_config
 from orchestrator.model import tags as owner
 from orchestrator.model.facts import FactKind
 from orchestrator.workspace.workdir import ProviderWorkdir
-from tffake import ROOT
 
 
 def site(tmp_path: Path, orphans: str = "", provider: str = "") -> LoadedConfig:
@@ -254,7 +253,7 @@ def test_confirm_adopt_and_return_need_a_fitting_finding(tmp_path: Path) -> None
 def test_orphan_settings_are_checked_naming_the_key(tmp_path: Path) -> None:
     from orchestrator.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="orphans.breaker_share"):
+    with pytest.raises(ConfigError, match=r"orphans\.breaker_share"):
         site(tmp_path, orphans="breaker_share: 2")
     with pytest.raises(ConfigError, match="orphan_action"):
         site(tmp_path, provider="orphan_action: stop")
