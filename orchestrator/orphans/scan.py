@@ -115,9 +115,10 @@ class OrphanScanner:
         for state, found in by_provider:
             if confirm is not None:
                 found = self._confirmable(found, *confirm)
-            for finding in found:
+            # Ghosts first: a return's plan would re-create a lost key still in the desired set.
+            for finding in sorted(found, key=lambda f: f.cls != CLASS_C):
                 self._decide(finding, state, AUTOMATIC if confirm is None else _admin())
-                report.findings.append(finding)
+            report.findings.extend(found)
         if confirm is not None and not report.findings:
             raise UsageError(f"orphans: {confirm[0]} is not a current finding (xceprov orphans lists them)")
         report.finished = self.clock()
