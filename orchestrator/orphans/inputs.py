@@ -19,7 +19,7 @@ from orchestrator.clients.controller.types import ControllerStatus, HostInfo
 from orchestrator.errors import XceprovError
 from orchestrator.model.facts import Fact
 from orchestrator.ops.executor import Executor, shard_index
-from orchestrator.workspace.cloudview import Drift, Listing, read_views
+from orchestrator.workspace.cloudview import Drift, Listing, read_drift_stream, read_views
 from orchestrator.workspace.workdir import ProviderWorkdir
 
 
@@ -150,14 +150,20 @@ def read_shard(executor: Executor, shard: ProviderWorkdir) -> ShardRead:
     out = ShardRead(shard_index(shard), shard)
     try:
         with shard.lock():
-            views = read_views(executor.engine, shard.path)
+            if out.index == 0:
+                views = read_views(executor.engine, shard.path)
+                out.drift, out.listing = views.drift, views.listing
+            else:
+                # The listing is shard 0's: a drift-only read spares this shard the plan's show -json.
+                out.drift = read_drift_stream(executor.engine, shard.path, lambda: _state_ids(executor, shard))
     except (XceprovError, OSError) as exc:
         out.error = first_line(exc)
-        return out
-    out.drift = views.drift
-    if out.index == 0:
-        out.listing = views.listing
     return out
+
+
+def _state_ids(executor: Executor, shard: ProviderWorkdir) -> dict[str, str]:
+    """Instance key → cloud id in the shard's Terraform state (asked only when the drift deleted one)."""
+    return {k: str(v.get("id", "")) for k, v in executor.state_instances(shard).items()}
 
 
 def read_provider(executor: Executor, provider: str, reader: Callable[..., ShardRead] = read_shard) -> ProviderRead:

@@ -9,6 +9,7 @@ into the state, as ``terraform import`` does.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -18,6 +19,7 @@ from typing import Any
 from tffake import FakeEngine, FakeFence, FakeHosts, MemoryFacts, unit_executor
 
 from orchestrator.clients.controller.types import ControllerStatus, DemandSnapshot, HostInfo
+from orchestrator.clients.terraform.messages import ResourceChange
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import ControllerError, TerraformError
 from orchestrator.model import tags as owner
@@ -87,7 +89,22 @@ class CloudEngine(FakeEngine):
             self.refresh_plans += 1
             if self.fail_reads:
                 raise TerraformError("Error: InternalError: simulated API failure during read (error rate 1)")
-        return super().plan(workdir, var_files, out, refresh_only, destroy)
+        result = super().plan(workdir, var_files, out, refresh_only, destroy)
+        if not refresh_only:
+            return result
+        drift = tuple(
+            ResourceChange(
+                f'module.instances.xcesim_instance.this["{key}"]',
+                "module.instances",
+                "xcesim_instance",
+                "this",
+                key,
+                "delete",
+            )
+            for key, inst in self.state(workdir)["instances"].items()
+            if inst["id"] in self.gone
+        )
+        return dataclasses.replace(result, drift=drift)
 
     def show_plan(self, workdir: Path, plan_file: Path) -> dict[str, Any]:
         doc = super().show_plan(workdir, plan_file)

@@ -258,3 +258,22 @@ def test_orphan_settings_are_checked_naming_the_key(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="orphan_action"):
         site(tmp_path, provider="orphan_action: stop")
     assert LONG_AGO < "2027"
+
+
+def test_a_ghost_in_a_later_shard_is_found_from_its_drift_alone(tmp_path: Path) -> None:
+    from tffake import site_config
+
+    w = world(site_config(tmp_path, shard_size=2))
+    keys = w.create(2) + w.create(2)  # two shards of two
+    w.controller.expected(w.facts, state="idle", joined_at=NOW - 60)
+    shard1 = ProviderWorkdir(w.loaded.config, "sim", ROOT).path / "shards" / "1"
+    (key, inst), *_ = w.engine.state(shard1)["instances"].items()
+    w.engine.delete_out_of_band(inst["id"])
+    shows = [c for c, _ in w.engine.calls].count("show_plan")
+    report = w.scanner().scan(act=True)
+    assert [(f.cls, f.instance_key, f.object_id, f.outcome) for f in report.findings] == [
+        ("c", key, inst["id"], "taken")
+    ]
+    assert key in keys and report.providers[0].shards == 2
+    # Only shard 0's plan was shown (the listing); shard 1's drift came from the plan's stream.
+    assert [c for c, _ in w.engine.calls].count("show_plan") - shows == 1
