@@ -42,19 +42,20 @@ def _confirm(ctx: CliContext, ref: str, action: str, provider: str | None) -> No
         raise FinalError(f"orphans {action} {ref}: not done: {finding.reason or finding.outcome}")
 
 
-@orphans.command("adopt")
-@click.argument("ref", metavar="ID")
-@click.option("--provider", metavar="P", default=None, help="The finding's provider (default: every provider).")
-@pass_ctx
-def adopt(ctx: CliContext, ref: str, provider: str | None) -> None:
-    """Adopt tagged object ID (class b) matching a live host: an orphanAdopted fact; the cloud is unchanged."""
-    _confirm(ctx, ref, "adopt", provider)
+def _verb(action: str, doc: str) -> click.Command:
+    @click.argument("ref", metavar="ID")
+    @click.option("--provider", metavar="P", default=None, help="The finding's provider (default: every provider).")
+    @pass_ctx
+    def command(ctx: CliContext, ref: str, provider: str | None) -> None:
+        _confirm(ctx, ref, action, provider)
+
+    command.__doc__ = doc
+    return orphans.command(action)(command)
 
 
-@orphans.command("return")
-@click.argument("ref", metavar="ID")
-@click.option("--provider", metavar="P", default=None, help="The finding's provider (default: every provider).")
-@pass_ctx
-def return_(ctx: CliContext, ref: str, provider: str | None) -> None:
-    """Return the finding ID (object id or instance key): (a) returned, (b) terminated, (c) retired."""
-    _confirm(ctx, ref, "return", provider)
+adopt = _verb(
+    "adopt", "Adopt tagged object ID (class b) matching a live host: an orphanAdopted fact; the cloud is unchanged."
+)
+return_ = _verb(
+    "return", "Return the finding ID (object id or instance key): (a) returned, (b) terminated, (c) retired."
+)

@@ -561,18 +561,8 @@ class Executor:
         key = instance_key(op_id, 0)
         workdir = self.workdir(provider)
         epoch = self.gate(provider, op_id, "returning intent")
-        self.commit(
-            Fact(
-                FactKind.RETURNING,
-                provider,
-                op_id,
-                epoch,
-                instance_key=key,
-                instance_id=object_id,
-                template=template,
-                detail=json.dumps({"unmanaged": True, "reason": reason})[:4000],
-            )
-        )
+        detail = json.dumps({"unmanaged": True, "reason": reason})[:4000]
+        self.commit(Fact(FactKind.RETURNING, provider, op_id, epoch, key, object_id, template, detail=detail))
         with workdir.lock():
             desired = self.desired(workdir)
             spec = self.render(provider, template, 1, op_id, epoch)[key]

@@ -77,19 +77,13 @@ class CloudEngine(FakeEngine):
             )
         return out
 
-    def plan(
-        self,
-        workdir: Path,
-        var_files: Sequence[Path] = (),
-        out: Path | None = None,
-        refresh_only: bool = False,
-        destroy: bool = False,
-    ) -> Any:
+    def plan(self, workdir: Path, *args: Any, **kwargs: Any) -> Any:
+        refresh_only = bool(kwargs.get("refresh_only"))
         if refresh_only:
             self.refresh_plans += 1
             if self.fail_reads:
                 raise TerraformError("Error: InternalError: simulated API failure during read (error rate 1)")
-        result = super().plan(workdir, var_files, out, refresh_only, destroy)
+        result = super().plan(workdir, *args, **kwargs)
         if not refresh_only:
             return result
         drift = tuple(
