@@ -137,12 +137,7 @@ class OrphanScanner:
         return report
 
     def _providers(self, provider: str | None) -> list[str]:
-        if provider is None:
-            return sorted(self.config.providers)
-        if provider not in self.config.providers:
-            known = ", ".join(sorted(self.config.providers))
-            raise UsageError(f"--provider {provider}: no such provider (known: {known})")
-        return [provider]
+        return providers_of(self.config, provider)
 
     def _provider(
         self,
@@ -333,6 +328,16 @@ class OrphanScanner:
 
     def _audit(self, action: str, finding: Finding, **more: Any) -> None:
         audit(self.state_dir, action, finding=finding.to_json(), **more)
+
+
+def providers_of(config: Config, provider: str | None) -> list[str]:
+    """The providers a scan covers: every one, or ``provider`` (``UsageError`` naming the known ones)."""
+    if provider is None:
+        return sorted(config.providers)
+    if provider not in config.providers:
+        known = ", ".join(sorted(config.providers))
+        raise UsageError(f"--provider {provider}: no such provider (known: {known})")
+    return [provider]
 
 
 def _listing_status(cloud: ProviderRead) -> str:

@@ -32,7 +32,7 @@ from orchestrator.ops.hosts import LinkHosts, NoHosts
 from orchestrator.orphans.classes import Finding
 from orchestrator.orphans.inputs import LinkController, ScanController
 from orchestrator.orphans.report import ScanReport
-from orchestrator.orphans.scan import OrphanScanner
+from orchestrator.orphans.scan import OrphanScanner, providers_of
 from orchestrator.services.bootstrap_sources import SimulatedWorld
 from orchestrator.services.ops import fenced_session, playbook_callables
 from orchestrator.workspace.terraform import engine_for
@@ -98,6 +98,7 @@ def scan_orphans(
 ) -> ScanReport:
     """One report-only scan (``xceprov orphans``): detections audited, nothing changed."""
     config = loaded.config
+    providers_of(config, provider)  # an unknown provider is refused before anything is opened
     with _reader(loaded, engine or engine_for(config), toolkit_root) as (executor, controller):
         return OrphanScanner(config, executor, controller, time.time, config.state_dir).scan(
             act=False, provider=provider
@@ -116,7 +117,7 @@ def confirm_orphan(
 ) -> Finding:
     """``xceprov orphans adopt|return REF``: under the leases, through the scan's guards."""
     config = loaded.config
-    providers = [provider] if provider else sorted(config.providers)
+    providers = providers_of(config, provider)
     decommission = playbook_callables(loaded, toolkit_root, world)[1]
     with fenced_session(loaded, providers, toolkit_root, engine=engine, decommission=decommission) as executor:
         facts = executor.facts

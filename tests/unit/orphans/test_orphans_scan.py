@@ -17,6 +17,7 @@ from tffake import ROOT, SITE
 from orchestrator.configfile import LoadedConfig, parse_config
 from orchestrator.model import tags as owner
 from orchestrator.model.facts import FactKind
+from orchestrator.orphans.report import table
 from orchestrator.workspace.workdir import ProviderWorkdir
 
 
@@ -179,6 +180,9 @@ def test_a_report_only_scan_and_a_dry_run_change_nothing(tmp_path: Path) -> None
         assert {f.outcome for f in report.findings} == {"would-take", "reported"}
         assert w.facts.committed == facts_before and held(w) == state_before and not suspects.exists()
         assert report.to_json()["dry_run"] is (act is True)
+        text = table(report).splitlines()
+        assert text[0] == "controller: read" and text[1].startswith("sim: drift read, listing read, 3 instances")
+        assert any(line.startswith("(b) sim i-stray") and "report: reported" in line for line in text)
         assert any(e["action"] == "orphan-detected" for e in w.audit())
 
 
@@ -277,3 +281,16 @@ def test_a_ghost_in_a_later_shard_is_found_from_its_drift_alone(tmp_path: Path) 
     assert key in keys and report.providers[0].shards == 2
     # Only shard 0's plan was shown (the listing); shard 1's drift came from the plan's stream.
     assert [c for c, _ in w.engine.calls].count("show_plan") - shows == 1
+
+
+def test_the_command_line_refuses_an_unknown_provider_in_one_line(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from orchestrator.cli.main import cli
+
+    config = tmp_path / "xceprov.yaml"
+    config.write_text(SITE.format(cluster="unit", state=tmp_path / "state") + "standalone: true\n")
+    for args in (["orphans", "--provider", "nope"], ["orphans", "return", "i-1", "--provider", "nope"]):
+        result = CliRunner().invoke(cli, ["--config", str(config), *args])
+        assert result.exit_code == 2, result.output
+        assert result.output.strip().splitlines() == ["xceprov: --provider nope: no such provider (known: sim)"]
