@@ -249,3 +249,38 @@ def test_a_scan_right_after_a_controller_restart_returns_no_live_worker(tmp_path
         assert [f.instance_key for f in report.findings] == [silent.key]
         assert report.findings[0].outcome == "skipped" and "not yet rejoined" in report.findings[0].reason
         assert set(site.live()) == {live.instance_id, silent.instance_id}
+
+
+def test_the_administrator_terminates_a_stray_through_import_and_the_return_path(tmp_path: Path) -> None:
+    # A provider never used: its first scan lists the cloud all the same.
+    with site_with(tmp_path, settle_window=0, grace=0) as site:
+        made = site.xceprov(
+            "sim",
+            "fault",
+            "create",
+            "--name",
+            "stray",
+            "--flavor",
+            "c8.large",
+            "--image",
+            "debian-12",
+            f"--tag=xce:cluster={CLUSTER}",
+            "--tag=xce:provider=sim",
+        )
+        assert made.returncode == 0, made.stderr
+        stray = made.stdout.split()[0]
+        refused = site.xceprov("orphans", "adopt", stray)
+        # (The first command of the site may also warn that it tightened the state directory's mode.)
+        errors = [line for line in refused.stderr.splitlines() if line.startswith("xceprov: ")]
+        assert refused.returncode == 2 and len(errors) == 1 and "matches no live host" in errors[0]
+        done = site.xceprov("orphans", "return", stray)
+        assert done.returncode == 0, done.stderr
+        assert "terminate: taken" in done.stdout
+        assert stray not in site.live()
+        assert site.store.get(stray).state == "terminated"  # type: ignore[union-attr]
+        with site.session() as (executor, _scanner):
+            facts = executor.facts.facts("sim")
+        kinds = [(f.kind, f.instance_id) for f in facts if f.kind in (FactKind.RETURNING, FactKind.RETURNED)]
+        assert kinds[0] == (FactKind.RETURNING, stray) and [k for k, _ in kinds] == ["returning", "returned"]
+        actions = [e["action"] for e in site.audit()]
+        assert actions.index("fact-returning") < actions.index("op-import") < actions.index("op-apply")

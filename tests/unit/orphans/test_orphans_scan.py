@@ -11,9 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from orphan_support import LONG_AGO, NOW, CloudObj, World, world
+from orphan_support import NOW, CloudObj, World, world
 from tffake import ROOT, SITE
 
+from orchestrator.clients.controller.types import HostInfo
 from orchestrator.configfile import LoadedConfig, parse_config
 from orchestrator.model import tags as owner
 from orchestrator.model.facts import FactKind
@@ -80,9 +81,7 @@ def test_the_settle_window_holds_every_return_after_a_failover(w: World) -> None
     # Past the window, but a joined worker has not rejoined yet: still held.
     w.controller.term_started = NOW - 400
     other = w.create(1)
-    w.controller.hosts_list.append(
-        w.controller.hosts_list[0].__class__("h-x", "disconnected", "i-x", "k-x", provider="sim", joined_at=NOW - 900)
-    )
+    w.controller.hosts_list.append(HostInfo("h-x", "disconnected", "i-x", "k-x", provider="sim", joined_at=NOW - 900))
     found = w.scanner().scan(act=True).findings
     assert {f.outcome for f in found} == {"skipped"} and "not yet rejoined" in found[0].reason
     assert set(held(w)) == set(keys) | set(other)
@@ -94,9 +93,7 @@ def test_class_b_reported_once_adopted_when_it_matches_and_others_never_seen(w: 
     w.engine.extra["i-stray"] = ours("stray")
     twin = ours("twin")
     w.engine.extra["i-twin"] = twin
-    w.controller.hosts_list.append(
-        w.controller.hosts_list[0].__class__("twin", "idle", "", "", provider="sim", address=twin.address)
-    )
+    w.controller.hosts_list.append(HostInfo("twin", "idle", "", "", provider="sim", address=twin.address))
     # Not ours: another cluster's, another provider's, untagged (the module's filter may let some through).
     w.engine.extra["i-foreign"] = CloudObj("i-foreign", "foreign", {owner.CLUSTER: "other", owner.PROVIDER: "sim"})
     w.engine.extra["i-elsewhere"] = CloudObj("i-elsewhere", "x", {owner.CLUSTER: "unit", owner.PROVIDER: "aws"})
@@ -115,6 +112,13 @@ def test_class_b_reported_once_adopted_when_it_matches_and_others_never_seen(w: 
     again = {f.object_id: f for f in w.scanner().scan(act=True).findings}
     assert set(again) == {"i-stray"} and "reported before" in again["i-stray"].reason
     assert [f.kind for f in w.facts.committed].count(FactKind.ORPHAN_REPORTED) == 1
+
+
+def test_a_provider_never_used_is_listed_with_an_empty_desired_set(w: World) -> None:
+    w.engine.extra["i-stray"] = ours("stray")
+    report = w.scanner().scan(act=False)
+    assert [f.object_id for f in report.findings] == ["i-stray"]
+    assert ProviderWorkdir(w.loaded.config, "sim", ROOT).desired.read() == {}
 
 
 def test_class_b_of_an_op_in_flight_is_never_an_orphan(w: World) -> None:
@@ -207,7 +211,7 @@ def test_the_rate_limit_counts_across_scans_and_the_breaker_trips(tmp_path: Path
     w.controller.expected(w.facts, state="idle", joined_at=NOW - 60)
     for name in ("s1", "s2"):
         w.engine.extra[f"i-{name}"] = ours(name)
-        w.controller.hosts_list.append(w.controller.hosts_list[0].__class__(name, "idle", "", "", provider="sim"))
+        w.controller.hosts_list.append(HostInfo(name, "idle", "", "", provider="sim"))
     first = sorted(w.scanner().scan(act=True).findings, key=lambda f: f.object_id)
     assert [f.outcome for f in first] == ["taken", "skipped"] and "rate limit" in first[1].reason
     w.now += 60  # the same interval: a new scan may not act either
@@ -261,7 +265,6 @@ def test_orphan_settings_are_checked_naming_the_key(tmp_path: Path) -> None:
         site(tmp_path, orphans="breaker_share: 2")
     with pytest.raises(ConfigError, match="orphan_action"):
         site(tmp_path, provider="orphan_action: stop")
-    assert LONG_AGO < "2027"
 
 
 def test_a_ghost_in_a_later_shard_is_found_from_its_drift_alone(tmp_path: Path) -> None:
