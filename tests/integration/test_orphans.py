@@ -31,7 +31,6 @@ from orchestrator.model.facts import FactKind
 from orchestrator.ops.executor import Created, Executor
 from orchestrator.ops.facts import LinkFacts
 from orchestrator.orphans.inputs import LinkController
-from orchestrator.orphans.report import ScanReport
 from orchestrator.orphans.scan import OrphanScanner
 from orchestrator.services.ops import fenced_session
 from orchestrator.sim.cloud.store import CloudStore
@@ -41,6 +40,8 @@ pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = "orph"
+FAULT_CREATE = ("sim", "fault", "create", "--flavor", "c8.large", "--image", "debian-12")
+OURS = (f"--tag=xce:cluster={CLUSTER}", "--tag=xce:provider=sim")
 
 
 class Controller:
@@ -167,24 +168,15 @@ def joined(site: Site, made: Created) -> Iterator[None]:
         worker.close()
 
 
-def by_class(report: ScanReport) -> dict[str, list[Any]]:
-    out: dict[str, list[Any]] = {}
-    for f in report.findings:
-        out.setdefault(f.cls, []).append(f)
-    return out
-
-
 def test_each_class_is_found_acted_on_by_policy_and_foreign_objects_are_never_touched(tmp_path: Path) -> None:
     with site_with(tmp_path, settle_window=0) as site:
         with site.session() as (executor, scanner):
             live, silent, ghost = executor.create("sim", "cpu", 3).created
             (kept,) = executor.create("sim", "kept", 1).created  # its template tags it xce:protect
             with joined(site, live):
-                fault = ["sim", "fault", "create", "--flavor", "c8.large", "--image", "debian-12"]
-                ours = [f"--tag=xce:cluster={CLUSTER}", "--tag=xce:provider=sim"]
                 theirs = ["--tag=xce:cluster=other", "--tag=xce:provider=sim"]
-                for args in (["--name", "stray", *ours], ["--name", "theirs", *theirs], ["--name", "bare"]):
-                    done = site.xceprov(*fault, *args)
+                for args in (["--name", "stray", *OURS], ["--name", "theirs", *theirs], ["--name", "bare"]):
+                    done = site.xceprov(*FAULT_CREATE, *args)
                     assert done.returncode == 0, done.stderr
                 assert site.xceprov("sim", "fault", "delete", ghost.instance_id).returncode == 0
                 time.sleep(1.2)  # past the 1 s join deadline
@@ -254,19 +246,7 @@ def test_a_scan_right_after_a_controller_restart_returns_no_live_worker(tmp_path
 def test_the_administrator_terminates_a_stray_through_import_and_the_return_path(tmp_path: Path) -> None:
     # A provider never used: its first scan lists the cloud all the same.
     with site_with(tmp_path, settle_window=0, grace=0) as site:
-        made = site.xceprov(
-            "sim",
-            "fault",
-            "create",
-            "--name",
-            "stray",
-            "--flavor",
-            "c8.large",
-            "--image",
-            "debian-12",
-            f"--tag=xce:cluster={CLUSTER}",
-            "--tag=xce:provider=sim",
-        )
+        made = site.xceprov(*FAULT_CREATE, "--name", "stray", *OURS)
         assert made.returncode == 0, made.stderr
         stray = made.stdout.split()[0]
         refused = site.xceprov("orphans", "adopt", stray)
