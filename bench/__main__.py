@@ -18,6 +18,7 @@ BENCHES = [
     ("bench_sim_apply.py", False),
     ("bench_shards.py", False),
     ("bench_executor.py", False),
+    ("bench_orphans.py", False),
     ("bench_lease.py", False),
     ("bench_bootstrap.py", True),
 ]

@@ -18,6 +18,7 @@ from orchestrator.cli import apply as apply_verb
 from orchestrator.cli import bootstrap as bootstrap_verb
 from orchestrator.cli import destroy as destroy_verb
 from orchestrator.cli import ops as ops_verb
+from orchestrator.cli import orphans as orphans_verb
 from orchestrator.cli import plan as plan_verb
 from orchestrator.cli import ret as return_verb
 from orchestrator.cli import sim as sim_verbs
@@ -81,6 +82,7 @@ for _verb in (
     bootstrap_verb.bootstrap,
     destroy_verb.destroy,
     ops_verb.ops,
+    orphans_verb.orphans,
     plan_verb.plan,
     return_verb.return_,
     sim_verbs.sim,

@@ -101,6 +101,9 @@ class SimSettings(Strict):
     state_dir: Path | None = None
 
 
+# What the orphan scan does with a class (b) object matching no live host (docs/configuration.md).
+OrphanAction = Literal["report", "terminate"]
+
 # Shortest max_lifetime accepted: the in-host shutdown of aws/openstack is scheduled in minutes.
 MIN_MAX_LIFETIME = 60
 
@@ -134,6 +137,9 @@ class ProviderSettings(Strict):
     # Daemon policy (docs/configuration.md, "Scale-out policy"): the most this provider's live
     # and in-flight instances may cost per hour (sum of their templates' cost_per_hour); unset = no cap.
     budget_per_hour: float | None = Field(default=None, ge=0)
+    # The orphan scan's per-provider overrides of policy.orphans.action and .grace (unset: those).
+    orphan_action: OrphanAction | None = None
+    orphan_grace: Duration | None = None
 
     @model_validator(mode="after")
     def _lifetime_fits(self) -> ProviderSettings:
@@ -253,6 +259,34 @@ class BreakerSettings(Strict):
     cool_off: Duration = 3600.0
 
 
+class OrphanSettings(Strict):
+    """The orphan scan's policy (docs/configuration.md, "Orphans"; docs/orphans-json.md).
+
+    Report first: an object tagged for this cluster that no fact explains is reported unless
+    ``action`` opts in to more. Every automatic action (class (a) return, class (b) adopt,
+    class (c) retirement) passes the guards; these knobs are theirs.
+    """
+
+    # What to do with a class (b) object (tagged, no fact) that matches no live host.
+    action: OrphanAction = "report"
+    # A class (b) object is acted on only this long after the cloud's own launch time.
+    grace: Duration = 1800.0
+    # At most this many automatic actions per provider within any ``interval`` (persisted,
+    # so repeated scans and the administrator's confirmations count together).
+    max_cleanup_per_interval: int = Field(default=10, ge=0, le=10_000)
+    interval: Duration = Field(default=600.0, gt=0)
+    # The breaker: more than this share of a provider's instances flagged at once means a view
+    # is wrong, not the instances: nothing automatic happens on that provider this scan. It
+    # needs at least ``breaker_min`` flagged instances (one orphan of two hosts is no broken view).
+    breaker_share: float = Field(default=0.5, gt=0, le=1)
+    breaker_min: int = Field(default=3, ge=1)
+    # After a controller failover or restart (a new term): no automatic action until this long
+    # after the term started AND every worker that had joined has rejoined or been declared lost.
+    settle_window: Duration = Field(default=300.0, ge=0)
+    # Detect, report and audit, but take no action (each finding says what would be done).
+    dry_run: bool = False
+
+
 class PolicySettings(Strict):
     """Daemon policy that is not per provider: cluster budget, cooldown, retries, breaker, lifetime."""
 
@@ -266,6 +300,7 @@ class PolicySettings(Strict):
     lifetime_lead: Duration = 3600.0
     retry: RetrySettings = Field(default_factory=RetrySettings)
     breaker: BreakerSettings = Field(default_factory=BreakerSettings)
+    orphans: OrphanSettings = Field(default_factory=OrphanSettings)
 
 
 class XceSide(Strict):

@@ -43,10 +43,11 @@ from orchestrator.errors import FinalError, LeaseLost, UsageError
 from orchestrator.model import tags as owner
 from orchestrator.model.config import Config
 from orchestrator.model.facts import Epoch, Fact, FactKind
-from orchestrator.model.instances import InstanceSpec, new_op_id
+from orchestrator.model.instances import InstanceSpec, instance_key, new_op_id
 from orchestrator.ops.drain import Decommission, DrainSettings, settle_hosts
 from orchestrator.ops.facts import FactLog
 from orchestrator.ops.fence import Fence, epoch_tag
+from orchestrator.ops.hostloss import LostInstance
 from orchestrator.ops.hosts import HostControl
 from orchestrator.ops.losses import LossObserver, observer_for
 from orchestrator.ops.plancheck import check_create, check_delete
@@ -57,6 +58,13 @@ from orchestrator.workspace.terraform import instances_output, prepared_workdir
 from orchestrator.workspace.workdir import ProviderWorkdir
 
 log = logging.getLogger(__name__)
+
+# The instance resource of each module (docs/provider-modules.md): what an import addresses.
+MODULE_INSTANCE_TYPES = {
+    "xcesim": "xcesim_instance",
+    "aws": "aws_instance",
+    "openstack": "openstack_compute_instance_v2",
+}
 
 # The instances one shard of an op grows by, and the keys whose facts it records afterwards.
 ShardWork = tuple[Mapping[str, InstanceSpec], Sequence[str]]
@@ -296,7 +304,18 @@ class Executor:
         if not desired:
             return desired  # nothing managed yet: nothing can have been lost
         observer = self.losses(self.engine, workdir.path)
-        lost = list(observer.observe())
+        return self.retire_lost(provider, workdir, desired, list(observer.observe()), op_id)
+
+    def retire_lost(
+        self,
+        provider: str,
+        workdir: ProviderWorkdir,
+        desired: dict[str, InstanceSpec],
+        lost: Sequence[LostInstance],
+        op_id: str,
+    ) -> dict[str, InstanceSpec]:
+        """The host-loss path for instances already judged lost (by this executor's observer, or
+        by the orphan scan's reads): ``lost`` facts, keys out of the desired set (lock held)."""
         if not lost:
             return desired
         for item in lost:
@@ -520,6 +539,42 @@ class Executor:
             raise UsageError(
                 f"the plan would delete {len(deletes)} instances, more than --max {max_delete}; raise --max to allow it"
             )
+
+    def terminate_unmanaged(self, provider: str, object_id: str, tags: Mapping[str, str], reason: str) -> str:
+        """Terminate a cloud object no Terraform state holds (an orphan the policy or an administrator
+        chose to end), through the same fenced return path; the op id.
+
+        The ``returning`` intent (with the lease epoch and the object's id) is committed before any
+        cloud call. The object is imported into shard 0's state under a key of its own (the key is
+        in the variables of that import only, never in the desired set), so the next plan, of the
+        unchanged desired set, deletes exactly that key; :meth:`remove` checks, applies and records
+        ``returned``. A crash leaves an open return op that resume completes.
+        """
+        if tags.get(owner.CLUSTER) != self.config.cluster or tags.get(owner.PROVIDER) != provider:
+            raise UsageError(f"{object_id}: not tagged for cluster {self.config.cluster}, provider {provider}")
+        templates = [n for n, t in sorted(self.config.templates.items()) if provider in t.providers]
+        template = tags.get(owner.TEMPLATE, "")
+        template = template if template in templates else (templates[0] if templates else "")
+        if not template:
+            raise UsageError(f"provider {provider}: no template runs there, so no instance can be imported")
+        op_id = new_op_id()
+        key = instance_key(op_id, 0)
+        workdir = self.workdir(provider)
+        epoch = self.gate(provider, op_id, "returning intent")
+        detail = json.dumps({"unmanaged": True, "reason": reason})[:4000]
+        self.commit(Fact(FactKind.RETURNING, provider, op_id, epoch, key, object_id, template, detail=detail))
+        with workdir.lock():
+            desired = self.desired(workdir)
+            spec = self.render(provider, template, 1, op_id, epoch)[key]
+            variables = workdir.variables({**desired, key: spec}, render_settings(self.config, provider))
+            kind = MODULE_INSTANCE_TYPES.get(self.config.providers[provider].module, "")
+            address = f'module.instances.{kind}.this["{key}"]'
+            self.gate(provider, op_id, "import")
+            self.audit("op-import", provider=provider, op=op_id, key=key, instance=object_id, reason=reason)
+            with workdir.candidate_var_file(variables) as var_file:
+                self.engine.import_resource(workdir.path, address, object_id, var_files=[var_file])
+            self.remove(provider, workdir, op_id, [key], {**desired, key: spec})
+        return op_id
 
     def shrink(
         self,

@@ -23,7 +23,7 @@ import contextlib
 import os
 import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,6 +116,37 @@ def read_views(engine: Engine, workdir: Path) -> CloudViews:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(workdir / plan_file)
     return CloudViews(drift=drift_from_plan(document), listing=listing_from_plan(document))
+
+
+def read_drift_stream(engine: Engine, workdir: Path, ids: Callable[[], Mapping[str, str]]) -> Drift:
+    """Drift alone from one refresh-only plan's ``-json`` stream: no saved plan, no ``show -json``.
+
+    For a working directory whose listing is not needed (a shard >= 1): the stream names each
+    drifted instance and its action but not its former values, so the ids of deleted instances
+    come from ``ids()`` (instance key → cloud id, e.g. from the Terraform state), asked only when
+    something was deleted; ``changed`` lists the keys without attribute names. Saves the
+    ``show -json`` of the plan, which loads every provider schema again and renders the whole
+    refreshed state.
+    """
+    workdir = Path(workdir)
+    if not (workdir / DESIRED).is_file():
+        raise TerraformError(f"{workdir}: no desired set ({DESIRED}); the cloud view cannot be read")
+    result = engine.plan(workdir, var_files=[Path(DESIRED)], refresh_only=True)
+    drifted = [c for c in result.drift if c.type in INSTANCE_TYPES and not c.addr.startswith("data.")]
+    if len(drifted) > MAX_OBJECTS:
+        raise TerraformError(f"refresh-only plan: {len(drifted)} drifted resources, more than {MAX_OBJECTS}")
+    deleted_keys: list[str] = []
+    changed: dict[str, list[str]] = {}
+    for change in drifted:
+        key = change.key
+        if not isinstance(key, str) or not _INSTANCE_KEY.match(key):
+            raise TerraformError(f"refresh-only plan: {change.addr[:MAX_TEXT]}: {key!r} is not an instance key")
+        if change.action == "delete":
+            deleted_keys.append(key)
+        elif change.action == "update":
+            changed[key] = []
+    known = ids() if deleted_keys else {}
+    return Drift(deleted={k: _text(known.get(k), f"instance {k}: id", MAX_ID) for k in deleted_keys}, changed=changed)
 
 
 def drift_from_plan(document: Mapping[str, Any]) -> Drift:

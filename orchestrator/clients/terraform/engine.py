@@ -77,6 +77,10 @@ class Engine(Protocol):
         """``terraform show -json PLAN``: the saved plan as Terraform's JSON document."""
         ...
 
+    def import_resource(self, workdir: Path, address: str, resource_id: str, var_files: Sequence[Path] = ()) -> None:
+        """``terraform import ADDRESS ID``: the existing object ``resource_id`` into the state at ``address``."""
+        ...
+
     def show_state(self, workdir: Path) -> dict[str, Any]:
         """``terraform show -json``: the current state as Terraform's JSON document."""
         ...
@@ -350,6 +354,16 @@ class _CliEngine:
             messages.raise_for_errors((), fallback=done.stderr or done.stdout)
             raise TerraformError(f"{self.name} apply failed with exit code {done.returncode}")
         return result
+
+    def import_resource(self, workdir: Path, address: str, resource_id: str, var_files: Sequence[Path] = ()) -> None:
+        """``terraform import``; raises TerraformError (with Terraform's message) when it fails."""
+        args = ["import", "-input=false", "-no-color", f"-lock-timeout={self.lock_timeout:g}s"]
+        args += [f"-var-file={vf}" for vf in var_files]
+        done = self.run(workdir, [*args, address, resource_id])
+        if done.returncode != 0:
+            lines = [ln.strip() for ln in (done.stderr or done.stdout).splitlines() if ln.strip()]
+            detail = next((ln for ln in lines if ln.startswith("Error")), lines[0] if lines else "")
+            raise TerraformError(f"{self.name} import {address} {resource_id} failed: {detail[:300]}")
 
     def show_plan(self, workdir: Path, plan_file: Path) -> dict[str, Any]:
         """``terraform show -json PLAN``."""

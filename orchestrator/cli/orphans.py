@@ -1,0 +1,61 @@
+"""``xceprov orphans [--provider P] [--json]``, ``xceprov orphans adopt ID``, ``xceprov orphans return ID``."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from orchestrator.cli.context import CliContext, pass_ctx
+
+
+@click.group("orphans", invoke_without_command=True)
+@click.option("--provider", metavar="P", default=None, help="Scan only provider P.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (docs/orphans-json.md).")
+@click.pass_context
+def orphans(click_ctx: click.Context, provider: str | None, as_json: bool) -> None:
+    """Report every resource the cloud's and the controller's views disagree on (changes nothing)."""
+    if click_ctx.invoked_subcommand is not None:
+        return
+    from orchestrator.orphans.report import table
+    from orchestrator.paths import toolkit_root
+    from orchestrator.services.orphans import scan_orphans
+
+    ctx = click_ctx.find_object(CliContext)
+    assert ctx is not None
+    report = scan_orphans(ctx.config(), toolkit_root(), provider=provider)
+    click.echo(json.dumps(report.to_json(), indent=2, sort_keys=True) if as_json else table(report))
+
+
+def _confirm(ctx: CliContext, ref: str, action: str, provider: str | None) -> None:
+    from orchestrator.cli.bootstrap import simulated_world
+    from orchestrator.errors import FinalError
+    from orchestrator.paths import toolkit_root
+    from orchestrator.services.orphans import confirm_orphan
+
+    finding = confirm_orphan(ctx.config(), toolkit_root(), ref, action, provider=provider, world=simulated_world())
+    click.echo(
+        f"({finding.cls}) {finding.provider} {finding.object_id or finding.instance_key}: "
+        f"{finding.action}: {finding.outcome}" + (f" ({finding.reason})" if finding.reason else "")
+    )
+    if finding.outcome not in ("taken", "would-take"):
+        raise FinalError(f"orphans {action} {ref}: not done: {finding.reason or finding.outcome}")
+
+
+def _verb(action: str, doc: str) -> click.Command:
+    @click.argument("ref", metavar="ID")
+    @click.option("--provider", metavar="P", default=None, help="The finding's provider (default: every provider).")
+    @pass_ctx
+    def command(ctx: CliContext, ref: str, provider: str | None) -> None:
+        _confirm(ctx, ref, action, provider)
+
+    command.__doc__ = doc
+    return orphans.command(action)(command)
+
+
+adopt = _verb(
+    "adopt", "Adopt tagged object ID (class b) matching a live host: an orphanAdopted fact; the cloud is unchanged."
+)
+return_ = _verb(
+    "return", "Return the finding ID (object id or instance key): (a) returned, (b) terminated, (c) retired."
+)

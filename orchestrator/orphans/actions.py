@@ -1,0 +1,72 @@
+"""Carrying out an orphan finding's action, always through the executor (the fenced path).
+
+* return (class (a)): ``Executor.return_instances`` (``returning`` intent with the lease epoch
+  before the desired set shrinks and Terraform destroys; ``returned`` after);
+* retire (class (c)): ``Executor.retire_lost``, the host-loss path (``lost`` fact, key out of
+  the desired set) under the shard's lock;
+* adopt (class (b), matching a live host): an ``orphanAdopted`` fact naming the object and the
+  host; nothing in the cloud changes;
+* terminate (class (b), opted in): ``Executor.terminate_unmanaged`` (the object is imported
+  into the state of shard 0 under a key of its own and destroyed like any return);
+* report (class (b)): an ``orphanReported`` fact, once per object (the controller keeps one
+  fact per kind, op and key).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+from orchestrator.model.facts import Fact, FactKind
+from orchestrator.ops.executor import Executor
+from orchestrator.orphans.classes import ADOPT, RETIRE, RETURN, TERMINATE, Finding
+
+# The op id of orphan facts about an object that carries no op id tag of its own.
+NO_OP: Final = "orphans"
+
+
+def _detail(finding: Finding, **more: Any) -> str:
+    body = {"class": finding.cls, "evidence": finding.evidence, "tags": finding.tags, **more}
+    return json.dumps(body, sort_keys=True, default=str)[:4000]
+
+
+def orphan_fact(executor: Executor, kind: FactKind, finding: Finding, step: str, **more: Any) -> None:
+    """An ``orphanReported`` / ``orphanAdopted`` fact, keyed by the object's cloud id, under the lease."""
+    op_id = finding.op_id or NO_OP
+    epoch = executor.gate(finding.provider, op_id, step)
+    executor.commit(
+        Fact(
+            kind,
+            finding.provider,
+            op_id,
+            epoch,
+            instance_key=finding.object_id,
+            instance_id=finding.object_id,
+            template=finding.tags.get("xce:template", ""),
+            host_name=finding.adopt_host or finding.name,
+            address=finding.address,
+            detail=_detail(finding, **more),
+        )
+    )
+
+
+def take(executor: Executor, finding: Finding, confirmed_by: str) -> str:
+    """Carry out ``finding.action``; the one-line result. Errors reach the caller."""
+    why = f"orphan class ({finding.cls}), confirmed by {confirmed_by}"
+    if finding.action == RETURN:
+        result = executor.return_instances(finding.provider, [finding.instance_key], reason=why)
+        return f"returned by op {result.op_id}"
+    if finding.action == RETIRE:
+        assert finding.lost is not None
+        shard = executor.shards(finding.provider).shard(finding.shard)
+        with shard.lock():
+            desired = executor.desired(shard)
+            executor.retire_lost(finding.provider, shard, desired, [finding.lost], finding.op_id)
+        return "lost fact committed through the host-loss path"
+    if finding.action == ADOPT:
+        orphan_fact(executor, FactKind.ORPHAN_ADOPTED, finding, "orphan adopt", confirmed_by=confirmed_by)
+        return f"adopted as host {finding.adopt_host}"
+    if finding.action == TERMINATE:
+        op_id = executor.terminate_unmanaged(finding.provider, finding.object_id, finding.tags, reason=why)
+        return f"terminated by op {op_id}"
+    raise ValueError(f"no automatic action {finding.action!r}")
