@@ -141,7 +141,7 @@ class FakeController:
         self.drop_all()
 
 
-def wait_for(predicate: Callable[[], object], timeout: float = 10.0) -> bool:
+def wait_for(predicate: Callable[[], object], timeout: float = 30.0) -> bool:
     """Poll ``predicate`` until it is true; False when ``timeout`` passes first."""
     deadline = time.monotonic() + timeout
     while not predicate():
