@@ -98,17 +98,14 @@ class ProgressView:
     def __call__(self, event: ProgressEvent) -> None:
         """Fold ``event`` in and render what changed (called from worker threads)."""
         self.board(event)
-        if isinstance(event, TaskDone):
-            if self.verbose:
-                self._line(f"  {event.host:<24} {event.status:<11} {event.task}")
-            return
+        if isinstance(event, TaskDone) and self.verbose:
+            self._line(f"  {event.host:<24} {event.status:<11} {event.task}")
         key = phase_key(event)
         count = self.board.count(*key) if key is not None else None
-        if count is None:
-            return
         with self._lock:
             if self._bars is not None:
-                self._update_bar(count)
+                if count is not None:
+                    self._update_bar(count)
             else:
                 self._plain(count, event)
 
@@ -127,24 +124,37 @@ class ProgressView:
         if not count.running:
             self._bars.stop_task(task)
 
-    def _plain(self, count: PhaseCount, event: ProgressEvent) -> None:
-        """A plain line at a long phase's first start, at each end, and at most every ``interval``."""
-        key = (count.phase, count.scope)
-        text = count.describe()
-        now = self.clock()
-        if isinstance(event, PhaseStarted):
+    def _plain(self, count: PhaseCount | None, event: ProgressEvent) -> None:
+        """A plain line at a long phase's first start, at each end, and at most every ``interval``.
+
+        Between start and end, any event (a task, too) may print the running phases whose counts
+        moved since their last line, once ``interval`` passed since the last line of all.
+        """
+        if count is not None and isinstance(event, PhaseStarted):
+            key = (count.phase, count.scope)
             first = key not in self._shown
             self._shown.setdefault(key, "")
-            if not (first and (count.phase == "apply" or count.phase in HOST_PHASES)):
-                return
-        elif isinstance(event, PhaseEnded):
-            if count.running or self._shown.get(key) == text:
-                return
-        elif now - self._last_line < self.interval or self._shown.get(key) == text:
+            if first and (count.phase == "apply" or count.phase in HOST_PHASES):
+                self._show(count)
+            return
+        if count is not None and isinstance(event, PhaseEnded):
+            if not count.running:
+                self._show(count)
+            return
+        if self.clock() - self._last_line < self.interval:
+            return
+        for running in self.board.snapshot():
+            if running.running:
+                self._show(running)
+
+    def _show(self, count: PhaseCount) -> None:
+        """Print the phase's line unless it is the one printed last for that phase."""
+        key, text = (count.phase, count.scope), count.describe()
+        if self._shown.get(key) == text:
             return
         self._shown[key] = text
-        self._last_line = now
-        self.console.print(text, markup=False, highlight=False, soft_wrap=True)
+        self._last_line = self.clock()
+        self._line(text)
 
     def _line(self, text: str) -> None:
         self.console.print(text, markup=False, highlight=False, soft_wrap=True)

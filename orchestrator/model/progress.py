@@ -151,8 +151,11 @@ class PhaseCount:
             add, change, remove = self.planned
             return f"{head}: {self.done}/{self.total} planned (+{add} ~{change} -{remove}){failed}"
         if self.phase == "apply":
-            parts = [f"{n} {what}" for n, what in ((self.created, "created"), (self.destroyed, "destroyed")) if n]
-            return f"{head}: {self.done}/{self.total} {' '.join(parts) or 'done'}{failed}"
+            if self.created and self.destroyed:
+                what = f"instances ({self.created} created, {self.destroyed} destroyed)"
+            else:
+                what = "created" if self.created else "destroyed" if self.destroyed else "instances"
+            return f"{head}: {self.done}/{self.total} {what}{failed}"
         return f"{head}: {self.done}/{self.total} hosts done{failed}"
 
 

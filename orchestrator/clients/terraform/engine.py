@@ -480,6 +480,9 @@ class _LinePipes(_Pipes):
             thread.join(None if deadline is None else max(deadline - time.monotonic(), 0.0))
             if thread.is_alive():  # a grandchild still holds the pipe open
                 raise subprocess.TimeoutExpired(self.proc.args, timeout or 0.0)
+        for pipe in (self.proc.stdout, self.proc.stderr):  # read to their end: closed, as communicate() does
+            if pipe is not None:
+                pipe.close()
         return "".join(self._out), "".join(self._err)
 
 
