@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tffake import ADDR, FakeEngine, site_config, unit_executor
 
-from orchestrator.clients.terraform.messages import ApplyHook, Diagnostic, PlanResult, ResourceChange, Summary
+from orchestrator.clients.terraform.messages import (
+    ApplyHook,
+    ApplyResult,
+    Diagnostic,
+    PlanResult,
+    ResourceChange,
+    Summary,
+)
 from orchestrator.configfile import LoadedConfig
 from orchestrator.model.progress import InstanceDone, ProgressBoard, ProgressEvent
 from orchestrator.ops.progress import ApplyTracker
@@ -32,11 +40,18 @@ def test_a_create_over_shards_then_a_return_report_every_instance(tmp_path: Path
     )
 
 
-def test_without_a_sink_the_engine_is_asked_nothing_more(loaded: LoadedConfig) -> None:
+def test_without_a_sink_an_engine_without_the_hook_still_works(loaded: LoadedConfig) -> None:
     class OldEngine(FakeEngine):
         """An engine written before the progress hook: its apply takes no ``on_event``."""
 
-        def apply(self, workdir, plan_file=None, var_files=(), auto_approve=True, should_stop=None):  # type: ignore[no-untyped-def,override]
+        def apply(  # type: ignore[override]
+            self,
+            workdir: Path,
+            plan_file: Path | None = None,
+            var_files: Sequence[Path] = (),
+            auto_approve: bool = True,
+            should_stop: Callable[[], bool] | None = None,
+        ) -> ApplyResult:
             return super().apply(workdir, plan_file, var_files, auto_approve, should_stop)
 
     made = unit_executor(loaded, OldEngine()).create("sim", "cpu", 2)
