@@ -91,7 +91,7 @@ class ProgressView:
                 self._bars = None
         if exc is not None:
             for unit in self.board.outcomes():
-                self.console.print(unit.describe(), markup=False, highlight=False, soft_wrap=True)
+                self._line(unit.describe())
 
     # -- the sink ---------------------------------------------------------------------------------
 
