@@ -18,6 +18,9 @@ from typing import Any
 
 from orchestrator.clients.controller.types import HostInfo
 from orchestrator.clients.terraform.messages import (
+    Action,
+    ApplyEventFn,
+    ApplyHook,
     ApplyResult,
     Diagnostic,
     PlanResult,
@@ -122,6 +125,7 @@ class FakeEngine:
         var_files: Sequence[Path] = (),
         auto_approve: bool = True,
         should_stop: Callable[[], bool] | None = None,
+        on_event: ApplyEventFn | None = None,
     ) -> ApplyResult:
         self.calls.append(("apply", workdir))
         self.should_stop.append(should_stop)
@@ -133,12 +137,18 @@ class FakeEngine:
         try:
             if self.during_apply is not None:
                 self.during_apply(workdir)
-            return self._apply(workdir, plan_file, should_stop)
+            return self._apply(workdir, plan_file, should_stop, on_event)
         finally:
             with self._count:
                 self.in_flight -= 1
 
-    def _apply(self, workdir: Path, plan_file: Path, should_stop: Callable[[], bool] | None) -> ApplyResult:
+    def _apply(
+        self,
+        workdir: Path,
+        plan_file: Path,
+        should_stop: Callable[[], bool] | None,
+        on_event: ApplyEventFn | None = None,
+    ) -> ApplyResult:
         if workdir in self.fail_apply:
             self.fail_apply.discard(workdir)
             raise TerraformError("Error: creating instance: the cloud refused (injected)")
@@ -152,7 +162,16 @@ class FakeEngine:
             key: {"id": f"i-{key}", "name": spec["name"], "address": "", "tags": spec["tags"]}
             for key, spec in (saved["variables"].get("instances") or {}).items()
         }
+        before = self.state(workdir)["instances"]
         self._write_state(workdir, instances)
+        if on_event is not None:  # as Terraform reports each instance's change while it applies
+            changes: list[tuple[str, Action]] = [(k, "create") for k in instances if k not in before]
+            changes += [(k, "delete") for k in before if k not in instances]
+            for key, action in sorted(changes):
+                addr = ADDR.format(key=key)
+                change = ResourceChange(addr, "module.instances", "xcesim_instance", "this", key, action)
+                on_event(ApplyHook("start", change))
+                on_event(ApplyHook("complete", change))
         return ApplyResult(changes=(), failed=(), diagnostics=(), summary=Summary())
 
     def show_plan(self, workdir: Path, plan_file: Path) -> dict[str, Any]:

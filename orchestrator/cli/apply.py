@@ -1,4 +1,8 @@
-"""``xceprov apply BUNDLE``: carry out a saved burst plan under the lease, or refuse."""
+"""``xceprov apply BUNDLE``: carry out a saved burst plan under the lease, or refuse.
+
+Progress (plan, apply, bootstrap per op) goes to stderr while it runs (``cli.progress``); at the
+end, per op one summary line and one line per host (key, id, name, address, bootstrap outcome).
+"""
 
 from __future__ import annotations
 
@@ -16,15 +20,18 @@ from orchestrator.cli.context import CliContext, pass_ctx
 def apply(ctx: CliContext, bundle: Path, bootstrap: bool) -> None:
     """Apply the ops saved by `xceprov plan --out BUNDLE` (lease, intent facts, audited)."""
     from orchestrator.cli.bootstrap import simulated_world
+    from orchestrator.cli.progress import progress_view
     from orchestrator.paths import toolkit_root
     from orchestrator.services.apply import apply_bundle
 
-    applied = apply_bundle(ctx.config(), bundle, toolkit_root(), bootstrap=bootstrap, world=simulated_world())
+    with progress_view(ctx.verbose) as view:
+        applied = apply_bundle(
+            ctx.config(), bundle, toolkit_root(), bootstrap=bootstrap, world=simulated_world(), progress=view
+        )
     for provider in applied:
         for op in provider.ops:
             click.echo(f"{provider.name}: op {op.op_id}: {len(op.created)} {op.template} instances created")
-            for host, outcome in sorted(op.bootstrap.items()):
-                click.echo(f"  bootstrap {host}: {outcome}")
-        click.echo(f"{provider.name}: {len(provider.instances)} instances")
-        for key, inst in sorted(provider.instances.items()):
-            click.echo(f"  {key}  {inst.get('id', '?')}  {inst.get('name', '?')}  {inst.get('address', '')}")
+            for made in op.created:
+                outcome = f"  bootstrap {op.bootstrap[made.name]}" if made.name in op.bootstrap else ""
+                click.echo(f"  {made.key}  {made.instance_id}  {made.name}  {made.address}{outcome}".rstrip())
+        click.echo(f"{provider.name}: {len(provider.instances)} instances in all")

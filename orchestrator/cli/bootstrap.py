@@ -14,7 +14,6 @@ from pathlib import Path
 import click
 
 from orchestrator.cli.context import CliContext, pass_ctx
-from orchestrator.clients.ansible.runner import Progress
 from orchestrator.services.bootstrap_sources import SimulatedWorld
 
 
@@ -61,7 +60,12 @@ def bootstrap(
     as_json: bool,
     hosts: tuple[str, ...],
 ) -> None:
-    """Bootstrap provisioned hosts (all, one op's, or the named ones) and show a result per host."""
+    """Bootstrap provisioned hosts (all, one op's, or the named ones) and show a result per host.
+
+    While the play runs, stderr shows hosts done and failed (per-task lines with -v); at the end
+    stdout has one line per host (or the JSON document with --json).
+    """
+    from orchestrator.cli.progress import progress_view
     from orchestrator.errors import UsageError
     from orchestrator.paths import toolkit_root
     from orchestrator.services.bootstrap import bootstrap as run_bootstrap
@@ -69,20 +73,17 @@ def bootstrap(
     if op and hosts:
         raise UsageError("give either --op or host names, not both")
 
-    def show(p: Progress) -> None:
-        if not as_json:
-            click.echo(f"  {p.host:<24} {p.status:<11} {p.task}", err=True)
-
-    result = run_bootstrap(
-        ctx.config(),
-        toolkit_root(),
-        world=simulated_world(),
-        op=op,
-        hosts=hosts,
-        extra_vars=_parse_extra(extra),
-        progress=show,
-        playbook="decommission" if decommission else "bootstrap",
-    )
+    with progress_view(ctx.verbose) as view:
+        result = run_bootstrap(
+            ctx.config(),
+            toolkit_root(),
+            world=simulated_world(),
+            op=op,
+            hosts=hosts,
+            extra_vars=_parse_extra(extra),
+            progress=view,
+            playbook="decommission" if decommission else "bootstrap",
+        )
     if as_json:
         click.echo(json.dumps({h: vars(r) for h, r in sorted(result.hosts.items())}, indent=2))
     else:

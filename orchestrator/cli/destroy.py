@@ -31,22 +31,28 @@ def destroy(
     max_destroy: int,
     force: bool,
 ) -> None:
-    """Destroy instances by op or all of them; only what this toolkit made in this cluster."""
+    """Destroy instances by op or all of them; only what this toolkit made in this cluster.
+
+    Progress (plan, apply, decommission) goes to stderr while it runs; one line per instance at the end.
+    """
     from orchestrator.cli.bootstrap import simulated_world
+    from orchestrator.cli.progress import progress_view
     from orchestrator.paths import toolkit_root
     from orchestrator.services.destroy import destroy as destroy_service
 
-    result = destroy_service(
-        ctx.config(),
-        toolkit_root(),
-        ops=ops,
-        all_instances=all_instances,
-        provider=provider,
-        dry_run=dry_run,
-        max_destroy=max_destroy,
-        force=force,
-        world=simulated_world(),
-    )
+    with progress_view(ctx.verbose) as view:
+        result = destroy_service(
+            ctx.config(),
+            toolkit_root(),
+            ops=ops,
+            all_instances=all_instances,
+            provider=provider,
+            dry_run=dry_run,
+            max_destroy=max_destroy,
+            force=force,
+            world=simulated_world(),
+            progress=view,
+        )
     verb = "would destroy" if result.dry_run else "destroyed"
     if not result.removed:
         click.echo("nothing to destroy")

@@ -14,8 +14,12 @@ from orchestrator.model.durations import parse_duration
 @click.option("--now", is_flag=True, help="Close the hosts and return them without waiting for their work.")
 @pass_ctx
 def return_(ctx: CliContext, hosts: tuple[str, ...], drain_timeout: str | None, now: bool) -> None:
-    """Drain and return HOST... (host names or instance keys)."""
+    """Drain and return HOST... (host names or instance keys).
+
+    Progress (plan, decommission, apply) goes to stderr while it runs; one line per host at the end.
+    """
     from orchestrator.cli.bootstrap import simulated_world
+    from orchestrator.cli.progress import progress_view
     from orchestrator.errors import UsageError
     from orchestrator.paths import toolkit_root
     from orchestrator.services.ret import return_hosts
@@ -26,9 +30,17 @@ def return_(ctx: CliContext, hosts: tuple[str, ...], drain_timeout: str | None, 
             timeout = parse_duration(drain_timeout)
         except ValueError as exc:
             raise UsageError(f"--drain-timeout {drain_timeout}: {exc}") from None
-    for result in return_hosts(
-        ctx.config(), toolkit_root(), list(hosts), drain_timeout=timeout, now=now, world=simulated_world()
-    ):
+    with progress_view(ctx.verbose) as view:
+        results = return_hosts(
+            ctx.config(),
+            toolkit_root(),
+            list(hosts),
+            drain_timeout=timeout,
+            now=now,
+            world=simulated_world(),
+            progress=view,
+        )
+    for result in results:
         drained = f", drained {len(result.drained)}" if result.drained else ""
         click.echo(f"{result.provider}: op {result.op_id}: returned {len(result.keys)} instances{drained}")
         for key in result.keys:

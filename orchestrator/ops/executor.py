@@ -44,6 +44,7 @@ from orchestrator.model import tags as owner
 from orchestrator.model.config import Config
 from orchestrator.model.facts import Epoch, Fact, FactKind
 from orchestrator.model.instances import InstanceSpec, instance_key, new_op_id
+from orchestrator.model.progress import PlanDone, ProgressSink, no_progress, reported_phase
 from orchestrator.ops.drain import Decommission, DrainSettings, settle_hosts
 from orchestrator.ops.facts import FactLog
 from orchestrator.ops.fence import Fence, epoch_tag
@@ -51,6 +52,7 @@ from orchestrator.ops.hostloss import LostInstance
 from orchestrator.ops.hosts import HostControl
 from orchestrator.ops.losses import LossObserver, observer_for
 from orchestrator.ops.plancheck import check_create, check_delete
+from orchestrator.ops.progress import ApplyTracker
 from orchestrator.render.instances import RenderRequest, controller_context, render_op, render_settings, renderer_for
 from orchestrator.workspace.audit import audit
 from orchestrator.workspace.shards import ProviderShards
@@ -113,6 +115,11 @@ class ReturnResult:
     plans: list[PlanResult] = field(default_factory=list)  # one per shard holding chosen keys
 
 
+def op_scope(provider: str, op_id: str) -> str:
+    """How an op is named in progress reports: ``<provider> <op id>``."""
+    return f"{provider} {op_id}"
+
+
 def shard_index(shard: ProviderWorkdir) -> int:
     """The shard's index (0 for a plain working directory: it is shard 0)."""
     return int(getattr(shard, "index", 0))
@@ -135,6 +142,7 @@ class Executor:
         losses: LossFactory = observer_for,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
+        progress: ProgressSink | None = None,
     ) -> None:
         self.config = config
         self.root = toolkit_root
@@ -147,6 +155,8 @@ class Executor:
         self.losses = losses
         self.clock = clock
         self.sleep = sleep
+        # Plans made and instances applied are reported here (the command line shows them).
+        self.progress: ProgressSink | None = progress
         self._shards: dict[str, ProviderShards] = {}
         # Shards of one op run in threads: facts and audit entries are written one at a time.
         self._serial = threading.RLock()
@@ -257,23 +267,55 @@ class Executor:
 
     @contextlib.contextmanager
     def planned(
-        self, workdir: ProviderWorkdir, instances: Mapping[str, InstanceSpec]
+        self, workdir: ProviderWorkdir, instances: Mapping[str, InstanceSpec], scope: str = ""
     ) -> Iterator[tuple[PlanResult, Path, dict[str, Any]]]:
-        """A saved plan of ``instances`` as the whole desired set: (result, plan file, variables)."""
+        """A saved plan of ``instances`` as the whole desired set: (result, plan file, variables).
+
+        The plan is reported as one unit of the ``plan`` phase of ``scope``.
+        """
         variables = workdir.variables(instances, render_settings(self.config, workdir.provider))
+        report = self.progress or no_progress
         with tempfile.TemporaryDirectory(prefix="xceprov-op-") as tmp:
             plan_file = Path(tmp) / "op.tfplan"
-            with workdir.candidate_var_file(variables) as var_file:
+            with reported_phase(report, "plan", scope, 1), workdir.candidate_var_file(variables) as var_file:
                 result = self.engine.plan(workdir.path, var_files=[var_file], out=plan_file)
+                report(PlanDone(scope, result.summary.add, result.summary.change, result.summary.remove))
             yield result, plan_file, variables
 
-    def apply(self, provider: str, workdir: ProviderWorkdir, plan_file: Path, op_id: str) -> None:
-        """Gate, then apply the checked plan; Terraform stops gracefully when the fence closes."""
+    def apply(
+        self,
+        provider: str,
+        workdir: ProviderWorkdir,
+        plan_file: Path,
+        op_id: str,
+        plan: PlanResult | None = None,
+        names: Mapping[str, str] | None = None,
+    ) -> None:
+        """Gate, then apply the checked plan; Terraform stops gracefully when the fence closes.
+
+        With a progress sink and the checked ``plan``, each instance the apply creates or
+        destroys is reported as it completes (``names``: instance key → host name).
+        """
         epoch = self.gate(provider, op_id, "apply")
         self.audit("op-apply", provider=provider, op=op_id, shard=shard_index(workdir), epoch=epoch_tag(epoch))
+        tracker = None
+        extra: dict[str, Any] = {}
+        if self.progress is not None and plan is not None:
+            tracker = ApplyTracker(self.progress, op_scope(provider, op_id), plan, names or {})
+            # Only asked of the engine when someone listens: an engine without the hook still works.
+            extra["on_event"] = tracker
+        with contextlib.ExitStack() as stack:
+            if tracker is not None and self.progress is not None:
+                stack.enter_context(reported_phase(self.progress, "apply", op_scope(provider, op_id), tracker.total))
+                stack.callback(tracker.finish)
+            self._apply(provider, workdir, plan_file, op_id, extra)
+
+    def _apply(
+        self, provider: str, workdir: ProviderWorkdir, plan_file: Path, op_id: str, extra: Mapping[str, Any]
+    ) -> None:
         try:
             result = self.engine.apply(
-                workdir.path, plan_file=plan_file, should_stop=lambda: not self.fence.valid(provider)
+                workdir.path, plan_file=plan_file, should_stop=lambda: not self.fence.valid(provider), **extra
             )
         except Exception as exc:
             self.audit(
@@ -397,7 +439,7 @@ class Executor:
         """Desired set + ``specs``, planned, checked, written, applied (the workdir lock is held)."""
         desired = self.drop_lost(provider, workdir, self.desired(workdir), op_id)
         wanted = {**desired, **specs}
-        with self.planned(workdir, wanted) as (plan, plan_file, variables):
+        with self.planned(workdir, wanted, op_scope(provider, op_id)) as (plan, plan_file, variables):
             check_create(plan, set(specs), f"op {op_id} on provider {provider}")
             workdir.desired.write(variables)  # the op's instances are durable before the cloud call
             self.audit(
@@ -407,7 +449,7 @@ class Executor:
                 add=sorted(specs),
                 planned={"add": plan.summary.add, "change": plan.summary.change, "remove": plan.summary.remove},
             )
-            self.apply(provider, workdir, plan_file, op_id)
+            self.apply(provider, workdir, plan_file, op_id, plan, {k: v.name for k, v in specs.items()})
 
     def record_created(
         self, provider: str, workdir: ProviderWorkdir, op_id: str, template: str, keys: Sequence[str]
@@ -487,7 +529,7 @@ class Executor:
             with shard.lock():
                 desired = self.desired(shard)
                 remaining = {k: v for k, v in desired.items() if k not in shard_keys}
-                with self.planned(shard, remaining) as (plan, _plan_file, _variables):
+                with self.planned(shard, remaining, op_scope(provider, op_id)) as (plan, _plan_file, _variables):
                     deletes = check_delete(plan, set(shard_keys), what)
             return {k: desired[k].name for k in shard_keys}, plan, deletes
 
@@ -617,13 +659,14 @@ class Executor:
     ) -> list[str]:
         """Desired set without ``keys``: planned, checked, written, applied; ``returned`` per key gone."""
         remaining = {k: v for k, v in desired.items() if k not in keys}
-        with self.planned(workdir, remaining) as (plan, plan_file, variables):
+        with self.planned(workdir, remaining, op_scope(provider, op_id)) as (plan, plan_file, variables):
             deletes = check_delete(plan, set(keys), f"op {op_id} on provider {provider}")
             self._check_max(deletes, max_delete)
             workdir.desired.write(variables)
             self.audit("op-desired", provider=provider, op=op_id, remove=sorted(keys), deletes=deletes)
             if deletes:
-                self.apply(provider, workdir, plan_file, op_id)
+                names = {k: desired[k].name for k in keys if k in desired}
+                self.apply(provider, workdir, plan_file, op_id, plan, names)
         held = self.state_instances(workdir)
         still = [k for k in keys if k in held]
         if still:

@@ -20,8 +20,13 @@ def change_key(change: ResourceChange) -> str:
     """The instance key a resource change is about (its ``for_each`` key), or its address."""
     if change.key is not None:
         return str(change.key)
-    match = _KEY_IN_ADDR.search(change.addr)
-    return match.group("key") if match else change.addr
+    return address_key(change.addr)
+
+
+def address_key(addr: str) -> str:
+    """The ``for_each`` key at the end of a resource address (``…this["op-1-000"]``), or the address."""
+    match = _KEY_IN_ADDR.search(addr)
+    return match.group("key") if match else addr
 
 
 def _effective(plan: PlanResult) -> list[ResourceChange]:

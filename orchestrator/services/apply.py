@@ -23,6 +23,7 @@ from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import StaleState, UsageError
 from orchestrator.model import tags as owner
 from orchestrator.model.instances import InstanceSpec, instance_key
+from orchestrator.model.progress import ProgressSink
 from orchestrator.ops.executor import Bootstrap, CreateResult, Executor
 from orchestrator.services.bootstrap_sources import SimulatedWorld
 from orchestrator.services.ops import fenced_session, playbook_callables
@@ -104,11 +105,12 @@ def _executor(
     engine: Engine,
     boot: Bootstrap | None,
     executor: Executor | None,
+    progress: ProgressSink | None,
 ) -> Iterator[Executor]:
     if executor is not None:
         yield executor
         return
-    with fenced_session(loaded, providers, root, engine=engine, bootstrap=boot) as session:
+    with fenced_session(loaded, providers, root, engine=engine, bootstrap=boot, progress=progress) as session:
         yield session
 
 
@@ -121,8 +123,12 @@ def apply_bundle(
     executor: Executor | None = None,
     bootstrap: bool = False,
     world: SimulatedWorld | None = None,
+    progress: ProgressSink | None = None,
 ) -> list[AppliedProvider]:
-    """Carry out every op of ``bundle`` under the leases; stop at the first refusal."""
+    """Carry out every op of ``bundle`` under the leases; stop at the first refusal.
+
+    ``progress`` gets each op's plans, applied instances and bootstrapped hosts as they happen.
+    """
     config = loaded.config
     entries = read_bundle(bundle, config.cluster)
     for entry in entries:
@@ -152,8 +158,8 @@ def apply_bundle(
                 raise
         planned[entry.provider] = ops
     applied: list[AppliedProvider] = []
-    boot = playbook_callables(loaded, toolkit_root, world)[0] if bootstrap else None
-    with _executor(loaded, sorted(planned), toolkit_root, engine, boot, executor) as ex:
+    boot = playbook_callables(loaded, toolkit_root, world, progress)[0] if bootstrap else None
+    with _executor(loaded, sorted(planned), toolkit_root, engine, boot, executor, progress) as ex:
         for provider, ops in planned.items():
             results = tuple(ex.create(provider, op.template, op.count, op_id=op.op_id) for op in ops)
             held = ex.provider_instances(provider)  # every shard of the provider

@@ -40,16 +40,11 @@ from orchestrator.clients.ansible.inventory import (
     valid_host_name,
     write_inventory,
 )
-from orchestrator.clients.ansible.runner import (
-    HostResult,
-    ProgressFn,
-    RunnerSettings,
-    RunResult,
-    run_playbook,
-)
+from orchestrator.clients.ansible.runner import HostResult, RunnerSettings, RunResult, run_playbook
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import UsageError
 from orchestrator.model.config import Config
+from orchestrator.model.progress import HostDone, ProgressSink, no_progress, reported_phase
 from orchestrator.services.bootstrap_sources import SimulatedWorld, simulated_sources
 from orchestrator.services.join_tokens import join_token_vars
 
@@ -232,14 +227,18 @@ def bootstrap(
     hosts: Sequence[str] = (),
     records: Sequence[InstanceRecord] | None = None,
     extra_vars: Mapping[str, Any] | None = None,
-    progress: ProgressFn | None = None,
+    progress: ProgressSink | None = None,
     playbook: Playbook = "bootstrap",
     group_vars: Mapping[str, Mapping[str, Any]] | None = None,
     ssh_wait: float | None = None,
     scanner: Scanner = keyscan,
     world: SimulatedWorld | None = None,
+    scope: str | None = None,
 ) -> RunResult:
     """Run ``playbook`` on the selected instances; a result per host (see the module docstring).
+
+    ``progress`` gets the phase (``bootstrap`` or ``decommission`` of ``scope``, by default
+    ``op OP`` or nothing) with one ``HostDone`` per selected host, and a ``TaskDone`` per task.
 
     ``group_vars`` adds variables to inventory groups; ``world`` lets hosts of the simulated
     cloud get its key and node manager (``bootstrap_sources``). A site's group_vars files still
@@ -255,35 +254,44 @@ def bootstrap(
             f"and no inventory at {paths_for(config).inventory}"
         )
     chosen = select(known, op, hosts)
-    refused = [r for r in chosen if not valid_host_name(r.name)]
-    chosen = [r for r in chosen if valid_host_name(r.name)]
-    p = paths_for(config)
-    store = HostKeyStore(p.keys_dir, scanner=scanner)
-    wait = float(config.ansible.timeout) / 2 if ssh_wait is None else ssh_wait
-    problems = store.ensure(
-        (KeyTarget(r.name, r.instance_id, r.address, r.port or 22) for r in chosen),
-        config.ansible.host_key_policy,
-        wait=wait,
-        workers=config.ansible.forks,
-    )
-    document = inventory_document(config, known, store.known_hosts, group_vars)
-    publish_inventory(config, document)
-    reachable = [r.name for r in chosen if r.name not in problems]
-    evars: dict[str, Any] = hook_vars(config)
-    evars.update(extra_vars or {})
-    settings = runner_settings(config, toolkit_root)
-    # Join tokens: only a file path reaches Ansible; the file is gone after the run.
-    with join_token_vars(config, [r for r in chosen if r.name in reachable]) as token_vars:
-        result = run_playbook(
-            settings,
-            settings.ansible_dir / "playbooks" / f"{playbook}.yml",
-            document,
-            reachable,
-            extravars={**evars, **token_vars},
-            progress=progress,
-            label=op or playbook,
-            group_vars=site_group_vars(config),
+    report = progress or no_progress
+    scope = scope if scope is not None else (f"op {op}" if op else "")
+    with reported_phase(report, playbook, scope, len(chosen)):
+        refused = [r for r in chosen if not valid_host_name(r.name)]
+        for rec in refused:
+            report(HostDone(playbook, scope, rec.name, "failed", invalid_name_reason(rec.name)))
+        chosen = [r for r in chosen if valid_host_name(r.name)]
+        p = paths_for(config)
+        store = HostKeyStore(p.keys_dir, scanner=scanner)
+        wait = float(config.ansible.timeout) / 2 if ssh_wait is None else ssh_wait
+        problems = store.ensure(
+            (KeyTarget(r.name, r.instance_id, r.address, r.port or 22) for r in chosen),
+            config.ansible.host_key_policy,
+            wait=wait,
+            workers=config.ansible.forks,
         )
+        for name, reason in problems.items():
+            report(HostDone(playbook, scope, name, "unreachable", f"at task 'record SSH host key': {reason}"))
+        document = inventory_document(config, known, store.known_hosts, group_vars)
+        publish_inventory(config, document)
+        reachable = [r.name for r in chosen if r.name not in problems]
+        evars: dict[str, Any] = hook_vars(config)
+        evars.update(extra_vars or {})
+        settings = runner_settings(config, toolkit_root)
+        # Join tokens: only a file path reaches Ansible; the file is gone after the run.
+        with join_token_vars(config, [r for r in chosen if r.name in reachable]) as token_vars:
+            result = run_playbook(
+                settings,
+                settings.ansible_dir / "playbooks" / f"{playbook}.yml",
+                document,
+                reachable,
+                extravars={**evars, **token_vars},
+                progress=progress,
+                label=op or playbook,
+                group_vars=site_group_vars(config),
+                phase=playbook,
+                scope=scope,
+            )
     for name, reason in problems.items():
         result.hosts[name] = HostResult(name, status="unreachable", task="record SSH host key", message=reason)
     for rec in refused:

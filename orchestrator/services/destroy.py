@@ -19,6 +19,7 @@ from orchestrator.clients.terraform.engine import Engine
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import UsageError
 from orchestrator.model.instances import op_of_key
+from orchestrator.model.progress import ProgressSink
 from orchestrator.ops.drain import DrainSettings
 from orchestrator.ops.executor import Executor
 from orchestrator.ops.facts import NoFacts
@@ -70,8 +71,12 @@ def destroy(
     force: bool = False,
     executor: Executor | None = None,
     world: SimulatedWorld | None = None,
+    progress: ProgressSink | None = None,
 ) -> DestroyResult:
-    """Remove the instances of ``ops`` (or every instance with ``all_instances``)."""
+    """Remove the instances of ``ops`` (or every instance with ``all_instances``).
+
+    ``progress`` gets the plans, the destroyed instances and the decommissioned hosts.
+    """
     config = loaded.config
     if not ops and not all_instances:
         raise UsageError("name what to destroy: --op OP (repeatable) or --all")
@@ -79,7 +84,7 @@ def destroy(
         raise UsageError(f"--provider {provider}: no such provider (known: {', '.join(sorted(config.providers))})")
     providers = [provider] if provider else sorted(config.providers)
     engine = engine or (executor.engine if executor is not None else engine_for(config))
-    reader = Executor(config, toolkit_root, engine, ReadOnlyFence(), NoFacts(), NoHosts())
+    reader = Executor(config, toolkit_root, engine, ReadOnlyFence(), NoFacts(), NoHosts(), progress=progress)
     selected = select_keys(reader, providers, ops, all_instances)
     result = DestroyResult(dry_run=dry_run)
     if dry_run:
@@ -92,9 +97,9 @@ def destroy(
         return result
     budget = max_destroy
     if executor is None:
-        decommission = playbook_callables(loaded, toolkit_root, world)[1]
+        decommission = playbook_callables(loaded, toolkit_root, world, progress)[1]
         with fenced_session(
-            loaded, sorted(selected), toolkit_root, engine=engine, decommission=decommission
+            loaded, sorted(selected), toolkit_root, engine=engine, decommission=decommission, progress=progress
         ) as session:
             return _run(session, selected, budget, force, result)
     return _run(executor, selected, budget, force, result)

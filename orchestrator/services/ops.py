@@ -27,8 +27,10 @@ from orchestrator.clients.controller.types import HostInfo, LeaseDenied
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import ControllerError, LeaseHeld
+from orchestrator.model.instances import op_of_key
+from orchestrator.model.progress import ProgressSink
 from orchestrator.ops.drain import Decommission
-from orchestrator.ops.executor import Bootstrap, Created, Executor
+from orchestrator.ops.executor import Bootstrap, Created, Executor, op_scope
 from orchestrator.ops.facts import LinkFacts, LocalFacts
 from orchestrator.ops.fence import StandaloneFence
 from orchestrator.ops.hosts import LinkHosts, NoHosts
@@ -104,8 +106,12 @@ def fenced_session(
     engine: Engine | None = None,
     bootstrap: Bootstrap | None = None,
     decommission: Decommission | None = None,
+    progress: ProgressSink | None = None,
 ) -> Iterator[Executor]:
-    """An executor holding the leases of ``providers`` (or their standalone locks) until the block ends."""
+    """An executor holding the leases of ``providers`` (or their standalone locks) until the block ends.
+
+    ``progress`` gets the executor's plans and applies as they happen (see ``model.progress``).
+    """
     config = loaded.config
     engine = engine or engine_for(config)
     wanted = sorted(set(providers))
@@ -119,7 +125,15 @@ def fenced_session(
         with StandaloneFence(config.state_dir / "locks", wanted) as fence:
             facts = LocalFacts(config.state_dir / "facts" / f"{config.cluster}.jsonl")
             yield Executor(
-                config, toolkit_root, engine, fence, facts, NoHosts(), bootstrap=bootstrap, decommission=decommission
+                config,
+                toolkit_root,
+                engine,
+                fence,
+                facts,
+                NoHosts(),
+                bootstrap=bootstrap,
+                decommission=decommission,
+                progress=progress,
             )
         return
     with _leased(loaded, wanted) as (manager, link):
@@ -132,26 +146,34 @@ def fenced_session(
             LinkHosts(link),
             bootstrap=bootstrap,
             decommission=decommission,
+            progress=progress,
         )
 
 
 def playbook_callables(
-    loaded: LoadedConfig, toolkit_root: Path, world: SimulatedWorld | None = None
+    loaded: LoadedConfig,
+    toolkit_root: Path,
+    world: SimulatedWorld | None = None,
+    progress: ProgressSink | None = None,
 ) -> tuple[Bootstrap, Decommission]:
     """The bootstrap and decommission plays of ``services/bootstrap.py`` as the executor's callables
-    (``world``: the simulated world's parts, which only the command line may hand over)."""
+    (``world``: the simulated world's parts, which only the command line may hand over; ``progress``:
+    where the plays report their hosts and tasks)."""
     from orchestrator.services.bootstrap import Playbook
     from orchestrator.services.bootstrap import bootstrap as run_play
 
-    def _outcome(names: list[str], playbook: Playbook) -> Mapping[str, str]:
-        result = run_play(loaded, toolkit_root, hosts=names, playbook=playbook, world=world)
+    def _outcome(names: list[str], playbook: Playbook, scope: str) -> Mapping[str, str]:
+        result = run_play(
+            loaded, toolkit_root, hosts=names, playbook=playbook, world=world, progress=progress, scope=scope
+        )
         return {name: h.status + (f": {h.message}" if h.message else "") for name, h in result.hosts.items()}
 
     def boot(provider: str, created: Sequence[Created]) -> Mapping[str, str]:
-        return _outcome([c.name for c in created], "bootstrap")
+        scope = op_scope(provider, op_of_key(created[0].key)) if created else provider
+        return _outcome([c.name for c in created], "bootstrap", scope)
 
     def decom(provider: str, hosts: Sequence[HostInfo]) -> Mapping[str, str]:
-        return _outcome([h.host_name for h in hosts if h.host_name], "decommission")
+        return _outcome([h.host_name for h in hosts if h.host_name], "decommission", provider)
 
     return boot, decom
 

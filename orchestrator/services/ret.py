@@ -15,6 +15,7 @@ from pathlib import Path
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import UsageError
+from orchestrator.model.progress import ProgressSink
 from orchestrator.ops.drain import DrainSettings
 from orchestrator.ops.executor import Executor, ReturnResult
 from orchestrator.ops.facts import NoFacts
@@ -52,8 +53,12 @@ def return_hosts(
     engine: Engine | None = None,
     executor: Executor | None = None,
     world: SimulatedWorld | None = None,
+    progress: ProgressSink | None = None,
 ) -> list[ReturnResult]:
-    """Drain and return the named hosts; one return op per provider."""
+    """Drain and return the named hosts; one return op per provider.
+
+    ``progress`` gets the plans, the destroyed instances and the decommissioned hosts.
+    """
     if not names:
         raise UsageError("name the hosts to return (host names or instance keys)")
     config = loaded.config
@@ -64,6 +69,8 @@ def return_hosts(
     reason = "xceprov return" + (" --now" if now else "")
     if executor is not None:
         return [executor.return_instances(p, keys, drain=drain, reason=reason) for p, keys in chosen.items()]
-    decommission = playbook_callables(loaded, toolkit_root, world)[1]
-    with fenced_session(loaded, sorted(chosen), toolkit_root, engine=engine, decommission=decommission) as session:
+    decommission = playbook_callables(loaded, toolkit_root, world, progress)[1]
+    with fenced_session(
+        loaded, sorted(chosen), toolkit_root, engine=engine, decommission=decommission, progress=progress
+    ) as session:
         return [session.return_instances(p, keys, drain=drain, reason=reason) for p, keys in chosen.items()]

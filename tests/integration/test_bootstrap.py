@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from orchestrator.clients.ansible.inventory import InstanceRecord
-from orchestrator.clients.ansible.runner import Progress
 from orchestrator.configfile import LoadedConfig, parse_config
+from orchestrator.model.progress import HostDone, ProgressEvent, TaskDone
 from orchestrator.services.bootstrap import bootstrap
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -129,7 +129,7 @@ def test_bootstrap_example_site_idempotent_then_decommission(
         lab.start(name, record_key=False)  # keys are recorded by the toolkit, not handed to it
     lab.wait_ready()
     loaded = _config(tmp_path, lab, EXAMPLE_SITE)
-    seen: list[Progress] = []
+    seen: list[ProgressEvent] = []
     # The example site's group_vars/provider_sim.yml picks the artifact install and reads its path
     # from the environment: no install variables are passed here, so that file is what applies.
     monkeypatch.setenv("XCEPROV_NODE_MANAGER_ARTIFACT", str(artifact))
@@ -140,7 +140,12 @@ def test_bootstrap_example_site_idempotent_then_decommission(
     assert {h: r.status for h, r in first.hosts.items()} == {"cpu-a": "changed", "cpu-b": "changed"}, [
         r.describe() for r in first.hosts.values()
     ]
-    assert any(p.task == "Write the node manager configuration" and p.status == "changed" for p in seen)
+    tasks = [p for p in seen if isinstance(p, TaskDone)]
+    assert any(p.task == "Write the node manager configuration" and p.status == "changed" for p in tasks)
+    assert sorted((p.host, p.outcome) for p in seen if isinstance(p, HostDone)) == [
+        ("cpu-a", "changed"),
+        ("cpu-b", "changed"),
+    ]
     cfg = json.loads(_host_file(lab, "cpu-a", "/etc/xce/node-manager.json").read_text())
     assert cfg["roles"] == ["worker"]
     assert cfg["controller"] == {"addresses": ["10.213.0.1:7441"], "ca_file": "/etc/xce/ca.pem"}
@@ -408,3 +413,74 @@ def test_end_to_end_worker_joins_the_simulated_controller(tmp_path: Path, reques
     finally:
         CliRunner().invoke(cli, ["--config", str(cfg_file), "sim", "down"])
         labnet.destroy_lab(lab)
+
+
+def test_cli_shows_a_line_per_host_and_tasks_only_with_v(tmp_path: Path, lab: Any, artifact: Path) -> None:
+    """``xceprov bootstrap`` as an operator runs it, output not a terminal (as in CI or a pipe):
+    a few progress lines on stderr however many tasks ran, one line per host on stdout at the
+    end, and the per-task lines only with ``-v``."""
+    import re
+    import shutil
+    import time
+
+    from cli_run import xceprov
+
+    from orchestrator.sim.nodemanager.artifact import ARTIFACT_NAME
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "post-bootstrap.yml").write_text(
+        "- name: Failing site hook\n  hosts: all\n  gather_facts: false\n  tasks:\n"
+        "    - name: Site check that fails on one host\n      ansible.builtin.fail:\n"
+        "        msg: site says no\n      when: inventory_hostname == 'pv-fail'\n"
+    )
+    for name in ("pv-a", "pv-b", "pv-fail"):
+        lab.start(name, record_key=False)
+    lab.wait_ready()
+    tags = {"xce:template": "cpu", "xce:provider": "sim", "xce:op_id": "op1"}
+    _tfstate(tmp_path, [(h, h.name, tags) for h in lab.hosts.values()])
+    # The simulated world's artifact is where the verb looks for it, newer than its sources.
+    kept = tmp_path / "sim" / "artifacts" / ARTIFACT_NAME
+    kept.parent.mkdir(parents=True)
+    shutil.copy(artifact, kept)
+    (tmp_path / "ca.pem").write_text("-----BEGIN CERTIFICATE-----\nTEST\n-----END CERTIFICATE-----\n")
+    cfg = f"""
+cluster: t1
+state_dir: {tmp_path / "state"}
+sim: {{state_dir: {tmp_path / "sim"}}}
+controller: {{addresses: ["127.0.0.1:7441"], worker_addresses: ["10.213.0.1:7441"], ca: {tmp_path / "ca.pem"}}}
+ansible: {{ssh_key: {lab.key}, forks: 10, timeout: 300s, site_dir: {site}}}
+providers: {{sim: {{module: xcesim}}}}
+templates:
+  cpu:
+    providers: {{sim: {{flavor: c8, image: debian-12}}}}
+    bootstrap: {{groups: [cpu], roles: []}}
+"""
+    (site / "xceprov.yaml").write_text(cfg)
+    evars = [a for k, v in _sim_vars(kept).items() for a in ("-e", f"{k}={v if isinstance(v, str) else json.dumps(v)}")]
+
+    started = time.monotonic()
+    quiet = xceprov(site, "bootstrap", *evars)
+    elapsed = time.monotonic() - started
+
+    assert quiet.returncode == 1, quiet.stdout + quiet.stderr
+    hosts = [ln for ln in quiet.stdout.splitlines() if not ln.startswith("artifacts: ")]
+    assert len(hosts) == 3
+    assert re.fullmatch(r"pv-a: changed \(ok=\d+ changed=\d+\)", hosts[0]) and hosts[1].startswith("pv-b: changed ")
+    assert hosts[2] == "pv-fail: failed at task 'Site check that fails on one host': site says no"
+    progress = quiet.stderr.splitlines()
+    # No task reached the terminal; the progress lines are few: the phase's start, end, and at
+    # most one per 10 s between them.
+    assert "Write the node manager configuration" not in quiet.stderr
+    assert progress[0] == "bootstrap: 0/3 hosts done" and progress[-1] == "bootstrap: 2/3 hosts done, 1 failed"
+    assert all(re.fullmatch(r"bootstrap: \d/3 hosts done(, 1 failed)?", ln) for ln in progress), progress
+    assert len(progress) <= 2 + elapsed / 10 + 1
+
+    verbose = xceprov(site, "-v", "bootstrap", *evars)
+
+    assert verbose.returncode == 1, verbose.stderr
+    assert verbose.stdout.splitlines()[2] == hosts[2]
+    tasks = [ln.split(None, 2) for ln in verbose.stderr.splitlines() if ln.startswith("  ")]
+    written = [t for t in tasks if t[2] == "Write the node manager configuration"]
+    assert sorted(t[0] for t in written) == ["pv-a", "pv-b", "pv-fail"]
+    assert len(tasks) > 10 * len(progress)

@@ -92,6 +92,14 @@ def test_saved_plan_applies_exactly_then_refuses_when_stale(site: Path) -> None:
     applied = xceprov(site, "apply", "first")
     assert applied.returncode == 0, applied.stderr
     instances = store(site).list_instances()
+    # What the operator reads: one summary and one line per instance on stdout; on stderr (not a
+    # terminal here) the plan and the apply counted from Terraform's own events, a line each.
+    [summary, *hosts, total] = applied.stdout.splitlines()
+    assert summary.endswith(": 2 cpu instances created") and total == "sim: 2 instances in all"
+    assert sorted(h.split()[1] for h in hosts) == sorted(i.id for i in instances)
+    [plan_line, start_line, end_line] = applied.stderr.splitlines()
+    assert plan_line.startswith("plan sim op-") and plan_line.endswith(": 1/1 planned (+2 ~0 -0)")
+    assert start_line.endswith(": 0/2 instances") and end_line.endswith(": 2/2 created")
     assert sorted(i.flavor for i in instances) == ["c8.large", "c8.large"]
     # Hostile values arrive literally in the cloud object.
     assert {i.tags["team"] for i in instances} == {HOSTILE}

@@ -25,17 +25,18 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from orchestrator import durable
 from orchestrator.clients.ansible.artifacts import rotate_artifacts, run_environment, seal
 from orchestrator.clients.ansible.inventory import INVENTORY_NAME, only_hosts, write_inventory
 from orchestrator.errors import AnsibleError
+from orchestrator.model.progress import HostDone, HostOutcome, Phase, ProgressSink, TaskDone
 
-HostStatus = Literal["ok", "changed", "failed", "unreachable", "skipped"]
+HostStatus = HostOutcome
 # Events written to the artifacts' job_events/ (returning True from the handler): what a
 # post-mortem needs beside the full stdout, which is always kept. Skipping one JSON file per
 # ok/skipped event keeps the runner's own cost down (the benchmark's ratio against a raw run).
@@ -101,18 +102,6 @@ class RunResult:
 
 
 @dataclass(frozen=True)
-class Progress:
-    """One line of progress: a task finished (or started) on a host."""
-
-    host: str
-    task: str
-    status: str  # ok, changed, failed, unreachable, skipped
-
-
-ProgressFn = Callable[[Progress], None]
-
-
-@dataclass(frozen=True)
 class RunnerSettings:
     """What the runner needs from the configuration (``ansible:`` section) and the checkout."""
 
@@ -164,14 +153,39 @@ def ansible_env(settings: RunnerSettings) -> dict[str, str]:
 
 
 class _Collector:
-    """Folds runner events into per-host results and forwards progress; called from runner threads."""
+    """Folds runner events into per-host results and reports progress; called from runner threads.
 
-    def __init__(self, hosts: Sequence[str], progress: ProgressFn | None) -> None:
+    Progress: a ``TaskDone`` per task and host; a ``HostDone`` as soon as a host fails or is
+    unreachable (Ansible drops it from the play: its outcome is final), and for every other host
+    at :meth:`finish`. With the linear strategy the hosts that go well all end with the last task.
+    """
+
+    def __init__(
+        self, hosts: Sequence[str], progress: ProgressSink | None, phase: Phase = "bootstrap", scope: str = ""
+    ) -> None:
         self.results = {h: HostResult(h, status="skipped", message="no task ran on this host") for h in hosts}
         self._touched: set[str] = set()
+        self._reported: set[str] = set()
         self._progress = progress
+        self._phase: Phase = phase
+        self._scope = scope
         self._lock = threading.Lock()
         self._item_errors: dict[tuple[str, str], str] = {}
+
+    def _report(self, r: HostResult) -> None:
+        """One ``HostDone`` per host, the first time its outcome is final (the lock is held)."""
+        if self._progress is None or r.host in self._reported:
+            return
+        self._reported.add(r.host)
+        where = f"at task '{r.task}': " if r.task and r.status in ("failed", "unreachable") else ""
+        reason = f"{where}{r.message}" if r.message and r.status not in ("ok", "changed") else ""
+        self._progress(HostDone(self._phase, self._scope, r.host, r.status, reason))
+
+    def finish(self) -> None:
+        """Report every host whose outcome was not reported during the run."""
+        with self._lock:
+            for r in self.results.values():
+                self._report(r)
 
     def __call__(self, event: Mapping[str, Any]) -> bool:
         name = event.get("event", "")
@@ -210,8 +224,10 @@ class _Collector:
                 r.status = "unreachable"
                 r.task = task
                 r.message = _message(res)
-        if self._progress is not None:
-            self._progress(Progress(host, task, shown))
+            if self._progress is not None:
+                self._progress(TaskDone(host, task, shown))
+            if r.status in ("failed", "unreachable"):
+                self._report(r)
         return keep
 
 
@@ -246,14 +262,17 @@ def run_playbook(
     inventory: Mapping[str, Any],
     hosts: Sequence[str],
     extravars: Mapping[str, Any] | None = None,
-    progress: ProgressFn | None = None,
+    progress: ProgressSink | None = None,
     label: str = "run",
     group_vars: Path | None = None,
+    phase: Phase = "bootstrap",
+    scope: str = "",
 ) -> RunResult:
     """Run ``playbook`` on exactly ``hosts`` of ``inventory``; per-host results, never per-host raises.
 
     ``inventory`` is a document of ``inventory.build_inventory``; ``group_vars`` a directory of
-    the site's group_vars files to apply beside it.
+    the site's group_vars files to apply beside it. ``progress`` gets a ``TaskDone`` per task and
+    one ``HostDone`` per host (of ``phase`` and ``scope``), never terminal output.
     """
     if not hosts:
         return RunResult(ident="", status="successful", rc=0, artifact_dir=settings.artifacts_dir)
@@ -262,7 +281,7 @@ def run_playbook(
     durable.private_dir(settings.artifacts_dir.parent)
     durable.private_dir(settings.artifacts_dir)
     ident = new_ident(label)
-    collector = _Collector(hosts, progress)
+    collector = _Collector(hosts, progress, phase, scope)
     started = time.monotonic()
     # The private data dir (env/, the run's inventory) is one per run and thrown away; what
     # matters for post-mortems goes to the artifact dir, which is kept.
@@ -289,6 +308,7 @@ def run_playbook(
         # ansible-playbook failed before any host failed: a syntax error, a missing role, ...
         stdout = _tail(result.artifact_dir / "stdout")
         raise AnsibleError(f"{playbook.name} failed (rc={result.rc}): {stdout} (artifacts: {result.artifact_dir})")
+    collector.finish()
     return result
 
 

@@ -20,14 +20,15 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
 from orchestrator.clients.terraform import messages
-from orchestrator.clients.terraform.messages import ApplyResult, Diagnostic, PlanResult
+from orchestrator.clients.terraform.messages import ApplyEventFn, ApplyResult, Diagnostic, PlanResult
 from orchestrator.clients.terraform.mirror import cache_lock, launcher_env
 from orchestrator.errors import ConfigError, TerraformError, UsageError
 from orchestrator.model.config import TerraformSettings
@@ -64,12 +65,14 @@ class Engine(Protocol):
         var_files: Sequence[Path] = (),
         auto_approve: bool = True,
         should_stop: Callable[[], bool] | None = None,
+        on_event: ApplyEventFn | None = None,
     ) -> ApplyResult:
         """Apply a saved plan, or plan and apply in one step when ``plan_file`` is None.
 
         ``should_stop`` is polled while Terraform runs; once it returns True, Terraform is
         interrupted gracefully (calls in flight finish, the state is written, nothing new
-        starts) and the result has ``interrupted=True``.
+        starts) and the result has ``interrupted=True``. ``on_event`` gets each resource step
+        and diagnostic as Terraform reports it, while it runs (progress).
         """
         ...
 
@@ -167,8 +170,17 @@ class _CliEngine:
         env.update(self.extra_env)
         return env
 
-    def run(self, workdir: Path, args: Sequence[str], should_stop: Callable[[], bool] | None = None) -> Completed:
+    def run(
+        self,
+        workdir: Path,
+        args: Sequence[str],
+        should_stop: Callable[[], bool] | None = None,
+        on_line: Callable[[str], None] | None = None,
+    ) -> Completed:
         """Run ``terraform ARGS`` in ``workdir`` and wait, without holding the GIL or any lock.
+
+        With ``on_line``, each line of stdout is handed to it as Terraform writes it (the
+        bundled engine's worker relays them line by line), from a reader thread.
 
         Terraform runs in its own session so that a terminal Ctrl-C reaches it only through
         us, exactly once: a second SIGINT would make Terraform abandon the state mid-write.
@@ -195,15 +207,16 @@ class _CliEngine:
         # Set once the stop request sent the one SIGINT, so that a Ctrl-C during the grace that
         # follows does not send a second (Terraform's "abandon the state" interrupt).
         sent: list[bool] = []
+        pipes: _Pipes = _LinePipes(proc, on_line) if on_line is not None else _Pipes(proc)
         try:
-            stdout, stderr, interrupted = self._wait(proc, started, should_stop, sent)
+            stdout, stderr, interrupted = self._wait(pipes, started, should_stop, sent)
         except subprocess.TimeoutExpired:
-            self._stop(proc, interrupted=bool(sent))
+            self._stop(pipes, interrupted=bool(sent))
             raise TerraformError(
                 f"{self.name} {args[0]} in {workdir} did not finish within {self.timeout:g} s; stopped"
             ) from None
         except BaseException:
-            self._stop(proc, interrupted=bool(sent))
+            self._stop(pipes, interrupted=bool(sent))
             raise
         seconds = time.monotonic() - started
         log.debug("%s %s in %s: exit %d after %.2f s", self.name, args[0], workdir, proc.returncode, seconds)
@@ -211,7 +224,7 @@ class _CliEngine:
 
     def _wait(
         self,
-        proc: subprocess.Popen[str],
+        pipes: _Pipes,
         started: float,
         should_stop: Callable[[], bool] | None,
         sent: list[bool],
@@ -220,8 +233,9 @@ class _CliEngine:
 
         Raises ``TimeoutExpired`` when the command's own ``timeout`` passes first.
         """
+        proc = pipes.proc
         if should_stop is None:
-            stdout, stderr = proc.communicate(timeout=self.timeout)
+            stdout, stderr = pipes.communicate(timeout=self.timeout)
             return stdout, stderr, False
         deadline = None if self.timeout is None else started + self.timeout
         while True:
@@ -230,7 +244,7 @@ class _CliEngine:
                 wait = min(wait, max(deadline - time.monotonic(), 0.0))
             try:
                 # communicate() may be called again after a timeout without losing output.
-                stdout, stderr = proc.communicate(timeout=wait)
+                stdout, stderr = pipes.communicate(timeout=wait)
                 return stdout, stderr, False
             except subprocess.TimeoutExpired:
                 if deadline is not None and time.monotonic() >= deadline:
@@ -239,30 +253,31 @@ class _CliEngine:
                 break
         if proc.poll() is not None:
             # Terraform finished on its own meanwhile: nothing was cut short.
-            stdout, stderr = proc.communicate()
+            stdout, stderr = pipes.communicate()
             return stdout, stderr, False
         log.info("%s: stop requested; interrupting Terraform once and waiting for it to write its state", self.name)
         proc.send_signal(signal.SIGINT)
         sent.append(True)
         try:
-            stdout, stderr = proc.communicate(timeout=self.stop_grace)
+            stdout, stderr = pipes.communicate(timeout=self.stop_grace)
         except subprocess.TimeoutExpired:
             # Out of patience: kill what is left of the session (the state may be behind).
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            stdout, stderr = proc.communicate()
+            stdout, stderr = pipes.communicate()
             raise TerraformError(
                 f"{self.name} did not stop within {self.stop_grace:g} s of its interrupt; killed "
                 "(its state may not list the objects it created last)"
             ) from None
         return stdout, stderr, True
 
-    def _stop(self, proc: subprocess.Popen[str], interrupted: bool = False) -> None:
+    def _stop(self, pipes: _Pipes, interrupted: bool = False) -> None:
+        proc = pipes.proc
         try:
             if proc.poll() is None:
                 if not interrupted:
                     proc.send_signal(signal.SIGINT)
-                proc.communicate(timeout=self.stop_grace)
+                pipes.communicate(timeout=self.stop_grace)
         except BaseException:
             # Out of patience (or interrupted again): Terraform is killed with the rest below.
             pass
@@ -330,8 +345,9 @@ class _CliEngine:
         var_files: Sequence[Path] = (),
         auto_approve: bool = True,
         should_stop: Callable[[], bool] | None = None,
+        on_event: ApplyEventFn | None = None,
     ) -> ApplyResult:
-        """``terraform apply -json``.
+        """``terraform apply -json``; ``on_event`` gets each resource step and diagnostic as it comes.
 
         A saved plan that no longer fits the state raises StaleState; other errors raise
         :class:`.messages.ApplyFailed`, whose ``result`` lists what was completed anyway.
@@ -347,7 +363,7 @@ class _CliEngine:
         args += [f"-var-file={vf}" for vf in var_files]
         if plan_file is not None:
             args.append(str(plan_file))
-        done = self.run(workdir, args, should_stop=should_stop)
+        done = self.run(workdir, args, should_stop=should_stop, on_line=_event_lines(on_event))
         # Raises on error diagnostics, except for the halt we asked for ourselves.
         result = messages.apply_result(messages.parse_lines(done.stdout), interrupted=done.interrupted)
         if done.returncode != 0 and not done.interrupted:
@@ -426,6 +442,76 @@ class _CliEngine:
             messages.human_diagnostics(done.stderr), fallback=done.stderr or done.stdout or "no output"
         )
         raise TerraformError(f"{self.name} gave no JSON document (exit code {done.returncode})")
+
+
+class _Pipes:
+    """A child's stdout and stderr, read to the end by ``Popen.communicate``."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        """Wait for the child and its output; ``TimeoutExpired`` keeps what was read (may be called again)."""
+        return self.proc.communicate(timeout=timeout)
+
+
+class _LinePipes(_Pipes):
+    """Reads stdout line by line in a thread, handing each line to ``on_line`` as it comes; stderr too.
+
+    ``communicate`` keeps ``Popen.communicate``'s contract (the whole output once the child ended
+    and its pipes closed, ``TimeoutExpired`` otherwise, callable again).
+    """
+
+    def __init__(self, proc: subprocess.Popen[str], on_line: Callable[[str], None]) -> None:
+        super().__init__(proc)
+        self._out: list[str] = []
+        self._err: list[str] = []
+        self._threads = [
+            threading.Thread(target=self._pump, args=(proc.stdout, self._out, on_line), daemon=True),
+            threading.Thread(target=self._pump, args=(proc.stderr, self._err, None), daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    @staticmethod
+    def _pump(pipe: IO[str] | None, sink: list[str], on_line: Callable[[str], None] | None) -> None:
+        if pipe is None:
+            return
+        with contextlib.suppress(OSError, ValueError):  # the pipe closed under us: the child is gone
+            for line in pipe:
+                sink.append(line)
+                if on_line is not None:
+                    try:
+                        on_line(line)
+                    except Exception:  # a progress display's bug must never break an apply
+                        log.exception("progress callback failed on a Terraform message")
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        """The whole stdout and stderr once the child ended and its pipes reached their end."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self.proc.wait(timeout=timeout)
+        for thread in self._threads:
+            thread.join(None if deadline is None else max(deadline - time.monotonic(), 0.0))
+            if thread.is_alive():  # a grandchild still holds the pipe open
+                raise subprocess.TimeoutExpired(self.proc.args, timeout or 0.0)
+        for pipe in (self.proc.stdout, self.proc.stderr):  # read to their end: closed, as communicate() does
+            if pipe is not None:
+                pipe.close()
+        return "".join(self._out), "".join(self._err)
+
+
+def _event_lines(on_event: ApplyEventFn | None) -> Callable[[str], None] | None:
+    """A line handler that hands each apply step or diagnostic of a ``-json`` line to ``on_event``."""
+    if on_event is None:
+        return None
+
+    def on_line(line: str) -> None:
+        for message in messages.parse_lines(line):
+            event = messages.apply_event(message)
+            if event is not None:
+                on_event(event)
+
+    return on_line
 
 
 class BundledEngine(_CliEngine):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -49,6 +49,7 @@ class Diagnostic:
     detail: str = ""
     filename: str | None = None
     line: int | None = None
+    address: str | None = None  # the resource it is about, when Terraform names one (apply errors)
 
     def __str__(self) -> str:
         where = f"{self.filename}:{self.line}: " if self.filename and self.line is not None else ""
@@ -104,6 +105,36 @@ class ApplyResult:
     interrupted: bool = False
 
 
+HookStage = Literal["start", "complete", "errored"]
+_HOOK_STAGES: Mapping[str, HookStage] = {
+    "apply_start": "start",
+    "apply_complete": "complete",
+    "apply_errored": "errored",
+}
+
+
+@dataclass(frozen=True)
+class ApplyHook:
+    """One resource step of a running apply: Terraform started, completed or failed its change."""
+
+    stage: HookStage
+    change: ResourceChange
+
+
+ApplyEvent = ApplyHook | Diagnostic
+ApplyEventFn = Callable[[ApplyEvent], None]
+
+
+def apply_event(message: Mapping[str, Any]) -> ApplyEvent | None:
+    """The apply step or diagnostic one ``apply -json`` message is, or None for any other message."""
+    kind = message.get("type")
+    if kind in _HOOK_STAGES and isinstance(message.get("hook"), Mapping):
+        return ApplyHook(_HOOK_STAGES[str(kind)], resource_change(message["hook"]))
+    if kind == "diagnostic" and isinstance(message.get("diagnostic"), Mapping):
+        return diagnostic(message["diagnostic"])
+    return None
+
+
 def parse_lines(text: str) -> list[dict[str, Any]]:
     """Split ``-json`` stdout into message objects; lines that are not JSON objects are skipped."""
     messages: list[dict[str, Any]] = []
@@ -132,6 +163,7 @@ def diagnostic(value: Mapping[str, Any]) -> Diagnostic:
         detail=str(value.get("detail", "") or ""),
         filename=rng.get("filename") or None,
         line=int(line) if isinstance(line, int) else None,
+        address=str(value["address"]) if value.get("address") else None,
     )
 
 

@@ -9,15 +9,21 @@ import pytest
 from click.testing import CliRunner
 
 from orchestrator.cli.main import cli
-from orchestrator.clients.ansible.runner import HostResult, Progress, RunResult
+from orchestrator.clients.ansible.runner import HostResult, RunResult
+from orchestrator.model.progress import HostDone, PhaseEnded, PhaseStarted, TaskDone
 
 
-def test_bootstrap_verb_calls_the_service(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+@pytest.mark.parametrize("verbose", [False, True])
+def test_bootstrap_verb_calls_the_service(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, verbose: bool) -> None:
     calls: dict[str, Any] = {}
 
     def fake(loaded: Any, root: Path, **kw: Any) -> RunResult:
         calls.update(kw)
-        kw["progress"](Progress("h1", "Write the node manager configuration", "changed"))
+        kw["progress"](PhaseStarted("bootstrap", "", 2))
+        kw["progress"](TaskDone("h1", "Write the node manager configuration", "changed"))
+        kw["progress"](HostDone("bootstrap", "", "h2", "failed", "at task 'Site hook': site says no"))
+        kw["progress"](HostDone("bootstrap", "", "h1", "changed"))
+        kw["progress"](PhaseEnded("bootstrap", ""))
         return RunResult(
             "id",
             "failed",
@@ -36,12 +42,19 @@ def test_bootstrap_verb_calls_the_service(monkeypatch: pytest.MonkeyPatch, tmp_p
         "cluster: t\ncontroller: {ca: system}\nproviders: {aws: {module: aws}}\n"
         "templates: {cpu: {providers: {aws: {flavor: a, image: b}}}}\n"
     )
+    flags = ["-v"] if verbose else []
     out = CliRunner().invoke(
-        cli, ["--config", str(cfg), "bootstrap", "-e", "a=1", "-e", "b=[1,2]", "-e", "c=x", "h1", "h2"]
+        cli, [*flags, "--config", str(cfg), "bootstrap", "-e", "a=1", "-e", "b=[1,2]", "-e", "c=x", "h1", "h2"]
     )
     assert out.exit_code == 1, out.output
-    assert "h2: failed at task 'Site hook': site says no" in out.output
-    assert "h1: changed (ok=3 changed=1)" in out.output
+    # One line per host on stdout; the progress (not a terminal here: plain lines) on stderr.
+    assert out.stdout.splitlines()[:2] == [
+        "h1: changed (ok=3 changed=1)",
+        "h2: failed at task 'Site hook': site says no",
+    ]
+    assert "bootstrap: 1/2 hosts done, 1 failed" in out.stderr.splitlines()
+    # Per-task lines only with -v.
+    assert ("Write the node manager configuration" in out.stderr) is verbose
     assert calls["hosts"] == ("h1", "h2") and calls["op"] is None and calls["playbook"] == "bootstrap"
     assert calls["extra_vars"] == {"a": 1, "b": [1, 2], "c": "x"}
     # The verb only hands over the simulated world's parts; the service decides whether they apply.

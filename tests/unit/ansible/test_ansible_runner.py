@@ -8,11 +8,11 @@ from typing import Any
 
 from orchestrator.clients.ansible.artifacts import rotate_artifacts, run_environment, seal
 from orchestrator.clients.ansible.runner import (
-    Progress,
     RunnerSettings,
     _Collector,
     ansible_env,
 )
+from orchestrator.model.progress import HostDone, ProgressEvent, TaskDone
 
 
 def _ev(event: str, host: str, task: str, **res: Any) -> dict[str, Any]:
@@ -20,8 +20,8 @@ def _ev(event: str, host: str, task: str, **res: Any) -> dict[str, Any]:
 
 
 def test_collector_results_and_progress() -> None:
-    seen: list[Progress] = []
-    c = _Collector(["a", "b", "c", "d", "e"], seen.append)
+    seen: list[ProgressEvent] = []
+    c = _Collector(["a", "b", "c", "d", "e"], seen.append, "bootstrap", "sim op1")
     c(_ev("runner_on_ok", "a", "Write config", changed=True))
     c(_ev("runner_on_ok", "a", "Start", changed=False))
     c(_ev("runner_on_ok", "b", "Start", changed=False))
@@ -35,7 +35,29 @@ def test_collector_results_and_progress() -> None:
     assert (r["c"].status, r["c"].task, r["c"].message) == ("failed", "Site hook", "site says no")
     assert r["d"].status == "unreachable" and "refused" in (r["d"].message or "")
     assert r["e"].status == "skipped"
-    assert [p.status for p in seen] == ["changed", "ok", "ok", "changed", "failed", "unreachable"]
+    assert [p.status for p in seen if isinstance(p, TaskDone)] == [
+        "changed",
+        "ok",
+        "ok",
+        "changed",
+        "failed",
+        "unreachable",
+    ]
+    # A host that failed or was unreachable is reported at once (its outcome is final) ...
+    assert [(h.host, h.outcome) for h in seen if isinstance(h, HostDone)] == [("c", "failed"), ("d", "unreachable")]
+    c.finish()
+    c.finish()  # ... the others once, at the end
+    done = [h for h in seen if isinstance(h, HostDone)]
+    assert [(h.host, h.outcome) for h in done] == [
+        ("c", "failed"),
+        ("d", "unreachable"),
+        ("a", "changed"),
+        ("b", "ok"),
+        ("e", "skipped"),
+    ]
+    assert {h.phase for h in done} == {"bootstrap"} and {h.scope for h in done} == {"sim op1"}
+    assert done[0].reason == "at task 'Site hook': site says no"
+    assert done[2].reason == "" and done[4].reason == "no task ran on this host"
     # Only what a post-mortem needs goes to job_events/ (stdout keeps everything).
     assert c(_ev("runner_on_ok", "a", "x")) is False
     assert c(_ev("runner_on_failed", "a", "x", msg="m")) is True

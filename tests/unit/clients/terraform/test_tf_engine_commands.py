@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.clients.terraform.engine import BinaryEngine, BundledEngine, engine_from_settings
-from orchestrator.clients.terraform.messages import ApplyFailed
+from orchestrator.clients.terraform.messages import ApplyEvent, ApplyFailed, ApplyHook, Diagnostic
 from orchestrator.errors import ConfigError, StaleState, TerraformError, UsageError
 from orchestrator.model.config import TerraformSettings
 
@@ -359,3 +359,74 @@ def test_relative_config_paths_are_made_absolute(fake: Path, tmp_path: Path, mon
     assert isinstance(call["env"], dict)
     assert call["env"]["TF_CLI_CONFIG_FILE"] == str(tmp_path / ".xceprov/terraform.rc")
     assert call["env"]["TF_PLUGIN_CACHE_DIR"] == str(tmp_path / ".xceprov/c")
+
+
+STREAMING = """#!{python}
+import json, os, sys, time
+here = os.path.dirname(os.path.abspath(__file__))
+hook = {{"resource": {{"addr": 'module.instances.xcesim_instance.this["op1-000"]', "resource_key": "op1-000",
+        "resource_type": "xcesim_instance", "resource_name": "this", "module": "module.instances"}},
+        "action": "create"}}
+print(json.dumps({{"type": "apply_start", "hook": hook}}), flush=True)
+print(json.dumps({{"type": "apply_complete", "hook": hook}}), flush=True)
+# Terraform goes on with other work; the orchestrator must have seen the line by now.
+deadline = time.monotonic() + 30
+while not os.path.exists(os.path.join(here, "seen")) and time.monotonic() < deadline:
+    time.sleep(0.02)
+print(json.dumps({{"type": "log", "@message": "seen" if os.path.exists(os.path.join(here, "seen")) else "late"}}))
+print(json.dumps({{"type": "change_summary", "changes": {{"add": 1, "change": 0, "remove": 0}}}}))
+"""
+
+
+def test_apply_events_arrive_while_terraform_runs(tmp_path: Path) -> None:
+    exe = tmp_path / "terraform"
+    exe.write_text(STREAMING.format(python=sys.executable))
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    events: list[ApplyEvent] = []
+
+    def on_event(event: ApplyEvent) -> None:
+        events.append(event)
+        if isinstance(event, ApplyHook) and event.stage == "complete":
+            (tmp_path / "seen").write_text("")  # the fake waits for this before it goes on
+
+    result = BinaryEngine(str(exe)).apply(tmp_path, plan_file=Path("p.tfplan"), on_event=on_event)
+    assert [(e.stage, e.change.key, e.change.action) for e in events if isinstance(e, ApplyHook)] == [
+        ("start", "op1-000", "create"),
+        ("complete", "op1-000", "create"),
+    ]
+    assert result.summary.add == 1 and [c.key for c in result.changes] == ["op1-000"]
+
+
+def test_apply_events_of_a_failed_apply_name_the_resource(fake: Path, tmp_path: Path) -> None:
+    set_output(fake, "apply_provisioner_error.jsonl", 1)
+    events: list[ApplyEvent] = []
+    with pytest.raises(ApplyFailed):
+        BinaryEngine(str(fake)).apply(tmp_path, on_event=events.append)
+    errored = [e for e in events if isinstance(e, ApplyHook) and e.stage == "errored"]
+    assert [e.change.addr for e in errored] == ["terraform_data.fail[0]"]
+    [diag] = [e for e in events if isinstance(e, Diagnostic) and e.severity == "error"]
+    assert diag.address == "terraform_data.fail[0]" and diag.summary == "local-exec provisioner error"
+
+
+def test_interrupt_and_kill_paths_with_events(fake: Path, tmp_path: Path) -> None:
+    # The reader threads of a streamed apply follow the same stop rules as communicate().
+    (fake.parent / "sleep").write_text("")
+    set_output(fake, "apply_interrupted.jsonl", 1)
+    events: list[ApplyEvent] = []
+    engine = BinaryEngine(str(fake), stop_grace=30.0, poll_interval=0.05)
+    result = engine.apply(tmp_path, should_stop=lambda: (fake.parent / "ready").exists(), on_event=events.append)
+    assert result.interrupted and sorted(c.key for c in result.changes) == ["op7-0", "op7-1"]
+    assert sorted({e.change.key for e in events if isinstance(e, ApplyHook) and e.stage == "complete"}) == [
+        "op7-0",
+        "op7-1",
+    ]
+    (fake.parent / "signals").unlink()
+    (fake.parent / "ready").unlink()
+    (fake.parent / "stubborn").write_text("")
+    engine = BinaryEngine(str(fake), stop_grace=0.5, poll_interval=0.05)
+    with pytest.raises(TerraformError, match=r"did not stop within 0\.5 s of its interrupt; killed"):
+        engine.apply(tmp_path, should_stop=lambda: (fake.parent / "ready").exists(), on_event=events.append)
+    assert (fake.parent / "signals").read_text().split() == ["2"]
+    timed = BinaryEngine(str(fake), timeout=1.0, stop_grace=0.5, poll_interval=0.05)
+    with pytest.raises(TerraformError, match="did not finish within 1 s"):
+        timed.apply(tmp_path, on_event=events.append)
