@@ -69,6 +69,7 @@ class HostPhases:
         """Return ``keys`` of ``provider`` through the executor; the op id ("" when it failed)."""
         if not keys:
             return ""
+        self.ctx.stale(provider)
         try:
             result = self.executor.return_instances(provider, sorted(keys), drain=NO_WAIT, reason=reason)
         except LeaseLost as exc:
@@ -78,8 +79,6 @@ class HostPhases:
         except Exception as exc:
             evidence["errors"].append(f"return of {', '.join(sorted(keys))} on {provider}: {_line(exc)}")
             return ""
-        finally:
-            self.ctx.stale(provider)
         self.ctx.ops.append(result.op_id)
         return result.op_id
 
@@ -189,6 +188,8 @@ def join_phase(phases: HostPhases) -> dict[str, Any]:
             evidence["returned"] += [f.instance_key for f in overdue]
             for f in overdue:
                 phases.breakers.failure(f.template, "join", f"{f.host_name}: not joined by {f.join_deadline:.0f}", now)
+    # Records of hosts that are gone (returned, lost) are of no more use: the file stays small.
+    evidence["forgotten"] = phases.tracker.prune(r.key for r in phases.ctx.records() if not r.gone)
     return evidence
 
 
