@@ -32,7 +32,7 @@ from orchestrator.ops.drain import DrainSettings
 from orchestrator.ops.executor import Bootstrap, Created, Executor
 from orchestrator.ops.hosts import JOINED_STATES
 from orchestrator.reconcile.backoff import Backoff
-from orchestrator.reconcile.bootstraps import BootstrapTracker
+from orchestrator.reconcile.bootstraps import BootstrapRecord, BootstrapTracker
 from orchestrator.reconcile.breaker import Breakers
 from orchestrator.reconcile.passctx import PassContext
 from orchestrator.reconcile.reclaim import ReclaimCandidate, hosts_by_key, reclaim_candidates
@@ -155,17 +155,19 @@ def join_phase(phases: HostPhases) -> dict[str, Any]:
     for provider in list(phases.ctx.leased):
         now = phases.clock()
         overdue: list[Fact] = []
+        first_joins: list[BootstrapRecord] = []
         for fact in phases.ctx.expected(provider):
-            host = known.get(fact.instance_key)
             record = phases.tracker.get(fact.instance_key, provider, fact.template, fact.host_name)
-            if joined(host):
+            if joined(known.get(fact.instance_key)):
                 if not record.joined:
-                    phases.tracker.joined(record)
-                    phases.breakers.success(fact.template, now)
-                    evidence["joined"].append(fact.host_name)
+                    first_joins.append(record)
                 continue
             if fact.join_deadline and now > fact.join_deadline:
                 overdue.append(fact)
+        # One write for all first joins (after a restart they can be every host of the site).
+        for record in phases.tracker.joined(first_joins):
+            phases.breakers.success(record.template, now)
+            evidence["joined"].append(record.host_name)
         if not overdue:
             continue
         details = [

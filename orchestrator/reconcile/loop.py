@@ -121,6 +121,9 @@ class FailedOp:
     attempts: int
     retry_at: float
     error: str
+    # The failure's class ("transient" also when the controller went away): after a refusal the
+    # cloud made none of the failed instances, so closing the op needs no listing of the cloud.
+    failure: str = FailureClass.TRANSIENT.value
 
 
 class Reconciler:
@@ -247,7 +250,9 @@ class Reconciler:
                     if action == "wait":
                         evidence["waiting"].append({"op": op.op_id, "retry_at": failed.retry_at})
                         continue
-                    if action == "abandon" and self._close(ctx, op, f"not retried: {failed.error}"):
+                    listing = failed.failure == FailureClass.TRANSIENT.value
+                    reason = f"not retried: {failed.error}"
+                    if action == "abandon" and self._close(ctx, op, reason, check_listing=listing):
                         evidence["closed"].append(op.op_id)
                         continue
                 self._attempt(ctx, op, evidence)
@@ -386,7 +391,7 @@ class Reconciler:
             evidence=decision.evidence,
             attempts=attempts,
         )
-        self.failed[op_id] = FailedOp(op_id, provider, template, kind, attempts, retry_at, error)
+        self.failed[op_id] = FailedOp(op_id, provider, template, kind, attempts, retry_at, error, failure.kind.value)
         if decision.action != "abandon":
             return False
         op = next((o for o in open_ops(ctx.facts(provider)) if o.op_id == op_id), None)

@@ -47,9 +47,9 @@ def test_a_success_is_not_due_again_and_survives_a_restart(tmp_path: Path) -> No
 
 def test_a_join_is_recorded_once_and_gone_hosts_are_forgotten(tmp_path: Path) -> None:
     tracker = BootstrapTracker.load(tmp_path)
-    joined = tracker.joined(tracker.get("op-a-000", "sim", "cpu", "h0"))
+    [joined] = tracker.joined([tracker.get("op-a-000", "sim", "cpu", "h0")])
     assert joined.joined and not joined.due(0.0)
-    tracker.joined(tracker.get("op-a-001", "sim", "cpu", "h1"))
+    tracker.joined([tracker.get("op-a-001", "sim", "cpu", "h1")])
     assert tracker.prune(["op-a-001"]) == ["op-a-000"]
     assert [r.key for r in BootstrapTracker.load(tmp_path).records()] == ["op-a-001"]
 
