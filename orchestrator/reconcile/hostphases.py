@@ -19,10 +19,10 @@ one op per provider and phase. Every decision is audited with its evidence.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from orchestrator.clients.controller.types import HostInfo
 from orchestrator.errors import LeaseLost
@@ -42,6 +42,7 @@ from orchestrator.workspace.audit import audit
 # A return from the loop never waits: it only takes hosts that run no work (closed, or never
 # joined); a host that is running work after all makes the op fail at once, before any change.
 NO_WAIT = DrainSettings(drain=True, timeout=0.0, policy="wait")
+T = TypeVar("T")
 
 
 @dataclass
@@ -70,17 +71,28 @@ class HostPhases:
         if not keys:
             return ""
         self.ctx.stale(provider)
-        try:
-            result = self.executor.return_instances(provider, sorted(keys), drain=NO_WAIT, reason=reason)
-        except LeaseLost as exc:
-            self.ctx.lost(provider)
-            evidence["errors"].append(f"return on {provider}: {_line(exc)}")
-            return ""
-        except Exception as exc:
-            evidence["errors"].append(f"return of {', '.join(sorted(keys))} on {provider}: {_line(exc)}")
+        what = f"return of {', '.join(sorted(keys))} on {provider}"
+        result = self.guarded(
+            provider,
+            what,
+            evidence,
+            lambda: self.executor.return_instances(provider, sorted(keys), drain=NO_WAIT, reason=reason),
+        )
+        if result is None:
             return ""
         self.ctx.ops.append(result.op_id)
         return result.op_id
+
+    def guarded(self, provider: str, what: str, evidence: dict[str, Any], call: Callable[[], T]) -> T | None:
+        """``call()``, or None with the error in ``evidence`` (a lost lease ends the provider's pass)."""
+        try:
+            return call()
+        except LeaseLost as exc:
+            self.ctx.lost(provider)
+            evidence["errors"].append(f"{what}: {_line(exc)}")
+        except Exception as exc:  # one host's or provider's failure never stops the phase
+            evidence["errors"].append(f"{what}: {_line(exc)}")
+        return None
 
 
 def joined(host: HostInfo | None) -> bool:
@@ -253,14 +265,13 @@ def _close(
         return "closing: its work still runs"
     if candidate.state not in ("idle", "busy"):
         return f"{candidate.state}: not returned by reclaim (the host-loss check decides)"
-    try:
-        answer = phases.executor.hosts.close(provider, epoch, host, f"reclaim: {candidate.reason}")
-    except LeaseLost as exc:
-        phases.ctx.lost(provider)
-        evidence["errors"].append(f"close of {candidate.host_name}: {_line(exc)}")
-        return ""
-    except Exception as exc:
-        evidence["errors"].append(f"close of {candidate.host_name}: {_line(exc)}")
+    answer = phases.guarded(
+        provider,
+        f"close of {candidate.host_name}",
+        evidence,
+        lambda: phases.executor.hosts.close(provider, epoch, host, f"reclaim: {candidate.reason}"),
+    )
+    if answer is None:
         return ""
     if answer == "closed":
         return "closed"
