@@ -21,8 +21,8 @@ from typing import Any
 
 from sim_controller_helpers import (
     ProtoClient,
-    client_cert,
     connect,
+    controller_block,
     controller_process,
     join_worker,
     worker_token,
@@ -140,20 +140,11 @@ class World:
 def site_config(
     ctl_state: Path, address: str, providers: Mapping[str, Any], templates: Mapping[str, Any], **extra: Any
 ) -> dict[str, Any]:
-    cert, key = client_cert(ctl_state, "provisioner", "daemon")
     return {
         "cluster": CLUSTER,
         "state_dir": "state",
         "terraform": {"parallelism": 4},
-        "controller": {
-            "addresses": [address],
-            "ca": str(ctl_state / "tls" / "ca.pem"),
-            "client_cert": str(cert),
-            "client_key": str(key),
-            "connect_timeout": 2,
-            "request_timeout": 5,
-            "lease_margin": 0.5,
-        },
+        "controller": controller_block(ctl_state, address, "daemon"),
         "providers": dict(providers),
         "templates": dict(templates),
         **extra,

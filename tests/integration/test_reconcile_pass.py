@@ -9,7 +9,6 @@ agreement: no open op, no duplicate, no leak.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 import pytest
 from reconcile_world import World, agree, reconcile_world
+from sim_world_helpers import wait_until
 
 from orchestrator.model.facts import FactKind
 from orchestrator.ops.executor import Created
@@ -36,13 +36,6 @@ def in_thread(world: World) -> Future[PassReport]:
     future = pool.submit(world.reconciler.run_once, "demand")
     pool.shutdown(wait=False)
     return future
-
-
-def wait_until(what: str, check: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def settle(world: World, wanted: int, passes: int, step: float = 5.0) -> list[PassReport]:

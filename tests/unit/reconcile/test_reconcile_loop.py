@@ -161,6 +161,11 @@ def test_the_gap_is_asked_for_once_over_many_passes(loaded: LoadedConfig) -> Non
     assert sorted(f.template for f in created) == ["cpu", "cpu", "cpu", "gpu"]
     assert reports[0].gaps["cpu"]["gap"] == 3 and reports[-1].gaps["cpu"]["gap"] == 0
     assert {d["outcome"] for d in reports[-1].decisions} == {"no-gap"}
+    # What the daemon writes to its status file: plain JSON, the numbers of the decision in it.
+    doc = json.loads(json.dumps(reports[0].to_json(), allow_nan=False))
+    assert doc["ops"] == reports[0].ops and doc["ok"] is True
+    assert [p["name"] for p in doc["phases"]] == list(PHASES)
+    assert {d["template"]: d["outcome"] for d in doc["decisions"]} == {"cpu": "ops", "gpu": "ops"}
 
 
 def test_a_reload_forgets_provider_failures(loaded: LoadedConfig) -> None:
