@@ -171,6 +171,9 @@ class Reconciler:
         phases: list[PhaseOutcome] = []
         try:
             ctx = read_inputs(self.config, self.executor, self.controller, self.clock)
+            # `xceprov breaker reset` writes the file from another process: read it every pass,
+            # or the next failure recorded here would write the old, open state over the reset.
+            self.breakers = Breakers.load(self.state_dir, self.config.policy.breaker)
         except Exception as exc:  # every read failure means the same: act on nothing
             problem = _one_line(exc) if isinstance(exc, ReadFailed) else f"{type(exc).__name__}: {_one_line(exc)}"
             self._read_changed(problem)

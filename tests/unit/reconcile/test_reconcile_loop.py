@@ -23,6 +23,7 @@ from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import ControllerError
 from orchestrator.model.facts import Epoch, FactKind
 from orchestrator.ops.executor import Created
+from orchestrator.reconcile.breaker import Breakers
 from orchestrator.reconcile.classify import Classification, FailureClass
 from orchestrator.reconcile.loop import PHASES, Reconciler
 
@@ -176,3 +177,15 @@ def test_a_reload_forgets_provider_failures(loaded: LoadedConfig) -> None:
     reconciler.reload(loaded.config)
     assert reconciler.health.blocked("sim", "cpu", clock.now) is None
     assert "reconcile-reload" in [e["action"] for e in audited(loaded)]
+
+
+def test_a_breaker_reset_by_another_process_is_honoured_by_the_next_pass(loaded: LoadedConfig) -> None:
+    reconciler, view, _facts, clock = build(loaded, FakeEngine())
+    view.want(cpu=1)
+    for _ in range(loaded.config.policy.breaker.failures):
+        reconciler.breakers.failure("cpu", "join", "never joined", clock.now)
+    assert {d["template"]: d["outcome"] for d in reconciler.run_once().decisions} == {"cpu": "breaker-open"}
+    # `xceprov breaker reset cpu`, in its own process: only the file is shared.
+    Breakers.load(loaded.config.state_dir, loaded.config.policy.breaker).reset("cpu")
+    report = reconciler.run_once()
+    assert {d["template"]: d["outcome"] for d in report.decisions} == {"cpu": "ops"} and len(report.ops) == 1
