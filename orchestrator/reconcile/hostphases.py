@@ -18,6 +18,7 @@ one op per provider and phase. Every decision is audited with its evidence.
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ from orchestrator.workspace.audit import audit
 # joined); a host that is running work after all makes the op fail at once, before any change.
 NO_WAIT = DrainSettings(drain=True, timeout=0.0, policy="wait")
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -143,6 +145,8 @@ def bootstrap_phase(phases: HostPhases, bootstrap: Bootstrap) -> dict[str, Any]:
             reason = f"bootstrap failed {retry.attempts} times"
             op = phases.give_back(provider, give_up, reason, evidence)
             phases.audit("reconcile-bootstrap-gave-up", provider=provider, keys=sorted(give_up), op=op, reason=reason)
+            fields = {"provider": provider, "op_id": op, "phase": "bootstrap"}
+            log.warning("%d hosts given up after %s; returned by op %s", len(give_up), reason, op or "-", extra=fields)
             if op:
                 evidence["returned"] += sorted(give_up)
     return evidence
@@ -197,6 +201,14 @@ def join_phase(phases: HostPhases) -> dict[str, Any]:
         reason = "orphan class (a): never joined by its join_deadline"
         op = phases.give_back(provider, [f.instance_key for f in overdue], reason, evidence)
         phases.audit("reconcile-join-overdue", provider=provider, hosts=details, op=op, reason=reason)
+        for d in details:
+            fields = {
+                "provider": provider,
+                "instance": d["instance"],
+                "timeout": "join_deadline",
+                "phase": "join-tracking",
+            }
+            log.warning("join_deadline passed: %s never joined; returned by op %s", d["host"], op or "-", extra=fields)
         evidence["overdue"] += [d["host"] for d in details]
         if op:
             evidence["returned"] += [f.instance_key for f in overdue]
@@ -247,6 +259,8 @@ def reclaim_phase(phases: HostPhases) -> dict[str, Any]:
         evidence["kept"] += kept
         if op:
             evidence["returned"] += [c.key for c in chosen]
+            fields = {"provider": provider, "op_id": op, "phase": "reclaim"}
+            log.info("%d hosts returned by op %s (%s); %d kept", len(chosen), op, reason, len(kept), extra=fields)
     return evidence
 
 
