@@ -1,0 +1,125 @@
+"""The daemon's executor: no new op once a stop is asked for, each op held as work in flight, outcomes counted.
+
+The reconcile pass calls the executor as the command line does; what the daemon adds is here, so
+the pass needs to know nothing about signals:
+
+- every ``create`` and ``return_instances`` is held in ``Lifecycle.in_flight`` under its op id:
+  a SIGTERM waits for it (up to ``daemon.stop_timeout``) and the log names it;
+- once stopping, a new op is refused before its intent with :class:`NotStarted`, a ``LeaseLost``
+  (what the pass already treats as "leave this provider alone, nothing to close");
+- each op that ends is counted on ``xceprov_ops_total`` (``parked`` when the fence stopped it);
+- every audit entry the executor writes is proof that the loop is making progress, so it beats
+  the watchdog's heartbeat: a long burst is not taken for a stuck loop;
+- the bootstrap and decommission plays and the drain's waits are refused or cut short the
+  same way (:func:`guarded_bootstrap`, :func:`guarded_decommission`, :func:`stoppable_sleep`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from orchestrator.clients.controller.types import HostInfo
+from orchestrator.daemon.lifecycle import Lifecycle, Stopping
+from orchestrator.daemon.metrics import DaemonMetrics, OpKind, OpOutcome
+from orchestrator.daemon.systemd import Heartbeat
+from orchestrator.errors import LeaseLost
+from orchestrator.model.instances import new_op_id
+from orchestrator.ops.drain import Decommission
+from orchestrator.ops.executor import Bootstrap, Created, CreateResult, Executor, ReturnResult
+
+
+class NotStarted(LeaseLost):
+    """An op, play or wait refused because the daemon is stopping: nothing was changed."""
+
+
+class DaemonExecutor(Executor):
+    """An :class:`Executor` whose ops are held as in-flight work of ``lifecycle`` (module docstring)."""
+
+    def __init__(
+        self,
+        *args: Any,
+        lifecycle: Lifecycle,
+        metrics: DaemonMetrics,
+        heartbeat: Heartbeat | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.lifecycle = lifecycle
+        self.metrics = metrics
+        self.heartbeat = heartbeat
+
+    @contextlib.contextmanager
+    def _held(self, name: str, provider: str, kind: OpKind) -> Iterator[None]:
+        with held_unless_stopping(self.lifecycle, name):
+            outcome = OpOutcome.FAILED
+            try:
+                yield
+                outcome = OpOutcome.SUCCEEDED
+            except LeaseLost:
+                outcome = OpOutcome.PARKED
+                raise
+            finally:
+                self.metrics.op_finished(provider, kind, outcome)
+
+    def create(self, provider: str, template: str, count: int, op_id: str | None = None) -> CreateResult:
+        """:meth:`Executor.create`, held in flight under its op id; refused once stopping."""
+        op_id = op_id or new_op_id(self.clock())
+        with self._held(op_id, provider, OpKind.CREATE):
+            return super().create(provider, template, count, op_id)
+
+    def return_instances(self, provider: str, keys: Sequence[str], **kwargs: Any) -> ReturnResult:
+        """:meth:`Executor.return_instances`, held in flight; refused once stopping."""
+        name = f"return of {len(set(keys))} instances on {provider}"
+        with self._held(name, provider, OpKind.RETURN):
+            return super().return_instances(provider, keys, **kwargs)
+
+    def audit(self, action: str, **details: Any) -> None:
+        """The audit entry, then a heartbeat: the loop is making progress."""
+        super().audit(action, **details)
+        if self.heartbeat is not None:
+            self.heartbeat.beat()
+
+
+@contextlib.contextmanager
+def held_unless_stopping(lifecycle: Lifecycle, name: str) -> Iterator[None]:
+    """Hold ``name`` as work in flight; :class:`NotStarted` (a ``LeaseLost``) once stopping."""
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(lifecycle.in_flight(name))
+        except Stopping as exc:
+            raise NotStarted(str(exc)) from None
+        yield
+
+
+def guarded_bootstrap(play: Bootstrap, lifecycle: Lifecycle) -> Bootstrap:
+    """``play`` held in flight as ``bootstrap on <provider>``; refused once stopping."""
+
+    def run(provider: str, created: Sequence[Created]) -> Mapping[str, str]:
+        with held_unless_stopping(lifecycle, f"bootstrap on {provider}"):
+            return play(provider, created)
+
+    return run
+
+
+def guarded_decommission(play: Decommission, lifecycle: Lifecycle) -> Decommission:
+    """``play`` held in flight as ``decommission on <provider>``; refused once stopping."""
+
+    def run(provider: str, hosts: Sequence[HostInfo]) -> Mapping[str, str]:
+        with held_unless_stopping(lifecycle, f"decommission on {provider}"):
+            return play(provider, hosts)
+
+    return run
+
+
+def stoppable_sleep(lifecycle: Lifecycle) -> Callable[[float], None]:
+    """The executor's sleep (a drain's polling): ``NotStarted`` once stopping, so a drain that
+    would wait for work to end gives up at once and its hosts stay closed for the next start."""
+
+    def wait(seconds: float) -> None:
+        # The wait on the stop flag is the sleep: it ends early on a SIGTERM.
+        if lifecycle.wait_stopping(seconds):
+            raise NotStarted("the daemon is stopping: not waiting for hosts to drain; they stay closed")
+
+    return wait
