@@ -427,5 +427,3 @@ class Daemon:
         rows = (self._document or {}).get("leases", [])
         held = [row["provider"] for row in rows if row["held"]]
         return ", ".join(held) or "no provider yet"
-
-

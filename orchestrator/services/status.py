@@ -271,7 +271,8 @@ def render_daemon(view: DaemonView | None) -> list[str]:
     lines += ["", f"leases held by the daemon (as of {_ago(view.age)})"]
     for row in view.leases:
         if row.get("held"):
-            lines.append(f"  {row['provider']:<16} held  epoch {row['epoch']}  valid {float(row['remaining']):.1f}s more")
+            left = float(row["remaining"])
+            lines.append(f"  {row['provider']:<16} held  epoch {row['epoch']}  valid {left:.1f}s more")
         else:
             lines.append(f"  {row['provider']:<16} not held: {row.get('note') or 'not granted yet'}")
     lines += ["", "reclaim candidates (last pass)"]

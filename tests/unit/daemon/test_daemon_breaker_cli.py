@@ -68,3 +68,22 @@ def test_unknown_template_is_one_line_naming_it_and_changes_nothing(tmp_path: Pa
     assert result.stderr == f"xceprov: {cfg}: templates.gpuu: no such template (known: cpu, gpu); nothing reset\n"
     assert result.stdout == ""
     assert not (state / "breakers.json").exists() and not (state / "audit.log").exists()
+
+
+def test_a_running_daemons_copy_sees_the_reset_and_never_undoes_it(tmp_path: Path) -> None:
+    cfg, state = site(tmp_path)
+    now = time.time()
+    daemon_copy = Breakers.load(state, BreakerSettings(failures=1))  # held by the daemon's reconciler
+    daemon_copy.failure("gpu", "bootstrap", "unreachable", now)
+    assert not daemon_copy.allows("gpu", now)
+    result = CliRunner().invoke(cli, ["--config", str(cfg), "breaker", "reset", "gpu"])
+    assert result.exit_code == 0, result.output
+    # The daemon's next look reads the file again: gpu is allowed...
+    assert daemon_copy.allows("gpu", now)
+    # ...and its next record (another template's failure) keeps the reset instead of writing gpu back.
+    daemon_copy.failure("cpu", "join", "never joined", now)
+    on_disk = Breakers.load(state, BreakerSettings(failures=1))
+    assert on_disk.allows("gpu", now) and not on_disk.allows("cpu", now)
+    # The operator removed the file (documented: closes every breaker): the daemon follows.
+    (state / "breakers.json").unlink()
+    assert daemon_copy.allows("cpu", now) and daemon_copy.states() == []

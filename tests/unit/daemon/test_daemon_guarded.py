@@ -78,7 +78,7 @@ def test_an_op_is_work_in_flight_and_a_stop_refuses_the_next(
     stopper.join(0.3)
     assert stopper.is_alive() and not done
     # ...and no new op starts: refused before its intent, as a LeaseLost (nothing to close).
-    with pytest.raises(NotStarted, match="not starting op-.*: the daemon is stopping") as info:
+    with pytest.raises(NotStarted, match=r"not starting op-.*: the daemon is stopping") as info:
         ex.create("sim", "cpu", 1)
     assert isinstance(info.value, LeaseLost)
     release.set()

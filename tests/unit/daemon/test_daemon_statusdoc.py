@@ -63,10 +63,12 @@ def test_lease_rows_say_who_holds_a_lease_the_daemon_does_not() -> None:
             LeaseStatus("aws", False, None, 0.0, 0.0, "other-orchestrator", ""),
         ]
     )
+    aws = {"provider": "aws", "held": False, "epoch": None, "remaining": 0.0, "ttl": 0.0}
+    sim = {"provider": "sim", "held": True, "epoch": "3.2", "remaining": 9.25, "ttl": 15.0}
     assert rows == [
-        {"provider": "aws", "held": False, "epoch": None, "remaining": 0.0, "ttl": 0.0, "holder": "", "note": "other-orchestrator"},
-        {"provider": "sim", "held": True, "epoch": "3.2", "remaining": 9.25, "ttl": 15.0, "holder": "site-daemon-m1", "note": ""},
-    ]  # fmt: skip
+        {**aws, "holder": "", "note": "other-orchestrator"},
+        {**sim, "holder": "site-daemon-m1", "note": ""},
+    ]
 
 
 def test_document_and_metrics_agree(tmp_path: Path) -> None:
