@@ -262,10 +262,11 @@ class FakeHosts:
             for k, s in self.states.items()
         ]
 
-    def close(self, provider: str, epoch: Epoch, host: HostInfo, reason: str) -> None:
+    def close(self, provider: str, epoch: Epoch, host: HostInfo, reason: str) -> str:
         self.closed.append(host.instance_key)
         if self.states.get(host.instance_key) == "busy":
             self.states[host.instance_key] = "closing"
+        return "closing" if self.states.get(host.instance_key) == "closing" else "closed"
 
     def decommission(self, provider: str, epoch: Epoch, host: HostInfo, reason: str, force: bool = False) -> None:
         # Like the controller: a host that runs work is decommissioned only when forced.

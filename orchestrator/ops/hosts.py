@@ -27,8 +27,9 @@ class HostControl(Protocol):
         """Hosts of ``provider`` as the controller sees them now."""
         ...
 
-    def close(self, provider: str, epoch: Epoch, host: HostInfo, reason: str) -> None:
-        """Drain: no new work on ``host``."""
+    def close(self, provider: str, epoch: Epoch, host: HostInfo, reason: str) -> str:
+        """Drain: no new work on ``host``; the controller's answer, ``closed`` (it ran no work)
+        or ``closing`` (its work still runs; it becomes ``closed`` when that ends)."""
         ...
 
     def decommission(self, provider: str, epoch: Epoch, host: HostInfo, reason: str, force: bool = False) -> None:
@@ -46,9 +47,11 @@ class LinkHosts:
         """``hostStatus`` of the provider."""
         return self.link.host_status(provider=provider)
 
-    def close(self, provider: str, epoch: Epoch, host: HostInfo, reason: str) -> None:
-        """``hostClose``."""
-        self.link.close_host(provider, epoch, instance_id=host.instance_id, host_name=host.host_name, reason=reason)
+    def close(self, provider: str, epoch: Epoch, host: HostInfo, reason: str) -> str:
+        """``hostClose``; the host's state after it (``closed`` or ``closing``)."""
+        return self.link.close_host(
+            provider, epoch, instance_id=host.instance_id, host_name=host.host_name, reason=reason
+        )
 
     def decommission(self, provider: str, epoch: Epoch, host: HostInfo, reason: str, force: bool = False) -> None:
         """``hostDecommission``."""
@@ -65,7 +68,7 @@ class NoHosts:
         """None."""
         return []
 
-    def close(self, provider: str, epoch: Epoch, host: HostInfo, reason: str) -> None:
+    def close(self, provider: str, epoch: Epoch, host: HostInfo, reason: str) -> str:
         """Never called (no host is known)."""
         raise AssertionError("standalone mode knows no hosts to close")
 

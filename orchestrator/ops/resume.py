@@ -100,13 +100,12 @@ def survey(executor: Executor, provider: str) -> ProviderOps:
 
 def resume_provider(executor: Executor, provider: str) -> list[Resolution]:
     """Complete or abandon every open op of ``provider``, oldest first."""
-    out: list[Resolution] = []
-    for op in open_ops(executor.facts.facts(provider)):
-        if op.kind == "create":
-            out.append(_resume_create(executor, op))
-        else:
-            out.append(_resume_return(executor, op))
-    return out
+    return [resume_op(executor, op) for op in open_ops(executor.facts.facts(provider))]
+
+
+def resume_op(executor: Executor, op: OpenOp) -> Resolution:
+    """Complete or abandon one open op (the reconcile loop retries failed ops one by one)."""
+    return _resume_create(executor, op) if op.kind == "create" else _resume_return(executor, op)
 
 
 def _resume_create(executor: Executor, op: OpenOp) -> Resolution:

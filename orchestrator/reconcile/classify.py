@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from orchestrator.clients.terraform.messages import Diagnostic
+from orchestrator.clients.terraform.messages import ApplyFailed, Diagnostic
 
 
 class FailureClass(StrEnum):
@@ -159,3 +159,10 @@ def classify(diagnostics: Sequence[Diagnostic]) -> Classification:
     order = [kind for kind, _ in _RULES]
     # A matched rule beats an unmatched (default) transient of the same or lower rank.
     return min(found, key=lambda c: (order.index(c.kind) if c.matched else len(order), found.index(c)))
+
+
+def classify_error(exc: BaseException) -> Classification:
+    """The class of a failed create: an apply's own diagnostics when it has them, else its text."""
+    if isinstance(exc, ApplyFailed) and exc.result.diagnostics:
+        return classify(exc.result.diagnostics)
+    return classify_text(str(exc))

@@ -10,7 +10,8 @@ pass), the checks are, in order:
    that delivered nothing (every key recorded gone, none created: refused for capacity or
    quota and abandoned) does not count, so its fallback goes out at once;
 4. **providers by priority**: a provider passed over by :mod:`.health` (capacity, quota,
-   permanent, or transient past ``policy.retry.attempts``) is skipped and the next one asked;
+   permanent, or transient past ``policy.retry.attempts``) or named ``unavailable`` by the loop
+   (no valid lease, a failed op awaiting its retry) is skipped and the next one asked;
    each takes what fits under its room (:func:`.budget.room`: ``max_instances``, the template's
    ``max_instances``, the provider and cluster budgets), rounded to its ``granularity``: up for
    the gap, down when the room is smaller (the budget is never exceeded to fill a granule);
@@ -59,6 +60,9 @@ class PolicyInputs:
     health: ProviderHealth
     breakers: Breakers
     now: float
+    # Providers the loop cannot ask now (no valid lease, a failed op awaiting its retry) → why;
+    # passed over like a failed provider, so the template falls back to the next by priority.
+    unavailable: Mapping[str, str] = field(default_factory=dict)
 
 
 def scale_out(config: Config, inputs: PolicyInputs) -> list[ScaleOutDecision]:
@@ -128,6 +132,10 @@ def _fill(
     for provider in by_priority(config, template):
         if remaining <= 0:
             break
+        why = inputs.unavailable.get(provider)
+        if why is not None:
+            tried.append({"provider": provider, "skipped": "unavailable", "reason": why})
+            continue
         block = inputs.health.blocked(provider, template, inputs.now)
         if block is not None:
             tried.append({"provider": provider, "skipped": "failed", "block": block.evidence()})

@@ -1,0 +1,171 @@
+"""Bootstrap attempts and outcomes per host, kept across restarts.
+
+The bootstrap phase of a pass asks :class:`BootstrapTracker` which expected hosts are due
+(never tried, or failed and past their backoff), records every outcome, and learns from it
+whether a failed host is tried again (after an exponential backoff with jitter, up to
+``policy.retry.attempts`` attempts) or given up (returned, counted by the template's breaker).
+The join-tracking phase records a host's first join here too, so a join counts toward closing
+the breaker exactly once.
+
+The records live in ``<state_dir>/bootstrap.json`` (0600, replaced atomically and durably), so
+a restarted daemon neither bootstraps a host that already succeeded nor forgets how often a
+failing one was tried. Records of hosts that are gone are dropped (:meth:`BootstrapTracker.prune`).
+Times are wall-clock seconds from the caller's injected clock.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, Final
+
+from orchestrator import durable
+from orchestrator.errors import FinalError
+from orchestrator.reconcile.backoff import Backoff
+
+BOOTSTRAP_FILE: Final = "bootstrap.json"
+_FORMAT: Final = 1
+OK: Final = "ok"
+
+
+@dataclass(frozen=True)
+class BootstrapRecord:
+    """One host's bootstrap history."""
+
+    key: str
+    provider: str
+    template: str
+    host_name: str
+    attempts: int = 0
+    outcome: str = ""  # "" never tried, "ok", or the last failure's one line
+    last_at: float = 0.0
+    next_at: float = 0.0  # a failed host is not tried again before this
+    gave_up: bool = False  # attempts exhausted: the host is (being) returned
+    joined: bool = False  # the controller saw its worker join (counted once for the breaker)
+
+    @property
+    def ok(self) -> bool:
+        """The last bootstrap succeeded."""
+        return self.outcome == OK
+
+    def due(self, now: float) -> bool:
+        """Whether the host should be bootstrapped now."""
+        return not self.ok and not self.gave_up and not self.joined and now >= self.next_at
+
+    def evidence(self) -> dict[str, Any]:
+        """JSON-ready, for the audit log and status."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What one recorded outcome means for the host."""
+
+    record: BootstrapRecord
+    action: str  # "done" | "retry" | "give-up"
+
+
+class BootstrapTracker:
+    """Every host's :class:`BootstrapRecord`, kept in ``path``."""
+
+    def __init__(self, path: Path, records: dict[str, BootstrapRecord]) -> None:
+        self.path = path
+        self._records = records
+
+    @classmethod
+    def load(cls, state_dir: Path) -> BootstrapTracker:
+        """The records kept under ``state_dir`` (none when the file is absent)."""
+        path = Path(state_dir) / BOOTSTRAP_FILE
+        return cls(path, _read(path))
+
+    def get(self, key: str, provider: str, template: str, host_name: str) -> BootstrapRecord:
+        """The record of ``key`` (a fresh one when the host was never seen)."""
+        return self._records.get(key) or BootstrapRecord(key, provider, template, host_name)
+
+    def records(self) -> list[BootstrapRecord]:
+        """Every record, by key."""
+        return [self._records[k] for k in sorted(self._records)]
+
+    def record(
+        self,
+        record: BootstrapRecord,
+        outcome: str,
+        now: float,
+        *,
+        attempts: int,
+        backoff: Backoff,
+        rng: random.Random,
+    ) -> Attempt:
+        """Record one outcome (``"ok"`` or a failure's text); ``attempts`` is ``policy.retry.attempts``."""
+        tried = record.attempts + 1
+        if outcome == OK:
+            return Attempt(
+                self._save([replace(record, attempts=tried, outcome=OK, last_at=now, next_at=0.0)])[0], "done"
+            )
+        line = (outcome.strip().splitlines() or ["failed"])[0][:500]
+        if tried >= attempts:
+            new = replace(record, attempts=tried, outcome=line, last_at=now, next_at=0.0, gave_up=True)
+            return Attempt(self._save([new])[0], "give-up")
+        new = replace(record, attempts=tried, outcome=line, last_at=now, next_at=now + backoff.delay(tried, rng))
+        return Attempt(self._save([new])[0], "retry")
+
+    def joined(self, record: BootstrapRecord) -> BootstrapRecord:
+        """The host's worker joined (recorded once; the breaker counts it once)."""
+        return self._save([replace(record, joined=True)])[0]
+
+    def prune(self, live: Iterable[str]) -> list[str]:
+        """Forget the records of every key not in ``live`` (gone hosts); the keys dropped."""
+        keep = set(live)
+        dropped = sorted(k for k in self._records if k not in keep)
+        if dropped:
+            self._write({k: r for k, r in self._records.items() if k in keep})
+        return dropped
+
+    def _save(self, changed: list[BootstrapRecord]) -> list[BootstrapRecord]:
+        self._write({**self._records, **{r.key: r for r in changed}})
+        return changed
+
+    def _write(self, records: dict[str, BootstrapRecord]) -> None:
+        doc = {"format": _FORMAT, "hosts": {k: _to_json(r) for k, r in sorted(records.items())}}
+        durable.write_json_atomic(self.path, doc)
+        self._records = records  # only once the file holds it: memory never runs ahead of disk
+
+
+def _to_json(record: BootstrapRecord) -> dict[str, Any]:
+    doc = asdict(record)
+    del doc["key"]
+    return doc
+
+
+def _read(path: Path) -> dict[str, BootstrapRecord]:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    try:
+        doc = json.loads(raw)
+        if doc.get("format") != _FORMAT:
+            raise ValueError(f"format {doc.get('format')!r}, expected {_FORMAT}")
+        return {
+            str(k): BootstrapRecord(
+                key=str(k),
+                provider=str(r["provider"]),
+                template=str(r["template"]),
+                host_name=str(r["host_name"]),
+                attempts=int(r["attempts"]),
+                outcome=str(r["outcome"]),
+                last_at=float(r["last_at"]),
+                next_at=float(r["next_at"]),
+                gave_up=bool(r["gave_up"]),
+                joined=bool(r["joined"]),
+            )
+            for k, r in doc["hosts"].items()
+        }
+    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
+        raise FinalError(
+            f"{path}: not a bootstrap record file ({exc}); fix or remove it "
+            "(removing it makes the daemon bootstrap every host not yet joined again)"
+        ) from None

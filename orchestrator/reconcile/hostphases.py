@@ -1,0 +1,269 @@
+"""The host phases of a pass: bootstrap, join tracking, reclaim.
+
+* **bootstrap**: every expected host of a leased provider that has not joined and is due
+  (:mod:`.bootstraps`: never tried, or failed and past its backoff) goes to the bootstrap play,
+  at most ``ansible.forks`` hosts per call. A host that failed ``policy.retry.attempts`` times is
+  returned and counts as a bootstrap failure of its template's breaker.
+* **join tracking**: a host's first join closes its template's breaker count
+  (``breaker.success``); an expected host past its ``join_deadline`` that never joined is
+  returned (orphan class (a): no job can be on it) and counts as a join failure.
+* **reclaim** (:mod:`.reclaim` selects): each chosen host that runs no work is closed at the
+  controller; the controller's answer decides. ``closed``: it is returned at once. ``closing``:
+  work arrived between the decision and the close, so the host is kept, its work runs on, and the
+  pass does not wait for it; it comes back as ``closed`` once the work ends and is returned then.
+
+Every return goes through the executor (fenced, drained: closed hosts only, never waited on),
+one op per provider and phase. Every decision is audited with its evidence.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from orchestrator.clients.controller.types import HostInfo
+from orchestrator.errors import LeaseLost
+from orchestrator.model.config import Config
+from orchestrator.model.facts import Fact
+from orchestrator.ops.drain import DrainSettings
+from orchestrator.ops.executor import Bootstrap, Created, Executor
+from orchestrator.ops.hosts import JOINED_STATES
+from orchestrator.reconcile.backoff import Backoff
+from orchestrator.reconcile.bootstraps import BootstrapTracker
+from orchestrator.reconcile.breaker import Breakers
+from orchestrator.reconcile.passctx import PassContext
+from orchestrator.reconcile.reclaim import ReclaimCandidate, hosts_by_key, reclaim_candidates
+from orchestrator.reconcile.view import Clock
+from orchestrator.workspace.audit import audit
+
+# A return from the loop never waits: it only takes hosts that run no work (closed, or never
+# joined); a host that is running work after all makes the op fail at once, before any change.
+NO_WAIT = DrainSettings(drain=True, timeout=0.0, policy="wait")
+
+
+@dataclass
+class HostPhases:
+    """What the host phases share: configuration, executor, the pass, durable state, time."""
+
+    config: Config
+    executor: Executor
+    ctx: PassContext
+    tracker: BootstrapTracker
+    breakers: Breakers
+    clock: Clock
+    rng: random.Random
+    state_dir: Path
+
+    def audit(self, action: str, **details: Any) -> None:
+        """One audit entry."""
+        audit(self.state_dir, action, **details)
+
+    def known(self) -> dict[str, HostInfo]:
+        """The controller's hosts (as read by the pass) by instance key and id."""
+        return hosts_by_key(self.ctx.hosts)
+
+    def give_back(self, provider: str, keys: Sequence[str], reason: str, evidence: dict[str, Any]) -> str:
+        """Return ``keys`` of ``provider`` through the executor; the op id ("" when it failed)."""
+        if not keys:
+            return ""
+        try:
+            result = self.executor.return_instances(provider, sorted(keys), drain=NO_WAIT, reason=reason)
+        except LeaseLost as exc:
+            self.ctx.lost(provider)
+            evidence["errors"].append(f"return on {provider}: {_line(exc)}")
+            return ""
+        except Exception as exc:
+            evidence["errors"].append(f"return of {', '.join(sorted(keys))} on {provider}: {_line(exc)}")
+            return ""
+        finally:
+            self.ctx.stale(provider)
+        self.ctx.ops.append(result.op_id)
+        return result.op_id
+
+
+def joined(host: HostInfo | None) -> bool:
+    """Whether the controller saw the host's worker join (now or before)."""
+    return host is not None and (host.joined_at > 0 or host.state in JOINED_STATES)
+
+
+def bootstrap_phase(phases: HostPhases, bootstrap: Bootstrap) -> dict[str, Any]:
+    """Bootstrap the due hosts of every leased provider (see the module docstring)."""
+    evidence: dict[str, Any] = {"hosts": {}, "returned": [], "errors": []}
+    known = phases.known()
+    retry = phases.config.policy.retry
+    for provider in list(phases.ctx.leased):
+        now = phases.clock()
+        due: list[Fact] = []
+        for fact in phases.ctx.expected(provider):
+            record = phases.tracker.get(fact.instance_key, provider, fact.template, fact.host_name)
+            if not joined(known.get(fact.instance_key)) and record.due(now):
+                due.append(fact)
+        give_up: list[str] = []
+        forks = phases.config.ansible.forks
+        for start in range(0, len(due), forks):
+            batch = [_created(f) for f in due[start : start + forks]]
+            outcomes = _run_bootstrap(bootstrap, provider, batch)
+            now = phases.clock()
+            for item in batch:
+                outcome = outcomes.get(item.name) or "failed: the play reported no outcome for this host"
+                record = phases.tracker.get(item.key, provider, item.template, item.name)
+                attempt = phases.tracker.record(
+                    record, outcome, now, attempts=retry.attempts, backoff=Backoff.from_settings(retry), rng=phases.rng
+                )
+                evidence["hosts"][item.name] = {
+                    "outcome": outcome,
+                    "attempt": attempt.record.attempts,
+                    "next": attempt.action,
+                }
+                if attempt.action == "give-up":
+                    give_up.append(item.key)
+                    state = phases.breakers.failure(item.template, "bootstrap", f"{item.name}: {outcome}", now)
+                    evidence.setdefault("breakers", {})[item.template] = state.position.value
+            phases.audit(
+                "reconcile-bootstrap",
+                provider=provider,
+                hosts={i.name: outcomes.get(i.name, "") for i in batch},
+                records=[phases.tracker.get(i.key, provider, i.template, i.name).evidence() for i in batch],
+            )
+        if give_up:
+            reason = f"bootstrap failed {retry.attempts} times"
+            op = phases.give_back(provider, give_up, reason, evidence)
+            phases.audit("reconcile-bootstrap-gave-up", provider=provider, keys=sorted(give_up), op=op, reason=reason)
+            if op:
+                evidence["returned"] += sorted(give_up)
+    return evidence
+
+
+def _created(fact: Fact) -> Created:
+    return Created(fact.instance_key, fact.instance_id, fact.host_name, fact.address, fact.template, fact.join_deadline)
+
+
+def _run_bootstrap(bootstrap: Bootstrap, provider: str, batch: Sequence[Created]) -> Mapping[str, str]:
+    """The play's outcome per host; a play that fails as a whole fails every host of the batch."""
+    try:
+        return dict(bootstrap(provider, batch))
+    except Exception as exc:  # AnsibleError and anything else: a per-host failure, retried
+        return {c.name: f"failed: {type(exc).__name__}: {_line(exc)}" for c in batch}
+
+
+def join_phase(phases: HostPhases) -> dict[str, Any]:
+    """Count first joins; return expected hosts past their ``join_deadline`` (class (a))."""
+    evidence: dict[str, Any] = {"joined": [], "overdue": [], "returned": [], "errors": []}
+    known = phases.known()
+    for provider in list(phases.ctx.leased):
+        now = phases.clock()
+        overdue: list[Fact] = []
+        for fact in phases.ctx.expected(provider):
+            host = known.get(fact.instance_key)
+            record = phases.tracker.get(fact.instance_key, provider, fact.template, fact.host_name)
+            if joined(host):
+                if not record.joined:
+                    phases.tracker.joined(record)
+                    phases.breakers.success(fact.template, now)
+                    evidence["joined"].append(fact.host_name)
+                continue
+            if fact.join_deadline and now > fact.join_deadline:
+                overdue.append(fact)
+        if not overdue:
+            continue
+        details = [
+            {
+                "key": f.instance_key,
+                "host": f.host_name,
+                "instance": f.instance_id,
+                "join_deadline": f.join_deadline,
+                "now": now,
+                "state": (known[f.instance_key].state if f.instance_key in known else "unknown to the controller"),
+                "bootstrap": phases.tracker.get(f.instance_key, provider, f.template, f.host_name).outcome,
+            }
+            for f in overdue
+        ]
+        reason = "orphan class (a): never joined by its join_deadline"
+        op = phases.give_back(provider, [f.instance_key for f in overdue], reason, evidence)
+        phases.audit("reconcile-join-overdue", provider=provider, hosts=details, op=op, reason=reason)
+        evidence["overdue"] += [d["host"] for d in details]
+        if op:
+            evidence["returned"] += [f.instance_key for f in overdue]
+            for f in overdue:
+                phases.breakers.failure(f.template, "join", f"{f.host_name}: not joined by {f.join_deadline:.0f}", now)
+    return evidence
+
+
+def reclaim_phase(phases: HostPhases) -> dict[str, Any]:
+    """Close and return idle, old and closed hosts; keep those that turned busy."""
+    now = phases.clock()
+    candidates = reclaim_candidates(phases.config, phases.ctx.records(), phases.ctx.hosts, now)
+    phases.ctx.candidates = candidates
+    evidence: dict[str, Any] = {"candidates": len(candidates), "returned": [], "kept": [], "errors": []}
+    known = phases.known()
+    by_provider: dict[str, list[ReclaimCandidate]] = {}
+    for c in candidates:
+        by_provider.setdefault(c.provider, []).append(c)
+    for provider, group in sorted(by_provider.items()):
+        if provider not in phases.ctx.leased:
+            evidence["kept"] += [{"host": c.host_name, "why": "no valid lease"} for c in group]
+            continue
+        try:
+            epoch = phases.executor.fence.gate(provider)
+        except LeaseLost as exc:
+            phases.ctx.lost(provider)
+            evidence["errors"].append(f"reclaim on {provider}: {_line(exc)}")
+            continue
+        chosen: list[ReclaimCandidate] = []
+        kept: list[dict[str, Any]] = []
+        for c in group:
+            answer = _close(phases, provider, epoch, c, known.get(c.key), evidence)
+            if answer == "closed":
+                chosen.append(c)
+            elif answer:
+                kept.append({"host": c.host_name, "key": c.key, "reason": c.reason, "why": answer})
+        reason = "reclaim: " + ", ".join(sorted({c.reason for c in chosen}))
+        op = phases.give_back(provider, [c.key for c in chosen], reason, evidence)
+        phases.audit(
+            "reconcile-reclaim",
+            provider=provider,
+            op=op,
+            returned=[c.to_json() for c in chosen],
+            kept=kept,
+        )
+        evidence["kept"] += kept
+        if op:
+            evidence["returned"] += [c.key for c in chosen]
+    return evidence
+
+
+def _close(
+    phases: HostPhases,
+    provider: str,
+    epoch: Any,
+    candidate: ReclaimCandidate,
+    host: HostInfo | None,
+    evidence: dict[str, Any],
+) -> str:
+    """``closed`` when the host may be returned now, else why it is kept ("" after an error)."""
+    if host is None or not joined(host) or candidate.state == "closed":
+        return "closed"  # never joined (no work can be on it), or already closed and idle
+    if candidate.state == "closing":
+        return "closing: its work still runs"
+    if candidate.state not in ("idle", "busy"):
+        return f"{candidate.state}: not returned by reclaim (the host-loss check decides)"
+    try:
+        answer = phases.executor.hosts.close(provider, epoch, host, f"reclaim: {candidate.reason}")
+    except LeaseLost as exc:
+        phases.ctx.lost(provider)
+        evidence["errors"].append(f"close of {candidate.host_name}: {_line(exc)}")
+        return ""
+    except Exception as exc:
+        evidence["errors"].append(f"close of {candidate.host_name}: {_line(exc)}")
+        return ""
+    if answer == "closed":
+        return "closed"
+    # The controller decides: work started on the host after it was chosen; it keeps running.
+    return f"{answer}: turned busy before the close"
+
+
+def _line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]

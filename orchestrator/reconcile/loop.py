@@ -1,0 +1,433 @@
+"""The reconcile pass: read → resume → scale out → bootstrap → join tracking → reclaim.
+
+:meth:`Reconciler.run_once` runs the phases in that order, each isolated: a phase that raises is
+logged and audited (``phase-failed`` with its name and the error) and the next phase runs. A pass
+that could not read its inputs (controller not connected, no demand snapshot yet, a read that
+raised) runs no later phase at all: nothing is created and nothing returned on a picture it does
+not have. Every cloud mutation goes through the fenced :class:`~orchestrator.ops.executor.Executor`;
+a provider whose lease is not valid is read (its facts count toward the gap and the budget) but
+never changed. Time is the injected clock (wall seconds, the controller's clock); the pass
+returns a :class:`PassReport`, which the daemon writes to its status file and metrics.
+
+The host phases (bootstrap, join tracking, reclaim) live in :mod:`.hostphases`; the state a pass
+reads and refreshes in :class:`~orchestrator.reconcile.passctx.PassContext`. docs/daemon.md ("The
+reconcile pass") describes the phases for operators.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import LeaseLost
+from orchestrator.model.config import Config
+from orchestrator.model.instances import new_op_id
+from orchestrator.ops.executor import Bootstrap, Executor
+from orchestrator.ops.openops import OpenOp, open_ops
+from orchestrator.ops.resume import resume_op, survey
+from orchestrator.reconcile import hostphases
+from orchestrator.reconcile.backoff import Backoff
+from orchestrator.reconcile.bootstraps import BootstrapTracker
+from orchestrator.reconcile.breaker import Breakers
+from orchestrator.reconcile.budget import Usage
+from orchestrator.reconcile.classify import classify_error
+from orchestrator.reconcile.gap import gaps_from_ledger
+from orchestrator.reconcile.health import ProviderHealth
+from orchestrator.reconcile.passctx import PassContext, ReadFailed, read_inputs
+from orchestrator.reconcile.refused import StillLaunched, close_refused
+from orchestrator.reconcile.retry import retry_decision
+from orchestrator.reconcile.scaleout import PolicyInputs, ScaleOutDecision, scale_out
+from orchestrator.reconcile.view import Clock, ControllerView
+from orchestrator.workspace.audit import audit
+
+log = logging.getLogger(__name__)
+
+PHASES = ("read", "resume", "scale-out", "bootstrap", "join-tracking", "reclaim")
+
+
+@dataclass(frozen=True)
+class PhaseOutcome:
+    """How one phase of a pass went."""
+
+    name: str  # "read" | "resume" | "scale-out" | "bootstrap" | "join-tracking" | "reclaim"
+    ok: bool
+    skipped: str = ""  # why the phase did not run (e.g. "read failed: controller unreachable")
+    error: str = ""  # one line; the loop goes on
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {
+            "name": self.name,
+            "ok": self.ok,
+            "skipped": self.skipped,
+            "error": self.error,
+            "evidence": self.evidence,
+        }
+
+
+@dataclass(frozen=True)
+class PassReport:
+    """What one pass saw and did: the daemon's status and metrics are made from it."""
+
+    trigger: str  # "start" | "interval" | "demand" | "host-event" | "reload"
+    started: float
+    finished: float
+    phases: list[PhaseOutcome]
+    gaps: dict[str, dict[str, Any]]  # template -> TemplateGap.evidence()
+    ops: list[str]  # op ids started this pass
+    reclaim_candidates: list[dict[str, Any]]  # host, provider, key, reason, idle_since, age
+    leased: list[str] = field(default_factory=list)  # providers whose lease was valid at the read
+    decisions: list[dict[str, Any]] = field(default_factory=list)  # scale-out decisions with evidence
+
+    @property
+    def ok(self) -> bool:
+        """Every phase that ran went through."""
+        return all(p.ok for p in self.phases)
+
+    def phase(self, name: str) -> PhaseOutcome:
+        """The outcome of the phase ``name``."""
+        return next(p for p in self.phases if p.name == name)
+
+    def to_json(self) -> dict[str, Any]:
+        """The document the daemon writes to ``status.json`` (``pass`` member)."""
+        return {
+            "trigger": self.trigger,
+            "started": self.started,
+            "finished": self.finished,
+            "duration": round(self.finished - self.started, 6),
+            "ok": self.ok,
+            "phases": [p.to_json() for p in self.phases],
+            "gaps": self.gaps,
+            "ops": list(self.ops),
+            "reclaim_candidates": list(self.reclaim_candidates),
+            "leased": list(self.leased),
+            "decisions": list(self.decisions),
+        }
+
+
+@dataclass
+class FailedOp:
+    """An open op whose last attempt failed: when it may be tried again, and why it failed."""
+
+    op_id: str
+    provider: str
+    template: str
+    kind: str  # "create" | "return"
+    attempts: int
+    retry_at: float
+    error: str
+
+
+class Reconciler:
+    """Runs reconcile passes over one configuration (see the module docstring).
+
+    ``bootstrap`` is the bootstrap play as a callable (the command line builds it from the
+    Ansible services; tests script it); without one the bootstrap phase is skipped and hosts are
+    expected to join by themselves. The executor must be built with ``bootstrap=None``: the
+    pass bootstraps in its own phase, so each host's attempts are counted and retried.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        executor: Executor,
+        controller: ControllerView,
+        *,
+        clock: Clock,
+        state_dir: Path,
+        rng: random.Random | None = None,
+        bootstrap: Bootstrap | None = None,
+    ) -> None:
+        self.config = config
+        self.executor = executor
+        self.controller = controller
+        self.clock = clock
+        self.state_dir = Path(state_dir)
+        self.rng = rng or random.Random()
+        self.bootstrap = bootstrap
+        self.health = ProviderHealth(config.policy.retry, self.rng)
+        self.breakers = Breakers.load(self.state_dir, config.policy.breaker)
+        self.tracker = BootstrapTracker.load(self.state_dir)
+        self.failed: dict[str, FailedOp] = {}
+        # Providers whose open ops were all resumed since their lease was last (re)gained.
+        self._resumed: set[str] = set()
+        self._read_problem = ""
+        self._last_outcomes: dict[str, str] = {}
+
+    # -- public ----------------------------------------------------------------------------------
+
+    def run_once(self, trigger: str = "interval") -> PassReport:
+        """One pass: every phase in order, each isolated; the report of what it saw and did."""
+        started = self.clock()
+        ctx: PassContext | None = None
+        phases: list[PhaseOutcome] = []
+        try:
+            ctx = read_inputs(self.config, self.executor, self.controller, self.clock)
+        except Exception as exc:  # every read failure means the same: act on nothing
+            problem = _one_line(exc) if isinstance(exc, ReadFailed) else f"{type(exc).__name__}: {_one_line(exc)}"
+            self._read_changed(problem)
+            phases.append(PhaseOutcome("read", False, error=problem))
+            phases += [PhaseOutcome(name, False, skipped=f"read failed: {problem}") for name in PHASES[1:]]
+            return PassReport(trigger, started, self.clock(), phases, {}, [], [])
+        self._read_changed("")
+        phases.append(PhaseOutcome("read", True, evidence=ctx.read_evidence()))
+        steps: list[tuple[str, Callable[[PassContext], dict[str, Any]]]] = [
+            ("resume", self._resume),
+            ("scale-out", self._scale_out),
+            ("bootstrap", self._bootstrap),
+            ("join-tracking", self._join_tracking),
+            ("reclaim", self._reclaim),
+        ]
+        for name, step in steps:
+            phases.append(self._run_phase(name, step, ctx))
+        return PassReport(
+            trigger,
+            started,
+            self.clock(),
+            phases,
+            ctx.gaps,
+            list(ctx.ops),
+            [c.to_json() for c in ctx.candidates],
+            list(ctx.leased),
+            list(ctx.decisions),
+        )
+
+    def reload(self, config: Config) -> None:
+        """A good new configuration (SIGHUP): used from the next pass; provider failures forgotten."""
+        self.config = config
+        self.executor.config = config
+        self.health.settings = config.policy.retry
+        self.health.clear()
+        self.breakers.settings = config.policy.breaker
+        audit(
+            self.state_dir, "reconcile-reload", providers=sorted(config.providers), templates=sorted(config.templates)
+        )
+
+    # -- phases ----------------------------------------------------------------------------------
+
+    def _run_phase(self, name: str, step: Callable[[PassContext], dict[str, Any]], ctx: PassContext) -> PhaseOutcome:
+        try:
+            evidence = step(ctx)
+        except Exception as exc:  # isolation: one phase's failure never stops the others
+            error = f"{type(exc).__name__}: {_one_line(exc)}"
+            log.exception("reconcile phase %s failed", name)
+            audit(self.state_dir, "phase-failed", phase=name, error=error)
+            return PhaseOutcome(name, False, error=error)
+        skipped = str(evidence.pop("skipped", ""))
+        errors = evidence.get("errors") or []
+        if errors:
+            audit(self.state_dir, "phase-failed", phase=name, error=errors[0], errors=errors)
+        return PhaseOutcome(name, not errors, skipped=skipped, error=errors[0] if errors else "", evidence=evidence)
+
+    def _resume(self, ctx: PassContext) -> dict[str, Any]:
+        """Open ops: all of them once per lease gained; later only failed ones past their backoff."""
+        for provider in self.config.providers:
+            if provider not in ctx.leased:
+                self._resumed.discard(provider)  # resumed in full once the lease comes back
+        evidence: dict[str, Any] = {"resumed": [], "waiting": [], "closed": [], "errors": [], "untracked": {}}
+        for provider in list(ctx.leased):
+            full = provider not in self._resumed
+            if full:
+                found = survey(self.executor, provider)
+                if found.untracked:
+                    evidence["untracked"][provider] = found.untracked
+            ops = open_ops(ctx.facts(provider))
+            still_open = {o.op_id for o in ops}
+            for op_id in [k for k, f in self.failed.items() if f.provider == provider and k not in still_open]:
+                del self.failed[op_id]  # closed meanwhile (resumed by a full pass, or by hand)
+            for op in ops:
+                failed = self.failed.get(op.op_id)
+                if failed is not None and not full:
+                    action = self._retry_action(ctx, failed)
+                    if action == "wait":
+                        evidence["waiting"].append({"op": op.op_id, "retry_at": failed.retry_at})
+                        continue
+                    if action == "abandon" and self._close(ctx, op, f"not retried: {failed.error}"):
+                        evidence["closed"].append(op.op_id)
+                        continue
+                self._attempt(ctx, op, evidence)
+            if full and provider in ctx.leased:  # a lease lost meanwhile: resumed in full later
+                self._resumed.add(provider)
+        return evidence
+
+    def _retry_action(self, ctx: PassContext, failed: FailedOp) -> str:
+        now = self.clock()
+        if failed.kind != "create":
+            return "wait" if now < failed.retry_at else "retry"
+        usage = Usage.of(self.config, ctx.records())
+        decision = retry_decision(self.config, usage, self.health, failed.provider, failed.template, now)
+        return decision.action
+
+    def _attempt(self, ctx: PassContext, op: OpenOp, evidence: dict[str, Any]) -> None:
+        try:
+            resolution = resume_op(self.executor, op)
+        except LeaseLost as exc:
+            self._fenced(ctx, op.provider, op.op_id, exc)
+            evidence["errors"].append(f"op {op.op_id}: {_one_line(exc)}")
+            return
+        except Exception as exc:
+            self._op_failed(ctx, op.provider, op.op_id, op.template, op.kind, exc)
+            evidence["errors"].append(f"op {op.op_id}: {_one_line(exc)}")
+            return
+        finally:
+            ctx.stale(op.provider)
+        self.failed.pop(op.op_id, None)
+        if op.kind == "create":
+            self.health.succeeded(op.provider, op.template)
+        evidence["resumed"].append({"op": op.op_id, "outcome": resolution.outcome, "reason": resolution.reason})
+
+    def _scale_out(self, ctx: PassContext) -> dict[str, Any]:
+        """Gap → policy → creates; a refused create is closed and the next round falls back."""
+        evidence: dict[str, Any] = {"rounds": 0, "created": [], "failed": [], "errors": []}
+        for _round in range(len(self.config.providers) + 1):
+            evidence["rounds"] += 1
+            records = ctx.records()
+            gaps = gaps_from_ledger(ctx.snapshot, records)
+            if not ctx.gaps:
+                ctx.gaps = {t: g.evidence() for t, g in gaps.items()}
+            now = self.clock()
+            inputs = PolicyInputs(gaps, records, self.health, self.breakers, now, self._unavailable(ctx, now))
+            decisions = scale_out(self.config, inputs)
+            self._audit_decisions(ctx, decisions)
+            requests = [op for d in decisions for op in d.ops]
+            if not requests:
+                break
+            refused = False
+            for request in requests:
+                refused = self._create(ctx, request.provider, request.template, request.count, evidence) or refused
+            if not refused:
+                break
+        return evidence
+
+    def _unavailable(self, ctx: PassContext, now: float) -> dict[str, str]:
+        out = {p: "no valid lease" for p in self.config.providers if p not in ctx.leased}
+        for failed in self.failed.values():
+            # One failing op per provider at a time: a new op would plan the waiting op's keys too.
+            out.setdefault(failed.provider, f"op {failed.op_id} awaits its retry at {failed.retry_at:.0f}")
+        return out
+
+    def _audit_decisions(self, ctx: PassContext, decisions: list[ScaleOutDecision]) -> None:
+        for decision in decisions:
+            entry: dict[str, Any] = {
+                "template": decision.template,
+                "outcome": decision.outcome,
+                "evidence": dict(decision.evidence),
+                "ops": [{"provider": o.provider, "count": o.count} for o in decision.ops],
+            }
+            ctx.decisions.append(entry)
+            # Every decision that asks for hosts is audited; a standing one (cooldown, no room,
+            # breaker open) only when it changes, or the log would repeat it every pass.
+            if decision.ops or self._last_outcomes.get(decision.template) != decision.outcome:
+                audit(self.state_dir, "reconcile-scale-out", **entry)
+            self._last_outcomes[decision.template] = decision.outcome
+
+    def _create(self, ctx: PassContext, provider: str, template: str, count: int, evidence: dict[str, Any]) -> bool:
+        """One create; True when it was refused and closed (its hosts may be asked for elsewhere)."""
+        op_id = new_op_id()
+        try:
+            result = self.executor.create(provider, template, count, op_id=op_id)
+        except LeaseLost as exc:
+            self._fenced(ctx, provider, op_id, exc)
+            evidence["errors"].append(f"op {op_id}: {_one_line(exc)}")
+            return False
+        except Exception as exc:
+            ctx.ops.append(op_id)
+            closed = self._op_failed(ctx, provider, op_id, template, "create", exc)
+            evidence["failed"].append({"op": op_id, "provider": provider, "error": _one_line(exc), "closed": closed})
+            return closed
+        finally:
+            ctx.stale(provider)
+        ctx.ops.append(op_id)
+        self.health.succeeded(provider, template)
+        evidence["created"].append(
+            {"op": op_id, "provider": provider, "template": template, "count": len(result.created)}
+        )
+        return False
+
+    def _op_failed(self, ctx: PassContext, provider: str, op_id: str, template: str, kind: str, exc: Exception) -> bool:
+        """Classify, mark the provider, decide retry or close; True when the op was closed."""
+        now = self.clock()
+        error = _one_line(exc)
+        previous = self.failed.get(op_id)
+        attempts = (previous.attempts if previous else 0) + 1
+        if kind != "create":
+            delay = Backoff.from_settings(self.config.policy.retry).delay(attempts, self.rng)
+            self.failed[op_id] = FailedOp(op_id, provider, template, kind, attempts, now + delay, error)
+            audit(self.state_dir, "reconcile-op-failed", provider=provider, op=op_id, kind=kind, error=error)
+            return False
+        failure = classify_error(exc)
+        retry_at = self.health.failed(provider, template, failure, now)
+        usage = Usage.of(self.config, ctx.records())
+        decision = retry_decision(self.config, usage, self.health, provider, template, now)
+        audit(
+            self.state_dir,
+            "reconcile-op-failed",
+            provider=provider,
+            op=op_id,
+            template=template,
+            kind=kind,
+            failure=failure.evidence(),
+            decision=decision.action,
+            evidence=decision.evidence,
+            attempts=attempts,
+        )
+        self.failed[op_id] = FailedOp(op_id, provider, template, kind, attempts, retry_at, error)
+        if decision.action != "abandon":
+            return False
+        op = next((o for o in open_ops(ctx.facts(provider)) if o.op_id == op_id), None)
+        if op is None:
+            self.failed.pop(op_id, None)  # refused before its intent: nothing to close
+            return True
+        return self._close(ctx, op, f"{failure.kind.value}: {error}")
+
+    def _close(self, ctx: PassContext, op: OpenOp, reason: str) -> bool:
+        try:
+            close_refused(self.executor, op, reason)
+        except StillLaunched as exc:
+            audit(self.state_dir, "reconcile-op-kept-open", provider=op.provider, op=op.op_id, reason=str(exc))
+            return False
+        finally:
+            ctx.stale(op.provider)
+        self.failed.pop(op.op_id, None)
+        return True
+
+    def _fenced(self, ctx: PassContext, provider: str, op_id: str, exc: LeaseLost) -> None:
+        """The lease went mid-op: the op stays open and is resumed once the lease is back."""
+        ctx.lost(provider)
+        self._resumed.discard(provider)
+        audit(self.state_dir, "reconcile-op-fenced", provider=provider, op=op_id, reason=_one_line(exc))
+
+    def _bootstrap(self, ctx: PassContext) -> dict[str, Any]:
+        if self.bootstrap is None:
+            return {"skipped": "no bootstrap play configured: hosts join by themselves"}
+        return hostphases.bootstrap_phase(self._host_phases(ctx), self.bootstrap)
+
+    def _join_tracking(self, ctx: PassContext) -> dict[str, Any]:
+        return hostphases.join_phase(self._host_phases(ctx))
+
+    def _reclaim(self, ctx: PassContext) -> dict[str, Any]:
+        return hostphases.reclaim_phase(self._host_phases(ctx))
+
+    def _host_phases(self, ctx: PassContext) -> hostphases.HostPhases:
+        return hostphases.HostPhases(
+            self.config, self.executor, ctx, self.tracker, self.breakers, self.clock, self.rng, self.state_dir
+        )
+
+    def _read_changed(self, problem: str) -> None:
+        """Audit a read failure when it starts or changes, and the recovery once (not every pass)."""
+        if problem == self._read_problem:
+            return
+        if problem:
+            audit(self.state_dir, "reconcile-read-failed", error=problem, skipped=list(PHASES[1:]))
+        else:
+            audit(self.state_dir, "reconcile-read-ok", previous=self._read_problem)
+        self._read_problem = problem
+
+
+def _one_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]

@@ -1,0 +1,104 @@
+"""The inputs of one reconcile pass, read once, refreshed only where the pass itself changed them.
+
+:func:`read_inputs` is the read phase: the controller must be connected and have sent a demand
+snapshot; then the hosts and the facts of *every* configured provider are read. Facts of a
+provider whose lease is not valid are read too: they are never changed by this pass, but their
+keys count toward the gap and the budget (a create in flight on a provider whose lease lapsed
+is still coming; asking for its hosts elsewhere would duplicate them). Any failure raises, and
+the loop then runs no later phase.
+
+A phase that changed a provider (an op, a return) marks its facts stale; the next read of them
+asks the controller again, so later phases see the hosts the pass created or returned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.clients.controller.types import DemandSnapshot, Fact, HostInfo
+from orchestrator.errors import XceprovError
+from orchestrator.model.config import Config
+from orchestrator.model.facts import GONE_KINDS, FactKind
+from orchestrator.ops.executor import Executor
+from orchestrator.reconcile.ledger import InstanceRecord, ledger
+from orchestrator.reconcile.reclaim import ReclaimCandidate
+from orchestrator.reconcile.view import Clock, ControllerView
+
+
+class ReadFailed(XceprovError):
+    """The pass could not read one of its inputs: it changes nothing."""
+
+
+@dataclass
+class PassContext:
+    """What a pass read, and what it did so far (ops, gaps, decisions, reclaim candidates)."""
+
+    view: ControllerView
+    snapshot: DemandSnapshot
+    hosts: list[HostInfo]
+    leased: list[str]
+    read_at: float
+    _facts: dict[str, list[Fact]]
+    _stale: set[str] = field(default_factory=set)
+    gaps: dict[str, dict[str, Any]] = field(default_factory=dict)
+    ops: list[str] = field(default_factory=list)
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    candidates: list[ReclaimCandidate] = field(default_factory=list)
+
+    def facts(self, provider: str) -> list[Fact]:
+        """The provider's facts; asked again when this pass changed the provider."""
+        if provider in self._stale:
+            self._facts[provider] = list(self.view.facts(provider))
+            self._stale.discard(provider)
+        return list(self._facts.get(provider, []))
+
+    def all_facts(self) -> list[Fact]:
+        """Facts of every configured provider."""
+        return [f for p in sorted(self._facts) for f in self.facts(p)]
+
+    def records(self) -> list[InstanceRecord]:
+        """The ledger over every provider's facts (gap, budget, lifetime and reclaim read it)."""
+        return list(ledger(self.all_facts()).values())
+
+    def stale(self, provider: str) -> None:
+        """This pass changed ``provider``: read its facts again before using them."""
+        self._stale.add(provider)
+
+    def lost(self, provider: str) -> None:
+        """The provider's lease went during the pass: no later phase changes it."""
+        if provider in self.leased:
+            self.leased.remove(provider)
+
+    def expected(self, provider: str) -> list[Fact]:
+        """The ``expectedHost`` facts of the provider's hosts that are not gone, by key."""
+        facts = self.facts(provider)
+        gone = {f.instance_key for f in facts if f.kind in GONE_KINDS}
+        latest: dict[str, Fact] = {}
+        for fact in facts:
+            if fact.kind == FactKind.EXPECTED_HOST and fact.instance_key and fact.instance_key not in gone:
+                latest[fact.instance_key] = fact
+        return [latest[k] for k in sorted(latest)]
+
+    def read_evidence(self) -> dict[str, Any]:
+        """What the read saw: the snapshot's order and time, counts, leases."""
+        return {
+            "snapshot": {"term": self.snapshot.term, "seq": self.snapshot.seq, "time": self.snapshot.time},
+            "hosts": len(self.hosts),
+            "facts": {p: len(f) for p, f in sorted(self._facts.items())},
+            "leased": list(self.leased),
+        }
+
+
+def read_inputs(config: Config, executor: Executor, view: ControllerView, clock: Clock) -> PassContext:
+    """The read phase (see the module docstring); ``ReadFailed`` names what could not be read."""
+    if not view.connected():
+        raise ReadFailed("controller not connected")
+    snapshot = view.demand()
+    if snapshot is None:
+        raise ReadFailed("no demand snapshot from the controller yet")
+    hosts: Sequence[HostInfo] = view.hosts()
+    facts = {p: list(view.facts(p)) for p in sorted(config.providers)}
+    leased = [p for p in sorted(config.providers) if executor.fence.valid(p)]
+    return PassContext(view, snapshot, list(hosts), leased, clock(), facts)

@@ -1,0 +1,82 @@
+"""Closing a create the cloud refused, so its hosts can be asked for elsewhere.
+
+The gap counts every key of an open create as coming (``awaited``); a fallback to the next
+provider is only safe once the refused keys are recorded gone (docs/design-reconcile.md, "Demand,
+exactly"). :func:`close_refused` does that, shard by shard under each shard's lock, the way
+resume's abandon does:
+
+* keys Terraform holds (created before the refusal) get their ``instanceCreated`` and
+  ``expectedHost`` facts: they exist and join like any other;
+* keys in the desired set but not in the state leave the desired set (planned and checked:
+  the plan may delete nothing) and are recorded ``returned``;
+* keys never written to a desired set are recorded ``returned`` with the reason.
+
+Before anything is closed, the cloud's tagged listing is read: when it shows more live objects
+of the op than Terraform holds, a create did reach the cloud without Terraform learning of it
+(a lost response). Closing would leak it, so the op is left open (:class:`StillLaunched`) and
+its retry re-applies the same keys, which the cloud's idempotency token answers with the
+instance it made.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from orchestrator.errors import FinalError
+from orchestrator.model import tags as owner
+from orchestrator.model.facts import Fact, FactKind
+from orchestrator.ops.executor import Executor
+from orchestrator.ops.openops import OpenOp
+from orchestrator.ops.resume import tagged_objects
+
+
+class StillLaunched(FinalError):
+    """The cloud shows instances of the op that Terraform does not hold: it is not closed."""
+
+
+def close_refused(executor: Executor, op: OpenOp, reason: str) -> dict[str, Any]:
+    """Close the refused create ``op`` (see the module docstring); the evidence of what was done."""
+    provider = op.provider
+    pending = set(op.pending)
+    shards = executor.shard_list(provider)
+    held_all: set[str] = set()
+    for shard in shards:
+        with shard.lock():
+            held_all.update(k for k in executor.state_instances(shard) if k in pending)
+    status, objects = tagged_objects(executor, executor.workdir(provider))
+    live = [o for o in objects if o["tags"].get(owner.OP_ID) == op.op_id and o["state"] not in ("terminated",)]
+    held_of_op = len(held_all) + op.done
+    if len(live) > held_of_op:
+        raise StillLaunched(
+            f"op {op.op_id}: the cloud lists {len(live)} live instances of the op, Terraform holds "
+            f"{held_of_op}; left open for a retry (the instance key is the cloud's idempotency token)"
+        )
+    evidence: dict[str, Any] = {"op": op.op_id, "listing": status, "recorded": [], "dropped": [], "never": []}
+    placed: set[str] = set()
+    for shard in shards:
+        with shard.lock():
+            held = executor.state_instances(shard)
+            desired = executor.desired(shard)
+            mine_held = sorted(k for k in pending if k in held)
+            unapplied = sorted(k for k in pending if k in desired and k not in held)
+            if mine_held:
+                executor.record_created(provider, shard, op.op_id, op.template, mine_held)
+                evidence["recorded"] += mine_held
+            if unapplied:
+                executor.remove(provider, shard, op.op_id, unapplied, desired)
+                evidence["dropped"] += unapplied
+            placed.update(mine_held, unapplied)
+    never = sorted(pending - placed)
+    if never:
+        epoch = executor.gate(provider, op.op_id, "close refused")
+        detail = json.dumps({"closed": reason, "state": "never in a desired set"})
+        for key in never:
+            executor.commit(
+                Fact(
+                    FactKind.RETURNED, provider, op.op_id, epoch, instance_key=key, template=op.template, detail=detail
+                )
+            )
+        evidence["never"] = never
+    executor.audit("reconcile-op-closed", provider=provider, reason=reason, **evidence)
+    return evidence
