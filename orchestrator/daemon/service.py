@@ -48,7 +48,7 @@ from orchestrator.daemon.lifecycle import Lifecycle, exit_process
 from orchestrator.daemon.metrics import DaemonMetrics, MetricsEndpoint, start_endpoint
 from orchestrator.daemon.statusdoc import build_document, update_metrics
 from orchestrator.daemon.systemd import Heartbeat, Notifier, WatchdogPinger
-from orchestrator.errors import UsageError
+from orchestrator.errors import ControllerError, UsageError
 from orchestrator.model.config import Config
 from orchestrator.model.facts import Fact
 from orchestrator.ops.drain import Decommission
@@ -354,8 +354,19 @@ class Daemon:
 
     def _build(self, report: dict[str, Any] | None, state: str) -> dict[str, Any]:
         assert self.link is not None and self.keeper is not None
-        facts: dict[str, Sequence[Fact]] = {p: self.link.facts(p) for p in self.providers}
-        hosts: Sequence[HostInfo] = self.link.hosts()
+        link = self.link
+        facts: dict[str, Sequence[Fact]]
+        hosts: Sequence[HostInfo]
+        try:
+            # Fresh: another holder or a command may have committed facts the link never saw.
+            facts = {p: link.query_facts(p) for p in self.providers}
+            hosts = link.host_status()
+        except ControllerError as exc:
+            # The controller is away: the status matters most now; the link's last copy says
+            # what was known (the pass, which reads fresh, did nothing on it).
+            log.debug("status from the link's cache: %s", exc)
+            facts = {p: link.facts(p) for p in self.providers}
+            hosts = link.hosts()
         return build_document(
             daemon=self._daemon_member(state),
             report=report,
