@@ -68,6 +68,12 @@ LEASE_POLL = 1.0
 # their end and at every audited step of an op, and a single Terraform apply of a large burst
 # can run for minutes without one.
 PASS_ALLOWANCE = 900.0
+# While the first pass runs (a resume of a large op can take minutes), systemd's start timeout is
+# pushed this far ahead every EXTEND_EVERY seconds, for as long as the heartbeat says the pass
+# makes progress: READY=1 comes after the first pass, and TimeoutStartSec must not kill a slow
+# but working one.
+EXTEND_BY = 60.0
+EXTEND_EVERY = 20.0
 # At start, how long the first pass waits for the link and the leases (each lease granted,
 # denied or failed) before it runs anyway and simply skips the providers without a lease.
 START_WAIT = 15.0
@@ -410,10 +416,19 @@ class Daemon:
             # Work is still running past the bound (the loop is inside it): exit without it.
             exit_process(self._exit_code)
 
+    def _extend_start(self) -> None:
+        """Until READY=1: more start time from systemd while the first pass works (see EXTEND_BY)."""
+        while not self._ready and not self.lifecycle.stopping:
+            if self.heartbeat.healthy():
+                self.options.notifier.extend_timeout(EXTEND_BY)
+            self.lifecycle.wait_stopping(EXTEND_EVERY)
+
     def run(self) -> int:
         """Start, loop until a stop, and give the exit status (0: stopped cleanly within the bound)."""
         stopper = threading.Thread(target=self._stop_when_asked, name="daemon-stop", daemon=True)
         stopper.start()
+        if self.options.notifier.enabled:
+            threading.Thread(target=self._extend_start, name="daemon-start-extend", daemon=True).start()
         try:
             self.start()
             self._wait_for_leases()

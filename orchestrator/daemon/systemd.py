@@ -69,6 +69,10 @@ class Notifier:
         """Shutdown started (``STOPPING=1``)."""
         return self.notify(stopping="1", status=status)
 
+    def extend_timeout(self, seconds: float) -> bool:
+        """Ask for ``seconds`` more before the start (or stop) times out (``EXTEND_TIMEOUT_USEC``)."""
+        return self.notify(extend_timeout_usec=str(int(seconds * 1_000_000)))
+
     def watchdog(self) -> bool:
         """Tell the watchdog the daemon is alive (``WATCHDOG=1``)."""
         return self.notify(watchdog="1")
