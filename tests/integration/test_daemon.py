@@ -15,8 +15,10 @@ import os
 import re
 import secrets
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -51,14 +53,14 @@ def configure(world: SimWorld, **daemon: Any) -> dict[str, Any]:
 class Daemon:
     """One ``xceprov daemon`` process; its combined output goes to a file (a pipe could fill up)."""
 
-    def __init__(self, world: SimWorld, name: str) -> None:
+    def __init__(self, world: SimWorld, name: str, env: dict[str, str] | None = None) -> None:
         self.world = world
         self.log_path = world.site / f"{name}.log"
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()/kill()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "orchestrator.cli", "daemon"],
             cwd=world.site,
-            env=world.env(),
+            env={**world.env(), **(env or {})},
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -112,8 +114,8 @@ class Daemon:
 
 
 @contextlib.contextmanager
-def running_daemon(world: SimWorld, name: str) -> Iterator[Daemon]:
-    daemon = Daemon(world, name)
+def running_daemon(world: SimWorld, name: str, env: dict[str, str] | None = None) -> Iterator[Daemon]:
+    daemon = Daemon(world, name, env)
     try:
         yield daemon
     finally:
@@ -148,10 +150,50 @@ def scrape(log: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     }
 
 
+class NotifySocket:
+    """systemd's notification socket as the daemon sees it under a Type=notify unit: every
+    datagram is read at once (as systemd does) and kept in order."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(path))
+        self.sock.settimeout(0.2)
+        self.got: list[dict[str, str]] = []
+        self._done = threading.Event()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        while not self._done.is_set():
+            try:
+                data = self.sock.recv(4096).decode()
+            except TimeoutError:
+                continue
+            self.got.append(dict(line.split("=", 1) for line in data.split("\n")))
+
+    def first_with(self, key: str, timeout: float = 60.0) -> dict[str, str]:
+        """The first datagram that has ``key``."""
+        wait_until(f"{key} from the daemon", lambda: any(key in g for g in self.got), timeout=timeout)
+        return next(g for g in self.got if key in g)
+
+    def close(self) -> None:
+        self._done.set()
+        self._reader.join(5)
+        self.sock.close()
+
+
 def test_leases_then_a_demand_push_creates_the_hosts_and_a_stop_releases(shared_world: SimWorld) -> None:
     world = shared_world
     configure(world, metrics={"listen": "127.0.0.1:0"})
-    with running_daemon(world, "daemon") as daemon:
+    notify = NotifySocket(world.site / "notify")
+    systemd = {"NOTIFY_SOCKET": str(notify.path), "WATCHDOG_USEC": "2000000"}
+    with running_daemon(world, "daemon", systemd) as daemon, contextlib.closing(notify):
+        # READY=1 comes after the first pass (its status is written by then); the watchdog is fed.
+        ready = notify.first_with("READY")
+        assert ready["READY"] == "1" and ready["STATUS"].startswith("first pass done")
+        assert daemon.status()["daemon"]["passes"] >= 1
+        assert notify.first_with("WATCHDOG")["WATCHDOG"] == "1"
         doc = daemon.wait_status("the daemon's lease of sim", leased)
         assert doc["daemon"]["instance_id"].startswith(f"{world.cluster}-daemon-")
         assert doc["daemon"]["state"] == "running" and doc["last_pass"]["leased"] == ["sim"]
@@ -183,6 +225,7 @@ def test_leases_then_a_demand_push_creates_the_hosts_and_a_stop_releases(shared_
 
         code, _took = daemon.terminate()
         assert code == 0, daemon.log()
+        assert notify.first_with("STOPPING")["STOPPING"] == "1"
     assert daemon.status()["daemon"]["state"] == "stopped"
     assert "stopped: no work in flight" in daemon.log()
     # Released at once: the controller names no holder, and `xceprov status` says no daemon runs.
