@@ -64,7 +64,7 @@ def test_reset_of_a_closed_breaker_says_so(tmp_path: Path) -> None:
 def test_unknown_template_is_one_line_naming_it_and_changes_nothing(tmp_path: Path) -> None:
     cfg, state = site(tmp_path)
     result = CliRunner().invoke(cli, ["--config", str(cfg), "breaker", "reset", "gpuu"])
-    assert result.exit_code != 0
+    assert result.exit_code == 2  # a usage error
     assert result.stderr == f"xceprov: {cfg}: templates.gpuu: no such template (known: cpu, gpu); nothing reset\n"
     assert result.stdout == ""
     assert not (state / "breakers.json").exists() and not (state / "audit.log").exists()
