@@ -74,9 +74,11 @@ PASS_ALLOWANCE = 900.0
 # but working one.
 EXTEND_BY = 60.0
 EXTEND_EVERY = 20.0
-# At start, how long the first pass waits for the link and the leases (each lease granted,
-# denied or failed) before it runs anyway and simply skips the providers without a lease.
+# At start, how long the first pass waits for the link (START_WAIT), then for the leases
+# (LEASE_SETTLE) before it runs anyway and skips the providers without a lease: a lease gained
+# later starts a pass of its own.
 START_WAIT = 15.0
+LEASE_SETTLE = 3.0
 
 
 def daemon_instance_id(cluster: str) -> str:
@@ -241,13 +243,16 @@ class Daemon:
         )
 
     def _wait_for_leases(self) -> None:
-        """Until the link is up and every lease was granted, denied or failed once (at most START_WAIT)."""
+        """Until every lease is held, or LEASE_SETTLE after the link is up (a lease another
+        instance holds is not waited for: the pass skips that provider), at most START_WAIT."""
         assert self.link is not None and self.keeper is not None
         deadline = time.monotonic() + START_WAIT
-        self.link.wait_connected(START_WAIT)
+        if self.link.wait_connected(START_WAIT):
+            # The keeper's own link connects alongside; its first answer comes within a retry.
+            deadline = min(deadline, time.monotonic() + LEASE_SETTLE)
         while time.monotonic() < deadline and not self.lifecycle.stopping:
             statuses = self.keeper.status()
-            if statuses and all(s.held or s.holder for s in statuses):
+            if statuses and all(s.held for s in statuses):
                 return
             self.lifecycle.wait_stopping(0.1)
 
