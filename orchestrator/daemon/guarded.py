@@ -10,8 +10,9 @@ the pass needs to know nothing about signals:
 - each op that ends is counted on ``xceprov_ops_total`` (``parked`` when the fence stopped it);
 - every audit entry the executor writes is proof that the loop is making progress, so it beats
   the watchdog's heartbeat: a long burst is not taken for a stuck loop;
-- the bootstrap and decommission plays and the drain's waits are refused or cut short the
-  same way (:func:`guarded_bootstrap`, :func:`guarded_decommission`, :func:`stoppable_sleep`).
+- the decommission play and the drain's waits are refused or cut short the same way
+  (:func:`guarded_decommission`, :func:`stoppable_sleep`); a bootstrap play about to start once
+  stopping ends the pass instead (:class:`PassAborted`, :func:`guarded_bootstrap`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,17 @@ from orchestrator.ops.executor import Bootstrap, Created, CreateResult, Executor
 
 class NotStarted(LeaseLost):
     """An op, play or wait refused because the daemon is stopping: nothing was changed."""
+
+
+class PassAborted(BaseException):
+    """The daemon is stopping: the rest of the pass is not run (raised where a refusal would be
+    taken for a failure of the thing refused).
+
+    A ``BaseException``, like ``KeyboardInterrupt``: the pass catches every ``Exception`` of a
+    phase as that phase's failure, and a bootstrap play refused by a stop must not count as a
+    failed attempt of every host it would have bootstrapped (attempts lead to returns and to the
+    template's breaker). Only the daemon's loop catches it.
+    """
 
 
 class DaemonExecutor(Executor):
@@ -94,11 +106,14 @@ def held_unless_stopping(lifecycle: Lifecycle, name: str) -> Iterator[None]:
 
 
 def guarded_bootstrap(play: Bootstrap, lifecycle: Lifecycle) -> Bootstrap:
-    """``play`` held in flight as ``bootstrap on <provider>``; refused once stopping."""
+    """``play`` held in flight as ``bootstrap on <provider>``; once stopping, :class:`PassAborted`."""
 
     def run(provider: str, created: Sequence[Created]) -> Mapping[str, str]:
-        with held_unless_stopping(lifecycle, f"bootstrap on {provider}"):
-            return play(provider, created)
+        try:
+            with held_unless_stopping(lifecycle, f"bootstrap on {provider}"):
+                return play(provider, created)
+        except NotStarted as exc:
+            raise PassAborted(str(exc)) from None
 
     return run
 

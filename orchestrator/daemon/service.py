@@ -39,6 +39,7 @@ from orchestrator.daemon.fence import StopFence
 from orchestrator.daemon.guarded import (
     DaemonExecutor,
     NotStarted,
+    PassAborted,
     guarded_bootstrap,
     guarded_decommission,
     held_unless_stopping,
@@ -337,6 +338,9 @@ class Daemon:
                 report: dict[str, Any] | None = None
                 try:
                     report = self.reconciler.run_once(trigger).to_json()
+                except PassAborted as exc:
+                    log.info("reconcile pass (%s) ended early: %s", trigger, exc)
+                    return False
                 except Exception:  # the pass isolates its phases; this is a bug in the loop itself
                     log.exception("reconcile pass (%s) failed", trigger)
                 duration = time.monotonic() - began

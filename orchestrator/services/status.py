@@ -22,14 +22,15 @@ from __future__ import annotations
 import os
 import socket
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.clients.controller.types import ControllerStatus, Fact, LinkState
 from orchestrator.configfile import LoadedConfig
-from orchestrator.errors import ControllerError
+from orchestrator.errors import ControllerError, XceprovError
 from orchestrator.ops.openops import open_ops as find_open_ops
 from orchestrator.reconcile.breaker import Breakers
 from orchestrator.workspace.daemonstatus import read_status
@@ -139,6 +140,9 @@ class StatusReport:
     term_started: float = 0.0  # unix seconds the controller's current term started (0: not reported)
     daemon: DaemonView | None = None  # None: no daemon ever wrote a status with this state_dir
     breakers: tuple[dict[str, Any], ...] = ()
+    # Local state that could not be read (the daemon's state dir is 0700: another user's
+    # `xceprov status` still shows the controller's view, and says what it could not see).
+    unreadable: dict[str, str] = field(default_factory=dict)  # "daemon" | "breakers" -> why
 
     def to_json(self) -> dict[str, Any]:
         """The report as plain JSON values (``xceprov status --json``)."""
@@ -195,9 +199,25 @@ def collect_status(loaded: LoadedConfig) -> StatusReport:
         pending_work=status.pending_work,
         running_work=status.running_work,
         term_started=status.term_started,
-        daemon=daemon_view(config.state_dir),
-        breakers=breaker_rows(loaded),
+        **local_state(loaded),
     )
+
+
+def local_state(loaded: LoadedConfig) -> dict[str, Any]:
+    """The daemon's status and the breakers, each read on its own: one that cannot be read is
+    named in ``unreadable`` and the report goes on."""
+    unreadable: dict[str, str] = {}
+    out: dict[str, Any] = {"unreadable": unreadable}
+    readers: dict[str, Callable[[], Any]] = {
+        "daemon": lambda: daemon_view(loaded.config.state_dir),
+        "breakers": lambda: breaker_rows(loaded),
+    }
+    for key, read in readers.items():
+        try:
+            out[key] = read()
+        except (XceprovError, OSError) as exc:
+            unreadable[key] = (str(exc).splitlines() or [type(exc).__name__])[0]
+    return out
 
 
 def term_since(started: float) -> str:
@@ -241,7 +261,13 @@ def render_text(report: StatusReport, providers: list[str]) -> str:
             f"  {op.provider:<10} {op.op_id}  {op.action:<6} {op.template or '-':<12}"
             f" {op.done}/{op.wanted}  epoch {op.epoch}"
         )
-    lines += ["", *render_daemon(report.daemon), "", *render_breakers(report.breakers)]
+    daemon_lines = render_daemon(report.daemon)
+    breaker_lines = render_breakers(report.breakers)
+    if "daemon" in report.unreadable:
+        daemon_lines = ["daemon", f"  not readable here: {report.unreadable['daemon']}"]
+    if "breakers" in report.unreadable:
+        breaker_lines = ["breakers", f"  not readable here: {report.unreadable['breakers']}"]
+    lines += ["", *daemon_lines, "", *breaker_lines]
     return "\n".join(lines)
 
 

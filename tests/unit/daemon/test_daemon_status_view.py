@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from orchestrator.clients.controller.types import LinkState
-from orchestrator.services.status import DaemonView, StatusReport, daemon_view, render_breakers, render_text
+from orchestrator.configfile import LoadedConfig
+from orchestrator.services.status import (
+    DaemonView,
+    StatusReport,
+    daemon_view,
+    local_state,
+    render_breakers,
+    render_text,
+)
 from orchestrator.workspace.daemonstatus import write_status
+from tests.unit.daemon.daemon_helpers import loaded
 
 
 def running_document(written: float) -> dict[str, object]:
@@ -81,3 +91,19 @@ def test_breakers_show_position_failures_and_why() -> None:
         "breakers",
         "  gpu              open  3/3 failures  half-opens 2027-01-15T09:00:00Z  3 bootstrap failures within 1800s",
     ]
+
+
+def test_state_that_cannot_be_read_is_named_and_the_rest_still_shown(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    base = loaded()
+    site = LoadedConfig(base.config.model_copy(update={"state_dir": state}), base.source, base.base_dir)
+    (state / "daemon").mkdir(parents=True)
+    (state / "daemon" / "status.json").write_text("{broken")
+    found = local_state(site)
+    path = state / "daemon" / "status.json"
+    assert found["breakers"] == ()  # readable: nothing recorded
+    assert list(found["unreadable"]) == ["daemon"]
+    assert found["unreadable"]["daemon"].startswith(f"{path}: not a daemon status file (")
+    text = render_text(replace(report(None), unreadable=found["unreadable"]), ["sim"])
+    assert f"daemon\n  not readable here: {path}: not a daemon status file" in text
+    assert "breakers\n  (all closed)" in text
