@@ -112,9 +112,10 @@ class BootstrapTracker:
         new = replace(record, attempts=tried, outcome=line, last_at=now, next_at=now + backoff.delay(tried, rng))
         return Attempt(self._save([new])[0], "retry")
 
-    def joined(self, record: BootstrapRecord) -> BootstrapRecord:
-        """The host's worker joined (recorded once; the breaker counts it once)."""
-        return self._save([replace(record, joined=True)])[0]
+    def joined(self, records: Iterable[BootstrapRecord]) -> list[BootstrapRecord]:
+        """The hosts' workers joined (recorded once each; the breaker counts each once)."""
+        changed = [replace(r, joined=True) for r in records]
+        return self._save(changed) if changed else []
 
     def prune(self, live: Iterable[str]) -> list[str]:
         """Forget the records of every key not in ``live`` (gone hosts); the keys dropped."""

@@ -32,7 +32,7 @@ from orchestrator.ops.drain import DrainSettings
 from orchestrator.ops.executor import Bootstrap, Created, Executor
 from orchestrator.ops.hosts import JOINED_STATES
 from orchestrator.reconcile.backoff import Backoff
-from orchestrator.reconcile.bootstraps import BootstrapTracker
+from orchestrator.reconcile.bootstraps import BootstrapRecord, BootstrapTracker
 from orchestrator.reconcile.breaker import Breakers
 from orchestrator.reconcile.passctx import PassContext
 from orchestrator.reconcile.reclaim import ReclaimCandidate, hosts_by_key, reclaim_candidates
@@ -69,6 +69,7 @@ class HostPhases:
         """Return ``keys`` of ``provider`` through the executor; the op id ("" when it failed)."""
         if not keys:
             return ""
+        self.ctx.stale(provider)
         try:
             result = self.executor.return_instances(provider, sorted(keys), drain=NO_WAIT, reason=reason)
         except LeaseLost as exc:
@@ -78,8 +79,6 @@ class HostPhases:
         except Exception as exc:
             evidence["errors"].append(f"return of {', '.join(sorted(keys))} on {provider}: {_line(exc)}")
             return ""
-        finally:
-            self.ctx.stale(provider)
         self.ctx.ops.append(result.op_id)
         return result.op_id
 
@@ -156,17 +155,19 @@ def join_phase(phases: HostPhases) -> dict[str, Any]:
     for provider in list(phases.ctx.leased):
         now = phases.clock()
         overdue: list[Fact] = []
+        first_joins: list[BootstrapRecord] = []
         for fact in phases.ctx.expected(provider):
-            host = known.get(fact.instance_key)
             record = phases.tracker.get(fact.instance_key, provider, fact.template, fact.host_name)
-            if joined(host):
+            if joined(known.get(fact.instance_key)):
                 if not record.joined:
-                    phases.tracker.joined(record)
-                    phases.breakers.success(fact.template, now)
-                    evidence["joined"].append(fact.host_name)
+                    first_joins.append(record)
                 continue
             if fact.join_deadline and now > fact.join_deadline:
                 overdue.append(fact)
+        # One write for all first joins (after a restart they can be every host of the site).
+        for record in phases.tracker.joined(first_joins):
+            phases.breakers.success(record.template, now)
+            evidence["joined"].append(record.host_name)
         if not overdue:
             continue
         details = [
@@ -189,6 +190,8 @@ def join_phase(phases: HostPhases) -> dict[str, Any]:
             evidence["returned"] += [f.instance_key for f in overdue]
             for f in overdue:
                 phases.breakers.failure(f.template, "join", f"{f.host_name}: not joined by {f.join_deadline:.0f}", now)
+    # Records of hosts that are gone (returned, lost) are of no more use: the file stays small.
+    evidence["forgotten"] = phases.tracker.prune(r.key for r in phases.ctx.records() if not r.gone)
     return evidence
 
 

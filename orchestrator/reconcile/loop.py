@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import LeaseLost
+from orchestrator.errors import ControllerError, LeaseLost
 from orchestrator.model.config import Config
 from orchestrator.model.instances import new_op_id
 from orchestrator.ops.executor import Bootstrap, Executor
@@ -34,7 +34,7 @@ from orchestrator.reconcile.backoff import Backoff
 from orchestrator.reconcile.bootstraps import BootstrapTracker
 from orchestrator.reconcile.breaker import Breakers
 from orchestrator.reconcile.budget import Usage
-from orchestrator.reconcile.classify import classify_error
+from orchestrator.reconcile.classify import FailureClass, classify_error
 from orchestrator.reconcile.gap import gaps_from_ledger
 from orchestrator.reconcile.health import ProviderHealth
 from orchestrator.reconcile.passctx import PassContext, ReadFailed, read_inputs
@@ -121,6 +121,9 @@ class FailedOp:
     attempts: int
     retry_at: float
     error: str
+    # The failure's class ("transient" also when the controller went away): after a refusal the
+    # cloud made none of the failed instances, so closing the op needs no listing of the cloud.
+    failure: str = FailureClass.TRANSIENT.value
 
 
 class Reconciler:
@@ -247,7 +250,9 @@ class Reconciler:
                     if action == "wait":
                         evidence["waiting"].append({"op": op.op_id, "retry_at": failed.retry_at})
                         continue
-                    if action == "abandon" and self._close(ctx, op, f"not retried: {failed.error}"):
+                    listing = failed.failure == FailureClass.TRANSIENT.value
+                    reason = f"not retried: {failed.error}"
+                    if action == "abandon" and self._close(ctx, op, reason, check_listing=listing):
                         evidence["closed"].append(op.op_id)
                         continue
                 self._attempt(ctx, op, evidence)
@@ -264,18 +269,21 @@ class Reconciler:
         return decision.action
 
     def _attempt(self, ctx: PassContext, op: OpenOp, evidence: dict[str, Any]) -> None:
+        ctx.stale(op.provider)  # before the change: a failure handler reads the facts again
         try:
             resolution = resume_op(self.executor, op)
         except LeaseLost as exc:
             self._fenced(ctx, op.provider, op.op_id, exc)
             evidence["errors"].append(f"op {op.op_id}: {_one_line(exc)}")
             return
+        except ControllerError as exc:
+            self._unreachable(op.provider, op.op_id, op.template, op.kind, exc)
+            evidence["errors"].append(f"op {op.op_id}: {_one_line(exc)}")
+            return
         except Exception as exc:
             self._op_failed(ctx, op.provider, op.op_id, op.template, op.kind, exc)
             evidence["errors"].append(f"op {op.op_id}: {_one_line(exc)}")
             return
-        finally:
-            ctx.stale(op.provider)
         self.failed.pop(op.op_id, None)
         if op.kind == "create":
             self.health.succeeded(op.provider, op.template)
@@ -284,14 +292,16 @@ class Reconciler:
     def _scale_out(self, ctx: PassContext) -> dict[str, Any]:
         """Gap → policy → creates; a refused create is closed and the next round falls back."""
         evidence: dict[str, Any] = {"rounds": 0, "created": [], "failed": [], "errors": []}
+        # Every round decides as of the phase's start: a provider that refused in round one is
+        # still passed over in round two even when closing the refused op outlasted its backoff.
+        now = self.clock()
         for _round in range(len(self.config.providers) + 1):
             evidence["rounds"] += 1
             records = ctx.records()
             gaps = gaps_from_ledger(ctx.snapshot, records)
             if not ctx.gaps:
                 ctx.gaps = {t: g.evidence() for t, g in gaps.items()}
-            now = self.clock()
-            inputs = PolicyInputs(gaps, records, self.health, self.breakers, now, self._unavailable(ctx, now))
+            inputs = PolicyInputs(gaps, records, self.health, self.breakers, now, self._unavailable(ctx))
             decisions = scale_out(self.config, inputs)
             self._audit_decisions(ctx, decisions)
             requests = [op for d in decisions for op in d.ops]
@@ -304,7 +314,8 @@ class Reconciler:
                 break
         return evidence
 
-    def _unavailable(self, ctx: PassContext, now: float) -> dict[str, str]:
+    def _unavailable(self, ctx: PassContext) -> dict[str, str]:
+        """Providers the policy must pass over in this round, and why."""
         out = {p: "no valid lease" for p in self.config.providers if p not in ctx.leased}
         for failed in self.failed.values():
             # One failing op per provider at a time: a new op would plan the waiting op's keys too.
@@ -329,10 +340,16 @@ class Reconciler:
     def _create(self, ctx: PassContext, provider: str, template: str, count: int, evidence: dict[str, Any]) -> bool:
         """One create; True when it was refused and closed (its hosts may be asked for elsewhere)."""
         op_id = new_op_id()
+        ctx.stale(provider)  # before the change: the failure handler reads the op's facts
         try:
             result = self.executor.create(provider, template, count, op_id=op_id)
         except LeaseLost as exc:
             self._fenced(ctx, provider, op_id, exc)
+            evidence["errors"].append(f"op {op_id}: {_one_line(exc)}")
+            return False
+        except ControllerError as exc:
+            ctx.ops.append(op_id)
+            self._unreachable(provider, op_id, template, "create", exc)
             evidence["errors"].append(f"op {op_id}: {_one_line(exc)}")
             return False
         except Exception as exc:
@@ -340,8 +357,6 @@ class Reconciler:
             closed = self._op_failed(ctx, provider, op_id, template, "create", exc)
             evidence["failed"].append({"op": op_id, "provider": provider, "error": _one_line(exc), "closed": closed})
             return closed
-        finally:
-            ctx.stale(provider)
         ctx.ops.append(op_id)
         self.health.succeeded(provider, template)
         evidence["created"].append(
@@ -376,25 +391,34 @@ class Reconciler:
             evidence=decision.evidence,
             attempts=attempts,
         )
-        self.failed[op_id] = FailedOp(op_id, provider, template, kind, attempts, retry_at, error)
+        self.failed[op_id] = FailedOp(op_id, provider, template, kind, attempts, retry_at, error, failure.kind.value)
         if decision.action != "abandon":
             return False
         op = next((o for o in open_ops(ctx.facts(provider)) if o.op_id == op_id), None)
         if op is None:
             self.failed.pop(op_id, None)  # refused before its intent: nothing to close
             return True
-        return self._close(ctx, op, f"{failure.kind.value}: {error}")
+        # A refusal (capacity, quota, permanent) says the cloud made none of the failed
+        # instances; after transient failures a lost response is possible, so the listing is read.
+        listing = failure.kind == FailureClass.TRANSIENT
+        return self._close(ctx, op, f"{failure.kind.value}: {error}", check_listing=listing)
 
-    def _close(self, ctx: PassContext, op: OpenOp, reason: str) -> bool:
+    def _close(self, ctx: PassContext, op: OpenOp, reason: str, *, check_listing: bool = True) -> bool:
+        ctx.stale(op.provider)
         try:
-            close_refused(self.executor, op, reason)
+            close_refused(self.executor, op, reason, check_listing=check_listing)
         except StillLaunched as exc:
             audit(self.state_dir, "reconcile-op-kept-open", provider=op.provider, op=op.op_id, reason=str(exc))
             return False
-        finally:
-            ctx.stale(op.provider)
         self.failed.pop(op.op_id, None)
         return True
+
+    def _unreachable(self, provider: str, op_id: str, template: str, kind: str, exc: ControllerError) -> None:
+        """The controller went away mid-op (a failover): not the cloud's fault, retried at once."""
+        previous = self.failed.get(op_id)
+        attempts = (previous.attempts if previous else 0) + 1
+        self.failed[op_id] = FailedOp(op_id, provider, template, kind, attempts, self.clock(), _one_line(exc))
+        audit(self.state_dir, "reconcile-op-interrupted", provider=provider, op=op_id, reason=_one_line(exc))
 
     def _fenced(self, ctx: PassContext, provider: str, op_id: str, exc: LeaseLost) -> None:
         """The lease went mid-op: the op stays open and is resumed once the lease is back."""

@@ -29,29 +29,26 @@ from orchestrator.model.facts import Fact, FactKind
 from orchestrator.ops.executor import Executor
 from orchestrator.ops.openops import OpenOp
 from orchestrator.ops.resume import tagged_objects
+from orchestrator.workspace.workdir import ProviderWorkdir
 
 
 class StillLaunched(FinalError):
     """The cloud shows instances of the op that Terraform does not hold: it is not closed."""
 
 
-def close_refused(executor: Executor, op: OpenOp, reason: str) -> dict[str, Any]:
-    """Close the refused create ``op`` (see the module docstring); the evidence of what was done."""
+def close_refused(executor: Executor, op: OpenOp, reason: str, *, check_listing: bool = True) -> dict[str, Any]:
+    """Close the refused create ``op`` (see the module docstring); the evidence of what was done.
+
+    ``check_listing`` False skips the listing (one refresh of the provider's instances): the
+    caller knows the cloud refused the failed instances themselves (capacity, quota, a bad
+    request), so none of them can have been launched.
+    """
     provider = op.provider
     pending = set(op.pending)
     shards = executor.shard_list(provider)
-    held_all: set[str] = set()
-    for shard in shards:
-        with shard.lock():
-            held_all.update(k for k in executor.state_instances(shard) if k in pending)
-    status, objects = tagged_objects(executor, executor.workdir(provider))
-    live = [o for o in objects if o["tags"].get(owner.OP_ID) == op.op_id and o["state"] not in ("terminated",)]
-    held_of_op = len(held_all) + op.done
-    if len(live) > held_of_op:
-        raise StillLaunched(
-            f"op {op.op_id}: the cloud lists {len(live)} live instances of the op, Terraform holds "
-            f"{held_of_op}; left open for a retry (the instance key is the cloud's idempotency token)"
-        )
+    status = "not read: the cloud refused the instances"
+    if check_listing:
+        status = _check_listing(executor, op, shards)
     evidence: dict[str, Any] = {"op": op.op_id, "listing": status, "recorded": [], "dropped": [], "never": []}
     placed: set[str] = set()
     for shard in shards:
@@ -80,3 +77,23 @@ def close_refused(executor: Executor, op: OpenOp, reason: str) -> dict[str, Any]
         evidence["never"] = never
     executor.audit("reconcile-op-closed", provider=provider, reason=reason, **evidence)
     return evidence
+
+
+def _check_listing(executor: Executor, op: OpenOp, shards: list[ProviderWorkdir]) -> str:
+    """The listing's status; ``StillLaunched`` when it shows more of the op than Terraform holds."""
+    pending = set(op.pending)
+    held: set[str] = set()
+    for shard in shards:
+        with shard.lock():
+            held.update(k for k in executor.state_instances(shard) if k in pending)
+    status, objects = tagged_objects(executor, executor.workdir(op.provider))
+    live = [o for o in objects if o["tags"].get(owner.OP_ID) == op.op_id and o["state"] not in ("terminated",)]
+    # ``done`` counts the op's keys already accounted for (created, or gone): an upper bound of
+    # the live ones Terraform knew before, so only a real surplus stops the close.
+    known = len(held) + op.done
+    if len(live) > known:
+        raise StillLaunched(
+            f"op {op.op_id}: the cloud lists {len(live)} live instances of the op, Terraform holds "
+            f"{known}; left open for a retry (the instance key is the cloud's idempotency token)"
+        )
+    return status

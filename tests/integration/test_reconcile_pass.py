@@ -8,14 +8,54 @@ agreement: no open op, no duplicate, no leak.
 
 from __future__ import annotations
 
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
-from reconcile_world import agree, reconcile_world
+from reconcile_world import World, agree, reconcile_world
 
+from orchestrator.ops.executor import Created
+from orchestrator.ops.openops import open_ops
+from orchestrator.reconcile.loop import PassReport
 from orchestrator.sim.controller import admin
 
 pytestmark = pytest.mark.integration
+
+FAST_RETRY = {"retry": {"base": 1, "max": 2, "attempts": 3}, "cooldown": 0}
+
+
+def in_thread(world: World) -> Future[PassReport]:
+    pool = ThreadPoolExecutor(max_workers=1)
+    future = pool.submit(world.reconciler.run_once, "demand")
+    pool.shutdown(wait=False)
+    return future
+
+
+def wait_until(what: str, check: Callable[[], bool], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def settle(world: World, wanted: int, passes: int, step: float = 5.0) -> list[PassReport]:
+    """Passes (the clock moving ``step`` each) until the cloud holds ``wanted`` and no op is open."""
+    reports: list[PassReport] = []
+    for _ in range(passes):
+        reports.append(world.reconciler.run_once())
+        facts = world.facts()
+        if len(world.alive()) == wanted and not open_ops(facts) and reports[-1].gaps.get("cpu", {}).get("gap") == 0:
+            return reports
+        world.clock.advance(step)
+    raise AssertionError(f"not settled after {passes} passes: {[r.to_json() for r in reports[-3:]]}")
+
+
+def actions(world: World) -> list[str]:
+    return [e["action"] for e in world.audit()]
 
 
 def test_steady_demand_creates_exactly_the_missing_hosts(tmp_path: Path) -> None:
@@ -29,3 +69,236 @@ def test_steady_demand_creates_exactly_the_missing_hosts(tmp_path: Path) -> None
         assert reports[0].gaps["cpu"]["gap"] == 3
         assert all(r.ok for r in reports), [p for r in reports for p in r.phases if not p.ok]
         assert reports[-1].gaps["cpu"]["gap"] == 0
+        # Demand grows: only the difference is asked for (once the cooldown has passed).
+        world.clock.advance(31)
+        admin.submit(world.ctl_state, "cpu", 2, 600.0)
+        world.wait_demand(lambda wanted: wanted.get("cpu") == 5)
+        more = world.passes(4)
+        assert len(agree(world)) == 5
+        assert len([op for r in more for op in r.ops]) == 1
+
+
+def test_demand_that_falls_mid_op_does_not_cancel_it(tmp_path: Path) -> None:
+    with reconcile_world(tmp_path) as world:
+        admin.submit(world.ctl_state, "cpu", 2, 600.0)
+        world.wait_demand(lambda wanted: wanted.get("cpu") == 2)
+        world.store.set_slow_launch(1.0)
+        running = in_thread(world)
+        wait_until("the apply", lambda: "op-apply" in actions(world))
+        # Two static workers take the work: demand falls to nothing while the op runs.
+        for n in (1, 2):
+            world.join(Created(f"static-{n}", f"i-static-{n}", f"static-{n}", "", "cpu", 0.0))
+        world.wait_demand(lambda wanted: wanted.get("cpu", 0) == 0)
+        first = running.result(timeout=120)
+        world.store.set_slow_launch(0.0)
+        assert first.phase("scale-out").ok, first.to_json()
+        later = world.passes(3)
+        assert len(agree(world)) == 2  # the op finished: both hosts exist, none cancelled
+        assert [op for r in later for op in r.ops] == []
+        assert later[-1].gaps["cpu"]["surplus"] == 2
+
+
+def test_cloud_api_errors_at_30_percent_end_in_exactly_the_demand(tmp_path: Path) -> None:
+    with reconcile_world(tmp_path, policy=FAST_RETRY) as world:
+        admin.submit(world.ctl_state, "cpu", 3, 600.0)
+        world.wait_demand(lambda wanted: wanted.get("cpu") == 3)
+        world.store.set_error_rate(0.3, seed=11)
+        reports = settle(world, 3, passes=40)
+        failures = [e for e in world.audit() if e["action"] == "reconcile-op-failed"]
+        assert failures, "the error rate never hit a create"
+        assert all(e["failure"]["class"] == "transient" for e in failures)
+        world.store.set_error_rate(0.0)
+        assert len(agree(world)) == 3
+        assert reports[-1].gaps["cpu"]["gap"] == 0
+
+
+TWO_PROVIDERS = {
+    "sim": {"module": "xcesim", "max_instances": 20, "priority": 20},
+    "sim2": {"module": "xcesim", "max_instances": 20, "priority": 10},
+}
+CPU_ON_BOTH = {
+    "cpu": {
+        "providers": {
+            "sim": {"flavor": "c8.large", "image": "debian-12"},
+            "sim2": {"flavor": "c4.large", "image": "debian-12"},
+        }
+    }
+}
+
+
+def test_capacity_exhausted_on_the_first_provider_falls_back_by_priority(tmp_path: Path) -> None:
+    with reconcile_world(tmp_path, providers=TWO_PROVIDERS, templates=CPU_ON_BOTH, policy=FAST_RETRY) as world:
+        world.store.set_capacity("c8.large", 0)
+        admin.submit(world.ctl_state, "cpu", 3, 600.0)
+        world.wait_demand(lambda wanted: wanted.get("cpu") == 3)
+        [report] = world.passes(1)
+        alive = agree(world)
+        assert sorted(i.flavor for i in alive.values()) == ["c4.large"] * 3
+        [failed] = report.phase("scale-out").evidence["failed"]
+        assert failed["provider"] == "sim" and failed["closed"] is True
+        [created] = report.phase("scale-out").evidence["created"]
+        assert created["provider"] == "sim2" and created["count"] == 3
+        [entry] = [e for e in world.audit() if e["action"] == "reconcile-op-failed"]
+        assert entry["failure"]["class"] == "capacity" and entry["decision"] == "abandon"
+        # Steady afterwards: nothing more is asked of either provider.
+        assert [op for r in world.passes(2) for op in r.ops] == []
+
+
+def test_a_lease_lost_mid_op_stops_creates_and_the_next_pass_finishes(tmp_path: Path) -> None:
+    with reconcile_world(tmp_path, terraform={"parallelism": 1}) as world:
+        admin.submit(world.ctl_state, "cpu", 4, 600.0)
+        world.wait_demand(lambda wanted: wanted.get("cpu") == 4)
+        world.store.set_slow_launch(1.0)
+        running = in_thread(world)
+        wait_until("the first instance", lambda: len(world.alive()) >= 1)
+        admin.revoke(world.ctl_state, "sim", "test")
+        at_revocation = len(world.alive())
+        report = running.result(timeout=120)
+        after = len(world.alive())
+        assert after <= at_revocation + 1 and after < 4  # the create in flight may finish; none after
+        assert not report.phase("scale-out").ok and "lease" in report.phase("scale-out").error
+        [op] = open_ops(world.facts())  # resumable
+        assert "op-apply-interrupted" in actions(world)
+        world.store.set_slow_launch(0.0)
+        world.wait_lease("sim")
+        resumed = world.passes(3)
+        assert [r["op"] for r in resumed[0].phase("resume").evidence["resumed"]] == [op.op_id]
+        assert len(agree(world)) == 4
+        assert [o for r in resumed for o in r.ops] == []  # finished by resume, not asked again
+
+
+def failing_bootstrap(calls: list[list[str]]) -> Callable[[str, Sequence[Created]], Mapping[str, str]]:
+    def bootstrap(provider: str, created: Sequence[Created]) -> Mapping[str, str]:
+        calls.append([c.name for c in created])
+        return {c.name: "failed: ssh: connect to host port 22: Connection refused" for c in created}
+
+    return bootstrap
+
+
+def test_a_bootstrap_failing_on_every_host_opens_the_breaker_and_returns_them(tmp_path: Path) -> None:
+    calls: list[list[str]] = []
+    policy = {**FAST_RETRY, "retry": {"base": 1, "max": 2, "attempts": 2}, "breaker": {"failures": 2}}
+    with reconcile_world(tmp_path, bootstrap=failing_bootstrap(calls), policy=policy) as world:
+        admin.submit(world.ctl_state, "cpu", 2, 600.0)
+        world.wait_demand(lambda wanted: wanted.get("cpu") == 2)
+        reports: list[PassReport] = []
+        for _ in range(5):
+            reports.append(world.reconciler.run_once())
+            world.clock.advance(5)
+        assert len(agree(world)) == 0  # every host returned
+        assert [len(c) for c in calls] == [2, 2]  # two attempts each, then given up
+        breakers = json.loads((world.site / "state" / "breakers.json").read_text())["breakers"]
+        assert breakers["cpu"]["position"] == "open"
+        opened = next(i for i, r in enumerate(reports) if r.phase("bootstrap").evidence.get("breakers"))
+        assert [op for r in reports[opened + 1 :] for op in r.ops] == []  # no more requests
+        assert {d["outcome"] for r in reports[opened + 1 :] for d in r.decisions} == {"breaker-open"}
+        assert "reconcile-bootstrap-gave-up" in actions(world)
+        records = json.loads((world.site / "state" / "bootstrap.json").read_text())["hosts"]
+        assert records == {}  # returned hosts are forgotten
+
+
+def test_the_budget_cap_holds_under_retries(tmp_path: Path) -> None:
+    templates = {"cpu": {"providers": {"sim": {"flavor": "c8.large", "image": "debian-12", "cost_per_hour": 1.0}}}}
+    policy = {**FAST_RETRY, "budget_per_hour": 2.5}
+    with reconcile_world(tmp_path, templates=templates, policy=policy) as world:
+        admin.submit(world.ctl_state, "cpu", 5, 600.0)
+        world.wait_demand(lambda wanted: wanted.get("cpu") == 5)
+        world.store.set_error_rate(0.3, seed=5)
+        peak = 0
+        for _ in range(25):
+            report = world.reconciler.run_once()
+            peak = max(peak, len(world.alive()))
+            if len(world.alive()) == 2 and not open_ops(world.facts()):
+                break
+            world.clock.advance(5)
+        world.store.set_error_rate(0.0)
+        assert peak <= 2
+        assert len(agree(world)) == 2
+        [decision] = [d for d in report.decisions if d["template"] == "cpu"]
+        assert decision["outcome"] == "no-room"
+        assert decision["evidence"]["providers"][0]["room"]["limit"] == "cluster budget"
+
+
+def test_a_controller_failover_during_a_burst_ends_in_agreement(tmp_path: Path) -> None:
+    with reconcile_world(tmp_path, policy=FAST_RETRY, terraform={"parallelism": 1}) as world:
+        admin.submit(world.ctl_state, "cpu", 4, 600.0)
+        world.wait_demand(lambda wanted: wanted.get("cpu") == 4)
+        world.store.set_slow_launch(0.7)
+        running = in_thread(world)
+        wait_until("the first instance", lambda: len(world.alive()) >= 1)
+        admin.failover(world.ctl_state)
+        running.result(timeout=120)
+        world.store.set_slow_launch(0.0)
+        assert world.link.wait_connected(30)
+        # The work was pending in the controller's memory: it survives the failover there.
+        world.wait_demand(lambda wanted: wanted.get("cpu") == 4, timeout=30)
+        world.wait_lease("sim")
+        for _ in range(10):
+            world.reconciler.run_once()
+            if not open_ops(world.facts()) and len(world.alive()) >= 4:
+                break
+            world.clock.advance(5)
+        alive = agree(world)
+        assert len(alive) == 4
+
+
+class BusyBetweenReadAndClose:
+    """The real view, but work arrives right after the pass read the hosts (before the close)."""
+
+    def __init__(self, world: World, inner: Any) -> None:
+        self.world, self.inner, self.armed = world, inner, False
+
+    def demand(self) -> Any:
+        return self.inner.demand()
+
+    def facts(self, provider: str) -> Any:
+        return self.inner.facts(provider)
+
+    def connected(self) -> bool:
+        return bool(self.inner.connected())
+
+    def hosts(self) -> Any:
+        hosts = self.inner.hosts()
+        if self.armed:
+            self.armed = False
+            admin.submit(self.world.ctl_state, "cpu", 1, 2.0)
+        return hosts
+
+
+def test_bootstrap_join_and_idle_reclaim_keep_a_host_that_turned_busy(tmp_path: Path) -> None:
+    holder: list[World] = []
+
+    def join_them(provider: str, created: Sequence[Created]) -> Mapping[str, str]:
+        for c in created:
+            holder[0].join(c)
+        return {c.name: "ok" for c in created}
+
+    providers = {"sim": {"module": "xcesim", "max_instances": 20, "idle_time": 60, "hold_time": 120}}
+    with reconcile_world(tmp_path, providers=providers, bootstrap=join_them, policy=FAST_RETRY) as world:
+        holder.append(world)
+        admin.submit(world.ctl_state, "cpu", 2, 1.0)
+        world.wait_demand(lambda wanted: wanted.get("cpu") == 2)
+        [first] = world.passes(1)
+        assert first.phase("bootstrap").evidence["hosts"] and len(world.alive()) == 2
+        states = lambda: {h.instance_key: h.state for h in world.link.host_status(provider="sim")}  # noqa: E731
+        wait_until("the work ran and ended", lambda: sorted(states().values()) == ["idle", "idle"], timeout=30)
+        [second] = world.passes(1)
+        assert len(second.phase("join-tracking").evidence["joined"]) == 2
+        assert second.reclaim_candidates == []  # idle, but not yet past idle_time and hold_time
+        world.clock.advance(180)
+        view = BusyBetweenReadAndClose(world, world.reconciler.controller)
+        world.reconciler.controller = view
+        view.armed = True
+        [third] = world.passes(1)
+        assert len(third.reclaim_candidates) == 2
+        kept = third.phase("reclaim").evidence["kept"]
+        assert len(kept) == 1 and "closing" in kept[0]["why"]
+        assert len(third.phase("reclaim").evidence["returned"]) == 1
+        busy_key = kept[0]["key"]
+        assert set(world.alive()) == {busy_key}  # kept: its work ran on (closing, then closed)
+        wait_until("the kept host's work ended", lambda: states().get(busy_key) == "closed", timeout=30)
+        [fourth] = world.passes(1)
+        assert fourth.phase("reclaim").evidence["returned"] == [busy_key]
+        assert agree(world) == {}
+        returned = [e for e in world.audit() if e["action"] == "reconcile-reclaim" and e["op"]]
+        assert [r["reason"] for e in returned for r in e["returned"]] == ["idle", "closed"]

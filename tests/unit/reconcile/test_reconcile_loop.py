@@ -1,0 +1,173 @@
+"""The pass's phases through a fake Terraform engine and an in-memory controller, on a fake clock.
+
+What a user would notice: a pass that cannot read the controller changes nothing (every later
+phase skipped, said once in the audit log); a phase that fails is audited by name and the next
+phases still run; the gap is asked for once; a reload forgets provider failures.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from reconcile_support import FakeClock
+from tffake import FakeEngine, FakeHosts, MemoryFacts, site_config, unit_executor
+
+from orchestrator.clients.controller.types import DemandSnapshot, Fact, HostInfo, TemplateDemand
+from orchestrator.configfile import LoadedConfig
+from orchestrator.errors import ControllerError
+from orchestrator.model.facts import Epoch, FactKind
+from orchestrator.ops.executor import Created
+from orchestrator.reconcile.classify import Classification, FailureClass
+from orchestrator.reconcile.loop import PHASES, Reconciler
+
+
+class FakeView:
+    """The controller as a pass reads it: a snapshot, the executor's facts and hosts."""
+
+    def __init__(self, facts: MemoryFacts, hosts: FakeHosts) -> None:
+        self.facts_log, self.host_log = facts, hosts
+        self.snapshot: DemandSnapshot | None = None
+        self.up = True
+        self.hosts_error: Exception | None = None
+
+    def want(self, **wanted: int) -> None:
+        seq = self.snapshot.seq + 1 if self.snapshot else 1
+        self.snapshot = DemandSnapshot(seq, 1, 0.0, tuple(TemplateDemand(t, n) for t, n in wanted.items()))
+
+    def demand(self) -> DemandSnapshot | None:
+        """The snapshot with ``in_flight`` as the controller counts it: expected hosts not gone."""
+        if self.snapshot is None:
+            return None
+        facts = self.facts_log.committed
+        gone = {f.instance_key for f in facts if f.kind in (FactKind.RETURNED, FactKind.LOST)}
+        expected = [f for f in facts if f.kind == FactKind.EXPECTED_HOST and f.instance_key not in gone]
+        templates = tuple(
+            TemplateDemand(t.template, t.wanted, in_flight=sum(f.template == t.template for f in expected))
+            for t in self.snapshot.templates
+        )
+        return DemandSnapshot(self.snapshot.seq, self.snapshot.term, 0.0, templates)
+
+    def hosts(self) -> Sequence[HostInfo]:
+        if self.hosts_error is not None:
+            raise self.hosts_error
+        return self.host_log.hosts("sim")
+
+    def facts(self, provider: str) -> list[Fact]:
+        return self.facts_log.facts(provider)
+
+    def connected(self) -> bool:
+        return self.up
+
+
+@pytest.fixture
+def loaded(tmp_path: Path) -> LoadedConfig:
+    return site_config(tmp_path)
+
+
+def build(
+    loaded: LoadedConfig, engine: FakeEngine, bootstrap: object = None
+) -> tuple[Reconciler, FakeView, MemoryFacts, FakeClock]:
+    facts, hosts, clock = MemoryFacts(), FakeHosts(), FakeClock()
+    executor = unit_executor(loaded, engine, facts=facts, hosts=hosts, clock=lambda: clock.now)
+    view = FakeView(facts, hosts)
+    reconciler = Reconciler(
+        loaded.config,
+        executor,
+        view,
+        clock=lambda: clock.now,
+        state_dir=loaded.config.state_dir,
+        bootstrap=bootstrap,  # type: ignore[arg-type]
+    )
+    return reconciler, view, facts, clock
+
+
+def audited(loaded: LoadedConfig) -> list[dict[str, object]]:
+    path = loaded.config.state_dir / "audit.log"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_a_pass_that_cannot_read_changes_nothing_and_says_so_once(loaded: LoadedConfig) -> None:
+    engine = FakeEngine()
+    reconciler, view, facts, _clock = build(loaded, engine)
+    view.want(cpu=3)
+    view.up = False
+    first, second = reconciler.run_once(), reconciler.run_once()
+    for report in (first, second):
+        assert [p.name for p in report.phases] == list(PHASES)
+        assert report.phase("read").error == "controller not connected"
+        assert all(p.skipped == "read failed: controller not connected" for p in report.phases[1:])
+        assert report.ops == [] and not report.ok
+    assert facts.committed == [] and engine.calls == []
+    view.up = True
+    view.hosts_error = ControllerError("hostStatus timed out")
+    assert reconciler.run_once().phase("read").error == "ControllerError: hostStatus timed out"
+    view.hosts_error = None
+    assert reconciler.run_once().ok
+    assert [e["action"] for e in audited(loaded) if str(e["action"]).startswith("reconcile-read")] == [
+        "reconcile-read-failed",
+        "reconcile-read-failed",
+        "reconcile-read-ok",
+    ]
+
+
+def test_no_snapshot_yet_skips_every_later_phase(loaded: LoadedConfig) -> None:
+    reconciler, _view, facts, _clock = build(loaded, FakeEngine())
+    report = reconciler.run_once("start")
+    assert report.phase("read").error == "no demand snapshot from the controller yet"
+    assert {p.skipped for p in report.phases[1:]} == {"read failed: no demand snapshot from the controller yet"}
+    assert facts.committed == []
+
+
+def test_a_failing_phase_is_audited_and_the_later_phases_still_run(loaded: LoadedConfig, tmp_path: Path) -> None:
+    booted: list[list[str]] = []
+
+    def bootstrap(provider: str, created: Sequence[Created]) -> Mapping[str, str]:
+        booted.append([c.name for c in created])
+        return {c.name: "ok" for c in created}
+
+    engine = FakeEngine(fail_init=True)  # every Terraform working directory fails to initialise
+    reconciler, view, facts, clock = build(loaded, engine, bootstrap)
+    # A host created earlier (its facts are at the controller) and still to be bootstrapped.
+    epoch = Epoch(3, 7)
+    facts.commit(Fact(FactKind.REQUEST_INTENT, "sim", "op-1", epoch, template="cpu", count=1))
+    common = {"instance_key": "op-1-000", "instance_id": "i-1", "template": "cpu", "host_name": "h1"}
+    facts.commit(Fact(FactKind.INSTANCE_CREATED, "sim", "op-1", epoch, **common))
+    facts.commit(Fact(FactKind.EXPECTED_HOST, "sim", "op-1", epoch, join_deadline=clock.now + 900, **common))
+    view.want(cpu=1)
+    report = reconciler.run_once()
+    resume = report.phase("resume")
+    assert not resume.ok and "Failed to query available provider packages" in resume.error
+    assert [p.name for p in report.phases if p.ok] == ["read", "scale-out", "bootstrap", "join-tracking", "reclaim"]
+    assert booted == [["h1"]]  # the bootstrap phase ran after the resume phase failed
+    [entry] = [e for e in audited(loaded) if e["action"] == "phase-failed"]
+    assert entry["phase"] == "resume" and "Failed to query" in str(entry["error"])
+
+
+def test_the_gap_is_asked_for_once_over_many_passes(loaded: LoadedConfig) -> None:
+    reconciler, view, facts, clock = build(loaded, FakeEngine())
+    view.want(cpu=3, gpu=1)
+    reports = []
+    for _ in range(5):
+        reports.append(reconciler.run_once())
+        clock.advance(60)  # past the cooldown: only the gap stops new requests
+    assert len(reports[0].ops) == 2 and all(r.ops == [] for r in reports[1:])
+    created = [f for f in facts.committed if f.kind == FactKind.INSTANCE_CREATED]
+    assert sorted(f.template for f in created) == ["cpu", "cpu", "cpu", "gpu"]
+    assert reports[0].gaps["cpu"]["gap"] == 3 and reports[-1].gaps["cpu"]["gap"] == 0
+    assert {d["outcome"] for d in reports[-1].decisions} == {"no-gap"}
+
+
+def test_a_reload_forgets_provider_failures(loaded: LoadedConfig) -> None:
+    reconciler, _view, _facts, clock = build(loaded, FakeEngine())
+    refused = Classification(FailureClass.PERMANENT, "InvalidParameterValue", "bad image")
+    reconciler.health.failed("sim", "cpu", refused, clock.now)
+    assert reconciler.health.blocked("sim", "cpu", clock.now) is not None
+    reconciler.reload(loaded.config)
+    assert reconciler.health.blocked("sim", "cpu", clock.now) is None
+    assert "reconcile-reload" in [e["action"] for e in audited(loaded)]
