@@ -18,6 +18,7 @@ from typing import Any
 from orchestrator.clients.controller.lease import LeaseStatus
 from orchestrator.clients.controller.types import HostInfo
 from orchestrator.daemon.metrics import DaemonMetrics
+from orchestrator.daemon.timeouts import NamedTimeout
 from orchestrator.model.facts import Fact
 from orchestrator.ops.openops import open_ops
 from orchestrator.reconcile.breaker import Breakers, Position
@@ -88,6 +89,20 @@ def breaker_rows(breakers: Breakers, now: float) -> list[dict[str, Any]]:
     return [state.evidence(now, breakers.settings) for state in breakers.states()]
 
 
+def expired_timeouts(report: Mapping[str, Any] | None, facts: Mapping[str, Sequence[Fact]]) -> list[dict[str, str]]:
+    """The named timeouts the pass acted on: hosts returned because their ``join_deadline``
+    passed (the join-tracking phase's ``returned`` keys), each with its provider from the facts."""
+    phases = {p.get("name"): p for p in (report or {}).get("phases", [])}
+    returned = (phases.get("join-tracking") or {}).get("evidence", {}).get("returned", [])
+    if not returned:
+        return []
+    provider_of = {key: r.provider for records in facts.values() for key, r in ledger(records).items()}
+    return [
+        {"provider": provider_of.get(str(key), ""), "timeout": NamedTimeout.JOIN_DEADLINE.value, "key": str(key)}
+        for key in returned
+    ]
+
+
 def build_document(
     *,
     daemon: Mapping[str, Any],
@@ -107,6 +122,7 @@ def build_document(
         "reclaim_candidates": list((report or {}).get("reclaim_candidates", [])),
         "open_ops": open_op_rows(facts),
         "instances": instance_states(facts, hosts),
+        "timeouts_expired": expired_timeouts(report, facts),
     }
 
 
@@ -130,3 +146,5 @@ def update_metrics(
     last = document.get("last_pass") or {}
     if pass_duration is not None and "finished" in last:
         metrics.pass_finished(float(last["finished"]), pass_duration)
+        for item in document.get("timeouts_expired", []):  # counted once: for the pass that acted
+            metrics.timeout_passed(str(item["provider"]), NamedTimeout(item["timeout"]))

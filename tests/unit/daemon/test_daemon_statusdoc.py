@@ -79,6 +79,7 @@ def test_document_and_metrics_agree(tmp_path: Path) -> None:
         "started": 1990.0,
         "finished": 1999.5,
         "ops": ["op-b"],
+        "phases": [{"name": "join-tracking", "evidence": {"returned": ["op-a-001"], "overdue": ["h1"]}}],
         "reclaim_candidates": [{"host": "h0", "provider": "sim", "key": "op-a-000", "reason": "idle_time 300s"}],
     }
     doc = build_document(
@@ -110,6 +111,9 @@ def test_document_and_metrics_agree(tmp_path: Path) -> None:
     assert got[("xceprov_reconcile_last_pass_timestamp_seconds", ())] == 1999.5
     assert got[("xceprov_reconcile_pass_duration_seconds_count", ())] == 1
     assert got[("xceprov_reconcile_pass_duration_seconds_sum", ())] == 9.5
+    # op-a-001 was returned past its join_deadline: the timeout is counted under its provider.
+    assert doc["timeouts_expired"] == [{"provider": "sim", "timeout": "join_deadline", "key": "op-a-001"}]
+    assert got[("xceprov_timeouts_expired_total", (("provider", "sim"), ("timeout", "join_deadline")))] == 1
 
     # The next pass: the idle host was returned, the breaker reset. States that emptied read 0.
     later = dict(doc, instances={"sim": {"created": 1, "expected": 1, "requested": 1}}, breakers=[])
@@ -117,5 +121,6 @@ def test_document_and_metrics_agree(tmp_path: Path) -> None:
     got = samples(metrics)
     assert got[("xceprov_instances", (("provider", "sim"), ("state", "idle")))] == 0
     assert got[("xceprov_breaker_open", (("template", "gpu"),))] == 0
-    # No pass ended (a status written at stop): the pass histogram is unchanged.
+    # No pass ended (a status written at stop): the pass histogram and the timeouts are unchanged.
     assert got[("xceprov_reconcile_pass_duration_seconds_count", ())] == 1
+    assert got[("xceprov_timeouts_expired_total", (("provider", "sim"), ("timeout", "join_deadline")))] == 1
