@@ -351,9 +351,9 @@ class Daemon:
         self._publish(report, duration)
         return True
 
-    def _publish(self, report: dict[str, Any] | None, duration: float | None, state: str = "running") -> None:
+    def _publish(self, report: dict[str, Any] | None, duration: float | None) -> None:
         try:
-            document = self._build(report, state)
+            document = self._build(report, "stopping" if self.lifecycle.stopping else "running")
             write_status(self.config.state_dir, document)
             update_metrics(self.metrics, document, self.config.templates, duration)
             self._document = document
@@ -404,21 +404,29 @@ class Daemon:
             "config": str(self.lifecycle.config.source),
         }
 
-    def _write_stopped(self) -> None:
-        """The last status: stopped, leases released (the keeper is closed by now)."""
+    def _rewrite(self, state: str) -> None:
+        """The last status again with a new ``state``: no controller round trip (a stop must not
+        wait for one); ``stopped``: the leases are released by now."""
         document = dict(self._document or {"last_pass": None, "breakers": [], "open_ops": [], "instances": {}})
-        document["daemon"] = {**self._daemon_member("stopped"), "written": self.options.clock()}
-        document["leases"] = [
-            {**row, "held": False, "epoch": None, "remaining": 0.0, "holder": "", "note": "released at stop"}
-            for row in document.get("leases", [])
-        ]
+        document["daemon"] = {**self._daemon_member(state), "written": self.options.clock()}
+        if state == "stopped":
+            document["leases"] = [
+                {**row, "held": False, "epoch": None, "remaining": 0.0, "holder": "", "note": "released at stop"}
+                for row in document.get("leases", [])
+            ]
+        document.setdefault("leases", [])
         document.setdefault("reclaim_candidates", [])
         write_status(self.config.state_dir, document)
 
+    def _write_stopped(self) -> None:
+        self._rewrite("stopped")
+
     def _stop_when_asked(self) -> None:
         self.lifecycle.wait_stopping()
-        if self._document is not None:
-            self._publish(self._document.get("last_pass"), None, state="stopping")
+        try:
+            self._rewrite("stopping")
+        except Exception:  # the stop goes on without it
+            log.exception("daemon status not written")
         self._exit_code = self.lifecycle.shutdown()
         self._stopped.set()
         if self._exit_code != 0:

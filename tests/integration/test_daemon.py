@@ -46,6 +46,8 @@ def configure(world: SimWorld, **daemon: Any) -> dict[str, Any]:
     # tried again only after 10 minutes (nothing is returned while a test runs).
     cfg["ansible"] = {"timeout": "4s"}
     cfg["policy"] = {"cooldown": "1s", "retry": {"base": "600s", "max": "600s"}}
+    # Nor past their join_deadline: the hosts of one test are still expected in the next.
+    cfg["providers"]["sim"]["join_deadline"] = "30m"
     path.write_text(yaml.safe_dump(cfg))
     return cfg
 
@@ -89,7 +91,10 @@ class Daemon:
             found.update(self.status())
             return bool(found) and bool(check(found))
 
-        wait_until(what, ready, timeout=timeout, every=0.2)
+        try:
+            wait_until(what, ready, timeout=timeout, every=0.2)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n--- the daemon's log ---\n{self.log()[-6000:]}") from None
         return found
 
     def terminate(self) -> tuple[int, float]:
