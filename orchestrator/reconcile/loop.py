@@ -410,6 +410,10 @@ class Reconciler:
         except StillLaunched as exc:
             audit(self.state_dir, "reconcile-op-kept-open", provider=op.provider, op=op.op_id, reason=str(exc))
             return False
+        except Exception as exc:  # the cloud could not be read or planned: the op stays open, tried later
+            why = f"{type(exc).__name__}: {_one_line(exc)}"
+            audit(self.state_dir, "reconcile-op-kept-open", provider=op.provider, op=op.op_id, reason=why)
+            return False
         self.failed.pop(op.op_id, None)
         return True
 
