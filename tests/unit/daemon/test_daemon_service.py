@@ -8,6 +8,10 @@ child process are the real ones, talking TLS to the fake controller of the link'
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -186,3 +190,42 @@ def test_standalone_is_refused_naming_the_file(tmp_path: Path, fake: FakeControl
     loaded = site(tmp_path, fake, ca[0], extra="standalone: true")
     with pytest.raises(UsageError, match=r"xceprov.yaml: standalone: true: the daemon follows the controller"):
         Daemon(Lifecycle(loaded, lambda: loaded), DaemonOptions(tmp_path))
+
+
+def test_a_pass_that_ignores_the_stop_exits_1_at_the_bound_with_the_leases_released(
+    tmp_path: Path, fake: FakeController, ca: tuple[Path, Any]
+) -> None:
+    config = tmp_path / "xceprov.yaml"
+    config.write_text(
+        f"""
+cluster: unit
+state_dir: {tmp_path / "state"}
+controller: {{addresses: ["{fake.address}"], ca: {ca[0]}, connect_timeout: 2, request_timeout: 2, lease_margin: 0.5}}
+daemon: {{reconcile_interval: 60s, stop_timeout: 2s}}
+providers: {{sim: {{module: xcesim}}}}
+templates: {{cpu: {{providers: {{sim: {{flavor: c8.large, image: debian-12}}}}}}}}
+"""
+    )
+    child = Path(__file__).with_name("service_child.py")
+    root = Path(__file__).resolve().parents[3]
+    proc = subprocess.Popen(
+        [sys.executable, str(child), str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "pass start started\n"
+        proc.send_signal(signal.SIGTERM)  # the pass never ends: only the bound can end the process
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1, err
+    assert "stop_timeout 2s passed with work in flight (reconcile pass (start)): exiting anyway" in err
+    assert "leaseRelease" in fake.seen
+    assert status(tmp_path)["daemon"]["state"] == "stopped"
