@@ -4,7 +4,8 @@ The reconcile pass calls the executor as the command line does; what the daemon 
 the pass needs to know nothing about signals:
 
 - every ``create`` and ``return_instances`` is held in ``Lifecycle.in_flight`` under its op id:
-  a SIGTERM waits for it (up to ``daemon.stop_timeout``) and the log names it;
+  a SIGTERM waits for it (up to ``daemon.stop_timeout``) and the log names it; an open op the
+  pass resumes takes its first step only while not stopping (:meth:`DaemonExecutor.gate`);
 - once stopping, a new op is refused before its intent with :class:`NotStarted`, a ``LeaseLost``
   (what the pass already treats as "leave this provider alone, nothing to close");
 - each op that ends is counted on ``xceprov_ops_total`` (``parked`` when the fence stopped it);
@@ -18,6 +19,7 @@ the pass needs to know nothing about signals:
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -26,6 +28,7 @@ from orchestrator.daemon.lifecycle import Lifecycle, Stopping
 from orchestrator.daemon.metrics import DaemonMetrics, OpKind, OpOutcome
 from orchestrator.daemon.systemd import Heartbeat
 from orchestrator.errors import LeaseLost
+from orchestrator.model.facts import Epoch
 from orchestrator.model.instances import new_op_id
 from orchestrator.ops.drain import Decommission
 from orchestrator.ops.executor import Bootstrap, Created, CreateResult, Executor, ReturnResult
@@ -61,6 +64,31 @@ class DaemonExecutor(Executor):
         self.lifecycle = lifecycle
         self.metrics = metrics
         self.heartbeat = heartbeat
+        # Ops that passed a gate in this pass: once stopping, only they may take another step.
+        self._touched: set[str] = set()
+        self._touched_lock = threading.Lock()
+
+    def new_pass(self) -> None:
+        """A pass begins: ops of earlier passes that are not running now are not "in flight"."""
+        with self._touched_lock:
+            self._touched.clear()
+
+    def gate(self, provider: str, op_id: str, step: str) -> Epoch:
+        """:meth:`Executor.gate`; once stopping, only for an op that already took a step.
+
+        A resume of an open op goes through the executor's steps, not through :meth:`create`:
+        this is where one the pass is about to start after a SIGTERM is refused, so it stays
+        open for the next start instead of starting a Terraform apply the stop would cut.
+        """
+        with self._touched_lock:
+            if op_id not in self._touched:
+                if self.lifecycle.stopping:
+                    raise NotStarted(
+                        f"op {op_id} on provider {provider}: not started ({step}): the daemon is stopping; "
+                        "it resumes at the next start"
+                    )
+                self._touched.add(op_id)
+        return super().gate(provider, op_id, step)
 
     @contextlib.contextmanager
     def _held(self, name: str, provider: str, kind: OpKind) -> Iterator[None]:

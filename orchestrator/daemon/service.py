@@ -334,6 +334,8 @@ class Daemon:
         try:
             with held_unless_stopping(self.lifecycle, f"reconcile pass ({trigger})"):
                 self._apply_reload()
+                assert self.executor is not None
+                self.executor.new_pass()
                 began = time.monotonic()
                 report: dict[str, Any] | None = None
                 try:

@@ -16,6 +16,7 @@ from orchestrator.daemon.lifecycle import Lifecycle
 from orchestrator.daemon.metrics import DaemonMetrics
 from orchestrator.daemon.systemd import Heartbeat
 from orchestrator.errors import FinalError, LeaseLost
+from orchestrator.model.facts import Epoch
 from orchestrator.ops.executor import Created, CreateResult, Executor, ReturnResult
 from tests.unit.daemon.daemon_helpers import loaded
 
@@ -137,3 +138,18 @@ def test_plays_and_drain_waits_stop_with_the_daemon(lifecycle: Lifecycle) -> Non
     with pytest.raises(NotStarted, match="not waiting for hosts to drain"):
         sleep(60)  # returns at once, not after a minute
     assert ran == ["sim"]
+
+
+def test_once_stopping_an_op_takes_a_step_only_if_it_already_took_one(
+    lifecycle: Lifecycle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(Executor, "gate", lambda self, provider, op_id, step: Epoch(1, 1))
+    ex = executor(lifecycle, DaemonMetrics())
+    ex.new_pass()
+    assert ex.gate("sim", "op-running", "intent") == Epoch(1, 1)
+    lifecycle.request_stop("SIGTERM")
+    # The op in flight goes on to its next step (the fence decides when it parks)...
+    assert ex.gate("sim", "op-running", "instance facts") == Epoch(1, 1)
+    # ...an open op the pass was about to resume does not start: it resumes at the next start.
+    with pytest.raises(NotStarted, match="op op-parked on provider sim: not started \\(apply\\)"):
+        ex.gate("sim", "op-parked", "apply")
