@@ -14,33 +14,34 @@ import contextlib
 import json
 import random
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sim_controller_helpers import (
     ProtoClient,
-    client_cert,
     connect,
+    controller_block,
     controller_process,
     join_worker,
     worker_token,
 )
+from sim_world_helpers import agree
 
 from orchestrator.clients.controller.lease import LeaseManager
 from orchestrator.clients.controller.link import ControllerLink, join_lease_manager
 from orchestrator.clients.controller.types import Fact
 from orchestrator.configfile import load_config
-from orchestrator.model.facts import FactKind
 from orchestrator.ops.executor import Bootstrap, Created, Executor
 from orchestrator.ops.facts import LinkFacts
 from orchestrator.ops.hosts import LinkHosts
-from orchestrator.ops.openops import open_ops
 from orchestrator.reconcile.loop import PassReport, Reconciler
 from orchestrator.reconcile.view import LinkView
 from orchestrator.sim.cloud.store import CloudStore, Instance
 from orchestrator.workspace.terraform import engine_for
+
+__all__ = ["World", "agree", "reconcile_world"]
 
 ROOT = Path(__file__).resolve().parents[1]
 TTL = 4.0
@@ -73,6 +74,7 @@ class World:
     executor: Executor
     reconciler: Reconciler
     workers: list[ProtoClient] = field(default_factory=list)
+    cluster: str = CLUSTER
 
     @property
     def store(self) -> CloudStore:
@@ -135,41 +137,14 @@ class World:
         return worker
 
 
-def agree(world: World) -> dict[str, Instance]:
-    """Cloud and controller tell the same story: no open op, no duplicate, no leak."""
-    facts = world.facts()
-    alive = world.alive()
-    created = [f.instance_key for f in facts if f.kind == FactKind.INSTANCE_CREATED]
-    gone = {f.instance_key for f in facts if f.kind in (FactKind.RETURNED, FactKind.LOST)}
-    assert len(created) == len(set(created)), f"an instance recorded twice: {created}"
-    assert set(created) - gone == set(alive), (sorted(created), sorted(gone), sorted(alive))
-    ids = {f.instance_key: f.instance_id for f in facts if f.kind == FactKind.INSTANCE_CREATED}
-    assert {k: i.id for k, i in alive.items()} == {k: ids[k] for k in alive}
-    providers = sorted({f.provider for f in facts})
-    assert [o for p in providers for o in open_ops(f for f in facts if f.provider == p)] == []
-    every = world.store.list_instances({"xce:cluster": CLUSTER}, include_terminated=True)
-    tokens = [i.client_token for i in every]
-    assert len(tokens) == len(set(tokens)), f"an instance created twice: {tokens}"
-    return alive
-
-
 def site_config(
     ctl_state: Path, address: str, providers: Mapping[str, Any], templates: Mapping[str, Any], **extra: Any
 ) -> dict[str, Any]:
-    cert, key = client_cert(ctl_state, "provisioner", "daemon")
     return {
         "cluster": CLUSTER,
         "state_dir": "state",
         "terraform": {"parallelism": 4},
-        "controller": {
-            "addresses": [address],
-            "ca": str(ctl_state / "tls" / "ca.pem"),
-            "client_cert": str(cert),
-            "client_key": str(key),
-            "connect_timeout": 2,
-            "request_timeout": 5,
-            "lease_margin": 0.5,
-        },
+        "controller": controller_block(ctl_state, address, "daemon"),
         "providers": dict(providers),
         "templates": dict(templates),
         **extra,
@@ -228,12 +203,3 @@ def reconcile_world(
                 worker.close()
             leases.close(release=True)
             link.close()
-
-
-def joined_states(world: World, provider: str = "sim") -> dict[str, str]:
-    """The controller's host states of ``provider`` by instance key."""
-    return {h.instance_key: h.state for h in world.link.host_status(provider=provider)}
-
-
-def keys_of(facts: Sequence[Fact], kind: FactKind) -> list[str]:
-    return sorted(f.instance_key for f in facts if f.kind == kind)

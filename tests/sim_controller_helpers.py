@@ -106,6 +106,20 @@ def client_cert(state_dir: Path, role: str, identity: str) -> ClientCert:
     return cert, key
 
 
+def controller_block(state_dir: Path, address: str, identity: str) -> dict[str, Any]:
+    """The ``controller:`` section of a test site using the controller at ``address`` as ``identity``."""
+    cert, key = client_cert(state_dir, "provisioner", identity)
+    return {
+        "addresses": [address],
+        "ca": str(state_dir / "tls" / "ca.pem"),
+        "client_cert": str(cert),
+        "client_key": str(key),
+        "connect_timeout": 2,
+        "request_timeout": 5,
+        "lease_margin": 0.5,
+    }
+
+
 def worker_token(state_dir: Path, instance_key: str, host_name: str) -> str:
     """The join token of a host, minted with the controller's join key."""
     return join_token(read_join_key(state_dir / "tls" / "join.key"), instance_key, host_name)

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 from sim_controller_helpers import client_cert, free_port
@@ -148,7 +148,20 @@ class SimWorld:
         return list(provider["open"])
 
 
-def agree(world: SimWorld) -> dict[str, Instance]:
+class Agreeing(Protocol):
+    """What :func:`agree` reads of a world (``SimWorld`` and the reconcile tests' world fit)."""
+
+    cluster: str
+
+    @property
+    def store(self) -> CloudStore: ...
+
+    def facts(self) -> list[Fact]: ...
+
+    def alive(self) -> dict[str, Instance]: ...
+
+
+def agree(world: Agreeing) -> dict[str, Instance]:
     """Cloud and controller tell the same story: no open op, no duplicate, no leak; the live instances."""
     facts = world.facts()
     alive = world.alive()

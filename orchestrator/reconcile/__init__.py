@@ -6,8 +6,12 @@ breaker, cooldown, providers by priority with fallback, room under ``max_instanc
 budgets in ``budget``, granularity); failure classes of Terraform diagnostics (``classify``),
 provider health and backoff (``health``, ``backoff``, ``retry``); the per-template circuit
 breaker (``breaker``); ``max_lifetime`` selection (``lifetime``). Each takes its time as an
-argument and returns its evidence. To come: the inputs of one pass, idle reclaim and the
-``run_once()`` loop with its ordered phases and injected clock.
+argument and returns its evidence. The pass itself: ``loop`` (``Reconciler.run_once()`` → a
+``PassReport``, ordered isolated phases on an injected clock) over what ``view`` reads of the
+controller (``passctx``: the inputs of one pass); a refused create is closed by ``refused``;
+the bootstrap, join-tracking and reclaim phases are ``hostphases``, with per-host bootstrap
+records in ``bootstraps`` and the reclaim selection in ``reclaim``; ``statefile`` keeps the
+breakers' and bootstraps' files.
 
 May import: ``orchestrator.ops`` (to carry out the ops it decides), ``workspace``, ``clients``,
 ``render``, ``configfile``, ``paths``, ``protocol``, ``model`` and ``errors``. Never ``orphans``,

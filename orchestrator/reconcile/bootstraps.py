@@ -15,16 +15,14 @@ Times are wall-clock seconds from the caller's injected clock.
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
-from orchestrator import durable
-from orchestrator.errors import FinalError
 from orchestrator.reconcile.backoff import Backoff
+from orchestrator.reconcile.statefile import read_entries, write_entries
 
 BOOTSTRAP_FILE: Final = "bootstrap.json"
 _FORMAT: Final = 1
@@ -130,8 +128,7 @@ class BootstrapTracker:
         return changed
 
     def _write(self, records: dict[str, BootstrapRecord]) -> None:
-        doc = {"format": _FORMAT, "hosts": {k: _to_json(r) for k, r in sorted(records.items())}}
-        durable.write_json_atomic(self.path, doc)
+        write_entries(self.path, _FORMAT, "hosts", {k: _to_json(r) for k, r in records.items()})
         self._records = records  # only once the file holds it: memory never runs ahead of disk
 
 
@@ -142,31 +139,20 @@ def _to_json(record: BootstrapRecord) -> dict[str, Any]:
 
 
 def _read(path: Path) -> dict[str, BootstrapRecord]:
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return {}
-    try:
-        doc = json.loads(raw)
-        if doc.get("format") != _FORMAT:
-            raise ValueError(f"format {doc.get('format')!r}, expected {_FORMAT}")
-        return {
-            str(k): BootstrapRecord(
-                key=str(k),
-                provider=str(r["provider"]),
-                template=str(r["template"]),
-                host_name=str(r["host_name"]),
-                attempts=int(r["attempts"]),
-                outcome=str(r["outcome"]),
-                last_at=float(r["last_at"]),
-                next_at=float(r["next_at"]),
-                gave_up=bool(r["gave_up"]),
-                joined=bool(r["joined"]),
-            )
-            for k, r in doc["hosts"].items()
-        }
-    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
-        raise FinalError(
-            f"{path}: not a bootstrap record file ({exc}); fix or remove it "
-            "(removing it makes the daemon bootstrap every host not yet joined again)"
-        ) from None
+    hint = "removing it makes the daemon bootstrap every host not yet joined again"
+    return read_entries(path, _FORMAT, "hosts", _from_json, "bootstrap record file", hint)
+
+
+def _from_json(key: str, r: Any) -> BootstrapRecord:
+    return BootstrapRecord(
+        key=key,
+        provider=str(r["provider"]),
+        template=str(r["template"]),
+        host_name=str(r["host_name"]),
+        attempts=int(r["attempts"]),
+        outcome=str(r["outcome"]),
+        last_at=float(r["last_at"]),
+        next_at=float(r["next_at"]),
+        gave_up=bool(r["gave_up"]),
+        joined=bool(r["joined"]),
+    )

@@ -17,15 +17,13 @@ reboot, which a monotonic clock does not.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from orchestrator import durable
-from orchestrator.errors import FinalError
 from orchestrator.model.config import BreakerSettings
+from orchestrator.reconcile.statefile import read_entries, write_entries
 
 BREAKERS_FILE: Final = "breakers.json"
 _FORMAT: Final = 1
@@ -156,8 +154,7 @@ class Breakers:
             states.pop(state.template, None)
         else:
             states[state.template] = state
-        doc = {"format": _FORMAT, "breakers": {t: _to_json(s) for t, s in sorted(states.items())}}
-        durable.write_json_atomic(self.path, doc)
+        write_entries(self.path, _FORMAT, "breakers", {t: _to_json(s) for t, s in states.items()})
         self._states = states  # only once the file holds it: memory never runs ahead of disk
         self._seen = self._signature()
         return state
@@ -172,25 +169,14 @@ def _to_json(state: BreakerState) -> dict[str, Any]:
 
 
 def _read(path: Path) -> dict[str, BreakerState]:
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return {}
-    try:
-        doc = json.loads(raw)
-        if doc.get("format") != _FORMAT:
-            raise ValueError(f"format {doc.get('format')!r}, expected {_FORMAT}")
-        return {
-            str(t): BreakerState(
-                template=str(t),
-                position=Position(s["position"]),
-                failures=tuple(float(x) for x in s["failures"]),
-                opened_at=None if s["opened_at"] is None else float(s["opened_at"]),
-                reason=str(s["reason"]),
-            )
-            for t, s in doc["breakers"].items()
-        }
-    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
-        raise FinalError(
-            f"{path}: not a breaker file ({exc}); fix or remove it (removing closes every breaker)"
-        ) from None
+    return read_entries(path, _FORMAT, "breakers", _from_json, "breaker file", "removing closes every breaker")
+
+
+def _from_json(template: str, s: Any) -> BreakerState:
+    return BreakerState(
+        template=template,
+        position=Position(s["position"]),
+        failures=tuple(float(x) for x in s["failures"]),
+        opened_at=None if s["opened_at"] is None else float(s["opened_at"]),
+        reason=str(s["reason"]),
+    )

@@ -18,11 +18,12 @@ one op per provider and phase. Every decision is audited with its evidence.
 
 from __future__ import annotations
 
+import logging
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from orchestrator.clients.controller.types import HostInfo
 from orchestrator.errors import LeaseLost
@@ -42,6 +43,8 @@ from orchestrator.workspace.audit import audit
 # A return from the loop never waits: it only takes hosts that run no work (closed, or never
 # joined); a host that is running work after all makes the op fail at once, before any change.
 NO_WAIT = DrainSettings(drain=True, timeout=0.0, policy="wait")
+T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -70,17 +73,28 @@ class HostPhases:
         if not keys:
             return ""
         self.ctx.stale(provider)
-        try:
-            result = self.executor.return_instances(provider, sorted(keys), drain=NO_WAIT, reason=reason)
-        except LeaseLost as exc:
-            self.ctx.lost(provider)
-            evidence["errors"].append(f"return on {provider}: {_line(exc)}")
-            return ""
-        except Exception as exc:
-            evidence["errors"].append(f"return of {', '.join(sorted(keys))} on {provider}: {_line(exc)}")
+        what = f"return of {', '.join(sorted(keys))} on {provider}"
+        result = self.guarded(
+            provider,
+            what,
+            evidence,
+            lambda: self.executor.return_instances(provider, sorted(keys), drain=NO_WAIT, reason=reason),
+        )
+        if result is None:
             return ""
         self.ctx.ops.append(result.op_id)
         return result.op_id
+
+    def guarded(self, provider: str, what: str, evidence: dict[str, Any], call: Callable[[], T]) -> T | None:
+        """``call()``, or None with the error in ``evidence`` (a lost lease ends the provider's pass)."""
+        try:
+            return call()
+        except LeaseLost as exc:
+            self.ctx.lost(provider)
+            evidence["errors"].append(f"{what}: {_line(exc)}")
+        except Exception as exc:  # one host's or provider's failure never stops the phase
+            evidence["errors"].append(f"{what}: {_line(exc)}")
+        return None
 
 
 def joined(host: HostInfo | None) -> bool:
@@ -131,6 +145,8 @@ def bootstrap_phase(phases: HostPhases, bootstrap: Bootstrap) -> dict[str, Any]:
             reason = f"bootstrap failed {retry.attempts} times"
             op = phases.give_back(provider, give_up, reason, evidence)
             phases.audit("reconcile-bootstrap-gave-up", provider=provider, keys=sorted(give_up), op=op, reason=reason)
+            fields = {"provider": provider, "op_id": op, "phase": "bootstrap"}
+            log.warning("%d hosts given up after %s; returned by op %s", len(give_up), reason, op or "-", extra=fields)
             if op:
                 evidence["returned"] += sorted(give_up)
     return evidence
@@ -185,6 +201,14 @@ def join_phase(phases: HostPhases) -> dict[str, Any]:
         reason = "orphan class (a): never joined by its join_deadline"
         op = phases.give_back(provider, [f.instance_key for f in overdue], reason, evidence)
         phases.audit("reconcile-join-overdue", provider=provider, hosts=details, op=op, reason=reason)
+        for d in details:
+            fields = {
+                "provider": provider,
+                "instance": d["instance"],
+                "timeout": "join_deadline",
+                "phase": "join-tracking",
+            }
+            log.warning("join_deadline passed: %s never joined; returned by op %s", d["host"], op or "-", extra=fields)
         evidence["overdue"] += [d["host"] for d in details]
         if op:
             evidence["returned"] += [f.instance_key for f in overdue]
@@ -235,6 +259,8 @@ def reclaim_phase(phases: HostPhases) -> dict[str, Any]:
         evidence["kept"] += kept
         if op:
             evidence["returned"] += [c.key for c in chosen]
+            fields = {"provider": provider, "op_id": op, "phase": "reclaim"}
+            log.info("%d hosts returned by op %s (%s); %d kept", len(chosen), op, reason, len(kept), extra=fields)
     return evidence
 
 
@@ -253,14 +279,13 @@ def _close(
         return "closing: its work still runs"
     if candidate.state not in ("idle", "busy"):
         return f"{candidate.state}: not returned by reclaim (the host-loss check decides)"
-    try:
-        answer = phases.executor.hosts.close(provider, epoch, host, f"reclaim: {candidate.reason}")
-    except LeaseLost as exc:
-        phases.ctx.lost(provider)
-        evidence["errors"].append(f"close of {candidate.host_name}: {_line(exc)}")
-        return ""
-    except Exception as exc:
-        evidence["errors"].append(f"close of {candidate.host_name}: {_line(exc)}")
+    answer = phases.guarded(
+        provider,
+        f"close of {candidate.host_name}",
+        evidence,
+        lambda: phases.executor.hosts.close(provider, epoch, host, f"reclaim: {candidate.reason}"),
+    )
+    if answer is None:
         return ""
     if answer == "closed":
         return "closed"

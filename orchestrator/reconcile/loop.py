@@ -171,6 +171,9 @@ class Reconciler:
         phases: list[PhaseOutcome] = []
         try:
             ctx = read_inputs(self.config, self.executor, self.controller, self.clock)
+            # `xceprov breaker reset` writes the file from another process: read it every pass,
+            # or the next failure recorded here would write the old, open state over the reset.
+            self.breakers = Breakers.load(self.state_dir, self.config.policy.breaker)
         except Exception as exc:  # every read failure means the same: act on nothing
             problem = _one_line(exc) if isinstance(exc, ReadFailed) else f"{type(exc).__name__}: {_one_line(exc)}"
             self._read_changed(problem)
@@ -359,6 +362,8 @@ class Reconciler:
             return closed
         ctx.ops.append(op_id)
         self.health.succeeded(provider, template)
+        fields = {"op_id": op_id, "provider": provider, "template": template, "phase": "scale-out"}
+        log.info("op %s created %d hosts of %s on %s", op_id, len(result.created), template, provider, extra=fields)
         evidence["created"].append(
             {"op": op_id, "provider": provider, "template": template, "count": len(result.created)}
         )
@@ -379,6 +384,15 @@ class Reconciler:
         retry_at = self.health.failed(provider, template, failure, now)
         usage = Usage.of(self.config, ctx.records())
         decision = retry_decision(self.config, usage, self.health, provider, template, now)
+        log.warning(
+            "op %s on %s failed (%s), %s: %s",
+            op_id,
+            provider,
+            failure.kind.value,
+            decision.action,
+            error,
+            extra={"op_id": op_id, "provider": provider, "template": template},
+        )
         audit(
             self.state_dir,
             "reconcile-op-failed",

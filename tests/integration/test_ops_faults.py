@@ -23,7 +23,7 @@ from typing import Any
 
 import cli_run
 import pytest
-from sim_controller_helpers import client_cert, connect, controller_process, join_worker, worker_token
+from sim_controller_helpers import client_cert, connect, controller_block, controller_process, join_worker, worker_token
 
 from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.clients.controller.types import Fact, LeaseGrant
@@ -112,7 +112,6 @@ def world(tmp_path: Path) -> Iterator[World]:
         site = tmp_path / "site"
         site.mkdir()
         w = World(ctl_state, address, site)
-        cert, key = client_cert(ctl_state, "provisioner", "orch")
         (site / "xceprov.yaml").write_text(
             json.dumps(
                 {
@@ -120,15 +119,7 @@ def world(tmp_path: Path) -> Iterator[World]:
                     "state_dir": "state",
                     # One create at a time: a revocation lands between two creates, observably.
                     "terraform": {"parallelism": 1},
-                    "controller": {
-                        "addresses": [address],
-                        "ca": str(ctl_state / "tls" / "ca.pem"),
-                        "client_cert": str(cert),
-                        "client_key": str(key),
-                        "connect_timeout": 2,
-                        "request_timeout": 5,
-                        "lease_margin": 0.5,
-                    },
+                    "controller": controller_block(ctl_state, address, "orch"),
                     "providers": {"sim": {"module": "xcesim", "max_instances": 20}},
                     "templates": {"cpu": {"providers": {"sim": {"flavor": "c8.large", "image": "debian-12"}}}},
                 }

@@ -23,6 +23,7 @@ from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import ControllerError
 from orchestrator.model.facts import Epoch, FactKind
 from orchestrator.ops.executor import Created
+from orchestrator.reconcile.breaker import Breakers
 from orchestrator.reconcile.classify import Classification, FailureClass
 from orchestrator.reconcile.loop import PHASES, Reconciler
 
@@ -161,6 +162,11 @@ def test_the_gap_is_asked_for_once_over_many_passes(loaded: LoadedConfig) -> Non
     assert sorted(f.template for f in created) == ["cpu", "cpu", "cpu", "gpu"]
     assert reports[0].gaps["cpu"]["gap"] == 3 and reports[-1].gaps["cpu"]["gap"] == 0
     assert {d["outcome"] for d in reports[-1].decisions} == {"no-gap"}
+    # What the daemon writes to its status file: plain JSON, the numbers of the decision in it.
+    doc = json.loads(json.dumps(reports[0].to_json(), allow_nan=False))
+    assert doc["ops"] == reports[0].ops and doc["ok"] is True
+    assert [p["name"] for p in doc["phases"]] == list(PHASES)
+    assert {d["template"]: d["outcome"] for d in doc["decisions"]} == {"cpu": "ops", "gpu": "ops"}
 
 
 def test_a_reload_forgets_provider_failures(loaded: LoadedConfig) -> None:
@@ -171,3 +177,15 @@ def test_a_reload_forgets_provider_failures(loaded: LoadedConfig) -> None:
     reconciler.reload(loaded.config)
     assert reconciler.health.blocked("sim", "cpu", clock.now) is None
     assert "reconcile-reload" in [e["action"] for e in audited(loaded)]
+
+
+def test_a_breaker_reset_by_another_process_is_honoured_by_the_next_pass(loaded: LoadedConfig) -> None:
+    reconciler, view, _facts, clock = build(loaded, FakeEngine())
+    view.want(cpu=1)
+    for _ in range(loaded.config.policy.breaker.failures):
+        reconciler.breakers.failure("cpu", "join", "never joined", clock.now)
+    assert {d["template"]: d["outcome"] for d in reconciler.run_once().decisions} == {"cpu": "breaker-open"}
+    # `xceprov breaker reset cpu`, in its own process: only the file is shared.
+    Breakers.load(loaded.config.state_dir, loaded.config.policy.breaker).reset("cpu")
+    report = reconciler.run_once()
+    assert {d["template"]: d["outcome"] for d in report.decisions} == {"cpu": "ops"} and len(report.ops) == 1
