@@ -16,6 +16,8 @@ import click
 
 from orchestrator.cli import apply as apply_verb
 from orchestrator.cli import bootstrap as bootstrap_verb
+from orchestrator.cli import breaker as breaker_verb
+from orchestrator.cli import daemon as daemon_verb
 from orchestrator.cli import destroy as destroy_verb
 from orchestrator.cli import ops as ops_verb
 from orchestrator.cli import orphans as orphans_verb
@@ -80,6 +82,8 @@ def cli(ctx: click.Context, config_path: str | None, verbose: int) -> None:
 for _verb in (
     apply_verb.apply,
     bootstrap_verb.bootstrap,
+    breaker_verb.breaker,
+    daemon_verb.daemon,
     destroy_verb.destroy,
     ops_verb.ops,
     orphans_verb.orphans,

@@ -1,15 +1,14 @@
 """Daemon: the one long-running process that does everything on its own timers, without cron.
 
-Here now (docs/daemon.md): its process life and observability plumbing:
-``metrics`` (Prometheus metrics in a registry of their own, the endpoint, off by default),
-``logs`` (text or JSON lines with decision fields; untrusted strings kept as data),
-``systemd`` (readiness, status, reload, stopping and watchdog notification),
-``lifecycle`` (SIGTERM within ``daemon.stop_timeout``, SIGHUP reload keeping the last good
-configuration) and ``timeouts`` (the named timeouts, one name everywhere).
-
-Coming: the process of ``xceprov daemon``: one lease keeper per provider
-(``clients.controller.keeper``: renew every TTL/3, stop mutating at the lease deadline, release
-on clean exit), the timers that run the reconcile loop, idle reclaim and orphan scans.
+``service`` is the process of ``xceprov daemon`` (docs/daemon.md): a lease keeper for every
+provider (``clients.controller.keeper``: renewals in a child process), the controller link, one
+executor (``guarded``: ops held as work in flight, none started once stopping; ``fence``: closed
+a little before the stop bound) and the reconciler, the loop that runs its passes, and the status
+file and metrics made from each pass (``statusdoc``). Its plumbing: ``metrics`` (Prometheus, a
+registry of its own, off by default), ``logs`` (text or JSON lines; untrusted strings kept as
+data), ``systemd`` (readiness, status, reload, stopping, watchdog), ``lifecycle`` (SIGTERM within
+``daemon.stop_timeout``, SIGHUP keeping the last good configuration) and ``timeouts`` (the named
+timeouts, one name everywhere). Coming: the orphan scan on its own timer.
 
 May import: ``orchestrator.orphans``, ``reconcile``, ``ops``, ``workspace``, ``clients``,
 ``render``, ``configfile``, ``paths``, ``protocol``, ``model`` and ``errors``. Never

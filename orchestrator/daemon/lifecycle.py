@@ -64,6 +64,7 @@ class Lifecycle:
         self._cond = threading.Condition()
         self._active: dict[str, int] = {}
         self._stop_at: float | None = None
+        self._stop_bound = loaded.config.daemon.stop_timeout
         self._wake = threading.Event()
         self._on_reload: list[Callable[[LoadedConfig], None]] = []
         self._on_stop: list[tuple[str, Callable[[], None]]] = []
@@ -82,6 +83,17 @@ class Lifecycle:
         """Whether a stop was asked for (no new op may start)."""
         with self._cond:
             return self._stop_at is not None
+
+    def stop_window(self) -> tuple[float, float] | None:
+        """``(asked at, bound)`` of the stop: ``time.monotonic()`` seconds and ``daemon.stop_timeout``
+        as it was in force then; None while not stopping."""
+        with self._cond:
+            return None if self._stop_at is None else (self._stop_at, self._stop_bound)
+
+    def wait_stopping(self, timeout: float | None = None) -> bool:
+        """Block until a stop is asked for (True) or ``timeout`` passes (False)."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._stop_at is not None, timeout)
 
     def should_stop(self) -> bool:
         """For ``Engine.apply(should_stop=...)``: True once the daemon is stopping."""
@@ -160,7 +172,7 @@ class Lifecycle:
                 log.info("%s: already stopping", reason)
                 return
             self._stop_at = time.monotonic()
-            bound = self._loaded.config.daemon.stop_timeout
+            bound = self._stop_bound = self._loaded.config.daemon.stop_timeout
             busy = sorted(self._active)
             self._cond.notify_all()
         log.info(
@@ -209,8 +221,8 @@ class Lifecycle:
             self.request_stop("shutdown")
         with self._cond:
             assert self._stop_at is not None
-            deadline = self._stop_at + self._loaded.config.daemon.stop_timeout
-            bound = self._loaded.config.daemon.stop_timeout
+            deadline = self._stop_at + self._stop_bound
+            bound = self._stop_bound
             while self._active and (left := deadline - time.monotonic()) > 0:
                 self._cond.wait(left)
             still = sorted(self._active)

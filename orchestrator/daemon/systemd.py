@@ -44,7 +44,9 @@ class Notifier:
         # A value is one line of the datagram: a newline in a status text would start a new key.
         payload = "\n".join(f"{key.upper()}={' '.join(str(v).splitlines())}" for key, v in fields.items())
         try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
+            # Non-blocking: a service manager that stopped reading (its queue holds only a few
+            # datagrams) must not stop the loop; the notification is dropped and logged once.
+            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC | socket.SOCK_NONBLOCK) as sock:
                 sock.sendto(payload.encode("utf-8"), self._address)
             return True
         except OSError as exc:
@@ -68,6 +70,10 @@ class Notifier:
     def stopping(self, status: str) -> bool:
         """Shutdown started (``STOPPING=1``)."""
         return self.notify(stopping="1", status=status)
+
+    def extend_timeout(self, seconds: float) -> bool:
+        """Ask for ``seconds`` more before the start (or stop) times out (``EXTEND_TIMEOUT_USEC``)."""
+        return self.notify(extend_timeout_usec=str(int(seconds * 1_000_000)))
 
     def watchdog(self) -> bool:
         """Tell the watchdog the daemon is alive (``WATCHDOG=1``)."""

@@ -168,6 +168,7 @@ class ProviderSettings(Strict):
 # The SIGTERM bound (daemon.stop_timeout): in-flight work gets this long to finish or park
 # resumable. contrib/systemd/xceprov.service's TimeoutStopSec is this plus a margin.
 STOP_TIMEOUT = 90.0
+RECONCILE_INTERVAL = 30.0
 
 
 class MetricsSettings(Strict):
@@ -202,6 +203,10 @@ class DaemonSettings(Strict):
 
     log_format: Literal["text", "json"] = "text"
     stop_timeout: Duration = Field(default=STOP_TIMEOUT, gt=0, le=3600)
+    # The longest the daemon waits between two reconcile passes; a demand push or a host event
+    # starts one at once, so this only bounds how late time-driven work (idle reclaim, join
+    # deadlines, backoffs ending) is noticed.
+    reconcile_interval: Duration = Field(default=RECONCILE_INTERVAL, gt=0, le=3600)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
 
 

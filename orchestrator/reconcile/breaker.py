@@ -8,8 +8,11 @@ half-opens after ``policy.breaker.cool_off``: one more request goes out, and the
 decides (a failure reopens it at once, a success closes it).
 
 The state lives in ``<state_dir>/breakers.json`` (0600, replaced atomically and durably), so a
-restarted daemon keeps a template stopped. Times are wall-clock seconds (the caller's injected
-clock): they must mean the same after a reboot, which a monotonic clock does not.
+restarted daemon keeps a template stopped. The file is the truth: a :class:`Breakers` reads it
+again whenever another process replaced it (``xceprov breaker reset`` while the daemon runs),
+before answering or recording anything, so a reset is never undone by the daemon's older copy.
+Times are wall-clock seconds (the caller's injected clock): they must mean the same after a
+reboot, which a monotonic clock does not.
 """
 
 from __future__ import annotations
@@ -78,19 +81,39 @@ class Breakers:
     path: Path
     settings: BreakerSettings
     _states: dict[str, BreakerState] = field(default_factory=dict)
+    # (inode, mtime, size) of the file as last read or written; None: no file. Every write
+    # replaces the file (a new inode), so any other writer's change shows here.
+    _seen: tuple[int, int, int] | None = None
 
     @classmethod
     def load(cls, state_dir: Path, settings: BreakerSettings) -> Breakers:
         """The breakers kept under ``state_dir`` (none yet when the file is absent)."""
-        path = Path(state_dir) / BREAKERS_FILE
-        return cls(path, settings, _read(path))
+        breakers = cls(Path(state_dir) / BREAKERS_FILE, settings)
+        breakers._fresh()
+        return breakers
+
+    def _signature(self) -> tuple[int, int, int] | None:
+        try:
+            info = self.path.stat()
+        except FileNotFoundError:
+            return None
+        return info.st_ino, info.st_mtime_ns, info.st_size
+
+    def _fresh(self) -> None:
+        """Read the file again when someone else replaced (or removed) it since it was last seen."""
+        seen = self._signature()
+        if seen != self._seen or (seen is None and self._states):
+            self._states = _read(self.path) if seen is not None else {}
+            self._seen = seen
 
     def state(self, template: str) -> BreakerState:
         """The breaker of ``template`` (closed when nothing was recorded)."""
+        self._fresh()
         return self._states.get(template, BreakerState(template))
 
     def states(self) -> list[BreakerState]:
         """Every recorded breaker, by template."""
+        self._fresh()
         return [self._states[t] for t in sorted(self._states)]
 
     def allows(self, template: str, now: float) -> bool:
@@ -122,6 +145,7 @@ class Breakers:
 
     def reset(self, template: str) -> BreakerState:
         """``xceprov breaker reset TEMPLATE``: close the breaker and forget its failures."""
+        self._fresh()  # the other templates' records as they are on disk now
         return self._save(BreakerState(template))
 
     def _save(self, state: BreakerState) -> BreakerState:
@@ -132,6 +156,7 @@ class Breakers:
             states[state.template] = state
         write_entries(self.path, _FORMAT, "breakers", {t: _to_json(s) for t, s in states.items()})
         self._states = states  # only once the file holds it: memory never runs ahead of disk
+        self._seen = self._signature()
         return state
 
 

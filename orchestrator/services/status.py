@@ -9,6 +9,12 @@ own view ends ``margin`` earlier.
 Open ops are derived from facts: a ``requestIntent`` with fewer instances accounted for
 (``instanceCreated``, or ``lost``/``returned`` before a creation was recorded) than its count,
 and a ``returning`` without its ``returned`` or ``lost``.
+
+The daemon's own view comes from its status file (``<state_dir>/daemon/status.json``, written
+after every pass): whether it runs and how old its last word is, its leases with their remaining
+validity (or who holds a lease it does not), and the reclaim candidates of its last pass. The
+circuit breakers are read from their durable file (``<state_dir>/breakers.json``), so they show
+with or without a daemon.
 """
 
 from __future__ import annotations
@@ -16,14 +22,18 @@ from __future__ import annotations
 import os
 import socket
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.clients.controller.types import ControllerStatus, Fact, LinkState
 from orchestrator.configfile import LoadedConfig
-from orchestrator.errors import ControllerError
+from orchestrator.errors import ControllerError, XceprovError
 from orchestrator.ops.openops import open_ops as find_open_ops
+from orchestrator.reconcile.breaker import Breakers
+from orchestrator.workspace.daemonstatus import read_status
 
 
 @dataclass(frozen=True)
@@ -65,6 +75,54 @@ class OpenOp:
 
 
 @dataclass(frozen=True)
+class DaemonView:
+    """What the daemon's status file says, and whether a daemon is running now."""
+
+    running: bool
+    stale: bool
+    age: float  # seconds since the daemon wrote it
+    path: str
+    state: str = ""  # running | stopping | stopped
+    pid: int = 0
+    instance_id: str = ""
+    host: str = ""
+    passes: int = 0
+    last_pass: dict[str, Any] | None = None
+    leases: tuple[dict[str, Any], ...] = ()
+    reclaim_candidates: tuple[dict[str, Any], ...] = ()
+
+
+def daemon_view(state_dir: Path) -> DaemonView | None:
+    """The daemon's last status (None when no daemon ever ran with this state directory)."""
+    found = read_status(state_dir)
+    if found is None:
+        return None
+    doc, info = found.document, found.daemon
+    return DaemonView(
+        running=found.running,
+        stale=found.stale,
+        age=found.age,
+        path=str(found.path),
+        state=str(info.get("state", "")),
+        pid=int(info.get("pid", 0)),
+        instance_id=str(info.get("instance_id", "")),
+        host=str(info.get("host", "")),
+        passes=int(info.get("passes", 0)),
+        last_pass=doc.get("last_pass"),
+        leases=tuple(doc.get("leases", [])),
+        reclaim_candidates=tuple(doc.get("reclaim_candidates", [])),
+    )
+
+
+def breaker_rows(loaded: LoadedConfig, now: float | None = None) -> tuple[dict[str, Any], ...]:
+    """Every recorded breaker's evidence (position now, failures, reopens at, why)."""
+    config = loaded.config
+    breakers = Breakers.load(config.state_dir, config.policy.breaker)
+    when = time.time() if now is None else now
+    return tuple(state.evidence(when, breakers.settings) for state in breakers.states())
+
+
+@dataclass(frozen=True)
 class StatusReport:
     """Everything ``xceprov status`` shows."""
 
@@ -80,6 +138,11 @@ class StatusReport:
     pending_work: int
     running_work: int
     term_started: float = 0.0  # unix seconds the controller's current term started (0: not reported)
+    daemon: DaemonView | None = None  # None: no daemon ever wrote a status with this state_dir
+    breakers: tuple[dict[str, Any], ...] = ()
+    # Local state that could not be read (the daemon's state dir is 0700: another user's
+    # `xceprov status` still shows the controller's view, and says what it could not see).
+    unreadable: dict[str, str] = field(default_factory=dict)  # "daemon" | "breakers" -> why
 
     def to_json(self) -> dict[str, Any]:
         """The report as plain JSON values (``xceprov status --json``)."""
@@ -136,7 +199,25 @@ def collect_status(loaded: LoadedConfig) -> StatusReport:
         pending_work=status.pending_work,
         running_work=status.running_work,
         term_started=status.term_started,
+        **local_state(loaded),
     )
+
+
+def local_state(loaded: LoadedConfig) -> dict[str, Any]:
+    """The daemon's status and the breakers, each read on its own: one that cannot be read is
+    named in ``unreadable`` and the report goes on."""
+    unreadable: dict[str, str] = {}
+    out: dict[str, Any] = {"unreadable": unreadable}
+    readers: dict[str, Callable[[], Any]] = {
+        "daemon": lambda: daemon_view(loaded.config.state_dir),
+        "breakers": lambda: breaker_rows(loaded),
+    }
+    for key, read in readers.items():
+        try:
+            out[key] = read()
+        except (XceprovError, OSError) as exc:
+            unreadable[key] = (str(exc).splitlines() or [type(exc).__name__])[0]
+    return out
 
 
 def term_since(started: float) -> str:
@@ -180,4 +261,64 @@ def render_text(report: StatusReport, providers: list[str]) -> str:
             f"  {op.provider:<10} {op.op_id}  {op.action:<6} {op.template or '-':<12}"
             f" {op.done}/{op.wanted}  epoch {op.epoch}"
         )
+    daemon_lines = render_daemon(report.daemon)
+    breaker_lines = render_breakers(report.breakers)
+    if "daemon" in report.unreadable:
+        daemon_lines = ["daemon", f"  not readable here: {report.unreadable['daemon']}"]
+    if "breakers" in report.unreadable:
+        breaker_lines = ["breakers", f"  not readable here: {report.unreadable['breakers']}"]
+    lines += ["", *daemon_lines, "", *breaker_lines]
     return "\n".join(lines)
+
+
+def _ago(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f}s ago"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m ago"
+    return f"{seconds / 3600:.1f}h ago"
+
+
+def render_daemon(view: DaemonView | None) -> list[str]:
+    """The daemon's lines: whether it runs, its leases, its reclaim candidates."""
+    if view is None:
+        return ["daemon", "  no daemon (none has run with this state_dir)"]
+    if not view.running:
+        why = "stopped" if view.state == "stopped" else f"pid {view.pid} is not running"
+        return ["daemon", f"  no daemon ({why}; its last status was written {_ago(view.age)})"]
+    trigger = (view.last_pass or {}).get("trigger", "-")
+    lines = [
+        "daemon",
+        f"  {view.state}  pid {view.pid} on {view.host}  instance {view.instance_id}  "
+        f"{view.passes} passes, last ({trigger}) written {_ago(view.age)}",
+    ]
+    if view.stale:
+        lines.append("  STALE: no pass ended for several reconcile intervals (a long burst, or a stuck loop)")
+    lines += ["", f"leases held by the daemon (as of {_ago(view.age)})"]
+    for row in view.leases:
+        if row.get("held"):
+            left = float(row["remaining"])
+            lines.append(f"  {row['provider']:<16} held  epoch {row['epoch']}  valid {left:.1f}s more")
+        else:
+            lines.append(f"  {row['provider']:<16} not held: {row.get('note') or 'not granted yet'}")
+    lines += ["", "reclaim candidates (last pass)"]
+    if not view.reclaim_candidates:
+        lines.append("  (none)")
+    for c in view.reclaim_candidates:
+        lines.append(f"  {c.get('provider', '-'):<10} {c.get('host', '-')}  {c.get('key', '-')}  {c.get('reason', '')}")
+    return lines
+
+
+def render_breakers(rows: tuple[dict[str, Any], ...]) -> list[str]:
+    """The breakers' lines (only templates with a recorded breaker: every other one is closed)."""
+    lines = ["breakers"]
+    if not rows:
+        lines.append("  (all closed)")
+    for row in rows:
+        reopens = row.get("reopens_at")
+        when = f"  half-opens {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(reopens))}" if reopens else ""
+        lines.append(
+            f"  {row['template']:<16} {row['position']}  {row['failures']}/{row['threshold']} failures{when}"
+            + (f"  {row['reason']}" if row.get("reason") else "")
+        )
+    return lines

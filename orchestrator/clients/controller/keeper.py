@@ -42,6 +42,7 @@ import logging
 import math
 import mmap
 import os
+import signal
 import struct
 import subprocess
 import sys
@@ -356,6 +357,10 @@ def _child(config: dict[str, Any]) -> int:
 def main() -> int:
     """Entry of ``python -m orchestrator.clients.controller.keeper`` (configuration on stdin)."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s lease-keeper: %(message)s")
+    # A Ctrl-C in the terminal of a daemon run by hand reaches the whole process group: the
+    # keeper must not die of it before the daemon has parked its work and asked for the release.
+    # It ends by its parent's word on stdin (or stdin's end when the parent is gone).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     first = sys.stdin.readline()
     if not first:
         return 0

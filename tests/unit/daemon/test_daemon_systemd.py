@@ -54,6 +54,15 @@ def test_a_vanished_socket_does_not_stop_the_daemon(tmp_path: Path) -> None:
     assert not Notifier({"NOTIFY_SOCKET": str(tmp_path / "gone")}).ready("up")
 
 
+def test_a_manager_that_stopped_reading_never_blocks_the_daemon(notify_socket: NotifySocket) -> None:
+    notifier = Notifier({"NOTIFY_SOCKET": notify_socket.env_value})
+    # The receiver's queue holds few datagrams (net.unix.max_dgram_qlen, 10 by default): a
+    # blocking send would hang the loop at the first status after it filled up.
+    sent = [notifier.status(f"pass {n}") for n in range(200)]
+    assert sent[0] and not sent[-1]  # later ones were dropped, at once
+    assert notify_socket.receive() == {"STATUS": "pass 0"}
+
+
 def test_watchdog_interval_is_half_and_only_for_its_process() -> None:
     assert watchdog_interval({"WATCHDOG_USEC": "60000000"}) == 30.0
     assert watchdog_interval({"WATCHDOG_USEC": "60000000", "WATCHDOG_PID": str(os.getpid())}) == 30.0
@@ -124,6 +133,7 @@ def unit_settings() -> dict[str, str]:
 def test_unit_stop_bound_matches_the_documented_sigterm_bound() -> None:
     settings = unit_settings()
     assert settings["Type"] == "notify"
+    assert settings["ExecStart"].endswith("/xceprov daemon")
     assert settings["KillSignal"] == "SIGTERM"
     assert settings["Restart"] == "on-failure"
     assert "WatchdogSec" in settings

@@ -1,0 +1,64 @@
+"""``xceprov daemon``: the long-running process (docs/daemon.md); under systemd, ``contrib/systemd/xceprov.service``.
+
+The command line builds what only it may: the bootstrap and decommission plays as the
+executor's callables (``services.ops.playbook_callables``, with the simulated world's parts, which
+``services`` uses only for providers of the simulated cloud). Everything else is
+``orchestrator.daemon.service``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import click
+
+from orchestrator.cli.context import CliContext, pass_ctx
+
+if TYPE_CHECKING:  # the verb's imports stay inside it, so that --help loads nothing heavy
+    from orchestrator.clients.controller.types import HostInfo
+    from orchestrator.ops.executor import Created
+
+
+@click.command("daemon")
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default=None,
+    help="Log lines on stderr as text or JSON (default: daemon.log_format).",
+)
+@pass_ctx
+def daemon(ctx: CliContext, log_format: str | None) -> None:
+    """Run the daemon: keep the leases, follow demand, burst, bootstrap, reclaim (until SIGTERM)."""
+    from orchestrator.cli.bootstrap import simulated_world
+    from orchestrator.configfile import load_config
+    from orchestrator.daemon.lifecycle import Lifecycle, exit_process
+    from orchestrator.daemon.logs import configure_logging
+    from orchestrator.daemon.service import Daemon, DaemonOptions
+    from orchestrator.daemon.systemd import take_from_environment
+    from orchestrator.paths import toolkit_root
+    from orchestrator.services.ops import playbook_callables
+
+    loaded = ctx.config()
+    fmt = log_format or loaded.config.daemon.log_format
+    configure_logging("json" if fmt == "json" else "text", logging.DEBUG if ctx.verbose > 1 else logging.INFO)
+    notifier, watchdog = take_from_environment()
+    path = ctx.config_path
+    lifecycle = Lifecycle(loaded, lambda: load_config(path), notifier)
+    # Before anything is taken: a SIGTERM during the start is a stop like any other.
+    lifecycle.install_signal_handlers()
+    root, world = toolkit_root(), simulated_world()
+
+    # The plays read the configuration in force when they run (a SIGHUP may have changed it).
+    def boot(provider: str, created: Sequence[Created]) -> Mapping[str, str]:
+        return playbook_callables(lifecycle.config, root, world)[0](provider, created)
+
+    def decommission(provider: str, hosts: Sequence[HostInfo]) -> Mapping[str, str]:
+        return playbook_callables(lifecycle.config, root, world)[1](provider, hosts)
+
+    options = DaemonOptions(
+        root, bootstrap=boot, decommission=decommission, notifier=notifier, watchdog_interval=watchdog
+    )
+    code = Daemon(lifecycle, options).run()
+    exit_process(code)

@@ -1,0 +1,168 @@
+"""The daemon's executor: no new op once a stop is asked for, each op held as work in flight, outcomes counted.
+
+The reconcile pass calls the executor as the command line does; what the daemon adds is here, so
+the pass needs to know nothing about signals:
+
+- every ``create`` and ``return_instances`` is held in ``Lifecycle.in_flight`` under its op id:
+  a SIGTERM waits for it (up to ``daemon.stop_timeout``) and the log names it; an open op the
+  pass resumes takes its first step only while not stopping (:meth:`DaemonExecutor.gate`);
+- once stopping, a new op is refused before its intent with :class:`NotStarted`, a ``LeaseLost``
+  (what the pass already treats as "leave this provider alone, nothing to close");
+- each op that ends is counted on ``xceprov_ops_total`` (``parked`` when the fence stopped it);
+- every audit entry the executor writes is proof that the loop is making progress, so it beats
+  the watchdog's heartbeat: a long burst is not taken for a stuck loop;
+- the decommission play and the drain's waits are refused or cut short the same way
+  (:func:`guarded_decommission`, :func:`stoppable_sleep`); a bootstrap play about to start once
+  stopping ends the pass instead (:class:`PassAborted`, :func:`guarded_bootstrap`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from orchestrator.clients.controller.types import HostInfo
+from orchestrator.daemon.lifecycle import Lifecycle, Stopping
+from orchestrator.daemon.metrics import DaemonMetrics, OpKind, OpOutcome
+from orchestrator.daemon.systemd import Heartbeat
+from orchestrator.errors import LeaseLost
+from orchestrator.model.facts import Epoch
+from orchestrator.model.instances import new_op_id
+from orchestrator.ops.drain import Decommission
+from orchestrator.ops.executor import Bootstrap, Created, CreateResult, Executor, ReturnResult
+
+
+class NotStarted(LeaseLost):
+    """An op, play or wait refused because the daemon is stopping: nothing was changed."""
+
+
+class PassAborted(BaseException):
+    """The daemon is stopping: the rest of the pass is not run (raised where a refusal would be
+    taken for a failure of the thing refused).
+
+    A ``BaseException``, like ``KeyboardInterrupt``: the pass catches every ``Exception`` of a
+    phase as that phase's failure, and a bootstrap play refused by a stop must not count as a
+    failed attempt of every host it would have bootstrapped (attempts lead to returns and to the
+    template's breaker). Only the daemon's loop catches it.
+    """
+
+
+class DaemonExecutor(Executor):
+    """An :class:`Executor` whose ops are held as in-flight work of ``lifecycle`` (module docstring)."""
+
+    def __init__(
+        self,
+        *args: Any,
+        lifecycle: Lifecycle,
+        metrics: DaemonMetrics,
+        heartbeat: Heartbeat | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.lifecycle = lifecycle
+        self.metrics = metrics
+        self.heartbeat = heartbeat
+        # Ops that passed a gate in this pass: once stopping, only they may take another step.
+        self._touched: set[str] = set()
+        self._touched_lock = threading.Lock()
+
+    def new_pass(self) -> None:
+        """A pass begins: ops of earlier passes that are not running now are not "in flight"."""
+        with self._touched_lock:
+            self._touched.clear()
+
+    def gate(self, provider: str, op_id: str, step: str) -> Epoch:
+        """:meth:`Executor.gate`; once stopping, only for an op that already took a step.
+
+        A resume of an open op goes through the executor's steps, not through :meth:`create`:
+        this is where one the pass is about to start after a SIGTERM is refused, so it stays
+        open for the next start instead of starting a Terraform apply the stop would cut.
+        """
+        with self._touched_lock:
+            if op_id not in self._touched:
+                if self.lifecycle.stopping:
+                    raise NotStarted(
+                        f"op {op_id} on provider {provider}: not started ({step}): the daemon is stopping; "
+                        "it resumes at the next start"
+                    )
+                self._touched.add(op_id)
+        return super().gate(provider, op_id, step)
+
+    @contextlib.contextmanager
+    def _held(self, name: str, provider: str, kind: OpKind) -> Iterator[None]:
+        with held_unless_stopping(self.lifecycle, name):
+            outcome = OpOutcome.FAILED
+            try:
+                yield
+                outcome = OpOutcome.SUCCEEDED
+            except LeaseLost:
+                outcome = OpOutcome.PARKED
+                raise
+            finally:
+                self.metrics.op_finished(provider, kind, outcome)
+
+    def create(self, provider: str, template: str, count: int, op_id: str | None = None) -> CreateResult:
+        """:meth:`Executor.create`, held in flight under its op id; refused once stopping."""
+        op_id = op_id or new_op_id(self.clock())
+        with self._held(op_id, provider, OpKind.CREATE):
+            return super().create(provider, template, count, op_id)
+
+    def return_instances(self, provider: str, keys: Sequence[str], **kwargs: Any) -> ReturnResult:
+        """:meth:`Executor.return_instances`, held in flight; refused once stopping."""
+        name = f"return of {len(set(keys))} instances on {provider}"
+        with self._held(name, provider, OpKind.RETURN):
+            return super().return_instances(provider, keys, **kwargs)
+
+    def audit(self, action: str, **details: Any) -> None:
+        """The audit entry, then a heartbeat: the loop is making progress."""
+        super().audit(action, **details)
+        if self.heartbeat is not None:
+            self.heartbeat.beat()
+
+
+@contextlib.contextmanager
+def held_unless_stopping(lifecycle: Lifecycle, name: str) -> Iterator[None]:
+    """Hold ``name`` as work in flight; :class:`NotStarted` (a ``LeaseLost``) once stopping."""
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(lifecycle.in_flight(name))
+        except Stopping as exc:
+            raise NotStarted(str(exc)) from None
+        yield
+
+
+def guarded_bootstrap(play: Bootstrap, lifecycle: Lifecycle) -> Bootstrap:
+    """``play`` held in flight as ``bootstrap on <provider>``; once stopping, :class:`PassAborted`."""
+
+    def run(provider: str, created: Sequence[Created]) -> Mapping[str, str]:
+        try:
+            with held_unless_stopping(lifecycle, f"bootstrap on {provider}"):
+                return play(provider, created)
+        except NotStarted as exc:
+            raise PassAborted(str(exc)) from None
+
+    return run
+
+
+def guarded_decommission(play: Decommission, lifecycle: Lifecycle) -> Decommission:
+    """``play`` held in flight as ``decommission on <provider>``; refused once stopping."""
+
+    def run(provider: str, hosts: Sequence[HostInfo]) -> Mapping[str, str]:
+        with held_unless_stopping(lifecycle, f"decommission on {provider}"):
+            return play(provider, hosts)
+
+    return run
+
+
+def stoppable_sleep(lifecycle: Lifecycle) -> Callable[[float], None]:
+    """The executor's sleep (a drain's polling): ``NotStarted`` once stopping, so a drain that
+    would wait for work to end gives up at once and its hosts stay closed for the next start."""
+
+    def wait(seconds: float) -> None:
+        # The wait on the stop flag is the sleep: it ends early on a SIGTERM.
+        if lifecycle.wait_stopping(seconds):
+            raise NotStarted("the daemon is stopping: not waiting for hosts to drain; they stay closed")
+
+    return wait

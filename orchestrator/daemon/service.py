@@ -1,0 +1,474 @@
+"""The process of ``xceprov daemon``: leases, the controller link, one executor, one reconciler, its loop.
+
+Start: the metrics endpoint (when configured), a :class:`LeaseKeeper` for every provider (its
+renewals run in a child process: in-process renewal was measured late under load, see
+``clients/controller/keeper.py``; a denied lease is asked for again and again, and a pass
+leaves a provider without a valid lease alone), the :class:`ControllerLink` for pushes, facts
+and hosts, one :class:`DaemonExecutor` fenced by the keeper (closed early at a stop, see
+``fence.py``), and the reconciler.
+
+The loop (the main thread): a pass at start, then one on each demand push or host event
+(``link.on_demand``/``on_host_event`` wake it), when a lease is gained, after a SIGHUP, and at
+the latest every ``daemon.reconcile_interval``. Pushes that arrive during a pass are folded into
+one next pass. After every pass: the status file (``<state_dir>/daemon/status.json``) and the
+metrics; a heartbeat for the watchdog; ``READY=1`` after the first.
+
+Stop (SIGTERM, ``lifecycle.py``): a thread of its own waits for the stop and runs
+``Lifecycle.shutdown`` (in-flight work is waited for up to ``daemon.stop_timeout``, then the
+leases are released); the loop starts no new pass and the executor no new op.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from orchestrator.clients.controller.keeper import LeaseKeeper
+from orchestrator.clients.controller.link import ControllerLink
+from orchestrator.clients.controller.types import DemandSnapshot, HostEvent, HostInfo
+from orchestrator.clients.terraform.engine import Engine
+from orchestrator.configfile import LoadedConfig
+from orchestrator.daemon.fence import StopFence
+from orchestrator.daemon.guarded import (
+    DaemonExecutor,
+    NotStarted,
+    PassAborted,
+    guarded_bootstrap,
+    guarded_decommission,
+    held_unless_stopping,
+    stoppable_sleep,
+)
+from orchestrator.daemon.lifecycle import Lifecycle, exit_process
+from orchestrator.daemon.metrics import DaemonMetrics, MetricsEndpoint, start_endpoint
+from orchestrator.daemon.statusdoc import build_document, update_metrics
+from orchestrator.daemon.systemd import Heartbeat, Notifier, WatchdogPinger
+from orchestrator.errors import ControllerError, UsageError
+from orchestrator.model.config import Config
+from orchestrator.model.facts import Fact
+from orchestrator.ops.drain import Decommission
+from orchestrator.ops.executor import Bootstrap
+from orchestrator.ops.facts import LinkFacts
+from orchestrator.ops.hosts import LinkHosts
+from orchestrator.reconcile.breaker import Breakers
+from orchestrator.workspace.daemonstatus import write_status
+from orchestrator.workspace.terraform import engine_for
+
+log = logging.getLogger(__name__)
+
+# How often the loop looks at the lease keeper between passes: a lease gained (a denied one
+# granted at last, one regained after a failover) starts a pass without waiting for the interval.
+LEASE_POLL = 1.0
+# The longest a healthy loop may go without a heartbeat beyond its interval: passes beat at
+# their end and at every audited step of an op, and a single Terraform apply of a large burst
+# can run for minutes without one.
+PASS_ALLOWANCE = 900.0
+# While the first pass runs (a resume of a large op can take minutes), systemd's start timeout is
+# pushed this far ahead every EXTEND_EVERY seconds, for as long as the heartbeat says the pass
+# makes progress: READY=1 comes after the first pass, and TimeoutStartSec must not kill a slow
+# but working one.
+EXTEND_BY = 60.0
+EXTEND_EVERY = 20.0
+# At start, how long the first pass waits for the link (START_WAIT), then for the leases
+# (LEASE_SETTLE) before it runs anyway and skips the providers without a lease: a lease gained
+# later starts a pass of its own.
+START_WAIT = 15.0
+LEASE_SETTLE = 3.0
+
+
+def daemon_instance_id(cluster: str) -> str:
+    """The instance id the daemon holds its leases under (stable per cluster and machine:
+    a restarted daemon is the previous holder and gets its leases back at once)."""
+    return f"{cluster}-daemon-{socket.gethostname()}"
+
+
+class PassReporting(Protocol):
+    """What the daemon needs from a pass's report (``orchestrator.reconcile.loop.PassReport``)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as JSON values."""
+        ...
+
+
+class Reconciling(Protocol):
+    """What the daemon needs from the reconciler (``orchestrator.reconcile.loop.Reconciler``)."""
+
+    def run_once(self, trigger: str = "interval") -> PassReporting:
+        """One pass, in ordered phases."""
+        ...
+
+    def reload(self, config: Config) -> None:
+        """Use ``config`` from the next pass on."""
+        ...
+
+
+@dataclass(frozen=True)
+class LoopParts:
+    """What the reconciler is built from (the factory's argument)."""
+
+    config: Config
+    executor: DaemonExecutor
+    link: ControllerLink
+    bootstrap: Bootstrap | None
+    clock: Callable[[], float]
+
+
+ReconcilerFactory = Callable[[LoopParts], Reconciling]
+
+
+def default_reconciler(parts: LoopParts) -> Reconciling:
+    """The reconcile loop of ``orchestrator.reconcile.loop`` over the daemon's link."""
+    from orchestrator.reconcile.loop import Reconciler
+    from orchestrator.reconcile.view import LinkView
+
+    return Reconciler(
+        parts.config,
+        parts.executor,
+        LinkView(parts.link),
+        clock=parts.clock,
+        state_dir=parts.config.state_dir,
+        bootstrap=parts.bootstrap,
+    )
+
+
+@dataclass
+class DaemonOptions:
+    """What the command line hands the daemon (the parts only it may build)."""
+
+    toolkit_root: Path
+    bootstrap: Bootstrap | None = None
+    decommission: Decommission | None = None
+    engine: Engine | None = None
+    notifier: Notifier = field(default_factory=lambda: Notifier({}))
+    watchdog_interval: float | None = None
+    reconciler: ReconcilerFactory = default_reconciler
+    clock: Callable[[], float] = time.time
+
+
+# Keys a reload cannot change in a running daemon (its leases, link and working directories
+# were made from them): the log says they wait for a restart.
+_RESTART_ONLY = ("cluster", "state_dir", "controller")
+
+
+class Daemon:
+    """One daemon process (see the module docstring); :meth:`run` returns its exit status."""
+
+    def __init__(self, lifecycle: Lifecycle, options: DaemonOptions) -> None:
+        self.lifecycle = lifecycle
+        self.options = options
+        loaded = lifecycle.config
+        if loaded.config.standalone:
+            raise UsageError(
+                f"{loaded.source}: standalone: true: the daemon follows the controller's demand and "
+                "needs one; set standalone: false and configure controller.addresses"
+            )
+        self.config = loaded.config
+        self.instance_id = daemon_instance_id(self.config.cluster)
+        self.providers = sorted(self.config.providers)
+        self.metrics = DaemonMetrics()
+        self.heartbeat = Heartbeat(self.config.daemon.reconcile_interval + PASS_ALLOWANCE)
+        self.passes = 0
+        self.started = options.clock()
+        self._trigger_lock = threading.Lock()
+        self._trigger = ""
+        self._reloaded: LoadedConfig | None = None
+        self._held_before: dict[str, bool] = {}
+        self._document: dict[str, Any] | None = None
+        self._exit_code = 0
+        self._stopped = threading.Event()
+        self._ready = False
+        self.endpoint: MetricsEndpoint | None = None
+        self.keeper: LeaseKeeper | None = None
+        self.link: ControllerLink | None = None
+        self.executor: DaemonExecutor | None = None
+        self.reconciler: Reconciling | None = None
+        self.pinger: WatchdogPinger | None = None
+
+    # -- start ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Open the metrics endpoint, the leases, the link; build the executor and the reconciler."""
+        config, lifecycle, options = self.config, self.lifecycle, self.options
+        # Registered first, run last (on_stop runs last registered first): the final status.
+        lifecycle.on_stop("final status", self._write_stopped)
+        self.endpoint = start_endpoint(config.daemon.metrics, self.metrics, lifecycle.config.source)
+        if self.endpoint is not None:
+            lifecycle.on_stop("metrics endpoint", self.endpoint.stop)
+        self.link = ControllerLink(
+            config.controller, instance_id=self.instance_id, providers=self.providers, cluster=config.cluster
+        )
+        lifecycle.on_stop("controller link", self.link.close)
+        self.keeper = LeaseKeeper(
+            config.controller, instance_id=self.instance_id, providers=self.providers, cluster=config.cluster
+        )
+        lifecycle.on_stop("lease release", lambda: self.keeper.close(release=True) if self.keeper else None)
+        self.keeper.start()
+        self.keeper.attach(self.link)
+        self.link.on_demand(self._on_demand)
+        self.link.on_host_event(self._on_host_event)
+        lifecycle.on_reload(self._on_reload)
+        self.link.start()
+        self.executor = DaemonExecutor(
+            config,
+            options.toolkit_root,
+            options.engine or engine_for(config),
+            StopFence(self.keeper, lifecycle.stop_window),
+            LinkFacts(self.link),
+            LinkHosts(self.link),
+            bootstrap=None,  # the pass runs the bootstrap in its own phase (retried, counted per host)
+            decommission=guarded_decommission(options.decommission, lifecycle) if options.decommission else None,
+            sleep=stoppable_sleep(lifecycle),
+            clock=options.clock,
+            lifecycle=lifecycle,
+            metrics=self.metrics,
+            heartbeat=self.heartbeat,
+        )
+        play = guarded_bootstrap(options.bootstrap, lifecycle) if options.bootstrap else None
+        self.reconciler = options.reconciler(LoopParts(config, self.executor, self.link, play, options.clock))
+        if options.watchdog_interval is not None:
+            self.pinger = WatchdogPinger(options.notifier, options.watchdog_interval, self.heartbeat.healthy)
+            self.pinger.start()
+            lifecycle.on_stop("watchdog", self.pinger.stop)
+        log.info(
+            "daemon %s started: providers %s, reconcile_interval %gs, state in %s",
+            self.instance_id,
+            ", ".join(self.providers),
+            config.daemon.reconcile_interval,
+            config.state_dir,
+        )
+
+    def _wait_for_leases(self) -> None:
+        """Until every lease is held, or LEASE_SETTLE after the link is up (a lease another
+        instance holds is not waited for: the pass skips that provider), at most START_WAIT."""
+        assert self.link is not None and self.keeper is not None
+        deadline = time.monotonic() + START_WAIT
+        if self.link.wait_connected(START_WAIT):
+            # The keeper's own link connects alongside; its first answer comes within a retry.
+            deadline = min(deadline, time.monotonic() + LEASE_SETTLE)
+        while time.monotonic() < deadline and not self.lifecycle.stopping:
+            statuses = self.keeper.status()
+            if statuses and all(s.held for s in statuses):
+                return
+            self.lifecycle.wait_stopping(0.1)
+
+    # -- wake-ups ----------------------------------------------------------------------------
+
+    def _wake(self, trigger: str) -> None:
+        with self._trigger_lock:
+            # One pass serves every wake-up since the last one; a demand push names it first.
+            if not self._trigger or trigger == "demand":
+                self._trigger = trigger
+        self.lifecycle.wake()
+
+    def _on_demand(self, _snapshot: DemandSnapshot) -> None:
+        self._wake("demand")
+
+    def _on_host_event(self, _event: HostEvent) -> None:
+        self._wake("host-event")
+
+    def _on_reload(self, new: LoadedConfig) -> None:
+        # On the signal thread: only noted here; the loop applies it between two passes, so a
+        # pass never sees its configuration change under it.
+        with self._trigger_lock:
+            self._reloaded = new
+        self._wake("reload")
+
+    def _take_trigger(self) -> str:
+        with self._trigger_lock:
+            trigger, self._trigger = self._trigger, ""
+            return trigger
+
+    def _lease_gained(self) -> bool:
+        assert self.keeper is not None
+        held = {s.provider: s.held for s in self.keeper.status()}
+        gained = any(v and not self._held_before.get(p, False) for p, v in held.items())
+        self._held_before = held
+        return gained
+
+    def _apply_reload(self) -> None:
+        with self._trigger_lock:
+            new, self._reloaded = self._reloaded, None
+        if new is None:
+            return
+        old = self.config
+        for key in _RESTART_ONLY:
+            if getattr(old, key) != getattr(new.config, key):
+                log.warning("SIGHUP: %s changed in %s: it takes effect at the next start", key, new.source)
+        if sorted(new.config.providers) != self.providers:
+            log.warning(
+                "SIGHUP: the providers changed in %s: leases are held for %s until the next start",
+                new.source,
+                ", ".join(self.providers),
+            )
+        self.config = new.config
+        assert self.executor is not None and self.reconciler is not None
+        self.executor.config = new.config
+        self.reconciler.reload(new.config)
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def _next_trigger(self) -> str | None:
+        """Wait for the next pass's reason; None once stopping."""
+        deadline = time.monotonic() + self.config.daemon.reconcile_interval
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return "interval"
+            if not self.lifecycle.wait(min(left, LEASE_POLL)):
+                return None
+            trigger = self._take_trigger()
+            if trigger:
+                return trigger
+            if self._lease_gained():
+                return "lease"
+
+    def run_pass(self, trigger: str) -> bool:
+        """One pass, its status file and metrics; False when the stop refused it."""
+        assert self.reconciler is not None
+        try:
+            with held_unless_stopping(self.lifecycle, f"reconcile pass ({trigger})"):
+                self._apply_reload()
+                assert self.executor is not None
+                self.executor.new_pass()
+                began = time.monotonic()
+                report: dict[str, Any] | None = None
+                try:
+                    report = self.reconciler.run_once(trigger).to_json()
+                except PassAborted as exc:
+                    log.info("reconcile pass (%s) ended early: %s", trigger, exc)
+                    return False
+                except Exception:  # the pass isolates its phases; this is a bug in the loop itself
+                    log.exception("reconcile pass (%s) failed", trigger)
+                duration = time.monotonic() - began
+        except NotStarted:
+            return False
+        self.passes += 1
+        self.heartbeat.beat()
+        self._publish(report, duration)
+        return True
+
+    def _publish(self, report: dict[str, Any] | None, duration: float | None) -> None:
+        try:
+            document = self._build(report, "stopping" if self.lifecycle.stopping else "running")
+            write_status(self.config.state_dir, document)
+            update_metrics(self.metrics, document, self.config.templates, duration)
+            self._document = document
+        except Exception:  # a status that cannot be written must not stop the loop
+            log.exception("daemon status not written")
+            return
+        held = sum(1 for row in document["leases"] if row["held"])
+        ops = len((report or {}).get("ops", []))
+        self.options.notifier.status(
+            f"pass {self.passes} ({(report or {}).get('trigger', '-')}): {ops} ops started; "
+            f"leases {held}/{len(self.providers)}"
+        )
+
+    def _build(self, report: dict[str, Any] | None, state: str) -> dict[str, Any]:
+        assert self.link is not None and self.keeper is not None
+        link = self.link
+        facts: dict[str, Sequence[Fact]]
+        hosts: Sequence[HostInfo]
+        try:
+            # Fresh: another holder or a command may have committed facts the link never saw.
+            facts = {p: link.query_facts(p) for p in self.providers}
+            hosts = link.host_status()
+        except ControllerError as exc:
+            # The controller is away: the status matters most now; the link's last copy says
+            # what was known (the pass, which reads fresh, did nothing on it).
+            log.debug("status from the link's cache: %s", exc)
+            facts = {p: link.facts(p) for p in self.providers}
+            hosts = link.hosts()
+        return build_document(
+            daemon=self._daemon_member(state),
+            report=report,
+            leases=self.keeper.status(),
+            breakers=Breakers.load(self.config.state_dir, self.config.policy.breaker),
+            facts=facts,
+            hosts=hosts,
+            now=self.options.clock(),
+        )
+
+    def _daemon_member(self, state: str) -> dict[str, Any]:
+        return {
+            "pid": os.getpid(),
+            "instance_id": self.instance_id,
+            "host": socket.gethostname(),
+            "state": state,
+            "started": self.started,
+            "passes": self.passes,
+            "reconcile_interval": self.config.daemon.reconcile_interval,
+            "config": str(self.lifecycle.config.source),
+        }
+
+    def _rewrite(self, state: str) -> None:
+        """The last status again with a new ``state``: no controller round trip (a stop must not
+        wait for one); ``stopped``: the leases are released by now."""
+        document = dict(self._document or {"last_pass": None, "breakers": [], "open_ops": [], "instances": {}})
+        document["daemon"] = {**self._daemon_member(state), "written": self.options.clock()}
+        if state == "stopped":
+            document["leases"] = [
+                {**row, "held": False, "epoch": None, "remaining": 0.0, "holder": "", "note": "released at stop"}
+                for row in document.get("leases", [])
+            ]
+        document.setdefault("leases", [])
+        document.setdefault("reclaim_candidates", [])
+        write_status(self.config.state_dir, document)
+
+    def _write_stopped(self) -> None:
+        self._rewrite("stopped")
+
+    def _stop_when_asked(self) -> None:
+        self.lifecycle.wait_stopping()
+        try:
+            self._rewrite("stopping")
+        except Exception:  # the stop goes on without it
+            log.exception("daemon status not written")
+        self._exit_code = self.lifecycle.shutdown()
+        self._stopped.set()
+        if self._exit_code != 0:
+            # Work is still running past the bound (the loop is inside it): exit without it.
+            exit_process(self._exit_code)
+
+    def _extend_start(self) -> None:
+        """Until READY=1: more start time from systemd while the first pass works (see EXTEND_BY)."""
+        while not self._ready and not self.lifecycle.stopping:
+            if self.heartbeat.healthy():
+                self.options.notifier.extend_timeout(EXTEND_BY)
+            self.lifecycle.wait_stopping(EXTEND_EVERY)
+
+    def run(self) -> int:
+        """Start, loop until a stop, and give the exit status (0: stopped cleanly within the bound)."""
+        stopper = threading.Thread(target=self._stop_when_asked, name="daemon-stop", daemon=True)
+        stopper.start()
+        if self.options.notifier.enabled:
+            threading.Thread(target=self._extend_start, name="daemon-start-extend", daemon=True).start()
+        try:
+            self.start()
+            self._wait_for_leases()
+            self._held_before = {s.provider: s.held for s in self.keeper.status()} if self.keeper else {}
+            trigger: str | None = "start"
+            while trigger is not None and self.run_pass(trigger):
+                if not self._ready:
+                    self._ready = True
+                    self.options.notifier.ready(f"first pass done; leases held for {self._held_summary()}")
+                trigger = self._next_trigger()
+        except BaseException:
+            # A start that failed (metrics address taken, a bug): release what was taken.
+            self.lifecycle.request_stop("start failed")
+            self._stopped.wait()
+            raise
+        if not self.lifecycle.stopping:  # a signal ended the loop: the usual case
+            self.lifecycle.request_stop("loop ended")
+        self._stopped.wait()
+        return self._exit_code
+
+    def _held_summary(self) -> str:
+        rows = (self._document or {}).get("leases", [])
+        held = [row["provider"] for row in rows if row["held"]]
+        return ", ".join(held) or "no provider yet"

@@ -1,0 +1,150 @@
+"""What the daemon says about itself after every pass: the status document and the metrics from it.
+
+:func:`build_document` gathers the last pass's report, the leases as the keeper holds them (with
+their remaining validity, and who holds a lease this daemon does not), the breakers from their
+durable file, this orchestrator's instances by state, the open ops and the reclaim candidates;
+``orchestrator.workspace.daemonstatus`` writes it and ``xceprov status`` reads it.
+:func:`update_metrics` sets the Prometheus metrics from the same document, so the two never
+disagree. Pure functions over their inputs (no I/O), tested in tests/unit/daemon.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict
+from typing import Any
+
+from orchestrator.clients.controller.lease import LeaseStatus
+from orchestrator.clients.controller.types import HostInfo
+from orchestrator.daemon.metrics import DaemonMetrics
+from orchestrator.daemon.timeouts import NamedTimeout
+from orchestrator.model.facts import Fact
+from orchestrator.ops.openops import open_ops
+from orchestrator.reconcile.breaker import Breakers, Position
+from orchestrator.reconcile.ledger import ledger
+
+# Instance states only the facts know (the controller has no host for the key yet):
+REQUESTED = "requested"  # intent committed, no instanceCreated yet
+CREATED = "created"  # instanceCreated committed, expectedHost not yet
+
+
+def lease_rows(statuses: Iterable[LeaseStatus]) -> list[dict[str, Any]]:
+    """Each lease: held or not, epoch, remaining validity, TTL, and who holds it / why not."""
+    rows = []
+    for s in sorted(statuses, key=lambda x: x.provider):
+        rows.append(
+            {
+                "provider": s.provider,
+                "held": s.held,
+                "epoch": s.epoch.tag() if s.epoch is not None and s.held else None,
+                "remaining": round(s.expires_in, 3) if s.held else 0.0,
+                "ttl": s.ttl,
+                # Held: this daemon's instance id. Not held: the holder the controller named, or
+                # the last error (the keeper keeps asking either way).
+                "holder": s.holder if s.held else "",
+                "note": "" if s.held else s.holder,
+            }
+        )
+    return rows
+
+
+def instance_states(facts: Mapping[str, Sequence[Fact]], hosts: Iterable[HostInfo]) -> dict[str, dict[str, int]]:
+    """Per provider, this orchestrator's instances not gone by state: the controller's host state
+    (``expected``, ``idle``, ``busy``, ``closing``, ...) when it knows the host, else how far the
+    facts got (``requested``, ``created``)."""
+    by_key = {h.instance_key: h for h in hosts if h.instance_key}
+    out: dict[str, dict[str, int]] = {}
+    for provider, provider_facts in sorted(facts.items()):
+        counts: Counter[str] = Counter()
+        for record in ledger(provider_facts).values():
+            if record.gone:
+                continue
+            host = by_key.get(record.key)
+            if host is not None and host.state:
+                counts[host.state] += 1
+            elif record.expected is not None:
+                counts["expected"] += 1
+            elif record.created is not None:
+                counts[CREATED] += 1
+            else:
+                counts[REQUESTED] += 1
+        out[provider] = dict(sorted(counts.items()))
+    return out
+
+
+def open_op_rows(facts: Mapping[str, Sequence[Fact]]) -> list[dict[str, Any]]:
+    """Every provider's open ops (intent without outcome), oldest first per provider."""
+    rows = []
+    for provider in sorted(facts):
+        for op in open_ops(facts[provider]):
+            row = asdict(op)
+            row["pending"] = list(op.pending)
+            rows.append(row)
+    return rows
+
+
+def breaker_rows(breakers: Breakers, now: float) -> list[dict[str, Any]]:
+    """Every recorded breaker's evidence at ``now`` (a template never tripped has no row: closed)."""
+    return [state.evidence(now, breakers.settings) for state in breakers.states()]
+
+
+def expired_timeouts(report: Mapping[str, Any] | None, facts: Mapping[str, Sequence[Fact]]) -> list[dict[str, str]]:
+    """The named timeouts the pass acted on: hosts returned because their ``join_deadline``
+    passed (the join-tracking phase's ``returned`` keys), each with its provider from the facts."""
+    phases = {p.get("name"): p for p in (report or {}).get("phases", [])}
+    returned = (phases.get("join-tracking") or {}).get("evidence", {}).get("returned", [])
+    if not returned:
+        return []
+    provider_of = {key: r.provider for records in facts.values() for key, r in ledger(records).items()}
+    return [
+        {"provider": provider_of.get(str(key), ""), "timeout": NamedTimeout.JOIN_DEADLINE.value, "key": str(key)}
+        for key in returned
+    ]
+
+
+def build_document(
+    *,
+    daemon: Mapping[str, Any],
+    report: Mapping[str, Any] | None,
+    leases: Iterable[LeaseStatus],
+    breakers: Breakers,
+    facts: Mapping[str, Sequence[Fact]],
+    hosts: Iterable[HostInfo],
+    now: float,
+) -> dict[str, Any]:
+    """The status document (docs/daemon.md, "Status file"); ``daemon`` is its ``daemon`` member."""
+    return {
+        "daemon": {**daemon, "written": now},
+        "last_pass": dict(report) if report is not None else None,
+        "leases": lease_rows(leases),
+        "breakers": breaker_rows(breakers, now),
+        "reclaim_candidates": list((report or {}).get("reclaim_candidates", [])),
+        "open_ops": open_op_rows(facts),
+        "instances": instance_states(facts, hosts),
+        "timeouts_expired": expired_timeouts(report, facts),
+    }
+
+
+def update_metrics(
+    metrics: DaemonMetrics, document: Mapping[str, Any], templates: Iterable[str], pass_duration: float | None
+) -> None:
+    """Lease, instance, breaker and pass metrics from a status document.
+
+    Every configured template gets an ``xceprov_breaker_open`` sample (0 when it has no row);
+    ``pass_duration`` None: no pass ended (a status written at stop), the pass metrics stay.
+    """
+    for row in document.get("leases", []):
+        metrics.set_lease(str(row["provider"]), bool(row["held"]), float(row["remaining"]))
+    for provider, counts in document.get("instances", {}).items():
+        metrics.set_instances(str(provider), {str(k): int(v) for k, v in counts.items()})
+    open_templates = {
+        str(row["template"]) for row in document.get("breakers", []) if row.get("position") == Position.OPEN.value
+    }
+    for template in sorted(set(templates) | open_templates):
+        metrics.set_breaker(template, template in open_templates)
+    last = document.get("last_pass") or {}
+    if pass_duration is not None and "finished" in last:
+        metrics.pass_finished(float(last["finished"]), pass_duration)
+        for item in document.get("timeouts_expired", []):  # counted once: for the pass that acted
+            metrics.timeout_passed(str(item["provider"]), NamedTimeout(item["timeout"]))

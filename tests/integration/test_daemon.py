@@ -1,0 +1,306 @@
+"""``xceprov daemon`` on a real simulated world: leases, a demand push → a create, SIGTERM, SIGHUP.
+
+The world is the product's own (``xceprov sim up --only controller``: the simulated controller and
+cloud behind real Terraform; no hosts, so bootstraps fail and are retried much later, which is
+none of these tests' business). The daemon runs as an operator runs it, a child process with the
+world's configuration; the test reads only what an operator can: its log, its status file,
+``xceprov status``, the metrics endpoint, the cloud and the controller's facts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+from sim_world_helpers import SimWorld, agree, sim_world, wait_until
+
+from orchestrator.ops.openops import open_ops
+
+pytestmark = pytest.mark.integration
+
+STOP_TIMEOUT = 30.0  # the fence closes 10 s before (a third of it): time for Terraform to park
+
+
+def configure(world: SimWorld, **daemon: Any) -> dict[str, Any]:
+    """The world's configuration with the daemon's test settings; written back, returned."""
+    path = world.site / "xceprov.yaml"
+    cfg: dict[str, Any] = yaml.safe_load(path.read_text())
+    cfg["daemon"] = {"reconcile_interval": "2s", "stop_timeout": f"{STOP_TIMEOUT:g}s", **daemon}
+    # No hosts in this world: the key scan gives up after timeout/2, and a failed bootstrap is
+    # tried again only after 10 minutes (nothing is returned while a test runs).
+    cfg["ansible"] = {"timeout": "4s"}
+    cfg["policy"] = {"cooldown": "1s", "retry": {"base": "600s", "max": "600s"}}
+    # Nor past their join_deadline: the hosts of one test are still expected in the next.
+    cfg["providers"]["sim"]["join_deadline"] = "30m"
+    path.write_text(yaml.safe_dump(cfg))
+    return cfg
+
+
+class Daemon:
+    """One ``xceprov daemon`` process; its combined output goes to a file (a pipe could fill up)."""
+
+    def __init__(self, world: SimWorld, name: str, env: dict[str, str] | None = None) -> None:
+        self.world = world
+        self.log_path = world.site / f"{name}.log"
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()/kill()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator.cli", "daemon"],
+            cwd=world.site,
+            env={**world.env(), **(env or {})},
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def status(self) -> dict[str, Any]:
+        path = self.world.state / "daemon" / "status.json"
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def wait_status(self, what: str, check: Any, timeout: float = 60.0) -> dict[str, Any]:
+        """The status document once ``check(doc)`` holds (the daemon must stay up meanwhile)."""
+        found: dict[str, Any] = {}
+
+        def ready() -> bool:
+            assert self.alive(), f"the daemon exited ({self.proc.returncode}):\n{self.log()}"
+            found.update(self.status())
+            return bool(found) and bool(check(found))
+
+        try:
+            wait_until(what, ready, timeout=timeout, every=0.2)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n--- the daemon's log ---\n{self.log()[-6000:]}") from None
+        return found
+
+    def terminate(self) -> tuple[int, float]:
+        """SIGTERM; the exit status and how long the daemon took to exit."""
+        began = time.monotonic()
+        os.kill(self.pid, signal.SIGTERM)
+        code = self.proc.wait(STOP_TIMEOUT + 30)
+        self._log.close()
+        return code, time.monotonic() - began
+
+    def kill(self) -> None:
+        """Whatever happened: nothing of the daemon outlives the test."""
+        if self.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(STOP_TIMEOUT + 10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.pid, signal.SIGKILL)
+                self.proc.wait(10)
+        self._log.close()
+
+
+@contextlib.contextmanager
+def running_daemon(world: SimWorld, name: str, env: dict[str, str] | None = None) -> Iterator[Daemon]:
+    daemon = Daemon(world, name, env)
+    try:
+        yield daemon
+    finally:
+        daemon.kill()
+
+
+@pytest.fixture(scope="module")
+def shared_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimWorld]:
+    """One world for the tests that do not count instances exactly (each runs its own daemon)."""
+    with sim_world(tmp_path_factory.mktemp("daemon-world"), f"dmn-{secrets.token_hex(3)}") as w:
+        yield w
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[SimWorld]:
+    with sim_world(tmp_path / "site", f"dmn-{secrets.token_hex(3)}") as w:
+        yield w
+
+
+def leased(doc: dict[str, Any]) -> bool:
+    return any(row["provider"] == "sim" and row["held"] for row in doc.get("leases", []))
+
+
+def scrape(log: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    [(host, port)] = re.findall(r"metrics served on http://([\d.]+):(\d+)/metrics", log)
+    with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as reply:
+        text = reply.read().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+class NotifySocket:
+    """systemd's notification socket as the daemon sees it under a Type=notify unit: every
+    datagram is read at once (as systemd does) and kept in order."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(path))
+        self.sock.settimeout(0.2)
+        self.got: list[dict[str, str]] = []
+        self._done = threading.Event()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        while not self._done.is_set():
+            try:
+                data = self.sock.recv(4096).decode()
+            except TimeoutError:
+                continue
+            self.got.append(dict(line.split("=", 1) for line in data.split("\n")))
+
+    def first_with(self, key: str, timeout: float = 60.0) -> dict[str, str]:
+        """The first datagram that has ``key``."""
+        wait_until(f"{key} from the daemon", lambda: any(key in g for g in self.got), timeout=timeout)
+        return next(g for g in self.got if key in g)
+
+    def close(self) -> None:
+        self._done.set()
+        self._reader.join(5)
+        self.sock.close()
+
+
+def test_leases_then_a_demand_push_creates_the_hosts_and_a_stop_releases(shared_world: SimWorld) -> None:
+    world = shared_world
+    configure(world, metrics={"listen": "127.0.0.1:0"})
+    notify = NotifySocket(world.site / "notify")
+    systemd = {"NOTIFY_SOCKET": str(notify.path), "WATCHDOG_USEC": "2000000"}
+    with running_daemon(world, "daemon", systemd) as daemon, contextlib.closing(notify):
+        # READY=1 comes after the first pass (its status is written by then); the watchdog is fed.
+        ready = notify.first_with("READY")
+        assert ready["READY"] == "1" and ready["STATUS"].startswith("first pass done")
+        assert daemon.status()["daemon"]["passes"] >= 1
+        assert notify.first_with("WATCHDOG")["WATCHDOG"] == "1"
+        doc = daemon.wait_status("the daemon's lease of sim", leased)
+        assert doc["daemon"]["instance_id"].startswith(f"{world.cluster}-daemon-")
+        assert doc["daemon"]["state"] == "running" and doc["last_pass"]["leased"] == ["sim"]
+        # Nothing wanted yet: the first pass created nothing.
+        assert world.alive() == {} and doc["last_pass"]["ops"] == []
+        status = world.ok("status")
+        [lease] = doc["leases"]
+        # The controller names the holder by its certificate; the epoch is the daemon's.
+        assert re.search(r"\n  sim\s+holder \S+  epoch " + re.escape(lease["epoch"]), status), status
+        assert re.search(r"leases held by the daemon \(as of \d+s ago\)\n  sim\s+held  epoch", status), status
+
+        world.ok("sim", "submit", "--template", "cpu", "--hosts", "2", "--duration", "600s")
+        wait_until("the daemon's two hosts in the cloud", lambda: len(world.alive()) == 2, timeout=90)
+        wait_until("the op's end", lambda: "op-created" in world.actions(daemon.pid), timeout=60)
+        assert open_ops(world.facts()) == []
+        created = [e for e in world.audit(daemon.pid) if e["action"] == "op-created"]
+        assert len(created) == 1 and len(created[0]["instances"]) == 2
+        scale_out = [e for e in world.audit(daemon.pid) if e["action"] == "reconcile-scale-out" and e["ops"]]
+        assert scale_out and scale_out[0]["ops"] == [{"provider": "sim", "count": 2}]
+        doc = daemon.wait_status("the status after the create", lambda d: sum(d["instances"]["sim"].values()) == 2)
+        assert doc["open_ops"] == [] and doc["instances"]["sim"] == {"expected": 2}
+
+        got = scrape(daemon.log())
+        assert got[("xceprov_lease_valid", (("provider", "sim"),))] == 1
+        assert got[("xceprov_lease_remaining_seconds", (("provider", "sim"),))] > 0
+        assert got[("xceprov_ops_total", (("kind", "create"), ("outcome", "succeeded"), ("provider", "sim")))] == 1
+        assert got[("xceprov_reconcile_pass_duration_seconds_count", ())] >= 3
+        assert sum(v for (name, labels), v in got.items() if name == "xceprov_instances") == 2
+
+        code, _took = daemon.terminate()
+        assert code == 0, daemon.log()
+        assert notify.first_with("STOPPING")["STOPPING"] == "1"
+    assert daemon.status()["daemon"]["state"] == "stopped"
+    assert "stopped: no work in flight" in daemon.log()
+    # Released at once: the controller names no holder, and `xceprov status` says no daemon runs.
+    status = world.ok("status")
+    assert re.search(r"\n  sim\s+free", status), status
+    assert "no daemon (stopped; its last status was written" in status
+    assert set(agree(world)) == set(world.alive())
+
+
+def test_sigterm_mid_burst_parks_then_a_restart_completes_with_no_duplicate(world: SimWorld) -> None:
+    cfg = configure(world)
+    cfg["terraform"] = {"parallelism": 1}  # one create at a time: the burst is long and observable
+    (world.site / "xceprov.yaml").write_text(yaml.safe_dump(cfg))
+    # Eight creates of 5 s one after the other: the fence closes 20 s after the SIGTERM, mid-burst.
+    world.store.set_slow_launch(5.0)
+    with running_daemon(world, "daemon-1") as first:
+        first.wait_status("the daemon's lease of sim", leased)
+        world.ok("sim", "submit", "--template", "cpu", "--hosts", "8", "--duration", "600s")
+        wait_until("the burst under way", lambda: len(world.alive()) >= 1 or not first.alive(), timeout=120)
+        code, took = first.terminate()
+        # Within the bound, exit 0: the apply was interrupted gracefully and its op parked.
+        assert code == 0, first.log()
+        assert took < STOP_TIMEOUT + 5, took
+    log = first.log()
+    assert "SIGTERM: stopping: no new op" in log and "stopped: no work in flight" in log
+    parked = open_ops(world.facts())
+    assert len(parked) == 1 and parked[0].kind == "create" and parked[0].count == 8, parked
+    assert len(world.alive()) < 8, "the SIGTERM came too late to interrupt the burst"
+    assert "op-apply-interrupted" in world.actions(first.pid)
+
+    world.store.set_slow_launch(0.0)
+    with running_daemon(world, "daemon-2") as second:
+        wait_until("the parked op resumed", lambda: open_ops(world.facts()) == [] or not second.alive(), timeout=120)
+        second.wait_status(
+            "the status after the resume", lambda d: d["open_ops"] == [] and d["instances"]["sim"] == {"expected": 8}
+        )
+        # The restarted daemon finished the parked op instead of asking for eight more.
+        resumed = [e for e in world.audit(second.pid) if e["action"] == "resume"]
+        assert [(e["op"], e["outcome"]) for e in resumed] == [(parked[0].op_id, "completed")]
+        assert [e["op"] for e in world.audit(second.pid) if e["action"] == "op-created"] == [parked[0].op_id]
+        code, _took = second.terminate()
+        assert code == 0, second.log()
+    alive = agree(world)
+    assert len(alive) == 8 and {i.tags.get("xce:op_id") for i in alive.values()} == {parked[0].op_id}
+
+
+def test_sighup_with_a_broken_configuration_keeps_the_old_one(shared_world: SimWorld) -> None:
+    world = shared_world
+    cfg = configure(world)
+    path = world.site / "xceprov.yaml"
+    with running_daemon(world, "daemon") as daemon:
+        daemon.wait_status("the daemon's first pass", leased)
+        broken = {**cfg, "daemon": {**cfg["daemon"], "reconcile_intervall": "5s"}}
+        path.write_text(yaml.safe_dump(broken))
+        os.kill(daemon.pid, signal.SIGHUP)
+        wait_until("the refused reload in the log", lambda: "configuration not reloaded" in daemon.log(), timeout=30)
+        passes = daemon.status()["daemon"]["passes"]
+        doc = daemon.wait_status("passes after the refused reload", lambda d: d["daemon"]["passes"] >= passes + 2)
+        assert doc["daemon"]["reconcile_interval"] == 2.0  # the last good configuration is in force
+        refused = [line for line in daemon.log().splitlines() if "configuration not reloaded" in line]
+        assert len(refused) == 1, refused
+        assert refused[0].endswith(
+            f"SIGHUP: configuration not reloaded, keeping the last good one: {path}: "
+            "daemon.reconcile_intervall: unknown key (did you mean 'reconcile_interval'?)"
+        ), refused[0]
+
+        # A good one is taken from the next pass on.
+        path.write_text(yaml.safe_dump({**cfg, "daemon": {**cfg["daemon"], "reconcile_interval": "3s"}}))
+        os.kill(daemon.pid, signal.SIGHUP)
+        daemon.wait_status("the reloaded interval", lambda d: d["daemon"]["reconcile_interval"] == 3.0)
+        assert f"SIGHUP: configuration reloaded from {path}" in daemon.log()
+        code, _took = daemon.terminate()
+        assert code == 0, daemon.log()

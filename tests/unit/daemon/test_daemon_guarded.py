@@ -1,0 +1,155 @@
+"""The daemon's executor: ops held as work in flight, none started once stopping, outcomes counted."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from orchestrator.daemon.guarded import DaemonExecutor, NotStarted, PassAborted, guarded_bootstrap, stoppable_sleep
+from orchestrator.daemon.lifecycle import Lifecycle
+from orchestrator.daemon.metrics import DaemonMetrics
+from orchestrator.daemon.systemd import Heartbeat
+from orchestrator.errors import FinalError, LeaseLost
+from orchestrator.model.facts import Epoch
+from orchestrator.ops.executor import Created, CreateResult, Executor, ReturnResult
+from tests.unit.daemon.daemon_helpers import loaded
+
+
+def ops_total(metrics: DaemonMetrics) -> dict[tuple[str, str], float]:
+    text = generate_latest(metrics.registry).decode()
+    return {
+        (s.labels["kind"], s.labels["outcome"]): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "xceprov_ops_total"
+    }
+
+
+@pytest.fixture
+def lifecycle() -> Lifecycle:
+    site = loaded("{stop_timeout: 5s}")
+    return Lifecycle(site, lambda: site)
+
+
+def executor(lifecycle: Lifecycle, metrics: DaemonMetrics, heartbeat: Heartbeat | None = None) -> DaemonExecutor:
+    return DaemonExecutor(
+        lifecycle.config.config,
+        Path("/nonexistent"),
+        object(),  # type: ignore[arg-type]  # never reached: the executor's ops are replaced below
+        object(),  # type: ignore[arg-type]
+        object(),  # type: ignore[arg-type]
+        object(),  # type: ignore[arg-type]
+        lifecycle=lifecycle,
+        metrics=metrics,
+        heartbeat=heartbeat,
+    )
+
+
+def test_an_op_is_work_in_flight_and_a_stop_refuses_the_next(
+    lifecycle: Lifecycle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inside = threading.Event()
+    release = threading.Event()
+    seen: list[str] = []
+
+    def create(self: Executor, provider: str, template: str, count: int, op_id: str | None = None) -> CreateResult:
+        assert op_id is not None
+        seen.append(op_id)
+        inside.set()
+        release.wait(10)
+        return CreateResult(op_id, provider, template)
+
+    monkeypatch.setattr(Executor, "create", create)
+    metrics = DaemonMetrics()
+    ex = executor(lifecycle, metrics)
+    worker = threading.Thread(target=ex.create, args=("sim", "cpu", 2))
+    worker.start()
+    assert inside.wait(10)
+    lifecycle.request_stop("SIGTERM")
+    # The stop waits for the op (named by its id) instead of cutting it off...
+    done: list[int] = []
+    stopper = threading.Thread(target=lambda: done.append(lifecycle.shutdown()))
+    stopper.start()
+    stopper.join(0.3)
+    assert stopper.is_alive() and not done
+    # ...and no new op starts: refused before its intent, as a LeaseLost (nothing to close).
+    with pytest.raises(NotStarted, match=r"not starting op-.*: the daemon is stopping") as info:
+        ex.create("sim", "cpu", 1)
+    assert isinstance(info.value, LeaseLost)
+    release.set()
+    worker.join(10)
+    stopper.join(10)
+    assert done == [0]
+    assert len(seen) == 1
+    assert ops_total(metrics) == {("create", "succeeded"): 1.0}
+
+
+def test_outcomes_parked_and_failed_are_counted(lifecycle: Lifecycle, monkeypatch: pytest.MonkeyPatch) -> None:
+    def create(self: Executor, provider: str, template: str, count: int, op_id: str | None = None) -> CreateResult:
+        raise LeaseLost("lease for provider 'sim' lapsed")
+
+    def return_instances(self: Executor, provider: str, keys: Sequence[str], **kw: Any) -> ReturnResult:
+        raise FinalError("plan would delete more")
+
+    monkeypatch.setattr(Executor, "create", create)
+    monkeypatch.setattr(Executor, "return_instances", return_instances)
+    metrics = DaemonMetrics()
+    ex = executor(lifecycle, metrics)
+    with pytest.raises(LeaseLost):
+        ex.create("sim", "cpu", 1)
+    with pytest.raises(FinalError):
+        ex.return_instances("sim", ["op-a-000"])
+    assert ops_total(metrics) == {("create", "parked"): 1.0, ("return", "failed"): 1.0}
+
+
+def test_every_audited_step_beats_the_heartbeat(lifecycle: Lifecycle, tmp_path: Path) -> None:
+    now = [0.0]
+    heartbeat = Heartbeat(max_age=10.0, clock=lambda: now[0])
+    ex = executor(lifecycle, DaemonMetrics(), heartbeat)
+    ex.config = ex.config.model_copy(update={"state_dir": tmp_path})
+    now[0] = 11.0
+    assert not heartbeat.healthy()
+    ex.audit("op-apply", provider="sim", op="op-1")  # a long burst's steps keep the watchdog fed
+    assert heartbeat.healthy()
+
+
+def test_plays_and_drain_waits_stop_with_the_daemon(lifecycle: Lifecycle) -> None:
+    ran: list[str] = []
+
+    def play(provider: str, created: Sequence[Created]) -> dict[str, str]:
+        ran.append(provider)
+        return {"h1": "ok"}
+
+    boot = guarded_bootstrap(play, lifecycle)
+    sleep = stoppable_sleep(lifecycle)
+    assert boot("sim", []) == {"h1": "ok"}
+    sleep(0.01)
+    lifecycle.request_stop("SIGTERM")
+    # Not an Exception: the pass would count it as a failed attempt of every host of the batch.
+    with pytest.raises(PassAborted, match="not starting bootstrap on sim") as info:
+        boot("sim", [])
+    assert not isinstance(info.value, Exception)
+    with pytest.raises(NotStarted, match="not waiting for hosts to drain"):
+        sleep(60)  # returns at once, not after a minute
+    assert ran == ["sim"]
+
+
+def test_once_stopping_an_op_takes_a_step_only_if_it_already_took_one(
+    lifecycle: Lifecycle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(Executor, "gate", lambda self, provider, op_id, step: Epoch(1, 1))
+    ex = executor(lifecycle, DaemonMetrics())
+    ex.new_pass()
+    assert ex.gate("sim", "op-running", "intent") == Epoch(1, 1)
+    lifecycle.request_stop("SIGTERM")
+    # The op in flight goes on to its next step (the fence decides when it parks)...
+    assert ex.gate("sim", "op-running", "instance facts") == Epoch(1, 1)
+    # ...an open op the pass was about to resume does not start: it resumes at the next start.
+    with pytest.raises(NotStarted, match="op op-parked on provider sim: not started \\(apply\\)"):
+        ex.gate("sim", "op-parked", "apply")

@@ -1,0 +1,231 @@
+"""The daemon's loop against a scripted controller: triggers, reload between passes, status, stop.
+
+The reconciler is a recording stand-in (the pass itself is tested in tests/unit/reconcile and on
+a real world in tests/integration/test_daemon.py); the leases, the link and the lease keeper's
+child process are the real ones, talking TLS to the fake controller of the link's tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.configfile import LoadedConfig, parse_config
+from orchestrator.daemon.lifecycle import Lifecycle
+from orchestrator.daemon.service import Daemon, DaemonOptions, LoopParts
+from orchestrator.errors import UsageError
+from orchestrator.model.config import Config
+from orchestrator.protocol import tls
+from orchestrator.sim import pki as sim_pki
+from tests.unit.clients.controller.ctlfake import FakeConn, FakeController, record_joins, wait_for
+
+
+class Report:
+    def __init__(self, trigger: str) -> None:
+        self.trigger = trigger
+
+    def to_json(self) -> dict[str, Any]:
+        now = time.time()
+        return {"trigger": self.trigger, "started": now, "finished": now, "ops": [], "reclaim_candidates": []}
+
+
+class Recorder:
+    """Stands in for the reconciler: what each pass saw."""
+
+    def __init__(self, parts: LoopParts) -> None:
+        self.parts = parts
+        self.config = parts.config
+        self.passes: list[tuple[str, float, bool]] = []  # trigger, interval in force, lease valid
+        self.reloads: list[Config] = []
+
+    def run_once(self, trigger: str = "interval") -> Report:
+        valid = self.parts.executor.fence.valid("sim")
+        self.passes.append((trigger, self.config.daemon.reconcile_interval, valid))
+        return Report(trigger)
+
+    def reload(self, config: Config) -> None:
+        self.reloads.append(config)
+        self.config = config
+
+
+@pytest.fixture(scope="module")
+def ca(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    d = tmp_path_factory.mktemp("pki")
+    authority = sim_pki.make_ca()
+    authority.write(d / "ca.pem", d / "ca.key")
+    sim_pki.issue_cert(authority, "controller", ["localhost", "127.0.0.1"]).write(d / "server.pem", d / "server.key")
+    return d / "ca.pem", tls.server_context(d / "server.pem", d / "server.key")
+
+
+@pytest.fixture
+def fake(ca: tuple[Path, Any]) -> Iterator[FakeController]:
+    controller = FakeController(ca[1])
+    controller.handlers["queryFacts"] = lambda _m, p, _c: ("factList", {"provider": p["provider"], "facts": []})
+    controller.handlers["hostStatus"] = lambda *_: ("hostList", {"hosts": []})
+    try:
+        yield controller
+    finally:
+        controller.close()
+
+
+def site(tmp_path: Path, fake: FakeController, ca: Path, interval: str = "60s", extra: str = "") -> LoadedConfig:
+    text = f"""
+cluster: unit
+state_dir: {tmp_path / "state"}
+controller: {{addresses: ["{fake.address}"], ca: {ca}, connect_timeout: 2, request_timeout: 2, lease_margin: 0.5}}
+daemon: {{reconcile_interval: {interval}, stop_timeout: 5s}}
+providers: {{sim: {{module: xcesim}}}}
+templates: {{cpu: {{providers: {{sim: {{flavor: c8.large, image: debian-12}}}}}}}}
+{extra}
+"""
+    return parse_config(text, str(tmp_path / "xceprov.yaml"), tmp_path)
+
+
+def status(tmp_path: Path) -> dict[str, Any]:
+    path = tmp_path / "state" / "daemon" / "status.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def test_passes_on_start_push_and_reload_then_a_clean_stop(
+    tmp_path: Path, fake: FakeController, ca: tuple[Path, Any]
+) -> None:
+    joins = record_joins(fake)
+    first = site(tmp_path, fake, ca[0])
+    second = site(tmp_path, fake, ca[0], interval="45s")
+    next_config = [second]
+    lifecycle = Lifecycle(first, lambda: next_config[0])
+    made: list[Recorder] = []
+
+    def factory(parts: LoopParts) -> Recorder:
+        made.append(Recorder(parts))
+        return made[-1]
+
+    daemon = Daemon(lifecycle, DaemonOptions(tmp_path, engine=object(), reconciler=factory))  # type: ignore[arg-type]
+    result: list[int] = []
+    runner = threading.Thread(target=lambda: result.append(daemon.run()))
+    runner.start()
+    try:
+        assert wait_for(lambda: made and made[0].passes, 30)
+        recorder = made[0]
+        # The first pass ran with the lease held (the start waits for the leases).
+        assert recorder.passes[0] == ("start", 60.0, True)
+        assert wait_for(lambda: status(tmp_path).get("daemon", {}).get("passes", 0) >= 1, 10), status(tmp_path)
+        doc = status(tmp_path)
+        assert doc["daemon"]["instance_id"].startswith("unit-daemon-") and doc["daemon"]["state"] == "running"
+        assert [(r["provider"], r["held"]) for r in doc["leases"]] == [("sim", True)]
+
+        # A demand push on the daemon's link starts a pass at once (the interval is a minute).
+        count = len(recorder.passes)
+        for conn in list(joins):  # the keeper's lease-only link drops it; the daemon's takes it
+            conn.push("demand", {"seq": 5, "term": 1, "templates": [{"template": "cpu", "wanted": 3}]})
+        assert wait_for(lambda: any(p[0] == "demand" for p in recorder.passes[count:]), 10), recorder.passes
+
+        # SIGHUP: the new configuration reaches the reconciler between two passes.
+        assert lifecycle.reload()
+        assert wait_for(lambda: any(p[0] == "reload" for p in recorder.passes), 10), recorder.passes
+        assert [c.daemon.reconcile_interval for c in recorder.reloads] == [45.0]
+        reload_pass = next(p for p in recorder.passes if p[0] == "reload")
+        assert reload_pass[1] == 45.0
+        assert daemon.executor is not None and daemon.executor.config.daemon.reconcile_interval == 45.0
+        assert wait_for(lambda: status(tmp_path)["daemon"]["reconcile_interval"] == 45.0, 10)
+    finally:
+        lifecycle.request_stop("SIGTERM")
+        runner.join(30)
+    assert result == [0]
+    assert "leaseRelease" in fake.seen  # released, not left to lapse
+    final = status(tmp_path)
+    assert final["daemon"]["state"] == "stopped"
+    assert [(r["provider"], r["held"], r["note"]) for r in final["leases"]] == [("sim", False, "released at stop")]
+
+
+def test_a_denied_lease_is_asked_for_again_and_the_pass_sees_it_gained(
+    tmp_path: Path, fake: FakeController, ca: tuple[Path, Any]
+) -> None:
+    released = threading.Event()  # until the other orchestrator lets the lease go
+
+    def acquire(member: str, payload: Any, conn: FakeConn) -> tuple[str, Any]:
+        if not released.is_set():
+            return "leaseDeny", {"provider": "sim", "holder": "other-orchestrator", "retryAfterMs": 300}
+        return fake.default(member, payload, conn)
+
+    fake.handlers["leaseAcquire"] = acquire
+    loaded = site(tmp_path, fake, ca[0])
+    lifecycle = Lifecycle(loaded, lambda: loaded)
+    made: list[Recorder] = []
+
+    def factory(parts: LoopParts) -> Recorder:
+        made.append(Recorder(parts))
+        return made[-1]
+
+    daemon = Daemon(lifecycle, DaemonOptions(tmp_path, engine=object(), reconciler=factory))  # type: ignore[arg-type]
+    runner = threading.Thread(target=daemon.run)
+    runner.start()
+    try:
+        assert wait_for(lambda: made and made[0].passes, 30)
+        # The first pass ran without the lease (another holds it) and the status names the holder.
+        assert made[0].passes[0] == ("start", 60.0, False)
+        assert wait_for(lambda: bool(status(tmp_path)), 10)
+        assert status(tmp_path)["leases"][0]["note"] == "other-orchestrator"
+        denied = fake.seen.count("leaseAcquire")
+        assert wait_for(lambda: fake.seen.count("leaseAcquire") > denied, 10)  # asked again and again
+        released.set()
+        # Granted at last: a pass starts without waiting for the interval, with the lease valid.
+        assert wait_for(lambda: any(p[0] == "lease" and p[2] for p in made[0].passes), 20)
+    finally:
+        lifecycle.request_stop("SIGTERM")
+        runner.join(30)
+
+
+def test_standalone_is_refused_naming_the_file(tmp_path: Path, fake: FakeController, ca: tuple[Path, Any]) -> None:
+    loaded = site(tmp_path, fake, ca[0], extra="standalone: true")
+    with pytest.raises(UsageError, match=r"xceprov.yaml: standalone: true: the daemon follows the controller"):
+        Daemon(Lifecycle(loaded, lambda: loaded), DaemonOptions(tmp_path))
+
+
+def test_a_pass_that_ignores_the_stop_exits_1_at_the_bound_with_the_leases_released(
+    tmp_path: Path, fake: FakeController, ca: tuple[Path, Any]
+) -> None:
+    config = tmp_path / "xceprov.yaml"
+    config.write_text(
+        f"""
+cluster: unit
+state_dir: {tmp_path / "state"}
+controller: {{addresses: ["{fake.address}"], ca: {ca[0]}, connect_timeout: 2, request_timeout: 2, lease_margin: 0.5}}
+daemon: {{reconcile_interval: 60s, stop_timeout: 2s}}
+providers: {{sim: {{module: xcesim}}}}
+templates: {{cpu: {{providers: {{sim: {{flavor: c8.large, image: debian-12}}}}}}}}
+"""
+    )
+    child = Path(__file__).with_name("service_child.py")
+    root = Path(__file__).resolve().parents[3]
+    proc = subprocess.Popen(
+        [sys.executable, str(child), str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "pass start started\n"
+        proc.send_signal(signal.SIGTERM)  # the pass never ends: only the bound can end the process
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1, err
+    assert "stop_timeout 2s passed with work in flight (reconcile pass (start)): exiting anyway" in err
+    assert "leaseRelease" in fake.seen
+    assert status(tmp_path)["daemon"]["state"] == "stopped"

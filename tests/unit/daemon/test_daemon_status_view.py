@@ -1,0 +1,109 @@
+"""``xceprov status`` reads the daemon's status file and the breakers: running, stale, stopped, none."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from orchestrator.clients.controller.types import LinkState
+from orchestrator.configfile import LoadedConfig
+from orchestrator.services.status import (
+    DaemonView,
+    StatusReport,
+    daemon_view,
+    local_state,
+    render_breakers,
+    render_text,
+)
+from orchestrator.workspace.daemonstatus import write_status
+from tests.unit.daemon.daemon_helpers import loaded
+
+
+def running_document(written: float) -> dict[str, object]:
+    return {
+        "daemon": {
+            "pid": os.getpid(),
+            "state": "running",
+            "written": written,
+            "reconcile_interval": 30.0,
+            "instance_id": "site-daemon-m1",
+            "host": "m1",
+            "passes": 12,
+        },
+        "last_pass": {"trigger": "demand", "finished": written},
+        "leases": [
+            {"provider": "aws", "held": False, "epoch": None, "remaining": 0.0, "note": "other-orchestrator"},
+            {"provider": "sim", "held": True, "epoch": "3.2", "remaining": 9.25, "holder": "site-daemon-m1"},
+        ],
+        "reclaim_candidates": [{"provider": "sim", "host": "h0", "key": "op-a-000", "reason": "idle_time 300s passed"}],
+    }
+
+
+def report(view: DaemonView | None, breakers: tuple[dict[str, object], ...] = ()) -> StatusReport:
+    return StatusReport(
+        link=LinkState(True, "127.0.0.1:7441", "127.0.0.1:7441", 3),
+        controller_id="sim", term=3, primary="127.0.0.1:7441", leases=(), demand=(), demand_seq=1,
+        open_ops=(), hosts=0, pending_work=0, running_work=0, daemon=view, breakers=breakers,
+    )  # fmt: skip
+
+
+def test_running_daemon_shows_its_leases_with_age_and_reclaim_candidates(tmp_path: Path) -> None:
+    write_status(tmp_path, running_document(time.time() - 5))
+    view = daemon_view(tmp_path)
+    assert view is not None and view.running and not view.stale
+    text = render_text(report(view), ["aws", "sim"])
+    assert "running  pid" in text and "instance site-daemon-m1  12 passes, last (demand) written 5s ago" in text
+    assert "leases held by the daemon (as of 5s ago)" in text
+    assert "  sim              held  epoch 3.2  valid 9.2s more" in text
+    assert "  aws              not held: other-orchestrator" in text
+    assert "  sim        h0  op-a-000  idle_time 300s passed" in text
+    assert report(view).to_json()["daemon"]["leases"][1]["epoch"] == "3.2"
+    # The report of before (controller, leases by its clock, demand, open ops) is still all there.
+    assert text.startswith("controller  127.0.0.1:7441  primary 127.0.0.1:7441  term 3")
+    assert "open ops\n  (none)" in text
+
+
+def test_a_daemon_silent_for_several_intervals_is_flagged(tmp_path: Path) -> None:
+    write_status(tmp_path, running_document(time.time() - 600))
+    text = render_text(report(daemon_view(tmp_path)), ["sim"])
+    assert "STALE: no pass ended for several reconcile intervals" in text
+
+
+def test_no_daemon_is_said_plainly(tmp_path: Path) -> None:
+    assert "daemon\n  no daemon (none has run with this state_dir)" in render_text(report(None), ["sim"])
+    stopped = running_document(time.time() - 300)
+    stopped["daemon"]["state"] = "stopped"  # type: ignore[index]
+    write_status(tmp_path, stopped)
+    text = render_text(report(daemon_view(tmp_path)), ["sim"])
+    assert "no daemon (stopped; its last status was written 5m ago)" in text
+    assert "held  epoch" not in text  # a stopped daemon's leases are not shown as held
+
+
+def test_breakers_show_position_failures_and_why() -> None:
+    row = {
+        "template": "gpu", "position": "open", "failures": 3, "threshold": 3, "window": 1800.0,
+        "opened_at": 1_800_000_000.0, "reopens_at": 1_800_003_600.0, "reason": "3 bootstrap failures within 1800s",
+    }  # fmt: skip
+    assert render_breakers(()) == ["breakers", "  (all closed)"]
+    assert render_breakers((row,)) == [
+        "breakers",
+        "  gpu              open  3/3 failures  half-opens 2027-01-15T09:00:00Z  3 bootstrap failures within 1800s",
+    ]
+
+
+def test_state_that_cannot_be_read_is_named_and_the_rest_still_shown(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    base = loaded()
+    site = LoadedConfig(base.config.model_copy(update={"state_dir": state}), base.source, base.base_dir)
+    (state / "daemon").mkdir(parents=True)
+    (state / "daemon" / "status.json").write_text("{broken")
+    found = local_state(site)
+    path = state / "daemon" / "status.json"
+    assert found["breakers"] == ()  # readable: nothing recorded
+    assert list(found["unreadable"]) == ["daemon"]
+    assert found["unreadable"]["daemon"].startswith(f"{path}: not a daemon status file (")
+    text = render_text(replace(report(None), unreadable=found["unreadable"]), ["sim"])
+    assert f"daemon\n  not readable here: {path}: not a daemon status file" in text
+    assert "breakers\n  (all closed)" in text

@@ -1,0 +1,126 @@
+"""The daemon's status document and the metrics set from it: leases, instances by state, ops, breakers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from orchestrator.clients.controller.lease import LeaseStatus
+from orchestrator.clients.controller.types import HostInfo
+from orchestrator.daemon.metrics import DaemonMetrics
+from orchestrator.daemon.statusdoc import build_document, instance_states, lease_rows, update_metrics
+from orchestrator.model.config import BreakerSettings
+from orchestrator.model.facts import Epoch, Fact, FactKind
+from orchestrator.reconcile.breaker import Breakers
+
+E = Epoch(3, 2)
+
+
+def fact(kind: FactKind, op: str, fid: int, **kw: object) -> Fact:
+    return Fact(kind, "sim", op, E, fact_id=fid, committed=float(fid), **kw)  # type: ignore[arg-type]
+
+
+# op-a: three hosts; 000 joined and idle, 001 expected (controller knows it), 002 only created.
+# op-b: one host, intent only. op-c: one host, returned (gone: not counted).
+FACTS = [
+    fact(FactKind.REQUEST_INTENT, "op-a", 1, template="cpu", count=3),
+    *[fact(FactKind.INSTANCE_CREATED, "op-a", 2 + i, instance_key=f"op-a-00{i}", template="cpu") for i in range(3)],
+    fact(FactKind.EXPECTED_HOST, "op-a", 5, instance_key="op-a-000", template="cpu"),
+    fact(FactKind.EXPECTED_HOST, "op-a", 6, instance_key="op-a-001", template="cpu"),
+    fact(FactKind.REQUEST_INTENT, "op-b", 7, template="cpu", count=1),
+    fact(FactKind.REQUEST_INTENT, "op-c", 8, template="cpu", count=1),
+    fact(FactKind.INSTANCE_CREATED, "op-c", 9, instance_key="op-c-000", template="cpu"),
+    fact(FactKind.RETURNED, "op-c", 10, instance_key="op-c-000", template="cpu"),
+]
+HOSTS = [
+    HostInfo("h0", "idle", instance_key="op-a-000", provider="sim"),
+    HostInfo("h1", "expected", instance_key="op-a-001", provider="sim"),
+    HostInfo("other", "busy", instance_key="not-ours-000", provider="sim"),
+]
+
+
+def samples(metrics: DaemonMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    text = generate_latest(metrics.registry).decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def test_instances_by_state_from_the_controller_then_the_facts() -> None:
+    assert instance_states({"sim": FACTS}, HOSTS) == {"sim": {"created": 1, "expected": 1, "idle": 1, "requested": 1}}
+    # A provider with no facts yet reads as no instances (its gauge goes to 0, not missing).
+    assert instance_states({"aws": []}, HOSTS) == {"aws": {}}
+
+
+def test_lease_rows_say_who_holds_a_lease_the_daemon_does_not() -> None:
+    rows = lease_rows(
+        [
+            LeaseStatus("sim", True, E, 15.0, 9.25, "site-daemon-m1", ""),
+            LeaseStatus("aws", False, None, 0.0, 0.0, "other-orchestrator", ""),
+        ]
+    )
+    aws = {"provider": "aws", "held": False, "epoch": None, "remaining": 0.0, "ttl": 0.0}
+    sim = {"provider": "sim", "held": True, "epoch": "3.2", "remaining": 9.25, "ttl": 15.0}
+    assert rows == [
+        {**aws, "holder": "", "note": "other-orchestrator"},
+        {**sim, "holder": "site-daemon-m1", "note": ""},
+    ]
+
+
+def test_document_and_metrics_agree(tmp_path: Path) -> None:
+    breakers = Breakers.load(tmp_path, BreakerSettings(failures=1, window=600, cool_off=3600))
+    breakers.failure("gpu", "bootstrap", "unreachable", now=1000.0)
+    report = {
+        "trigger": "demand",
+        "started": 1990.0,
+        "finished": 1999.5,
+        "ops": ["op-b"],
+        "phases": [{"name": "join-tracking", "evidence": {"returned": ["op-a-001"], "overdue": ["h1"]}}],
+        "reclaim_candidates": [{"host": "h0", "provider": "sim", "key": "op-a-000", "reason": "idle_time 300s"}],
+    }
+    doc = build_document(
+        daemon={"pid": 42, "state": "running"},
+        report=report,
+        leases=[LeaseStatus("sim", True, E, 15.0, 9.0, "me", "")],
+        breakers=breakers,
+        facts={"sim": FACTS},
+        hosts=HOSTS,
+        now=2000.0,
+    )
+    assert doc["daemon"] == {"pid": 42, "state": "running", "written": 2000.0}
+    assert doc["reclaim_candidates"] == report["reclaim_candidates"]
+    # op-a created all three and op-c's host is returned: only op-b, intent without outcome, is open.
+    assert [(o["op_id"], o["kind"], o["done"], o["count"], o["pending"]) for o in doc["open_ops"]] == [
+        ("op-b", "create", 0, 1, ["op-b-000"])
+    ]
+    assert [(b["template"], b["position"]) for b in doc["breakers"]] == [("gpu", "open")]
+
+    metrics = DaemonMetrics()
+    update_metrics(metrics, doc, ["cpu", "gpu"], pass_duration=9.5)
+    got = samples(metrics)
+    assert got[("xceprov_lease_valid", (("provider", "sim"),))] == 1
+    assert got[("xceprov_lease_remaining_seconds", (("provider", "sim"),))] == 9.0
+    assert got[("xceprov_instances", (("provider", "sim"), ("state", "requested")))] == 1
+    assert got[("xceprov_instances", (("provider", "sim"), ("state", "idle")))] == 1
+    assert got[("xceprov_breaker_open", (("template", "gpu"),))] == 1
+    assert got[("xceprov_breaker_open", (("template", "cpu"),))] == 0
+    assert got[("xceprov_reconcile_last_pass_timestamp_seconds", ())] == 1999.5
+    assert got[("xceprov_reconcile_pass_duration_seconds_count", ())] == 1
+    assert got[("xceprov_reconcile_pass_duration_seconds_sum", ())] == 9.5
+    # op-a-001 was returned past its join_deadline: the timeout is counted under its provider.
+    assert doc["timeouts_expired"] == [{"provider": "sim", "timeout": "join_deadline", "key": "op-a-001"}]
+    assert got[("xceprov_timeouts_expired_total", (("provider", "sim"), ("timeout", "join_deadline")))] == 1
+
+    # The next pass: the idle host was returned, the breaker reset. States that emptied read 0.
+    later = dict(doc, instances={"sim": {"created": 1, "expected": 1, "requested": 1}}, breakers=[])
+    update_metrics(metrics, later, ["cpu", "gpu"], pass_duration=None)
+    got = samples(metrics)
+    assert got[("xceprov_instances", (("provider", "sim"), ("state", "idle")))] == 0
+    assert got[("xceprov_breaker_open", (("template", "gpu"),))] == 0
+    # No pass ended (a status written at stop): the pass histogram and the timeouts are unchanged.
+    assert got[("xceprov_reconcile_pass_duration_seconds_count", ())] == 1
+    assert got[("xceprov_timeouts_expired_total", (("provider", "sim"), ("timeout", "join_deadline")))] == 1
