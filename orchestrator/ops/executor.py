@@ -4,12 +4,13 @@ One op = one intent. A create (:meth:`Executor.create`): gate → ``requestInten
 the desired set grows by the op's keys (durable) → plan, checked (creates exactly those keys) →
 gate → apply (Terraform is stopped gracefully when the fence closes) → ``instanceCreated`` and
 ``expectedHost`` facts per instance, committed as one batch per shard (``FactLog.commit_many``,
-one audit entry per batch, named by its kinds and listing its keys) → bootstrap. A return (:meth:`Executor.return_instances`):
-busy hosts refused or drained (close, wait up to ``drain_timeout``, then ``drain_policy``) →
-decommission → ``returning`` facts → the desired set shrinks → plan, checked (deletes exactly
-the chosen keys) → gate → apply → ``returned`` facts. Before each plan that leads to an apply,
-the host-loss check runs (:mod:`.losses`). Every step is written to the audit log with its
-evidence; docs/operations.md describes the lifecycle for operators.
+one audit entry per batch, named by its kinds and listing its keys) → bootstrap. A return
+(:meth:`Executor.return_instances`): busy hosts refused or drained (close, wait up to
+``drain_timeout``, then ``drain_policy``) → decommission → ``returning`` facts (one batch) →
+the desired set shrinks → plan, checked (deletes exactly the chosen keys) → gate → apply →
+``returned`` facts (one batch). Before each plan that leads to an apply, the host-loss check
+runs (:mod:`.losses`). Every step is written to the audit log with its evidence;
+docs/operations.md describes the lifecycle for operators.
 
 Shards (docs/architecture.md, "Bursts that scale"): a provider's instances live in several
 Terraform states of at most ``shard_size`` instances. A create places its keys

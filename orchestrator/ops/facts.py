@@ -55,9 +55,7 @@ def chunks(facts: Sequence[Fact], max_count: int, max_bytes: int) -> Iterator[li
     chunk: list[Fact] = []
     size = 0
     for fact in facts:
-        cost = _FACT_OVERHEAD_BYTES + sum(
-            len(v.encode()) for v in dataclasses.astuple(fact) if isinstance(v, str)
-        )
+        cost = _FACT_OVERHEAD_BYTES + sum(len(v.encode()) for v in dataclasses.astuple(fact) if isinstance(v, str))
         if chunk and (len(chunk) >= max_count or size + cost > max_bytes):
             yield chunk
             chunk, size = [], 0

@@ -143,8 +143,8 @@ def _resume_create(executor: Executor, op: OpenOp) -> Resolution:
         detail = json.dumps({"abandoned": "intent committed, desired set never written: nothing was created"})
         executor.commit_many(
             [
-                Fact(FactKind.RETURNED, provider, op.op_id, epoch, instance_key=key, template=op.template, detail=detail)
-                for key in never
+                Fact(FactKind.RETURNED, provider, op.op_id, epoch, instance_key=k, template=op.template, detail=detail)
+                for k in never
             ]
         )
     to_record = sorted(found)

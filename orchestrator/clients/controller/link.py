@@ -28,7 +28,7 @@ from orchestrator.clients.controller import messages as m
 from orchestrator.clients.controller.backoff import Backoff
 from orchestrator.clients.controller.cache import LinkCache
 from orchestrator.clients.controller.lease import LeaseManager
-from orchestrator.clients.controller.pending import NotPrimary, PendingRequests, Reply
+from orchestrator.clients.controller.pending import NotPrimary, PendingRequests, Reply, Unsupported
 from orchestrator.clients.controller.pushes import DEFAULT_MAX_HOST_EVENTS, PushQueue
 from orchestrator.clients.controller.session import Session
 from orchestrator.clients.controller.transport import Connection, split_address
@@ -337,12 +337,13 @@ class ControllerLink:
             raise FinalError(f"commitFacts of {len(facts)} facts: at most {MAX_BATCH_FACTS} per request")
         if not self._batches:
             return [self.commit_fact(f) for f in facts]
-        kind, payload = self.request("commitFacts", {"facts": [m.fact_dict(f) for f in facts]})
-        payload = payload or {}
-        if kind == "error" and str(payload.get("code", "")) == "unsupported":
+        try:
+            kind, payload = self.request("commitFacts", {"facts": [m.fact_dict(f) for f in facts]})
+        except Unsupported:
             log.info("controller does not serve commitFacts; committing one fact per request")
             self._batches = False
             return [self.commit_fact(f) for f in facts]
+        payload = payload or {}
         if kind != "committed":
             raise self._refused(kind, payload, f"a batch of {len(facts)} facts", facts[0].epoch)
         answers = [m.fact(d) for d in payload.get("facts", [])]
@@ -356,19 +357,19 @@ class ControllerLink:
 
     def _refused(self, kind: str, payload: dict[str, Any], what: str, epoch: Epoch) -> Exception:
         """The error for a commit the controller did not acknowledge (a notPrimary reconnects)."""
-        reason = str(payload.get("reason", "") or payload.get("code", ""))
+        if kind != "reject":  # error replies were raised by the request already
+            return ControllerError(f"unexpected reply to a commit of {what}: {kind}")
+        reason = str(payload.get("reason", ""))
         message = str(payload.get("message", ""))
-        if kind == "reject" and reason == "staleEpoch":
+        if reason == "staleEpoch":
             current = m.epoch_of(payload.get("currentEpoch"))
             return LeaseLost(f"controller rejected {what}: stale epoch {epoch} (current {current})")
-        if kind in ("reject", "error") and reason == "notPrimary":
+        if reason == "notPrimary":
             conn, _ = self._session.current()
             if conn is not None:
                 self._session.redirect(conn, str(payload.get("redirect", "")))
             return ControllerError(f"controller is not the primary: {message}")
-        if kind in ("reject", "error"):
-            return FinalError(f"controller rejected {what}: {reason}: {message}")
-        return ControllerError(f"unexpected reply to a commit of {what}: {kind}")
+        return FinalError(f"controller rejected {what}: {reason}: {message}")
 
     def query_facts(self, provider: str, after: int = 0) -> list[Fact]:
         """Every fact of ``provider`` with ``factId > after`` (all pages)."""
