@@ -25,9 +25,9 @@ log = logging.getLogger(__name__)
 Reply = tuple[str, Any]
 
 
-
 class Unsupported(FinalError):
     """The controller does not serve this request (``error(unsupported)``: an older version)."""
+
 
 class NotPrimary(ControllerError):
     """The controller answered ``error(notPrimary)``: ``redirect`` names the primary ("" unknown)."""
