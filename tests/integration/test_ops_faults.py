@@ -335,9 +335,7 @@ def test_the_terraform_worker_stops_gracefully_when_xceprov_is_killed(world: Wor
     assert at_kill <= stopped <= at_kill + 1 and stopped < 6
     # What the cloud holds is what Terraform's state lists: nothing was cut off mid-write.
     state = json.loads(next((world.site / "state" / "work").rglob("terraform.tfstate")).read_text())
-    in_state = {
-        i["index_key"] for r in state["resources"] if r["type"] == "xcesim_instance" for i in r["instances"]
-    }
+    in_state = {i["index_key"] for r in state["resources"] if r["type"] == "xcesim_instance" for i in r["instances"]}
     assert in_state == set(world.alive())
     world.store.set_slow_launch(0.0)
     resume(world)  # Terraform is gone: no state lock is held by an orphan
