@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from orchestrator.model.config import ControllerSettings
 from orchestrator.model.facts import Fact, FactKind
 from orchestrator.ops.facts import LinkFacts
 from orchestrator.protocol.schema import MAX_BATCH_FACTS
+from orchestrator.sim.controller.store import ControllerStore, FactRecord
 
 EpochT = tuple[int, int]
 
@@ -163,3 +165,17 @@ def test_link_facts_commit_a_burst_in_batches_below_the_limit(ctl: Running, tmp_
         assert [f.instance_key for f in LinkFacts(link).facts("sim")] == [f.instance_key for f in facts]
         # The link's cache holds the committed facts with the controller's ids.
         assert len({f.fact_id for f in link.facts("sim")}) == n
+
+
+def test_the_store_writes_a_batch_in_one_transaction_or_not_at_all(tmp_path: Path) -> None:
+    store = ControllerStore(tmp_path / "store")
+    try:
+        good = FactRecord(FactKind.INSTANCE_CREATED, "sim", "op-1", 1, 1, instance_key="op-1-0")
+        broken = FactRecord(FactKind.INSTANCE_CREATED, "sim", None, 1, 1, instance_key="op-1-1")  # type: ignore[arg-type]
+        with pytest.raises(sqlite3.IntegrityError):
+            store.commit_facts([good, broken])  # the second insert fails after the first one
+        assert store.facts("sim") == []  # the first was rolled back with it
+        [(committed, new)] = store.commit_facts([good])
+        assert new and store.facts("sim") == [committed]
+    finally:
+        store.close()
