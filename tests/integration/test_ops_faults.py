@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -253,8 +254,23 @@ def test_a_second_holder_makes_the_command_line_refuse(world: World) -> None:
     bundle = world.planned("b", "cpu=1")
     with ControllerLink(world.settings("daemon"), instance_id="daemon", providers=["sim"]) as other:
         other.open()
-        assert isinstance(other.acquire("sim"), LeaseGrant)
-        done = world.xceprov("apply", str(bundle))
+        grant = other.acquire("sim")
+        assert isinstance(grant, LeaseGrant)
+        # The other holder renews as a daemon does: on a loaded machine the command's start
+        # alone may take longer than the TTL, and a lease nobody renews would simply expire.
+        done_event = threading.Event()
+
+        def renew() -> None:
+            while not done_event.wait(TTL / 4):
+                other.renew("sim", grant.epoch)
+
+        renewer = threading.Thread(target=renew, daemon=True)
+        renewer.start()
+        try:
+            done = world.xceprov("apply", str(bundle))
+        finally:
+            done_event.set()
+            renewer.join(timeout=10)
     assert done.returncode == 9
     [line] = done.stderr.splitlines()
     assert "provider sim: the lease is held by daemon; retry in" in line
