@@ -23,6 +23,7 @@ from orchestrator.clients.controller.types import LeaseGrant
 from orchestrator.model.config import ControllerSettings
 from orchestrator.model.facts import Fact, FactKind
 from orchestrator.ops.facts import LinkFacts
+from orchestrator.protocol.decode import DEFAULT_LIMITS
 from orchestrator.protocol.schema import MAX_BATCH_FACTS
 from orchestrator.sim.controller.store import ControllerStore, FactRecord
 
@@ -117,6 +118,8 @@ def test_one_stale_or_invalid_fact_refuses_the_whole_batch(ctl: Running, clients
 
 
 def test_a_batch_over_the_limit_gets_one_error_and_commits_nothing(ctl: Running, clients: list[ProtoClient]) -> None:
+    # The limit stays within what every reader decodes (the reply lists as many facts).
+    assert DEFAULT_LIMITS.max_list_length >= MAX_BATCH_FACTS
     c, epoch = holder(ctl, clients)
     batch = [created(f"op-1-{i}", epoch) for i in range(MAX_BATCH_FACTS + 1)]
     reply = commit_batch(c, batch)
