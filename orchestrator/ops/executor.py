@@ -3,12 +3,14 @@
 One op = one intent. A create (:meth:`Executor.create`): gate → ``requestIntent`` fact →
 the desired set grows by the op's keys (durable) → plan, checked (creates exactly those keys) →
 gate → apply (Terraform is stopped gracefully when the fence closes) → ``instanceCreated`` and
-``expectedHost`` facts per instance → bootstrap. A return (:meth:`Executor.return_instances`):
-busy hosts refused or drained (close, wait up to ``drain_timeout``, then ``drain_policy``) →
-decommission → ``returning`` facts → the desired set shrinks → plan, checked (deletes exactly
-the chosen keys) → gate → apply → ``returned`` facts. Before each plan that leads to an apply,
-the host-loss check runs (:mod:`.losses`). Every step is written to the audit log with its
-evidence; docs/operations.md describes the lifecycle for operators.
+``expectedHost`` facts per instance, committed as one batch per shard (``FactLog.commit_many``,
+one audit entry per batch, named by its kinds and listing its keys) → bootstrap. A return
+(:meth:`Executor.return_instances`): busy hosts refused or drained (close, wait up to
+``drain_timeout``, then ``drain_policy``) → decommission → ``returning`` facts (one batch) →
+the desired set shrinks → plan, checked (deletes exactly the chosen keys) → gate → apply →
+``returned`` facts (one batch). Before each plan that leads to an apply, the host-loss check
+runs (:mod:`.losses`). Every step is written to the audit log with its evidence;
+docs/operations.md describes the lifecycle for operators.
 
 Shards (docs/architecture.md, "Bursts that scale"): a provider's instances live in several
 Terraform states of at most ``shard_size`` instances. A create places its keys
@@ -248,6 +250,29 @@ class Executor:
             detail=fact.detail,
         )
 
+    def commit_many(self, facts: Sequence[Fact]) -> None:
+        """Commit ``facts`` as one batch (see ``FactLog.commit_many``) and audit the batch once,
+        with its keys (and the instance ids it records) as the evidence."""
+        if not facts:
+            return
+        with self._serial:
+            self.facts.commit_many(facts)
+        first = facts[0]
+        # Named by its kinds, as a single fact's entry is ("fact-returning",
+        # "fact-instanceCreated+expectedHost"), so one search finds both.
+        kinds = list(dict.fromkeys(str(f.kind) for f in facts))
+        others = sorted({f.op_id for f in facts} - {first.op_id})  # lost facts name their own ops
+        self.audit(
+            f"fact-{'+'.join(kinds)}",
+            provider=first.provider,
+            op=first.op_id,
+            **({"other_ops": others} if others else {}),
+            epoch=epoch_tag(first.epoch),
+            facts=len(facts),
+            keys=sorted({f.instance_key for f in facts if f.instance_key}),
+            instances={f.instance_key: f.instance_id for f in facts if f.instance_id},
+        )
+
     def state_instances(self, workdir: ProviderWorkdir) -> dict[str, dict[str, Any]]:
         """The instances in the provider's Terraform state (key → id, name, address, tags)."""
         return instances_output(self.engine.output(workdir.path))
@@ -360,11 +385,12 @@ class Executor:
         by the orphan scan's reads): ``lost`` facts, keys out of the desired set (lock held)."""
         if not lost:
             return desired
+        epoch = self.gate(provider, op_id, "lost facts")
+        facts: list[Fact] = []
         for item in lost:
-            epoch = self.gate(provider, op_id, "lost fact")
             spec = desired.get(item.instance_key)
             detail = json.dumps({"reason": item.reason, **item.evidence}, sort_keys=True, default=str)
-            self.commit(
+            facts.append(
                 Fact(
                     FactKind.LOST,
                     provider,
@@ -376,6 +402,7 @@ class Executor:
                     detail=detail[:4000],
                 )
             )
+        self.commit_many(facts)
         remaining = {k: v for k, v in desired.items() if k not in {i.instance_key for i in lost}}
         workdir.desired.write(workdir.variables(remaining, render_settings(self.config, provider)))
         self.audit("desired-lost-removed", provider=provider, keys=sorted(i.instance_key for i in lost))
@@ -464,7 +491,12 @@ class Executor:
                 "the op stays open (xceprov ops resume)"
             )
         deadline_after = float(self.config.providers[provider].join_deadline)
+        # One gate and one batch for the shard's keys (the link splits it into requests within
+        # the protocol's limit): both facts of a key sit side by side, so a crash between two
+        # requests leaves whole keys recorded or not, and resume records the rest.
+        epoch = self.gate(provider, op_id, "instance facts")
         created: list[Created] = []
+        facts: list[Fact] = []
         for key in keys:
             inst = held[key]
             item = Created(
@@ -475,7 +507,6 @@ class Executor:
                 str((inst.get("tags") or {}).get(owner.TEMPLATE, template)),
                 self.clock() + deadline_after,
             )
-            epoch = self.gate(provider, op_id, "instance facts")
             common: dict[str, Any] = {
                 "instance_key": key,
                 "instance_id": item.instance_id,
@@ -483,11 +514,12 @@ class Executor:
                 "host_name": item.name,
                 "address": item.address,
             }
-            self.commit(Fact(FactKind.INSTANCE_CREATED, provider, op_id, epoch, **common))
-            self.commit(
+            facts.append(Fact(FactKind.INSTANCE_CREATED, provider, op_id, epoch, **common))
+            facts.append(
                 Fact(FactKind.EXPECTED_HOST, provider, op_id, epoch, join_deadline=item.join_deadline, **common)
             )
             created.append(item)
+        self.commit_many(facts)
         return created
 
     def finish_create(self, provider: str, op_id: str, template: str, created: list[Created]) -> CreateResult:
@@ -631,10 +663,11 @@ class Executor:
         desired = self.drop_lost(provider, workdir, self.desired(workdir), op_id)
         held = self.state_instances(workdir)
         epoch = self.gate(provider, op_id, "returning facts")
+        returning: list[Fact] = []
         for key in keys:
             spec = desired.get(key)
             inst = held.get(key, {})
-            self.commit(
+            returning.append(
                 Fact(
                     FactKind.RETURNING,
                     provider,
@@ -646,6 +679,7 @@ class Executor:
                     host_name=spec.name if spec else "",
                 )
             )
+        self.commit_many(returning)  # every intent is durable before the desired set shrinks
         self.remove(provider, workdir, op_id, keys, desired, max_delete)
 
     def remove(
@@ -672,8 +706,8 @@ class Executor:
         if still:
             raise FinalError(f"op {op_id}: {', '.join(still)} still in the Terraform state after the apply")
         epoch = self.gate(provider, op_id, "returned facts")
-        for key in keys:
-            self.commit(
+        self.commit_many(
+            [
                 Fact(
                     FactKind.RETURNED,
                     provider,
@@ -682,6 +716,8 @@ class Executor:
                     instance_key=key,
                     template=desired[key].template if key in desired else "",
                 )
-            )
+                for key in keys
+            ]
+        )
         self.audit("op-returned", provider=provider, op=op_id, keys=list(keys))
         return deletes

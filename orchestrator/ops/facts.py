@@ -1,14 +1,20 @@
 """Where facts go: the controller (through the link), or a local journal in standalone mode.
 
 Both are idempotent per ``(kind, op_id, instance_key)`` as the controller is, so a resumed op
-that commits a fact again does not duplicate it.
+that commits a fact again does not duplicate it. Both commit a batch of facts (``commit_many``)
+in one durable write: one ``commitFacts`` round trip per chunk at the controller, one append
+and one fsync in the journal; a burst's per-fact costs were most of its overhead.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import json
 import os
+import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -16,6 +22,7 @@ from orchestrator import durable
 from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.errors import FinalError
 from orchestrator.model.facts import Epoch, Fact, FactKind
+from orchestrator.protocol.schema import MAX_BATCH_FACTS
 
 
 class FactLog(Protocol):
@@ -25,9 +32,37 @@ class FactLog(Protocol):
         """Commit ``fact`` durably (``LeaseLost`` when the controller refuses its epoch)."""
         ...
 
+    def commit_many(self, facts: Sequence[Fact]) -> None:
+        """Commit ``facts`` durably in as few writes as the log allows, in order.
+
+        Batches are all or nothing: after a crash or a refusal (``LeaseLost``) each batch is
+        committed whole or not at all, so a resumed op commits the missing ones again.
+        """
+        ...
+
     def facts(self, provider: str) -> list[Fact]:
         """Every fact of ``provider``, oldest first."""
         ...
+
+
+# What one fact costs in a frame beyond its text (pointers, scalars, the list's words): far more
+# than the encoding needs, so a chunk never comes near the frame limit.
+_FACT_OVERHEAD_BYTES = 256
+
+
+def chunks(facts: Sequence[Fact], max_count: int, max_bytes: int) -> Iterator[list[Fact]]:
+    """``facts`` in order, in chunks of at most ``max_count`` facts and about ``max_bytes``."""
+    chunk: list[Fact] = []
+    size = 0
+    for fact in facts:
+        cost = _FACT_OVERHEAD_BYTES + sum(len(v.encode()) for v in dataclasses.astuple(fact) if isinstance(v, str))
+        if chunk and (len(chunk) >= max_count or size + cost > max_bytes):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(fact)
+        size += cost
+    if chunk:
+        yield chunk
 
 
 class LinkFacts:
@@ -40,59 +75,144 @@ class LinkFacts:
         """``commitFact``."""
         self.link.commit_fact(fact)
 
+    def commit_many(self, facts: Sequence[Fact]) -> None:
+        """One ``commitFacts`` round trip per chunk of at most ``MAX_BATCH_FACTS`` facts (and
+        a quarter of the frame limit, so that the reply, which adds the controller's fields,
+        fits as well)."""
+        for chunk in chunks(facts, MAX_BATCH_FACTS, self.link.settings.max_frame_bytes // 4):
+            self.link.commit_facts(chunk)
+
     def facts(self, provider: str) -> list[Fact]:
         """``queryFacts`` (all pages)."""
         return sorted(self.link.query_facts(provider), key=lambda f: f.fact_id)
 
 
+# A fact's identity in the journal, as at the controller: one record per kind, op and key.
+_Identity = tuple[str, str, str]
+
+
+def _identity(fact: Fact) -> _Identity:
+    return (str(fact.kind), fact.op_id, fact.instance_key)
+
+
 class LocalFacts:
-    """Standalone mode: facts in a local JSON-lines journal (0600, fsync'd per fact)."""
+    """Standalone mode: facts in a local JSON-lines journal (0600, fsync'd per batch).
+
+    The journal is read once, then kept in memory (an index by identity) and only its new tail
+    is read: before every read or write, under an exclusive ``flock`` of the journal, whatever
+    another process appended since (standalone commands of other providers share the journal)
+    is read, and a torn last line (a crash mid-write) is cut off before anything is appended
+    after it.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._lock = threading.Lock()
+        self._known: list[Fact] = []
+        self._ids: set[_Identity] = set()
+        self._offset = 0  # bytes of the journal read into the index (whole lines only)
+        self._lines = 0
 
-    def _read(self) -> list[Fact]:
-        try:
-            lines = self.path.read_text(encoding="utf-8").splitlines()
-        except FileNotFoundError:
-            return []
-        out: list[Fact] = []
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
+    def _catch_up(self, fd: int) -> None:
+        """Index the journal from ``_offset`` to its end (the ``flock`` is held)."""
+        size = os.fstat(fd).st_size
+        if size < self._offset:  # replaced or cut behind our back: read it again from the start
+            self._known, self._ids, self._offset, self._lines = [], set(), 0, 0
+        if size == self._offset:
+            return
+        data = os.pread(fd, size - self._offset, self._offset)
+        lines = data.split(b"\n")
+        torn = lines.pop() != b""  # no newline at the end: the last write was cut short
+        good = self._offset
+        for i, line in enumerate(lines):
+            if line.strip():
+                try:
+                    fact = _decode(line)
+                except (ValueError, KeyError, TypeError) as exc:
+                    # A torn last line is the only expected damage; anything else is reported,
+                    # never skipped silently.
+                    if i == len(lines) - 1 and not torn:
+                        torn = True
+                        break
+                    raise FinalError(f"{self.path}:{self._lines + 1}: unreadable fact: {exc}") from None
+                self._known.append(fact)
+                self._ids.add(_identity(fact))
+            good += len(line) + 1
+            self._lines += 1
+        self._offset = good
+        if torn:
+            # The fragment is cut so that the next line starts on a line of its own.
+            os.ftruncate(fd, good)
+            os.fsync(fd)
+
+    @contextlib.contextmanager
+    def _journal(self, create: bool) -> Iterator[int | None]:
+        """The journal's descriptor under the in-process lock and an exclusive ``flock``, read
+        up to date; None when it does not exist and ``create`` is false."""
+        with self._lock:
+            if create:
+                durable.private_dir(self.path.parent)
+            existed = self.path.exists()
             try:
-                raw: dict[str, Any] = json.loads(line)
-                raw["kind"] = FactKind(raw["kind"])
-                raw["epoch"] = Epoch(*raw["epoch"])
-                out.append(Fact(**raw))
-            except (ValueError, KeyError, TypeError) as exc:
-                # A torn last line (a crash mid-write) is the only expected damage; anything
-                # else is reported, never skipped silently.
-                if number == len(lines):
-                    break
-                raise FinalError(f"{self.path}:{number}: unreadable fact: {exc}") from None
-        return out
+                flags = os.O_RDWR | (os.O_CREAT if create else 0)
+                fd = os.open(self.path, flags, durable.PRIVATE_FILE)
+            except FileNotFoundError:
+                yield None
+                return
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                if create and not existed:
+                    durable.fsync_dir(self.path.parent)  # the new journal's name must survive a crash
+                self._catch_up(fd)
+                yield fd
+            finally:
+                os.close(fd)  # releases the flock
 
     def commit(self, fact: Fact) -> None:
         """Append ``fact`` unless the same kind, op and key is already there."""
-        known = self._read()
-        if any((f.kind, f.op_id, f.instance_key) == (fact.kind, fact.op_id, fact.instance_key) for f in known):
-            return
-        stored = dataclasses.replace(fact, fact_id=len(known) + 1)
-        value = dataclasses.asdict(stored)
-        value["kind"] = str(stored.kind)
-        value["epoch"] = [stored.epoch.term, stored.epoch.seq]
-        durable.private_dir(self.path.parent)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, durable.PRIVATE_FILE)
-        try:
-            os.write(fd, (json.dumps(value, sort_keys=True) + "\n").encode())
+        self.commit_many([fact])
+
+    def commit_many(self, facts: Sequence[Fact]) -> None:
+        """Append the facts not yet in the journal, in one write and one fsync."""
+        with self._journal(create=True) as fd:
+            assert fd is not None
+            lines: list[bytes] = []
+            for fact in facts:
+                if _identity(fact) in self._ids:
+                    continue
+                stored = dataclasses.replace(fact, fact_id=len(self._known) + 1)
+                lines.append(_encode(stored))
+                self._known.append(stored)
+                self._ids.add(_identity(stored))
+            if not lines:
+                return
+            data = b"".join(lines)
+            os.lseek(fd, 0, os.SEEK_END)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
             os.fsync(fd)
-        finally:
-            os.close(fd)
+            self._offset += len(data)
+            self._lines += len(lines)
 
     def facts(self, provider: str) -> list[Fact]:
         """The journal's facts of ``provider``."""
-        return [f for f in self._read() if f.provider == provider]
+        with self._journal(create=False):
+            return [f for f in self._known if f.provider == provider]
+
+
+def _encode(fact: Fact) -> bytes:
+    value = dataclasses.asdict(fact)
+    value["kind"] = str(fact.kind)
+    value["epoch"] = [fact.epoch.term, fact.epoch.seq]
+    return (json.dumps(value, sort_keys=True) + "\n").encode()
+
+
+def _decode(line: bytes) -> Fact:
+    raw: dict[str, Any] = json.loads(line)
+    raw["kind"] = FactKind(raw["kind"])
+    raw["epoch"] = Epoch(*raw["epoch"])
+    return Fact(**raw)
 
 
 class NoFacts:
@@ -101,6 +221,11 @@ class NoFacts:
     def commit(self, fact: Fact) -> None:
         """Refused: a dry run records nothing."""
         raise FinalError(f"a dry run commits no facts (tried {fact.kind} of op {fact.op_id})")
+
+    def commit_many(self, facts: Sequence[Fact]) -> None:
+        """Refused: a dry run records nothing."""
+        for fact in facts[:1]:
+            self.commit(fact)
 
     def facts(self, provider: str) -> list[Fact]:
         """None."""

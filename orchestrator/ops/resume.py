@@ -140,18 +140,12 @@ def _resume_create(executor: Executor, op: OpenOp) -> Resolution:
     if never:
         epoch = executor.gate(provider, op.op_id, "abandon")
         detail = json.dumps({"abandoned": "intent committed, desired set never written: nothing was created"})
-        for key in never:
-            executor.commit(
-                Fact(
-                    FactKind.RETURNED,
-                    provider,
-                    op.op_id,
-                    epoch,
-                    instance_key=key,
-                    template=op.template,
-                    detail=detail,
-                )
-            )
+        executor.commit_many(
+            [
+                Fact(FactKind.RETURNED, provider, op.op_id, epoch, instance_key=k, template=op.template, detail=detail)
+                for k in never
+            ]
+        )
     to_record = sorted(found)
     created = executor.grow_shards(provider, op.op_id, op.template, work) if work else []
     executor.finish_create(provider, op.op_id, op.template, created)

@@ -157,6 +157,12 @@ struct Reject {
   currentEpoch @3 :Epoch;       # staleEpoch: the provider's current lease epoch ((0,0) if none)
 }
 
+struct FactBatch {
+  # commitFacts: facts to commit at once, all or nothing, at most 1000 (docs/protocol.md §6).
+  # committed (the reply): the committed facts in the request's order, controller fields set.
+  facts @0 :List(Fact);
+}
+
 struct QueryFacts {
   provider @0 :Text;            # required
   afterFactId @1 :UInt64;       # return facts with factId > afterFactId (0: all)
@@ -368,5 +374,9 @@ struct Envelope {
     hostEvent @30 :HostEvent;
     leaseRevoked @31 :LeaseRevoked;
     workerStop @32 :WorkerStop;
+
+    # --- added later (new members go at the end)
+    commitFacts @33 :FactBatch;           # -> committed | reject | error(invalid: more than 1000 facts)
+    committed @34 :FactBatch;             # reply to commitFacts
   }
 }

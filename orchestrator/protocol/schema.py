@@ -26,7 +26,7 @@ REQUESTS: Final = frozenset(
     {
         "joinProvisioner", "joinWorker", "leaseAcquire", "leaseRenew", "leaseRelease",
         "commitFact", "queryFacts", "hostClose", "hostDecommission", "hostStatus",
-        "requestDemand", "queryStatus", "heartbeat",
+        "requestDemand", "queryStatus", "heartbeat", "commitFacts",
         "adminFailover", "adminSubmit", "adminRevoke", "adminShutdown",
     }
 )  # fmt: skip
@@ -34,7 +34,11 @@ ADMIN_REQUESTS: Final = frozenset({"adminFailover", "adminSubmit", "adminRevoke"
 REPLIES: Final = frozenset(
     {
         "joined", "leaseGrant", "leaseDeny", "ack", "reject", "factList", "hostList",
-        "status", "ok", "adminReply", "error", "demand",
+        "status", "ok", "adminReply", "error", "demand", "committed",
     }
 )  # fmt: skip
+# The most facts one ``commitFacts`` may carry (docs/protocol.md §6). Far below the decode
+# limits (``decode.DecodeLimits``: 25,000 per list, 50,000 per message), and 1000 facts of a
+# burst (about 200 bytes each without detail) fit one frame of the default 4 MiB many times over.
+MAX_BATCH_FACTS: Final = 1000
 PUSHES: Final = frozenset({"demand", "hostEvent", "leaseRevoked", "workerStop"})

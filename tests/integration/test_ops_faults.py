@@ -294,3 +294,56 @@ def test_a_busy_host_is_refused_by_destroy_and_drained_by_return(world: World) -
     actions = world.audit()
     assert actions.index("op-return-refused") < actions.index("op-drain") < actions.index("fact-returning")
     assert agree(world) == {}
+
+
+def children(parent: int, module: str) -> list[int]:
+    """Pids of the ``python -m MODULE`` processes that ``parent`` started (from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue  # gone meanwhile
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == parent and module.encode() in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie waiting for its reaper does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_the_terraform_worker_stops_gracefully_when_xceprov_is_killed(world: World) -> None:
+    bundle = world.planned("b", "cpu=6")
+    world.store.set_slow_launch(1.0)  # six creates one at a time: the kill lands mid-apply
+    proc = world.spawn("apply", str(bundle))
+    wait_until("the first instance", lambda: len(world.alive()) >= 1 or proc.poll() is not None)
+    [worker] = children(proc.pid, "orchestrator.clients.terraform._worker")
+    plugins = children(worker, "orchestrator.sim.cloud.provider")  # Terraform's provider process
+    assert plugins
+    kill9(proc)
+    at_kill = len(world.alive())
+    # The worker (its own session: the kill did not reach it) sees its parent's pipe end and
+    # interrupts Terraform once: the create in flight finishes, the state is written, it exits.
+    wait_until("the worker to exit", lambda: not running(worker), timeout=30)
+    stopped = len(world.alive())
+    assert at_kill <= stopped <= at_kill + 1 and stopped < 6
+    # Terraform ended its own way, not cut off: it stopped its provider and released its lock...
+    wait_until("the provider to stop", lambda: not any(running(p) for p in plugins), timeout=30)
+    work = world.site / "state" / "work"
+    assert not list(work.rglob(".terraform.tfstate.lock.info"))
+    # ... and what the cloud holds is what its state lists.
+    state = json.loads(next(work.rglob("terraform.tfstate")).read_text())
+    in_state = {i["index_key"] for r in state["resources"] if r["type"] == "xcesim_instance" for i in r["instances"]}
+    assert in_state == set(world.alive())
+    world.store.set_slow_launch(0.0)
+    resume(world)  # Terraform is gone: no state lock is held by an orphan
+    assert len(agree(world)) == 6

@@ -28,7 +28,7 @@ from orchestrator.clients.controller import messages as m
 from orchestrator.clients.controller.backoff import Backoff
 from orchestrator.clients.controller.cache import LinkCache
 from orchestrator.clients.controller.lease import LeaseManager
-from orchestrator.clients.controller.pending import NotPrimary, PendingRequests, Reply
+from orchestrator.clients.controller.pending import NotPrimary, PendingRequests, Reply, Unsupported
 from orchestrator.clients.controller.pushes import DEFAULT_MAX_HOST_EVENTS, PushQueue
 from orchestrator.clients.controller.session import Session
 from orchestrator.clients.controller.transport import Connection, split_address
@@ -47,6 +47,7 @@ from orchestrator.clients.controller.types import (
 from orchestrator.errors import ControllerError, FinalError, LeaseLost
 from orchestrator.model.config import ControllerSettings
 from orchestrator.protocol import framing
+from orchestrator.protocol.schema import MAX_BATCH_FACTS
 
 __all__ = ["ControllerLink", "join_lease_manager", "split_address"]
 
@@ -111,6 +112,8 @@ class ControllerLink:
         self._on_revoked: list[RevokeCallback] = []
         self._on_resync: list[ResyncCallback] = []
         self._on_reconnect: list[ReconnectCallback] = []
+        # False once the controller answered commitFacts with error(unsupported).
+        self._batches = True
 
     # -- callbacks -----------------------------------------------------------------------------
 
@@ -321,22 +324,52 @@ class ControllerLink:
                 )
             )
             return fact_id
-        if kind == "reject":
-            reason = str(payload.get("reason", ""))
-            message = str(payload.get("message", ""))
-            if reason == "staleEpoch":
-                current = m.epoch_of(payload.get("currentEpoch"))
-                raise LeaseLost(
-                    f"controller rejected the {fact.kind} fact of provider {fact.provider}: stale epoch "
-                    f"{fact.epoch} (current {current})"
-                )
-            if reason == "notPrimary":
-                conn, _ = self._session.current()
-                if conn is not None:
-                    self._session.redirect(conn, str(payload.get("redirect", "")))
-                raise ControllerError(f"controller is not the primary: {message}")
-            raise FinalError(f"controller rejected the {fact.kind} fact: {reason}: {message}")
-        raise ControllerError(f"unexpected reply to commitFact: {kind}")
+        raise self._refused(kind, payload, f"the {fact.kind} fact of provider {fact.provider}", fact.epoch)
+
+    def commit_facts(self, facts: Sequence[Fact]) -> list[int]:
+        """Commit up to ``MAX_BATCH_FACTS`` facts in one round trip, all or none (idempotent per
+        fact); their ``factId``s in order. ``LeaseLost`` when any epoch is stale (nothing is
+        committed then). A controller without ``commitFacts`` (``error(unsupported)``) gets
+        one ``commitFact`` per fact, from then on without asking again."""
+        if not facts:
+            return []
+        if len(facts) > MAX_BATCH_FACTS:
+            raise FinalError(f"commitFacts of {len(facts)} facts: at most {MAX_BATCH_FACTS} per request")
+        if not self._batches:
+            return [self.commit_fact(f) for f in facts]
+        try:
+            kind, payload = self.request("commitFacts", {"facts": [m.fact_dict(f) for f in facts]})
+        except Unsupported:
+            log.info("controller does not serve commitFacts; committing one fact per request")
+            self._batches = False
+            return [self.commit_fact(f) for f in facts]
+        payload = payload or {}
+        if kind != "committed":
+            raise self._refused(kind, payload, f"a batch of {len(facts)} facts", facts[0].epoch)
+        answers = [m.fact(d) for d in payload.get("facts", [])]
+        if len(answers) != len(facts):
+            raise ControllerError(f"controller answered a batch of {len(facts)} facts with {len(answers)}")
+        for fact, answer in zip(facts, answers, strict=True):
+            self._cache.committed(
+                replace(fact, fact_id=answer.fact_id, holder=self.instance_id, committed=answer.committed)
+            )
+        return [a.fact_id for a in answers]
+
+    def _refused(self, kind: str, payload: dict[str, Any], what: str, epoch: Epoch) -> Exception:
+        """The error for a commit the controller did not acknowledge (a notPrimary reconnects)."""
+        if kind != "reject":  # error replies were raised by the request already
+            return ControllerError(f"unexpected reply to a commit of {what}: {kind}")
+        reason = str(payload.get("reason", ""))
+        message = str(payload.get("message", ""))
+        if reason == "staleEpoch":
+            current = m.epoch_of(payload.get("currentEpoch"))
+            return LeaseLost(f"controller rejected {what}: stale epoch {epoch} (current {current})")
+        if reason == "notPrimary":
+            conn, _ = self._session.current()
+            if conn is not None:
+                self._session.redirect(conn, str(payload.get("redirect", "")))
+            return ControllerError(f"controller is not the primary: {message}")
+        return FinalError(f"controller rejected {what}: {reason}: {message}")
 
     def query_facts(self, provider: str, after: int = 0) -> list[Fact]:
         """Every fact of ``provider`` with ``factId > after`` (all pages)."""

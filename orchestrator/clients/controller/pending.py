@@ -25,6 +25,10 @@ log = logging.getLogger(__name__)
 Reply = tuple[str, Any]
 
 
+class Unsupported(FinalError):
+    """The controller does not serve this request (``error(unsupported)``: an older version)."""
+
+
 class NotPrimary(ControllerError):
     """The controller answered ``error(notPrimary)``: ``redirect`` names the primary ("" unknown)."""
 
@@ -70,6 +74,8 @@ class PendingRequests:
                 raise NotPrimary(conn.address, str(payload.get("redirect", "")))
             if code in ("internal", "notJoined"):
                 raise ControllerError(f"controller error on {kind}: {code}: {message}")
+            if code == "unsupported":
+                raise Unsupported(f"controller refused {kind}: {code}: {message}")
             raise FinalError(f"controller refused {kind}: {code}: {message}")
         return reply_kind, payload
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from orchestrator.clients.terraform import messages
+from orchestrator.clients.terraform._worker import PARENT_FD_ENV
 from orchestrator.clients.terraform.messages import ApplyEventFn, ApplyResult, Diagnostic, PlanResult
 from orchestrator.clients.terraform.mirror import cache_lock, launcher_env
 from orchestrator.errors import ConfigError, TerraformError, UsageError
@@ -118,6 +119,8 @@ class _CliEngine:
     """Command lines and parsing shared by both engines; subclasses name the executable."""
 
     name = "terraform"
+    # Whether the child is our worker, which stops gracefully when this process dies (_worker).
+    watch_parent = False
 
     def __init__(
         self,
@@ -192,18 +195,51 @@ class _CliEngine:
         if not Path(workdir).is_dir():
             raise TerraformError(f"{self.name} {args[0]}: working directory {workdir} does not exist")
         started = time.monotonic()
-        proc = subprocess.Popen(
-            argv,
-            cwd=workdir,
-            env=self.environment(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            encoding="utf-8",
-            errors="replace",
-            start_new_session=True,
-        )
+        env = self.environment()
+        # The worker's end of the parent-death pipe (see _worker): we hold the write end until
+        # Terraform has exited, so end-of-file there means this process is gone.
+        watch_r, watch_w = os.pipe() if self.watch_parent else (-1, -1)
+        if watch_r >= 0:
+            env[PARENT_FD_ENV] = str(watch_r)
+        try:
+            proc = subprocess.Popen(
+                argv,
+                cwd=workdir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                encoding="utf-8",
+                errors="replace",
+                start_new_session=True,
+                pass_fds=(watch_r,) if watch_r >= 0 else (),
+            )
+        except BaseException:
+            if watch_w >= 0:
+                os.close(watch_w)
+            raise
+        finally:
+            if watch_r >= 0:
+                os.close(watch_r)
+        try:
+            completed = self._completed(proc, argv, args, workdir, started, should_stop, on_line)
+        finally:
+            if watch_w >= 0:
+                os.close(watch_w)
+        return completed
+
+    def _completed(
+        self,
+        proc: subprocess.Popen[str],
+        argv: tuple[str, ...],
+        args: Sequence[str],
+        workdir: Path,
+        started: float,
+        should_stop: Callable[[], bool] | None,
+        on_line: Callable[[str], None] | None = None,
+    ) -> Completed:
+        """Wait for ``proc`` (see :meth:`run`), stopping it gracefully on timeout or error."""
         # Set once the stop request sent the one SIGINT, so that a Ctrl-C during the grace that
         # follows does not send a second (Terraform's "abandon the state" interrupt).
         sent: list[bool] = []
@@ -533,6 +569,7 @@ class BundledEngine(_CliEngine):
     """
 
     name = "terraform (bundled)"
+    watch_parent = True
 
     def command(self) -> list[str]:
         """``python -m orchestrator.clients.terraform._worker``."""

@@ -22,8 +22,8 @@ from orchestrator.sim.controller.state import ErrorV, Session
 JOINS: Final = frozenset({"joinProvisioner", "joinWorker"})
 PROVISIONER_REQUESTS: Final = frozenset(
     {
-        "leaseAcquire", "leaseRenew", "leaseRelease", "commitFact", "queryFacts", "hostClose",
-        "hostDecommission", "hostStatus", "requestDemand", "queryStatus",
+        "leaseAcquire", "leaseRenew", "leaseRelease", "commitFact", "commitFacts", "queryFacts",
+        "hostClose", "hostDecommission", "hostStatus", "requestDemand", "queryStatus",
     }
 )  # fmt: skip
 WORKER_REQUESTS: Final = frozenset({"heartbeat"})

@@ -271,6 +271,27 @@ class ControllerCore:
                 self.update_demand()
             return committed
 
+    def commit_facts(self, holder: str, facts: list[FactRecord]) -> list[FactRecord] | RejectV:
+        """``commitFacts``: every fact validated and fenced first, then all committed in one
+        durable write (or, on the first invalid or stale one, none); effects applied after."""
+        for i, fact in enumerate(facts):
+            problem = self._invalid_fact(fact)
+            if problem:
+                return RejectV("invalid", f"fact {i} ({fact.kind} {fact.instance_key or fact.op_id}): {problem}")
+        with self.lock:
+            for fact in facts:
+                rejected = self._fence(holder, fact.provider, (fact.term, fact.seq))
+                if rejected is not None:
+                    return rejected
+            now_ms = _ms(self.clock.wall())
+            results = self.store.commit_facts([replace(f, holder=holder, committed_ms=now_ms) for f in facts])
+            for committed, new in results:
+                if new:
+                    self._apply_fact(committed)
+            if any(new for _, new in results):
+                self.update_demand()
+            return [committed for committed, _ in results]
+
     @staticmethod
     def _invalid_fact(f: FactRecord) -> str:
         if not f.provider or not f.op_id:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from orchestrator.protocol.framing import WrongMessageType, which
-from orchestrator.protocol.schema import ADMIN_REQUESTS, REQUESTS
+from orchestrator.protocol.schema import ADMIN_REQUESTS, MAX_BATCH_FACTS, REQUESTS
 from orchestrator.sim.controller import auth, wire
 from orchestrator.sim.controller.core import ControllerCore, _ms
 from orchestrator.sim.controller.state import ErrorV, Host, RejectV, Session
@@ -40,7 +40,7 @@ def handle(
         if core.redirect and session.role != "admin" and kind not in ADMIN_REQUESTS:
             # A standby serves nothing and changes nothing: every client is sent to the primary.
             msg = f"not the primary; the primary is {core.redirect}"
-            if kind == "commitFact":
+            if kind in ("commitFact", "commitFacts"):
                 session.send(wire.reply_reject(rid, RejectV("notPrimary", msg, redirect=core.redirect)))
             else:
                 session.send(wire.reply_error(rid, ErrorV("notPrimary", msg, redirect=core.redirect)))
@@ -131,6 +131,8 @@ def _provisioner(core: ControllerCore, session: Session, rid: int, kind: str, en
             session.send(wire.reply_reject(rid, result))
         else:
             session.send(wire.reply_ack(rid, result.fact_id, result.committed_ms))
+    elif kind == "commitFacts":
+        _commit_facts(core, session, rid, env.commitFacts)
     elif kind == "queryFacts":
         q = env.queryFacts
         provider = _text(q.provider)
@@ -166,6 +168,20 @@ def _provisioner(core: ControllerCore, session: Session, rid: int, kind: str, en
         session.send(wire.demand_message(rid, core.demand()))
     elif kind == "queryStatus":
         session.send(core.status_frame(rid))
+
+
+def _commit_facts(core: ControllerCore, session: Session, rid: int, batch: Any) -> None:
+    # The length is read before any element is: a list over the limit costs nothing to refuse.
+    count = len(batch.facts)
+    if count > MAX_BATCH_FACTS:
+        msg = f"commitFacts holds {count} facts, more than {MAX_BATCH_FACTS}; nothing was committed"
+        session.send(wire.reply_error(rid, ErrorV("invalid", msg)))
+        return
+    result = core.commit_facts(session.instance_id, [wire.fact_from_reader(f) for f in batch.facts])
+    if isinstance(result, RejectV):
+        session.send(wire.reply_reject(rid, result))
+    else:
+        session.send(wire.reply_committed(rid, result))
 
 
 def _admin(

@@ -205,24 +205,41 @@ class ControllerStore:
         not stored again: the existing record comes back with ``new=False`` (retries are safe).
         """
         with self._lock:
-            row = self._db.execute(
-                f"SELECT {_COLUMNS} FROM facts WHERE provider=? AND kind=? AND op_id=? AND instance_key=? "
-                "AND instance_id=? ORDER BY fact_id LIMIT 1",
-                (fact.provider, fact.kind, fact.op_id, fact.instance_key, fact.instance_id),
-            ).fetchone()
-            if row is not None:
-                return _row_to_fact(row), False
-            cur = self._db.execute(
-                "INSERT INTO facts (provider, kind, op_id, term, seq, holder, instance_key, instance_id, "
-                "template, host_name, address, count, join_deadline_ms, detail, committed_ms) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    fact.provider, fact.kind, fact.op_id, fact.term, fact.seq, fact.holder,
-                    fact.instance_key, fact.instance_id, fact.template, fact.host_name, fact.address,
-                    fact.count, fact.join_deadline_ms, fact.detail, fact.committed_ms,
-                ),
-            )  # fmt: skip
-            return replace(fact, fact_id=int(cur.lastrowid or 0)), True
+            return self._commit_one(fact)
+
+    def commit_facts(self, facts: list[FactRecord]) -> list[tuple[FactRecord, bool]]:
+        """Commit ``facts`` in one transaction (one durable write): all of them or, on any
+        error, none. Each comes back as :meth:`commit_fact` returns it, in order; a fact equal
+        to one before it in the same batch is the earlier one's record (``new=False``)."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                out = [self._commit_one(fact) for fact in facts]
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+            return out
+
+    def _commit_one(self, fact: FactRecord) -> tuple[FactRecord, bool]:
+        row = self._db.execute(
+            f"SELECT {_COLUMNS} FROM facts WHERE provider=? AND kind=? AND op_id=? AND instance_key=? "
+            "AND instance_id=? ORDER BY fact_id LIMIT 1",
+            (fact.provider, fact.kind, fact.op_id, fact.instance_key, fact.instance_id),
+        ).fetchone()
+        if row is not None:
+            return _row_to_fact(row), False
+        cur = self._db.execute(
+            "INSERT INTO facts (provider, kind, op_id, term, seq, holder, instance_key, instance_id, "
+            "template, host_name, address, count, join_deadline_ms, detail, committed_ms) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                fact.provider, fact.kind, fact.op_id, fact.term, fact.seq, fact.holder,
+                fact.instance_key, fact.instance_id, fact.template, fact.host_name, fact.address,
+                fact.count, fact.join_deadline_ms, fact.detail, fact.committed_ms,
+            ),
+        )  # fmt: skip
+        return replace(fact, fact_id=int(cur.lastrowid or 0)), True
 
     def facts(self, provider: str, after: int = 0, limit: int = 1000) -> list[FactRecord]:
         """Facts of ``provider`` with ``fact_id > after``, in order, at most ``limit``."""

@@ -201,6 +201,15 @@ def reply_facts(rid: int, provider: str, facts: list[FactRecord], more: bool) ->
     return encode(env)
 
 
+def reply_committed(rid: int, facts: list[FactRecord]) -> bytes:
+    """``committed`` reply to ``commitFacts``."""
+    env = new_envelope(rid)
+    lst = env.init("committed").init("facts", len(facts))
+    for i, f in enumerate(facts):
+        fill_fact(lst[i], f)
+    return encode(env)
+
+
 def reply_hosts(rid: int, hosts: list[Host]) -> bytes:
     """``hostList`` reply."""
     env = new_envelope(rid)

@@ -221,3 +221,31 @@ def test_a_reply_that_cannot_be_converted_drops_only_the_connection(fake: FakeCo
         with pytest.raises(ControllerError, match="unexpected reply"):
             link.acquire("p1")
         assert link.request_demand().seq == 1  # the connection is still fine
+
+
+def test_a_batch_is_one_request_and_a_stale_epoch_refuses_it_whole(fake: FakeController, pki: Pki) -> None:
+    answers = iter([{"facts": [{"factId": 20}, {"factId": 21}]}])
+    fake.handlers["commitFacts"] = lambda _m, payload, _c: (
+        ("committed", next(answers))
+        if len(payload["facts"]) == 2
+        else ("reject", {"reason": "staleEpoch", "currentEpoch": {"term": 1, "seq": 4}})
+    )
+    facts = [Fact("instanceCreated", "p1", "op-2", Epoch(1, 1), instance_key=f"op-2-{i}") for i in range(3)]
+    with ControllerLink(settings([fake.address], pki.ca), instance_id="orch-a", providers=["p1"]) as link:
+        link.open()
+        assert link.commit_facts(facts[:2]) == [20, 21]
+        assert [f.fact_id for f in link.facts("p1")] == [20, 21]
+        with pytest.raises(LeaseLost, match=r"batch of 3 facts: stale epoch"):
+            link.commit_facts(facts)
+    assert fake.seen.count("commitFacts") == 2 and "commitFact" not in fake.seen
+
+
+def test_a_controller_without_batches_gets_one_commit_per_fact(fake: FakeController, pki: Pki) -> None:
+    # The fake answers commitFacts with error(unsupported), as a controller of an older version.
+    facts = [Fact("instanceCreated", "p1", "op-2", Epoch(1, 1), instance_key=f"op-2-{i}") for i in range(3)]
+    with ControllerLink(settings([fake.address], pki.ca), instance_id="orch-a", providers=["p1"]) as link:
+        link.open()
+        assert link.commit_facts(facts) == [9, 9, 9]
+        assert link.commit_facts(facts[:1]) == [9]
+    assert fake.seen.count("commitFacts") == 1  # asked once, not again
+    assert fake.seen.count("commitFact") == 4
