@@ -53,7 +53,7 @@ from orchestrator.ops.fence import Fence, epoch_tag
 from orchestrator.ops.hostloss import LostInstance
 from orchestrator.ops.hosts import HostControl
 from orchestrator.ops.losses import LossObserver, observer_for
-from orchestrator.ops.plancheck import check_create, check_delete
+from orchestrator.ops.plancheck import check_create, check_delete, resource_keys
 from orchestrator.ops.progress import ApplyTracker
 from orchestrator.render.instances import RenderRequest, controller_context, render_op, render_settings, renderer_for
 from orchestrator.workspace.audit import audit
@@ -274,8 +274,28 @@ class Executor:
         )
 
     def state_instances(self, workdir: ProviderWorkdir) -> dict[str, dict[str, Any]]:
-        """The instances in the provider's Terraform state (key → id, name, address, tags)."""
+        """The instances in the provider's Terraform state (key → id, name, address, tags).
+
+        Read from the root's ``instances`` output, which Terraform writes at the end of a
+        successful apply: after a failed one it may miss instances the apply did create
+        (:meth:`state_keys` sees them, :meth:`sync_outputs` brings the output up to date).
+        """
         return instances_output(self.engine.output(workdir.path))
+
+    def state_keys(self, workdir: ProviderWorkdir) -> set[str]:
+        """Every instance key some resource of the state is indexed by (outputs not needed)."""
+        return resource_keys(self.engine.show_state(workdir.path))
+
+    def sync_outputs(self, provider: str, workdir: ProviderWorkdir, op_id: str) -> dict[str, dict[str, Any]]:
+        """Apply the desired set as it is, to write the outputs a failed apply left stale.
+
+        The plan is checked to change no resource (a key the apply failed to create must have
+        left the desired set first); only the outputs change. Returns the fresh instances.
+        """
+        with self.planned(workdir, self.desired(workdir), op_scope(provider, op_id)) as (plan, plan_file, _):
+            check_delete(plan, set(), f"op {op_id} on provider {provider} (outputs only)")
+            self.apply(provider, workdir, plan_file, op_id)
+        return self.state_instances(workdir)
 
     def desired(self, workdir: ProviderWorkdir) -> dict[str, InstanceSpec]:
         """The desired set; refused when it is missing beside a non-empty state (never "delete all")."""

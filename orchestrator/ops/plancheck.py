@@ -8,7 +8,8 @@ refused before the apply (``UnsafePlan``), naming what the plan would have done.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Set
+from collections.abc import Iterable, Mapping, Set
+from typing import Any
 
 from orchestrator.clients.terraform.messages import PlanResult, ResourceChange
 from orchestrator.errors import UnsafePlan
@@ -27,6 +28,20 @@ def address_key(addr: str) -> str:
     """The ``for_each`` key at the end of a resource address (``…this["op-1-000"]``), or the address."""
     match = _KEY_IN_ADDR.search(addr)
     return match.group("key") if match else addr
+
+
+def resource_keys(state: Mapping[str, Any]) -> set[str]:
+    """The ``for_each`` keys of every resource in a ``terraform show -json`` state document."""
+    keys: set[str] = set()
+    modules = [(state.get("values") or {}).get("root_module") or {}]
+    while modules:
+        module = modules.pop()
+        for resource in module.get("resources") or []:
+            index = resource.get("index")
+            if isinstance(index, str):
+                keys.add(index)
+        modules.extend(module.get("child_modules") or [])
+    return keys
 
 
 def _effective(plan: PlanResult) -> list[ResourceChange]:

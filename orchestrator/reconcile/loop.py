@@ -298,13 +298,16 @@ class Reconciler:
         # Every round decides as of the phase's start: a provider that refused in round one is
         # still passed over in round two even when closing the refused op outlasted its backoff.
         now = self.clock()
+        fallback: set[str] = set()
         for _round in range(len(self.config.providers) + 1):
             evidence["rounds"] += 1
             records = ctx.records()
             gaps = gaps_from_ledger(ctx.snapshot, records)
             if not ctx.gaps:
                 ctx.gaps = {t: g.evidence() for t, g in gaps.items()}
-            inputs = PolicyInputs(gaps, records, self.health, self.breakers, now, self._unavailable(ctx))
+            inputs = PolicyInputs(
+                gaps, records, self.health, self.breakers, now, self._unavailable(ctx), frozenset(fallback)
+            )
             decisions = scale_out(self.config, inputs)
             self._audit_decisions(ctx, decisions)
             requests = [op for d in decisions for op in d.ops]
@@ -312,7 +315,9 @@ class Reconciler:
                 break
             refused = False
             for request in requests:
-                refused = self._create(ctx, request.provider, request.template, request.count, evidence) or refused
+                if self._create(ctx, request.provider, request.template, request.count, evidence):
+                    refused = True
+                    fallback.add(request.template)
             if not refused:
                 break
         return evidence

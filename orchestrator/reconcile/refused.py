@@ -53,16 +53,21 @@ def close_refused(executor: Executor, op: OpenOp, reason: str, *, check_listing:
     placed: set[str] = set()
     for shard in shards:
         with shard.lock():
-            held = executor.state_instances(shard)
+            held = _held(executor, shard, pending)
             desired = executor.desired(shard)
             mine_held = sorted(k for k in pending if k in held)
             unapplied = sorted(k for k in pending if k in desired and k not in held)
-            if mine_held:
-                executor.record_created(provider, shard, op.op_id, op.template, mine_held)
-                evidence["recorded"] += mine_held
             if unapplied:
                 executor.remove(provider, shard, op.op_id, unapplied, desired)
                 evidence["dropped"] += unapplied
+            if mine_held:
+                if not set(mine_held) <= set(executor.state_instances(shard)):
+                    # The failed apply did create these but never wrote its outputs: an apply
+                    # that changes no resource writes them, and the instances are kept.
+                    executor.sync_outputs(provider, shard, op.op_id)
+                    evidence["outputs_synced"] = True
+                executor.record_created(provider, shard, op.op_id, op.template, mine_held)
+                evidence["recorded"] += mine_held
             placed.update(mine_held, unapplied)
     never = sorted(pending - placed)
     if never:
@@ -85,7 +90,7 @@ def _check_listing(executor: Executor, op: OpenOp, shards: list[ProviderWorkdir]
     held: set[str] = set()
     for shard in shards:
         with shard.lock():
-            held.update(k for k in executor.state_instances(shard) if k in pending)
+            held.update(k for k in _held(executor, shard, pending) if k in pending)
     status, objects = tagged_objects(executor, executor.workdir(op.provider))
     live = [o for o in objects if o["tags"].get(owner.OP_ID) == op.op_id and o["state"] not in ("terminated",)]
     # ``done`` counts the op's keys already accounted for (created, or gone): an upper bound of
@@ -97,3 +102,12 @@ def _check_listing(executor: Executor, op: OpenOp, shards: list[ProviderWorkdir]
             f"{known}; left open for a retry (the instance key is the cloud's idempotency token)"
         )
     return status
+
+
+def _held(executor: Executor, shard: ProviderWorkdir, pending: set[str]) -> set[str]:
+    """The op's keys Terraform holds in ``shard``: the outputs, or the state's own resources when
+    the outputs miss some (a failed apply creates instances without writing its outputs)."""
+    held = set(executor.state_instances(shard))
+    if pending <= held:
+        return held
+    return held | executor.state_keys(shard)

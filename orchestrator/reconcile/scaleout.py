@@ -63,6 +63,9 @@ class PolicyInputs:
     # Providers the loop cannot ask now (no valid lease, a failed op awaiting its retry) → why;
     # passed over like a failed provider, so the template falls back to the next by priority.
     unavailable: Mapping[str, str] = field(default_factory=dict)
+    # Templates whose create was refused earlier in this phase: the rest of that scale-up goes to
+    # the next provider now, whatever the refused op did create (it counts as a scale-up).
+    fallback: frozenset[str] = frozenset()
 
 
 def scale_out(config: Config, inputs: PolicyInputs) -> list[ScaleOutDecision]:
@@ -109,7 +112,7 @@ def _decide(
             evidence["probe_sent"] = previous
             return ScaleOutDecision(name, "breaker-probe", (), evidence)
     cooldown = config.policy.cooldown
-    if previous is not None and inputs.now < previous + cooldown:
+    if previous is not None and inputs.now < previous + cooldown and name not in inputs.fallback:
         evidence["cooldown"] = {"last_scale_up": previous, "cooldown": cooldown, "until": previous + cooldown}
         return ScaleOutDecision(name, "cooldown", (), evidence)
     wanted = gap.gap

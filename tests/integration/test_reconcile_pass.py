@@ -135,6 +135,22 @@ def test_capacity_exhausted_on_the_first_provider_falls_back_by_priority(tmp_pat
         assert [op for r in world.passes(2) for op in r.ops] == []
 
 
+def test_a_create_refused_half_way_keeps_what_it_made_and_falls_back_for_the_rest(tmp_path: Path) -> None:
+    """Room for 2 of 4 on the first provider: the 2 it launched are kept (a failed apply writes
+    no outputs; the close reads the state itself), the other 2 come from the next provider."""
+    with reconcile_world(tmp_path, providers=TWO_PROVIDERS, templates=CPU_ON_BOTH, policy=FAST_RETRY) as world:
+        world.store.set_capacity("c8.large", 2)
+        admin.submit(world.ctl_state, "cpu", 4, 600.0)
+        world.wait_demand(lambda wanted: wanted.get("cpu") == 4)
+        world.passes(1)
+        alive = agree(world)
+        assert sorted(i.flavor for i in alive.values()) == ["c4.large", "c4.large", "c8.large", "c8.large"]
+        # Nothing the first provider launched was terminated to be made again elsewhere.
+        assert not [i for i in world.store.list_instances(include_terminated=True) if i.state == "terminated"]
+        [closed] = [e for e in world.audit() if e["action"] == "reconcile-op-closed"]
+        assert len(closed["recorded"]) == 2 and len(closed["dropped"]) == 2
+
+
 def test_a_lease_lost_mid_op_stops_creates_and_the_next_pass_finishes(tmp_path: Path) -> None:
     with reconcile_world(tmp_path, terraform={"parallelism": 1}) as world:
         admin.submit(world.ctl_state, "cpu", 3, 600.0)

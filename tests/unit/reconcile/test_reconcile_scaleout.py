@@ -53,12 +53,13 @@ class Pass:
         self.health = ProviderHealth(self.config.policy.retry, random.Random(7))
         self.breakers = Breakers.load(tmp_path, self.config.policy.breaker)
 
-    def decide(self, **wanted: int) -> dict[str, ScaleOutDecision]:
+    def decide(self, fallback: frozenset[str] = frozenset(), **wanted: int) -> dict[str, ScaleOutDecision]:
         snap = DemandSnapshot(
             seq=1, time=self.clock.now, templates=tuple(TemplateDemand(t, n) for t, n in wanted.items())
         )
         records = ledger(self.log.facts).values()
-        inputs = PolicyInputs(gaps_from_ledger(snap, records), records, self.health, self.breakers, self.clock.now)
+        gaps = gaps_from_ledger(snap, records)
+        inputs = PolicyInputs(gaps, records, self.health, self.breakers, self.clock.now, fallback=fallback)
         return {d.template: d for d in scale_out(self.config, inputs)}
 
     def commit(self, decision: ScaleOutDecision) -> list[list[str]]:
@@ -183,6 +184,16 @@ def test_cooldown_between_scale_ups_of_a_template(world: Pass) -> None:
     assert held["gpu"].outcome == "ops"  # the cooldown is per template
     world.clock.advance(1)
     assert world.decide(cpu=3)["cpu"].ops == (OpRequest("cpu", "onprem", 2, 2),)
+
+
+def test_the_fallback_of_a_refused_scale_up_is_not_held_by_the_cooldown(world: Pass) -> None:
+    """A create refused half-way did make hosts (so it is a scale-up); the rest of it goes to the
+    next provider in the same phase, not a cooldown later."""
+    world.commit(world.decide(cpu=1)["cpu"])
+    world.clock.advance(1)
+    assert world.decide(cpu=3)["cpu"].outcome == "cooldown"
+    assert world.decide(frozenset({"cpu"}), cpu=3)["cpu"].ops == (OpRequest("cpu", "onprem", 2, 2),)
+    assert world.decide(frozenset({"gpu"}), cpu=3)["cpu"].outcome == "cooldown"  # per template
 
 
 def test_template_max_instances_on_a_provider(tmp_path: Path) -> None:
