@@ -136,15 +136,18 @@ class OrphanScans:
 
     def observe_term(self, term: int, started: float) -> None:
         """The controller's term as the link or a scan saw it; a new one schedules the post-failover scan."""
-        at = self.timer.observe_term(term, started, self.clock())
-        if at is not None:
-            log.info(
-                "controller term %d: an orphan scan is scheduled in %.0fs, once policy.orphans.settle_window "
-                "(%.0fs) after the term started has passed",
-                term,
-                max(0.0, at - self.clock()),
-                self.timer.settle_window,
-            )
+        if self.timer.observe_term(term, started, self.clock()) is not None:
+            self._scheduled(term)
+
+    def _scheduled(self, term: int) -> None:
+        at = self.timer.settle_at or 0.0
+        log.info(
+            "controller term %d: an orphan scan is scheduled in %.0fs, once policy.orphans.settle_window "
+            "(%.0fs) after the term started has passed",
+            term,
+            max(0.0, at - self.clock()),
+            self.timer.settle_window,
+        )
 
     def run(self, trigger: str) -> bool:
         """One scan (``trigger``: why); False when the stop refused it or cut it short."""
@@ -165,14 +168,17 @@ class OrphanScans:
             self.metrics.orphan_scan(finished, None)
             return True
         finished = report.finished or self.clock()
+        ctl = report.controller
+        if ctl.get("read"):
+            # As of the scan's start: a term whose window had passed by then was this scan's to act on.
+            self.timer.observe_term(int(ctl.get("term") or 0), float(ctl.get("term_started") or 0.0), started)
         self.timer.scanned(started, finished)
+        if self.timer.settle_at is not None:
+            self._scheduled(self.timer.term)
         self.last = summary(report, trigger)
         self.metrics.orphan_scan(
             finished, class_counts(report), [(f.provider, f.action, f.outcome) for f in report.findings]
         )
-        ctl = report.controller
-        if ctl.get("read"):
-            self.observe_term(int(ctl.get("term") or 0), float(ctl.get("term_started") or 0.0))
         found = self.last["findings"]
         log.info(
             "orphan scan (%s): %d findings (%s); %s",

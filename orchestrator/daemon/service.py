@@ -52,7 +52,7 @@ from orchestrator.daemon.metrics import DaemonMetrics, MetricsEndpoint, start_en
 from orchestrator.daemon.orphanscan import OrphanScans, Scanning
 from orchestrator.daemon.statusdoc import build_document, update_metrics
 from orchestrator.daemon.systemd import Heartbeat, Notifier, WatchdogPinger
-from orchestrator.errors import ControllerError, UsageError
+from orchestrator.errors import ControllerError, UsageError, XceprovError
 from orchestrator.model.config import Config
 from orchestrator.model.facts import Fact
 from orchestrator.ops.drain import Decommission
@@ -368,7 +368,7 @@ class Daemon:
             return
         try:
             started = self.link.query_status().term_started
-        except ControllerError as exc:
+        except (XceprovError, OSError) as exc:  # away, or a controller that does not serve it
             log.debug("term %d: its start is not known (%s): counted from now", term, exc)
             started = 0.0
         self.orphans.observe_term(term, started)
