@@ -328,7 +328,8 @@ def orphans_line(member: dict[str, Any], now: float) -> str:
     classes = ", ".join(f"({c}) {n}" for c, n in sorted(found.items()))
     outcomes = ", ".join(f"{o} {n}" for o, n in (last.get("outcomes") or {}).items() if n)
     dry = " (dry run)" if last.get("dry_run") else ""
-    findings = f"{sum(found.values())} findings {classes}: {outcomes}" if found else "no findings"
+    total = sum(found.values())
+    findings = f"{total} finding{'s' if total > 1 else ''} {classes}: {outcomes}" if found else "no findings"
     return f"{head}{dry}: {findings}; {upcoming}"
 
 
