@@ -9,7 +9,7 @@ Pure (no I/O, an injected ``now``), tested in tests/unit/daemon/test_daemon_orph
   says when it started) schedules one scan for ``term_started + settle_window`` (plus a second,
   so the guard's own comparison has surely passed): the first moment the settle-window guard
   lets automatic actions through. A term the daemon sees first at its start is waited for only
-  while its window still runs (an old term needs no extra scan).
+  while its window still runs (an old term, or one whose start is not known, needs no extra scan).
 """
 
 from __future__ import annotations
@@ -67,6 +67,8 @@ class OrphanTimer:
         if term <= 0 or term == self.term:
             return None
         seen_before, self.term = self.term > 0, term
+        if not seen_before and started <= 0:
+            return None  # found at start with no known start: nothing says a window still runs
         # Not reported: the window is counted from now, which is never earlier than the term's start.
         at = (started if started > 0 else now) + self.settle_window + SETTLE_MARGIN
         if at <= now:

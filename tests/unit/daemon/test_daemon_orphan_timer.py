@@ -18,7 +18,8 @@ def test_the_first_scan_is_due_at_start_then_one_interval_after_each_scan_ended(
 
 def test_a_new_term_schedules_one_scan_once_its_settle_window_has_passed() -> None:
     timer = OrphanTimer.at_start(600.0, 300.0, T0)
-    # At start the term is old (started an hour ago): no extra scan.
+    # At start the term is old (started an hour ago), or its start is not known: no extra scan.
+    assert OrphanTimer.at_start(600.0, 300.0, T0).observe_term(3, 0.0, T0) is None
     assert timer.observe_term(3, T0 - 3600, T0) is None
     timer.scanned(T0, T0 + 5)
     # A failover at T0 + 100, noticed at T0 + 102: one scan when the window after the term's start has passed.
