@@ -480,6 +480,7 @@ class Daemon:
             ]
         document.setdefault("leases", [])
         document.setdefault("reclaim_candidates", [])
+        document.setdefault("orphans", self.orphans.to_json() if self.orphans is not None else None)
         write_status(self.config.state_dir, document)
 
     def _write_stopped(self) -> None:

@@ -111,7 +111,8 @@ def test_passes_on_start_push_and_reload_then_a_clean_stop(
         made.append(Recorder(parts))
         return made[-1]
 
-    daemon = Daemon(lifecycle, DaemonOptions(tmp_path, engine=object(), reconciler=factory))  # type: ignore[arg-type]
+    options = DaemonOptions(tmp_path, engine=object(), reconciler=factory, orphan_scanner=ScanRecorder())  # type: ignore[arg-type]
+    daemon = Daemon(lifecycle, options)
     result: list[int] = []
     runner = threading.Thread(target=lambda: result.append(daemon.run()))
     runner.start()
@@ -168,7 +169,8 @@ def test_a_denied_lease_is_asked_for_again_and_the_pass_sees_it_gained(
         made.append(Recorder(parts))
         return made[-1]
 
-    daemon = Daemon(lifecycle, DaemonOptions(tmp_path, engine=object(), reconciler=factory))  # type: ignore[arg-type]
+    options = DaemonOptions(tmp_path, engine=object(), reconciler=factory, orphan_scanner=ScanRecorder())  # type: ignore[arg-type]
+    daemon = Daemon(lifecycle, options)
     runner = threading.Thread(target=daemon.run)
     runner.start()
     try:
