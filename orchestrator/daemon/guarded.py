@@ -115,6 +115,29 @@ class DaemonExecutor(Executor):
         with self._held(name, provider, OpKind.RETURN):
             return super().return_instances(provider, keys, **kwargs)
 
+    @contextlib.contextmanager
+    def action(self, name: str) -> Iterator[None]:
+        """An orphan scan's action held in flight under ``name``; once stopping, :class:`PassAborted`:
+        no new action starts, and the rest of the scan is not run (its findings wait for the next
+        start's scan; counting each as failed would only hide the stop)."""
+        try:
+            with held_unless_stopping(self.lifecycle, name), self._fresh():
+                yield
+        except NotStarted as exc:
+            raise PassAborted(str(exc)) from None
+
+    @contextlib.contextmanager
+    def _fresh(self) -> Iterator[None]:
+        # The action's gates are its own: an op id an earlier action touched (the ``orphans``
+        # op of report facts) must not let a later one through once stopping.
+        with self._touched_lock:
+            before = set(self._touched)
+        try:
+            yield
+        finally:
+            with self._touched_lock:
+                self._touched &= before
+
     def audit(self, action: str, **details: Any) -> None:
         """The audit entry, then a heartbeat: the loop is making progress."""
         super().audit(action, **details)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from wsgiref.simple_server import WSGIServer
@@ -80,6 +80,24 @@ class DaemonMetrics:
             ["provider", "timeout"],
             registry=r,
         )
+        self.orphan_findings = Gauge(
+            "xceprov_orphan_findings",
+            "Findings of the last orphan scan, by class (a, b, c, d)",
+            ["provider", "class"],
+            registry=r,
+        )
+        self.orphan_actions = Counter(
+            "xceprov_orphan_actions",
+            "Orphan findings' actions decided by the daemon's scans, by outcome (each scan counts its findings)",
+            ["provider", "action", "outcome"],
+            registry=r,
+        )
+        self.orphan_scans = Counter(
+            "xceprov_orphan_scans", "Orphan scans the daemon ran, by result (ok, failed)", ["result"], registry=r
+        )
+        self.orphan_last_scan = Gauge(
+            "xceprov_orphan_last_scan_timestamp_seconds", "Wall-clock end of the last orphan scan", registry=r
+        )
         self._states: dict[str, set[str]] = {}
         self._lock = threading.Lock()
 
@@ -109,6 +127,22 @@ class DaemonMetrics:
     def set_breaker(self, template: str, is_open: bool) -> None:
         """Whether the template's circuit breaker is open (no more requests for it)."""
         self.breaker_open.labels(template=template).set(1 if is_open else 0)
+
+    def orphan_scan(
+        self,
+        ended_at: float,
+        findings: Mapping[str, Mapping[str, int]] | None,
+        actions: Iterable[tuple[str, str, str]] = (),
+    ) -> None:
+        """One orphan scan ended: ``findings`` per provider and class (None: the scan failed, the
+        gauges keep the last good scan's), ``actions`` one ``(provider, action, outcome)`` each."""
+        self.orphan_scans.labels(result="ok" if findings is not None else "failed").inc()
+        self.orphan_last_scan.set(ended_at)
+        for provider, counts in (findings or {}).items():
+            for cls, count in counts.items():
+                self.orphan_findings.labels(provider=provider, **{"class": cls}).set(count)
+        for provider, action, outcome in actions:
+            self.orphan_actions.labels(provider=provider, action=action, outcome=outcome).inc()
 
     def timeout_passed(self, provider: str, timeout: NamedTimeout) -> None:
         """Count a named timeout that passed (``join_deadline``, ``drain_timeout``, ...)."""

@@ -11,7 +11,9 @@ The loop (the main thread): a pass at start, then one on each demand push or hos
 (``link.on_demand``/``on_host_event`` wake it), when a lease is gained, after a SIGHUP, and at
 the latest every ``daemon.reconcile_interval``. Pushes that arrive during a pass are folded into
 one next pass. After every pass: the status file (``<state_dir>/daemon/status.json``) and the
-metrics; a heartbeat for the watchdog; ``READY=1`` after the first.
+metrics; a heartbeat for the watchdog; ``READY=1`` after the first. Between two passes, the
+orphan scan when it is due (``orphanscan.py``: on ``policy.orphans.interval``, and once the
+settle window after a new controller term has passed; the loop watches the link's term).
 
 Stop (SIGTERM, ``lifecycle.py``): a thread of its own waits for the stop and runs
 ``Lifecycle.shutdown`` (in-flight work is waited for up to ``daemon.stop_timeout``, then the
@@ -47,9 +49,10 @@ from orchestrator.daemon.guarded import (
 )
 from orchestrator.daemon.lifecycle import Lifecycle, exit_process
 from orchestrator.daemon.metrics import DaemonMetrics, MetricsEndpoint, start_endpoint
+from orchestrator.daemon.orphanscan import OrphanScans, Scanning
 from orchestrator.daemon.statusdoc import build_document, update_metrics
 from orchestrator.daemon.systemd import Heartbeat, Notifier, WatchdogPinger
-from orchestrator.errors import ControllerError, UsageError
+from orchestrator.errors import ControllerError, UsageError, XceprovError
 from orchestrator.model.config import Config
 from orchestrator.model.facts import Fact
 from orchestrator.ops.drain import Decommission
@@ -137,6 +140,19 @@ def default_reconciler(parts: LoopParts) -> Reconciling:
     )
 
 
+ScannerFactory = Callable[[LoopParts], Scanning]
+
+
+def default_scanner(parts: LoopParts) -> Scanning:
+    """The orphan scan of ``orchestrator.orphans`` over the daemon's executor and link."""
+    from orchestrator.orphans.inputs import LinkController
+    from orchestrator.orphans.scan import OrphanScanner
+
+    return OrphanScanner(
+        parts.config, parts.executor, LinkController(parts.link), parts.clock, parts.config.state_dir
+    )
+
+
 @dataclass
 class DaemonOptions:
     """What the command line hands the daemon (the parts only it may build)."""
@@ -148,6 +164,7 @@ class DaemonOptions:
     notifier: Notifier = field(default_factory=lambda: Notifier({}))
     watchdog_interval: float | None = None
     reconciler: ReconcilerFactory = default_reconciler
+    orphan_scanner: ScannerFactory = default_scanner
     clock: Callable[[], float] = time.time
 
 
@@ -189,6 +206,8 @@ class Daemon:
         self.executor: DaemonExecutor | None = None
         self.reconciler: Reconciling | None = None
         self.pinger: WatchdogPinger | None = None
+        self.orphans: OrphanScans | None = None
+        self._last_report: dict[str, Any] | None = None
 
     # -- start ---------------------------------------------------------------------------------
 
@@ -231,6 +250,7 @@ class Daemon:
         )
         play = guarded_bootstrap(options.bootstrap, lifecycle) if options.bootstrap else None
         self.reconciler = options.reconciler(LoopParts(config, self.executor, self.link, play, options.clock))
+        self.orphans = OrphanScans(config, lifecycle, self.metrics, options.clock, self._scanner)
         if options.watchdog_interval is not None:
             self.pinger = WatchdogPinger(options.notifier, options.watchdog_interval, self.heartbeat.healthy)
             self.pinger.start()
@@ -310,6 +330,8 @@ class Daemon:
         assert self.executor is not None and self.reconciler is not None
         self.executor.config = new.config
         self.reconciler.reload(new.config)
+        if self.orphans is not None:
+            self.orphans.reload(new.config)
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -317,6 +339,10 @@ class Daemon:
         """Wait for the next pass's reason; None once stopping."""
         deadline = time.monotonic() + self.config.daemon.reconcile_interval
         while True:
+            # A due scan runs before the next pass, whatever woke the loop: pushes arriving all
+            # the time must not starve it (it is due at most once per interval).
+            if not self._scan_if_due():
+                return None
             left = deadline - time.monotonic()
             if left <= 0:
                 return "interval"
@@ -327,6 +353,40 @@ class Daemon:
                 return trigger
             if self._lease_gained():
                 return "lease"
+
+    def _scanner(self, config: Config) -> Scanning:
+        assert self.executor is not None and self.link is not None
+        # The scan's gates are its own, as a pass's are (no op of the last pass counts as in flight).
+        self.executor.new_pass()
+        return self.options.orphan_scanner(LoopParts(config, self.executor, self.link, None, self.options.clock))
+
+    def _watch_term(self) -> None:
+        """A new term on the link (a failover or a controller restart): ask when it started."""
+        assert self.link is not None and self.orphans is not None
+        term = self.link.state().term
+        if term <= 0 or term == self.orphans.timer.term:
+            return
+        try:
+            started = self.link.query_status().term_started
+        except (XceprovError, OSError) as exc:  # away, or a controller that does not serve it
+            log.debug("term %d: its start is not known (%s): counted from now", term, exc)
+            started = 0.0
+        self.orphans.observe_term(term, started)
+
+    def _scan_if_due(self) -> bool:
+        """The orphan scan when it is due, then the status file; False once stopping."""
+        if self.orphans is None or self.lifecycle.stopping:
+            return not self.lifecycle.stopping
+        self._watch_term()
+        trigger = self.orphans.due()
+        if trigger is None:
+            return True
+        self._apply_reload()  # a scan, like a pass, never sees its configuration change under it
+        if not self.orphans.run(trigger):
+            return False
+        self.heartbeat.beat()
+        self._publish(self._last_report, None)
+        return not self.lifecycle.stopping
 
     def run_pass(self, trigger: str) -> bool:
         """One pass, its status file and metrics; False when the stop refused it."""
@@ -350,6 +410,7 @@ class Daemon:
             return False
         self.passes += 1
         self.heartbeat.beat()
+        self._last_report = report
         self._publish(report, duration)
         return True
 
@@ -392,6 +453,7 @@ class Daemon:
             facts=facts,
             hosts=hosts,
             now=self.options.clock(),
+            orphans=self.orphans.to_json() if self.orphans is not None else None,
         )
 
     def _daemon_member(self, state: str) -> dict[str, Any]:
@@ -418,6 +480,7 @@ class Daemon:
             ]
         document.setdefault("leases", [])
         document.setdefault("reclaim_candidates", [])
+        document.setdefault("orphans", self.orphans.to_json() if self.orphans is not None else None)
         write_status(self.config.state_dir, document)
 
     def _write_stopped(self) -> None:

@@ -112,6 +112,7 @@ def build_document(
     facts: Mapping[str, Sequence[Fact]],
     hosts: Iterable[HostInfo],
     now: float,
+    orphans: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The status document (docs/daemon.md, "Status file"); ``daemon`` is its ``daemon`` member."""
     return {
@@ -123,6 +124,8 @@ def build_document(
         "open_ops": open_op_rows(facts),
         "instances": instance_states(facts, hosts),
         "timeouts_expired": expired_timeouts(report, facts),
+        # The orphan scans' timer and the last scan's summary (orchestrator/daemon/orphanscan.py).
+        "orphans": dict(orphans) if orphans is not None else None,
     }
 
 

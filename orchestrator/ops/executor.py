@@ -228,6 +228,15 @@ class Executor:
         with self._serial:
             audit(self.config.state_dir, action, **details)
 
+    @contextlib.contextmanager
+    def action(self, name: str) -> Iterator[None]:
+        """One action of the orphan scan (a return, retirement, adoption, terminate or report).
+
+        Here it simply runs; the daemon's executor holds it as work in flight and refuses it
+        once a stop was asked for, as it does every op (``orchestrator/daemon/guarded.py``).
+        """
+        yield
+
     def gate(self, provider: str, op_id: str, step: str) -> Epoch:
         """The fence's epoch, or ``LeaseLost`` (audited) naming the op, which stays resumable."""
         try:

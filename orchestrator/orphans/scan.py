@@ -282,13 +282,15 @@ class OrphanScanner:
             finding.outcome, finding.reason = ("would-take" if would else "skipped"), why
             self._audit("orphan-action-skipped" if not would else "orphan-action-dry-run", finding, epoch=epoch)
             return
-        state.rate.take(finding.provider)  # counted before the action: a crash never forgets one
-        try:
-            result = actions.take(self.executor, finding, confirmed_by)
-        except XceprovError as exc:
-            finding.outcome, finding.reason = "failed", first_line(exc)
-            self._audit("orphan-action-failed", finding, epoch=epoch, confirmed_by=confirmed_by)
-            return
+        # Held by the executor like an op (the daemon refuses it once stopping).
+        with self.executor.action(f"orphan {finding.action} of {finding.object_id or finding.instance_key}"):
+            state.rate.take(finding.provider)  # counted before the action: a crash never forgets one
+            try:
+                result = actions.take(self.executor, finding, confirmed_by)
+            except XceprovError as exc:
+                finding.outcome, finding.reason = "failed", first_line(exc)
+                self._audit("orphan-action-failed", finding, epoch=epoch, confirmed_by=confirmed_by)
+                return
         finding.outcome, finding.reason = "taken", result
         self._audit("orphan-action", finding, epoch=epoch, confirmed_by=confirmed_by)
 
@@ -314,7 +316,8 @@ class OrphanScanner:
             finding.reason = "reported before (orphanReported fact at the controller)"
             return
         try:
-            actions.orphan_fact(self.executor, FactKind.ORPHAN_REPORTED, finding, "orphan report")
+            with self.executor.action(f"orphan report of {finding.object_id}"):
+                actions.orphan_fact(self.executor, FactKind.ORPHAN_REPORTED, finding, "orphan report")
         except XceprovError as exc:
             finding.reason = f"orphanReported fact not committed: {first_line(exc)}"
             return

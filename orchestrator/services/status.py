@@ -90,6 +90,7 @@ class DaemonView:
     last_pass: dict[str, Any] | None = None
     leases: tuple[dict[str, Any], ...] = ()
     reclaim_candidates: tuple[dict[str, Any], ...] = ()
+    orphans: dict[str, Any] | None = None  # the orphan scans' timer and last scan (docs/daemon.md)
 
 
 def daemon_view(state_dir: Path) -> DaemonView | None:
@@ -111,6 +112,7 @@ def daemon_view(state_dir: Path) -> DaemonView | None:
         last_pass=doc.get("last_pass"),
         leases=tuple(doc.get("leases", [])),
         reclaim_candidates=tuple(doc.get("reclaim_candidates", [])),
+        orphans=doc.get("orphans") if isinstance(doc.get("orphans"), dict) else None,
     )
 
 
@@ -294,6 +296,8 @@ def render_daemon(view: DaemonView | None) -> list[str]:
     ]
     if view.stale:
         lines.append("  STALE: no pass ended for several reconcile intervals (a long burst, or a stuck loop)")
+    if view.orphans is not None:
+        lines.append(orphans_line(view.orphans, time.time()))
     lines += ["", f"leases held by the daemon (as of {_ago(view.age)})"]
     for row in view.leases:
         if row.get("held"):
@@ -307,6 +311,30 @@ def render_daemon(view: DaemonView | None) -> list[str]:
     for c in view.reclaim_candidates:
         lines.append(f"  {c.get('provider', '-'):<10} {c.get('host', '-')}  {c.get('key', '-')}  {c.get('reason', '')}")
     return lines
+
+
+def orphans_line(member: dict[str, Any], now: float) -> str:
+    """One line for the daemon's orphan scans: the last one's findings and outcomes, the next one."""
+    last = member.get("last_scan")
+    at = float(member.get("next_scan") or 0.0)
+    when = "due now" if at <= now else f"in {_in(at - now)}"
+    upcoming = f"next ({member.get('next_reason', 'interval')}) {when}"
+    if not isinstance(last, dict):
+        return f"  orphans: no scan yet; {upcoming}"
+    head = f"  orphans: last scan ({last.get('trigger', '-')}) {_ago(max(0.0, now - float(last.get('finished', now))))}"
+    if not last.get("ok"):
+        return f"{head} FAILED: {last.get('error', '')}; {upcoming}"
+    found = {c: n for c, n in (last.get("findings") or {}).items() if n}
+    classes = ", ".join(f"({c}) {n}" for c, n in sorted(found.items()))
+    outcomes = ", ".join(f"{o} {n}" for o, n in (last.get("outcomes") or {}).items() if n)
+    dry = " (dry run)" if last.get("dry_run") else ""
+    total = sum(found.values())
+    findings = f"{total} finding{'s' if total > 1 else ''} {classes}: {outcomes}" if found else "no findings"
+    return f"{head}{dry}: {findings}; {upcoming}"
+
+
+def _in(seconds: float) -> str:
+    return _ago(seconds).removesuffix(" ago")
 
 
 def render_breakers(rows: tuple[dict[str, Any], ...]) -> list[str]:

@@ -304,3 +304,51 @@ def test_sighup_with_a_broken_configuration_keeps_the_old_one(shared_world: SimW
         assert f"SIGHUP: configuration reloaded from {path}" in daemon.log()
         code, _took = daemon.terminate()
         assert code == 0, daemon.log()
+
+
+def test_the_daemon_scans_for_orphans_on_its_interval_and_reports_a_stray(world: SimWorld) -> None:
+    cfg = configure(world, metrics={"listen": "127.0.0.1:0"})
+    # A short scan interval; no settle window (the world's controller started moments ago).
+    cfg["policy"]["orphans"] = {"interval": "3s", "settle_window": "0s"}
+    (world.site / "xceprov.yaml").write_text(yaml.safe_dump(cfg))
+    with running_daemon(world, "daemon") as daemon:
+        first = daemon.wait_status(
+            "the daemon's first orphan scan", lambda d: leased(d) and (d.get("orphans") or {}).get("last_scan")
+        )
+        assert first["orphans"]["interval"] == 3.0
+        assert first["orphans"]["last_scan"]["ok"], first["orphans"]
+        # An object tagged with this cluster that no fact names: class (b), made behind the daemon's back.
+        ours = (f"--tag=xce:cluster={world.cluster}", "--tag=xce:provider=sim")
+        made = world.ok(
+            "sim", "fault", "create", "--flavor", "c8.large", "--image", "debian-12", "--name", "stray", *ours
+        )
+        stray = made.split()[0]
+        made_at = time.time()
+
+        def found(doc: dict[str, Any]) -> bool:
+            last = (doc.get("orphans") or {}).get("last_scan") or {}
+            return last.get("started", 0) > made_at and any(f["object_id"] == stray for f in last.get("listed", []))
+
+        doc = daemon.wait_status("the stray in the daemon's orphan summary", found, timeout=60)
+        last = doc["orphans"]["last_scan"]
+        assert last["trigger"] == "interval" and last["act"] is True and last["findings"]["b"] == 1
+        [finding] = [f for f in last["listed"] if f["object_id"] == stray]
+        # Reported, not acted on (policy.orphans.action: report): an orphanReported fact, the object lives.
+        assert (finding["class"], finding["action"], finding["outcome"]) == ("b", "report", "reported")
+        assert finding["reason"] == "orphanReported fact committed", finding
+        assert world.store.get(stray).state == "running"  # type: ignore[union-attr]
+        assert [f.instance_id for f in world.facts() if f.kind == "orphanReported"] == [stray]
+        detected = [e for e in world.audit(daemon.pid) if e["action"] == "orphan-detected"]
+        assert stray in {e["finding"]["object_id"] for e in detected}
+        # `xceprov status` has one line for it; the metrics count it.
+        status = world.ok("status")
+        line = r"\n  orphans: last scan \(interval\) \d+s ago: 1 finding \(b\) 1: reported 1;"
+        assert re.search(line, status), status
+        got = scrape(daemon.log())
+        assert got[("xceprov_orphan_findings", (("class", "b"), ("provider", "sim")))] == 1
+        reported = (("action", "report"), ("outcome", "reported"), ("provider", "sim"))
+        assert got[("xceprov_orphan_actions_total", reported)] >= 1
+        code, _took = daemon.terminate()
+        assert code == 0, daemon.log()
+    # Later scans of the daemon reported it again (the fact only once), and nothing ended it.
+    assert world.store.get(stray).state == "running"  # type: ignore[union-attr]

@@ -25,6 +25,7 @@ from orchestrator.daemon.lifecycle import Lifecycle
 from orchestrator.daemon.service import Daemon, DaemonOptions, LoopParts
 from orchestrator.errors import UsageError
 from orchestrator.model.config import Config
+from orchestrator.orphans.report import ScanReport
 from orchestrator.protocol import tls
 from orchestrator.sim import pki as sim_pki
 from tests.unit.clients.controller.ctlfake import FakeConn, FakeController, record_joins, wait_for
@@ -110,7 +111,8 @@ def test_passes_on_start_push_and_reload_then_a_clean_stop(
         made.append(Recorder(parts))
         return made[-1]
 
-    daemon = Daemon(lifecycle, DaemonOptions(tmp_path, engine=object(), reconciler=factory))  # type: ignore[arg-type]
+    options = DaemonOptions(tmp_path, engine=object(), reconciler=factory, orphan_scanner=ScanRecorder())  # type: ignore[arg-type]
+    daemon = Daemon(lifecycle, options)
     result: list[int] = []
     runner = threading.Thread(target=lambda: result.append(daemon.run()))
     runner.start()
@@ -167,7 +169,8 @@ def test_a_denied_lease_is_asked_for_again_and_the_pass_sees_it_gained(
         made.append(Recorder(parts))
         return made[-1]
 
-    daemon = Daemon(lifecycle, DaemonOptions(tmp_path, engine=object(), reconciler=factory))  # type: ignore[arg-type]
+    options = DaemonOptions(tmp_path, engine=object(), reconciler=factory, orphan_scanner=ScanRecorder())  # type: ignore[arg-type]
+    daemon = Daemon(lifecycle, options)
     runner = threading.Thread(target=daemon.run)
     runner.start()
     try:
@@ -229,3 +232,60 @@ templates: {{cpu: {{providers: {{sim: {{flavor: c8.large, image: debian-12}}}}}}
     assert "stop_timeout 2s passed with work in flight (reconcile pass (start)): exiting anyway" in err
     assert "leaseRelease" in fake.seen
     assert status(tmp_path)["daemon"]["state"] == "stopped"
+
+
+class ScanRecorder:
+    """Stands in for the orphan scanner: the thread and configuration of each scan."""
+
+    def __init__(self) -> None:
+        self.scans: list[tuple[bool, threading.Thread, float]] = []
+
+    def __call__(self, parts: LoopParts) -> ScanRecorder:
+        self.parts = parts
+        return self
+
+    def scan(self, act: bool = False, provider: str | None = None) -> ScanReport:
+        self.scans.append((act, threading.current_thread(), self.parts.config.policy.orphans.interval))
+        report = ScanReport("unit", time.time(), act=act)
+        report.finished = time.time()
+        return report
+
+
+def test_orphan_scans_run_on_the_loop_at_start_and_after_a_failover_s_settle_window(
+    tmp_path: Path, fake: FakeController, ca: tuple[Path, Any]
+) -> None:
+    loaded = site(tmp_path, fake, ca[0], extra="policy: {orphans: {interval: 1h, settle_window: 2s}}")
+    lifecycle = Lifecycle(loaded, lambda: loaded)
+    made: list[Recorder] = []
+    threads: list[threading.Thread] = []
+
+    def factory(parts: LoopParts) -> Recorder:
+        made.append(Recorder(parts))
+        return made[-1]
+
+    scanner = ScanRecorder()
+    options = DaemonOptions(tmp_path, engine=object(), reconciler=factory, orphan_scanner=scanner)  # type: ignore[arg-type]
+    daemon = Daemon(lifecycle, options)
+    runner = threading.Thread(target=lambda: (threads.append(threading.current_thread()), daemon.run()))
+    runner.start()
+
+    def last_scan() -> dict[str, Any]:
+        return (status(tmp_path).get("orphans") or {}).get("last_scan") or {}
+
+    try:
+        # Right after the first pass, on the loop's own thread (never beside a pass), acting.
+        assert wait_for(lambda: last_scan().get("trigger") == "start", 30), status(tmp_path)
+        assert scanner.scans[0][:2] == (True, threads[0]) and scanner.scans[0][2] == 3600.0
+        assert status(tmp_path)["orphans"]["next_reason"] == "interval"
+        # A failover: the controller's term changes and the link reconnects to it. One scan comes
+        # once the settle window has passed, long before the hour's interval.
+        fake.term = 2
+        fake.drop_all()
+        assert wait_for(lambda: status(tmp_path)["orphans"].get("term") == 2, 20), status(tmp_path)
+        assert wait_for(lambda: last_scan().get("trigger") == "failover", 20), status(tmp_path)
+        assert len(scanner.scans) == 2 and scanner.scans[1][1] is threads[0]
+        assert status(tmp_path)["orphans"]["failover_scan"] is None
+    finally:
+        lifecycle.request_stop("SIGTERM")
+        runner.join(30)
+    assert status(tmp_path)["orphans"]["last_scan"]["trigger"] == "failover"  # kept in the final status
