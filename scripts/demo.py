@@ -106,7 +106,9 @@ class Daemon:
 
     def start(self) -> None:
         log = DAEMON_LOG.open("wb")
-        self.proc = subprocess.Popen(["xceprov", "daemon"], stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        # PYTHONFAULTHANDLER: a daemon that does not stop in time is asked (SIGABRT) where it is.
+        env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
+        self.proc = subprocess.Popen(["xceprov", "daemon"], stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=env)
         say(f"xceprov daemon started (pid {self.proc.pid}; its log: {DAEMON_LOG})")
 
     def stop(self) -> int | None:
@@ -116,8 +118,13 @@ class Daemon:
         try:
             return self.proc.wait(timeout=120)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.wait()
+            say(f"the daemon did not stop within 120s; its threads are dumped to {DAEMON_LOG}")
+            self.proc.send_signal(signal.SIGABRT)
+            try:
+                return self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                return self.proc.wait()
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -134,8 +141,12 @@ def story(daemon: Daemon) -> dict[str, Any]:
 
     step(f"xceprov sim submit: work that needs {WORK_HOSTS} cpu hosts for {WORK_DURATION} arrives")
     xceprov("sim", "submit", "--template", "cpu", "--hosts", str(WORK_HOSTS), "--duration", WORK_DURATION)
-    row = wait_for("the demand at the controller", lambda: demand_row("cpu").get("wanted", 0) >= WORK_HOSTS, 30)
-    say(f"demand: cpu wanted {WORK_HOSTS} (controller status: {row})")
+    row = wait_for(
+        "the demand at the controller",
+        lambda: (lambda r: r if r.get("wanted", 0) >= WORK_HOSTS else None)(demand_row("cpu")),
+        30,
+    )
+    say(f"demand at the controller: cpu wanted {row['wanted']}, joined {row['joined']}")
 
     step(f"xceprov plan cpu={WORK_HOSTS}: the burst previewed as a Terraform plan (nothing changes)")
     xceprov("plan", f"cpu={WORK_HOSTS}")
@@ -150,7 +161,11 @@ def story(daemon: Daemon) -> dict[str, Any]:
     wait_for("a create on the preferred region, spot", lambda: by_provider(instances()).get("spot"), 120)
     say(f"spot created its hosts: {by_provider(instances())}")
     [first, *_] = wait_for("the spot region refusing the rest (capacity)", refused, 180)
-    say(f"spot refused: {first.get('kind', '?')} ({str(first.get('error', ''))[:100]}) → fallback to sim by priority")
+    failure = first.get("failure") or {}
+    say(
+        f"spot refused the rest: {failure.get('class', '?')} ({failure.get('matched', '?')})"
+        " → fallback to sim by priority"
+    )
     running = wait_for(
         f"{WORK_HOSTS} running hosts over both regions",
         lambda: (lambda f: f if len(f) >= WORK_HOSTS else None)(instances()),

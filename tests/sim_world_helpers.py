@@ -250,6 +250,11 @@ def _site_config(site: Path, cluster: str, port: int, lab: labnet.LabConfig | No
         }
     )
     cfg.pop("ansible", None)  # the bootstrap finds the simulated world's key itself
+    # One region: these tests are about one provider's hosts (the built-in second region, spot,
+    # is there for the demo's fallback; tests/integration/test_reconcile_pass.py tests fallback).
+    cfg["providers"].pop("spot", None)
+    for template in cfg["templates"].values():
+        template["providers"].pop("spot", None)
     provider = cfg["providers"]["sim"]
     provider.update({"max_instances": 20, "drain_policy": "wait", "drain_timeout": "120s"})
     return cfg
