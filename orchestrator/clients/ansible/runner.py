@@ -339,6 +339,10 @@ def _run(
             quiet=True,
             event_handler=collector,
             settings={"suppress_ansible_output": True},
+            # Without a cancel callback, ansible-runner installs its own SIGTERM and SIGINT
+            # handlers in the main thread for good, and a daemon that ran one play no longer
+            # stops on SIGTERM. The play ends with its timeout, or with the process.
+            cancel_callback=_never_cancel,
         )
         # init_runner seeded the environment with a copy of ours; run() writes it to the
         # `command` artifact and hands it to ansible-playbook. Neither may see our credentials.
@@ -347,6 +351,10 @@ def _run(
     except Exception as exc:  # ansible-runner raises bare exceptions for setup problems
         raise AnsibleError(f"ansible-runner could not run {playbook.name}: {exc}") from exc
     return runner
+
+
+def _never_cancel() -> bool:
+    return False
 
 
 def _tail(path: Path) -> str:

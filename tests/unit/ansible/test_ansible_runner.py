@@ -158,3 +158,33 @@ def test_seal_makes_everything_private(tmp_path: Path) -> None:
     assert modes == {"job_events": 0o700, "stderr": 0o600, "job_events/1.json": 0o600}
     assert run.stat().st_mode & 0o777 == 0o700
     assert outside.stat().st_mode & 0o777 == 0o644  # a link's target is not the run's
+
+
+def test_a_run_leaves_the_callers_signal_handlers_alone(tmp_path: Path) -> None:
+    """ansible-runner installs SIGTERM/SIGINT handlers of its own unless it is given a cancel
+    callback: a daemon that ran one play would no longer stop on SIGTERM."""
+    import signal
+
+    from orchestrator.clients.ansible.runner import _run
+
+    play = tmp_path / "play.yml"
+    play.write_text("- hosts: all\n  gather_facts: false\n  tasks:\n    - ansible.builtin.debug: {msg: here}\n")
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text("here ansible_connection=local\n")
+    settings = RunnerSettings(toolkit_root=Path(__file__).resolve().parents[3], state_dir=tmp_path / "state")
+
+    def ours(_signum: int, _frame: object) -> None:
+        raise AssertionError("no signal is sent in this test")
+
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        for s in before:
+            signal.signal(s, ours)
+        collector = _Collector(["here"], None, "bootstrap", "op1")
+        (tmp_path / "pdd").mkdir()
+        _run(settings, play, inventory, str(tmp_path / "pdd"), "t1", None, collector)
+        assert collector.results["here"].status == "ok", collector.results["here"].message
+        assert signal.getsignal(signal.SIGTERM) is ours and signal.getsignal(signal.SIGINT) is ours
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
