@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import secrets
 import sqlite3
@@ -59,18 +60,19 @@ from typing import Any
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from sim_world_helpers import SimWorld, process_tree, sim_world, wait_until  # type: ignore[import-not-found]
+
 from bench.bench_lease import RenewalWatch, percentile
 from orchestrator.configfile import load_config
 from orchestrator.daemon.lifecycle import Lifecycle
+from orchestrator.daemon.logs import configure_logging
 from orchestrator.daemon.service import Daemon, DaemonOptions, LoopParts, Reconciling, default_reconciler
 from orchestrator.model.facts import Fact, FactKind
 from orchestrator.paths import toolkit_root
 from orchestrator.sim.controller import admin
 from orchestrator.workspace.terraform import engine_for
-from sim_world_helpers import SimWorld, process_tree, sim_world, wait_until  # type: ignore[import-not-found]
 
 PUSH_TARGET = 2.0
 IDLE_TARGET = 0.01
@@ -123,8 +125,12 @@ class TimedEngine:
         return self._inner.init(*args, **kwargs)
 
     def plan(self, *args: Any, **kwargs: Any) -> Any:
-        self._marks.note("plan start")
-        return self._inner.plan(*args, **kwargs)
+        # A refresh-only plan is the executor's host-loss check before an apply (ops/losses.py).
+        self._marks.note("loss-check start" if kwargs.get("refresh_only") else "plan start")
+        try:
+            return self._inner.plan(*args, **kwargs)
+        finally:
+            self._marks.note("loss-check end" if kwargs.get("refresh_only") else "plan end")
 
     def apply(self, *args: Any, **kwargs: Any) -> Any:
         self._marks.note("apply start")
@@ -231,6 +237,8 @@ def daemon_in(world: SimWorld, marks: Marks) -> Iterator[tuple[BenchDaemon, Time
     path = world.site / "xceprov.yaml"
     os.environ["XCEPROV_CONFIG"] = str(path)
     loaded = load_config(path)
+    # As ``xceprov daemon`` logs (text, INFO, to stderr): its cost is part of the daemon's.
+    configure_logging("text", logging.INFO)
     lifecycle = Lifecycle(loaded, lambda: load_config(path))
     timed: list[TimedReconciler] = []
 
@@ -238,9 +246,7 @@ def daemon_in(world: SimWorld, marks: Marks) -> Iterator[tuple[BenchDaemon, Time
         timed.append(TimedReconciler(default_reconciler(parts), marks))
         return timed[0]
 
-    options = DaemonOptions(
-        toolkit_root(), engine=TimedEngine(engine_for(loaded.config), marks), reconciler=reconciler
-    )
+    options = DaemonOptions(toolkit_root(), engine=TimedEngine(engine_for(loaded.config), marks), reconciler=reconciler)
     daemon = BenchDaemon(lifecycle, options, marks)
     codes: list[int] = []
     runner = threading.Thread(target=lambda: codes.append(daemon.run()), name="daemon-loop", daemon=True)
@@ -275,7 +281,10 @@ SPLIT = (
     "pass start",
     "intent committed",
     "terraform init",
+    "loss-check start",
+    "loss-check end",
     "plan start",
+    "plan end",
     "apply start",
     "create seen",
 )
@@ -331,7 +340,10 @@ def bench_idle(seconds: float) -> dict[str, Any]:
     after = cpu_ticks(pids)
     used = sum(after[p] - before[p] for p in after if p in before) / CLK_TCK
     share = used / seconds
-    print(f"idle: {used:.2f} s CPU over {seconds:g} s = {100 * share:.2f} % of a core ({len(pids)} processes)  load {load()}")
+    print(
+        f"idle: {used:.2f} s CPU over {seconds:g} s = {100 * share:.2f} % of a core"
+        f" ({len(pids)} processes)  load {load()}"
+    )
     return {"cpu_s": round(used, 3), "seconds": seconds, "share_pct": round(100 * share, 3), "processes": len(pids)}
 
 
@@ -357,7 +369,8 @@ def bench_burst(world: SimWorld, daemon: BenchDaemon, marks: Marks, cloud: Cloud
         row[f"{label}_p99_pct"] = round(100 * p99 / interval, 2)
     print(
         f"burst {hosts}: {took:.1f} s, {len(sent)} renewals every {interval:.2f} s: sent p99 {row['sent_p99_ms']} ms"
-        f" ({row['sent_p99_pct']} %), granted p99 {row['granted_p99_ms']} ms ({row['granted_p99_pct']} %)  load {load()}",
+        f" ({row['sent_p99_pct']} %), granted p99 {row['granted_p99_ms']} ms ({row['granted_p99_pct']} %)"
+        f"  load {load()}",
         flush=True,
     )
     return row
@@ -375,7 +388,7 @@ def bench_pass(
     for _ in range(passes):
         ended = marks.count("pass end")
         daemon.wake_pass()
-        wait_until("the woken pass", lambda: marks.count("pass end") > ended, timeout=120, every=0.05)
+        wait_until("the woken pass", lambda ended=ended: marks.count("pass end") > ended, timeout=120, every=0.05)
         time.sleep(0.3)  # the status file after it (counted in the whole pass)
     rows = timed.cpu[first:]
     whole = daemon.whole[-passes:]
@@ -403,14 +416,24 @@ def verdicts(results: dict[str, Any]) -> list[tuple[str, bool]]:
     out: list[tuple[str, bool]] = []
     if "push" in results:
         r = results["push"]
-        out.append((f"push -> create: max {r['max_s']} s (median {r['median_s']}) <= {PUSH_TARGET} s", r["max_s"] <= PUSH_TARGET))
+        out.append(
+            (
+                f"push -> create: max {r['max_s']} s (median {r['median_s']}) <= {PUSH_TARGET} s",
+                r["max_s"] <= PUSH_TARGET,
+            )
+        )
     if "idle" in results:
         r = results["idle"]
-        out.append((f"idle: {r['share_pct']} % of a core <= {100 * IDLE_TARGET:g} %", r["share_pct"] <= 100 * IDLE_TARGET))
+        out.append(
+            (f"idle: {r['share_pct']} % of a core <= {100 * IDLE_TARGET:g} %", r["share_pct"] <= 100 * IDLE_TARGET)
+        )
     if "burst" in results:
         r = results["burst"]
         out.append(
-            (f"renewal lateness in a burst of {r['hosts']}: p99 {r['sent_p99_pct']} % <= 10 %", r["sent_p99_pct"] <= 100 * LATENESS_TARGET)
+            (
+                f"renewal lateness in a burst of {r['hosts']}: p99 {r['sent_p99_pct']} % <= 10 %",
+                r["sent_p99_pct"] <= 100 * LATENESS_TARGET,
+            )
         )
     return out
 
@@ -419,22 +442,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     """The selected sub-benchmarks on one world and one daemon."""
     chosen = [s for s in SUBS if s in args.only]
     results: dict[str, Any] = {"load_start": load()}
-    with tempfile.TemporaryDirectory(prefix="bench-daemon-") as tmp:
-        with sim_world(Path(tmp) / "site", f"bdm-{secrets.token_hex(3)}") as world:
-            configure(world, args.interval)
-            marks = Marks()
-            cloud = Cloud(world)
-            with daemon_in(world, marks) as (daemon, timed):
-                if "push" in chosen:
-                    results["push"] = bench_push(world, daemon, marks, cloud, args.rounds)
-                if "idle" in chosen:
-                    time.sleep(2)  # the last pass's status file
-                    results["idle"] = bench_idle(args.idle_seconds)
-                if "burst" in chosen:
-                    results["burst"] = bench_burst(world, daemon, marks, cloud, args.burst)
-                if "pass" in chosen:
-                    results["pass"] = bench_pass(world, daemon, timed, marks, cloud, args.live, args.passes)
-            cloud.conn.close()
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-daemon-"))
+        world = stack.enter_context(sim_world(Path(tmp) / "site", f"bdm-{secrets.token_hex(3)}"))
+        configure(world, args.interval)
+        marks = Marks()
+        cloud = Cloud(world)
+        stack.callback(cloud.conn.close)
+        daemon, timed = stack.enter_context(daemon_in(world, marks))
+        if "push" in chosen:
+            results["push"] = bench_push(world, daemon, marks, cloud, args.rounds)
+        if "idle" in chosen:
+            time.sleep(2)  # the last pass's status file
+            results["idle"] = bench_idle(args.idle_seconds)
+        if "burst" in chosen:
+            results["burst"] = bench_burst(world, daemon, marks, cloud, args.burst)
+        if "pass" in chosen:
+            results["pass"] = bench_pass(world, daemon, timed, marks, cloud, args.live, args.passes)
     results["load_end"] = load()
     return results
 
