@@ -132,6 +132,10 @@ class TimedEngine:
         finally:
             self._marks.note("loss-check end" if kwargs.get("refresh_only") else "plan end")
 
+    def show_plan(self, *args: Any, **kwargs: Any) -> Any:
+        self._marks.note("show-plan start")
+        return self._inner.show_plan(*args, **kwargs)
+
     def apply(self, *args: Any, **kwargs: Any) -> Any:
         self._marks.note("apply start")
         return self._inner.apply(*args, **kwargs)
@@ -282,6 +286,7 @@ SPLIT = (
     "intent committed",
     "terraform init",
     "loss-check start",
+    "show-plan start",
     "loss-check end",
     "plan start",
     "plan end",
