@@ -397,6 +397,7 @@ def bench_pass(
         time.sleep(0.3)  # the status file after it (counted in the whole pass)
     rows = timed.cpu[first:]
     whole = daemon.whole[-passes:]
+    reads = read_costs(daemon)
     result = {
         "live": cloud.count(),
         "passes": len(rows),
@@ -405,15 +406,39 @@ def bench_pass(
         "thread_cpu_ms_median": round(1000 * statistics.median(r[1] for r in rows), 1),
         "wall_ms_median": round(1000 * statistics.median(r[2] for r in rows), 1),
         "whole_pass_cpu_ms_median": round(1000 * statistics.median(whole), 1),
+        **reads,
     }
     print(
         f"pass over {result['live']} live: run_once process CPU median {result['process_cpu_ms_median']} ms"
         f" (max {result['process_cpu_ms_max']}), pass thread {result['thread_cpu_ms_median']} ms,"
-        f" wall {result['wall_ms_median']} ms; with status file {result['whole_pass_cpu_ms_median']} ms"
+        f" wall {result['wall_ms_median']} ms; with status file {result['whole_pass_cpu_ms_median']} ms;"
+        f" of which one read of every fact {reads['query_facts_cpu_ms']} ms ({reads['facts']} facts),"
+        f" of every host {reads['host_status_cpu_ms']} ms"
         f"  load {load()}",
         flush=True,
     )
     return result
+
+
+def read_costs(daemon: BenchDaemon, times: int = 5) -> dict[str, Any]:
+    """Process CPU of the two reads every pass makes in full (``queryFacts`` of the provider,
+    ``hostStatus``), each alone through the daemon's link, median of ``times``."""
+    assert daemon.link is not None
+    link = daemon.link
+    facts, hosts = [], []
+    count = 0
+    for _ in range(times):
+        cpu = time.process_time()
+        count = len(link.query_facts("sim"))
+        facts.append(time.process_time() - cpu)
+        cpu = time.process_time()
+        link.host_status()
+        hosts.append(time.process_time() - cpu)
+    return {
+        "facts": count,
+        "query_facts_cpu_ms": round(1000 * statistics.median(facts), 1),
+        "host_status_cpu_ms": round(1000 * statistics.median(hosts), 1),
+    }
 
 
 def verdicts(results: dict[str, Any]) -> list[tuple[str, bool]]:
