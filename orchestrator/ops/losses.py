@@ -1,8 +1,9 @@
 """The host-loss check the executor makes before each apply (design interface 3).
 
 ``orchestrator.workspace.cloudview.read_drift_stream`` reads drift from one refresh-only plan
-(the tagged listing, ``read_listing``, only when an instance was deleted: it only gives reasons); ``orchestrator.ops.hostloss.LossTracker`` (persisted suspects) decides which
-missing instances are lost: at once when the cloud says reclaimed or expired, otherwise after two
+(the tagged listing, ``read_listing``, only when an instance was deleted: it only gives
+reasons); ``orchestrator.ops.hostloss.LossTracker`` (persisted suspects) decides which missing
+instances are lost: at once when the cloud says reclaimed or expired, otherwise after two
 consecutive observations. The executor needs only :class:`LossObserver`, so tests can inject one.
 
 In a sharded provider each shard's observation reads its own drift; shards >= 1 have no listing
