@@ -155,6 +155,7 @@ class ShardCloud:
     def __init__(self, shard0: Path) -> None:
         self.shard0 = shard0
         self.plans: list[Path] = []
+        self.shown: list[Path] = []
 
     def plan(self, workdir: Path, **_kwargs: object) -> PlanResult:
         self.plans.append(Path(workdir))
@@ -166,6 +167,7 @@ class ShardCloud:
         return {"instances": {"op1-000": {"id": "i-a", "name": "h-a", "address": "", "tags": {}}}}
 
     def show_plan(self, workdir: Path, _plan_file: Path) -> dict[str, object]:
+        self.shown.append(Path(workdir))
         if Path(workdir) == self.shard0:
             tagged = {
                 "i-a": {
@@ -193,3 +195,13 @@ def test_a_shard_without_a_listing_takes_the_clouds_reason_from_shard_zero(tmp_p
     # One observation is enough: shard 0's listing says the cloud reclaimed it.
     assert [(x.instance_key, x.reason) for x in lost] == [("op1-000", "spot-reclaim")]
     assert cloud.plans == [shard1, shard0]
+
+
+def test_nothing_deleted_reads_no_listing(tmp_path: Path) -> None:
+    """The check before every create: one refresh-only plan, no ``show -json`` when nothing went missing."""
+    shard0 = tmp_path / "sim"
+    shard0.mkdir()
+    (shard0 / "desired.tfvars.json").write_text("{}")
+    cloud = ShardCloud(shard0)
+    assert observer_for(cloud, shard0).observe() == []  # type: ignore[arg-type]
+    assert cloud.plans == [shard0] and cloud.shown == []
