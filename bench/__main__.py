@@ -20,6 +20,7 @@ BENCHES = [
     ("bench_executor.py", False),
     ("bench_orphans.py", False),
     ("bench_lease.py", False),
+    ("bench_daemon.py", False),
     ("bench_bootstrap.py", True),
 ]
 

@@ -1,8 +1,9 @@
 """The host-loss check the executor makes before each apply (design interface 3).
 
-``orchestrator.workspace.cloudview.read_views`` reads drift and the tagged listing from one
-refresh-only plan; ``orchestrator.ops.hostloss.LossTracker`` (persisted suspects) decides which
-missing instances are lost: at once when the cloud says reclaimed or expired, otherwise after two
+``orchestrator.workspace.cloudview.read_drift_stream`` reads drift from one refresh-only plan
+(the tagged listing, ``read_listing``, only when an instance was deleted: it only gives
+reasons); ``orchestrator.ops.hostloss.LossTracker`` (persisted suspects) decides which missing
+instances are lost: at once when the cloud says reclaimed or expired, otherwise after two
 consecutive observations. The executor needs only :class:`LossObserver`, so tests can inject one.
 
 In a sharded provider each shard's observation reads its own drift; shards >= 1 have no listing
@@ -19,8 +20,9 @@ from typing import Protocol
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.errors import TerraformError
 from orchestrator.ops.hostloss import LossTracker, LostInstance
-from orchestrator.workspace.cloudview import Listing, read_listing, read_views
+from orchestrator.workspace.cloudview import Listing, read_drift_stream, read_listing
 from orchestrator.workspace.shards import listing_dir
+from orchestrator.workspace.terraform import instances_output
 
 SUSPECTS_FILE = "lost-suspects.json"
 
@@ -56,14 +58,34 @@ class TrackerObserver:
         return lost
 
     def read_once(self) -> Sequence[LostInstance]:
-        """One refresh-only plan fed to the tracker (one observation)."""
-        views = read_views(self.engine, self.workdir)
-        # A module without a real listing (tagged_supported false) says nothing about reasons:
-        # drift alone still finds losses, after two observations.
-        listing = views.listing if views.listing.supported else None
-        if listing is None and views.drift.deleted and self.listing_dir != self.workdir:
-            listing = self.shard0_listing()
-        return list(self.tracker.observe(views.drift, listing))
+        """One refresh-only plan fed to the tracker (one observation).
+
+        The drift comes from the plan's ``-json`` stream; the listing is read only when the drift
+        deleted an instance: it gives the reasons of deletions and decides nothing else, and
+        reading it costs the saved plan's ``show -json`` (about a second per op under load,
+        ``bench/bench_daemon.py``), paid before every create otherwise.
+        """
+        drift = read_drift_stream(self.engine, self.workdir, self.state_ids)
+        if not drift.deleted:
+            return list(self.tracker.observe(drift, None))
+        return list(self.tracker.observe(drift, self.listing()))
+
+    def state_ids(self) -> dict[str, str]:
+        """Instance key → cloud id in this working directory's Terraform state."""
+        return {k: str(v.get("id", "")) for k, v in instances_output(self.engine.output(self.workdir)).items()}
+
+    def listing(self) -> Listing | None:
+        """The cloud's listing for the reasons of a deletion; None when the module has none.
+
+        A module without a real listing (tagged_supported false) says nothing about reasons:
+        drift alone still finds losses, after two observations. Shard 0 lists the cloud itself
+        (a failed read reaches the caller, as a failed drift read does); other shards take
+        shard 0's.
+        """
+        if self.listing_dir != self.workdir:
+            return self.shard0_listing()
+        listing = read_listing(self.engine, self.workdir)
+        return listing if listing.supported else None
 
     def shard0_listing(self) -> Listing | None:
         """The listing of shard 0, read only when this shard's drift needs reasons; None when unread.

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.clients.terraform.messages import PlanResult, ResourceChange, Summary
 from orchestrator.errors import FinalError
 from orchestrator.ops.hostloss import MISSING, SUSPECTS_FILE, LossTracker
 from orchestrator.ops.losses import observer_for
@@ -145,17 +146,28 @@ def test_a_damaged_suspects_file_is_reported_naming_it(tmp_path: Path, content: 
     assert str(path) in str(err.value) and "\n" not in str(err.value)
 
 
+DELETED = ResourceChange('x["op1-000"]', "", "xcesim_instance", "x", "op1-000", "delete")
+
+
 class ShardCloud:
     """A refresh-only plan per working directory: shard 1 lost ``i-a`` and has no listing; shard 0 lists it."""
 
     def __init__(self, shard0: Path) -> None:
         self.shard0 = shard0
         self.plans: list[Path] = []
+        self.shown: list[Path] = []
 
-    def plan(self, workdir: Path, **_kwargs: object) -> None:
+    def plan(self, workdir: Path, **_kwargs: object) -> PlanResult:
         self.plans.append(Path(workdir))
+        drift = [] if Path(workdir) == self.shard0 else [DELETED]
+        return PlanResult((), tuple(drift), (), Summary(0, 0, 0), has_changes=bool(drift))
+
+    def output(self, _workdir: Path) -> dict[str, object]:
+        """Shard 1's state: the instance the refresh found deleted."""
+        return {"instances": {"op1-000": {"id": "i-a", "name": "h-a", "address": "", "tags": {}}}}
 
     def show_plan(self, workdir: Path, _plan_file: Path) -> dict[str, object]:
+        self.shown.append(Path(workdir))
         if Path(workdir) == self.shard0:
             tagged = {
                 "i-a": {
@@ -169,19 +181,7 @@ class ShardCloud:
                 }
             }
             return {"planned_values": {"outputs": {"tagged_supported": {"value": True}, "tagged": {"value": tagged}}}}
-        drift = [
-            {
-                "mode": "managed",
-                "type": "xcesim_instance",
-                "address": 'x["op1-000"]',
-                "index": "op1-000",
-                "change": {"actions": ["delete"], "before": {"id": "i-a"}, "after": None},
-            }
-        ]
-        return {
-            "resource_drift": drift,
-            "planned_values": {"outputs": {"tagged_supported": {"value": False}, "tagged": {"value": {}}}},
-        }
+        raise AssertionError("shard 1's drift is read from its plan's stream, never from show -json")
 
 
 def test_a_shard_without_a_listing_takes_the_clouds_reason_from_shard_zero(tmp_path: Path) -> None:
@@ -195,3 +195,13 @@ def test_a_shard_without_a_listing_takes_the_clouds_reason_from_shard_zero(tmp_p
     # One observation is enough: shard 0's listing says the cloud reclaimed it.
     assert [(x.instance_key, x.reason) for x in lost] == [("op1-000", "spot-reclaim")]
     assert cloud.plans == [shard1, shard0]
+
+
+def test_nothing_deleted_reads_no_listing(tmp_path: Path) -> None:
+    """The check before every create: one refresh-only plan, no ``show -json`` when nothing went missing."""
+    shard0 = tmp_path / "sim"
+    shard0.mkdir()
+    (shard0 / "desired.tfvars.json").write_text("{}")
+    cloud = ShardCloud(shard0)
+    assert observer_for(cloud, shard0).observe() == []  # type: ignore[arg-type]
+    assert cloud.plans == [shard0] and cloud.shown == []
