@@ -148,9 +148,7 @@ def default_scanner(parts: LoopParts) -> Scanning:
     from orchestrator.orphans.inputs import LinkController
     from orchestrator.orphans.scan import OrphanScanner
 
-    return OrphanScanner(
-        parts.config, parts.executor, LinkController(parts.link), parts.clock, parts.config.state_dir
-    )
+    return OrphanScanner(parts.config, parts.executor, LinkController(parts.link), parts.clock, parts.config.state_dir)
 
 
 @dataclass
