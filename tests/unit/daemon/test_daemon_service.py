@@ -121,7 +121,7 @@ def test_passes_on_start_push_and_reload_then_a_clean_stop(
         recorder = made[0]
         # The first pass ran with the lease held (the start waits for the leases).
         assert recorder.passes[0] == ("start", 60.0, True)
-        assert wait_for(lambda: status(tmp_path).get("daemon", {}).get("passes", 0) >= 1, 10), status(tmp_path)
+        assert wait_for(lambda: status(tmp_path).get("daemon", {}).get("passes", 0) >= 1, 30), status(tmp_path)
         doc = status(tmp_path)
         assert doc["daemon"]["instance_id"].startswith("unit-daemon-") and doc["daemon"]["state"] == "running"
         assert [(r["provider"], r["held"]) for r in doc["leases"]] == [("sim", True)]
@@ -130,16 +130,16 @@ def test_passes_on_start_push_and_reload_then_a_clean_stop(
         count = len(recorder.passes)
         for conn in list(joins):  # the keeper's lease-only link drops it; the daemon's takes it
             conn.push("demand", {"seq": 5, "term": 1, "templates": [{"template": "cpu", "wanted": 3}]})
-        assert wait_for(lambda: any(p[0] == "demand" for p in recorder.passes[count:]), 10), recorder.passes
+        assert wait_for(lambda: any(p[0] == "demand" for p in recorder.passes[count:]), 30), recorder.passes
 
         # SIGHUP: the new configuration reaches the reconciler between two passes.
         assert lifecycle.reload()
-        assert wait_for(lambda: any(p[0] == "reload" for p in recorder.passes), 10), recorder.passes
+        assert wait_for(lambda: any(p[0] == "reload" for p in recorder.passes), 30), recorder.passes
         assert [c.daemon.reconcile_interval for c in recorder.reloads] == [45.0]
         reload_pass = next(p for p in recorder.passes if p[0] == "reload")
         assert reload_pass[1] == 45.0
         assert daemon.executor is not None and daemon.executor.config.daemon.reconcile_interval == 45.0
-        assert wait_for(lambda: status(tmp_path)["daemon"]["reconcile_interval"] == 45.0, 10)
+        assert wait_for(lambda: status(tmp_path)["daemon"]["reconcile_interval"] == 45.0, 30)
     finally:
         lifecycle.request_stop("SIGTERM")
         runner.join(30)
@@ -177,10 +177,10 @@ def test_a_denied_lease_is_asked_for_again_and_the_pass_sees_it_gained(
         assert wait_for(lambda: made and made[0].passes, 30)
         # The first pass ran without the lease (another holds it) and the status names the holder.
         assert made[0].passes[0] == ("start", 60.0, False)
-        assert wait_for(lambda: bool(status(tmp_path)), 10)
+        assert wait_for(lambda: bool(status(tmp_path)), 30)
         assert status(tmp_path)["leases"][0]["note"] == "other-orchestrator"
         denied = fake.seen.count("leaseAcquire")
-        assert wait_for(lambda: fake.seen.count("leaseAcquire") > denied, 10)  # asked again and again
+        assert wait_for(lambda: fake.seen.count("leaseAcquire") > denied, 30)  # asked again and again
         released.set()
         # Granted at last: a pass starts without waiting for the interval, with the lease valid.
         assert wait_for(lambda: any(p[0] == "lease" and p[2] for p in made[0].passes), 20)
