@@ -329,7 +329,7 @@ def test_the_daemon_scans_for_orphans_on_its_interval_and_reports_a_stray(world:
             last = (doc.get("orphans") or {}).get("last_scan") or {}
             return last.get("started", 0) > made_at and any(f["object_id"] == stray for f in last.get("listed", []))
 
-        doc = daemon.wait_status("the stray in the daemon's orphan summary", found, timeout=60)
+        doc = daemon.wait_status("the stray in the daemon's orphan summary", found, timeout=180)
         last = doc["orphans"]["last_scan"]
         assert last["trigger"] == "interval" and last["act"] is True and last["findings"]["b"] == 1
         [finding] = [f for f in last["listed"] if f["object_id"] == stray]
