@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import sys
 import traceback
-from typing import Any
+from typing import Any, TextIO
 
 import click
 
@@ -57,6 +57,23 @@ def _report(ctx: click.Context, message: str, exc: BaseException) -> None:
         click.echo(f"xceprov: {line}", err=True)
 
 
+class CurrentStderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Log lines to ``sys.stderr`` as it is when a line is written, not when the handler was made.
+
+    The command line may run more than once in one process (an embedding program, the tests'
+    click runner), each time with its own stderr; a handler bound to the first one would write
+    to a closed stream ever after.
+    """
+
+    @property  # type: ignore[override]
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: object) -> None:
+        """StreamHandler's constructor sets a stream; the current stderr is always used instead."""
+
+
 @click.group(cls=XceprovGroup)
 @click.option(
     "--config",
@@ -72,6 +89,7 @@ def cli(ctx: click.Context, config_path: str | None, verbose: int) -> None:
     logging.basicConfig(
         level=logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        handlers=[CurrentStderrHandler()],
     )
     ctx.obj = CliContext(config_path=config_path, verbose=verbose)
 

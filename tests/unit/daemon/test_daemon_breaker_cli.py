@@ -58,7 +58,7 @@ def test_reset_of_a_closed_breaker_says_so(tmp_path: Path) -> None:
     cfg, _state = site(tmp_path)
     result = CliRunner().invoke(cli, ["--config", str(cfg), "breaker", "reset", "cpu"])
     assert result.exit_code == 0
-    assert result.output == "breaker of cpu: already closed, no failures recorded\n"
+    assert result.stdout == "breaker of cpu: already closed, no failures recorded\n"
 
 
 def test_unknown_template_is_one_line_naming_it_and_changes_nothing(tmp_path: Path) -> None:
