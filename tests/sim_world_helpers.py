@@ -228,6 +228,15 @@ def kill9_tree(proc: subprocess.Popen[str]) -> None:
     assert proc.returncode == -signal.SIGKILL
 
 
+def one_region(cfg: dict[str, Any]) -> None:
+    """Drop the built-in second region, ``spot``, from a configuration built from the defaults:
+    these tests are about one provider's hosts (spot is there for the demo's fallback;
+    tests/integration/test_reconcile_pass.py tests fallback)."""
+    cfg["providers"].pop("spot", None)
+    for template in cfg["templates"].values():
+        template["providers"].pop("spot", None)
+
+
 def _site_config(site: Path, cluster: str, port: int, lab: labnet.LabConfig | None) -> dict[str, Any]:
     sim = site / "sim"
     cfg: dict[str, Any] = yaml.safe_load((ROOT / "orchestrator" / "defaults" / "xceprov.yaml").read_text())
@@ -250,11 +259,7 @@ def _site_config(site: Path, cluster: str, port: int, lab: labnet.LabConfig | No
         }
     )
     cfg.pop("ansible", None)  # the bootstrap finds the simulated world's key itself
-    # One region: these tests are about one provider's hosts (the built-in second region, spot,
-    # is there for the demo's fallback; tests/integration/test_reconcile_pass.py tests fallback).
-    cfg["providers"].pop("spot", None)
-    for template in cfg["templates"].values():
-        template["providers"].pop("spot", None)
+    one_region(cfg)
     provider = cfg["providers"]["sim"]
     provider.update({"max_instances": 20, "drain_policy": "wait", "drain_timeout": "120s"})
     return cfg

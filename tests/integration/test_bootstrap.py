@@ -328,6 +328,7 @@ def test_end_to_end_worker_joins_the_simulated_controller(tmp_path: Path, reques
     import yaml
     from click.testing import CliRunner
     from sim_labs import claim_test_lab
+    from sim_world_helpers import one_region
 
     from orchestrator.cli.main import cli
     from orchestrator.sim.cloud.store import CloudStore
@@ -351,10 +352,7 @@ def test_end_to_end_worker_joins_the_simulated_controller(tmp_path: Path, reques
         "join_key": str(sim / "client" / "join.key"),
     }
     cfg.pop("ansible", None)  # the verb finds the simulated world's key itself
-    # One region (the built-in spot region is the demo's fallback, not this test's concern).
-    cfg["providers"].pop("spot", None)
-    for template in cfg["templates"].values():
-        template["providers"].pop("spot", None)
+    one_region(cfg)
     cfg_file = tmp_path / "xceprov.yaml"
     cfg_file.write_text(yaml.safe_dump(cfg))
 
