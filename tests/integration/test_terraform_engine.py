@@ -416,3 +416,40 @@ def test_should_stop_halts_the_apply_gracefully(kind: str, tmp_path: Path) -> No
         assert sorted(after) == sorted(keys) and all(after[k] == v for k, v in live.items())
     finally:
         store.close()
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("orchestrator.sim.cloud.provider") is None,
+    reason="the simulated cloud provider is not present",
+)
+@pytest.mark.parametrize("attach", [True, False])
+def test_local_providers_are_attached_once_per_command_or_launched_by_terraform(attach: bool, tmp_path: Path) -> None:
+    """Attached: Terraform starts no provider process of its own, and the result is the same."""
+    root = tmp_path / "tf"
+    log_file = tmp_path / "terraform.log"
+    engine = BundledEngine(
+        cli_config=ensure_mirror(root, [XCESIM]),
+        plugin_cache_dir=plugin_cache_dir(root),
+        attach_providers=attach,
+        env={"TF_LOG": "DEBUG", "TF_LOG_PATH": str(log_file)},
+    )
+    w = tmp_path / "work"
+    w.mkdir()
+    (w / "main.tf").write_text(XCESIM_TF)
+    (w / "desired.tfvars.json").write_text(json.dumps({"instances": {"op6-0": {"name": "h-0", "tags": {}}}}))
+    engine.init(w)
+    log_file.write_text("")  # init launches the provider itself in both modes (it installs it)
+    assert engine.apply(w, var_files=[Path("desired.tfvars.json")]).summary.add == 1
+    assert not engine.plan(w, [Path("desired.tfvars.json")]).has_changes
+    launches = log_file.read_text().count("provider: starting plugin: path=.terraform/providers/registry.terraform.io/xce/xcesim")
+    # Terraform launches the provider for each walk of a command (apply 2, plan 3) unless attached.
+    assert launches == 0 if attach else launches >= 5
+    # Nothing of the command outlives it: no provider still runs in the working directory.
+    assert [pid for pid in os.listdir("/proc") if pid.isdigit() and _cwd(pid) == w.resolve()] == []
+
+
+def _cwd(pid: str) -> Path | None:
+    try:
+        return Path(os.readlink(f"/proc/{pid}/cwd"))
+    except OSError:
+        return None

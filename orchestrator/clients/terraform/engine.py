@@ -23,14 +23,16 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
 
 from orchestrator.clients.terraform import messages
 from orchestrator.clients.terraform._worker import PARENT_FD_ENV
+from orchestrator.clients.terraform.attach import Attachment, attached
 from orchestrator.clients.terraform.messages import ApplyEventFn, ApplyResult, Diagnostic, PlanResult
-from orchestrator.clients.terraform.mirror import cache_lock, launcher_env
+from orchestrator.clients.terraform.mirror import LOCAL_PROVIDERS, cache_lock, launcher_env
 from orchestrator.errors import ConfigError, TerraformError, UsageError
 from orchestrator.model.config import TerraformSettings
 
@@ -173,6 +175,12 @@ class _CliEngine:
         env.update(self.extra_env)
         return env
 
+    def attachment(
+        self, workdir: Path, args: Sequence[str], env: Mapping[str, str]
+    ) -> AbstractContextManager[Attachment]:
+        """Providers started before the command and attached to it: none (Terraform launches them)."""
+        return contextlib.nullcontext(Attachment({}, (), []))
+
     def run(
         self,
         workdir: Path,
@@ -196,6 +204,22 @@ class _CliEngine:
             raise TerraformError(f"{self.name} {args[0]}: working directory {workdir} does not exist")
         started = time.monotonic()
         env = self.environment()
+        with self.attachment(workdir, args, env) as attachment:
+            env.update(attachment.env)
+            return self._run(workdir, argv, args, env, started, attachment, should_stop, on_line)
+
+    def _run(
+        self,
+        workdir: Path,
+        argv: tuple[str, ...],
+        args: Sequence[str],
+        env: dict[str, str],
+        started: float,
+        attachment: Attachment,
+        should_stop: Callable[[], bool] | None,
+        on_line: Callable[[str], None] | None,
+    ) -> Completed:
+        """:meth:`run` once the command's providers are attached."""
         # The worker's end of the parent-death pipe (see _worker): we hold the write end until
         # Terraform has exited, so end-of-file there means this process is gone.
         watch_r, watch_w = os.pipe() if self.watch_parent else (-1, -1)
@@ -213,7 +237,7 @@ class _CliEngine:
                 encoding="utf-8",
                 errors="replace",
                 start_new_session=True,
-                pass_fds=(watch_r,) if watch_r >= 0 else (),
+                pass_fds=((watch_r,) if watch_r >= 0 else ()) + attachment.fds,
             )
         except BaseException:
             if watch_w >= 0:
@@ -222,6 +246,7 @@ class _CliEngine:
         finally:
             if watch_r >= 0:
                 os.close(watch_r)
+            attachment.handed_over()
         try:
             completed = self._completed(proc, argv, args, workdir, started, should_stop, on_line)
         finally:
@@ -571,6 +596,12 @@ class BundledEngine(_CliEngine):
     name = "terraform (bundled)"
     watch_parent = True
 
+    def __init__(self, *, attach_providers: bool = True, **kwargs: Any) -> None:
+        """As :class:`_CliEngine`; ``attach_providers``: the worker starts this project's local
+        Python providers once per command and attaches Terraform to them (:mod:`.attach`)."""
+        super().__init__(**kwargs)
+        self.attach_providers = attach_providers
+
     def command(self) -> list[str]:
         """``python -m orchestrator.clients.terraform._worker``."""
         return [sys.executable, "-m", "orchestrator.clients.terraform._worker"]
@@ -585,6 +616,14 @@ class BundledEngine(_CliEngine):
         root = str(Path(__file__).resolve().parents[3])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
         return env
+
+    def attachment(
+        self, workdir: Path, args: Sequence[str], env: Mapping[str, str]
+    ) -> AbstractContextManager[Attachment]:
+        """This project's local providers started for the command and attached (:mod:`.attach`)."""
+        if not self.attach_providers:
+            return super().attachment(workdir, args, env)
+        return attached(args, Path(workdir), LOCAL_PROVIDERS, env)
 
 
 class BinaryEngine(_CliEngine):
@@ -621,4 +660,4 @@ def engine_from_settings(
     if settings.engine == "binary":
         assert settings.binary is not None  # enforced by TerraformSettings
         return BinaryEngine(settings.binary, **common)
-    return BundledEngine(**common)
+    return BundledEngine(attach_providers=settings.attach_providers, **common)

@@ -60,6 +60,8 @@ class LocalProvider:
 # The simulated cloud's provider; named by module path only, so the client layer never
 # imports the simulated world (the import-linter contract ``sim-apart``).
 XCESIM = LocalProvider("xce", "xcesim", "0.1.0", "orchestrator.sim.cloud.provider")
+# Every local provider this project ships (mirrored, and attached by the bundled engine).
+LOCAL_PROVIDERS: tuple[LocalProvider, ...] = (XCESIM,)
 
 
 def plugin_cache_dir(root: Path) -> Path:

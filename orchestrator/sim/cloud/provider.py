@@ -24,9 +24,13 @@ holding ``"``, ``${``, ``%{``, a newline or HCL is stored byte for byte.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import signal
 import sqlite3
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Final
@@ -166,6 +170,16 @@ class XceSimProvider(Provider):  # type: ignore[misc]
             return
         retries = config.get("max_retries")
         self.max_retries = int(retries) if isinstance(retries, int | float) else 0
+        if self._store is not None:
+            # Configured again in the same process: an attached provider serves every walk of
+            # one command (and every alias of it), each configuring it. One store per process.
+            if self._store.path != Path(store):
+                diags.add_error(
+                    f"xcesim: this provider process serves store {self._store.path}, not {store}; "
+                    "configurations with different stores need terraform.attach_providers: false",
+                    path=["store"],
+                )
+            return
         try:
             self._store = CloudStore(Path(store), api_faults=True)
         except Exception as exc:  # an unusable path is a configuration problem, shown once
@@ -418,11 +432,34 @@ class _StopIsNotShutdown(tf.runner._ShutdownInterceptor):  # type: ignore[misc]
         return result
 
 
+def serve_attached() -> None:
+    """``--dev`` mode, as the bundled engine's worker starts it (``clients.terraform.attach``).
+
+    The worker hands the address this mode prints to Terraform (``TF_REATTACH_PROVIDERS``), so
+    one process serves every walk of one Terraform command. SIGINT is ignored: Terraform's
+    graceful stop reaches a provider as the ``StopProvider`` call, and a signal would kill it
+    with calls in flight (go-plugin's servers ignore it for the same reason). The process ends
+    when its standard input ends: the worker holds the other end for exactly as long as its
+    command runs, and loses it however it dies.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def watch() -> None:
+        with contextlib.suppress(OSError):
+            while os.read(0, 4096):
+                pass
+        os._exit(0)  # nobody will call this provider again; nothing of ours is half-written
+
+    threading.Thread(target=watch, name="stdin-watch", daemon=True).start()
+
+
 def main() -> None:
-    """Serve the provider to Terraform (go-plugin handshake on stdout)."""
+    """Serve the provider to Terraform (go-plugin handshake on stdout; ``--dev``: attached)."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     # run_provider looks the interceptor class up in its module when it builds the server.
     tf.runner._ShutdownInterceptor = _StopIsNotShutdown
+    if "--dev" in sys.argv[1:]:
+        serve_attached()
     run_provider(XceSimProvider(), sys.argv)
 
 

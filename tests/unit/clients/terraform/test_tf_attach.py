@@ -1,0 +1,101 @@
+"""Attached providers: which commands get one, what a provider must print, how it ends."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from orchestrator.clients.terraform.attach import (
+    HOLD_FDS_ENV,
+    REATTACH_ENV,
+    AttachedProvider,
+    AttachError,
+    attached,
+    wanted,
+)
+from orchestrator.clients.terraform.mirror import XCESIM, LocalProvider
+
+LOCK = f'provider "{XCESIM.source}" {{\n  version = "0.1.0"\n}}\n'
+
+
+def _initialised(tmp_path: Path, lock: str = LOCK) -> Path:
+    (tmp_path / ".terraform.lock.hcl").write_text(lock)
+    return tmp_path
+
+
+@pytest.mark.parametrize("command", ["plan", "apply", "show", "import", "validate"])
+def test_commands_that_start_providers_attach_the_locked_ones(tmp_path: Path, command: str) -> None:
+    assert wanted([command, "-json"], _initialised(tmp_path), [XCESIM]) == [XCESIM]
+
+
+@pytest.mark.parametrize("command", ["init", "output", "version", "fmt", "state"])
+def test_commands_without_providers_attach_none(tmp_path: Path, command: str) -> None:
+    # init above all: an attached provider would be left out of the lock file.
+    assert wanted([command], _initialised(tmp_path), [XCESIM]) == []
+
+
+def test_a_directory_not_initialised_or_not_using_the_provider_attaches_none(tmp_path: Path) -> None:
+    assert wanted(["plan"], tmp_path, [XCESIM]) == []
+    other = 'provider "registry.terraform.io/hashicorp/aws" {\n}\n'
+    assert wanted(["plan"], _initialised(tmp_path, other), [XCESIM]) == []
+
+
+def _fake(tmp_path: Path, body: str) -> tuple[LocalProvider, dict[str, str]]:
+    """A provider module whose ``--dev`` mode runs ``body``, importable through the environment."""
+    name = f"fake_provider_{abs(hash(body)) % 10**8}"
+    (tmp_path / f"{name}.py").write_text(textwrap.dedent(body))
+    env = {**os.environ, "XCEPROV_PYTHONPATH": str(tmp_path)}
+    return LocalProvider("xce", "fake", "0.1.0", name), env
+
+
+def test_a_provider_printing_no_address_is_refused_with_its_module_named(tmp_path: Path) -> None:
+    spec, env = _fake(tmp_path, "print('Running in dev mode')\n")
+    with pytest.raises(AttachError, match=f"{spec.module} exited or printed no address"):
+        AttachedProvider.start(spec, sys.executable, tmp_path, env)
+
+
+def test_a_tcp_or_malformed_address_is_refused(tmp_path: Path) -> None:
+    tcp = f"""
+        import json, sys
+        addr = {{"Network": "tcp", "String": "127.0.0.1:1"}}
+        print("\\texport {REATTACH_ENV}='" + json.dumps({{"{XCESIM.source}".replace("xcesim", "fake"): {{"Addr": addr}}}}) + "'")
+        sys.stdin.read()
+    """
+    spec, env = _fake(tmp_path, tcp)
+    with pytest.raises(AttachError, match="no Unix socket address"):
+        AttachedProvider.start(spec, sys.executable, tmp_path, env)
+    spec, env = _fake(tmp_path, f"print(\"{REATTACH_ENV}='{{not json'\")\nimport sys; sys.stdin.read()\n")
+    with pytest.raises(AttachError, match="unreadable address"):
+        AttachedProvider.start(spec, sys.executable, tmp_path, env)
+
+
+def test_a_provider_that_never_answers_is_given_up_and_ended(tmp_path: Path) -> None:
+    spec, env = _fake(tmp_path, "import time\ntime.sleep(3600)\n")
+    with pytest.raises(AttachError, match="printed no address within 0.5 s"):
+        AttachedProvider.start(spec, sys.executable, tmp_path, env, timeout=0.5)
+
+
+def test_unattachable_providers_leave_the_command_to_terraform(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    spec, env = _fake(tmp_path, "raise SystemExit(3)\n")
+    lock = f'provider "{spec.source}" {{\n}}\n'
+    with caplog.at_level(logging.WARNING), attached(["plan"], _initialised(tmp_path, lock), [spec], env) as got:
+        assert got.env == {} and got.fds == ()
+    assert "provider not attached, Terraform launches it" in caplog.text and spec.module in caplog.text
+
+
+def test_the_simulated_cloud_provider_attaches_and_ends_when_its_input_ends(tmp_path: Path) -> None:
+    env = {**os.environ, "XCEPROV_PYTHONPATH": str(Path(__file__).resolve().parents[4])}
+    with attached(["plan", "-json"], _initialised(tmp_path), [XCESIM], env) as got:
+        entry = __import__("json").loads(got.env[REATTACH_ENV])[XCESIM.source]
+        assert entry["Addr"]["Network"] == "unix" and Path(entry["Addr"]["String"]).exists()
+        assert got.env[HOLD_FDS_ENV] == ",".join(map(str, got.fds)) and len(got.fds) == 1
+        (provider,) = got.providers
+        assert provider.proc.poll() is None
+        got.handed_over()  # nobody holds its input any more (no worker in this test)
+        # It leaves by itself, with exit code 0: not killed after the stop timeout.
+        assert provider.proc.wait(timeout=30) == 0
