@@ -441,7 +441,8 @@ def test_local_providers_are_attached_once_per_command_or_launched_by_terraform(
     log_file.write_text("")  # init launches the provider itself in both modes (it installs it)
     assert engine.apply(w, var_files=[Path("desired.tfvars.json")]).summary.add == 1
     assert not engine.plan(w, [Path("desired.tfvars.json")]).has_changes
-    launches = log_file.read_text().count("provider: starting plugin: path=.terraform/providers/registry.terraform.io/xce/xcesim")
+    launched = "provider: starting plugin: path=.terraform/providers/registry.terraform.io/xce/xcesim"
+    launches = log_file.read_text().count(launched)
     # Terraform launches the provider for each walk of a command (apply 2, plan 3) unless attached.
     assert launches == 0 if attach else launches >= 5
     # Nothing of the command outlives it: no provider still runs in the working directory.

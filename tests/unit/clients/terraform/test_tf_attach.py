@@ -63,7 +63,8 @@ def test_a_tcp_or_malformed_address_is_refused(tmp_path: Path) -> None:
     tcp = f"""
         import json, sys
         addr = {{"Network": "tcp", "String": "127.0.0.1:1"}}
-        print("\\texport {REATTACH_ENV}='" + json.dumps({{"{XCESIM.source}".replace("xcesim", "fake"): {{"Addr": addr}}}}) + "'")
+        doc = {{"{XCESIM.source}".replace("xcesim", "fake"): {{"Addr": addr}}}}
+        print("\\texport {REATTACH_ENV}='" + json.dumps(doc) + "'")
         sys.stdin.read()
     """
     spec, env = _fake(tmp_path, tcp)
@@ -76,11 +77,13 @@ def test_a_tcp_or_malformed_address_is_refused(tmp_path: Path) -> None:
 
 def test_a_provider_that_never_answers_is_given_up_and_ended(tmp_path: Path) -> None:
     spec, env = _fake(tmp_path, "import time\ntime.sleep(3600)\n")
-    with pytest.raises(AttachError, match="printed no address within 0.5 s"):
+    with pytest.raises(AttachError, match=r"printed no address within 0\.5 s"):
         AttachedProvider.start(spec, sys.executable, tmp_path, env, timeout=0.5)
 
 
-def test_unattachable_providers_leave_the_command_to_terraform(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_unattachable_providers_leave_the_command_to_terraform(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     spec, env = _fake(tmp_path, "raise SystemExit(3)\n")
     lock = f'provider "{spec.source}" {{\n}}\n'
     with caplog.at_level(logging.WARNING), attached(["plan"], _initialised(tmp_path, lock), [spec], env) as got:
