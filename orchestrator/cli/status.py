@@ -13,11 +13,26 @@ from orchestrator.cli.context import CliContext, pass_ctx
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @pass_ctx
 def status(ctx: CliContext, as_json: bool) -> None:
-    """Show the controller link, the lease of each provider, demand against supply and open ops."""
-    from orchestrator.services.status import collect_status, render_text
+    """Show the controller link, the lease of each provider, demand against supply and open ops.
+
+    With no controller reachable: the daemon and the breakers (local state), then the error
+    (exit code 75).
+    """
+    from orchestrator.errors import ControllerError
+    from orchestrator.services.status import collect_status, local_state, offline_json, render_offline, render_text
 
     loaded = ctx.config()
-    report = collect_status(loaded)
+    try:
+        report = collect_status(loaded)
+    except ControllerError as exc:
+        # Without a controller the local files still answer "is my daemon alive, is a breaker
+        # open?"; the exit code and the one-line error on stderr still say the report is partial.
+        local = local_state(loaded)
+        line = (str(exc).splitlines() or ["unreachable"])[0]
+        click.echo(
+            json.dumps(offline_json(line, local), indent=2, sort_keys=True) if as_json else render_offline(line, local)
+        )
+        raise
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2, sort_keys=True))
     else:

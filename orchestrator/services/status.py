@@ -263,14 +263,38 @@ def render_text(report: StatusReport, providers: list[str]) -> str:
             f"  {op.provider:<10} {op.op_id}  {op.action:<6} {op.template or '-':<12}"
             f" {op.done}/{op.wanted}  epoch {op.epoch}"
         )
-    daemon_lines = render_daemon(report.daemon)
-    breaker_lines = render_breakers(report.breakers)
-    if "daemon" in report.unreadable:
-        daemon_lines = ["daemon", f"  not readable here: {report.unreadable['daemon']}"]
-    if "breakers" in report.unreadable:
-        breaker_lines = ["breakers", f"  not readable here: {report.unreadable['breakers']}"]
-    lines += ["", *daemon_lines, "", *breaker_lines]
+    lines += ["", *local_lines(report.daemon, report.breakers, report.unreadable)]
     return "\n".join(lines)
+
+
+def local_lines(
+    daemon: DaemonView | None, breakers: tuple[dict[str, Any], ...], unreadable: dict[str, str]
+) -> list[str]:
+    """The daemon's and the breakers' sections (from local files: they need no controller)."""
+    daemon_lines = render_daemon(daemon)
+    breaker_lines = render_breakers(breakers)
+    if "daemon" in unreadable:
+        daemon_lines = ["daemon", f"  not readable here: {unreadable['daemon']}"]
+    if "breakers" in unreadable:
+        breaker_lines = ["breakers", f"  not readable here: {unreadable['breakers']}"]
+    return [*daemon_lines, "", *breaker_lines]
+
+
+def render_offline(error: str, local: dict[str, Any]) -> str:
+    """The report when no controller answered: what the local files still say."""
+    head = [f"controller  {error}", "  (leases, demand and open ops come from the controller: not shown)", ""]
+    return "\n".join(head + local_lines(local.get("daemon"), local.get("breakers", ()), local["unreadable"]))
+
+
+def offline_json(error: str, local: dict[str, Any]) -> dict[str, Any]:
+    """``status --json`` when no controller answered: ``controller`` says why, the local state follows."""
+    daemon = local.get("daemon")
+    return {
+        "controller": {"reachable": False, "error": error},
+        "daemon": asdict(daemon) if daemon is not None else None,
+        "breakers": list(local.get("breakers", ())),
+        "unreadable": local["unreadable"],
+    }
 
 
 def _ago(seconds: float) -> str:

@@ -395,10 +395,18 @@ def test_status_shows_link_leases_demand_and_open_ops(controller: SimController,
 
 def test_status_names_the_addresses_tried_when_unreachable(tmp_path: Path) -> None:
     a, b = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
-    out = xceprov("--config", str(status_config(tmp_path, [a, b], tmp_path / "ca.pem")), "status")
+    cfg = status_config(tmp_path, [a, b], tmp_path / "ca.pem")
+    out = xceprov("--config", str(cfg), "status")
     assert out.returncode == 75
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and a in lines[0] and b in lines[0] and "unreachable" in lines[0]
+    # What needs no controller is still shown: is a daemon running here, is a breaker open.
+    assert "no daemon (none has run with this state_dir)" in out.stdout and "breakers" in out.stdout
+    as_json = xceprov("--config", str(cfg), "status", "--json")
+    assert as_json.returncode == 75
+    doc = json.loads(as_json.stdout)
+    assert doc["controller"]["reachable"] is False and a in doc["controller"]["error"]
+    assert doc["daemon"] is None and doc["breakers"] == []
 
 
 # -- the simulated node manager ---------------------------------------------------------------
