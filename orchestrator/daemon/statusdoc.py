@@ -89,18 +89,32 @@ def breaker_rows(breakers: Breakers, now: float) -> list[dict[str, Any]]:
     return [state.evidence(now, breakers.settings) for state in breakers.states()]
 
 
+# The reclaim reasons that are a named timeout passing (a ``closed`` host is returned for no timeout).
+_RECLAIM_TIMEOUTS = {"idle": NamedTimeout.IDLE_TIME, "lifetime": NamedTimeout.MAX_LIFETIME}
+
+
 def expired_timeouts(report: Mapping[str, Any] | None, facts: Mapping[str, Sequence[Fact]]) -> list[dict[str, str]]:
-    """The named timeouts the pass acted on: hosts returned because their ``join_deadline``
-    passed (the join-tracking phase's ``returned`` keys), each with its provider from the facts."""
+    """The named timeouts the pass acted on, one entry per host returned for one:
+    ``join_deadline`` (the join-tracking phase's ``returned`` keys, their provider from the
+    facts) and ``idle_time`` or ``max_lifetime`` (the reclaim phase's ``returned`` keys, by the
+    reason of their reclaim candidate)."""
     phases = {p.get("name"): p for p in (report or {}).get("phases", [])}
-    returned = (phases.get("join-tracking") or {}).get("evidence", {}).get("returned", [])
-    if not returned:
-        return []
-    provider_of = {key: r.provider for records in facts.values() for key, r in ledger(records).items()}
-    return [
-        {"provider": provider_of.get(str(key), ""), "timeout": NamedTimeout.JOIN_DEADLINE.value, "key": str(key)}
-        for key in returned
-    ]
+    out: list[dict[str, str]] = []
+    unjoined = (phases.get("join-tracking") or {}).get("evidence", {}).get("returned", [])
+    if unjoined:
+        provider_of = {key: r.provider for records in facts.values() for key, r in ledger(records).items()}
+        out += [
+            {"provider": provider_of.get(str(key), ""), "timeout": NamedTimeout.JOIN_DEADLINE.value, "key": str(key)}
+            for key in unjoined
+        ]
+    reclaimed = (phases.get("reclaim") or {}).get("evidence", {}).get("returned", [])
+    candidates = {str(c.get("key")): c for c in (report or {}).get("reclaim_candidates", []) if isinstance(c, dict)}
+    for key in reclaimed:
+        candidate = candidates.get(str(key), {})
+        timeout = _RECLAIM_TIMEOUTS.get(str(candidate.get("reason", "")))
+        if timeout is not None:
+            out.append({"provider": str(candidate.get("provider", "")), "timeout": timeout.value, "key": str(key)})
+    return out
 
 
 def build_document(

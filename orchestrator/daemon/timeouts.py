@@ -17,4 +17,5 @@ class NamedTimeout(StrEnum):
     DRAIN_TIMEOUT = "drain_timeout"  # providers.<name>.drain_timeout: a closing host that never drained
     IDLE_TIME = "idle_time"  # providers.<name>.idle_time: idle this long → reclaim candidate
     HOLD_TIME = "hold_time"  # providers.<name>.hold_time: kept at least this long once provisioned
+    MAX_LIFETIME = "max_lifetime"  # providers.<name>.max_lifetime: drained and returned once this old
     STOP_TIMEOUT = "stop_timeout"  # daemon.stop_timeout: the SIGTERM bound for in-flight work

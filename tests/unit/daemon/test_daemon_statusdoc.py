@@ -79,8 +79,14 @@ def test_document_and_metrics_agree(tmp_path: Path) -> None:
         "started": 1990.0,
         "finished": 1999.5,
         "ops": ["op-b"],
-        "phases": [{"name": "join-tracking", "evidence": {"returned": ["op-a-001"], "overdue": ["h1"]}}],
-        "reclaim_candidates": [{"host": "h0", "provider": "sim", "key": "op-a-000", "reason": "idle_time 300s"}],
+        "phases": [
+            {"name": "join-tracking", "evidence": {"returned": ["op-a-001"], "overdue": ["h1"]}},
+            {"name": "reclaim", "evidence": {"returned": ["op-a-000", "op-c-000"]}},
+        ],
+        "reclaim_candidates": [
+            {"host": "h0", "provider": "sim", "key": "op-a-000", "reason": "idle"},
+            {"host": "h2", "provider": "sim", "key": "op-c-000", "reason": "closed"},
+        ],
     }
     doc = build_document(
         daemon={"pid": 42, "state": "running"},
@@ -111,9 +117,14 @@ def test_document_and_metrics_agree(tmp_path: Path) -> None:
     assert got[("xceprov_reconcile_last_pass_timestamp_seconds", ())] == 1999.5
     assert got[("xceprov_reconcile_pass_duration_seconds_count", ())] == 1
     assert got[("xceprov_reconcile_pass_duration_seconds_sum", ())] == 9.5
-    # op-a-001 was returned past its join_deadline: the timeout is counted under its provider.
-    assert doc["timeouts_expired"] == [{"provider": "sim", "timeout": "join_deadline", "key": "op-a-001"}]
+    # op-a-001 was returned past its join_deadline, op-a-000 idle past its idle_time: each timeout
+    # is counted under its provider; op-c-000, returned because it was closed, passed none.
+    assert doc["timeouts_expired"] == [
+        {"provider": "sim", "timeout": "join_deadline", "key": "op-a-001"},
+        {"provider": "sim", "timeout": "idle_time", "key": "op-a-000"},
+    ]
     assert got[("xceprov_timeouts_expired_total", (("provider", "sim"), ("timeout", "join_deadline")))] == 1
+    assert got[("xceprov_timeouts_expired_total", (("provider", "sim"), ("timeout", "idle_time")))] == 1
 
     # The next pass: the idle host was returned, the breaker reset. States that emptied read 0.
     later = dict(doc, instances={"sim": {"created": 1, "expected": 1, "requested": 1}}, breakers=[])
