@@ -124,7 +124,8 @@ class FakeEngine:
         changes = tuple(
             ResourceChange(ADDR.format(key=k), "module.instances", "xcesim_instance", "this", k, action)
             for k, action in sorted(
-                [(k, "create") for k in wanted if k not in present] + [(k, "delete") for k in present if k not in wanted]
+                [(k, "create") for k in wanted if k not in present]
+                + [(k, "delete") for k in present if k not in wanted]
             )
         )
         drift = tuple(
