@@ -503,8 +503,10 @@ class Executor:
         instance the cloud deleted as drift (``LossObserver.record``). Nothing deleted: that plan
         is checked and applied, the only Terraform plan before the apply. A deletion: the loss
         path (the observer reads the cloud again, ``lost`` facts, keys out of the desired set),
-        then the op is planned again without the lost keys; a deletion not judged lost stays a
-        planned re-create there, which the check refuses (never re-created silently).
+        then the op is planned again without the lost keys. A deletion not judged lost (the
+        second read saw the instance, or the listing shows it alive) is forgiven; if the new plan
+        still misses it, its re-create fails the check and the op is refused: never re-created
+        silently, and the next op observes again.
         """
         desired = self.desired(workdir)
         scope = op_scope(provider, op_id)
