@@ -5,6 +5,12 @@ working directory, with a serial), plans that diff the candidate variables again
 (saved as JSON with the serial they were made against), applies that refuse a saved plan whose
 serial moved (``StaleState``, as Terraform does), and the ``instances`` output. Every call is
 recorded in ``calls`` so tests can assert what was (not) asked of Terraform.
+
+A cloud behind the state is modelled only as far as host loss needs it: :meth:`FakeEngine.vanish`
+deletes an instance behind Terraform's back, so every plan's refresh reports it as drift
+``delete`` (a normal plan also plans its re-create while it is desired), as Terraform does; the
+next apply drops it from the state. ``listed`` is the tagged listing a ``show -json`` of a plan
+carries (none by default: ``tagged_supported`` false).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from orchestrator.configfile import LoadedConfig, parse_config
 from orchestrator.errors import FinalError, LeaseLost, StaleState, TerraformError
 from orchestrator.model.facts import Epoch, Fact
 from orchestrator.ops.executor import Executor
+from orchestrator.workspace.cloudview import Drift, drift_from_stream
 
 ROOT = Path(__file__).resolve().parents[1]  # the toolkit root: real templates and xcesim module
 STATE = "fake.tfstate.json"
@@ -54,6 +61,8 @@ class FakeEngine:
         self.in_flight = 0
         self.peak_in_flight = 0  # the most applies that ever ran at the same time
         self._count = threading.Lock()
+        # The tagged listing: cloud id → (state, state_reason); empty = the module cannot list.
+        self.listed: dict[str, tuple[str, str]] = {}
 
     # --- state of one working directory -------------------------------------------------
 
@@ -69,6 +78,22 @@ class FakeEngine:
     def _write_state(cls, workdir: Path, instances: dict[str, Any]) -> None:
         serial = cls.state(workdir)["serial"] + 1
         (workdir / STATE).write_text(json.dumps({"serial": serial, "instances": instances}))
+
+    @classmethod
+    def vanish(cls, workdir: Path, key: str, back: bool = False) -> None:
+        """The cloud deletes instance ``key`` behind Terraform's back (``back``: it is seen again).
+
+        The state keeps it (and its serial: a refresh writes nothing) until the next apply.
+        """
+        state = cls.state(workdir)
+        gone = set(state.get("gone", ())) - {key} if back else {*state.get("gone", ()), key}
+        (workdir / STATE).write_text(json.dumps({**state, "gone": sorted(gone)}))
+
+    @classmethod
+    def present(cls, workdir: Path) -> set[str]:
+        """The keys of the state that the cloud still has (what a refresh keeps)."""
+        state = cls.state(workdir)
+        return set(state["instances"]) - set(state.get("gone", ()))
 
     # --- the Engine protocol ------------------------------------------------------------
 
@@ -94,13 +119,18 @@ class FakeEngine:
         for var_file in var_files:
             variables.update(json.loads(Path(workdir, var_file).read_text()))
         current = self.state(workdir)
+        present = self.present(workdir)
         wanted = {} if destroy else dict(variables.get("instances") or {})
         changes = tuple(
             ResourceChange(ADDR.format(key=k), "module.instances", "xcesim_instance", "this", k, action)
             for k, action in sorted(
-                [(k, "create") for k in wanted if k not in current["instances"]]
-                + [(k, "delete") for k in current["instances"] if k not in wanted]
+                [(k, "create") for k in wanted if k not in present]
+                + [(k, "delete") for k in present if k not in wanted]
             )
+        )
+        drift = tuple(
+            ResourceChange(ADDR.format(key=k), "module.instances", "xcesim_instance", "this", k, "delete")
+            for k in sorted(set(current["instances"]) - present)
         )
         if out is not None:
             Path(workdir, out).write_text(
@@ -111,10 +141,10 @@ class FakeEngine:
             self.planned_creates.append((workdir, [str(c.key) for c in changes if c.action == "create"]))
         return PlanResult(
             changes=changes,
-            drift=(),
+            drift=drift,
             diagnostics=(),
             summary=Summary(add=adds, remove=len(changes) - adds),
-            has_changes=bool(changes),
+            has_changes=bool(changes or drift),
             plan_file=str(out) if out is not None else None,
         )
 
@@ -177,8 +207,15 @@ class FakeEngine:
     def show_plan(self, workdir: Path, plan_file: Path) -> dict[str, Any]:
         self.calls.append(("show_plan", workdir))
         saved = json.loads(Path(workdir, plan_file).read_text())
+        tagged = {
+            object_id: {"id": object_id, "name": "", "address": "", "tags": {}, "state": state, "state_reason": why}
+            for object_id, (state, why) in self.listed.items()
+        }
         return {
             "variables": {name: {"value": value} for name, value in saved["variables"].items()},
+            "planned_values": {
+                "outputs": {"tagged_supported": {"value": bool(self.listed)}, "tagged": {"value": tagged}}
+            },
             "resource_changes": [
                 {"address": ADDR.format(key=key), "index": key, "change": {"actions": ["create"]}}
                 for key in saved["changes"]
@@ -301,10 +338,13 @@ class FakeHosts:
 
 
 class NoLosses:
-    """A host-loss observer that sees every instance in place (the fake engine has no cloud)."""
+    """A host-loss observer that never judges an instance lost (its plans' drift is still reported)."""
 
     def observe(self) -> list[Any]:
         return []
+
+    def record(self, plan: PlanResult) -> Drift:
+        return drift_from_stream(plan, dict)
 
 
 def unit_executor(loaded: LoadedConfig, engine: FakeEngine, **kwargs: Any) -> Executor:

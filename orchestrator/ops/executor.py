@@ -8,8 +8,11 @@ one audit entry per batch, named by its kinds and listing its keys) → bootstra
 (:meth:`Executor.return_instances`): busy hosts refused or drained (close, wait up to
 ``drain_timeout``, then ``drain_policy``) → decommission → ``returning`` facts (one batch) →
 the desired set shrinks → plan, checked (deletes exactly the chosen keys) → gate → apply →
-``returned`` facts (one batch). Before each plan that leads to an apply, the host-loss check
-runs (:mod:`.losses`). Every step is written to the audit log with its evidence;
+``returned`` facts (one batch). The host-loss check (:mod:`.losses`) comes before each apply:
+a create's own plan is its observation (its refresh shows what the cloud deleted, so a create
+where nothing went missing runs one Terraform plan before its apply; a deletion runs the loss
+path and plans again, :meth:`Executor.grow`); a return observes before its plan
+(:meth:`Executor.drop_lost`). Every step is written to the audit log with its evidence;
 docs/operations.md describes the lifecycle for operators.
 
 Shards (docs/architecture.md, "Bursts that scale"): a provider's instances live in several
@@ -396,7 +399,9 @@ class Executor:
     def drop_lost(
         self, provider: str, workdir: ProviderWorkdir, desired: dict[str, InstanceSpec], op_id: str
     ) -> dict[str, InstanceSpec]:
-        """The host-loss path before an apply: ``lost`` facts, keys out of the desired set, never re-created."""
+        """The host-loss path before a return's plan (the observer reads the cloud itself): ``lost``
+        facts, keys out of the desired set, never re-created. A create observes with its own plan
+        instead (:meth:`grow`)."""
         if not desired:
             return desired  # nothing managed yet: nothing can have been lost
         observer = self.losses(self.engine, workdir.path)
@@ -492,20 +497,52 @@ class Executor:
         return sorted((c for part in made for c in part), key=lambda c: c.key)
 
     def grow(self, provider: str, workdir: ProviderWorkdir, op_id: str, specs: Mapping[str, InstanceSpec]) -> None:
-        """Desired set + ``specs``, planned, checked, written, applied (the workdir lock is held)."""
-        desired = self.drop_lost(provider, workdir, self.desired(workdir), op_id)
-        wanted = {**desired, **specs}
-        with self.planned(workdir, wanted, op_scope(provider, op_id)) as (plan, plan_file, variables):
-            check_create(plan, set(specs), f"op {op_id} on provider {provider}")
-            workdir.desired.write(variables)  # the op's instances are durable before the cloud call
-            self.audit(
-                "op-desired",
-                provider=provider,
-                op=op_id,
-                add=sorted(specs),
-                planned={"add": plan.summary.add, "change": plan.summary.change, "remove": plan.summary.remove},
-            )
-            self.apply(provider, workdir, plan_file, op_id, plan, {k: v.name for k, v in specs.items()})
+        """Desired set + ``specs``, planned, checked, written, applied (the workdir lock is held).
+
+        The op's own plan is the host-loss observation: its refresh reports every managed
+        instance the cloud deleted as drift (``LossObserver.record``). Nothing deleted: that plan
+        is checked and applied, the only Terraform plan before the apply. A deletion: the loss
+        path (the observer reads the cloud again, ``lost`` facts, keys out of the desired set),
+        then the op is planned again without the lost keys. A deletion not judged lost (the
+        second read saw the instance, or the listing shows it alive) is forgiven; if the new plan
+        still misses it, its re-create fails the check and the op is refused: never re-created
+        silently, and the next op observes again.
+        """
+        desired = self.desired(workdir)
+        scope = op_scope(provider, op_id)
+        observer = self.losses(self.engine, workdir.path)
+        with self.planned(workdir, {**desired, **specs}, scope) as (plan, plan_file, variables):
+            # Nothing managed yet: nothing can have been lost (the op's plan observes nothing).
+            deleted = sorted(observer.record(plan).deleted) if desired else []
+            if not deleted:
+                self.apply_grown(provider, workdir, op_id, specs, plan, plan_file, variables)
+                return
+        self.audit("op-drift-deleted", provider=provider, op=op_id, shard=shard_index(workdir), keys=deleted)
+        desired = self.retire_lost(provider, workdir, desired, list(observer.observe()), op_id)
+        with self.planned(workdir, {**desired, **specs}, scope) as (plan, plan_file, variables):
+            self.apply_grown(provider, workdir, op_id, specs, plan, plan_file, variables)
+
+    def apply_grown(
+        self,
+        provider: str,
+        workdir: ProviderWorkdir,
+        op_id: str,
+        specs: Mapping[str, InstanceSpec],
+        plan: PlanResult,
+        plan_file: Path,
+        variables: dict[str, Any],
+    ) -> None:
+        """The create's plan checked (creates exactly ``specs``), the desired set written, applied."""
+        check_create(plan, set(specs), f"op {op_id} on provider {provider}")
+        workdir.desired.write(variables)  # the op's instances are durable before the cloud call
+        self.audit(
+            "op-desired",
+            provider=provider,
+            op=op_id,
+            add=sorted(specs),
+            planned={"add": plan.summary.add, "change": plan.summary.change, "remove": plan.summary.remove},
+        )
+        self.apply(provider, workdir, plan_file, op_id, plan, {k: v.name for k, v in specs.items()})
 
     def record_created(
         self, provider: str, workdir: ProviderWorkdir, op_id: str, template: str, keys: Sequence[str]

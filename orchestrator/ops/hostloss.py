@@ -1,8 +1,10 @@
 """Host loss: which managed instances the cloud took away, decided from the cloud views.
 
-Before each apply the executor reads the provider's :class:`~orchestrator.workspace.cloudview.Drift`
-(and, where the module can list, its :class:`~orchestrator.workspace.cloudview.Listing`) and asks
-:meth:`LossTracker.observe` which instances are lost. The rules:
+Before each apply the executor has the provider's :class:`~orchestrator.workspace.cloudview.Drift`
+(from a create's own plan, or from a refresh-only plan; and, where the module can list and
+something was deleted, its :class:`~orchestrator.workspace.cloudview.Listing`) and asks
+:meth:`LossTracker.observe` which instances are lost (``orchestrator.ops.losses`` says which
+reads are made when). The rules:
 
 * the listing shows the instance terminated with reason ``spot-reclaim`` (the cloud took it
   back) or ``expired`` (the cloud's lifetime backstop ended it): lost **at once**, the cloud

@@ -1,10 +1,19 @@
 """The host-loss check the executor makes before each apply (design interface 3).
 
-``orchestrator.workspace.cloudview.read_drift_stream`` reads drift from one refresh-only plan
-(the tagged listing, ``read_listing``, only when an instance was deleted: it only gives
-reasons); ``orchestrator.ops.hostloss.LossTracker`` (persisted suspects) decides which missing
-instances are lost: at once when the cloud says reclaimed or expired, otherwise after two
-consecutive observations. The executor needs only :class:`LossObserver`, so tests can inject one.
+Two kinds of observation feed ``orchestrator.ops.hostloss.LossTracker`` (persisted suspects),
+which decides which missing instances are lost: at once when the cloud says reclaimed or
+expired, otherwise after two consecutive observations.
+
+* :meth:`LossObserver.record`: the refresh of a plan the caller made anyway (a create op's own
+  plan). Its ``-json`` stream carries a ``resource_drift`` ``delete`` for every managed instance
+  the cloud no longer has (``orchestrator.workspace.cloudview.drift_from_stream``), so it costs
+  no Terraform run: nothing deleted forgives every suspect; a deletion makes a suspect, and the
+  caller then runs :meth:`~LossObserver.observe`.
+* :meth:`LossObserver.observe`: reads the cloud itself, one refresh-only plan's drift
+  (``read_drift_stream``; the tagged listing, ``read_listing``, only when an instance was
+  deleted: it only gives reasons), and a second one at once while a suspect is still unjudged.
+
+The executor needs only :class:`LossObserver`, so tests can inject one.
 
 In a sharded provider each shard's observation reads its own drift; shards >= 1 have no listing
 of their own (``list_tagged`` false), so when their drift shows a deleted instance the listing is
@@ -18,9 +27,10 @@ from pathlib import Path
 from typing import Protocol
 
 from orchestrator.clients.terraform.engine import Engine
+from orchestrator.clients.terraform.messages import PlanResult
 from orchestrator.errors import TerraformError
 from orchestrator.ops.hostloss import LossTracker, LostInstance
-from orchestrator.workspace.cloudview import Listing, read_drift_stream, read_listing
+from orchestrator.workspace.cloudview import Drift, Listing, drift_from_stream, read_drift_stream, read_listing
 from orchestrator.workspace.shards import listing_dir
 from orchestrator.workspace.terraform import instances_output
 
@@ -28,10 +38,16 @@ SUSPECTS_FILE = "lost-suspects.json"
 
 
 class LossObserver(Protocol):
-    """One observation: the instances lost as of now."""
+    """Observations of one working directory: the instances lost as of now."""
 
     def observe(self) -> Sequence[LostInstance]:
-        """Read the cloud's views once; the instances now known lost."""
+        """Read the cloud's views (twice while a suspect is unjudged); the instances now known lost."""
+        ...
+
+    def record(self, plan: PlanResult) -> Drift:
+        """Count the refresh of ``plan`` (made by the caller over this working directory) as one
+        observation; its drift of managed instances. Declares no loss: when the drift deleted an
+        instance, the caller asks :meth:`observe`."""
         ...
 
 
@@ -50,12 +66,27 @@ class TrackerObserver:
         A key missing for the first time is read again at once, with a second refresh-only plan:
         two consecutive reads that both find it gone confirm the loss, so the apply that follows
         neither re-creates it nor has to be refused for it. One read alone never declares a loss.
+        A deletion already counted by :meth:`record` (the op's plan) is a suspect missing once
+        before the first read here, so that read is its second observation and no other follows.
         """
         lost = list(self.read_once())
         pending = set(self.tracker.suspects()) - {item.instance_key for item in lost}
         if pending:
             lost += [item for item in self.read_once() if item.instance_key not in {i.instance_key for i in lost}]
         return lost
+
+    def record(self, plan: PlanResult) -> Drift:
+        """The plan's drift, fed to the tracker as one observation without a listing.
+
+        Nothing deleted forgives every suspect (the plan saw them present), so "two consecutive
+        observations" stays true when most observations are op plans. A deletion counts once:
+        the :meth:`observe` that follows needs one read of its own, not two, to judge it. What
+        the tracker would declare here is not returned: :meth:`observe` reads again, with the
+        listing's reasons, and reports it then (or forgives it, if that read sees it back).
+        """
+        drift = drift_from_stream(plan, self.state_ids)
+        self.tracker.observe(drift, None)
+        return drift
 
     def read_once(self) -> Sequence[LostInstance]:
         """One refresh-only plan fed to the tracker (one observation).

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.clients.terraform.engine import Engine
+from orchestrator.clients.terraform.messages import PlanResult
 from orchestrator.errors import TerraformError
 from orchestrator.workspace.desired import DESIRED
 
@@ -121,26 +122,36 @@ def read_views(engine: Engine, workdir: Path) -> CloudViews:
 def read_drift_stream(engine: Engine, workdir: Path, ids: Callable[[], Mapping[str, str]]) -> Drift:
     """Drift alone from one refresh-only plan's ``-json`` stream: no saved plan, no ``show -json``.
 
-    For a working directory whose listing is not needed (a shard >= 1): the stream names each
-    drifted instance and its action but not its former values, so the ids of deleted instances
-    come from ``ids()`` (instance key → cloud id, e.g. from the Terraform state), asked only when
-    something was deleted; ``changed`` lists the keys without attribute names. Saves the
-    ``show -json`` of the plan, which loads every provider schema again and renders the whole
-    refreshed state.
+    For a working directory whose listing is not needed (a shard >= 1): see
+    :func:`drift_from_stream`. Saves the ``show -json`` of the plan, which loads every provider
+    schema again and renders the whole refreshed state.
     """
     workdir = Path(workdir)
     if not (workdir / DESIRED).is_file():
         raise TerraformError(f"{workdir}: no desired set ({DESIRED}); the cloud view cannot be read")
-    result = engine.plan(workdir, var_files=[Path(DESIRED)], refresh_only=True)
+    return drift_from_stream(engine.plan(workdir, var_files=[Path(DESIRED)], refresh_only=True), ids)
+
+
+def drift_from_stream(result: PlanResult, ids: Callable[[], Mapping[str, str]]) -> Drift:
+    """The :class:`Drift` of managed instances in any plan's ``-json`` stream (its ``resource_drift``).
+
+    A refresh-only plan and a normal plan both refresh first and both report what the refresh
+    found changed outside Terraform: an instance the cloud deleted is a drift ``delete`` in
+    either (a normal plan then also plans a ``create`` for its key when it is still desired).
+    The stream names each drifted instance and its action but not its former values, so the ids
+    of deleted instances come from ``ids()`` (instance key → cloud id, e.g. from the Terraform
+    state), asked only when something was deleted; ``changed`` lists the keys without attribute
+    names.
+    """
     drifted = [c for c in result.drift if c.type in INSTANCE_TYPES and not c.addr.startswith("data.")]
     if len(drifted) > MAX_OBJECTS:
-        raise TerraformError(f"refresh-only plan: {len(drifted)} drifted resources, more than {MAX_OBJECTS}")
+        raise TerraformError(f"plan: {len(drifted)} drifted resources, more than {MAX_OBJECTS}")
     deleted_keys: list[str] = []
     changed: dict[str, list[str]] = {}
     for change in drifted:
         key = change.key
         if not isinstance(key, str) or not _INSTANCE_KEY.match(key):
-            raise TerraformError(f"refresh-only plan: {change.addr[:MAX_TEXT]}: {key!r} is not an instance key")
+            raise TerraformError(f"plan: {change.addr[:MAX_TEXT]}: {key!r} is not an instance key")
         if change.action == "delete":
             deleted_keys.append(key)
         elif change.action == "update":

@@ -15,8 +15,9 @@ from orchestrator.clients.terraform.mirror import XCESIM, ensure_mirror, plugin_
 from orchestrator.errors import TerraformError
 from orchestrator.ops.hostloss import MISSING, SUSPECTS_FILE, LossTracker
 from orchestrator.sim.cloud.store import CloudStore
-from orchestrator.workspace.cloudview import read_drift, read_listing, read_views
+from orchestrator.workspace.cloudview import drift_from_stream, read_drift, read_listing, read_views
 from orchestrator.workspace.desired import DESIRED
+from orchestrator.workspace.terraform import instances_output
 
 pytestmark = pytest.mark.integration
 
@@ -93,6 +94,13 @@ def test_drift_listing_and_host_loss_after_reclaim_and_delete(sim: Provider) -> 
     drift = read_drift(sim.engine, sim.workdir)
     assert drift.deleted == {"op3-0": live["op3-0"].id, "op3-1": live["op3-1"].id}
     assert drift.changed == {"op3-2": ["tags"]}
+
+    # A normal plan (what a create op runs) refreshes too: its -json stream carries the same
+    # deletions as drift, and plans a create for each deleted key still desired.
+    state_ids = {k: str(v["id"]) for k, v in instances_output(sim.engine.output(sim.workdir)).items()}
+    normal = sim.engine.plan(sim.workdir, var_files=[Path(DESIRED)])
+    assert drift_from_stream(normal, lambda: state_ids).deleted == drift.deleted
+    assert sorted(str(c.key) for c in normal.changes if c.action == "create") == ["op3-0", "op3-1"]
 
     listing = read_listing(sim.engine, sim.workdir)
     assert listing.supported

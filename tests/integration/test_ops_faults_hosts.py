@@ -215,9 +215,10 @@ def test_spot_reclaim_and_out_of_band_delete_are_lost_never_recreated(cloud_worl
     assert set(agree(world)) == {deleted, kept, *_keys_of(world, second)}
 
     world.ok("sim", "fault", "delete", ids[deleted])
-    # Missing once is not lost yet (one read can race the cloud's API): the executor reads the
-    # cloud a second time before the apply; both reads find it gone, so it is lost (reason
-    # missing), out of the desired set, never re-created, and the burst goes on.
+    # Missing once is not lost yet (one read can race the cloud's API): the op's own plan finds
+    # it gone, the executor reads the cloud a second time before the apply; both find it gone,
+    # so it is lost (reason missing), out of the desired set, never re-created, and the burst
+    # goes on.
     world.ok("apply", str(world.bundle("next3", "cpu=1")))
     fourth = _op_of(world, world.site / "next3")
     gone = [f for f in world.facts() if f.kind == FactKind.LOST]

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from tffake import ROOT, FakeEngine, FakeFence, FakeHosts, MemoryFacts, unit_executor
 
+from orchestrator.clients.terraform.messages import PlanResult
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import FinalError, HostBusy, LeaseLost, RetryableError
 from orchestrator.model import tags as owner
@@ -24,6 +25,7 @@ from orchestrator.ops.drain import DrainSettings
 from orchestrator.ops.executor import Executor
 from orchestrator.ops.openops import open_ops
 from orchestrator.ops.resume import resume_provider
+from orchestrator.workspace.cloudview import Drift, drift_from_stream
 from orchestrator.workspace.workdir import ProviderWorkdir
 
 
@@ -233,16 +235,26 @@ def test_a_lost_host_gets_a_lost_fact_and_is_never_recreated(loaded: LoadedConfi
     first = unit_executor(loaded, engine, facts=facts).create("sim", "cpu", 2)
     gone = first.created[0]
     wd = ProviderWorkdir(loaded.config, "sim", ROOT)
-    state = FakeEngine.state(wd.path)
-    del state["instances"][gone.key]  # reclaimed by the cloud behind our back
-    (wd.path / "fake.tfstate.json").write_text(json.dumps(state))
+    FakeEngine.vanish(wd.path, gone.key)  # reclaimed by the cloud behind our back
 
     class Observer:
+        """Judges ``gone`` lost once asked; records what the op's plan showed."""
+
+        def __init__(self) -> None:
+            self.recorded: list[Drift] = []
+
+        def record(self, plan: PlanResult) -> Drift:
+            self.recorded.append(drift_from_stream(plan, lambda: {gone.key: gone.instance_id}))
+            return self.recorded[-1]
+
         def observe(self) -> Sequence[LostOne]:
             return [LostOne(gone.key, gone.instance_id)]
 
-    executor = unit_executor(loaded, engine, facts=facts, losses=lambda _e, _p: Observer())
+    observer = Observer()
+    executor = unit_executor(loaded, engine, facts=facts, losses=lambda _e, _p: observer)
     second = executor.create("sim", "cpu", 1)
+    # The op's own plan saw the deletion (its refresh), which sent the op down the loss path.
+    assert [d.deleted for d in observer.recorded] == [{gone.key: gone.instance_id}]
     [lost] = [f for f in facts.committed if f.kind == FactKind.LOST]
     assert (lost.instance_key, lost.op_id, json.loads(lost.detail)["reason"]) == (gone.key, first.op_id, "spot-reclaim")
     assert gone.key not in desired(loaded) and gone.key not in held(loaded)

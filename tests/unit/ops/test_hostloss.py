@@ -205,3 +205,24 @@ def test_nothing_deleted_reads_no_listing(tmp_path: Path) -> None:
     cloud = ShardCloud(shard0)
     assert observer_for(cloud, shard0).observe() == []  # type: ignore[arg-type]
     assert cloud.plans == [shard0] and cloud.shown == []
+
+
+def test_an_op_plan_is_one_observation_and_runs_no_terraform(tmp_path: Path) -> None:
+    """``record``: the refresh of the op's own plan counts; nothing deleted forgives every suspect."""
+    shard0 = tmp_path / "sim"
+    shard0.mkdir()
+    (shard0 / "desired.tfvars.json").write_text("{}")
+    cloud = ShardCloud(shard0)
+    observer = observer_for(cloud, shard0)  # type: ignore[arg-type]
+    tracker = LossTracker(shard0 / SUSPECTS_FILE)
+    tracker.observe(Drift(deleted={"op1-000": "i-a"}), None)  # an earlier read found it missing
+
+    clean = PlanResult((), (), (), Summary(1, 0, 0), has_changes=True)
+    assert observer.record(clean) == Drift()
+    assert tracker.suspects() == {}  # seen present: forgiven, the count starts afresh
+
+    # A deletion counts once and declares nothing: one read alone never makes a loss.
+    deleted = PlanResult((), (DELETED,), (), Summary(1, 0, 0), has_changes=True)
+    assert observer.record(deleted).deleted == {"op1-000": "i-a"}
+    assert tracker.suspects()["op1-000"]["missing"] == 1
+    assert cloud.plans == [] and cloud.shown == []

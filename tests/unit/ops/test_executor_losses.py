@@ -1,0 +1,139 @@
+"""Host loss in a create op, with the real observer and tracker over the fake engine.
+
+What a user would notice: a create where nothing went missing asks Terraform for one plan
+before its apply; an instance deleted behind Terraform's back is found by the op's own plan,
+judged lost on the next read (two consecutive observations), gets a ``lost`` fact, leaves the
+desired set and is never re-created, while the op creates its hosts; a deletion that is not
+judged lost refuses the op instead of re-creating the instance.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from tffake import ROOT, FakeEngine, MemoryFacts, unit_executor
+
+from orchestrator.configfile import LoadedConfig
+from orchestrator.errors import UnsafePlan
+from orchestrator.model.facts import FactKind
+from orchestrator.ops.executor import Executor
+from orchestrator.ops.hostloss import MISSING, SUSPECTS_FILE, LossTracker
+from orchestrator.ops.losses import observer_for
+from orchestrator.workspace.cloudview import Drift
+from orchestrator.workspace.workdir import ProviderWorkdir
+
+
+def workdir(loaded: LoadedConfig) -> Path:
+    return ProviderWorkdir(loaded.config, "sim", ROOT).path
+
+
+def executor(loaded: LoadedConfig, engine: FakeEngine, facts: MemoryFacts) -> Executor:
+    """An executor whose host-loss check is the product's own (``observer_for``)."""
+    return unit_executor(loaded, engine, facts=facts, losses=observer_for)
+
+
+def terraform_runs(engine: FakeEngine) -> list[str]:
+    """The Terraform commands asked since the test last cleared ``engine.calls``."""
+    return [verb for verb, _path in engine.calls if verb in ("plan", "show_plan", "apply")]
+
+
+def lost_facts(facts: MemoryFacts) -> list[tuple[str, str, dict[str, object]]]:
+    return [(f.instance_key, f.instance_id, json.loads(f.detail)) for f in facts.committed if f.kind == FactKind.LOST]
+
+
+def test_a_create_with_nothing_lost_runs_one_plan_before_its_apply(loaded: LoadedConfig, engine: FakeEngine) -> None:
+    facts = MemoryFacts()
+    first = executor(loaded, engine, facts).create("sim", "cpu", 2)
+    # A suspect from an earlier observation (one read found it missing) is pending.
+    tracker = LossTracker(workdir(loaded) / SUSPECTS_FILE)
+    one = first.created[0]
+    tracker.observe(Drift(deleted={one.key: one.instance_id}), None)
+    engine.calls.clear()
+
+    second = executor(loaded, engine, facts).create("sim", "cpu", 1)
+
+    assert terraform_runs(engine) == ["plan", "apply"]
+    # The op's plan saw it present: forgiven, so a later absence starts counting afresh.
+    assert tracker.suspects() == {}
+    assert sorted(FakeEngine.state(workdir(loaded))["instances"]) == sorted(
+        [*(c.key for c in first.created), second.created[0].key]
+    )
+    assert lost_facts(facts) == []
+
+
+@pytest.mark.parametrize(
+    ("listed", "reason"),
+    [(None, MISSING), (("terminated", "spot-reclaim"), "spot-reclaim")],
+    ids=["out-of-band-delete", "spot-reclaim"],
+)
+def test_a_create_after_a_delete_behind_terraforms_back_retires_the_lost_instance(
+    loaded: LoadedConfig, engine: FakeEngine, listed: tuple[str, str] | None, reason: str
+) -> None:
+    facts = MemoryFacts()
+    first = executor(loaded, engine, facts).create("sim", "cpu", 2)
+    gone, kept = first.created
+    FakeEngine.vanish(workdir(loaded), gone.key)
+    engine.listed = {gone.instance_id: listed} if listed else {}  # no listing: the module cannot list
+    engine.calls.clear()
+
+    second = executor(loaded, engine, facts).create("sim", "cpu", 1)
+
+    # The op's plan (first observation), one refresh-only read of drift (second) and of the
+    # listing (the reason), then the op planned again without the lost key, and applied.
+    assert terraform_runs(engine) == ["plan", "plan", "plan", "show_plan", "plan", "apply"]
+    [(key, instance_id, detail)] = lost_facts(facts)
+    assert (key, instance_id, detail["reason"], detail["observations_missing"]) == (
+        gone.key,
+        gone.instance_id,
+        reason,
+        2,
+    )
+    state = FakeEngine.state(workdir(loaded))["instances"]
+    assert sorted(state) == sorted([kept.key, second.created[0].key])
+    assert gone.key not in ProviderWorkdir(loaded.config, "sim", ROOT).desired.read()
+    # Only the op's key was ever planned for creation in the apply that ran.
+    assert engine.planned_creates[-1] == (workdir(loaded), [second.created[0].key])
+
+
+def test_a_deletion_the_cloud_lists_alive_refuses_the_create_instead_of_recreating(
+    loaded: LoadedConfig, engine: FakeEngine
+) -> None:
+    facts = MemoryFacts()
+    first = executor(loaded, engine, facts).create("sim", "cpu", 1)
+    [made] = first.created
+    FakeEngine.vanish(workdir(loaded), made.key)
+    engine.listed = {made.instance_id: ("running", "")}  # the refresh raced the API
+    engine.calls.clear()
+
+    with pytest.raises(UnsafePlan, match=f"create {made.key}"):
+        executor(loaded, engine, facts).create("sim", "cpu", 1)
+
+    assert "apply" not in terraform_runs(engine)
+    assert lost_facts(facts) == []
+    assert sorted(ProviderWorkdir(loaded.config, "sim", ROOT).desired.read()) == [made.key]
+    assert LossTracker(workdir(loaded) / SUSPECTS_FILE).suspects() == {}  # listed alive: forgiven
+
+
+def test_a_deletion_the_next_read_no_longer_sees_is_forgiven_and_the_op_goes_on(
+    loaded: LoadedConfig, engine: FakeEngine
+) -> None:
+    facts = MemoryFacts()
+    first = executor(loaded, engine, facts).create("sim", "cpu", 1)
+    [made] = first.created
+    path = workdir(loaded)
+    FakeEngine.vanish(path, made.key)
+    op_plan = engine.plan
+
+    def plan_then_reappear(*args: object, **kwargs: object) -> object:
+        result = op_plan(*args, **kwargs)  # type: ignore[arg-type]
+        FakeEngine.vanish(path, made.key, back=True)  # the cloud answers again after this read
+        return result
+
+    engine.plan = plan_then_reappear  # type: ignore[method-assign]
+    second = executor(loaded, engine, facts).create("sim", "cpu", 1)
+
+    assert lost_facts(facts) == []
+    assert sorted(FakeEngine.state(path)["instances"]) == sorted([made.key, second.created[0].key])
+    assert LossTracker(path / SUSPECTS_FILE).suspects() == {}
