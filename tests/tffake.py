@@ -35,7 +35,7 @@ from orchestrator.clients.terraform.messages import (
 )
 from orchestrator.configfile import LoadedConfig, parse_config
 from orchestrator.errors import FinalError, LeaseLost, StaleState, TerraformError
-from orchestrator.model.facts import Epoch, Fact
+from orchestrator.model.facts import Epoch, Fact, FactKind
 from orchestrator.ops.executor import Executor
 from orchestrator.workspace.cloudview import Drift, drift_from_stream
 
@@ -301,6 +301,20 @@ class MemoryFacts:
 
     def kinds(self) -> list[str]:
         return [str(f.kind) for f in self.committed]
+
+
+class CrashOn(MemoryFacts):
+    """A controller that "crashes" the orchestrator at the first commit of one kind of fact."""
+
+    def __init__(self, kind: FactKind) -> None:
+        super().__init__()
+        self.kind = kind
+
+    def commit(self, fact: Fact) -> None:
+        if fact.kind == self.kind:
+            self.kind = FactKind.ORPHAN_ADOPTED  # only once
+            raise KeyboardInterrupt
+        super().commit(fact)
 
 
 class FakeHosts:

@@ -489,15 +489,18 @@ class Executor:
         def one(shard: ProviderWorkdir, item: ShardWork) -> list[Created]:
             specs, keys = item
             with shard.lock():
-                if specs:
-                    self.grow(provider, shard, op_id, specs)
-                return self.record_created(provider, shard, op_id, template, sorted(keys)) if keys else []
+                retired = self.grow(provider, shard, op_id, specs) if specs else set()
+                # A key of this op found lost on the way (a resume of a half-applied op) has its
+                # ``lost`` fact: it is accounted for, there is no instance to record.
+                mine = sorted(k for k in keys if k not in retired)
+                return self.record_created(provider, shard, op_id, template, mine) if mine else []
 
         made = self.run_shards(sorted(work.items(), key=lambda kv: shard_index(kv[0])), one)
         return sorted((c for part in made for c in part), key=lambda c: c.key)
 
-    def grow(self, provider: str, workdir: ProviderWorkdir, op_id: str, specs: Mapping[str, InstanceSpec]) -> None:
-        """Desired set + ``specs``, planned, checked, written, applied (the workdir lock is held).
+    def grow(self, provider: str, workdir: ProviderWorkdir, op_id: str, specs: Mapping[str, InstanceSpec]) -> set[str]:
+        """Desired set + ``specs``, planned, checked, written, applied (the workdir lock is held);
+        the keys found lost and retired on the way.
 
         The op's own plan is the host-loss observation: its refresh reports every managed
         instance the cloud deleted as drift (``LossObserver.record``). Nothing deleted: that plan
@@ -516,11 +519,16 @@ class Executor:
             deleted = sorted(observer.record(plan).deleted) if desired else []
             if not deleted:
                 self.apply_grown(provider, workdir, op_id, specs, plan, plan_file, variables)
-                return
+                return set()
         self.audit("op-drift-deleted", provider=provider, op=op_id, shard=shard_index(workdir), keys=deleted)
-        desired = self.retire_lost(provider, workdir, desired, list(observer.observe()), op_id)
+        lost = list(observer.observe())
+        desired = self.retire_lost(provider, workdir, desired, lost, op_id)
+        retired = {item.instance_key for item in lost}
+        # A lost key never comes back under the same key (it is the cloud's idempotency token).
+        specs = {k: v for k, v in specs.items() if k not in retired}
         with self.planned(workdir, {**desired, **specs}, scope) as (plan, plan_file, variables):
             self.apply_grown(provider, workdir, op_id, specs, plan, plan_file, variables)
+        return retired
 
     def apply_grown(
         self,

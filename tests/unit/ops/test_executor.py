@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from tffake import ROOT, FakeEngine, FakeFence, FakeHosts, MemoryFacts, unit_executor
+from tffake import ROOT, CrashOn, FakeEngine, FakeFence, FakeHosts, MemoryFacts, unit_executor
 
 from orchestrator.clients.terraform.messages import PlanResult
 from orchestrator.configfile import LoadedConfig
@@ -105,20 +105,6 @@ def test_revocation_during_the_apply_stops_it_and_resume_completes_the_op(
     assert (done.op_id, done.outcome) == (still_open.op_id, "completed")
     assert len(held(loaded)) == 2
     agree(facts, loaded)
-
-
-class CrashOn(MemoryFacts):
-    """A controller that "crashes" the orchestrator at the first commit of one kind of fact."""
-
-    def __init__(self, kind: FactKind) -> None:
-        super().__init__()
-        self.kind = kind
-
-    def commit(self, fact: Fact) -> None:
-        if fact.kind == self.kind:
-            self.kind = FactKind.ORPHAN_ADOPTED  # only once
-            raise KeyboardInterrupt
-        super().commit(fact)
 
 
 def test_a_crash_after_the_apply_before_the_facts_is_completed_without_duplicates(

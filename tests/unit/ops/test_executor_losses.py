@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
-from tffake import ROOT, FakeEngine, MemoryFacts, unit_executor
+from tffake import ROOT, CrashOn, FakeEngine, MemoryFacts, unit_executor
 
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import UnsafePlan
@@ -21,6 +21,8 @@ from orchestrator.model.facts import FactKind
 from orchestrator.ops.executor import Executor
 from orchestrator.ops.hostloss import MISSING, SUSPECTS_FILE, LossTracker
 from orchestrator.ops.losses import observer_for
+from orchestrator.ops.openops import open_ops
+from orchestrator.ops.resume import resume_provider
 from orchestrator.workspace.cloudview import Drift
 from orchestrator.workspace.workdir import ProviderWorkdir
 
@@ -137,3 +139,27 @@ def test_a_deletion_the_next_read_no_longer_sees_is_forgiven_and_the_op_goes_on(
     assert lost_facts(facts) == []
     assert sorted(FakeEngine.state(path)["instances"]) == sorted([made.key, second.created[0].key])
     assert LossTracker(path / SUSPECTS_FILE).suspects() == {}
+
+
+def test_a_resumed_op_whose_own_instance_was_lost_records_the_rest_and_completes(
+    loaded: LoadedConfig, engine: FakeEngine
+) -> None:
+    facts = CrashOn(FactKind.INSTANCE_CREATED)
+    crashed = executor(loaded, engine, facts)
+    with pytest.raises(KeyboardInterrupt):
+        crashed.create("sim", "cpu", 3)  # applied, then the crash before its facts
+    path = workdir(loaded)
+    state = FakeEngine.state(path)["instances"]
+    gone, unapplied, kept = sorted(state)
+    # As if the apply had stopped before one create, and the cloud took another instance since.
+    FakeEngine._write_state(path, {k: v for k, v in state.items() if k != unapplied})
+    FakeEngine.vanish(path, gone)
+
+    [done] = resume_provider(executor(loaded, engine, facts), "sim")
+
+    assert done.outcome == "completed"
+    assert [k for k, _id, _detail in lost_facts(facts)] == [gone]
+    recorded = sorted(f.instance_key for f in facts.committed if f.kind == FactKind.INSTANCE_CREATED)
+    assert recorded == sorted([unapplied, kept])  # the lost one is accounted for by its lost fact
+    assert sorted(FakeEngine.state(path)["instances"]) == sorted([unapplied, kept])
+    assert open_ops(facts.facts("sim")) == []
