@@ -18,7 +18,7 @@ from tffake import ROOT, CrashOn, FakeEngine, MemoryFacts, unit_executor
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import UnsafePlan
 from orchestrator.model.facts import FactKind
-from orchestrator.ops.executor import Executor
+from orchestrator.ops.executor import Created, Executor
 from orchestrator.ops.hostloss import MISSING, SUSPECTS_FILE, LossTracker
 from orchestrator.ops.losses import observer_for
 from orchestrator.ops.openops import open_ops
@@ -99,13 +99,18 @@ def test_a_create_after_a_delete_behind_terraforms_back_retires_the_lost_instanc
     assert engine.planned_creates[-1] == (workdir(loaded), [second.created[0].key])
 
 
+def one_host_gone(loaded: LoadedConfig, engine: FakeEngine, facts: MemoryFacts) -> Created:
+    """One host created, then deleted behind Terraform's back."""
+    [made] = executor(loaded, engine, facts).create("sim", "cpu", 1).created
+    FakeEngine.vanish(workdir(loaded), made.key)
+    return made
+
+
 def test_a_deletion_the_cloud_lists_alive_refuses_the_create_instead_of_recreating(
     loaded: LoadedConfig, engine: FakeEngine
 ) -> None:
     facts = MemoryFacts()
-    first = executor(loaded, engine, facts).create("sim", "cpu", 1)
-    [made] = first.created
-    FakeEngine.vanish(workdir(loaded), made.key)
+    made = one_host_gone(loaded, engine, facts)
     engine.listed = {made.instance_id: ("running", "")}  # the refresh raced the API
     engine.calls.clear()
 
@@ -122,10 +127,8 @@ def test_a_deletion_the_next_read_no_longer_sees_is_forgiven_and_the_op_goes_on(
     loaded: LoadedConfig, engine: FakeEngine
 ) -> None:
     facts = MemoryFacts()
-    first = executor(loaded, engine, facts).create("sim", "cpu", 1)
-    [made] = first.created
+    made = one_host_gone(loaded, engine, facts)
     path = workdir(loaded)
-    FakeEngine.vanish(path, made.key)
     op_plan = engine.plan
 
     def plan_then_reappear(*args: object, **kwargs: object) -> object:
