@@ -35,8 +35,10 @@ import json
 import logging
 import os
 import select
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -90,10 +92,13 @@ def wanted(argv: Sequence[str], workdir: Path, specs: Sequence[LocalProvider]) -
 class AttachedProvider:
     """One running provider process in ``--dev`` mode and the address Terraform reattaches to."""
 
-    def __init__(self, spec: LocalProvider, proc: subprocess.Popen[bytes], reattach: dict[str, Any]) -> None:
+    def __init__(
+        self, spec: LocalProvider, proc: subprocess.Popen[bytes], reattach: dict[str, Any], scratch: Path
+    ) -> None:
         self.spec = spec
         self.proc = proc
         self.reattach = reattach
+        self.scratch = scratch
 
     @classmethod
     def start(
@@ -112,6 +117,11 @@ class AttachedProvider:
             child_env["PYTHONPATH"] = os.pathsep.join(p for p in (extra, child_env.get("PYTHONPATH", "")) if p)
         # Its log goes where a launched provider's goes: nowhere unless Terraform logs.
         log_to = None if child_env.get("TF_LOG") else subprocess.DEVNULL
+        # Its socket's directory inside one of ours, removed when it ends: a provider that exits
+        # at end-of-input does not clean up after itself, and one temporary directory per
+        # Terraform command would pile up.
+        scratch = Path(tempfile.mkdtemp(prefix="xceprov-provider-"))
+        child_env["TMPDIR"] = str(scratch)
         try:
             proc = subprocess.Popen(
                 [python, "-m", spec.module, "--dev"],
@@ -124,17 +134,21 @@ class AttachedProvider:
                 start_new_session=True,
             )
         except OSError as exc:
+            shutil.rmtree(scratch, ignore_errors=True)
             raise AttachError(f"{spec.source}: cannot start {spec.module}: {exc}") from None
+        provider = cls(spec, proc, {}, scratch)
         try:
-            reattach = read_address(proc, spec, timeout)
+            provider.reattach = read_address(proc, spec, timeout)
         except BaseException:
-            stop(proc)
+            provider.close()
             raise
-        return cls(spec, proc, reattach)
+        return provider
 
     def close(self) -> None:
-        """End the provider: its input ends (it exits), then it is killed if it lingers."""
+        """End the provider: its input ends (it exits), then it is killed if it lingers; its
+        scratch directory (with the socket) goes with it."""
         stop(self.proc)
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 def read_address(proc: subprocess.Popen[bytes], spec: LocalProvider, timeout: float) -> dict[str, Any]:

@@ -102,3 +102,7 @@ def test_the_simulated_cloud_provider_attaches_and_ends_when_its_input_ends(tmp_
         got.handed_over()  # nobody holds its input any more (no worker in this test)
         # It leaves by itself, with exit code 0: not killed after the stop timeout.
         assert provider.proc.wait(timeout=30) == 0
+        socket_dir = Path(entry["Addr"]["String"]).parent
+        assert socket_dir.is_relative_to(provider.scratch)
+    # Ended, and nothing of it is left on disk (its socket's directory included).
+    assert not provider.scratch.exists()
