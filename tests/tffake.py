@@ -202,7 +202,8 @@ class FakeEngine:
                 change = ResourceChange(addr, "module.instances", "xcesim_instance", "this", key, action)
                 on_event(ApplyHook("start", change))
                 on_event(ApplyHook("complete", change))
-        return ApplyResult(changes=(), failed=(), diagnostics=(), summary=Summary())
+        # As Terraform's own stream ends: the root outputs after the apply.
+        return ApplyResult(changes=(), failed=(), diagnostics=(), summary=Summary(), outputs={"instances": instances})
 
     def show_plan(self, workdir: Path, plan_file: Path) -> dict[str, Any]:
         self.calls.append(("show_plan", workdir))

@@ -57,6 +57,8 @@ def test_a_create_with_nothing_lost_runs_one_plan_before_its_apply(loaded: Loade
     second = executor(loaded, engine, facts).create("sim", "cpu", 1)
 
     assert terraform_runs(engine) == ["plan", "apply"]
+    # The instances come from the apply's own outputs: no `terraform output` after it.
+    assert [verb for verb, _path in engine.calls][-1] == "apply"
     # The op's plan saw it present: forgiven, so a later absence starts counting afresh.
     assert tracker.suspects() == {}
     assert sorted(FakeEngine.state(workdir(loaded))["instances"]) == sorted(
