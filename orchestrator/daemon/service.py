@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from orchestrator.clients.controller.factreader import FactReader
 from orchestrator.clients.controller.keeper import LeaseKeeper
 from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.clients.controller.types import DemandSnapshot, HostEvent, HostInfo
@@ -120,6 +121,8 @@ class LoopParts:
     link: ControllerLink
     bootstrap: Bootstrap | None
     clock: Callable[[], float]
+    # The facts, read incrementally; shared by the pass and the status file after it.
+    facts: FactReader | None = None
 
 
 ReconcilerFactory = Callable[[LoopParts], Reconciling]
@@ -133,7 +136,7 @@ def default_reconciler(parts: LoopParts) -> Reconciling:
     return Reconciler(
         parts.config,
         parts.executor,
-        LinkView(parts.link),
+        LinkView(parts.link, parts.facts),
         clock=parts.clock,
         state_dir=parts.config.state_dir,
         bootstrap=parts.bootstrap,
@@ -201,6 +204,7 @@ class Daemon:
         self.endpoint: MetricsEndpoint | None = None
         self.keeper: LeaseKeeper | None = None
         self.link: ControllerLink | None = None
+        self.fact_reader: FactReader | None = None
         self.executor: DaemonExecutor | None = None
         self.reconciler: Reconciling | None = None
         self.pinger: WatchdogPinger | None = None
@@ -221,6 +225,7 @@ class Daemon:
             config.controller, instance_id=self.instance_id, providers=self.providers, cluster=config.cluster
         )
         lifecycle.on_stop("controller link", self.link.close)
+        self.fact_reader = FactReader(self.link)
         self.keeper = LeaseKeeper(
             config.controller, instance_id=self.instance_id, providers=self.providers, cluster=config.cluster
         )
@@ -247,7 +252,9 @@ class Daemon:
             heartbeat=self.heartbeat,
         )
         play = guarded_bootstrap(options.bootstrap, lifecycle) if options.bootstrap else None
-        self.reconciler = options.reconciler(LoopParts(config, self.executor, self.link, play, options.clock))
+        self.reconciler = options.reconciler(
+            LoopParts(config, self.executor, self.link, play, options.clock, self.fact_reader)
+        )
         self.orphans = OrphanScans(config, lifecycle, self.metrics, options.clock, self._scanner)
         if options.watchdog_interval is not None:
             self.pinger = WatchdogPinger(options.notifier, options.watchdog_interval, self.heartbeat.healthy)
@@ -429,13 +436,14 @@ class Daemon:
         )
 
     def _build(self, report: dict[str, Any] | None, state: str) -> dict[str, Any]:
-        assert self.link is not None and self.keeper is not None
-        link = self.link
+        assert self.link is not None and self.keeper is not None and self.fact_reader is not None
+        link, reader = self.link, self.fact_reader
         facts: dict[str, Sequence[Fact]]
         hosts: Sequence[HostInfo]
         try:
-            # Fresh: another holder or a command may have committed facts the link never saw.
-            facts = {p: link.query_facts(p) for p in self.providers}
+            # Fresh: another holder or a command may have committed facts the link never saw
+            # (asked from the last fact id seen: the pass just read the rest).
+            facts = {p: reader.facts(p) for p in self.providers}
             hosts = link.host_status()
         except ControllerError as exc:
             # The controller is away: the status matters most now; the link's last copy says

@@ -8,7 +8,8 @@ the executor). :class:`LinkView` adapts a :class:`~orchestrator.clients.controll
   last resync, and the pass decides joins, idleness and reclaims from host states;
 * ``facts(provider)`` asks ``queryFacts`` each time: after a lease is (re)gained another holder
   may have committed facts the link's cache never saw, and a gap counted from a stale fact list
-  asks for hosts twice;
+  asks for hosts twice. It asks from the last fact id it saw (the protocol's resync rule), with
+  a full read after a term change and every ten minutes (``clients.controller.factreader``);
 * ``connected()`` is the link's join state.
 
 Tests inject their own view (or wrap this one) to place a change between a read and an act.
@@ -19,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from orchestrator.clients.controller.factreader import FactReader
 from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.clients.controller.types import DemandSnapshot, Fact, HostInfo
 
@@ -50,8 +52,10 @@ class ControllerView(Protocol):
 class LinkView:
     """:class:`ControllerView` over a controller link (see the module docstring)."""
 
-    def __init__(self, link: ControllerLink) -> None:
+    def __init__(self, link: ControllerLink, facts: FactReader | None = None) -> None:
+        """``facts``: a reader shared with others (the daemon's status file); one of its own otherwise."""
         self.link = link
+        self.reader = facts if facts is not None else FactReader(link)
 
     def demand(self) -> DemandSnapshot | None:
         """The link's newest snapshot."""
@@ -62,8 +66,9 @@ class LinkView:
         return self.link.host_status()
 
     def facts(self, provider: str) -> list[Fact]:
-        """``queryFacts`` of ``provider`` (all pages), by fact id."""
-        return sorted(self.link.query_facts(provider), key=lambda f: f.fact_id)
+        """Every fact of ``provider`` by fact id: ``queryFacts`` from the last id seen
+        (:class:`~orchestrator.clients.controller.factreader.FactReader`)."""
+        return self.reader.facts(provider)
 
     def connected(self) -> bool:
         """The link's join state."""
