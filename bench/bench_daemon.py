@@ -412,7 +412,7 @@ def bench_pass(
         f"pass over {result['live']} live: run_once process CPU median {result['process_cpu_ms_median']} ms"
         f" (max {result['process_cpu_ms_max']}), pass thread {result['thread_cpu_ms_median']} ms,"
         f" wall {result['wall_ms_median']} ms; with status file {result['whole_pass_cpu_ms_median']} ms;"
-        f" of which one read of every fact {reads['query_facts_cpu_ms']} ms ({reads['facts']} facts),"
+        f" one full read of every fact {reads['query_facts_cpu_ms']} ms ({reads['facts']} facts),"
         f" of every host {reads['host_status_cpu_ms']} ms"
         f"  load {load()}",
         flush=True,
@@ -421,8 +421,10 @@ def bench_pass(
 
 
 def read_costs(daemon: BenchDaemon, times: int = 5) -> dict[str, Any]:
-    """Process CPU of the two reads every pass makes in full (``queryFacts`` of the provider,
-    ``hostStatus``), each alone through the daemon's link, median of ``times``."""
+    """Process CPU of two reads alone through the daemon's link, median of ``times``: a full
+    ``queryFacts`` of the provider (what every pass and its status file made before facts were
+    read from the last id seen; a full read is now made after a term change and every ten
+    minutes) and ``hostStatus`` (every pass still makes it in full)."""
     assert daemon.link is not None
     link = daemon.link
     facts, hosts = [], []
