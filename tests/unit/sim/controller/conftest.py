@@ -12,6 +12,7 @@ _TESTS = str(Path(__file__).resolve().parents[3])
 if _TESTS not in sys.path:
     sys.path.insert(0, _TESTS)
 
+from sim_controller_helpers import ProtoClient  # noqa: E402
 from simctl_fakes import new_core  # noqa: E402
 
 from orchestrator.sim.controller.clock import FakeClock  # noqa: E402
@@ -37,3 +38,12 @@ def store(tmp_path: Path) -> Iterator[ControllerStore]:
 def core(store: ControllerStore, clock: FakeClock) -> ControllerCore:
     """A controller core over ``store``."""
     return new_core(store, clock)
+
+
+@pytest.fixture
+def clients() -> Iterator[list[ProtoClient]]:
+    """Protocol clients a test opens (append them): all closed at its end."""
+    out: list[ProtoClient] = []
+    yield out
+    for c in out:
+        c.close()

@@ -26,14 +26,6 @@ def ctl(tmp_path: Path) -> Iterator[Running]:
         yield rc
 
 
-@pytest.fixture
-def clients() -> Iterator[list[ProtoClient]]:
-    out: list[ProtoClient] = []
-    yield out
-    for c in out:
-        c.close()
-
-
 def _keep(clients: list[ProtoClient], c: ProtoClient) -> ProtoClient:
     clients.append(c)
     return c

@@ -36,14 +36,6 @@ def ctl(tmp_path: Path) -> Iterator[Running]:
         yield rc
 
 
-@pytest.fixture
-def clients() -> Iterator[list[ProtoClient]]:
-    out: list[ProtoClient] = []
-    yield out
-    for c in out:
-        c.close()
-
-
 def holder(ctl: Running, clients: list[ProtoClient]) -> tuple[ProtoClient, EpochT]:
     """A provisioner ``orch-a`` joined and holding the lease of ``sim``."""
     c = ctl.provisioner("orch-a")

@@ -8,7 +8,6 @@ import socket
 import struct
 import time
 import tracemalloc
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,14 +16,6 @@ from sim_controller_helpers import ProtoClient, join_provisioner, running_contro
 from orchestrator.protocol.framing import FrameTooLarge, encode, new_envelope
 from orchestrator.sim.controller.reader import FrameReader
 from orchestrator.sim.controller.server import ConnectionLimits
-
-
-@pytest.fixture
-def clients() -> Iterator[list[ProtoClient]]:
-    out: list[ProtoClient] = []
-    yield out
-    for c in out:
-        c.close()
 
 
 def _closed_by_peer(sock: socket.socket) -> bool:

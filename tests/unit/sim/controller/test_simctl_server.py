@@ -36,14 +36,6 @@ def ctl(tmp_path: Path) -> Iterator[Running]:
         yield rc
 
 
-@pytest.fixture
-def clients() -> Iterator[list[ProtoClient]]:
-    out: list[ProtoClient] = []
-    yield out
-    for c in out:
-        c.close()
-
-
 def _client(ctl: Running, clients: list[ProtoClient], provisioner: str = "") -> ProtoClient:
     """A connection: with a provisioner certificate for ``provisioner``, else without one."""
     c = ctl.provisioner(provisioner) if provisioner else ctl.anonymous()
