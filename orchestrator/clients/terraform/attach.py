@@ -37,7 +37,6 @@ import os
 import select
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -59,6 +58,8 @@ MAGIC_COOKIE: Final = "d602bf8f470bc67ca7faa0386276bbdd4330efaf76d1a219cb4d6991c
 # only the state or the configuration, so a provider started for them would be wasted.
 COMMANDS: Final = frozenset({"plan", "apply", "show", "import", "refresh", "validate", "destroy", "console"})
 LOCK_FILE: Final = ".terraform.lock.hcl"
+# Where ``init`` installs (links) a working directory's providers.
+PROVIDERS_DIR: Final = Path(".terraform/providers")
 # Bounds on waiting: the address normally comes within half a second of the start.
 START_TIMEOUT: Final = 60.0
 STOP_TIMEOUT: Final = 10.0
@@ -102,19 +103,19 @@ class AttachedProvider:
 
     @classmethod
     def start(
-        cls, spec: LocalProvider, python: str, workdir: Path, env: Mapping[str, str], timeout: float = START_TIMEOUT
+        cls, spec: LocalProvider, workdir: Path, env: Mapping[str, str], timeout: float = START_TIMEOUT
     ) -> AttachedProvider:
-        """Start ``python -m MODULE --dev`` in ``workdir`` and read its address; raises AttachError.
+        """Start the provider ``--dev`` in ``workdir`` and read its address; raises AttachError.
 
-        In Terraform's working directory, as Terraform starts a provider: relative paths of the
-        provider's configuration (a store file) mean the same either way.
+        The very executable Terraform would launch (the mirror's launcher that ``init`` linked
+        into ``.terraform/providers``, which finds the interpreter and the import path), in
+        Terraform's working directory as Terraform starts it: relative paths of the provider's
+        configuration (a store file) mean the same either way.
         """
+        executable = workdir / PROVIDERS_DIR / spec.executable_relpath()
         # Unbuffered: the address is printed once, to a pipe, and must arrive at once.
         child_env = {**env, MAGIC_COOKIE_KEY: MAGIC_COOKIE, "PYTHONUNBUFFERED": "1"}
         child_env.pop(REATTACH_ENV, None)
-        extra = child_env.get("XCEPROV_PYTHONPATH", "")
-        if extra:
-            child_env["PYTHONPATH"] = os.pathsep.join(p for p in (extra, child_env.get("PYTHONPATH", "")) if p)
         # Its log goes where a launched provider's goes: nowhere unless Terraform logs.
         log_to = None if child_env.get("TF_LOG") else subprocess.DEVNULL
         # Its socket's directory inside one of ours, removed when it ends: a provider that exits
@@ -124,7 +125,7 @@ class AttachedProvider:
         child_env["TMPDIR"] = str(scratch)
         try:
             proc = subprocess.Popen(
-                [python, "-m", spec.module, "--dev"],
+                [str(executable), "--dev"],
                 cwd=workdir,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -244,11 +245,10 @@ def attached(
     ends when the worker exits) and killed if it lingers.
     """
     started: list[AttachedProvider] = []
-    python = env.get("XCEPROV_PYTHON") or sys.executable
     try:
         for spec in wanted(args, workdir, specs):
             try:
-                started.append(AttachedProvider.start(spec, python, workdir, env))
+                started.append(AttachedProvider.start(spec, workdir, env))
             except AttachError as exc:
                 log.warning("provider not attached, Terraform launches it: %s", exc)
         reattach = {p.spec.source: p.reattach for p in started}

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
-import sys
 import textwrap
 from pathlib import Path
 
@@ -12,13 +12,14 @@ import pytest
 
 from orchestrator.clients.terraform.attach import (
     HOLD_FDS_ENV,
+    PROVIDERS_DIR,
     REATTACH_ENV,
     AttachedProvider,
     AttachError,
     attached,
     wanted,
 )
-from orchestrator.clients.terraform.mirror import XCESIM, LocalProvider
+from orchestrator.clients.terraform.mirror import MIRROR_DIR, XCESIM, LocalProvider, ensure_mirror, launcher_env
 
 LOCK = f'provider "{XCESIM.source}" {{\n  version = "0.1.0"\n}}\n'
 
@@ -45,18 +46,28 @@ def test_a_directory_not_initialised_or_not_using_the_provider_attaches_none(tmp
     assert wanted(["plan"], _initialised(tmp_path, other), [XCESIM]) == []
 
 
+def _installed(workdir: Path, spec: LocalProvider, import_path: Path) -> dict[str, str]:
+    """``spec``'s launcher linked into ``workdir`` as ``init`` links it; the environment it needs."""
+    launcher = ensure_mirror(workdir / "tf", [spec]).parent / MIRROR_DIR / spec.executable_relpath()
+    linked = workdir / PROVIDERS_DIR / spec.executable_relpath()
+    linked.parent.mkdir(parents=True, exist_ok=True)
+    linked.unlink(missing_ok=True)
+    linked.symlink_to(launcher)
+    return {**os.environ, **launcher_env([spec]), "XCEPROV_PYTHONPATH": str(import_path)}
+
+
 def _fake(tmp_path: Path, body: str) -> tuple[LocalProvider, dict[str, str]]:
-    """A provider module whose ``--dev`` mode runs ``body``, importable through the environment."""
+    """A provider module whose ``--dev`` mode runs ``body``, installed in ``tmp_path``."""
     name = f"fake_provider_{abs(hash(body)) % 10**8}"
     (tmp_path / f"{name}.py").write_text(textwrap.dedent(body))
-    env = {**os.environ, "XCEPROV_PYTHONPATH": str(tmp_path)}
-    return LocalProvider("xce", "fake", "0.1.0", name), env
+    spec = LocalProvider("xce", "fake", "0.1.0", name)
+    return spec, _installed(tmp_path, spec, tmp_path)
 
 
 def test_a_provider_printing_no_address_is_refused_with_its_module_named(tmp_path: Path) -> None:
     spec, env = _fake(tmp_path, "print('Running in dev mode')\n")
     with pytest.raises(AttachError, match=f"{spec.module} exited or printed no address"):
-        AttachedProvider.start(spec, sys.executable, tmp_path, env)
+        AttachedProvider.start(spec, tmp_path, env)
 
 
 def test_a_tcp_or_malformed_address_is_refused(tmp_path: Path) -> None:
@@ -69,16 +80,16 @@ def test_a_tcp_or_malformed_address_is_refused(tmp_path: Path) -> None:
     """
     spec, env = _fake(tmp_path, tcp)
     with pytest.raises(AttachError, match="no Unix socket address"):
-        AttachedProvider.start(spec, sys.executable, tmp_path, env)
+        AttachedProvider.start(spec, tmp_path, env)
     spec, env = _fake(tmp_path, f"print(\"{REATTACH_ENV}='{{not json'\")\nimport sys; sys.stdin.read()\n")
     with pytest.raises(AttachError, match="unreadable address"):
-        AttachedProvider.start(spec, sys.executable, tmp_path, env)
+        AttachedProvider.start(spec, tmp_path, env)
 
 
 def test_a_provider_that_never_answers_is_given_up_and_ended(tmp_path: Path) -> None:
     spec, env = _fake(tmp_path, "import time\ntime.sleep(3600)\n")
     with pytest.raises(AttachError, match=r"printed no address within 0\.5 s"):
-        AttachedProvider.start(spec, sys.executable, tmp_path, env, timeout=0.5)
+        AttachedProvider.start(spec, tmp_path, env, timeout=0.5)
 
 
 def test_unattachable_providers_leave_the_command_to_terraform(
@@ -92,9 +103,9 @@ def test_unattachable_providers_leave_the_command_to_terraform(
 
 
 def test_the_simulated_cloud_provider_attaches_and_ends_when_its_input_ends(tmp_path: Path) -> None:
-    env = {**os.environ, "XCEPROV_PYTHONPATH": str(Path(__file__).resolve().parents[4])}
+    env = _installed(tmp_path, XCESIM, Path(__file__).resolve().parents[4])
     with attached(["plan", "-json"], _initialised(tmp_path), [XCESIM], env) as got:
-        entry = __import__("json").loads(got.env[REATTACH_ENV])[XCESIM.source]
+        entry = json.loads(got.env[REATTACH_ENV])[XCESIM.source]
         assert entry["Addr"]["Network"] == "unix" and Path(entry["Addr"]["String"]).exists()
         assert got.env[HOLD_FDS_ENV] == ",".join(map(str, got.fds)) and len(got.fds) == 1
         (provider,) = got.providers
