@@ -20,6 +20,7 @@ import os
 import shutil
 import stat
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +129,8 @@ class OwnedDir:
     """
 
     def __init__(self, parent: Path, prefix: str) -> None:
+        self._closing = threading.Lock()
+        self._closed = False
         self.path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))  # 0700
         fresh = self.path / f"{OWNER_LOCK}.new"
         self.lock_fd = os.open(fresh, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, PRIVATE_FILE)
@@ -140,10 +143,15 @@ class OwnedDir:
             raise
 
     def close(self) -> None:
-        """Remove the directory, then let go of its lock."""
-        shutil.rmtree(self.path, ignore_errors=True)
-        with contextlib.suppress(OSError):
-            os.close(self.lock_fd)
+        """Remove the directory, then let go of its lock; once (a second close would close
+        whatever descriptor reused the lock's number)."""
+        with self._closing:
+            if self._closed:
+                return
+            self._closed = True
+            shutil.rmtree(self.path, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                os.close(self.lock_fd)
 
 
 def remove_stale(parent: Path, prefix: str) -> list[Path]:

@@ -118,3 +118,9 @@ def test_only_owned_directories_nobody_holds_are_removed_as_stale(tmp_path: Path
     finally:
         held.close()
     assert not held.path.exists()
+    reused = os.open(os.devnull, os.O_RDONLY)  # likely the lock's number, free again
+    try:
+        held.close()  # a second close (a stop step, then the run's end) leaves it alone
+        os.fstat(reused)
+    finally:
+        os.close(reused)
