@@ -157,7 +157,7 @@ def test_idle_connections_hold_no_thread_are_closed_after_the_read_timeout_and_a
         for sock in idle:
             sock.close()
         endpoint.stop()
-    assert threading.active_count() == before
+    assert threading.active_count() <= before  # every thread of the endpoint ended with it
 
 
 def test_the_exposition_is_prometheus_clients_own() -> None:
