@@ -13,11 +13,14 @@ Only the standard library is used, so every layer may import this module, like `
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import logging
 import os
+import shutil
 import stat
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -106,3 +109,83 @@ def private_tree(base: Path, *parts: str) -> Path:
     for part in parts:
         current = private_dir(current / part)
     return current
+
+
+# -- directories that live exactly as long as the process that made them --------------------
+
+# The lock file of an owned directory. It is created under a temporary name, locked, and only
+# then renamed to this one, so whoever sees the name sees it locked while its owner lives.
+OWNER_LOCK = ".owner"
+
+
+class OwnedDir:
+    """A fresh private directory and the ``flock`` on its lock file that marks it in use.
+
+    The lock goes with the open file, not with a pid: it is released when the last process
+    holding the descriptor ends, however it ends (``os._exit``, ``kill -9``), and a reused pid
+    means nothing to it. A process started with the descriptor (``pass_fds``) keeps the
+    directory in use as long as it runs. :func:`remove_stale` removes the directories whose lock
+    nobody holds.
+    """
+
+    def __init__(self, parent: Path, prefix: str) -> None:
+        self._closing = threading.Lock()
+        self._closed = False
+        self.path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))  # 0700
+        fresh = self.path / f"{OWNER_LOCK}.new"
+        self.lock_fd = os.open(fresh, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, PRIVATE_FILE)
+        try:
+            fcntl.flock(self.lock_fd, fcntl.LOCK_EX)
+            os.write(self.lock_fd, f"{os.getpid()}\n".encode())  # for people: the lock decides
+            os.rename(fresh, self.path / OWNER_LOCK)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Remove the directory, then let go of its lock; once (a second close would close
+        whatever descriptor reused the lock's number)."""
+        with self._closing:
+            if self._closed:
+                return
+            self._closed = True
+            shutil.rmtree(self.path, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                os.close(self.lock_fd)
+
+
+def remove_stale(parent: Path, prefix: str) -> list[Path]:
+    """Remove the :class:`OwnedDir` directories ``prefix*`` in ``parent`` whose owners are gone.
+
+    Gone means nobody holds the lock. A directory without a lock file (being made this instant,
+    or not made by :class:`OwnedDir`), a symbolic link and a directory of another user are left
+    alone. Returns the directories removed.
+    """
+    removed: list[Path] = []
+    try:
+        entries = [e for e in parent.iterdir() if e.name.startswith(prefix)]
+    except OSError:  # no such directory yet: nothing was left in it
+        return removed
+    for entry in entries:
+        try:
+            info = entry.lstat()
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+                continue
+            fd = os.open(entry / OWNER_LOCK, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held: its owner (or a process it handed the lock to) still runs
+            os.close(fd)
+            continue
+        try:
+            shutil.rmtree(entry)
+            removed.append(entry)
+        except OSError as exc:
+            log.warning("%s: left by a process that is gone, but cannot be removed: %s", entry, exc)
+        finally:
+            os.close(fd)
+    for entry in removed:
+        log.info("%s: removed, left behind by a process that is gone", entry)
+    return removed

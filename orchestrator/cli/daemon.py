@@ -38,6 +38,7 @@ def daemon(ctx: CliContext, log_format: str | None) -> None:
     from orchestrator.daemon.service import Daemon, DaemonOptions
     from orchestrator.daemon.systemd import take_from_environment
     from orchestrator.paths import toolkit_root
+    from orchestrator.services.join_tokens import remove_own_tokens, remove_stale_tokens
     from orchestrator.services.ops import playbook_callables
 
     loaded = ctx.config()
@@ -48,6 +49,10 @@ def daemon(ctx: CliContext, log_format: str | None) -> None:
     lifecycle = Lifecycle(loaded, lambda: load_config(path), notifier)
     # Before anything is taken: a SIGTERM during the start is a stop like any other.
     lifecycle.install_signal_handlers()
+    # Join tokens of a run that was killed or exited past stop_timeout go now; this run's own go
+    # before its exit, also one that leaves work in flight (the stop steps run before it).
+    remove_stale_tokens(loaded.config)
+    lifecycle.on_stop("join tokens", remove_own_tokens)
     root, world = toolkit_root(), simulated_world()
 
     # The plays read the configuration in force when they run (a SIGHUP may have changed it).

@@ -14,10 +14,10 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
 
+from orchestrator.daemon.metrics_http import DEFAULT_LIMITS, BoundedServer, ServerLimits
 from orchestrator.daemon.timeouts import NamedTimeout
 from orchestrator.errors import ConfigError
 from orchestrator.model.config import MetricsSettings
@@ -151,10 +151,9 @@ class DaemonMetrics:
 
 @dataclass
 class MetricsEndpoint:
-    """The HTTP endpoint serving one registry; ``stop()`` closes its socket."""
+    """The HTTP endpoint serving one registry (bounded: ``metrics_http``); ``stop()`` closes its socket."""
 
-    server: WSGIServer
-    thread: threading.Thread
+    server: BoundedServer
 
     @property
     def address(self) -> tuple[str, int]:
@@ -163,14 +162,15 @@ class MetricsEndpoint:
         return str(host), int(port)
 
     def stop(self) -> None:
-        """Stop serving and close the listening socket."""
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
+        """Stop serving and close the listening socket and every connection."""
+        self.server.stop()
 
 
-def start_endpoint(settings: MetricsSettings, metrics: DaemonMetrics, source: str) -> MetricsEndpoint | None:
-    """Serve ``metrics`` where ``settings.listen`` says; None (and no socket) when it is unset.
+def start_endpoint(
+    settings: MetricsSettings, metrics: DaemonMetrics, source: str, limits: ServerLimits = DEFAULT_LIMITS
+) -> MetricsEndpoint | None:
+    """Serve ``metrics`` where ``settings.listen`` says, within ``limits``; None (and no socket)
+    when it is unset.
 
     ``source`` names the configuration file in the one-line error when the address cannot be bound.
     """
@@ -179,11 +179,12 @@ def start_endpoint(settings: MetricsSettings, metrics: DaemonMetrics, source: st
         return None
     host, port = address
     try:
-        server, thread = start_http_server(port, addr=host, registry=metrics.registry)
+        server = BoundedServer(host, port, make_wsgi_app(metrics.registry), limits)
     except OSError as exc:
         raise ConfigError(
             [f"{source}: daemon.metrics.listen: cannot listen on {settings.listen}: {exc.strerror or exc}"]
         ) from None
-    endpoint = MetricsEndpoint(server=server, thread=thread)
+    server.start()
+    endpoint = MetricsEndpoint(server=server)
     log.info("metrics served on http://%s:%d/metrics", *endpoint.address)
     return endpoint

@@ -176,24 +176,46 @@ class LocalFacts:
         """Append the facts not yet in the journal, in one write and one fsync."""
         with self._journal(create=True) as fd:
             assert fd is not None
-            lines: list[bytes] = []
+            new: list[Fact] = []
+            batch: set[_Identity] = set()
             for fact in facts:
-                if _identity(fact) in self._ids:
+                identity = _identity(fact)
+                if identity in self._ids or identity in batch:
                     continue
-                stored = dataclasses.replace(fact, fact_id=len(self._known) + 1)
-                lines.append(_encode(stored))
-                self._known.append(stored)
-                self._ids.add(_identity(stored))
-            if not lines:
+                new.append(dataclasses.replace(fact, fact_id=len(self._known) + len(new) + 1))
+                batch.add(identity)
+            if not new:
                 return
-            data = b"".join(lines)
-            os.lseek(fd, 0, os.SEEK_END)
-            view = memoryview(data)
+            data = b"".join(_encode(f) for f in new)
+            self._append(fd, data, len(new))
+            # Known only now that the lines are durable: a failed write leaves the index as it
+            # was, so a retry writes them again.
+            self._known.extend(new)
+            self._ids |= batch
+            self._offset += len(data)
+            self._lines += len(new)
+
+    def _append(self, fd: int, data: bytes, count: int) -> None:
+        """Append ``data`` (``count`` whole lines) and fsync it, or leave the journal as it was.
+
+        A write or fsync that fails (a full disk, an I/O error) is cut off again, so no part of
+        the batch stays behind to be read as committed, and raises ``FinalError`` naming the
+        journal: the batch is not committed and committing it again writes it.
+        """
+        start = os.lseek(fd, 0, os.SEEK_END)
+        view = memoryview(data)
+        try:
             while view:
                 view = view[os.write(fd, view) :]
             os.fsync(fd)
-            self._offset += len(data)
-            self._lines += len(lines)
+        except OSError as exc:
+            with contextlib.suppress(OSError):  # the next catch-up cuts a torn tail off in any case
+                os.ftruncate(fd, start)
+                os.fsync(fd)
+            raise FinalError(
+                f"{self.path}: {count} fact(s) not recorded: {exc.strerror or exc}; "
+                "nothing of the batch was kept, the op can be resumed once the journal can be written"
+            ) from None
 
     def facts(self, provider: str) -> list[Fact]:
         """The journal's facts of ``provider``."""

@@ -5,6 +5,11 @@ The controller's join key (``controller.join_key``) mints one token per host
 directory under ``<state_dir>/ansible``) that only the node manager role reads, on the control
 node, in a ``no_log`` task; the directory is removed when the run ends. So no inventory, extra
 vars file, runner artifact or log holds a token; only the file's path is passed, as an extra var.
+
+A run that cannot remove it (the process is killed, or exits with ``os._exit`` past the daemon's
+``stop_timeout``) leaves it behind; the directory's lock (``durable.OwnedDir``) then has no
+holder, and the next bootstrap run or daemon start removes it (:func:`remove_stale_tokens`). The
+daemon also removes its own before such an exit (:func:`remove_own_tokens`).
 """
 
 from __future__ import annotations
@@ -12,8 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
-import tempfile
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -24,6 +28,30 @@ from orchestrator.model.config import Config
 from orchestrator.protocol.jointoken import JoinKeyError, join_token, read_join_key
 
 TOKENS_VAR = "xce_node_manager_join_tokens_file"
+PREFIX = "join-tokens-"
+
+# This process's token directories, so that an exit that skips ``finally`` can remove them first.
+_own: set[durable.OwnedDir] = set()
+_own_lock = threading.Lock()
+
+
+def tokens_parent(config: Config) -> Path:
+    """The directory under which each bootstrap run makes its tokens directory."""
+    return config.state_dir / "ansible"
+
+
+def remove_stale_tokens(config: Config) -> list[Path]:
+    """Remove the tokens directories of runs whose process is gone (killed, or ``os._exit``)."""
+    return durable.remove_stale(tokens_parent(config), PREFIX)
+
+
+def remove_own_tokens() -> None:
+    """Remove this process's tokens directories now (it is about to exit without its ``finally``)."""
+    with _own_lock:
+        owned = list(_own)
+        _own.clear()
+    for directory in owned:
+        directory.close()
 
 
 @contextlib.contextmanager
@@ -37,14 +65,19 @@ def join_token_vars(config: Config, records: Sequence[InstanceRecord]) -> Iterat
         key = read_join_key(key_path)
     except JoinKeyError as exc:
         raise ConfigError([f"controller.join_key: {exc}"]) from None
-    base = durable.private_dir(config.state_dir / "ansible")
-    secret_dir = Path(tempfile.mkdtemp(prefix="join-tokens-", dir=base))  # 0700
+    base = durable.private_dir(tokens_parent(config))
+    remove_stale_tokens(config)
+    secret_dir = durable.OwnedDir(base, PREFIX)  # 0700, locked while this process runs
+    with _own_lock:
+        _own.add(secret_dir)
     try:
-        path = secret_dir / "tokens.json"
+        path = secret_dir.path / "tokens.json"
         tokens = {r.name: join_token(key, r.key, r.name) for r in records}
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(tokens, f)
         yield {TOKENS_VAR: str(path)}
     finally:
-        shutil.rmtree(secret_dir, ignore_errors=True)
+        with _own_lock:
+            _own.discard(secret_dir)
+        secret_dir.close()

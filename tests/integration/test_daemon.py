@@ -30,6 +30,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from sim_world_helpers import SimWorld, agree, sim_world, wait_until
 
+from orchestrator import durable
 from orchestrator.ops.openops import open_ops
 
 pytestmark = pytest.mark.integration
@@ -352,3 +353,23 @@ def test_the_daemon_scans_for_orphans_on_its_interval_and_reports_a_stray(world:
         assert code == 0, daemon.log()
     # Later scans of the daemon reported it again (the fact only once), and nothing ended it.
     assert world.store.get(stray).state == "running"  # type: ignore[union-attr]
+
+
+def test_join_tokens_left_by_a_dead_run_go_when_the_daemon_starts(shared_world: SimWorld) -> None:
+    world = shared_world
+    configure(world)
+    parent = world.state / "ansible"
+    parent.mkdir(parents=True, exist_ok=True)
+    dead = durable.OwnedDir(parent, "join-tokens-")  # as a killed run leaves it: nobody holds the lock
+    (dead.path / "tokens.json").write_text('{"h": "secret"}')
+    os.close(dead.lock_fd)
+    live = durable.OwnedDir(parent, "join-tokens-")  # a run still going (this process)
+    try:
+        with running_daemon(world, "daemon-tokens") as daemon:
+            daemon.wait_status("the daemon's first pass", leased)
+            assert not dead.path.exists()
+            assert live.path.exists()
+            code, _took = daemon.terminate()
+            assert code == 0, daemon.log()
+    finally:
+        live.close()

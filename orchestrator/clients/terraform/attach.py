@@ -35,7 +35,6 @@ import json
 import logging
 import os
 import select
-import shutil
 import subprocess
 import tempfile
 import time
@@ -44,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final
 
+from orchestrator import durable
 from orchestrator.clients.terraform.mirror import LocalProvider
 
 # Terraform's own variable: provider source -> address of a running provider process.
@@ -65,6 +65,9 @@ START_TIMEOUT: Final = 60.0
 STOP_TIMEOUT: Final = 10.0
 _MAX_LINES: Final = 50
 _MAX_LINE: Final = 64 * 1024
+# The providers' scratch directories, in the system's temporary directory (a socket's path must
+# stay short).
+SCRATCH_PREFIX: Final = "xceprov-provider-"
 
 log = logging.getLogger(__name__)
 
@@ -94,12 +97,17 @@ class AttachedProvider:
     """One running provider process in ``--dev`` mode and the address Terraform reattaches to."""
 
     def __init__(
-        self, spec: LocalProvider, proc: subprocess.Popen[bytes], reattach: dict[str, Any], scratch: Path
+        self, spec: LocalProvider, proc: subprocess.Popen[bytes], reattach: dict[str, Any], scratch: durable.OwnedDir
     ) -> None:
         self.spec = spec
         self.proc = proc
         self.reattach = reattach
-        self.scratch = scratch
+        self._scratch = scratch
+
+    @property
+    def scratch(self) -> Path:
+        """The provider's private temporary directory (its socket is inside)."""
+        return self._scratch.path
 
     @classmethod
     def start(
@@ -120,9 +128,11 @@ class AttachedProvider:
         log_to = None if child_env.get("TF_LOG") else subprocess.DEVNULL
         # Its socket's directory inside one of ours, removed when it ends: a provider that exits
         # at end-of-input does not clean up after itself, and one temporary directory per
-        # Terraform command would pile up.
-        scratch = Path(tempfile.mkdtemp(prefix="xceprov-provider-"))
-        child_env["TMPDIR"] = str(scratch)
+        # Terraform command would pile up. The provider holds the directory's lock too, so it
+        # stays while either process runs and goes at the next attach once both are gone
+        # (``remove_stale_scratch``), also after a ``kill -9`` of the orchestrator.
+        scratch = durable.OwnedDir(Path(tempfile.gettempdir()), SCRATCH_PREFIX)
+        child_env["TMPDIR"] = str(scratch.path)
         try:
             proc = subprocess.Popen(
                 [str(executable), "--dev"],
@@ -131,11 +141,12 @@ class AttachedProvider:
                 stdout=subprocess.PIPE,
                 stderr=log_to,
                 env=child_env,
+                pass_fds=(scratch.lock_fd,),
                 # Signals meant for the orchestrator or the worker are not the provider's.
                 start_new_session=True,
             )
         except OSError as exc:
-            shutil.rmtree(scratch, ignore_errors=True)
+            scratch.close()
             raise AttachError(f"{spec.source}: cannot start {spec.module}: {exc}") from None
         provider = cls(spec, proc, {}, scratch)
         try:
@@ -149,7 +160,12 @@ class AttachedProvider:
         """End the provider: its input ends (it exits), then it is killed if it lingers; its
         scratch directory (with the socket) goes with it."""
         stop(self.proc)
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        self._scratch.close()
+
+
+def remove_stale_scratch() -> list[Path]:
+    """Remove the scratch directories of providers whose orchestrator and provider are both gone."""
+    return durable.remove_stale(Path(tempfile.gettempdir()), SCRATCH_PREFIX)
 
 
 def read_address(proc: subprocess.Popen[bytes], spec: LocalProvider, timeout: float) -> dict[str, Any]:
@@ -245,8 +261,11 @@ def attached(
     ends when the worker exits) and killed if it lingers.
     """
     started: list[AttachedProvider] = []
+    chosen = wanted(args, workdir, specs)
+    if chosen:
+        remove_stale_scratch()
     try:
-        for spec in wanted(args, workdir, specs):
+        for spec in chosen:
             try:
                 started.append(AttachedProvider.start(spec, workdir, env))
             except AttachError as exc:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import select
 import socket
+import threading
+import time
 import urllib.request
 
 import pytest
@@ -10,6 +14,7 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
 from orchestrator.daemon.metrics import DaemonMetrics, OpKind, OpOutcome, start_endpoint
+from orchestrator.daemon.metrics_http import ServerLimits
 from orchestrator.daemon.timeouts import NamedTimeout
 from orchestrator.errors import ConfigError
 from orchestrator.model.config import MetricsSettings
@@ -112,3 +117,65 @@ def test_an_address_in_use_is_one_line_naming_the_key() -> None:
         holder.close()
     (line,) = info.value.problems
     assert line.startswith(f"site.yaml: daemon.metrics.listen: cannot listen on 127.0.0.1:{port}: ")
+
+
+def closed_by_the_server(clients: list[socket.socket], within: float) -> list[socket.socket]:
+    """The ``clients`` the server closed (they read end-of-file) before ``within`` seconds passed."""
+    deadline = time.monotonic() + within
+    open_ = set(clients)
+    while open_ and (left := deadline - time.monotonic()) > 0:
+        readable, _, _ = select.select(list(open_), [], [], min(left, 1.0))
+        for sock in readable:
+            with contextlib.suppress(ConnectionResetError):
+                assert sock.recv(1) == b""  # the server sends nothing to a connection that asked nothing
+            open_.discard(sock)
+    return [c for c in clients if c not in open_]
+
+
+def test_idle_connections_hold_no_thread_are_closed_after_the_read_timeout_and_a_scrape_goes_through() -> None:
+    limits = ServerLimits(max_connections=32, read_timeout=2.0)
+    before = threading.active_count()
+    endpoint = start_endpoint(MetricsSettings(listen="127.0.0.1:0"), filled(), "site.yaml", limits)
+    assert endpoint is not None
+    idle: list[socket.socket] = []
+    try:
+        host, port = endpoint.address
+        for _ in range(300):  # connect, send nothing: half-open as far as the server can tell
+            idle.append(socket.create_connection((host, port), timeout=10))
+        slow = socket.create_connection((host, port), timeout=10)
+        idle.append(slow)
+        slow.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # a request that never ends
+        # Bounded: the reading thread and the answering ones, however many connections wait.
+        assert threading.active_count() <= before + 1 + limits.workers
+        got = scrape(host, port)  # meanwhile, a real scrape is answered
+        assert got[("xceprov_lease_valid", (("provider", "sim"),))] == 1
+        assert threading.active_count() <= before + 1 + limits.workers
+        # Every idle connection is closed by the server: the oldest as the cap is passed, the
+        # rest when read_timeout passes (the bound here only keeps a broken server from hanging).
+        assert closed_by_the_server(idle, within=60) == idle
+    finally:
+        for sock in idle:
+            sock.close()
+        endpoint.stop()
+    assert threading.active_count() <= before  # every thread of the endpoint ended with it
+
+
+def test_the_exposition_is_prometheus_clients_own() -> None:
+    endpoint = start_endpoint(MetricsSettings(listen="127.0.0.1:0"), filled(), "site.yaml")
+    assert endpoint is not None
+    try:
+        host, port = endpoint.address
+        request = urllib.request.Request(
+            f"http://{host}:{port}/metrics?name[]=xceprov_breaker_open",
+            headers={"Accept": "application/openmetrics-text; version=1.0.0"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            assert reply.headers["Content-Type"].startswith("application/openmetrics-text")
+            text = reply.read().decode()
+        assert 'xceprov_breaker_open{template="gpu"} 1.0' in text and "xceprov_ops" not in text
+        assert text.endswith("# EOF\n")
+        with socket.create_connection((host, port), timeout=10) as raw:
+            raw.sendall(b"garbage\r\n\r\n")
+            assert raw.recv(100).startswith(b"HTTP/1.0 400 ")
+    finally:
+        endpoint.stop()

@@ -4,6 +4,7 @@ test_simctl_batches.py)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from collections.abc import Sequence
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.errors import FinalError
 from orchestrator.model.facts import Fact, FactKind
 from orchestrator.ops.facts import LinkFacts, LocalFacts, chunks
 from orchestrator.ops.fence import STANDALONE_EPOCH
@@ -112,6 +114,45 @@ def test_damage_before_the_last_line_is_reported_not_skipped(tmp_path: Path) -> 
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(Exception, match=r"unit.jsonl:2: unreadable fact"):
         LocalFacts(path).facts("sim")
+
+
+def disk_full_once(monkeypatch: pytest.MonkeyPatch, name: str, after_half: bool = False) -> list[int]:
+    """``os.<name>`` raises ENOSPC once (a full disk); with ``after_half``, ``os.write`` first
+    writes half of what it is given, as a disk that fills in the middle of a write does."""
+    real = getattr(os, name)
+    calls: list[int] = []
+
+    def failing(fd: int, *args: Any) -> Any:
+        calls.append(1)
+        if after_half and len(calls) == 1:
+            data = bytes(args[0])
+            return real(fd, data[: len(data) // 2])
+        if len(calls) == (2 if after_half else 1):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(fd, *args)
+
+    monkeypatch.setattr(os, name, failing)
+    return calls
+
+
+@pytest.mark.parametrize(("call", "after_half"), [("fsync", False), ("write", False), ("write", True)])
+def test_a_fact_is_known_only_once_written_and_a_retry_writes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, call: str, after_half: bool
+) -> None:
+    path = tmp_path / "unit.jsonl"
+    log = LocalFacts(path)
+    log.commit_many(burst("op-a", 1))
+    calls = disk_full_once(monkeypatch, call, after_half)
+    with pytest.raises(FinalError, match=r"unit.jsonl: 2 fact\(s\) not recorded: No space left on device"):
+        log.commit_many(burst("op-b", 1))
+    assert calls
+    # Not known here, not on disk for anyone else (no torn or unsynced tail stays behind).
+    assert [f.op_id for f in log.facts("sim")] == ["op-a", "op-a"]
+    assert [line["op_id"] for line in journal_lines(path)] == ["op-a", "op-a"]
+    log.commit_many(burst("op-b", 1))  # the retry writes them
+    assert [line["op_id"] for line in journal_lines(path)] == ["op-a", "op-a", "op-b", "op-b"]
+    assert [line["fact_id"] for line in journal_lines(path)] == [1, 2, 3, 4]
+    assert [f.op_id for f in LocalFacts(path).facts("sim")] == ["op-a", "op-a", "op-b", "op-b"]
 
 
 def test_no_journal_reads_as_no_facts_and_creates_nothing(tmp_path: Path) -> None:

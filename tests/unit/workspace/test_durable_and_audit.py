@@ -92,3 +92,35 @@ def test_a_bad_manifest_is_one_line_naming_it(tmp_path: Path, manifest: object, 
         read_bundle(tmp_path, "c")
     assert message in str(info.value) and "\n" not in str(info.value)
     assert str(tmp_path / "manifest.json") in str(info.value)
+
+
+def test_only_owned_directories_nobody_holds_are_removed_as_stale(tmp_path: Path) -> None:
+    held = durable.OwnedDir(tmp_path, "run-")
+    try:
+        assert mode(held.path) == 0o700 and mode(held.path / durable.OWNER_LOCK) == 0o600
+        assert (held.path / durable.OWNER_LOCK).read_text() == f"{os.getpid()}\n"
+        # Released as a killed process releases it: the lock file stays, nobody holds it.
+        gone = durable.OwnedDir(tmp_path, "run-")
+        os.close(gone.lock_fd)
+        unmarked = tmp_path / "run-unmarked"  # being made this instant, or not ours: kept
+        unmarked.mkdir()
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        (elsewhere / durable.OWNER_LOCK).write_text("1\n")
+        (tmp_path / "run-link").symlink_to(elsewhere)  # a link is never followed
+        other = tmp_path / "other-prefix"
+        other.mkdir()
+        (other / durable.OWNER_LOCK).write_text("1\n")
+        assert durable.remove_stale(tmp_path, "run-") == [gone.path]
+        assert held.path.exists() and unmarked.exists() and (elsewhere / durable.OWNER_LOCK).exists()
+        assert other.exists()
+        assert durable.remove_stale(tmp_path / "absent", "run-") == []
+    finally:
+        held.close()
+    assert not held.path.exists()
+    reused = os.open(os.devnull, os.O_RDONLY)  # likely the lock's number, free again
+    try:
+        held.close()  # a second close (a stop step, then the run's end) leaves it alone
+        os.fstat(reused)
+    finally:
+        os.close(reused)

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import signal
+import subprocess
+import sys
+import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -117,3 +123,93 @@ def test_the_simulated_cloud_provider_attaches_and_ends_when_its_input_ends(tmp_
         assert socket_dir.is_relative_to(provider.scratch)
     # Ended, and nothing of it is left on disk (its socket's directory included).
     assert not provider.scratch.exists()
+
+
+# A provider that prints its address and then runs on, whatever happens to its input: one the
+# orchestrator's death does not end (as when the worker still holds its input).
+LINGERING = f"""
+    import json, os, sys, time
+    addr = {{"Network": "unix", "String": os.path.join(os.environ["TMPDIR"], "plugin.sock")}}
+    doc = {{"{XCESIM.source.replace("xcesim", "fake")}": {{"Addr": addr, "Pid": os.getpid()}}}}
+    print("export {REATTACH_ENV}='" + json.dumps(doc) + "'", flush=True)
+    time.sleep(3600)
+"""
+
+# An orchestrator that attaches the provider, says where its scratch is, and waits to be killed.
+ORCHESTRATOR = """
+import json, sys, time
+from pathlib import Path
+from orchestrator.clients.terraform.attach import attached
+from orchestrator.clients.terraform.mirror import LocalProvider
+spec, env = LocalProvider(*json.loads(sys.argv[1])), json.loads(sys.argv[2])
+with attached(["plan"], Path(sys.argv[3]), [spec], env) as got:
+    (provider,) = got.providers
+    print(json.dumps([str(provider.scratch), provider.reattach["Pid"]]), flush=True)
+    time.sleep(3600)
+"""
+
+
+def _gone(pid: int) -> bool:
+    """``pid`` has ended (a zombie not reaped yet has closed its files, its locks with them)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def _kill(pid: int) -> None:
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while not _gone(pid):
+        assert time.monotonic() < deadline, f"process {pid} still there after SIGKILL"
+        time.sleep(0.05)
+
+
+def test_scratch_left_by_a_killed_orchestrator_goes_at_the_next_attach_once_its_provider_ended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    spec, env = _fake(tmp_path, LINGERING)
+    workdir = _initialised(tmp_path, f'provider "{spec.source}" {{\n}}\n')
+    args = [json.dumps([spec.namespace, spec.type, spec.version, spec.module]), json.dumps(env), str(workdir)]
+    children: list[subprocess.Popen[str]] = []
+    providers: list[int] = []
+
+    def orchestrator() -> tuple[subprocess.Popen[str], Path]:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", ORCHESTRATOR, *args],
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**env, "TMPDIR": str(temp)},
+        )
+        children.append(proc)
+        assert proc.stdout is not None
+        scratch, pid = json.loads(proc.stdout.readline())
+        providers.append(pid)
+        return proc, Path(scratch)
+
+    def next_attach() -> None:
+        broken, broken_env = _fake(tmp_path, "raise SystemExit(3)\n")  # attaching it fails: no new scratch
+        with attached(["plan"], _initialised(tmp_path, f'provider "{broken.source}" {{\n}}\n'), [broken], broken_env):
+            pass
+
+    try:
+        killed, killed_scratch = orchestrator()
+        live, live_scratch = orchestrator()
+        assert killed_scratch.parent == temp and (killed_scratch / "plugin.sock").parent.exists()
+        _kill(killed.pid)  # kill -9: nothing of the orchestrator's cleanup runs
+        next_attach()
+        assert killed_scratch.exists()  # its provider still runs in it
+        _kill(providers[0])
+        next_attach()
+        assert not killed_scratch.exists()  # both gone: removed
+        assert live_scratch.exists() and live.poll() is None  # a live one's is kept
+    finally:
+        for pid in providers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for proc in children:
+            proc.kill()
+            proc.communicate()
