@@ -7,6 +7,7 @@ message bytes are written word by word here, with offsets taken from the loaded 
 from __future__ import annotations
 
 import struct
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -120,12 +121,14 @@ NEWER_VALUES = {
     "HostState": ("closing @10;", "retired @11;"),
     "HostEventKind": ("closing @7;", "migrated @8;"),
 }
-_NEWER: list[Any] = []
+# Cached in sys.modules, not in this module: it is imported under two names (``hostile`` and
+# ``tests.unit.clients.controller.hostile``), and a second load from another path would abort.
+_NEWER_MODULE = "_xceprov_tests_newer_schema"
 
 
 def newer_schema(directory: Path) -> Any:
     """The newer schema, loaded once per process (written into ``directory`` the first time)."""
-    if not _NEWER:
+    if _NEWER_MODULE not in sys.modules:
         text = SCHEMA_PATH.read_text()
         text = text.replace("@0xee9e5e45a836eaae;", "@0xee9e5e45a836eaaf;", 1)
         for enum, (last, added) in NEWER_VALUES.items():
@@ -136,8 +139,8 @@ def newer_schema(directory: Path) -> Any:
             text = head + sep + body.replace(last, f"{last}\n  {added}", 1) + close + tail
         path = directory / "provisioner_newer.capnp"
         path.write_text(text)
-        _NEWER.append(capnp.load(str(path)))
-    return _NEWER[0]
+        sys.modules[_NEWER_MODULE] = capnp.load(str(path))
+    return sys.modules[_NEWER_MODULE]
 
 
 def send_newer(conn: Any, newer: Any, request_id: int, member: str, payload: Any) -> None:

@@ -121,7 +121,10 @@ def test_a_resync_the_controller_pages_without_end_is_retried_on_a_new_connectio
 ) -> None:
     joins = record_joins(fake)
     pages(fake, lambda after: ([fact(7)], True))
-    with caplog.at_level(logging.WARNING), ControllerLink(settings(fake, pki), instance_id="a", providers=["sim"]) as link:
+    with (
+        caplog.at_level(logging.WARNING),
+        ControllerLink(settings(fake, pki), instance_id="a", providers=["sim"]) as link,
+    ):
         link.start()
         assert wait_for(lambda: len(joins) >= 2)
     failed = [r.getMessage() for r in caplog.records if r.getMessage().startswith("resync after join failed")]
@@ -160,7 +163,10 @@ def test_a_fact_of_an_unknown_kind_is_skipped_with_one_warning_and_counted(
 
     fake.handlers["queryFacts"] = query
     metrics = DaemonMetrics()
-    with caplog.at_level(logging.WARNING), ControllerLink(settings(fake, pki), instance_id="a", providers=["sim"]) as link:
+    with (
+        caplog.at_level(logging.WARNING),
+        ControllerLink(settings(fake, pki), instance_id="a", providers=["sim"]) as link,
+    ):
         link.on_unknown_value(metrics.unknown_value)
         link.open(resync=True)
         reader = FactReader(link)
@@ -197,7 +203,10 @@ def test_an_unknown_host_state_and_event_kind_are_skipped_and_the_link_stays(
         second.set()
 
     metrics = DaemonMetrics()
-    with caplog.at_level(logging.WARNING), ControllerLink(settings(fake, pki), instance_id="a", providers=["sim"]) as link:
+    with (
+        caplog.at_level(logging.WARNING),
+        ControllerLink(settings(fake, pki), instance_id="a", providers=["sim"]) as link,
+    ):
         link.on_unknown_value(metrics.unknown_value)
         link.on_host_event(on_event)
         link.open()
