@@ -42,6 +42,9 @@ class UnknownEnum(int):
     def __repr__(self) -> str:
         return f"UnknownEnum({int(self)})"
 
+    def __str__(self) -> str:  # the number, as a message reports it (int's str would use __repr__)
+        return str(int(self))
+
 
 # One unknown enum value met while converting: ("Struct.field", ordinal).
 Sighting = tuple[str, int]

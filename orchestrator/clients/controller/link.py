@@ -372,14 +372,16 @@ class ControllerLink:
         payload = payload or {}
         if kind != "committed":
             raise self._refused(kind, payload, f"a batch of {len(facts)} facts", facts[0].epoch)
-        answers = [m.fact(d) for d in payload.get("facts", [])]
+        # Only the controller's fields of each answer are read: the facts are ours, so a kind the
+        # answer names differently (or by a value this version does not know) changes nothing.
+        answers: list[dict[str, Any]] = payload.get("facts", [])
         if len(answers) != len(facts):
             raise ControllerError(f"controller answered a batch of {len(facts)} facts with {len(answers)}")
-        for fact, answer in zip(facts, answers, strict=True):
-            self._cache.committed(
-                replace(fact, fact_id=answer.fact_id, holder=self.instance_id, committed=answer.committed)
-            )
-        return [a.fact_id for a in answers]
+        ids = [_fact_id(a) for a in answers]
+        for fact, fact_id, answer in zip(facts, ids, answers, strict=True):
+            committed = int(answer.get("committedUnixMs", 0) or 0) / 1000.0
+            self._cache.committed(replace(fact, fact_id=fact_id, holder=self.instance_id, committed=committed))
+        return ids
 
     def _refused(self, kind: str, payload: dict[str, Any], what: str, epoch: Epoch) -> Exception:
         """The error for a commit the controller did not acknowledge (a notPrimary reconnects)."""

@@ -120,6 +120,7 @@ NEWER_VALUES = {
     "FactKind": ("orphanAdopted @7;", "futureKind @8;"),
     "HostState": ("closing @10;", "retired @11;"),
     "HostEventKind": ("closing @7;", "migrated @8;"),
+    "RejectReason": ("invalid @2;", "quotaExceeded @3;"),
 }
 # Cached in sys.modules, not in this module: it is imported under two names (``hostile`` and
 # ``tests.unit.clients.controller.hostile``), and a second load from another path would abort.

@@ -18,11 +18,12 @@ import pytest
 from ctlfake import FakeConn, FakeController, Pki, record_joins, wait_for
 
 from orchestrator.clients.controller.factreader import FactReader
-from orchestrator.clients.controller.link import ControllerLink
+from orchestrator.clients.controller.link import MAX_FACT_PAGES, MAX_FACTS_PER_READ, ControllerLink
 from orchestrator.clients.controller.types import HostEvent
 from orchestrator.daemon.metrics import DaemonMetrics
-from orchestrator.errors import ControllerError
+from orchestrator.errors import ControllerError, FinalError
 from orchestrator.model.config import ControllerSettings
+from orchestrator.model.facts import Epoch, Fact, FactKind
 
 # Past this many queryFacts on one connection the fake hangs up: a link that loops is caught by a
 # wrong error instead of a test that never ends.
@@ -232,3 +233,33 @@ def test_the_newer_schema_really_sends_ordinals_this_version_does_not_know(newer
     data = newer.Envelope.new_message(requestId=1, factList={"facts": [fact(8, "futureKind")]}).to_bytes()
     with framing.open_envelope(data) as env, pytest.raises(RuntimeError, match="Member was null"):
         str(env.factList.facts[0].kind)
+
+
+def test_replies_with_values_a_newer_controller_knows_keep_the_link(
+    fake: FakeController, pki: Pki, newer: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake.handlers["commitFact"] = newer_answer(newer, "reject", {"reason": "quotaExceeded", "message": "over quota"})
+    fake.handlers["hostClose"] = newer_answer(newer, "ack", {"factId": 0, "hostState": "retired"})
+    batch = [fact(8, "futureKind") | {"committedUnixMs": 5000}]
+    fake.handlers["commitFacts"] = newer_answer(newer, "committed", {"facts": batch})
+    epoch = Epoch(1, 1)
+    with (
+        caplog.at_level(logging.WARNING),
+        ControllerLink(settings(fake, pki), instance_id="a", providers=["sim"]) as link,
+    ):
+        link.open()
+        with pytest.raises(FinalError, match=r"rejected the requestIntent fact of provider sim: 3: over quota"):
+            link.commit_fact(Fact(FactKind.REQUEST_INTENT, "sim", "op-1", epoch, count=1))
+        assert link.close_host("sim", epoch, host_name="cpu-1") == "unknown"
+        # The answer's kind is the controller's business: our fact is recorded with its id.
+        assert link.commit_facts([Fact(FactKind.LOST, "sim", "op-1", epoch, instance_key="k")]) == [8]
+        assert link.facts("sim")[-1].kind == FactKind.LOST and link.facts("sim")[-1].fact_id == 8
+        assert link.state().connected and link.state().reconnects == 0
+    fields = sorted(w.split(" sent ")[1].split(" value ")[0] for w in unknown_warnings(caplog))
+    assert fields == ["Ack.hostState", "Fact.kind", "Reject.reason"]
+
+
+def test_the_documented_caps_are_the_link_s() -> None:
+    text = (Path(__file__).resolve().parents[4] / "docs" / "protocol.md").read_text()
+    assert f"| pages per fact read | {MAX_FACT_PAGES:,} `queryFacts` pages |" in text
+    assert f"| facts per fact read | {MAX_FACTS_PER_READ:,} facts |" in text
