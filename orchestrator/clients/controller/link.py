@@ -66,9 +66,9 @@ ReconnectCallback = Callable[[LinkState], None]
 _NOT_FOR_LEASES = frozenset({"demand", "hostEvent"})
 
 # The most facts and pages one read of a provider's facts (``query_facts``, every page) may
-# take (docs/protocol.md, "Limits"). Facts: about 1 KiB each in memory, so a read costs at most
-# about 200 MiB, and a long-lived site with 1000 hosts (a few facts per host and burst) stays far
-# below. Pages: the controller's default page is 1000 facts, so 200 pages of it reach the fact
+# take (docs/protocol.md, "Limits"). Facts: about 600 bytes each in memory without a detail
+# (measured), so a read at the cap holds about 120 MiB, and a long-lived site with 1000 hosts (a
+# few facts per host and burst) stays far below. Pages: the controller's default page is 1000 facts, so 200 pages of it reach the fact
 # cap; more pages than that means pages too small to finish a read in reasonable time.
 MAX_FACTS_PER_READ: Final = 200_000
 MAX_FACT_PAGES: Final = 1_000
