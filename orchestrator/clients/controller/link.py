@@ -65,13 +65,11 @@ ReconnectCallback = Callable[[LinkState], None]
 # Pushes a lease-only link (the lease keeper's) drops unconverted: it needs only revocations.
 _NOT_FOR_LEASES = frozenset({"demand", "hostEvent"})
 
-# The most facts and pages one read of a provider's facts (``query_facts``, every page) may
-# take (docs/protocol.md, "Limits"). Facts: about 600 bytes each in memory without a detail
-# (measured), so a read at the cap holds about 120 MiB, and a long-lived site with 1000 hosts (a
-# few facts per host and burst) stays far below. Pages: the controller's default page is 1000 facts, so 200 pages of it reach the fact
-# cap; more pages than that means pages too small to finish a read in reasonable time.
-MAX_FACTS_PER_READ: Final = 200_000
-MAX_FACT_PAGES: Final = 1_000
+# The most pages one read of a provider's facts (``query_facts``, every page) may take
+# (docs/protocol.md, "Limits"); the most facts is ``controller.max_facts_per_read`` (default
+# 1,000,000). The controller's default page is 1000 facts; 10,000 pages let pages of 100 facts
+# reach the default fact cap, and bound the round trips of a controller that pages one by one.
+MAX_FACT_PAGES: Final = 10_000
 
 
 class ControllerLink:
@@ -94,7 +92,6 @@ class ControllerLink:
         backoff: Backoff | None = None,
         lease_only: bool = False,
         max_host_events: int = DEFAULT_MAX_HOST_EVENTS,
-        max_facts_per_read: int = MAX_FACTS_PER_READ,
         max_fact_pages: int = MAX_FACT_PAGES,
     ) -> None:
         if not settings.addresses:
@@ -105,7 +102,7 @@ class ControllerLink:
         self.cluster = cluster
         self.version = version or _version()
         self.lease_only = lease_only
-        self.max_facts_per_read = max_facts_per_read
+        self.max_facts_per_read = settings.max_facts_per_read
         self.max_fact_pages = max_fact_pages
         self.unknown = UnknownValues()
         rng = rng or random.Random()

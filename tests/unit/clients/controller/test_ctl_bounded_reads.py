@@ -18,20 +18,21 @@ import pytest
 from ctlfake import FakeConn, FakeController, Pki, record_joins, wait_for
 
 from orchestrator.clients.controller.factreader import FactReader
-from orchestrator.clients.controller.link import MAX_FACT_PAGES, MAX_FACTS_PER_READ, ControllerLink
+from orchestrator.clients.controller.link import MAX_FACT_PAGES, ControllerLink
 from orchestrator.clients.controller.types import HostEvent
 from orchestrator.daemon.metrics import DaemonMetrics
 from orchestrator.errors import ControllerError, FinalError
 from orchestrator.model.config import ControllerSettings
 from orchestrator.model.facts import Epoch, Fact, FactKind
+from tests.cli_run import xceprov
 
 # Past this many queryFacts on one connection the fake hangs up: a link that loops is caught by a
 # wrong error instead of a test that never ends.
 RUNAWAY = 300
 
 
-def settings(fake: FakeController, pki: Pki) -> ControllerSettings:
-    return ControllerSettings(addresses=[fake.address], ca=pki.ca, connect_timeout=2.0, request_timeout=5.0)
+def settings(fake: FakeController, pki: Pki, **kw: Any) -> ControllerSettings:
+    return ControllerSettings(addresses=[fake.address], ca=pki.ca, connect_timeout=2.0, request_timeout=5.0, **kw)
 
 
 def fact(fact_id: int, kind: str = "instanceCreated") -> dict[str, Any]:
@@ -100,8 +101,8 @@ def test_endless_pages_fail_the_read_at_the_page_cap(fake: FakeController, pki: 
 
 def test_too_many_facts_fail_the_read_at_the_fact_cap(fake: FakeController, pki: Pki) -> None:
     asked = pages(fake, lambda after: ([fact(after + i) for i in range(1, 101)], True))
-    with ControllerLink(settings(fake, pki), instance_id="a", providers=["sim"]) as link:
-        link.max_facts_per_read = 1000
+    # controller.max_facts_per_read: 1000, as a configuration file would set it.
+    with ControllerLink(settings(fake, pki, max_facts_per_read=1000), instance_id="a", providers=["sim"]) as link:
         link.open()
         with pytest.raises(ControllerError, match="more than 1000 facts in one read"):
             link.query_facts("sim")
@@ -260,6 +261,22 @@ def test_replies_with_values_a_newer_controller_knows_keep_the_link(
 
 
 def test_the_documented_caps_are_the_link_s() -> None:
-    text = (Path(__file__).resolve().parents[4] / "docs" / "protocol.md").read_text()
-    assert f"| pages per fact read | {MAX_FACT_PAGES:,} `queryFacts` pages |" in text
-    assert f"| facts per fact read | {MAX_FACTS_PER_READ:,} facts |" in text
+    docs = Path(__file__).resolve().parents[4] / "docs"
+    protocol, configuration = (docs / "protocol.md").read_text(), (docs / "configuration.md").read_text()
+    default = ControllerSettings().max_facts_per_read
+    assert f"| pages per fact read | {MAX_FACT_PAGES:,} `queryFacts` pages |" in protocol
+    assert f"`controller.max_facts_per_read` (default {default:,} facts)" in protocol
+    assert f"| `controller.max_facts_per_read` | ≥ 1000 | {default:,} |" in configuration
+
+
+def test_a_fact_cap_below_its_minimum_is_refused_in_one_line_naming_the_key(tmp_path: Path) -> None:
+    (tmp_path / "xceprov.yaml").write_text(
+        "cluster: unit\n"
+        'controller: {addresses: ["127.0.0.1:1"], ca: system, max_facts_per_read: 10}\n'
+        "providers: {sim: {module: xcesim}}\n"
+        "templates: {cpu: {providers: {sim: {flavor: c8.large, image: debian-12}}}}\n"
+    )
+    run = xceprov(tmp_path, "validate", timeout=120)
+    assert run.returncode == 3
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and "xceprov.yaml: controller.max_facts_per_read:" in lines[0] and "1000" in lines[0]
