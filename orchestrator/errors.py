@@ -69,6 +69,12 @@ class ControllerError(RetryableError):
     """The controller link failed; the request may be retried after reconnecting."""
 
 
+class ControllerMisbehaved(ControllerError):
+    """The controller broke a rule of the protocol (a ``queryFacts`` page that does not advance
+    ``afterFactId``, more pages or facts than one read may take): that read failed; it is
+    retried with backoff (docs/protocol.md, "Limits")."""
+
+
 class LeaseLost(XceprovError):
     """The lease for a provider is not valid; no mutation may start."""
 

@@ -98,6 +98,12 @@ class DaemonMetrics:
         self.orphan_last_scan = Gauge(
             "xceprov_orphan_last_scan_timestamp_seconds", "Wall-clock end of the last orphan scan", registry=r
         )
+        self.unknown_values = Counter(
+            "xceprov_controller_unknown_values",
+            "Enum values from the controller this version does not know, skipped (label: Struct.field)",
+            ["field"],
+            registry=r,
+        )
         self._states: dict[str, set[str]] = {}
         self._lock = threading.Lock()
 
@@ -143,6 +149,10 @@ class DaemonMetrics:
                 self.orphan_findings.labels(provider=provider, **{"class": cls}).set(count)
         for provider, action, outcome in actions:
             self.orphan_actions.labels(provider=provider, action=action, outcome=outcome).inc()
+
+    def unknown_value(self, field: str, count: int) -> None:
+        """Count ``count`` values of ``field`` (``Fact.kind``, ``HostInfo.state``, ...) the link skipped."""
+        self.unknown_values.labels(field=field).inc(count)
 
     def timeout_passed(self, provider: str, timeout: NamedTimeout) -> None:
         """Count a named timeout that passed (``join_deadline``, ``drain_timeout``, ...)."""

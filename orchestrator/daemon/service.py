@@ -234,6 +234,7 @@ class Daemon:
         self.keeper.attach(self.link)
         self.link.on_demand(self._on_demand)
         self.link.on_host_event(self._on_host_event)
+        self.link.on_unknown_value(self.metrics.unknown_value)
         lifecycle.on_reload(self._on_reload)
         self.link.start()
         self.executor = DaemonExecutor(

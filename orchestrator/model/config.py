@@ -68,6 +68,9 @@ class ControllerSettings(Strict):
     join_key: Path | None = None
     server_name: str | None = None
     max_frame_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    # The most facts one read of a provider's facts may take (docs/protocol.md, "Limits"): a bound
+    # against a controller that pages without end, sized far above an honest fact log.
+    max_facts_per_read: int = Field(default=1_000_000, ge=1000)
     connect_timeout: Duration = 5.0
     request_timeout: Duration = 10.0
     lease_margin: Duration = 2.0

@@ -12,6 +12,11 @@ limits whatever the frame's shape. The limits are documented in ``docs/protocol.
 The result has the shape of ``to_dict()``: unset pointer fields (Text, Data, lists, structs)
 are left out, enums are their names, only the active member of a union is present.
 Call it inside :func:`orchestrator.protocol.framing.open_envelope`'s block.
+
+An enum value this schema does not name (a newer peer added it) is not an error: it is read as
+an :class:`UnknownEnum` (its ordinal) and reported to the caller's ``unknown`` list as
+``("Struct.field", ordinal)``, so the caller decides what to skip (docs/protocol.md, "Values
+this version does not know"). pycapnp itself raises on such a value (``Member was null``).
 """
 
 from __future__ import annotations
@@ -29,6 +34,20 @@ _POINTER_TYPES: Final = frozenset({"text", "data", "list", "struct", "anyPointer
 
 class FrameLimitExceeded(FrameGarbage):
     """A decoded message is over one of the :class:`DecodeLimits` (a hostile or broken peer)."""
+
+
+class UnknownEnum(int):
+    """The ordinal of an enum value this schema does not name (sent by a newer peer)."""
+
+    def __repr__(self) -> str:
+        return f"UnknownEnum({int(self)})"
+
+    def __str__(self) -> str:  # the number, as a message reports it (int's str would use __repr__)
+        return str(int(self))
+
+
+# One unknown enum value met while converting: ("Struct.field", ordinal).
+Sighting = tuple[str, int]
 
 
 @dataclass(frozen=True)
@@ -56,8 +75,11 @@ MEMORY_BOUND_BYTES: Final = 64 * 1024 * 1024
 
 
 class _Budget:
-    def __init__(self, limits: DecodeLimits, frame_bytes: int) -> None:
+    def __init__(self, limits: DecodeLimits, frame_bytes: int, unknown: list[Sighting] | None) -> None:
         self.limits = limits
+        # Bounded like the rest: one sighting per enum field read, and the fields read are
+        # bounded by the list limits.
+        self.unknown = unknown if unknown is not None else []
         self.elements = limits.max_elements
         total = limits.max_total_text_bytes
         self.text = total if total is not None else max(frame_bytes, limits.max_text_bytes)
@@ -77,7 +99,8 @@ class _Budget:
             raise FrameLimitExceeded(f"message text exceeds its limit in total (at {path})")
 
 
-# How to read one value: ("struct", type id) | ("list", element spec) | (scalar kind,).
+# How to read one value: ("struct", type id) | ("list", element spec) | ("enum", names, "Struct.field")
+# | (scalar kind,).
 Spec = tuple[Any, ...]
 # One field of a struct: (name, spec, union member?, pointer?).
 FieldPlan = tuple[str, Spec, bool, bool]
@@ -86,14 +109,21 @@ FieldPlan = tuple[str, Spec, bool, bool]
 _PLANS: dict[int, tuple[bool, list[FieldPlan]]] = {}
 
 
-def to_plain(reader: Any, limits: DecodeLimits = DEFAULT_LIMITS, *, frame_bytes: int = 0) -> dict[str, Any]:
+def to_plain(
+    reader: Any,
+    limits: DecodeLimits = DEFAULT_LIMITS,
+    *,
+    frame_bytes: int = 0,
+    unknown: list[Sighting] | None = None,
+) -> dict[str, Any]:
     """The struct ``reader`` as a dict, within ``limits``; :class:`FrameLimitExceeded` otherwise.
 
     ``frame_bytes`` is the length of the frame the reader came from (the default total text
-    budget).
+    budget). Every enum value the schema does not name is appended to ``unknown``.
     """
     node = reader.schema.node
-    return _struct(reader, node.id, _Budget(limits, frame_bytes), node.displayName.rpartition(":")[2])
+    budget = _Budget(limits, frame_bytes, unknown)
+    return _struct(reader, node.id, budget, node.displayName.rpartition(":")[2])
 
 
 def _spec(type_: Any) -> Spec:
@@ -108,6 +138,7 @@ def _spec(type_: Any) -> Spec:
 def _plan(reader: Any, type_id: int) -> tuple[bool, list[FieldPlan]]:
     plan = _PLANS.get(type_id)
     if plan is None:
+        struct_name = reader.schema.node.displayName.rpartition(":")[2]
         node = reader.schema.node.struct
         fields: list[FieldPlan] = []
         for field in node.fields:
@@ -116,6 +147,10 @@ def _plan(reader: Any, type_id: int) -> tuple[bool, list[FieldPlan]]:
                 fields.append((field.name, ("struct", field.group.typeId), union, False))
                 continue
             spec = _spec(field.slot.type)
+            if spec[0] == "enum":
+                enumerants = reader.schema.fields[field.name].schema.enumerants
+                names = tuple(sorted(enumerants, key=enumerants.__getitem__))
+                spec = ("enum", names, f"{struct_name}.{field.name}")
             fields.append((field.name, spec, union, spec[0] in _POINTER_TYPES))
         plan = (node.discriminantCount > 0, fields)
         _PLANS[type_id] = plan
@@ -154,7 +189,25 @@ def _value(value: Any, spec: Spec, budget: _Budget, path: str, name: str) -> Any
         budget.take_text(f"{path}.{name}", len(data))
         return data
     if kind == "enum":
-        return value._as_str() if isinstance(value, capnp.lib.capnp._DynamicEnum) else str(value)
+        return _enum(value, spec, budget)
     if kind in ("anyPointer", "interface"):
         raise FrameLimitExceeded(f"field {path}.{name} of type {kind} is not part of this protocol")
     return value
+
+
+def _enum(value: Any, spec: Spec, budget: _Budget) -> str | UnknownEnum:
+    """An enum value's name; an :class:`UnknownEnum` (and a sighting) for one the schema does not name."""
+    if not isinstance(value, capnp.lib.capnp._DynamicEnum):
+        return str(value)
+    ordinal = int(value.raw)
+    if len(spec) == 1:  # an enum list element: no field to name, so pycapnp is asked
+        try:
+            return str(value._as_str())
+        except RuntimeError:  # "Member was null": an ordinal its schema does not name
+            budget.unknown.append(("enum", ordinal))
+            return UnknownEnum(ordinal)
+    names: tuple[str, ...] = spec[1]
+    if ordinal < len(names):
+        return names[ordinal]
+    budget.unknown.append((spec[2], ordinal))
+    return UnknownEnum(ordinal)

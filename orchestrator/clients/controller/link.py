@@ -10,6 +10,7 @@ provisioner. The parts, one module each:
 - ``pushes``: the bounded queue to the ``ctl-push`` thread, which calls the demand and
   host-event callbacks, so a slow callback never stops the I/O thread.
 - ``messages``: bounded decoding of frames and conversion to the typed values of ``types``.
+- ``unknown``: enum values of a newer controller that were skipped: one warning each, counted.
 - ``cache``: the newest demand snapshot, the providers' facts and the hosts.
 
 None of the threads ever runs Terraform or Ansible work, so such work cannot delay them.
@@ -22,7 +23,7 @@ import random
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Final
 
 from orchestrator.clients.controller import messages as m
 from orchestrator.clients.controller.backoff import Backoff
@@ -37,6 +38,7 @@ from orchestrator.clients.controller.types import (
     DemandSnapshot,
     Epoch,
     Fact,
+    FactPage,
     HostEvent,
     HostInfo,
     LeaseDenied,
@@ -44,7 +46,8 @@ from orchestrator.clients.controller.types import (
     LeaseRevoked,
     LinkState,
 )
-from orchestrator.errors import ControllerError, FinalError, LeaseLost
+from orchestrator.clients.controller.unknown import Listener, UnknownValues
+from orchestrator.errors import ControllerError, ControllerMisbehaved, FinalError, LeaseLost
 from orchestrator.model.config import ControllerSettings
 from orchestrator.protocol import framing
 from orchestrator.protocol.schema import MAX_BATCH_FACTS
@@ -61,6 +64,12 @@ ReconnectCallback = Callable[[LinkState], None]
 
 # Pushes a lease-only link (the lease keeper's) drops unconverted: it needs only revocations.
 _NOT_FOR_LEASES = frozenset({"demand", "hostEvent"})
+
+# The most pages one read of a provider's facts (``query_facts``, every page) may take
+# (docs/protocol.md, "Limits"); the most facts is ``controller.max_facts_per_read`` (default
+# 1,000,000). The controller's default page is 1000 facts; 10,000 pages let pages of 100 facts
+# reach the default fact cap, and bound the round trips of a controller that pages one by one.
+MAX_FACT_PAGES: Final = 10_000
 
 
 class ControllerLink:
@@ -83,6 +92,7 @@ class ControllerLink:
         backoff: Backoff | None = None,
         lease_only: bool = False,
         max_host_events: int = DEFAULT_MAX_HOST_EVENTS,
+        max_fact_pages: int = MAX_FACT_PAGES,
     ) -> None:
         if not settings.addresses:
             raise ControllerError("no controller addresses are configured (controller.addresses)", delay=60.0)
@@ -92,6 +102,9 @@ class ControllerLink:
         self.cluster = cluster
         self.version = version or _version()
         self.lease_only = lease_only
+        self.max_facts_per_read = settings.max_facts_per_read
+        self.max_fact_pages = max_fact_pages
+        self.unknown = UnknownValues()
         rng = rng or random.Random()
         self._pending = PendingRequests()
         join = {
@@ -136,6 +149,11 @@ class ControllerLink:
     def on_reconnect(self, callback: ReconnectCallback) -> None:
         """Call ``callback`` after every successful (re)join and resync (connect thread)."""
         self._on_reconnect.append(callback)
+
+    def on_unknown_value(self, callback: Listener) -> None:
+        """Call ``callback(field, n)`` when a message had ``n`` values of ``field`` (``Fact.kind``,
+        ``HostInfo.state``, ...) this version does not know, which were skipped (I/O thread)."""
+        self.unknown.listen(callback)
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -224,10 +242,12 @@ class ControllerLink:
 
     def _frame(self, conn: Connection, body: bytes) -> None:
         """On the I/O thread: decode (bounded), complete a reply's future, or take a push."""
-        frame = m.read_frame(body, skip_pushes=self._skip)
+        unknown: list[tuple[str, int]] = []
+        frame = m.read_frame(body, skip_pushes=self._skip, unknown=unknown)
         if frame is None:
             return
         request_id, kind, payload = frame
+        self.unknown.skipped(kind, conn.address, unknown)
         if request_id:
             if not self._pending.complete(request_id, (kind, payload)):
                 log.debug("late reply %d (%s) ignored", request_id, kind)
@@ -240,7 +260,10 @@ class ControllerLink:
         elif kind == "demand":
             self._pushes.put_demand(m.demand(payload or {}))
         elif kind == "hostEvent":
-            if not self._pushes.put_host_event(m.host_event(payload or {})):
+            event = m.host_event(payload or {})
+            if event is None:  # of a kind this version does not know: skipped (and counted above)
+                return
+            if not self._pushes.put_host_event(event):
                 reason = (
                     f"push queue overflow: {self._pushes.max_host_events} host events not yet handled; "
                     "reconnecting to resync"
@@ -346,14 +369,16 @@ class ControllerLink:
         payload = payload or {}
         if kind != "committed":
             raise self._refused(kind, payload, f"a batch of {len(facts)} facts", facts[0].epoch)
-        answers = [m.fact(d) for d in payload.get("facts", [])]
+        # Only the controller's fields of each answer are read: the facts are ours, so a kind the
+        # answer names differently (or by a value this version does not know) changes nothing.
+        answers: list[dict[str, Any]] = payload.get("facts", [])
         if len(answers) != len(facts):
             raise ControllerError(f"controller answered a batch of {len(facts)} facts with {len(answers)}")
-        for fact, answer in zip(facts, answers, strict=True):
-            self._cache.committed(
-                replace(fact, fact_id=answer.fact_id, holder=self.instance_id, committed=answer.committed)
-            )
-        return [a.fact_id for a in answers]
+        ids = [_fact_id(a) for a in answers]
+        for fact, fact_id, answer in zip(facts, ids, answers, strict=True):
+            committed = int(answer.get("committedUnixMs", 0) or 0) / 1000.0
+            self._cache.committed(replace(fact, fact_id=fact_id, holder=self.instance_id, committed=committed))
+        return ids
 
     def _refused(self, kind: str, payload: dict[str, Any], what: str, epoch: Epoch) -> Exception:
         """The error for a commit the controller did not acknowledge (a notPrimary reconnects)."""
@@ -372,19 +397,50 @@ class ControllerLink:
         return FinalError(f"controller rejected {what}: {reason}: {message}")
 
     def query_facts(self, provider: str, after: int = 0) -> list[Fact]:
-        """Every fact of ``provider`` with ``factId > after`` (all pages)."""
+        """Every fact of ``provider`` with ``factId > after`` (all pages); see :meth:`read_facts`."""
+        return list(self.read_facts(provider, after).facts)
+
+    def read_facts(self, provider: str, after: int = 0) -> FactPage:
+        """Every fact of ``provider`` with ``factId > after``, asking page after page.
+
+        Bounded whatever the controller answers: a page that says ``more`` must advance
+        ``afterFactId`` (its last fact's id above the one asked from), and one read takes at
+        most ``max_fact_pages`` pages and ``max_facts_per_read`` facts; a controller that breaks
+        either rule fails the read with ``ControllerMisbehaved`` (retried with backoff by the
+        caller). Facts of a kind this version does not know are skipped (``messages.known_kind``).
+        """
         out: list[Fact] = []
-        while True:
+        first = last_seen = received = 0
+        for _ in range(self.max_fact_pages):
             query = {"provider": provider, "afterFactId": after, "limit": 0}
             kind, payload = self.request("queryFacts", query)
             if kind != "factList":
                 raise ControllerError(f"unexpected reply to queryFacts: {kind}")
             payload = payload or {}
-            page = [m.fact(f) for f in payload.get("facts", [])]
-            out.extend(page)
-            if not payload.get("more") or not page:
-                return out
-            after = page[-1].fact_id
+            raw = payload.get("facts", [])
+            received += len(raw)
+            if received > self.max_facts_per_read:
+                raise ControllerMisbehaved(
+                    f"queryFacts of provider {provider}: more than {self.max_facts_per_read} facts in one read "
+                    "(controller's paging is unbounded); read failed"
+                )
+            out.extend(m.fact(f) for f in raw if m.known_kind(f))
+            last = _fact_id(raw[-1]) if raw else after
+            if raw:
+                lowest = min(_fact_id(f) for f in raw)
+                first, last_seen = min(first, lowest) if first else lowest, last
+            if not payload.get("more"):
+                return FactPage(tuple(out), first, last_seen)
+            if last <= after:
+                raise ControllerMisbehaved(
+                    f"queryFacts of provider {provider}: a page after fact {after} said more but did not "
+                    f"advance afterFactId (last fact id {last}); read failed"
+                )
+            after = last
+        raise ControllerMisbehaved(
+            f"queryFacts of provider {provider}: more than {self.max_fact_pages} pages in one read "
+            "(controller's paging is unbounded); read failed"
+        )
 
     def request_demand(self) -> DemandSnapshot:
         """The controller's current demand snapshot."""
@@ -450,6 +506,10 @@ class ControllerLink:
         The controller refuses a busy or closing host unless ``force`` (the operator said so).
         """
         return self._host_ref("hostDecommission", provider, epoch, instance_id, host_name, reason, force)
+
+
+def _fact_id(d: dict[str, Any]) -> int:
+    return int(d.get("factId", 0) or 0)
 
 
 def _safe(callback: Callable[[Any], None], value: object) -> None:

@@ -7,6 +7,11 @@ drops the connection. The other functions turn such dicts into the frozen datacl
 ``types`` and build the dicts that ``Envelope.new_message`` takes. Unset pointer fields are
 left out of the dicts, so every read has a default. Wire times are milliseconds; the types use
 seconds.
+
+An enum value this version does not know (``decode.UnknownEnum``, from a newer controller) is
+skipped here, never an error (docs/protocol.md, "Values this version does not know"): a fact of
+an unknown kind and a host event of an unknown kind are left out, a host in an unknown state is
+in state ``unknown``. ``read_frame`` reports each such value to its caller, who warns and counts.
 """
 
 from __future__ import annotations
@@ -27,24 +32,30 @@ from orchestrator.clients.controller.types import (
     LeaseRevoked,
     TemplateDemand,
 )
+from orchestrator.errors import ControllerError
 from orchestrator.model.facts import FactKind
 from orchestrator.protocol import framing
-from orchestrator.protocol.decode import DEFAULT_LIMITS, DecodeLimits, to_plain
+from orchestrator.protocol.decode import DEFAULT_LIMITS, DecodeLimits, Sighting, UnknownEnum, to_plain
 
 Dict = dict[str, Any]
 
 
 def read_frame(
-    body: bytes, *, skip_pushes: Container[str] = (), limits: DecodeLimits = DEFAULT_LIMITS
+    body: bytes,
+    *,
+    skip_pushes: Container[str] = (),
+    limits: DecodeLimits = DEFAULT_LIMITS,
+    unknown: list[Sighting] | None = None,
 ) -> tuple[int, str, Any] | None:
     """``(requestId, member, payload dict)`` of a frame; None for a push in ``skip_pushes``,
-    which is dropped after reading its type, without converting it. Raises ``FrameError``."""
+    which is dropped after reading its type, without converting it. Raises ``FrameError``.
+    Every enum value this version does not know is appended to ``unknown``."""
     with framing.open_envelope(body) as env:
         kind = framing.which(env)
         request_id = int(env.requestId)
         if request_id == 0 and kind in skip_pushes:
             return None
-        data = to_plain(env, limits, frame_bytes=len(body))
+        data = to_plain(env, limits, frame_bytes=len(body), unknown=unknown)
     return request_id, kind, data.get(kind)
 
 
@@ -110,9 +121,10 @@ def demand(d: Dict) -> DemandSnapshot:
 
 def host_info(d: Dict) -> HostInfo:
     """A ``HostInfo``."""
+    state = d.get("state")
     return HostInfo(
         host_name=_s(d, "hostName"),
-        state=_s(d, "state") or "unknown",
+        state="unknown" if isinstance(state, UnknownEnum) else str(state or "unknown"),
         instance_id=_s(d, "instanceId"),
         instance_key=_s(d, "instanceKey"),
         op_id=_s(d, "opId"),
@@ -125,13 +137,24 @@ def host_info(d: Dict) -> HostInfo:
     )
 
 
-def host_event(d: Dict) -> HostEvent:
-    """A ``hostEvent`` push."""
+def host_event(d: Dict) -> HostEvent | None:
+    """A ``hostEvent`` push; None for an event of a kind this version does not know (skipped)."""
+    if isinstance(d.get("kind"), UnknownEnum):
+        return None
     return HostEvent(_s(d, "kind"), host_info(d.get("host", {})), _sec(d, "timeUnixMs"))
 
 
+def known_kind(d: Dict) -> bool:
+    """Whether a fact dict is of a kind this version knows (the others are skipped)."""
+    return not isinstance(d.get("kind"), UnknownEnum)
+
+
 def fact(d: Dict) -> Fact:
-    """A committed ``Fact``."""
+    """A committed ``Fact``; ``ControllerError`` for a kind this version does not know (a
+    reader of fact lists skips those first, with :func:`known_kind`)."""
+    kind = d.get("kind")
+    if isinstance(kind, UnknownEnum):
+        raise ControllerError(f"controller answered with a fact of kind {int(kind)}, unknown to this version")
     return Fact(
         kind=FactKind(_s(d, "kind")),
         provider=_s(d, "provider"),

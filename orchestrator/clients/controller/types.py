@@ -100,6 +100,20 @@ class ControllerStatus:
 
 
 @dataclass(frozen=True)
+class FactPage:
+    """The facts of one ``queryFacts`` read (every page of it), oldest first.
+
+    ``first_id`` is the lowest id the controller sent and ``last_id`` the id of the last fact
+    it sent (0 when it sent none), counting the facts skipped for a kind this version does not know:
+    the next incremental read asks from ``last_id``, so a skipped fact is not read again.
+    """
+
+    facts: tuple[Fact, ...]
+    first_id: int = 0
+    last_id: int = 0
+
+
+@dataclass(frozen=True)
 class LinkState:
     """Where the link is connected and what it learned at join."""
 

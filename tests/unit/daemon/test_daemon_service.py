@@ -28,6 +28,7 @@ from orchestrator.model.config import Config
 from orchestrator.orphans.report import ScanReport
 from orchestrator.protocol import tls
 from orchestrator.sim import pki as sim_pki
+from tests.unit.clients.controller import hostile
 from tests.unit.clients.controller.ctlfake import FakeConn, FakeController, record_joins, wait_for
 
 
@@ -292,3 +293,44 @@ def test_orphan_scans_run_on_the_loop_at_start_and_after_a_failover_s_settle_win
         lifecycle.request_stop("SIGTERM")
         runner.join(30)
     assert status(tmp_path)["orphans"]["last_scan"]["trigger"] == "failover"  # kept in the final status
+
+
+def test_a_fact_kind_of_a_newer_controller_is_skipped_and_counted_in_the_daemon_s_registry(
+    tmp_path: Path, fake: FakeController, ca: tuple[Path, Any]
+) -> None:
+    newer = hostile.newer_schema(tmp_path)
+    facts = [
+        {"kind": "futureKind", "provider": "sim", "opId": "op-1", "epoch": {"term": 1, "seq": 1}, "factId": 8},
+        {"kind": "requestIntent", "provider": "sim", "opId": "op-1", "epoch": {"term": 1, "seq": 1}, "factId": 9},
+    ]
+
+    def query(_m: str, payload: Any, conn: FakeConn) -> None:
+        hostile.send_newer(conn, newer, conn.request_id, "factList", {"provider": payload["provider"], "facts": facts})
+
+    fake.handlers["queryFacts"] = query
+    seen: list[list[int]] = []
+
+    class FactRecorder(Recorder):
+        def run_once(self, trigger: str = "interval") -> Report:
+            assert self.parts.facts is not None
+            seen.append([f.fact_id for f in self.parts.facts.facts("sim")])
+            return super().run_once(trigger)
+
+    lifecycle = Lifecycle(site(tmp_path, fake, ca[0]), lambda: site(tmp_path, fake, ca[0]))
+    options = DaemonOptions(tmp_path, engine=object(), reconciler=FactRecorder, orphan_scanner=ScanRecorder())  # type: ignore[arg-type]
+    daemon = Daemon(lifecycle, options)
+    result: list[int] = []
+    runner = threading.Thread(target=lambda: result.append(daemon.run()))
+    runner.start()
+    try:
+        assert wait_for(lambda: bool(seen), 30)
+        assert seen[0] == [9]  # the known fact is used; the unknown one is left out
+        sample = daemon.metrics.registry.get_sample_value(
+            "xceprov_controller_unknown_values_total", {"field": "Fact.kind"}
+        )
+        assert sample is not None and sample >= 1
+        assert daemon.link is not None and daemon.link.state().connected and daemon.link.state().reconnects == 0
+    finally:
+        lifecycle.request_stop("SIGTERM")
+        runner.join(30)
+    assert result == [0]

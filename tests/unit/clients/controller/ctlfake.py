@@ -24,6 +24,7 @@ Handler = Callable[[str, Any, "FakeConn"], "tuple[str, Any] | str | None"]
 class FakeConn:
     sock: ssl.SSLSocket
     lock: threading.Lock = field(default_factory=threading.Lock)
+    request_id: int = 0  # of the request being handled (for a handler that answers itself)
 
     def send(self, request_id: int, member: str, payload: Any) -> None:
         env = Envelope.new_message(requestId=request_id, **{member: payload})
@@ -79,6 +80,7 @@ class FakeController:
                     payload = env.to_dict().get(member)
                     rid = int(env.requestId)
                 self.seen.append(member)
+                conn.request_id = rid
                 answer = self.handlers.get(member, self.default)(member, payload, conn)
                 if answer == "drop":
                     conn.drop()

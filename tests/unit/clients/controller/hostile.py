@@ -7,9 +7,15 @@ message bytes are written word by word here, with offsets taken from the loaded 
 from __future__ import annotations
 
 import struct
+import sys
+from pathlib import Path
+from typing import Any
 
+import capnp
+
+from orchestrator.protocol import framing
 from orchestrator.protocol.framing import DEFAULT_MAX_FRAME_BYTES
-from orchestrator.protocol.schema import Envelope, schema
+from orchestrator.protocol.schema import SCHEMA_PATH, Envelope, schema
 
 WORD = 8
 INLINE_COMPOSITE = 7
@@ -105,3 +111,41 @@ def huge_text(member: str = "leaseRevoked", size: int = DEFAULT_MAX_FRAME_BYTES 
     padded = text + b"\0" * (-len(text) % WORD)
     total_words = len(words) + len(padded) // WORD
     return struct.pack("<II", 0, total_words) + struct.pack(f"<{len(words)}Q", *words) + padded
+
+
+# A newer protocol: provisioner.capnp with one more value in three enums, under a file id of its
+# own (pycapnp aborts the interpreter when one id is loaded from two paths). The wire layout is
+# the same, so its messages are what a controller of a later version would send.
+NEWER_VALUES = {
+    "FactKind": ("orphanAdopted @7;", "futureKind @8;"),
+    "HostState": ("closing @10;", "retired @11;"),
+    "HostEventKind": ("closing @7;", "migrated @8;"),
+    "RejectReason": ("invalid @2;", "quotaExceeded @3;"),
+}
+# Cached in sys.modules, not in this module: it is imported under two names (``hostile`` and
+# ``tests.unit.clients.controller.hostile``), and a second load from another path would abort.
+_NEWER_MODULE = "_xceprov_tests_newer_schema"
+
+
+def newer_schema(directory: Path) -> Any:
+    """The newer schema, loaded once per process (written into ``directory`` the first time)."""
+    if _NEWER_MODULE not in sys.modules:
+        text = SCHEMA_PATH.read_text()
+        text = text.replace("@0xee9e5e45a836eaae;", "@0xee9e5e45a836eaaf;", 1)
+        for enum, (last, added) in NEWER_VALUES.items():
+            head, sep, rest = text.partition(f"enum {enum} {{")
+            assert sep, enum
+            body, close, tail = rest.partition("}")
+            assert last in body, (enum, last)
+            text = head + sep + body.replace(last, f"{last}\n  {added}", 1) + close + tail
+        path = directory / "provisioner_newer.capnp"
+        path.write_text(text)
+        sys.modules[_NEWER_MODULE] = capnp.load(str(path))
+    return sys.modules[_NEWER_MODULE]
+
+
+def send_newer(conn: Any, newer: Any, request_id: int, member: str, payload: Any) -> None:
+    """Send ``member`` built with the newer schema on a fake controller's connection."""
+    env = newer.Envelope.new_message(requestId=request_id, **{member: payload})
+    with conn.lock:
+        framing.send_frame(conn.sock, env.to_bytes())

@@ -6,7 +6,7 @@ from typing import Any, cast
 
 from orchestrator.clients.controller.factreader import FactReader
 from orchestrator.clients.controller.link import ControllerLink
-from orchestrator.clients.controller.types import LinkState
+from orchestrator.clients.controller.types import FactPage, LinkState
 from orchestrator.model.facts import Epoch, Fact, FactKind
 
 E = Epoch(1, 1)
@@ -30,9 +30,10 @@ class FakeLink:
     def state(self) -> LinkState:
         return LinkState(True, term=self.term, controller_id="ctl-a")
 
-    def query_facts(self, provider: str, after: int = 0) -> list[Fact]:
+    def read_facts(self, provider: str, after: int = 0) -> FactPage:
         self.asked.append(after)
-        return [f for f in self.log if f.provider == provider and (self.ignores_after or f.fact_id > after)]
+        facts = [f for f in self.log if f.provider == provider and (self.ignores_after or f.fact_id > after)]
+        return FactPage(tuple(facts), facts[0].fact_id if facts else 0, facts[-1].fact_id if facts else 0)
 
 
 def reader(link: FakeLink, now: list[float] | None = None) -> FactReader:
