@@ -8,11 +8,17 @@ named); a newcomer's first preview on the built-in configuration works before `x
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from cli_run import xceprov
 from sim_controller_helpers import free_port
+
+from orchestrator.configfile import ENV_VAR
+from orchestrator.sim.cloud.store import CloudStore
 
 pytestmark = pytest.mark.integration
 
@@ -48,3 +54,61 @@ def test_an_orphan_scan_without_its_controller_is_no_all_clear(tmp_path: Path) -
     doc = json.loads(as_json.stdout)
     assert doc["complete"] is False and doc["unread"] == {"sim": ["a", "b", "c"]}
     assert doc["controller"]["read"] is False and doc["findings"] == []
+
+
+def run_without_site(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``xceprov ARGS`` in ``cwd`` with no configuration given: the built-in one (a newcomer's)."""
+    env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def test_a_newcomers_first_preview_works_on_the_built_in_configuration(tmp_path: Path) -> None:
+    preview = run_without_site(tmp_path, "plan", "cpu=20", "gpu=2", "--json")
+    assert preview.returncode == 0, preview.stderr
+    doc = json.loads(preview.stdout)
+    assert doc["cluster"] == "demo" and sum(p["add"] for p in doc["providers"]) == 22
+    [warning] = preview.stderr.splitlines()
+    assert warning.startswith("warning: controller.ca ") and "file not found yet" in warning
+    assert "built-in configuration is the simulated world's" in warning and "`xceprov sim up`" in warning
+    assert "--config FILE" in warning and "apply needs it" in warning
+    # The preview made no CA and no instance: `sim up` and `apply` still do that.
+    assert not (tmp_path / ".xceprov" / "sim" / "tls").exists()
+    assert CloudStore(tmp_path / ".xceprov" / "sim" / "cloud.sqlite").list_instances() == []
+    table = run_without_site(tmp_path, "plan", "cpu=1")
+    assert table.returncode == 0 and "Burst preview, cluster demo" in table.stdout, table.stderr
+    # validate agrees: a CA not made yet is a warning, not an error.
+    checked = run_without_site(tmp_path, "validate", "-q")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert any("file not found yet" in line and "`xceprov sim up`" in line for line in checked.stderr.splitlines())
+
+
+def test_validate_and_plan_refuse_the_same_bad_ca_file(tmp_path: Path) -> None:
+    (tmp_path / "ca.pem").write_text("-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----\n")
+    (tmp_path / "xceprov.yaml").write_text(
+        """
+cluster: reports
+state_dir: state
+standalone: true
+controller: {ca: ca.pem}
+providers:
+  sim: {module: xcesim}
+templates:
+  cpu:
+    providers:
+      sim: {flavor: c8.large, image: debian-12}
+"""
+    )
+    refused = f"xceprov: controller.ca {tmp_path / 'ca.pem'}: holds a PRIVATE KEY block"
+    preview = xceprov(tmp_path, "plan", "cpu=1")
+    checked = xceprov(tmp_path, "validate", "-q")
+    assert (preview.returncode, checked.returncode) == (3, 3), preview.stderr + checked.stderr
+    assert preview.stderr.startswith(refused) and refused in checked.stderr.splitlines()[0]
+    assert "Traceback" not in preview.stderr + checked.stderr
