@@ -8,16 +8,12 @@ named); a newcomer's first preview on the built-in configuration works before `x
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from cli_run import xceprov
+from cli_run import xceprov, xceprov_builtin
 from sim_controller_helpers import free_port
 
-from orchestrator.configfile import ENV_VAR
 from orchestrator.sim.cloud.store import CloudStore
 
 pytestmark = pytest.mark.integration
@@ -56,22 +52,8 @@ def test_an_orphan_scan_without_its_controller_is_no_all_clear(tmp_path: Path) -
     assert doc["controller"]["read"] is False and doc["findings"] == []
 
 
-def run_without_site(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``xceprov ARGS`` in ``cwd`` with no configuration given: the built-in one (a newcomer's)."""
-    env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-
-
 def test_a_newcomers_first_preview_works_on_the_built_in_configuration(tmp_path: Path) -> None:
-    preview = run_without_site(tmp_path, "plan", "cpu=20", "gpu=2", "--json")
+    preview = xceprov_builtin(tmp_path, "plan", "cpu=20", "gpu=2", "--json")
     assert preview.returncode == 0, preview.stderr
     doc = json.loads(preview.stdout)
     assert doc["cluster"] == "demo" and sum(p["add"] for p in doc["providers"]) == 22
@@ -82,10 +64,10 @@ def test_a_newcomers_first_preview_works_on_the_built_in_configuration(tmp_path:
     # The preview made no CA and no instance: `sim up` and `apply` still do that.
     assert not (tmp_path / ".xceprov" / "sim" / "tls").exists()
     assert CloudStore(tmp_path / ".xceprov" / "sim" / "cloud.sqlite").list_instances() == []
-    table = run_without_site(tmp_path, "plan", "cpu=1")
+    table = xceprov_builtin(tmp_path, "plan", "cpu=1")
     assert table.returncode == 0 and "Burst preview, cluster demo" in table.stdout, table.stderr
     # validate agrees: a CA not made yet is a warning, not an error.
-    checked = run_without_site(tmp_path, "validate", "-q")
+    checked = xceprov_builtin(tmp_path, "validate", "-q")
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert any("file not found yet" in line and "`xceprov sim up`" in line for line in checked.stderr.splitlines())
 
