@@ -94,3 +94,36 @@ templates:
     assert (preview.returncode, checked.returncode) == (3, 3), preview.stderr + checked.stderr
     assert preview.stderr.startswith(refused) and refused in checked.stderr.splitlines()[0]
     assert "Traceback" not in preview.stderr + checked.stderr
+
+
+def test_ops_says_a_provider_never_used_has_no_state_yet(tmp_path: Path) -> None:
+    (tmp_path / "xceprov.yaml").write_text(
+        """
+cluster: reports
+state_dir: state
+standalone: true
+controller: {ca: system}
+providers:
+  sim: {module: xcesim}
+  spot: {module: xcesim}
+templates:
+  cpu:
+    providers:
+      sim: {flavor: c8.large, image: debian-12}
+      spot: {flavor: c8.large, image: debian-12}
+"""
+    )
+    before = xceprov(tmp_path, "ops", "--json")
+    assert before.returncode == 0, before.stderr
+    assert {p["provider"]: p["listing"] for p in json.loads(before.stdout)["providers"]} == {
+        "sim": "no state yet",
+        "spot": "no state yet",
+    }
+    for step in (("plan", "cpu=1", "--provider", "sim", "--out", "burst"), ("apply", "burst")):
+        done = xceprov(tmp_path, *step)
+        assert done.returncode == 0, done.stderr
+    after = xceprov(tmp_path, "ops", "--json")
+    assert after.returncode == 0, after.stderr
+    providers = {p["provider"]: p for p in json.loads(after.stdout)["providers"]}
+    assert (providers["sim"]["listing"], providers["spot"]["listing"]) == ("read", "no state yet")
+    assert providers["sim"]["untracked"] == [] and providers["sim"]["open"] == []
