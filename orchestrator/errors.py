@@ -108,3 +108,9 @@ class HostBusy(XceprovError):
     """A host runs work: it is not returned without draining first (or ``--force``)."""
 
     exit_code = 10
+
+
+class ScanIncomplete(XceprovError):
+    """An orphan scan could not read every view: what it found is printed, but it is no all-clear."""
+
+    exit_code = 11

@@ -7,13 +7,23 @@ import subprocess
 import sys
 from pathlib import Path
 
+from orchestrator.configfile import ENV_VAR
+
 
 def xceprov(site: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """``xceprov ARGS`` with ``site/xceprov.yaml`` as the configuration, run in ``site``."""
-    env = {**os.environ, "XCEPROV_CONFIG": str(site / "xceprov.yaml")}
+    return _run(site, {**os.environ, ENV_VAR: str(site / "xceprov.yaml")}, args, timeout)
+
+
+def xceprov_builtin(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``xceprov ARGS`` in ``cwd`` with no configuration given: the built-in one (a newcomer's first run)."""
+    return _run(cwd, {k: v for k, v in os.environ.items() if k != ENV_VAR}, args, timeout)
+
+
+def _run(cwd: Path, env: dict[str, str], args: tuple[str, ...], timeout: float) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "orchestrator.cli", *args],
-        cwd=site,
+        cwd=cwd,
         env=env,
         capture_output=True,
         text=True,

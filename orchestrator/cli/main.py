@@ -74,7 +74,14 @@ class CurrentStderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
         """StreamHandler's constructor sets a stream; the current stderr is always used instead."""
 
 
-@click.group(cls=XceprovGroup)
+EXIT_CODES_DOC = "docs/exit-codes.md"
+
+
+@click.group(
+    cls=XceprovGroup,
+    # \b keeps click from rewrapping the line (it would break the path at its hyphen).
+    epilog=f"\b\nExit codes: 0 done; every other one, and what to do, in {EXIT_CODES_DOC}",
+)
 @click.option(
     "--config",
     "config_path",

@@ -14,9 +14,14 @@ from orchestrator.cli.context import CliContext, pass_ctx
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (docs/orphans-json.md).")
 @click.pass_context
 def orphans(click_ctx: click.Context, provider: str | None, as_json: bool) -> None:
-    """Report every resource the cloud's and the controller's views disagree on (changes nothing)."""
+    """Report every resource the cloud's and the controller's views disagree on (changes nothing).
+
+    Exits 11 when a view could not be read (the controller unreachable, a plan that failed):
+    the report is printed, but classes were not scanned, so it is no all-clear.
+    """
     if click_ctx.invoked_subcommand is not None:
         return
+    from orchestrator.errors import ScanIncomplete
     from orchestrator.orphans.report import table
     from orchestrator.paths import toolkit_root
     from orchestrator.services.orphans import scan_orphans
@@ -25,6 +30,8 @@ def orphans(click_ctx: click.Context, provider: str | None, as_json: bool) -> No
     assert ctx is not None
     report = scan_orphans(ctx.config(), toolkit_root(), provider=provider)
     click.echo(json.dumps(report.to_json(), indent=2, sort_keys=True) if as_json else table(report))
+    if not report.complete:
+        raise ScanIncomplete(report.incomplete_line())
 
 
 def _confirm(ctx: CliContext, ref: str, action: str, provider: str | None) -> None:

@@ -31,6 +31,8 @@ def plan(ctx: CliContext, requests: tuple[str, ...], provider: str | None, as_js
     from orchestrator.services.plan import plan_burst
 
     result = plan_burst(ctx.config(), parse_requests(requests), provider=provider, out=out)
+    for warning in result.warnings:
+        click.echo(f"warning: {warning}", err=True)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2, sort_keys=True))
     else:

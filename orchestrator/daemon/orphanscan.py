@@ -59,12 +59,14 @@ def summary(report: ScanReport, trigger: str) -> dict[str, Any]:
         "act": report.act,
         "dry_run": report.dry_run,
         "controller": {k: report.controller.get(k) for k in ("read", "error", "term", "term_started")},
+        "complete": report.complete,
         "findings": dict(by_class),
         "outcomes": dict(outcomes),
         "providers": {
             p.provider: {
                 "findings": sum(1 for f in report.findings if f.provider == p.provider),
                 "not_scanned": dict(p.not_scanned),
+                "unread": list(p.unread),
                 "settle": p.settle.get("passed", False),
                 "breaker_open": bool(p.breaker.get("open")),
             }

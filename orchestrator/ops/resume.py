@@ -38,6 +38,8 @@ from orchestrator.ops.executor import Executor, ShardWork
 from orchestrator.ops.openops import OpenOp, open_ops
 from orchestrator.workspace.workdir import ProviderWorkdir
 
+NO_STATE_YET = "no state yet"
+
 
 @dataclass
 class ProviderOps:
@@ -46,7 +48,7 @@ class ProviderOps:
     provider: str
     open: list[OpenOp]
     untracked: list[str] = field(default_factory=list)
-    listing: str = "not read"
+    listing: str = "not read"  # "read" | NO_STATE_YET | "not supported by the module" | "unreadable: ..."
 
 
 @dataclass
@@ -89,7 +91,11 @@ def survey(executor: Executor, provider: str) -> ProviderOps:
             desired.update(shard.desired.read())
     known_ops = {f.op_id for f in facts if f.kind == FactKind.REQUEST_INTENT}
     untracked = sorted(k for k in set(held) | set(desired) if op_of_key(k) not in known_ops)
-    status, objects = tagged_objects(executor, workdir)
+    if held or workdir.desired_file.exists():
+        status, objects = tagged_objects(executor, workdir)
+    else:
+        # Never used here: no desired set and no state, so no cloud view to read (and none failed).
+        status, objects = NO_STATE_YET, []
     untracked += sorted(
         f"{o['id']} (cloud, op {o['tags'].get(owner.OP_ID, '?')})"
         for o in objects

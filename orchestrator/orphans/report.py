@@ -23,6 +23,9 @@ class ProviderSummary:
     listing: str = "not read"  # "read" | "not supported by the module" | "unreadable: ..."
     shards: int = 0
     not_scanned: dict[str, str] = field(default_factory=dict)  # class → why
+    # The classes of ``not_scanned`` left out because a view could not be read this time (not
+    # because the view does not exist, as licences or a module without a tagged listing).
+    unread: list[str] = field(default_factory=list)
     instances: int = 0
     in_flight: list[str] = field(default_factory=list)
     lease: bool = False
@@ -36,6 +39,7 @@ class ProviderSummary:
             "provider": self.provider,
             "cloud": {"drift": self.drift, "listing": self.listing, "shards": self.shards},
             "not_scanned": dict(self.not_scanned),
+            "unread": list(self.unread),
             "instances": self.instances,
             "in_flight_objects": list(self.in_flight),
             "lease": self.lease,
@@ -43,6 +47,11 @@ class ProviderSummary:
             "breaker": dict(self.breaker),
             "actions_left": self.actions_left,
         }
+
+    def skip_unread(self, why: dict[str, str]) -> None:
+        """Classes not scanned because a view they need could not be read (the scan is incomplete)."""
+        self.not_scanned.update(why)
+        self.unread = sorted(set(self.unread) | set(why))
 
 
 @dataclass
@@ -70,7 +79,19 @@ class ScanReport:
             "controller": dict(self.controller),
             "providers": [p.to_json() for p in self.providers],
             "findings": [f.to_json() for f in self.findings],
+            "complete": self.complete,
+            "unread": {p.provider: list(p.unread) for p in self.providers if p.unread},
         }
+
+    @property
+    def complete(self) -> bool:
+        """Every view that exists was read: only then does "no orphans found" mean none."""
+        return not any(p.unread for p in self.providers)
+
+    def incomplete_line(self) -> str:
+        """One line naming what was not scanned because a view was unread (empty when complete)."""
+        parts = [f"{p.provider} ({', '.join(p.unread)})" for p in self.providers if p.unread]
+        return f"orphan scan incomplete, not an all-clear: classes not scanned: {'; '.join(parts)}" if parts else ""
 
     def find(self, ref: str) -> Finding | None:
         """The finding of an object id or instance key."""
@@ -89,8 +110,10 @@ def table(report: ScanReport) -> str:
             + (f"; {skipped}" if skipped else "")
             + ("; breaker OPEN" if p.breaker.get("open") else "")
         )
-    if not report.findings:
+    if not report.findings and report.complete:
         lines.append("no orphans found")
+    elif not report.findings:
+        lines.append("nothing found in the views that were read; not an all-clear: the scan is incomplete")
     for f in report.findings:
         ref = f.object_id or f.instance_key
         key = f" ({f.instance_key})" if f.instance_key and f.instance_key != ref else ""

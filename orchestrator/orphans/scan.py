@@ -160,7 +160,7 @@ class OrphanScanner:
         found: list[Finding] = []
         if facts is None:
             why = f"the controller's facts are unread ({ctl.error})"
-            summary.not_scanned.update({CLASS_A: why, CLASS_B: why, CLASS_C: why})
+            summary.skip_unread({CLASS_A: why, CLASS_B: why, CLASS_C: why})
         else:
             found += self._class_a(provider, index, ctl, cloud, listed, now, summary)
             found += self._class_b(provider, index, ctl, cloud, summary)
@@ -207,7 +207,11 @@ class OrphanScanner:
         summary: ProviderSummary,
     ) -> list[Finding]:
         if not ctl.complete:
-            summary.not_scanned[CLASS_A] = f"the controller's hosts are unread ({ctl.error})"
+            why = f"the controller's hosts are unread ({ctl.error})"
+            if self.controller is None:
+                summary.not_scanned[CLASS_A] = why  # standalone: there is no such view to read
+            else:
+                summary.skip_unread({CLASS_A: why})
             return []
         missing = frozenset(k for s in cloud.shards if s.drift is not None for k in s.drift.deleted)
         return classes.never_joined(provider, index, ctl.hosts, listed, now, missing)
@@ -222,7 +226,7 @@ class OrphanScanner:
     ) -> list[Finding]:
         listing = cloud.listing
         if listing is None:
-            summary.not_scanned[CLASS_B] = "the listing is unread: " + ("; ".join(cloud.errors()) or "not read")
+            summary.skip_unread({CLASS_B: "the listing is unread: " + ("; ".join(cloud.errors()) or "not read")})
             return []
         if not listing.supported:
             summary.not_scanned[CLASS_B] = NO_LISTING
@@ -238,7 +242,7 @@ class OrphanScanner:
         self, provider: str, index: classes.FactIndex, cloud: ProviderRead, *, persist: bool, summary: ProviderSummary
     ) -> list[Finding]:
         if not cloud.drift_read:
-            summary.not_scanned[CLASS_C] = "the drift is unread: " + "; ".join(cloud.errors())
+            summary.skip_unread({CLASS_C: "the drift is unread: " + "; ".join(cloud.errors())})
         return classes.ghosts(provider, index, lost_instances(self.executor, cloud, persist))
 
     # -- decisions ---------------------------------------------------------------------------

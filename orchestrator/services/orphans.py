@@ -5,7 +5,8 @@
   (``<cluster>-orphans-<hostname>``) to read status, hosts and facts, and reads the cloud views
   through an executor whose fence is closed (:class:`~orchestrator.ops.fence.ReadOnlyFence`):
   nothing can change. With no controller reachable the report says the controller's view is
-  unread; in standalone mode the local fact journal is read instead.
+  unread and the classes it needs unscanned (the report is incomplete: ``xceprov orphans`` exits
+  11); in standalone mode the local fact journal is read instead.
 * :func:`confirm_orphan` is ``xceprov orphans adopt|return ID``: a fenced session holding the
   provider leases (like every verb that changes the cloud), a fresh scan, and the one finding
   acted on through the same guards as the daemon's scan (docs/orphans-json.md).

@@ -34,6 +34,7 @@ from orchestrator.render.instances import (
     render_settings,
     renderer_for,
 )
+from orchestrator.services.missing_ca import missing_ca
 from orchestrator.workspace.bundle import BUNDLE_FORMAT, create_bundle, discard_bundle, plan_path, seal_bundle
 from orchestrator.workspace.module_settings import settings_problems
 from orchestrator.workspace.shards import ProviderShards
@@ -77,6 +78,7 @@ class BurstPlan:
     cluster: str
     providers: list[ProviderPlan]
     out: str | None = None
+    warnings: list[str] = field(default_factory=list)  # one line each, for stderr (not in the JSON)
 
     @property
     def cost_per_hour(self) -> float:
@@ -117,7 +119,9 @@ def plan_burst(
     if problems := settings_problems(config, root, loaded.source):
         raise ConfigError(problems)
     renderer = renderer_for(config, root / "templates")
-    controller = controller_context(config)
+    # A preview needs no CA file (apply renders every op again and does): the same rule as validate.
+    controller = controller_context(config, allow_missing_ca=True)
+    warnings = [f"{missing}; previewed without it, apply needs it"] if (missing := missing_ca(loaded)) else []
     rendered: dict[str, dict[str, tuple[OpRequest, str, dict[str, InstanceSpec]]]] = {}
     for op in ops:
         op_id = new_op_id()
@@ -137,7 +141,7 @@ def plan_burst(
         if out is not None:
             discard_bundle(out)
         raise
-    return BurstPlan(cluster=config.cluster, providers=plans, out=str(out) if out else None)
+    return BurstPlan(cluster=config.cluster, providers=plans, out=str(out) if out else None, warnings=warnings)
 
 
 def provider_count(config: Config, provider: str, root: Path) -> int:

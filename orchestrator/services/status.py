@@ -354,7 +354,16 @@ def orphans_line(member: dict[str, Any], now: float) -> str:
     dry = " (dry run)" if last.get("dry_run") else ""
     total = sum(found.values())
     findings = f"{total} finding{'s' if total > 1 else ''} {classes}: {outcomes}" if found else "no findings"
-    return f"{head}{dry}: {findings}; {upcoming}"
+    return f"{head}{dry}: {findings}{_unread(last)}; {upcoming}"
+
+
+def _unread(last: dict[str, Any]) -> str:
+    """A scan that could not read a view is no all-clear: say which classes it left out."""
+    unread = {name: p.get("unread") for name, p in (last.get("providers") or {}).items() if p.get("unread")}
+    if not unread:
+        return ""
+    parts = "; ".join(f"{name} ({', '.join(classes)})" for name, classes in sorted(unread.items()))
+    return f"; INCOMPLETE, classes not scanned: {parts}"
 
 
 def _in(seconds: float) -> str:

@@ -21,7 +21,6 @@ from orchestrator.clients.terraform.engine import Engine
 from orchestrator.clients.terraform.messages import Diagnostic
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import ConfigError, TerraformError
-from orchestrator.model.config import Config
 from orchestrator.render.instances import (
     RenderRequest,
     controller_context,
@@ -30,6 +29,7 @@ from orchestrator.render.instances import (
     renderer_for,
     worker_addresses,
 )
+from orchestrator.services.missing_ca import missing_ca
 from orchestrator.workspace.module_settings import settings_problems
 from orchestrator.workspace.terraform import engine_for
 from orchestrator.workspace.workdir import ProviderWorkdir
@@ -51,7 +51,7 @@ def validate_all(loaded: LoadedConfig, toolkit_root: Path, engine: Engine | None
     report = ValidationReport(checked=[f"configuration {loaded.source}"])
     config = loaded.config
     renderer = renderer_for(config, toolkit_root / "templates")
-    controller = _controller(config, report)
+    controller = _controller(loaded, report)
     for tname, template in sorted(config.templates.items()):
         for pname in sorted(template.providers):
             try:
@@ -84,12 +84,13 @@ def validate_all(loaded: LoadedConfig, toolkit_root: Path, engine: Engine | None
     return report
 
 
-def _controller(config: Config, report: ValidationReport) -> dict[str, Any]:
+def _controller(loaded: LoadedConfig, report: ValidationReport) -> dict[str, Any]:
     """The controller context templates render with; a bad CA file is a problem, a missing one
-    a warning (the simulated world makes its CA on ``sim up``; plan refuses until it exists)."""
+    a warning, as for ``plan`` (the simulated world makes its CA on ``sim up``; apply needs it)."""
+    config = loaded.config
     ca = config.controller.ca
-    if ca is not None and not ca.exists():
-        report.warnings.append(f"controller.ca {ca}: file not found yet; plan and apply need it")
+    if (missing := missing_ca(loaded)) is not None:
+        report.warnings.append(f"{missing}; plan previews without it, apply needs it")
     try:
         context = controller_context(config, allow_missing_ca=True)
     except ConfigError as exc:

@@ -198,3 +198,22 @@ def test_no_scan_once_stopping_and_the_executor_refuses_a_new_action(tmp_path: P
     with pytest.raises(PassAborted, match="daemon is stopping"), executor.action("orphan return of i-2"):
         done.append("after the stop")
     assert done == ["before the stop"]
+
+
+def test_a_scan_that_could_not_read_the_controller_shows_as_incomplete_not_as_no_findings(tmp_path: Path) -> None:
+    loaded = site(tmp_path)
+    clock = Clock()
+    report = ScanReport("site1", T0, act=True)
+    report.controller = {"read": False, "error": "controller unreachable", "term": 0, "term_started": 0.0}
+    summary = ProviderSummary("sim", drift="read", listing="read", shards=1)
+    summary.not_scanned = {"d": "licences are not provisioned yet"}
+    summary.skip_unread({c: "the controller's facts are unread (controller unreachable)" for c in ("a", "b", "c")})
+    report.providers = [summary]
+    scans = OrphanScans(
+        loaded.config, Lifecycle(loaded, lambda: loaded), DaemonMetrics(), clock, Scanner(clock, report)
+    )
+    assert scans.run("start")
+    last = scans.to_json()["last_scan"]
+    assert last["complete"] is False and last["providers"]["sim"]["unread"] == ["a", "b", "c"]
+    line = orphans_line(json.loads(json.dumps(scans.to_json())), clock.now)
+    assert "no findings; INCOMPLETE, classes not scanned: sim (a, b, c);" in line

@@ -19,6 +19,7 @@ from orchestrator.configfile import LoadedConfig, parse_config
 from orchestrator.model import tags as owner
 from orchestrator.model.facts import FactKind
 from orchestrator.orphans.report import table
+from orchestrator.orphans.scan import OrphanScanner
 from orchestrator.workspace.workdir import ProviderWorkdir
 
 
@@ -203,6 +204,35 @@ def test_an_unreadable_cloud_or_controller_produces_no_action(w: World) -> None:
     report = w.scanner().scan(act=True)
     assert report.findings == [] and report.controller["read"] is False
     assert set(held(w)) == set(keys) and w.kinds().count("returning") == 0
+
+
+def test_a_scan_that_could_not_read_a_view_is_incomplete_never_an_all_clear(w: World) -> None:
+    w.create(1)
+    w.controller.reachable = False
+    report = w.scanner().scan(act=False)
+    doc = report.to_json()
+    assert report.findings == [] and doc["complete"] is False and doc["unread"] == {"sim": ["a", "b", "c"]}
+    assert "no orphans found" not in table(report)
+    assert report.incomplete_line().endswith("classes not scanned: sim (a, b, c)")
+    w.controller.reachable = True
+    w.engine.fail_reads = True
+    doc = w.scanner().scan(act=False).to_json()
+    assert doc["complete"] is False and set(doc["unread"]["sim"]) >= {"b", "c"}
+    w.engine.fail_reads = False
+    report = w.scanner().scan(act=False)
+    assert report.complete and report.to_json()["unread"] == {} and table(report).endswith("no orphans found")
+
+
+def test_views_that_do_not_exist_leave_the_scan_complete(w: World) -> None:
+    # Licences (d) are never provisioned, a module may have no tagged listing (b), and standalone
+    # has no controller to say which hosts joined (a): nothing there could have been read.
+    w.engine.listing_supported = False
+    w.create(1)
+    config = w.executor.config
+    standalone = OrphanScanner(config, w.executor, None, lambda: w.now, config.state_dir).scan(act=False)
+    assert set(standalone.providers[0].not_scanned) == {"a", "b", "d"}
+    assert standalone.complete and standalone.to_json()["complete"] is True
+    assert table(standalone).endswith("no orphans found")
 
 
 def test_the_rate_limit_counts_across_scans_and_the_breaker_trips(tmp_path: Path) -> None:

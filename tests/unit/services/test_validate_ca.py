@@ -36,7 +36,8 @@ def site(tmp_path: Path, ca: str) -> LoadedConfig:
 def test_a_ca_file_not_made_yet_is_a_warning_not_a_problem(tmp_path: Path, toolkit: Path) -> None:
     report = validate_all(site(tmp_path, "tls/ca.pem"), toolkit, engine=FakeEngine())
     assert report.problems == []
-    assert report.warnings == [f"controller.ca {tmp_path / 'tls/ca.pem'}: file not found yet; plan and apply need it"]
+    missing = f"controller.ca {tmp_path / 'tls/ca.pem'}: file not found yet"
+    assert report.warnings == [f"{missing}; plan previews without it, apply needs it"]
     assert "template cpu on provider sim" in report.checked
 
 
