@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.model import tags
-from orchestrator.model.hostnames import ADDRESS_REFUSED, address_problem, checked_instance
+from orchestrator.model.hostnames import ADDRESS_REFUSED, checked_instance
 from orchestrator.model.hostnames import valid_host_name as valid_host_name  # the plugin calls it here
 
 # The plugin's name as inventory files give it (``plugin: xceprov``; installed as a collection:
@@ -239,20 +239,18 @@ def records_from_inventory(inventory: Mapping[str, Any]) -> list[InstanceRecord]
     records = []
     for name, hv in sorted(hosts.items()):
         # A file on disk someone may have edited: its address is checked as the cloud's is.
-        address = str(hv.get("ansible_host", name))
-        problem = address_problem(address)
-        port = hv.get("ansible_port")
+        reach = checked_instance({"address": str(hv.get("ansible_host", name)), "port": hv.get("ansible_port")})
         records.append(
             InstanceRecord(
                 key=str(hv.get("xce_instance_key", name)),
                 instance_id=str(hv.get("xce_instance_id", "")),
                 name=name,
-                address="" if problem else address,
+                address=reach["address"],
                 template=str(hv.get("xce_template", "")),
                 provider=str(hv.get("xce_provider", "")),
                 op_id=str(hv.get("xce_op_id", "")),
-                port=int(port) if isinstance(port, int) and 0 < port < 65536 else None,
-                refused=problem or "",
+                port=int(reach["port"]) if reach["port"] else None,
+                refused=str(reach.get(ADDRESS_REFUSED) or ""),
             )
         )
     return records

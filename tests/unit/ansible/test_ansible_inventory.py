@@ -91,9 +91,19 @@ def test_a_hostile_address_in_terraform_state_is_refused_where_it_enters() -> No
 
 
 def test_a_hand_edited_inventory_address_is_refused_too() -> None:
-    doc = {"all": {"hosts": {"h1": {"ansible_host": "10.0.0.1,*", "ansible_port": 22}}}}
-    (rec,) = records_from_inventory(doc)
-    assert rec.address == "" and refusal(rec) is not None
+    doc = {
+        "all": {
+            "hosts": {
+                "h1": {"ansible_host": "10.0.0.1,*", "ansible_port": 22},
+                "h2": {"ansible_host": "10.0.0.2", "ansible_port": "22 -oProxyCommand=x"},
+                "h3": {"ansible_host": "10.0.0.3", "ansible_port": 2200},
+            }
+        }
+    }
+    h1, h2, h3 = records_from_inventory(doc)
+    assert h1.address == "" and refusal(h1) is not None
+    assert h2.address == "" and "port" in (refusal(h2) or "")
+    assert (h3.address, h3.port, refusal(h3)) == ("10.0.0.3", 2200, None)
 
 
 @pytest.mark.parametrize("name", ["cpu-1", "a", "node-7.burst.example", "A1-b2", "x" * 63])
