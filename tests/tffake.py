@@ -63,6 +63,8 @@ class FakeEngine:
         self._count = threading.Lock()
         # The tagged listing: cloud id → (state, state_reason); empty = the module cannot list.
         self.listed: dict[str, tuple[str, str]] = {}
+        # The address the cloud reports for an instance key ("" = not yet addressed).
+        self.address_of: Callable[[str], str] = lambda key: ""
 
     # --- state of one working directory -------------------------------------------------
 
@@ -189,7 +191,7 @@ class FakeEngine:
         if saved["serial"] != self.state(workdir)["serial"]:
             raise StaleState("saved plan is stale: the state changed since the plan was made")
         instances = {
-            key: {"id": f"i-{key}", "name": spec["name"], "address": "", "tags": spec["tags"]}
+            key: {"id": f"i-{key}", "name": spec["name"], "address": self.address_of(key), "tags": spec["tags"]}
             for key, spec in (saved["variables"].get("instances") or {}).items()
         }
         before = self.state(workdir)["instances"]

@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from orchestrator.cli.context import CliContext, pass_ctx
+from orchestrator.model.text import printable
 
 
 @click.command("apply")
@@ -30,8 +31,10 @@ def apply(ctx: CliContext, bundle: Path, bootstrap: bool) -> None:
         )
     for provider in applied:
         for op in provider.ops:
-            click.echo(f"{provider.name}: op {op.op_id}: {len(op.created)} {op.template} instances created")
+            click.echo(printable(f"{provider.name}: op {op.op_id}: {len(op.created)} {op.template} instances created"))
             for made in op.created:
                 outcome = f"  bootstrap {op.bootstrap[made.name]}" if made.name in op.bootstrap else ""
-                click.echo(f"  {made.key}  {made.instance_id}  {made.name}  {made.address}{outcome}".rstrip())
+                click.echo(
+                    printable(f"  {made.key}  {made.instance_id}  {made.name}  {made.address}{outcome}".rstrip())
+                )
         click.echo(f"{provider.name}: {len(provider.instances)} instances in all")

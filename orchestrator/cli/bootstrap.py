@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from orchestrator.cli.context import CliContext, pass_ctx
+from orchestrator.model.text import printable
 from orchestrator.services.bootstrap_sources import SimulatedWorld
 
 
@@ -88,7 +89,7 @@ def bootstrap(
         click.echo(json.dumps({h: vars(r) for h, r in sorted(result.hosts.items())}, indent=2))
     else:
         for r in sorted(result.hosts.values(), key=lambda r: r.host):
-            click.echo(r.describe())
+            click.echo(printable(r.describe()))
         click.echo(f"artifacts: {result.artifact_dir}")
     if result.failed:
         sys.exit(1)

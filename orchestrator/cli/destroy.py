@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from orchestrator.cli.context import CliContext, pass_ctx
+from orchestrator.model.text import printable
 
 
 @click.command("destroy")
@@ -60,4 +61,4 @@ def destroy(
         deletes = result.deletes.get(provider_name, [])
         click.echo(f"{provider_name}: {verb} {len(keys)} instances (Terraform deletes {len(deletes)})")
         for key in keys:
-            click.echo(f"  {key}  {result.names.get(key, '')}")
+            click.echo(printable(f"  {key}  {result.names.get(key, '')}"))

@@ -28,6 +28,7 @@ from orchestrator.cli import status as status_verb
 from orchestrator.cli import validate as validate_verb
 from orchestrator.cli.context import CliContext
 from orchestrator.errors import XceprovError
+from orchestrator.model.text import printable
 
 
 class XceprovGroup(click.Group):
@@ -54,7 +55,7 @@ def _report(ctx: click.Context, message: str, exc: BaseException) -> None:
     if obj is not None and obj.verbose:
         traceback.print_exception(exc)
     for line in message.splitlines() or [""]:
-        click.echo(f"xceprov: {line}", err=True)
+        click.echo(f"xceprov: {printable(line)}", err=True)
 
 
 class CurrentStderrHandler(logging.StreamHandler):  # type: ignore[type-arg]

@@ -7,6 +7,7 @@ import json
 import click
 
 from orchestrator.cli.context import CliContext, pass_ctx
+from orchestrator.model.text import printable
 
 
 @click.group("ops", invoke_without_command=True)
@@ -30,11 +31,13 @@ def ops(click_ctx: click.Context, as_json: bool) -> None:
             click.echo(f"{provider['provider']}: no open ops")
         for op in provider["open"]:
             click.echo(
-                f"{provider['provider']}: {op['op_id']}  {op['kind']}  {op['template']}  "
-                f"{op['done']}/{op['count']} done  epoch {op['epoch']}  pending {' '.join(op['pending'])}"
+                printable(
+                    f"{provider['provider']}: {op['op_id']}  {op['kind']}  {op['template']}  "
+                    f"{op['done']}/{op['count']} done  epoch {op['epoch']}  pending {' '.join(op['pending'])}"
+                )
             )
         for item in provider["untracked"]:
-            click.echo(f"{provider['provider']}: untracked {item} (no fact; the orphan scan decides)")
+            click.echo(printable(f"{provider['provider']}: untracked {item} (no fact; the orphan scan decides)"))
 
 
 @ops.command("resume")
@@ -48,4 +51,4 @@ def resume(ctx: CliContext) -> None:
     if not done:
         click.echo("no open ops")
     for item in done:
-        click.echo(f"{item.provider}: {item.op_id} ({item.kind}): {item.outcome}: {item.reason}")
+        click.echo(printable(f"{item.provider}: {item.op_id} ({item.kind}): {item.outcome}: {item.reason}"))

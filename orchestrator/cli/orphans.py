@@ -7,6 +7,7 @@ import json
 import click
 
 from orchestrator.cli.context import CliContext, pass_ctx
+from orchestrator.model.text import printable
 
 
 @click.group("orphans", invoke_without_command=True)
@@ -42,8 +43,10 @@ def _confirm(ctx: CliContext, ref: str, action: str, provider: str | None) -> No
 
     finding = confirm_orphan(ctx.config(), toolkit_root(), ref, action, provider=provider, world=simulated_world())
     click.echo(
-        f"({finding.cls}) {finding.provider} {finding.object_id or finding.instance_key}: "
-        f"{finding.action}: {finding.outcome}" + (f" ({finding.reason})" if finding.reason else "")
+        printable(
+            f"({finding.cls}) {finding.provider} {finding.object_id or finding.instance_key}: "
+            f"{finding.action}: {finding.outcome}" + (f" ({finding.reason})" if finding.reason else "")
+        )
     )
     if finding.outcome not in ("taken", "would-take"):
         raise FinalError(f"orphans {action} {ref}: not done: {finding.reason or finding.outcome}")

@@ -36,6 +36,7 @@ from orchestrator.model.progress import (
     TaskDone,
     phase_key,
 )
+from orchestrator.model.text import printable
 
 PLAIN_INTERVAL = 10.0  # seconds between two plain lines of a running phase, at most
 
@@ -113,11 +114,11 @@ class ProgressView:
         assert self._bars is not None
         key = (count.phase, count.scope)
         if key not in self._tasks:
-            self._tasks[key] = self._bars.add_task(count.describe(), total=max(count.total, 1))
+            self._tasks[key] = self._bars.add_task(printable(count.describe()), total=max(count.total, 1))
         task = self._tasks[key]
         self._bars.update(
             task,
-            description=count.describe(),
+            description=printable(count.describe()),
             total=max(count.total, 1),
             completed=count.done + count.failed if count.total else (0 if count.running else 1),
         )
@@ -157,7 +158,7 @@ class ProgressView:
         self._line(text)
 
     def _line(self, text: str) -> None:
-        self.console.print(text, markup=False, highlight=False, soft_wrap=True)
+        self.console.print(printable(text), markup=False, highlight=False, soft_wrap=True)
 
 
 def progress_view(verbose: int) -> ProgressView:

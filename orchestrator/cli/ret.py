@@ -6,6 +6,7 @@ import click
 
 from orchestrator.cli.context import CliContext, pass_ctx
 from orchestrator.model.durations import parse_duration
+from orchestrator.model.text import printable
 
 
 @click.command("return")
@@ -44,4 +45,4 @@ def return_(ctx: CliContext, hosts: tuple[str, ...], drain_timeout: str | None, 
         drained = f", drained {len(result.drained)}" if result.drained else ""
         click.echo(f"{result.provider}: op {result.op_id}: returned {len(result.keys)} instances{drained}")
         for key in result.keys:
-            click.echo(f"  {key}  {result.names.get(key, '')}")
+            click.echo(printable(f"  {key}  {result.names.get(key, '')}"))

@@ -15,31 +15,16 @@ from __future__ import annotations
 
 import logging
 import sys
-import unicodedata
 from typing import IO, Any, Literal
 
 from pythonjsonlogger.json import JsonFormatter
 
 from orchestrator.daemon.timeouts import NamedTimeout
+from orchestrator.model.text import printable
 
 LogFormat = Literal["text", "json"]
 LOG_FORMATS: tuple[LogFormat, ...] = ("text", "json")
 DECISION_FIELDS = ("op_id", "provider", "template", "epoch", "phase", "instance", "timeout")
-# Characters a line-oriented reader may take as the end of a line, besides the C0/C1 controls.
-_LINE_BREAKS = {"\u2028", "\u2029", "\x85"}
-
-
-def escape_text(value: str) -> str:
-    """``value`` with control characters and line breaks as escapes (``\\n``, ``\\x1b``, ``\\u2028``)."""
-    if value.isprintable():
-        return value
-    out = []
-    for char in value:
-        if char in _LINE_BREAKS or unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp"):
-            out.append(char.encode("unicode_escape").decode("ascii"))
-        else:
-            out.append(char)
-    return "".join(out)
 
 
 class TextFormatter(logging.Formatter):
@@ -51,9 +36,9 @@ class TextFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         """The record as one line (plus indented traceback lines)."""
-        line = f"{self.formatTime(record)} {record.levelname} {record.name}: {escape_text(record.getMessage())}"
+        line = f"{self.formatTime(record)} {record.levelname} {record.name}: {printable(record.getMessage())}"
         fields = [
-            f"{name}={_quote(escape_text(str(value)))}"
+            f"{name}={_quote(printable(str(value)))}"
             for name in DECISION_FIELDS
             if (value := getattr(record, name, None)) is not None
         ]
@@ -64,7 +49,7 @@ class TextFormatter(logging.Formatter):
             more += self.formatException(record.exc_info).splitlines()
         if record.stack_info:
             more += self.formatStack(record.stack_info).splitlines()
-        return "\n".join([line, *(f"    {escape_text(text)}" for text in more)])
+        return "\n".join([line, *(f"    {printable(text)}" for text in more)])
 
 
 def _quote(value: str) -> str:

@@ -2,7 +2,8 @@
 
 What lives here: the configuration schema (``config``, ``durations``), owner tags (``tags``),
 instances and op ids (``instances``), facts and lease epochs (``facts``), demand snapshots
-(``demand``) and op requests (``ops``). Plain frozen dataclasses, enums and pydantic models.
+(``demand``), op requests (``ops``), cloud addresses and host names as checked values
+(``hostnames``) and text made safe to print (``text``). Plain frozen dataclasses, enums and pydantic models.
 
 May import: ``orchestrator.errors`` and the standard library or pydantic; nothing else of the
 orchestrator (``.importlinter``). Every other layer, the simulated world included, may import it.

@@ -9,7 +9,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-OP_ID_PATTERN = re.compile(r"^op-[0-9a-f]{8,}-[0-9a-f]{6}$")
+# The random part was 6 hex digits before host names carried it whole (docs/architecture.md,
+# "Host names"); op ids of that form are still read.
+OP_ID_RANDOM_BITS = 48
+OP_ID_PATTERN = re.compile(r"^op-[0-9a-f]{8,}-(?:[0-9a-f]{12}|[0-9a-f]{6})$")
 
 
 class InstanceSpec(BaseModel):
@@ -33,9 +36,13 @@ class InstanceSpec(BaseModel):
 
 
 def new_op_id(now: float | None = None) -> str:
-    """A fresh op id: ``op-<unix seconds, hex>-<6 random hex>``; sorts by creation time."""
+    """A fresh op id: ``op-<unix seconds, hex>-<12 random hex>``; sorts by creation time.
+
+    Host names carry everything after ``op-`` (``templates/hostname.j2``): two ops' names can
+    only meet when both were made in the same second and drew the same 48 random bits.
+    """
     seconds = int(time.time() if now is None else now)
-    return f"op-{seconds:08x}-{secrets.token_hex(3)}"
+    return f"op-{seconds:08x}-{secrets.token_hex(OP_ID_RANDOM_BITS // 8)}"
 
 
 def instance_key(op_id: str, index: int) -> str:

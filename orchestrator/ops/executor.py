@@ -48,6 +48,7 @@ from orchestrator.errors import FinalError, LeaseLost, UsageError
 from orchestrator.model import tags as owner
 from orchestrator.model.config import Config
 from orchestrator.model.facts import Epoch, Fact, FactKind
+from orchestrator.model.hostnames import ADDRESS_REFUSED
 from orchestrator.model.instances import InstanceSpec, instance_key, new_op_id
 from orchestrator.model.progress import PlanDone, ProgressSink, no_progress, reported_phase
 from orchestrator.ops.drain import Decommission, DrainSettings, settle_hosts
@@ -598,6 +599,9 @@ class Executor:
         facts: list[Fact] = []
         for key in keys:
             inst = held[key]
+            if inst.get(ADDRESS_REFUSED):
+                # Recorded unaddressed; the bootstrap gives the host its failed result.
+                self.audit("address-refused", provider=provider, op=op_id, key=key, reason=inst[ADDRESS_REFUSED])
             item = Created(
                 key,
                 str(inst.get("id", "")),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from orchestrator.model.text import printable
 from orchestrator.orphans.classes import Finding
 
 FORMAT: Final = 1
@@ -121,4 +122,4 @@ def table(report: ScanReport) -> str:
             f"({f.cls}) {f.provider} {ref}{key} {f.name or '-'}  launched {f.launch_time or '?'}  "
             f"{f.action}: {f.outcome}" + (f" ({f.reason})" if f.reason else "")
         )
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)  # cloud names and reasons: one line each

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from orchestrator.errors import ConfigError
 from orchestrator.model import tags as owner
 from orchestrator.model.config import Config
+from orchestrator.model.hostnames import MAX_LABEL
 from orchestrator.model.instances import InstanceSpec, instance_key
 from orchestrator.render.environment import TemplateRenderer
 from orchestrator.render.trust import read_ca_file
@@ -109,6 +110,13 @@ def render_op(
         name = renderer.render("hostname.j2", request.template, context).strip()
         if not name or "\n" in name:
             raise ConfigError([f"hostname.j2: rendered an empty or multi-line name {name!r}"])
+        if max(len(label) for label in name.split(".")) > MAX_LABEL:
+            raise ConfigError(
+                [
+                    f"hostname.j2: rendered name {name!r} has a label longer than {MAX_LABEL} characters "
+                    "(RFC 1123); shorten the cluster or template name, or the site's hostname.j2"
+                ]
+            )
         context["name"] = name
         nm_text = renderer.render("node-manager.json.j2", request.template, context)
         context["node_manager_config"] = _check_json(nm_text, "node-manager.json.j2")

@@ -5,8 +5,9 @@
 1. instance records: given by the caller, else read from each provider's Terraform state
    (the ``instances`` output), else from the inventory file the last run wrote;
 2. selection: every record, one op's (``op``), or named hosts (name, instance key, id or address);
-   a record whose cloud-reported name is not a valid host name (RFC 1123) is refused with a
-   ``failed`` result naming it, and never reaches Ansible; the other hosts go on;
+   a record whose cloud-reported name is not a valid host name (RFC 1123), or whose address is
+   neither an IP address nor such a name (``model.hostnames``), is refused with a ``failed``
+   result naming the value, and never reaches Ansible, ssh or known_hosts; the other hosts go on;
 3. host keys: recorded on first contact and pinned per instance (``clients.ansible.hostkeys``);
    hosts whose key cannot be had are not contacted and get a ``skipped`` result saying why;
 4. the inventory of every known host is written to ``<state_dir>/ansible/inventory/xceprov.yml``
@@ -33,11 +34,10 @@ from orchestrator.clients.ansible.inventory import (
     InstanceRecord,
     TemplateBootstrap,
     build_inventory,
-    invalid_name_reason,
     read_inventory,
     records_from_inventory,
     records_from_workdirs,
-    valid_host_name,
+    refusal,
     write_inventory,
 )
 from orchestrator.clients.ansible.runner import HostResult, RunnerSettings, RunResult, run_playbook
@@ -257,10 +257,10 @@ def bootstrap(
     report = progress or no_progress
     scope = scope if scope is not None else (f"op {op}" if op else "")
     with reported_phase(report, playbook, scope, len(chosen)):
-        refused = [r for r in chosen if not valid_host_name(r.name)]
-        for rec in refused:
-            report(HostDone(playbook, scope, rec.name, "failed", invalid_name_reason(rec.name)))
-        chosen = [r for r in chosen if valid_host_name(r.name)]
+        refused = {r.name: reason for r in chosen if (reason := refusal(r)) is not None}
+        for name, reason in refused.items():
+            report(HostDone(playbook, scope, name, "failed", reason))
+        chosen = [r for r in chosen if r.name not in refused]
         p = paths_for(config)
         store = HostKeyStore(p.keys_dir, scanner=scanner)
         wait = float(config.ansible.timeout) / 2 if ssh_wait is None else ssh_wait
@@ -294,8 +294,6 @@ def bootstrap(
             )
     for name, reason in problems.items():
         result.hosts[name] = HostResult(name, status="unreachable", task="record SSH host key", message=reason)
-    for rec in refused:
-        result.hosts[rec.name] = HostResult(
-            rec.name, status="failed", task="check the host name", message=invalid_name_reason(rec.name)
-        )
+    for name, reason in refused.items():
+        result.hosts[name] = HostResult(name, status="failed", task="check the host name and address", message=reason)
     return result

@@ -31,6 +31,7 @@ from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.clients.controller.types import ControllerStatus, Fact, LinkState
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import ControllerError, XceprovError
+from orchestrator.model.text import printable
 from orchestrator.ops.openops import open_ops as find_open_ops
 from orchestrator.reconcile.breaker import Breakers
 from orchestrator.workspace.daemonstatus import read_status
@@ -264,7 +265,7 @@ def render_text(report: StatusReport, providers: list[str]) -> str:
             f" {op.done}/{op.wanted}  epoch {op.epoch}"
         )
     lines += ["", *local_lines(report.daemon, report.breakers, report.unreadable)]
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)  # controller and cloud text: one line each
 
 
 def local_lines(
@@ -283,7 +284,10 @@ def local_lines(
 def render_offline(error: str, local: dict[str, Any]) -> str:
     """The report when no controller answered: what the local files still say."""
     head = [f"controller  {error}", "  (leases, demand and open ops come from the controller: not shown)", ""]
-    return "\n".join(head + local_lines(local.get("daemon"), local.get("breakers", ()), local["unreadable"]))
+    return "\n".join(
+        printable(line)
+        for line in head + local_lines(local.get("daemon"), local.get("breakers", ()), local["unreadable"])
+    )
 
 
 def offline_json(error: str, local: dict[str, Any]) -> dict[str, Any]:

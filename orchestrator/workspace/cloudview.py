@@ -31,6 +31,7 @@ from typing import Any
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.clients.terraform.messages import PlanResult
 from orchestrator.errors import TerraformError
+from orchestrator.model.hostnames import address_problem
 from orchestrator.workspace.desired import DESIRED
 
 # The instance resource of each provider module (docs/provider-modules.md); drift of anything
@@ -239,7 +240,8 @@ def _cloud_object(key: object, value: object) -> CloudObject:
     return CloudObject(
         id=object_id,
         name=_text(value.get("name"), f"{where}.name", MAX_TEXT),
-        address=_text(value.get("address"), f"{where}.address", MAX_TEXT),
+        # An address that is not one (model.hostnames) matches no host: "" as if unaddressed.
+        address=_address(_text(value.get("address"), f"{where}.address", MAX_TEXT)),
         tags={
             _text(k, f"{where}.tags key", MAX_TEXT): _text(v, f"{where}.tags[{str(k)[:64]!r}]", MAX_TEXT)
             for k, v in tags.items()
@@ -249,6 +251,10 @@ def _cloud_object(key: object, value: object) -> CloudObject:
         state_reason=_text(value.get("state_reason"), f"{where}.state_reason", MAX_TEXT),
         launch_time=_text(value.get("launch_time"), f"{where}.launch_time", MAX_TEXT),
     )
+
+
+def _address(value: str) -> str:
+    return value if value and address_problem(value) is None else ""
 
 
 def _text(value: object, what: str, limit: int, *, empty: bool = True) -> str:

@@ -9,6 +9,7 @@ from orchestrator import durable
 from orchestrator.clients.terraform.engine import Engine, engine_from_settings
 from orchestrator.clients.terraform.mirror import XCESIM, ensure_mirror, plugin_cache_dir
 from orchestrator.model.config import Config
+from orchestrator.model.hostnames import checked_instance
 from orchestrator.workspace.workdir import ProviderWorkdir
 
 
@@ -35,6 +36,13 @@ def prepared_workdir(engine: Engine, workdir: ProviderWorkdir) -> Path:
 
 
 def instances_output(outputs: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The ``instances`` output of a provider root (key → {id, name, address, launch_time, tags})."""
+    """The ``instances`` output of a provider root (key → {id, name, address, launch_time, tags}).
+
+    Each address is checked here, where the cloud's records enter (``model.hostnames``): a
+    refused one is "" with ``address_refused`` saying why, so no fact, inventory or known_hosts
+    ever holds it.
+    """
     value = outputs.get("instances") or {}
-    return {str(k): dict(v) for k, v in value.items()} if isinstance(value, dict) else {}
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): checked_instance(v) for k, v in value.items() if isinstance(v, dict)}

@@ -317,6 +317,58 @@ def test_a_name_with_pattern_characters_runs_on_no_other_host(tmp_path: Path, la
         assert not _host_file(lab, other, "/etc/xce/node-manager.json").exists(), other
 
 
+def test_a_hostile_address_in_terraform_state_fails_its_host_and_pins_no_key(
+    tmp_path: Path, lab: Any, artifact: Path
+) -> None:
+    """An instance record whose address is ``<addr>,*`` (ssh-keyscan scans the first, known_hosts
+    would read the pattern as "every host") or holds a newline and a key line: that host fails
+    with a reason naming the value, known_hosts holds exactly the good hosts' keys, and the good
+    hosts are bootstrapped."""
+    for name in ("ha-good", "ha-other", "ha-comma", "ha-newline"):
+        lab.start(name, record_key=False)
+    lab.wait_ready()
+    hosts = lab.hosts
+    tags = {"xce:template": "cpu", "xce:provider": "sim", "xce:op_id": "op1"}
+    hostile = {
+        "ha-comma": f"{hosts['ha-comma'].address},*",
+        "ha-newline": f"{hosts['ha-newline'].address}\n* ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIattacker",
+    }
+    output = {
+        f"op1-{i:03d}": {
+            "id": h.instance_id,
+            "name": name,
+            "address": hostile.get(name, h.address),
+            "port": h.port,
+            "tags": tags,
+        }
+        for i, (name, h) in enumerate(sorted(hosts.items()))
+    }
+    workdir = tmp_path / "state" / "work" / "t1" / "sim"
+    workdir.mkdir(parents=True)
+    (workdir / "terraform.tfstate").write_text(json.dumps({"version": 4, "outputs": {"instances": {"value": output}}}))
+    loaded = _config(tmp_path, lab, None, roles="[]")
+
+    result = bootstrap(loaded, ROOT, extra_vars=_sim_vars(artifact), ssh_wait=10)
+
+    by = result.hosts
+    assert {h: r.status for h, r in by.items()} == {
+        "ha-good": "changed",
+        "ha-other": "changed",
+        "ha-comma": "failed",
+        "ha-newline": "failed",
+    }, {h: r.describe() for h, r in by.items()}
+    for name, address in hostile.items():
+        assert repr(address) in (by[name].message or "") and "neither an IP address nor a host name" in (
+            by[name].message or ""
+        )
+    known = (tmp_path / "state" / "ansible" / "known_hosts").read_text().splitlines()
+    good = {f"[{hosts[n].address}]:{hosts[n].port}" for n in ("ha-good", "ha-other")}
+    assert known and {line.split()[0] for line in known} == good, known
+    inventory = json.loads((tmp_path / "state" / "ansible" / "inventory" / "xceprov.yml").read_text())
+    assert sorted(inventory["all"]["hosts"]) == ["ha-good", "ha-other"]
+    assert not _host_file(lab, "ha-comma", "/etc/xce/node-manager.json").exists()
+
+
 def test_end_to_end_worker_joins_the_simulated_controller(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """``xceprov bootstrap`` on the simulated world's own hosts (orchestrator.sim.hosts): the node
     manager installed from the simulated artifact joins the simulated controller over the lab."""

@@ -264,3 +264,22 @@ def test_the_administrator_terminates_a_stray_through_import_and_the_return_path
         assert kinds[0] == (FactKind.RETURNING, stray) and [k for k, _ in kinds] == ["returning", "returned"]
         actions = [e["action"] for e in site.audit()]
         assert actions.index("fact-returning") < actions.index("op-import") < actions.index("op-apply")
+
+
+def test_a_cloud_name_with_control_characters_prints_escaped_on_one_line(tmp_path: Path) -> None:
+    """An object launched out of band whose name holds an ESC sequence and a newline: the
+    ``xceprov orphans`` table shows its finding on one line with both escaped, and no line of
+    the output is forged; the JSON keeps the name as it is (json escapes it)."""
+    hostile = "evil\x1b[2J\x1b[1;1H\nforged) sim i-0 all clear"
+    with site_with(tmp_path, settle_window=0) as site:
+        made = site.xceprov(*FAULT_CREATE, "--name", hostile, *OURS)
+        assert made.returncode == 0, made.stderr
+        done = site.xceprov("orphans")
+        assert done.returncode == 0, done.stderr
+        assert "\x1b" not in done.stdout
+        lines = done.stdout.splitlines()
+        (finding,) = [line for line in lines if line.startswith("(b) ")]
+        assert "evil\\x1b[2J\\x1b[1;1H\\nforged) sim i-0 all clear" in finding
+        assert not [line for line in lines if line.startswith("forged")]
+        as_json = site.xceprov("orphans", "--json")
+        assert [f["name"] for f in json.loads(as_json.stdout)["findings"]] == [hostile]

@@ -12,6 +12,9 @@ Policy ``strict``: nothing is scanned; a host must already have a key in the too
 known_hosts (an operator or a cloud-init console reader put it there), otherwise it is not
 contacted and its result says so.
 
+An address that is neither an IP address nor an RFC 1123 host name is never scanned nor written
+(``orchestrator.model.hostnames``): in known_hosts a comma or a newline is syntax.
+
 Files: ``<state_dir>/ansible/known_hosts`` (what ssh reads) generated from
 ``<state_dir>/ansible/host_keys.json`` (instance id → address, port, keys).
 """
@@ -31,6 +34,7 @@ from filelock import FileLock
 
 from orchestrator import durable
 from orchestrator.errors import AnsibleError
+from orchestrator.model.hostnames import address_problem
 
 Policy = Literal["record", "strict"]
 Scanner = Callable[[str, int, float], list[str]]
@@ -104,6 +108,8 @@ class HostKeyStore:
         durable.write_bytes_atomic(self.index_file, (json.dumps(index, indent=1, sort_keys=True) + "\n").encode())
         lines: list[str] = []
         for rec in sorted(index.values(), key=lambda r: (r["address"], r["port"])):
+            if address_problem(rec["address"]) is not None:
+                continue  # a record written before addresses were checked: never a pattern
             pattern = host_pattern(rec["address"], int(rec["port"]))
             lines.extend(f"{pattern} {key}" for key in rec["keys"])
         durable.write_bytes_atomic(self.known_hosts, "".join(f"{line}\n" for line in lines).encode())
@@ -124,6 +130,12 @@ class HostKeyStore:
             index = self._load()
             todo: list[KeyTarget] = []
             for t in targets:
+                # Callers hand checked addresses (model.hostnames); this is the last line before
+                # ssh-keyscan and known_hosts, where a comma or newline would be syntax.
+                problem = address_problem(t.address)
+                if problem is not None:
+                    problems[t.name] = problem
+                    continue
                 rec = index.get(t.instance_id)
                 if rec and rec["address"] == t.address and int(rec["port"]) == t.port and rec["keys"]:
                     continue

@@ -9,8 +9,9 @@ Data is never code: every value in the document except ``site_vars`` comes from 
 (``xce``, names, tags) or from the cloud (names, ids, addresses, tags read back from Terraform
 state), and the plugin hands it to Ansible marked unsafe, so Ansible never evaluates a ``{{``
 in it. ``site_vars`` (a template's ``bootstrap.vars``) are the site's own Ansible variables and
-stay ordinary ones. A host whose cloud-reported name is not a valid host name (RFC 1123) never
-enters an inventory (``valid_host_name``); the bootstrap service reports it as that host's result.
+stay ordinary ones. A host whose cloud-reported name is not a valid host name (RFC 1123), or
+whose address is neither an IP address nor such a name, never enters an inventory
+(``orchestrator.model.hostnames``); the bootstrap service reports it as that host's result.
 
 Where instance records come from until the orchestrator keeps instance facts: the ``instances``
 output of each provider's Terraform state (``<state_dir>/work/<cluster>/<provider>/
@@ -35,16 +36,13 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.model import tags
+from orchestrator.model.hostnames import ADDRESS_REFUSED, checked_instance
+from orchestrator.model.hostnames import valid_host_name as valid_host_name  # the plugin calls it here
 
 # The plugin's name as inventory files give it (``plugin: xceprov``; installed as a collection:
 # ``xce.provisioner.xceprov``), and the file name its ``verify_file`` accepts.
 PLUGIN_NAME = "xceprov"
 INVENTORY_NAME = "xceprov.yml"
-# RFC 1123 host name: dot-separated labels of letters, digits and inner hyphens, 1-63 characters
-# each, 253 in all. Nothing else reaches Ansible as a host name: a name with ``*``, ``,``, ``!``,
-# ``&``, ``[``, ``~``, ``{`` or a space could widen a host pattern or smuggle a template.
-_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-_HOST_NAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
 
 
 @dataclass(frozen=True)
@@ -59,6 +57,9 @@ class InstanceRecord:
     provider: str
     op_id: str
     port: int | None = None
+    # Why the cloud's address (or port) of this instance was refused ("" when it was not):
+    # the address is then "" and the host is never contacted (``model.hostnames``).
+    refused: str = ""
 
 
 @dataclass(frozen=True)
@@ -75,17 +76,19 @@ class TemplateBootstrap:
     data: Mapping[str, Any] = field(default_factory=dict)
 
 
-def valid_host_name(name: str) -> bool:
-    """True when ``name`` is an RFC 1123 host name (what an inventory host may be called)."""
-    return len(name) <= 253 and _HOST_NAME.fullmatch(name) is not None
-
-
 def invalid_name_reason(name: str) -> str:
     """The per-host message for a cloud-reported name that is refused."""
     return (
         f"cloud-reported host name {name!r} is not a valid host name (RFC 1123: letters, digits and "
         "inner hyphens, dot-separated labels of at most 63 characters); not bootstrapped"
     )
+
+
+def refusal(rec: InstanceRecord) -> str | None:
+    """Why ``rec`` is never contacted (its name or its address was refused), or None."""
+    if not valid_host_name(rec.name):
+        return invalid_name_reason(rec.name)
+    return f"{rec.refused}; not bootstrapped" if rec.refused else None
 
 
 def group_name(kind: str, value: str) -> str:
@@ -116,7 +119,7 @@ def build_inventory(
         children.setdefault(group, {}).setdefault("hosts", {})[host] = None
 
     for rec in sorted(records, key=lambda r: r.name):
-        if not valid_host_name(rec.name):
+        if refusal(rec) is not None:
             continue
         hostvars: dict[str, Any] = {
             "ansible_host": rec.address,
@@ -187,8 +190,11 @@ def records_from_tfstate(state: Mapping[str, Any], provider: str | None = None) 
     """Instance records from a Terraform state's ``instances`` output (the provider module contract)."""
     output = state.get("outputs", {}).get("instances", {}).get("value") or {}
     records: list[InstanceRecord] = []
-    for key, inst in sorted(output.items()):
-        if not isinstance(inst, dict) or not inst.get("address"):
+    for key, raw in sorted(output.items()):
+        if not isinstance(raw, dict):
+            continue
+        inst = checked_instance(raw)
+        if not inst.get("address") and not inst.get(ADDRESS_REFUSED):
             continue  # not yet addressed: nothing to bootstrap
         inst_tags = inst.get("tags") or {}
         port = inst.get("port")
@@ -202,6 +208,7 @@ def records_from_tfstate(state: Mapping[str, Any], provider: str | None = None) 
                 provider=str(inst_tags.get(tags.PROVIDER, provider or "")),
                 op_id=str(inst_tags.get(tags.OP_ID, key.rpartition("-")[0])),
                 port=int(port) if port else None,
+                refused=str(inst.get(ADDRESS_REFUSED) or ""),
             )
         )
     return records
@@ -229,19 +236,24 @@ def records_from_workdirs(state_dir: Path, cluster: str | None = None) -> list[I
 def records_from_inventory(inventory: Mapping[str, Any]) -> list[InstanceRecord]:
     """Instance records back from an inventory this module built (``xceprov bootstrap`` reads it)."""
     hosts = inventory.get("all", {}).get("hosts", {}) or {}
-    return [
-        InstanceRecord(
-            key=str(hv.get("xce_instance_key", name)),
-            instance_id=str(hv.get("xce_instance_id", "")),
-            name=name,
-            address=str(hv.get("ansible_host", name)),
-            template=str(hv.get("xce_template", "")),
-            provider=str(hv.get("xce_provider", "")),
-            op_id=str(hv.get("xce_op_id", "")),
-            port=int(hv["ansible_port"]) if hv.get("ansible_port") else None,
+    records = []
+    for name, hv in sorted(hosts.items()):
+        # A file on disk someone may have edited: its address is checked as the cloud's is.
+        reach = checked_instance({"address": str(hv.get("ansible_host", name)), "port": hv.get("ansible_port")})
+        records.append(
+            InstanceRecord(
+                key=str(hv.get("xce_instance_key", name)),
+                instance_id=str(hv.get("xce_instance_id", "")),
+                name=name,
+                address=reach["address"],
+                template=str(hv.get("xce_template", "")),
+                provider=str(hv.get("xce_provider", "")),
+                op_id=str(hv.get("xce_op_id", "")),
+                port=int(reach["port"]) if reach["port"] else None,
+                refused=str(reach.get(ADDRESS_REFUSED) or ""),
+            )
         )
-        for name, hv in sorted(hosts.items())
-    ]
+    return records
 
 
 def inventory_from_state(state_dir: Path, cluster: str | None, saved: Mapping[str, Any] | None) -> dict[str, Any]:

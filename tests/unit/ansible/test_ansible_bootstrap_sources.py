@@ -93,8 +93,8 @@ def test_invalid_cloud_names_are_refused_per_host(tmp_path: Path) -> None:
     result = bootstrap(loaded, tmp_path, records=records, op="op1", scanner=lambda *_: [])
 
     assert {h: (r.status, r.task) for h, r in result.hosts.items()} == {
-        "web*": ("failed", "check the host name"),
-        "{{ lookup('pipe', 'id') }}": ("failed", "check the host name"),
+        "web*": ("failed", "check the host name and address"),
+        "{{ lookup('pipe', 'id') }}": ("failed", "check the host name and address"),
     }
     assert "'web*' is not a valid host name" in (result.hosts["web*"].message or "")
     written = read_inventory(tmp_path / "state" / "ansible" / "inventory" / "xceprov.yml")

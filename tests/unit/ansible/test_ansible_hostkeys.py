@@ -63,3 +63,29 @@ def test_same_instance_with_another_key_is_refused(tmp_path: Path) -> None:
     problems = store.ensure([KeyTarget("h1", "i-1", "10.0.0.5")], "record", wait=0)
     assert "differs" in problems["h1"]
     assert store.recorded()["i-1"]["keys"] == ["ssh-ed25519 OLD"]
+
+
+def test_an_address_that_is_not_one_is_never_scanned_nor_written(tmp_path: Path) -> None:
+    """``10.0.0.5,*`` would make ssh-keyscan scan 10.0.0.5 and known_hosts pin its key for every
+    host; a newline would add a line of its own. Both are that host's problem, and the others go on."""
+    scan = FakeScanner({"10.0.0.1": ["ssh-ed25519 GOOD"], "10.0.0.5": ["ssh-ed25519 ATTACKER"]})
+    store = HostKeyStore(tmp_path, scanner=scan)
+    targets = [
+        KeyTarget("good", "i-1", "10.0.0.1"),
+        KeyTarget("comma", "i-5", "10.0.0.5,*"),
+        KeyTarget("newline", "i-6", "10.0.0.5\n* ssh-ed25519 ATTACKER"),
+    ]
+    problems = store.ensure(targets, "record", wait=0)
+    assert set(problems) == {"comma", "newline"}
+    assert "'10.0.0.5,*'" in problems["comma"] and "neither an IP address nor a host name" in problems["comma"]
+    assert scan.calls == ["10.0.0.1"]
+    assert store.known_hosts.read_text() == "10.0.0.1 ssh-ed25519 GOOD\n"
+
+
+def test_a_record_written_before_addresses_were_checked_writes_no_pattern(tmp_path: Path) -> None:
+    (tmp_path / "host_keys.json").write_text(
+        '{"i-5": {"address": "10.0.0.5,*", "port": 22, "keys": ["ssh-ed25519 ATTACKER"], "name": "x"}}'
+    )
+    store = HostKeyStore(tmp_path, scanner=FakeScanner({"10.0.0.1": ["ssh-ed25519 GOOD"]}))
+    assert store.ensure([KeyTarget("good", "i-1", "10.0.0.1")], "record", wait=0) == {}
+    assert store.known_hosts.read_text() == "10.0.0.1 ssh-ed25519 GOOD\n"

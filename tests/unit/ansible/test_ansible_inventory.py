@@ -21,6 +21,7 @@ from orchestrator.clients.ansible.inventory import (
     records_from_inventory,
     records_from_tfstate,
     records_from_workdirs,
+    refusal,
     valid_host_name,
     write_inventory,
 )
@@ -76,6 +77,33 @@ def test_records_from_tfstate_skips_unaddressed() -> None:
     recs = records_from_tfstate(state)
     assert [(r.key, r.name, r.template, r.provider, r.op_id) for r in recs] == [("op1-000", "h1", "cpu", "sim", "op1")]
     assert records_from_tfstate({"version": 4}) == []
+
+
+def test_a_hostile_address_in_terraform_state_is_refused_where_it_enters() -> None:
+    """The record stays (the host gets a failed result naming the value), its address does not:
+    nothing of it reaches an inventory."""
+    state = _state(("op1-000", "i-1", "h1", "10.0.0.1"), ("op1-001", "i-2", "h2", "10.0.0.2\n* ssh-ed25519 AAAA"))
+    good, bad = records_from_tfstate(state)
+    assert (good.address, good.refused) == ("10.0.0.1", "")
+    assert bad.address == "" and "'10.0.0.2\\n* ssh-ed25519 AAAA'" in bad.refused
+    assert refusal(bad) == f"{bad.refused}; not bootstrapped" and refusal(good) is None
+    assert list(build_inventory([good, bad])["all"]["hosts"]) == ["h1"]
+
+
+def test_a_hand_edited_inventory_address_is_refused_too() -> None:
+    doc = {
+        "all": {
+            "hosts": {
+                "h1": {"ansible_host": "10.0.0.1,*", "ansible_port": 22},
+                "h2": {"ansible_host": "10.0.0.2", "ansible_port": "22 -oProxyCommand=x"},
+                "h3": {"ansible_host": "10.0.0.3", "ansible_port": 2200},
+            }
+        }
+    }
+    h1, h2, h3 = records_from_inventory(doc)
+    assert h1.address == "" and refusal(h1) is not None
+    assert h2.address == "" and "port" in (refusal(h2) or "")
+    assert (h3.address, h3.port, refusal(h3)) == ("10.0.0.3", 2200, None)
 
 
 @pytest.mark.parametrize("name", ["cpu-1", "a", "node-7.burst.example", "A1-b2", "x" * 63])

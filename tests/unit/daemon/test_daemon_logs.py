@@ -9,9 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from orchestrator.daemon.logs import configure_logging, escape_text, timeout_passed
+from orchestrator.daemon.logs import configure_logging, timeout_passed
 from orchestrator.daemon.timeouts import NamedTimeout
 from orchestrator.model.config import DaemonSettings, ProviderSettings
+from orchestrator.model.text import printable
 
 # A name anyone with access to the cloud account can give an instance.
 HOSTILE = "web-1\n2026-12-01 10:00:00,000 ERROR orchestrator.daemon: lease lost\r\x1b[2J\u2028forged"
@@ -88,8 +89,8 @@ def test_text_tracebacks_cannot_start_a_record(capture: tuple[io.StringIO, loggi
 
 
 def test_escape_leaves_ordinary_text_alone() -> None:
-    assert escape_text("ip-10-0-0-7.eu-west-1 ünïcode ok") == "ip-10-0-0-7.eu-west-1 ünïcode ok"
-    assert escape_text("a\tb\x00c\x85d") == "a\\tb\\x00c\\x85d"
+    assert printable("ip-10-0-0-7.eu-west-1 ünïcode ok") == "ip-10-0-0-7.eu-west-1 ünïcode ok"
+    assert printable("a\tb\x00c\x85d") == "a\\tb\\x00c\\x85d"
 
 
 def test_a_passed_timeout_is_named_by_its_configuration_key(capture: tuple[io.StringIO, logging.Logger]) -> None:

@@ -67,6 +67,21 @@ def test_create_commits_the_intent_first_and_stamps_the_epoch(loaded: LoadedConf
     agree(facts, loaded)
 
 
+def test_a_hostile_cloud_address_is_recorded_unaddressed_and_audited(loaded: LoadedConfig, engine: FakeEngine) -> None:
+    """The apply's instance record says ``10.0.0.5,*``: the instance is recorded (it exists and
+    will be returned one day) with no address at the controller, and the refusal is audited."""
+    hostile = "10.0.0.5,*\n* ssh-ed25519 AAAAattacker"
+    engine.address_of = lambda key: hostile if key.endswith("-001") else "10.0.0.4"
+    facts = MemoryFacts()
+    result = unit_executor(loaded, engine, facts=facts).create("sim", "cpu", 2)
+    created = {f.instance_key: f.address for f in facts.committed if f.kind == FactKind.INSTANCE_CREATED}
+    assert created == {f"{result.op_id}-000": "10.0.0.4", f"{result.op_id}-001": ""}
+    assert [c.address for c in result.created] == ["10.0.0.4", ""]
+    entries = [json.loads(line) for line in (loaded.config.state_dir / "audit.log").read_text().splitlines()]
+    (refused,) = [e for e in entries if e["action"] == "address-refused"]
+    assert refused["key"] == f"{result.op_id}-001" and repr(hostile) in refused["reason"]
+
+
 def test_a_closed_fence_refuses_before_any_intent(loaded: LoadedConfig, engine: FakeEngine) -> None:
     fence, facts = FakeFence(), MemoryFacts()
     fence.revoked = True

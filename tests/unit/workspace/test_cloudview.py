@@ -105,6 +105,13 @@ def test_listing_reads_every_field() -> None:
     assert by_id["i-2"].tags == {"xce:cluster": "unit"} and by_id["i-2"].name == "h-i-2"
 
 
+def test_a_listed_address_that_is_not_one_matches_no_host() -> None:
+    """The object is still listed (it exists), but ``10.213.0.5,*`` is no address: "" as if
+    unaddressed, so it can never match a live host by address."""
+    doc = plan_doc({"i-1": listed("i-1", address="10.213.0.5,*"), "i-2": listed("i-2", address="10.213.0.6\n*")})
+    assert {o.id: o.address for o in listing_from_plan(doc).objects} == {"i-1": "", "i-2": ""}
+
+
 def test_an_unsupported_listing_says_nothing() -> None:
     listing = listing_from_plan(plan_doc({"i-1": listed("i-1")}, supported=False))
     assert not listing.supported and listing.objects == []

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
+from click.testing import CliRunner
 from ctlfake import FakeController, Pki
 
+from orchestrator.cli.main import cli
 from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.clients.controller.messages import controller_status
 from orchestrator.clients.controller.types import Epoch, Fact, LinkState
@@ -100,3 +104,41 @@ def test_text_and_json_show_when_the_term_started() -> None:
     assert started.to_json()["term_started"] == 1_800_000_000.0
     # Unknown (an older controller): the term alone, never a made-up time.
     assert "term 3  id sim" in render_text(base, ["sim"])
+
+
+def test_controller_text_with_control_characters_prints_escaped_through_the_cli(
+    fake: FakeController, pki: Pki, tmp_path: Path
+) -> None:
+    """A controller whose id, lease holder and demand template hold ESC sequences and newlines:
+    ``xceprov status`` prints each escaped on its own line, and forges no line of the report."""
+    hostile = "evil\x1b[2J\nforged line"
+    fake.handlers["queryStatus"] = lambda *_: (
+        "status",
+        {
+            "controllerId": hostile,
+            "term": 4,
+            "leases": [{"provider": "sim", "holder": hostile, "epoch": {"term": 4, "seq": 1}, "expiresInMs": 9000}],
+            "demand": {"seq": 3, "term": 4, "templates": [{"template": hostile, "wanted": 2}]},
+        },
+    )
+    config = tmp_path / "xceprov.yaml"
+    config.write_text(
+        json.dumps(
+            {
+                "cluster": "unit",
+                "state_dir": str(tmp_path / "state"),
+                "controller": {"addresses": [fake.address], "ca": str(pki.ca), "connect_timeout": 2},
+                "providers": {"sim": {"module": "xcesim"}},
+                "templates": {"cpu": {"providers": {"sim": {"flavor": "c8", "image": "debian-12"}}}},
+            }
+        )
+    )
+    result = CliRunner().invoke(cli, ["--config", str(config), "status"])
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.output
+    lines = result.output.splitlines()
+    assert not [line for line in lines if line.startswith("forged")]
+    shown = "evil\\x1b[2J\\nforged line"
+    assert f"id {shown}" in lines[0]
+    assert any(line.startswith("  sim") and f"holder {shown}" in line for line in lines)
+    assert any(line.startswith(f"  {shown}") for line in lines)
