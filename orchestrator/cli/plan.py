@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 )
 @pass_ctx
 def plan(ctx: CliContext, requests: tuple[str, ...], provider: str | None, as_json: bool, out: Path | None) -> None:
-    """Show what a burst would create, cost and tag; changes nothing, needs no lease."""
+    """Show what a burst would create, cost and tag, and what the cloud lost; changes nothing, needs no lease."""
     from orchestrator.reconcile.policy import parse_requests
     from orchestrator.services.plan import plan_burst
 

@@ -132,11 +132,13 @@ def plan_burst(
         {provider} if provider else {p for t in wanted if t in config.templates for p in config.templates[t].providers}
     )
     desired = {name: workdirs[name].desired.read() for name in targets if name in workdirs}
+    choose_ops(config, wanted, provider, {})  # the request itself (templates, counts, provider), before Terraform
     if problems := settings_problems(config, root, loaded.source):
         raise ConfigError(problems)
     engine = engine or engine_for(config)
     lost = {name: _lost(engine, workdirs[name], held) for name, held in desired.items()}
-    # A lost instance leaves the provider when the apply retires it: it takes no room.
+    # A lost instance leaves the provider when the apply retires it: it takes no room. The ops are
+    # chosen with the room each provider really has.
     room = {name: provider_count(config, name, root) - len(lost[name]) for name in desired}
     ops = choose_ops(config, wanted, provider, room)
     desired = {name: {k: v for k, v in held.items() if k not in lost[name]} for name, held in desired.items()}
@@ -182,16 +184,12 @@ def _lost(engine: Engine, workdir: ProviderWorkdir, held: Mapping[str, InstanceS
     prepared_workdir(engine, workdir)
     with workdir.lock():
         found = preview_losses(engine, workdir.path)
-    return {
-        item.instance_key: LostPlanned(
-            key=item.instance_key,
-            instance_id=item.instance_id,
-            template=held[item.instance_key].template if item.instance_key in held else "",
-            name=held[item.instance_key].name if item.instance_key in held else "",
-            reason=item.reason,
-        )
-        for item in found
-    }
+    lost: dict[str, LostPlanned] = {}
+    for item in found:
+        spec = held.get(item.instance_key)
+        template, name = (spec.template, spec.name) if spec else ("", "")
+        lost[item.instance_key] = LostPlanned(item.instance_key, item.instance_id, template, name, item.reason)
+    return lost
 
 
 def _plan_provider(
