@@ -214,6 +214,26 @@ def test_preview_after_a_loss_shows_it_lost_and_adds_what_apply_adds(site: Path)
     assert len(store(site).list_instances()) == 2
 
 
+def test_a_tampered_lost_list_is_refused_and_a_manifest_without_one_applies(site: Path) -> None:
+    assert xceprov(site, "plan", "cpu=1", "--out", "b").returncode == 0
+    manifest = site / "b" / "manifest.json"
+    doc = json.loads(manifest.read_text())
+    assert doc["providers"][0]["lost"] == []
+    doc["providers"][0]["lost"] = "op-1\nforged"
+    manifest.write_text(json.dumps(doc))
+    done = xceprov(site, "apply", "b")
+    assert done.returncode == 2
+    [line] = done.stderr.strip().splitlines()
+    assert line == "xceprov: b/manifest.json: provider 'sim': 'lost' must be a list of instance keys"
+    assert store(site).list_instances() == []
+    # A manifest of an earlier version has no "lost": read as none, the bundle applies.
+    del doc["providers"][0]["lost"]
+    manifest.write_text(json.dumps(doc))
+    applied = xceprov(site, "apply", "b")
+    assert applied.returncode == 0, applied.stderr
+    assert len(store(site).list_instances()) == 1
+
+
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
