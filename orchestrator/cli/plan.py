@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,7 +14,7 @@ from rich.table import Table
 from orchestrator.cli.context import CliContext, pass_ctx
 
 if TYPE_CHECKING:
-    from orchestrator.services.plan import BurstPlan, PlannedInstance
+    from orchestrator.services.plan import BurstPlan, PlannedInstance, ProviderPlan
 
 
 @click.command("plan")
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 )
 @pass_ctx
 def plan(ctx: CliContext, requests: tuple[str, ...], provider: str | None, as_json: bool, out: Path | None) -> None:
-    """Show what a burst would create, cost and tag; changes nothing, needs no lease."""
+    """Show what a burst would create, cost and tag, and what the cloud lost; changes nothing, needs no lease."""
     from orchestrator.reconcile.policy import parse_requests
     from orchestrator.services.plan import plan_burst
 
@@ -42,13 +42,19 @@ def plan(ctx: CliContext, requests: tuple[str, ...], provider: str | None, as_js
 def print_plan(result: BurstPlan, console: Console) -> None:
     """The human table: per provider and template, counts, names, cost; then the tags."""
     table = Table(title=f"Burst preview, cluster {result.cluster} (nothing was changed)", title_justify="left")
-    for column in ("provider", "template", "add", "change", "destroy", "cost/h", "names"):
-        table.add_column(column, justify="right" if column in ("add", "change", "destroy", "cost/h") else "left")
+    numbers = ("add", "change", "destroy", "lost", "cost/h")
+    for column in ("provider", "template", *numbers, "names"):
+        table.add_column(column, justify="right" if column in numbers else "left")
     tag_lines: list[str] = []
+    lost_lines: list[str] = []
     for prov in result.providers:
         groups: dict[str, list[PlannedInstance]] = defaultdict(list)
         for inst in prov.instances:
             groups[inst.template].append(inst)
+        lost = Counter(item.template for item in prov.lost)
+        for template in lost:
+            groups.setdefault(template, [])  # a template whose only news is a loss still gets its row
+        lost_lines += lost_instance_lines(prov)
         for template, items in sorted(groups.items()):
             add = sum(1 for i in items if i.action in ("create", "replace"))
             change = sum(1 for i in items if i.action == "update")
@@ -56,7 +62,8 @@ def print_plan(result: BurstPlan, console: Console) -> None:
             names = [i.name for i in items if i.name]
             shown = ", ".join(names) if len(names) <= 3 else f"{names[0]} … {names[-1]} ({len(names)})"
             cost = prov.cost_by_template.get(template, 0.0)
-            table.add_row(prov.name, template or "?", str(add), str(change), str(destroy), f"{cost:.2f}", shown)
+            counts = (add, change, destroy, lost[template])
+            table.add_row(prov.name, template or "?", *map(str, counts), f"{cost:.2f}", shown)
         for op in prov.ops:
             sample = next((i for i in prov.instances if i.key.startswith(op["op_id"])), None)
             if sample is not None:
@@ -64,6 +71,8 @@ def print_plan(result: BurstPlan, console: Console) -> None:
                 rounded = f" (asked {op['asked']}, granularity)" if op["count"] != op["asked"] else ""
                 tag_lines.append(f"{prov.name}/{op['template']} op {op['op_id']}{rounded}: {tags}")
     console.print(table)
+    for line in lost_lines:
+        console.print(line, highlight=False, soft_wrap=True, markup=False)
     for line in tag_lines:
         console.print(f"tags {line}", highlight=False, soft_wrap=True)
     console.print(f"added cost: {result.cost_per_hour:.2f} per hour", highlight=False, soft_wrap=True)
@@ -71,3 +80,12 @@ def print_plan(result: BurstPlan, console: Console) -> None:
         console.print(
             f"saved plan: {result.out} (apply it with: xceprov apply {result.out})", highlight=False, soft_wrap=True
         )
+
+
+def lost_instance_lines(prov: ProviderPlan) -> list[str]:
+    """One line per instance the preview shows lost (docs/operations.md, "Previews and host loss")."""
+    return [
+        f"lost {prov.name}/{item.template or '?'} {item.name or '?'} ({item.key}, {item.instance_id}, "
+        f"{item.reason}): apply records it lost and never re-creates it"
+        for item in prov.lost
+    ]

@@ -104,8 +104,36 @@ class LossTracker:
             elif entry["missing"] >= OBSERVATIONS_FOR_LOSS:
                 lost.append(_lost(key, instance_id, MISSING, entry, seen))
         if after != before:
-            durable.write_json_atomic(self.path, {"format": _FORMAT, "suspects": after})
+            self.save(after)
         return lost
+
+    def save(self, suspects: dict[str, dict[str, Any]]) -> None:
+        """Replace the persisted suspects (atomically and durably)."""
+        durable.write_json_atomic(self.path, {"format": _FORMAT, "suspects": suspects})
+
+
+class PreviewTracker(LossTracker):
+    """The persisted suspects as the starting point, every observation kept in memory only.
+
+    What a preview (``xceprov plan``) or the stale check of ``xceprov apply`` uses to predict
+    the losses the executor will judge: the same rules, but the file is never written, so a
+    preview never counts as one of the two observations that make a loss.
+    """
+
+    def __init__(self, path: Path) -> None:
+        """Start from the suspects kept in ``path``; nothing is written there."""
+        super().__init__(path)
+        self._held: dict[str, dict[str, Any]] | None = None
+
+    def suspects(self) -> dict[str, dict[str, Any]]:
+        """The persisted suspects, then those of this tracker's own observations."""
+        if self._held is None:
+            self._held = super().suspects()
+        return dict(self._held)
+
+    def save(self, suspects: dict[str, dict[str, Any]]) -> None:
+        """Kept in memory: a preview changes nothing on disk."""
+        self._held = dict(suspects)
 
 
 def _lost(key: str, instance_id: str, reason: str, entry: dict[str, Any], seen: CloudObject | None) -> LostInstance:

@@ -29,7 +29,7 @@ from typing import Protocol
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.clients.terraform.messages import PlanResult
 from orchestrator.errors import TerraformError
-from orchestrator.ops.hostloss import LossTracker, LostInstance
+from orchestrator.ops.hostloss import LossTracker, LostInstance, PreviewTracker
 from orchestrator.workspace.cloudview import Drift, Listing, drift_from_stream, read_drift_stream, read_listing
 from orchestrator.workspace.shards import listing_dir
 from orchestrator.workspace.terraform import instances_output
@@ -54,11 +54,11 @@ class LossObserver(Protocol):
 class TrackerObserver:
     """Drift and listing of one working directory fed to the persisted tracker."""
 
-    def __init__(self, engine: Engine, workdir: Path) -> None:
+    def __init__(self, engine: Engine, workdir: Path, tracker: LossTracker | None = None) -> None:
         self.engine = engine
         self.workdir = workdir
         self.listing_dir = listing_dir(workdir)
-        self.tracker = LossTracker(workdir / SUSPECTS_FILE)
+        self.tracker = tracker if tracker is not None else LossTracker(workdir / SUSPECTS_FILE)
 
     def observe(self) -> Sequence[LostInstance]:
         """The instances lost as of now; a TerraformError (the cloud cannot be read) reaches the caller.
@@ -133,3 +133,19 @@ class TrackerObserver:
 def observer_for(engine: Engine, workdir: Path) -> LossObserver:
     """The real loss observer of ``workdir``."""
     return TrackerObserver(engine, workdir)
+
+
+def preview_losses(engine: Engine, workdir: Path) -> list[LostInstance]:
+    """The instances the executor's next observation of ``workdir`` would judge lost, read-only.
+
+    The same reads and rules as :meth:`TrackerObserver.observe` (a drift read, a second one at
+    once while a suspect is unjudged, the listing's reasons), started from the persisted
+    suspects; nothing is written (:class:`~orchestrator.ops.hostloss.PreviewTracker`), no fact
+    is committed and no lease is needed. A create's own plan and the read that follows it are
+    two observations, so whatever both reads here find gone is what that create retires.
+    ``xceprov plan`` shows these as lost; ``xceprov apply`` refuses a bundle whose preview
+    showed other losses than this read finds (docs/operations.md, "Previews and host loss").
+    The caller holds the working directory's lock; its desired set must exist.
+    """
+    observer = TrackerObserver(engine, workdir, PreviewTracker(workdir / SUSPECTS_FILE))
+    return sorted(observer.observe(), key=lambda item: item.instance_key)

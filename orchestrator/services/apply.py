@@ -8,6 +8,10 @@ create exactly the op's instances and nothing else, apply, instance facts. Exact
 bundle is refused (``StaleState``, exit 7) unless the provider's desired set is still the one it
 was planned against; the fresh plan is refused (``UnsafePlan``, exit 8) if it would do anything
 beyond the saved plan's creates (for example when the state moved under the desired set).
+Host loss: the bundle names the instances its preview showed as lost; the same read-only
+observation is made again here, under the working directory's lock and before any lease, and
+the bundle is refused as stale (exit 7, nothing changed) unless it finds exactly those. So the
+apply records as lost and creates what the preview showed, never something else.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from orchestrator.model import tags as owner
 from orchestrator.model.instances import InstanceSpec, instance_key
 from orchestrator.model.progress import ProgressSink
 from orchestrator.ops.executor import Bootstrap, CreateResult, Executor
+from orchestrator.ops.losses import preview_losses
 from orchestrator.services.bootstrap_sources import SimulatedWorld
 from orchestrator.services.ops import fenced_session, playbook_callables
 from orchestrator.workspace.audit import audit
@@ -86,15 +91,34 @@ def bundle_ops(
     return ops
 
 
-def _check_fresh(workdir: ProviderWorkdir, shown: dict[str, Any], ops: list[BundleOp], bundle: Path) -> None:
+def _check_fresh(
+    engine: Engine,
+    workdir: ProviderWorkdir,
+    shown: dict[str, Any],
+    ops: list[BundleOp],
+    bundle: Path,
+    lost: frozenset[str],
+) -> None:
+    """Refuse (``StaleState``) unless the desired set and the losses are those of the preview."""
     planned = set(shown.get("variables", {}).get("instances", {}).get("value") or {})
     new = {instance_key(op.op_id, i) for op in ops for i in range(op.count)}
     current = set(workdir.desired.read())
-    if planned - new != current:
+    # The preview planned the desired set without the instances it showed as lost.
+    if planned - new != current - lost or not lost <= current:
         raise StaleState(
             f"saved plan is stale: {bundle} was planned against another desired set of provider {workdir.provider} "
-            f"({len(planned - new)} instances then, {len(current)} now); make a new plan"
+            f"({len(planned - new) + len(lost)} instances then, {len(current)} now); make a new plan"
         )
+    now = {item.instance_key for item in preview_losses(engine, workdir.path)} if current else set()
+    if now != lost:
+        raise StaleState(
+            f"saved plan is stale: {bundle}: its preview showed {_named(lost)} lost on provider {workdir.provider}, "
+            f"the cloud now shows {_named(now)} lost; make a new plan"
+        )
+
+
+def _named(keys: set[str] | frozenset[str]) -> str:
+    return ", ".join(sorted(keys)) if keys else "no instance"
 
 
 @contextmanager
@@ -150,7 +174,7 @@ def apply_bundle(
                 ops=[(o.op_id, o.template, o.count) for o in ops],
             )
             try:
-                _check_fresh(workdir, shown, ops, bundle)
+                _check_fresh(engine, workdir, shown, ops, bundle, entry.lost)
             except StaleState:
                 audit(
                     config.state_dir, "apply-refused", provider=entry.provider, bundle=str(bundle), reason="stale plan"

@@ -6,6 +6,12 @@ provider's current state. Nothing is applied and no lease is needed. With ``out`
 are saved in a plan bundle (a directory with one Terraform plan per provider and a manifest);
 ``xceprov apply`` applies exactly those plans or refuses because the state moved.
 
+Host loss (docs/operations.md, "Previews and host loss"): before anything is planned, each
+provider that holds instances is observed read-only, with the executor's own rules
+(``orchestrator.ops.losses.preview_losses``). What it would judge lost is shown as lost, left
+out of the planned desired set and of the room the provider has, and named in the bundle's
+manifest: the preview adds what ``apply`` adds, never a re-create of a lost instance.
+
 Shards (docs/architecture.md, "Bursts that scale"): what a provider holds is counted over every
 shard's desired set (``max_instances`` is per provider, not per state). The saved plan is a
 preview made in shard 0 (its desired set plus the new instances); ``xceprov apply`` carries the
@@ -26,6 +32,7 @@ from orchestrator.errors import ConfigError
 from orchestrator.model.config import Config
 from orchestrator.model.instances import InstanceSpec, new_op_id
 from orchestrator.model.ops import OpRequest
+from orchestrator.ops.losses import preview_losses
 from orchestrator.reconcile.policy import choose_ops
 from orchestrator.render.instances import (
     RenderRequest,
@@ -56,6 +63,17 @@ class PlannedInstance:
 
 
 @dataclass(frozen=True)
+class LostPlanned:
+    """One instance the cloud took away: ``apply`` records it lost and never re-creates it."""
+
+    key: str
+    instance_id: str
+    template: str
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class ProviderPlan:
     """What the plan does on one provider."""
 
@@ -69,6 +87,7 @@ class ProviderPlan:
     instances: list[PlannedInstance] = field(default_factory=list)
     ops: list[dict[str, Any]] = field(default_factory=list)
     plan_file: str | None = None
+    lost: list[LostPlanned] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -115,9 +134,16 @@ def plan_burst(
         {provider} if provider else {p for t in wanted if t in config.templates for p in config.templates[t].providers}
     )
     desired = {name: workdirs[name].desired.read() for name in targets if name in workdirs}
-    ops = choose_ops(config, wanted, provider, {name: provider_count(config, name, root) for name in desired})
+    choose_ops(config, wanted, provider, {})  # the request itself (templates, counts, provider), before Terraform
     if problems := settings_problems(config, root, loaded.source):
         raise ConfigError(problems)
+    engine = engine or engine_for(config)
+    lost = {name: _lost(engine, workdirs[name], held) for name, held in desired.items()}
+    # A lost instance leaves the provider when the apply retires it: it takes no room. The ops are
+    # chosen with the room each provider really has.
+    room = {name: provider_count(config, name, root) - len(lost[name]) for name in desired}
+    ops = choose_ops(config, wanted, provider, room)
+    desired = {name: {k: v for k, v in held.items() if k not in lost[name]} for name, held in desired.items()}
     renderer = renderer_for(config, root / "templates")
     # A preview needs no CA file (apply renders every op again and does): the same rule as validate.
     controller = controller_context(config, allow_missing_ca=True)
@@ -127,16 +153,21 @@ def plan_burst(
         op_id = new_op_id()
         specs = render_op(config, renderer, RenderRequest(op.provider, op.template, op_id, op.count), controller)
         rendered.setdefault(op.provider, {})[op_id] = (op, op_id, specs)
-    engine = engine or engine_for(config)
     if out is not None:
         create_bundle(out)
     try:
         plans = [
-            _plan_provider(config, engine, workdirs[name], desired.get(name, {}), by_op, out)
+            _plan_provider(config, engine, workdirs[name], desired.get(name, {}), by_op, out, lost.get(name, {}))
             for name, by_op in sorted(rendered.items())
         ]
         if out is not None:
-            seal_bundle(out, config.cluster, loaded.source, {p.name: plan_path(out, p.name) for p in plans})
+            seal_bundle(
+                out,
+                config.cluster,
+                loaded.source,
+                {p.name: plan_path(out, p.name) for p in plans},
+                {p.name: [item.key for item in p.lost] for p in plans},
+            )
     except BaseException:
         if out is not None:
             discard_bundle(out)
@@ -150,6 +181,21 @@ def provider_count(config: Config, provider: str, root: Path) -> int:
     return sum(len(shards.keys(shard)) for shard in shards.all())
 
 
+def _lost(engine: Engine, workdir: ProviderWorkdir, held: Mapping[str, InstanceSpec]) -> dict[str, LostPlanned]:
+    """What the next create's observation of ``workdir`` would judge lost (read-only), by key."""
+    if not held:
+        return {}  # nothing managed yet: nothing can have been lost (and no Terraform runs)
+    prepared_workdir(engine, workdir)
+    with workdir.lock():
+        found = preview_losses(engine, workdir.path)
+    lost: dict[str, LostPlanned] = {}
+    for item in found:
+        spec = held.get(item.instance_key)
+        template, name = (spec.template, spec.name) if spec else ("", "")
+        lost[item.instance_key] = LostPlanned(item.instance_key, item.instance_id, template, name, item.reason)
+    return lost
+
+
 def _plan_provider(
     config: Config,
     engine: Engine,
@@ -157,6 +203,7 @@ def _plan_provider(
     current: dict[str, InstanceSpec],
     by_op: Mapping[str, tuple[OpRequest, str, dict[str, InstanceSpec]]],
     out: Path | None,
+    lost: Mapping[str, LostPlanned],
 ) -> ProviderPlan:
     new: dict[str, InstanceSpec] = {}
     for _op, _op_id, specs in by_op.values():
@@ -213,6 +260,7 @@ def _plan_provider(
         instances=sorted(instances, key=lambda i: i.key),
         ops=ops,
         plan_file=plan_file.name if plan_file else None,
+        lost=[lost[key] for key in sorted(lost)],
     )
 
 

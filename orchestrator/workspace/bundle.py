@@ -5,7 +5,9 @@ and ``manifest.json`` (format, cluster, creation time, configuration source, and
 of each provider). Saved plans hold the module settings and every instance's user data, so the
 directory is 0700 and every file in it 0600, whatever the umask. The manifest is written last
 (atomically): a directory without one is not a bundle, so a plan that failed half-way can never
-be applied.
+be applied. Each provider's entry also names the instance keys the preview showed as lost
+(``lost``; absent in bundles of earlier versions, read as none): ``xceprov apply`` refuses the
+bundle when its own read-only observation finds other losses.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +35,7 @@ class BundleEntry:
 
     provider: str
     plan_file: Path
+    lost: frozenset[str] = frozenset()
 
 
 def create_bundle(out: Path) -> Path:
@@ -46,8 +50,14 @@ def plan_path(out: Path, provider: str) -> Path:
     return (out / f"{provider}{PLAN_SUFFIX}").resolve()
 
 
-def seal_bundle(out: Path, cluster: str, source: str, plans: dict[str, Path]) -> None:
-    """Narrow every saved plan to 0600 and write the manifest, which makes ``out`` a bundle."""
+def seal_bundle(
+    out: Path, cluster: str, source: str, plans: dict[str, Path], lost: Mapping[str, Sequence[str]] | None = None
+) -> None:
+    """Narrow every saved plan to 0600 and write the manifest, which makes ``out`` a bundle.
+
+    ``lost``: per provider, the instance keys the preview showed as lost.
+    """
+    lost = lost or {}
     for plan_file in plans.values():
         # Terraform creates the plan with the process umask (usually 0644).
         os.chmod(plan_file, durable.PRIVATE_FILE)
@@ -58,7 +68,10 @@ def seal_bundle(out: Path, cluster: str, source: str, plans: dict[str, Path]) ->
             "cluster": cluster,
             "created": time.time(),
             "config": source,
-            "providers": [{"name": name, "plan_file": plan_file.name} for name, plan_file in plans.items()],
+            "providers": [
+                {"name": name, "plan_file": plan_file.name, "lost": sorted(lost.get(name, ()))}
+                for name, plan_file in plans.items()
+            ],
         },
     )
 
@@ -84,9 +97,12 @@ def read_bundle(bundle: Path, cluster: str) -> list[BundleEntry]:
         name = item.get("name") if isinstance(item, dict) else None
         plan_file = item.get("plan_file") if isinstance(item, dict) else None
         # A plan file is a bare name inside the bundle: a manifest cannot point elsewhere.
+        lost = item.get("lost", []) if isinstance(item, dict) else None
         if not isinstance(name, str) or not isinstance(plan_file, str) or Path(plan_file).name != plan_file:
             raise UsageError(f"{where}: malformed provider entry {item!r}")
-        entries.append(BundleEntry(name, (bundle / plan_file).resolve()))
+        if not isinstance(lost, list) or not all(isinstance(key, str) for key in lost):
+            raise UsageError(f"{where}: provider {name!r}: 'lost' must be a list of instance keys")
+        entries.append(BundleEntry(name, (bundle / plan_file).resolve(), frozenset(lost)))
     return entries
 
 

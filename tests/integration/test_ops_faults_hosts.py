@@ -203,7 +203,10 @@ def test_spot_reclaim_and_out_of_band_delete_are_lost_never_recreated(cloud_worl
 
     out = world.ok("sim", "fault", "spot-reclaim", ids[reclaimed])
     assert "spot-reclaim" in out
-    world.ok("apply", str(world.bundle("next1", "cpu=1")))
+    next1 = world.bundle("next1", "cpu=1")
+    # The preview already showed it lost (the bundle names it), so its apply may record it.
+    assert json.loads((next1 / "manifest.json").read_text())["providers"][0]["lost"] == [reclaimed]
+    world.ok("apply", str(next1))
     second = _op_of(world, world.site / "next1")
 
     # Lost at once (the cloud says reclaimed), out of the desired set, never re-created.
@@ -219,7 +222,9 @@ def test_spot_reclaim_and_out_of_band_delete_are_lost_never_recreated(cloud_worl
     # it gone, the executor reads the cloud a second time before the apply; both find it gone,
     # so it is lost (reason missing), out of the desired set, never re-created, and the burst
     # goes on.
-    world.ok("apply", str(world.bundle("next3", "cpu=1")))
+    next3 = world.bundle("next3", "cpu=1")
+    assert json.loads((next3 / "manifest.json").read_text())["providers"][0]["lost"] == [deleted]
+    world.ok("apply", str(next3))
     fourth = _op_of(world, world.site / "next3")
     gone = [f for f in world.facts() if f.kind == FactKind.LOST]
     assert [f.instance_key for f in gone] == [reclaimed, deleted]

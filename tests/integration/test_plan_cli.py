@@ -155,6 +155,85 @@ def test_refresh_only_plan_shows_out_of_band_delete(site: Path, monkeypatch: pyt
     assert [(d.key, d.action) for d in result.drift] == [(victim.client_token, "delete")]
 
 
+def journal(site: Path) -> list[dict[str, object]]:
+    """The standalone fact journal's facts (what the controller would hold)."""
+    path = site / "state" / "facts" / "itest.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_preview_after_a_loss_shows_it_lost_and_adds_what_apply_adds(site: Path) -> None:
+    assert xceprov(site, "plan", "cpu=2", "--out", "two").returncode == 0
+    assert xceprov(site, "apply", "two").returncode == 0
+    assert xceprov(site, "plan", "cpu=1", "--out", "before").returncode == 0  # saved before the loss
+    victim, kept = store(site).list_instances()
+    store(site).delete_out_of_band(victim.id)  # deleted behind Terraform's back
+    work = site / "state" / "work" / "itest" / "sim"
+    desired_before = (work / "desired.tfvars.json").read_text()
+    facts_before = journal(site)
+
+    done = xceprov(site, "plan", "cpu=1", "--json")
+    assert done.returncode == 0, done.stderr
+    [prov] = json.loads(done.stdout)["providers"]
+    # The lost instance is shown lost, not re-created: the preview adds only the new op's host.
+    assert [(i["key"], i["instance_id"], i["template"], i["reason"]) for i in prov["lost"]] == [
+        (victim.client_token, victim.id, "cpu", "missing")
+    ]
+    assert (prov["add"], prov["change"], prov["destroy"]) == (1, 0, 0)
+    [op] = prov["ops"]
+    assert [(i["key"], i["action"]) for i in prov["instances"]] == [(f"{op['op_id']}-000", "create")]
+    table = xceprov(site, "plan", "cpu=1")
+    assert table.returncode == 0, table.stderr
+    [lost_line] = [line for line in table.stdout.splitlines() if line.startswith("lost ")]
+    assert f"({victim.client_token}, {victim.id}, missing)" in lost_line and "never re-creates it" in lost_line
+    # Read-only: no fact, no suspect counted, no desired set changed.
+    assert journal(site) == facts_before
+    assert not (work / "lost-suspects.json").exists()
+    assert (work / "desired.tfvars.json").read_text() == desired_before
+
+    # A bundle saved before the loss would now also record the loss: refused, nothing changes.
+    stale = xceprov(site, "apply", "before")
+    assert stale.returncode == 7, stale.stderr
+    [line] = stale.stderr.strip().splitlines()
+    assert line.startswith("xceprov: saved plan is stale")
+    assert f"showed no instance lost on provider sim, the cloud now shows {victim.client_token} lost" in line
+    assert journal(site) == facts_before and (work / "desired.tfvars.json").read_text() == desired_before
+    assert [i.id for i in store(site).list_instances()] == [kept.id]
+
+    assert xceprov(site, "plan", "cpu=1", "--out", "after").returncode == 0
+    assert xceprov(site, "plan", "cpu=1", "--out", "twin").returncode == 0
+    applied = xceprov(site, "apply", "after")
+    assert applied.returncode == 0, applied.stderr
+    # The apply did what its preview showed: the loss recorded, exactly one instance created.
+    alive = store(site).list_instances()
+    assert len(alive) == 2 and kept.id in {i.id for i in alive}
+    lost_facts = [f for f in journal(site) if f["kind"] == "lost"]
+    assert [(f["instance_key"], f["instance_id"]) for f in lost_facts] == [(victim.client_token, victim.id)]
+    # The twin, saved beside it, was planned against the state before that apply: refused.
+    twin = xceprov(site, "apply", "twin")
+    assert twin.returncode == 7 and twin.stderr.startswith("xceprov: saved plan is stale")
+    assert len(store(site).list_instances()) == 2
+
+
+def test_a_tampered_lost_list_is_refused_and_a_manifest_without_one_applies(site: Path) -> None:
+    assert xceprov(site, "plan", "cpu=1", "--out", "b").returncode == 0
+    manifest = site / "b" / "manifest.json"
+    doc = json.loads(manifest.read_text())
+    assert doc["providers"][0]["lost"] == []
+    doc["providers"][0]["lost"] = "op-1\nforged"
+    manifest.write_text(json.dumps(doc))
+    done = xceprov(site, "apply", "b")
+    assert done.returncode == 2
+    [line] = done.stderr.strip().splitlines()
+    assert line == "xceprov: b/manifest.json: provider 'sim': 'lost' must be a list of instance keys"
+    assert store(site).list_instances() == []
+    # A manifest of an earlier version has no "lost": read as none, the bundle applies.
+    del doc["providers"][0]["lost"]
+    manifest.write_text(json.dumps(doc))
+    applied = xceprov(site, "apply", "b")
+    assert applied.returncode == 0, applied.stderr
+    assert len(store(site).list_instances()) == 1
+
+
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [

@@ -73,7 +73,7 @@ def test_bundle_holds_the_plan_of_exactly_the_previewed_instances_privately(
     bundle = tmp_path / "b"
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert (manifest["format"], manifest["cluster"], manifest["config"]) == (1, "unit", loaded.source)
-    assert manifest["providers"] == [{"name": "sim", "plan_file": "sim.tfplan"}]
+    assert manifest["providers"] == [{"name": "sim", "plan_file": "sim.tfplan", "lost": []}]
     saved = json.loads((bundle / "sim.tfplan").read_text())
     planned_keys = sorted(i.key for i in plan.providers[0].instances)
     assert sorted(saved["variables"]["instances"]) == planned_keys

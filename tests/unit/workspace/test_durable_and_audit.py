@@ -83,6 +83,14 @@ def test_audit_log_is_private_and_an_older_wider_log_is_narrowed(tmp_path: Path)
         ({"format": 2, "cluster": "c", "providers": []}, "unsupported format 2"),
         ({"format": 1, "cluster": "c", "providers": {}}, "'providers' must be a list"),
         ({"format": 1, "cluster": "c", "providers": [{"name": "sim", "plan_file": "../x.tfplan"}]}, "malformed"),
+        (
+            {"format": 1, "cluster": "c", "providers": [{"name": "sim", "plan_file": "s.tfplan", "lost": "op-1"}]},
+            "provider 'sim': 'lost' must be a list of instance keys",
+        ),
+        (
+            {"format": 1, "cluster": "c", "providers": [{"name": "sim", "plan_file": "s.tfplan", "lost": [7]}]},
+            "'lost' must be a list of instance keys",
+        ),
         ([1, 2], "not a JSON object"),
     ],
 )
