@@ -47,6 +47,7 @@ from orchestrator.clients.controller.types import (
 from orchestrator.errors import ControllerError, FinalError, LeaseLost
 from orchestrator.model.config import ControllerSettings
 from orchestrator.protocol import framing
+from orchestrator.protocol.holder import process_instance
 from orchestrator.protocol.schema import MAX_BATCH_FACTS
 
 __all__ = ["ControllerLink", "join_lease_manager", "split_address"]
@@ -83,6 +84,7 @@ class ControllerLink:
         backoff: Backoff | None = None,
         lease_only: bool = False,
         max_host_events: int = DEFAULT_MAX_HOST_EVENTS,
+        lease_instance: str | None = None,
     ) -> None:
         if not settings.addresses:
             raise ControllerError("no controller addresses are configured (controller.addresses)", delay=60.0)
@@ -92,6 +94,9 @@ class ControllerLink:
         self.cluster = cluster
         self.version = version or _version()
         self.lease_only = lease_only
+        # The process instance the controller tells this process's leases apart by (one per
+        # process and label; the lease keeper is handed its parent's): protocol.holder.
+        self.lease_instance = process_instance(instance_id) if lease_instance is None else lease_instance
         rng = rng or random.Random()
         self._pending = PendingRequests()
         join = {
@@ -99,6 +104,7 @@ class ControllerLink:
             "version": self.version,
             "providers": list(self.providers),
             "cluster": cluster,
+            "leaseInstance": self.lease_instance,
         }
         self._session = Session(
             settings, join, self._pending, self._frame, backoff or Backoff(initial=0.1, maximum=5.0, rng=rng)
