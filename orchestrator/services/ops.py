@@ -73,6 +73,39 @@ def lease_refusal(denied: LeaseDenied) -> LeaseHeld:
     )
 
 
+def refuse_when_leased(loaded: LoadedConfig, providers: Sequence[str]) -> None:
+    """Refuse at once (``LeaseHeld``, exit 9) when another holder has a live lease of one of
+    ``providers``, before a verb reads anything under the working directory locks: a daemon's
+    burst holds them for as long as it applies, and the verb would wait only to be refused.
+
+    A look at the controller's status, no lease taken; the fence itself is still the lease
+    that :func:`fenced_session` acquires afterwards. Nothing to check in standalone mode.
+    """
+    config = loaded.config
+    if config.standalone:
+        return
+    with ControllerLink(config.controller, instance_id=cli_instance_id(config.cluster), cluster=config.cluster) as link:
+        try:
+            link.open()
+            leases = link.query_status().leases
+        except ControllerError as exc:
+            raise _unreachable(exc, loaded) from None
+    for lease in leases:
+        if lease.provider in providers and lease.holder and lease.expires_in > 0:
+            denied = LeaseDenied(lease.provider, lease.holder, lease.expires_in, "held")
+            audit(config.state_dir, "lease-refused", provider=lease.provider, holder=lease.holder, reason="held")
+            raise lease_refusal(denied)
+
+
+def _unreachable(exc: ControllerError, loaded: LoadedConfig) -> ControllerError:
+    """No controller: nothing was changed, and how to change a cloud without one."""
+    return ControllerError(
+        f"{exc}; no change was made (to change the cloud with no controller at all, "
+        f"set standalone: true in {loaded.source})",
+        delay=exc.delay,
+    )
+
+
 def _shared_grant(state_dir: Path, provider: str, holder: str) -> LeaseHeld:
     """A grant to the certificate identity, not to this process: the controller does not tell
     processes of one identity apart, so a daemon or command beside this one may hold the lease.
@@ -97,11 +130,7 @@ def _leased(loaded: LoadedConfig, providers: Sequence[str]) -> Iterator[tuple[Le
         try:
             link.open()
         except ControllerError as exc:
-            raise ControllerError(
-                f"{exc}; no change was made (to change the cloud with no controller at all, "
-                f"set standalone: true in {loaded.source})",
-                delay=exc.delay,
-            ) from None
+            raise _unreachable(exc, loaded) from None
         for provider in providers:
             answer = link.acquire(provider)
             if not isinstance(answer, LeaseDenied) and not granted_to(answer.holder, link.lease_instance):
@@ -279,5 +308,6 @@ def resume_ops(
     providers = sorted(loaded.config.providers)
     if executor is not None:
         return [r for p in providers for r in resume_provider(executor, p)]
+    refuse_when_leased(loaded, providers)
     with fenced_session(loaded, providers, toolkit_root, engine=engine) as session:
         return [r for p in providers for r in resume_provider(session, p)]
