@@ -4,6 +4,7 @@ alone by a controller that does not tell processes apart (docs/protocol.md §5).
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -57,12 +58,14 @@ def test_a_command_refuses_a_lease_granted_to_the_identity_alone_and_does_not_re
 ) -> None:
     # The fake controller knows no leaseInstance: it grants to "me" (the identity alone), which may
     # be the lease a daemon of the same certificate holds.
-    text = (
-        f"cluster: unit\nstate_dir: {tmp_path / 'state'}\n"
-        f"controller: {{ca: {pki.ca}, addresses: ['{fake.address}'], connect_timeout: 2}}\n"
-        "providers: {sim: {module: xcesim}}\n"
-        "templates: {cpu: {providers: {sim: {flavor: c8.large, image: debian-12}}}}\n"
-    )
+    site = {
+        "cluster": "unit",
+        "state_dir": str(tmp_path / "state"),
+        "controller": {"ca": str(pki.ca), "addresses": [fake.address], "connect_timeout": 2},
+        "providers": {"sim": {"module": "xcesim"}},
+        "templates": {"cpu": {"providers": {"sim": {"flavor": "c8.large", "image": "debian-12"}}}},
+    }
+    text = json.dumps(site)
     loaded = parse_config(text, str(tmp_path / "xceprov.yaml"), tmp_path)
     with (
         pytest.raises(
