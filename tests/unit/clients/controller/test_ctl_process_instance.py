@@ -56,8 +56,12 @@ def test_the_links_of_one_process_join_as_one_instance_and_another_process_as_an
 def test_a_command_refuses_a_lease_granted_to_the_identity_alone_and_does_not_release_it(
     fake: FakeController, pki: Pki, tmp_path: Path
 ) -> None:
-    # The fake controller knows no leaseInstance: it grants to "me" (the identity alone), which may
-    # be the lease a daemon of the same certificate holds.
+    # A controller that knows no leaseInstance grants to "me" (the identity alone), which may be
+    # the lease a daemon of the same certificate holds.
+    fake.handlers["leaseAcquire"] = lambda member, payload, conn: (
+        "leaseGrant",
+        {"provider": payload["provider"], "epoch": {"term": 1, "seq": 1}, "ttlMs": 15000, "holder": "me"},
+    )
     site = {
         "cluster": "unit",
         "state_dir": str(tmp_path / "state"),
