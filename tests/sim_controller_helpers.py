@@ -145,14 +145,15 @@ def connect(
     return ProtoClient(sock)
 
 
-def join_provisioner(c: ProtoClient, instance_id: str, providers: list[str]) -> Reply:
-    """Join as a provisioner."""
+def join_provisioner(c: ProtoClient, instance_id: str, providers: list[str], lease_instance: str = "") -> Reply:
+    """Join as a provisioner (``lease_instance``: the process instance; "" is a legacy join)."""
 
     def fill(env: Any) -> None:
         j = env.init("joinProvisioner")
         j.instanceId = instance_id
         j.version = "test"
         j.providers = providers
+        j.leaseInstance = lease_instance
 
     return c.request(fill)
 

@@ -65,6 +65,8 @@ class FakeEngine:
         self.listed: dict[str, tuple[str, str]] = {}
         # The address the cloud reports for an instance key ("" = not yet addressed).
         self.address_of: Callable[[str], str] = lambda key: ""
+        # Tags of listed objects (cloud id → tags; none unless set).
+        self.listed_tags: dict[str, dict[str, str]] = {}
 
     # --- state of one working directory -------------------------------------------------
 
@@ -211,7 +213,14 @@ class FakeEngine:
         self.calls.append(("show_plan", workdir))
         saved = json.loads(Path(workdir, plan_file).read_text())
         tagged = {
-            object_id: {"id": object_id, "name": "", "address": "", "tags": {}, "state": state, "state_reason": why}
+            object_id: {
+                "id": object_id,
+                "name": "",
+                "address": "",
+                "tags": self.listed_tags.get(object_id, {}),
+                "state": state,
+                "state_reason": why,
+            }
             for object_id, (state, why) in self.listed.items()
         }
         return {

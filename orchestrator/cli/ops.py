@@ -14,7 +14,7 @@ from orchestrator.model.text import printable
 @click.option("--json", "as_json", is_flag=True, help="Print the open ops as JSON.")
 @click.pass_context
 def ops(click_ctx: click.Context, as_json: bool) -> None:
-    """List open ops: an intent at the controller without its outcome."""
+    """List open ops: an intent at the controller without its outcome (takes no lease)."""
     if click_ctx.invoked_subcommand is not None:
         return
     from orchestrator.paths import toolkit_root
@@ -38,6 +38,13 @@ def ops(click_ctx: click.Context, as_json: bool) -> None:
             )
         for item in provider["untracked"]:
             click.echo(printable(f"{provider['provider']}: untracked {item} (no fact; the orphan scan decides)"))
+        if provider["busy"]:
+            click.echo(
+                printable(
+                    f"{provider['provider']}: {' '.join(provider['busy'])} not read: an op is applying there "
+                    "(untracked keys of it are not shown)"
+                )
+            )
 
 
 @ops.command("resume")

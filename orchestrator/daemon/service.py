@@ -87,8 +87,10 @@ LEASE_SETTLE = 3.0
 
 
 def daemon_instance_id(cluster: str) -> str:
-    """The instance id the daemon holds its leases under (stable per cluster and machine:
-    a restarted daemon is the previous holder and gets its leases back at once)."""
+    """The instance id the daemon joins under (informational, stable per cluster and machine).
+
+    Its leases are held by this process alone (``protocol.holder``): a restarted daemon is another
+    holder and gets the leases when the stopped one released them, or after their TTL."""
     return f"{cluster}-daemon-{socket.gethostname()}"
 
 
@@ -226,8 +228,13 @@ class Daemon:
         )
         lifecycle.on_stop("controller link", self.link.close)
         self.fact_reader = FactReader(self.link)
+        # The keeper's link joins as this process's instance: the two links are one lease holder.
         self.keeper = LeaseKeeper(
-            config.controller, instance_id=self.instance_id, providers=self.providers, cluster=config.cluster
+            config.controller,
+            instance_id=self.instance_id,
+            providers=self.providers,
+            cluster=config.cluster,
+            lease_instance=self.link.lease_instance,
         )
         lifecycle.on_stop("lease release", lambda: self.keeper.close(release=True) if self.keeper else None)
         self.keeper.start()

@@ -338,6 +338,13 @@ class Executor:
                 )
         return current
 
+    def listable(self, workdir: ProviderWorkdir) -> None:
+        """A provider never used has no desired set yet: write an empty one (what its first op
+        would write first) so that its cloud can be listed. Never beside a state holding instances."""
+        if workdir.desired_file.exists() or self.state_instances(workdir):
+            return
+        workdir.desired.write(workdir.variables({}, render_settings(self.config, workdir.provider)))
+
     @contextlib.contextmanager
     def planned(
         self, workdir: ProviderWorkdir, instances: Mapping[str, InstanceSpec], scope: str = ""

@@ -10,9 +10,14 @@ instance key still without an outcome:
   the desired set is applied again; the simulated cloud's ``client_token`` (the instance key)
   makes a second create of the same key return the first instance, never a duplicate;
 - create op, key neither desired nor held (the crash came between the intent and the desired
-  set): nothing was asked of the cloud → abandoned (``returned`` with the reason in ``detail``);
+  set): nothing was asked of the cloud → abandoned (``returned`` with the reason in ``detail``),
+  but only once the tagged listing confirms it: local files alone are not evidence that the cloud
+  holds nothing of the op (another process, a daemon mid-burst, may be about to write them). An
+  unreadable listing, or a listing with an object of the op that no shard's state holds, refuses
+  the abandonment (:class:`~orchestrator.errors.FinalError` saying why) and the op stays open;
 - return op: the key is removed from the desired set (when still there), the deletion applied,
-  and ``returned`` committed.
+  and ``returned`` committed. A key no shard holds any more is recorded ``returned`` only when
+  the tagged listing no longer shows its instance (the same refusal otherwise).
 
 Keys in the state or the desired set that no fact mentions are reported as untracked, never
 changed: the orphan scan decides about them.
@@ -30,7 +35,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.errors import TerraformError
+import filelock
+
+from orchestrator.errors import FinalError, TerraformError
 from orchestrator.model import tags as owner
 from orchestrator.model.facts import Fact, FactKind
 from orchestrator.model.instances import op_of_key
@@ -49,6 +56,9 @@ class ProviderOps:
     open: list[OpenOp]
     untracked: list[str] = field(default_factory=list)
     listing: str = "not read"  # "read" | NO_STATE_YET | "not supported by the module" | "unreadable: ..."
+    # Shards whose state and desired set were not read: an op was applying on them (their
+    # working directory lock was held longer than the reader would wait).
+    busy: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -79,18 +89,30 @@ def tagged_objects(executor: Executor, workdir: ProviderWorkdir) -> tuple[str, l
     return "read", objects
 
 
-def survey(executor: Executor, provider: str) -> ProviderOps:
-    """The provider's open ops plus the keys held or desired that no fact mentions."""
+def survey(executor: Executor, provider: str, wait: float | None = None) -> ProviderOps:
+    """The provider's open ops plus the keys held or desired that no fact mentions.
+
+    ``wait``: how long to wait for each shard's working directory lock (``None``: as long as
+    an op takes). A reader beside a running op (``xceprov ops`` beside the daemon) waits briefly,
+    reports the shards it could not read as busy and leaves the tagged listing unread when the
+    listing shard is busy (its refresh would wait for the apply's Terraform state lock).
+    """
     facts = executor.facts.facts(provider)
     workdir = executor.workdir(provider)
     held: dict[str, Any] = {}
     desired: set[str] = set()
+    busy: list[str] = []
     for shard in executor.shard_list(provider):
-        with shard.lock():
-            held.update(executor.state_instances(shard))
-            desired.update(shard.desired.read())
+        try:
+            with shard.lock() if wait is None else shard.lock(timeout=wait):
+                held.update(executor.state_instances(shard))
+                desired.update(shard.desired.read())
+        except filelock.Timeout:
+            busy.append(shard.path.name)
     known_ops = {f.op_id for f in facts if f.kind == FactKind.REQUEST_INTENT}
     untracked = sorted(k for k in set(held) | set(desired) if op_of_key(k) not in known_ops)
+    if workdir.path.name in busy:
+        return ProviderOps(provider, open_ops(facts), untracked, "not read: an op is applying", busy)
     if held or workdir.desired_file.exists():
         status, objects = tagged_objects(executor, workdir)
     else:
@@ -101,7 +123,7 @@ def survey(executor: Executor, provider: str) -> ProviderOps:
         for o in objects
         if o["tags"].get(owner.OP_ID) not in known_ops and o["state"] not in ("terminated",)
     )
-    return ProviderOps(provider, open_ops(facts), untracked, status)
+    return ProviderOps(provider, open_ops(facts), untracked, status, busy)
 
 
 def resume_provider(executor: Executor, provider: str) -> list[Resolution]:
@@ -144,6 +166,7 @@ def _resume_create(executor: Executor, op: OpenOp) -> Resolution:
             reason="desired but not in the state; the key is the cloud's idempotency token",
         )
     if never:
+        _confirm_never_created(executor, op, never, workdir)
         epoch = executor.gate(provider, op.op_id, "abandon")
         detail = json.dumps({"abandoned": "intent committed, desired set never written: nothing was created"})
         executor.commit_many(
@@ -177,6 +200,7 @@ def _resume_return(executor: Executor, op: OpenOp) -> Resolution:
     # Keys no shard holds any more were deleted before the crash: shard 0 records them returned.
     gone = [k for k in op.pending if not any(k in keys for keys in groups.values())]
     if gone:
+        _confirm_gone(executor, op, gone, shards[0])
         groups.setdefault(shards[0], []).extend(gone)
 
     def one(shard: ProviderWorkdir, keys: list[str]) -> None:
@@ -187,3 +211,52 @@ def _resume_return(executor: Executor, op: OpenOp) -> Resolution:
     reason = f"{len(op.pending)} returning instances deleted and recorded returned"
     executor.audit("resume", provider=provider, op=op.op_id, kind="return", outcome="completed", reason=reason)
     return Resolution(provider, op.op_id, "return", "completed", reason, list(op.pending))
+
+
+def _live_listing(executor: Executor, op: OpenOp, keys: list[str], workdir: ProviderWorkdir) -> list[dict[str, Any]]:
+    """The tagged listing's objects not terminated; ``FinalError`` when it cannot be read."""
+    with workdir.lock():
+        executor.listable(workdir)
+    status, objects = tagged_objects(executor, workdir)
+    if status != "read":
+        raise FinalError(
+            f"op {op.op_id} on provider {op.provider}: {', '.join(keys)} not recorded returned: no local file "
+            f"holds them and the cloud's tagged listing, which must confirm that, is {status}; the op stays "
+            "open (run xceprov ops resume again when the listing can be read)"
+        )
+    return [o for o in objects if o["state"] not in ("terminated",)]
+
+
+def _confirm_never_created(executor: Executor, op: OpenOp, never: list[str], workdir: ProviderWorkdir) -> None:
+    """Abandon ``never`` (neither desired nor in any state) only when the cloud lists nothing of
+    the op that the states do not hold: else the op is being applied elsewhere, or a state was lost."""
+    live = _live_listing(executor, op, never, workdir)
+    held_ids: set[str] = set()
+    for shard in executor.shard_list(op.provider):
+        with shard.lock():
+            held_ids.update(str(v.get("id", "")) for v in executor.state_instances(shard).values())
+    stray = sorted(o["id"] for o in live if o["tags"].get(owner.OP_ID) == op.op_id and o["id"] not in held_ids)
+    if stray:
+        executor.audit("resume-refused", provider=op.provider, op=op.op_id, keys=never, listed=stray)
+        raise FinalError(
+            f"op {op.op_id} on provider {op.provider}: {', '.join(never)} not abandoned: no local file holds them "
+            f"but the cloud lists {', '.join(stray)} of this op (another process may be applying it, such as a "
+            "running daemon, or a state was lost: the orphan scan decides); the op stays open"
+        )
+
+
+def _confirm_gone(executor: Executor, op: OpenOp, gone: list[str], workdir: ProviderWorkdir) -> None:
+    """Record ``gone`` (returning, in no shard) returned only when the listing no longer shows them."""
+    live = {o["id"] for o in _live_listing(executor, op, gone, workdir)}
+    ids = {
+        f.instance_key: f.instance_id
+        for f in executor.facts.facts(op.provider)
+        if f.kind == FactKind.RETURNING and f.op_id == op.op_id
+    }
+    still = sorted(f"{k} ({ids.get(k) or k})" for k in gone if (ids.get(k) or k) in live)
+    if still:
+        executor.audit("resume-refused", provider=op.provider, op=op.op_id, keys=gone, listed=still)
+        raise FinalError(
+            f"op {op.op_id} on provider {op.provider}: {', '.join(still)} not recorded returned: no local file "
+            "holds them but the cloud still lists them; the op stays open (the orphan scan decides)"
+        )

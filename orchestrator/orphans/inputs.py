@@ -19,7 +19,6 @@ from orchestrator.clients.controller.types import ControllerStatus, HostInfo
 from orchestrator.errors import XceprovError
 from orchestrator.model.facts import Fact
 from orchestrator.ops.executor import Executor, shard_index
-from orchestrator.render.instances import render_settings
 from orchestrator.workspace.cloudview import Drift, Listing, read_drift_stream, read_views
 from orchestrator.workspace.workdir import ProviderWorkdir
 
@@ -152,7 +151,7 @@ def read_shard(executor: Executor, shard: ProviderWorkdir) -> ShardRead:
     try:
         with shard.lock():
             if out.index == 0:
-                _first_desired(executor, shard)
+                executor.listable(shard)
                 views = read_views(executor.engine, shard.path)
                 out.drift, out.listing = views.drift, views.listing
             else:
@@ -161,14 +160,6 @@ def read_shard(executor: Executor, shard: ProviderWorkdir) -> ShardRead:
     except (XceprovError, OSError) as exc:
         out.error = first_line(exc)
     return out
-
-
-def _first_desired(executor: Executor, shard: ProviderWorkdir) -> None:
-    """A provider never used has no desired set yet: an empty one (what its first op would write
-    first) lets its cloud be listed. Never beside a state that holds instances (the executor's rule)."""
-    if shard.desired_file.exists() or executor.state_instances(shard):
-        return
-    shard.desired.write(shard.variables({}, render_settings(executor.config, shard.provider)))
 
 
 def _state_ids(executor: Executor, shard: ProviderWorkdir) -> dict[str, str]:

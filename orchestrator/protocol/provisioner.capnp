@@ -33,10 +33,14 @@ enum Role {
 # Join
 
 struct JoinProvisioner {
-  instanceId @0 :Text;          # informational: the lease holder is the identity in the client certificate
+  instanceId @0 :Text;          # informational: the lease holder is the certificate identity and leaseInstance
   version @1 :Text;             # software version, informational
   providers @2 :List(Text);     # providers whose facts, host events and leases this instance wants
   cluster @3 :Text;             # cluster name, informational (the controller may refuse a mismatch)
+  leaseInstance @4 :Text;       # the process instance: connections of one certificate identity with the
+                                # same leaseInstance are one lease holder, other values other holders
+                                # ("" = legacy: the identity alone is the holder). Not a credential:
+                                # it only tells apart processes the certificate already authenticates.
 }
 
 struct JoinWorker {
@@ -78,7 +82,7 @@ struct LeaseGrant {
   provider @0 :Text;
   epoch @1 :Epoch;
   ttlMs @2 :UInt32;             # valid for ttlMs from when the request was SENT (client clock)
-  holder @3 :Text;              # the instanceId the lease is granted to (the requester)
+  holder @3 :Text;              # the holder the lease is granted to (the requester): identity[/leaseInstance]
 }
 
 struct LeaseDeny {
@@ -133,7 +137,7 @@ struct Fact {
   # Set by the controller when committed; ignored in commitFact:
   factId @12 :UInt64;           # strictly increasing per controller store
   committedUnixMs @13 :Int64;
-  holder @14 :Text;             # instanceId of the lease holder that committed it
+  holder @14 :Text;             # the lease holder that committed it: identity[/leaseInstance]
 }
 
 struct Ack {

@@ -31,7 +31,7 @@ from orchestrator.model.progress import ProgressSink
 from orchestrator.ops.executor import Bootstrap, CreateResult, Executor
 from orchestrator.ops.losses import preview_losses
 from orchestrator.services.bootstrap_sources import SimulatedWorld
-from orchestrator.services.ops import fenced_session, playbook_callables
+from orchestrator.services.ops import fenced_session, playbook_callables, refuse_when_leased
 from orchestrator.workspace.audit import audit
 from orchestrator.workspace.bundle import read_bundle
 from orchestrator.workspace.terraform import engine_for, prepared_workdir
@@ -159,6 +159,8 @@ def apply_bundle(
         if entry.provider not in config.providers:
             raise UsageError(f"{bundle}: provider {entry.provider!r} is not in the configuration")
     engine = engine or (executor.engine if executor is not None else engine_for(config))
+    if executor is None:
+        refuse_when_leased(loaded, sorted({e.provider for e in entries}))
     planned: dict[str, list[BundleOp]] = {}
     for entry in entries:
         workdir = ProviderWorkdir(config, entry.provider, toolkit_root)

@@ -26,7 +26,7 @@ from orchestrator.ops.facts import NoFacts
 from orchestrator.ops.fence import ReadOnlyFence
 from orchestrator.ops.hosts import NoHosts
 from orchestrator.services.bootstrap_sources import SimulatedWorld
-from orchestrator.services.ops import fenced_session, playbook_callables
+from orchestrator.services.ops import fenced_session, playbook_callables, refuse_when_leased
 from orchestrator.workspace.terraform import engine_for
 
 
@@ -84,6 +84,8 @@ def destroy(
         raise UsageError(f"--provider {provider}: no such provider (known: {', '.join(sorted(config.providers))})")
     providers = [provider] if provider else sorted(config.providers)
     engine = engine or (executor.engine if executor is not None else engine_for(config))
+    if executor is None and not dry_run:
+        refuse_when_leased(loaded, providers)
     reader = Executor(config, toolkit_root, engine, ReadOnlyFence(), NoFacts(), NoHosts(), progress=progress)
     selected = select_keys(reader, providers, ops, all_instances)
     result = DestroyResult(dry_run=dry_run)

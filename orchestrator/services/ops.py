@@ -2,14 +2,17 @@
 
 :func:`fenced_session` takes the leases of the providers a verb changes and yields an
 :class:`~orchestrator.ops.executor.Executor` wired to the controller (facts, hosts) and to the
-Terraform engine. The session joins under a stable instance id per cluster and machine
-(``<cluster>-cli-<hostname>``): after a crash (``kill -9``) the next command is the previous
-holder and is re-granted at once, so ``xceprov ops resume`` need not wait for the TTL. When
-another instance (a running daemon, a command on another machine) holds a lease, the session
-refuses with :class:`~orchestrator.errors.LeaseHeld`, naming the holder and the controller's
-retry-after. With no controller the session is refused unless ``standalone: true``: then a
-local lock per provider fences the command, the epoch is ``none`` and facts go to a local
-journal (``<state_dir>/facts/<cluster>.jsonl``); the audit log says so.
+Terraform engine. The session joins under the instance id ``<cluster>-cli-<hostname>``
+(informational) and holds its leases as this process alone (``protocol.holder``): another process
+of the same certificate, such as a daemon on the same machine, is another holder. When another
+holder has a lease (a running daemon, another command, here or elsewhere), the session refuses
+with :class:`~orchestrator.errors.LeaseHeld`, naming the holder, what to do and the controller's
+retry-after, and changes nothing; it never releases a lease it was not granted itself. After a
+crash (``kill -9``) the crashed command's lease lapses by its TTL before the next one gets it.
+``xceprov ops`` (the listing) takes no lease: it reads facts, states and the tagged listing.
+With no controller the session is refused unless ``standalone: true``: then a local lock per
+provider fences the command, the epoch is ``none`` and facts go to a local journal
+(``<state_dir>/facts/<cluster>.jsonl``); the audit log says so.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator.clients.controller.lease import LeaseManager
+from orchestrator.clients.controller.lease import LeaseManager, granted_to
 from orchestrator.clients.controller.link import ControllerLink, join_lease_manager
 from orchestrator.clients.controller.types import HostInfo, LeaseDenied
 from orchestrator.clients.terraform.engine import Engine
@@ -29,10 +32,11 @@ from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import ControllerError, LeaseHeld
 from orchestrator.model.instances import op_of_key
 from orchestrator.model.progress import ProgressSink
+from orchestrator.model.text import printable
 from orchestrator.ops.drain import Decommission
 from orchestrator.ops.executor import Bootstrap, Created, Executor, op_scope
 from orchestrator.ops.facts import LinkFacts, LocalFacts
-from orchestrator.ops.fence import StandaloneFence
+from orchestrator.ops.fence import ReadOnlyFence, StandaloneFence
 from orchestrator.ops.hosts import LinkHosts, NoHosts
 from orchestrator.ops.resume import Resolution, resume_provider, survey
 from orchestrator.services.bootstrap_sources import SimulatedWorld
@@ -41,21 +45,75 @@ from orchestrator.workspace.terraform import engine_for
 
 
 def cli_instance_id(cluster: str) -> str:
-    """The instance id command-line sessions hold leases under (stable per cluster and machine)."""
+    """The instance id command-line sessions join under (informational; the lease holder is
+    the certificate identity and this process's instance, ``protocol.holder``)."""
     return f"{cluster}-cli-{socket.gethostname()}"
 
 
 def lease_refusal(denied: LeaseDenied) -> LeaseHeld:
-    """The one-line refusal of a denied lease: who holds it (or why not) and when to retry."""
+    """The one-line refusal of a denied lease: who holds it (or why not), what to do, when to retry."""
     retry = f"{denied.retry_after:.0f}s" if denied.retry_after >= 1 else "a moment"
     if denied.holder:
-        why = f"is held by {denied.holder}"
+        holder = printable(denied.holder)
+        if "-daemon-" in holder:  # the label of daemon_instance_id: say what to do about a daemon
+            todo = "let the daemon do the work, or stop it for the time of this command"
+        else:
+            todo = "wait for that command to end"
+        why = f"is held by {holder} ({todo})"
     elif denied.reason == "grace":
         why = "is in the controller's grace period after a failover"
     else:
         why = f"is not available ({denied.reason or 'denied'})"
     return LeaseHeld(
         f"provider {denied.provider}: the lease {why}; retry in {retry}", denied.holder, denied.retry_after
+    )
+
+
+def refuse_when_leased(loaded: LoadedConfig, providers: Sequence[str]) -> None:
+    """Refuse at once (``LeaseHeld``, exit 9) when another holder has a live lease of one of
+    ``providers``, before a verb reads anything under the working directory locks: a daemon's
+    burst holds them for as long as it applies, and the verb would wait only to be refused.
+
+    A look at the controller's status, no lease taken; the fence itself is still the lease
+    that :func:`fenced_session` acquires afterwards. Nothing to check in standalone mode.
+    """
+    config = loaded.config
+    if config.standalone:
+        return
+    with ControllerLink(config.controller, instance_id=cli_instance_id(config.cluster), cluster=config.cluster) as link:
+        try:
+            link.open()
+            leases = link.query_status().leases
+        except ControllerError as exc:
+            raise _unreachable(exc, loaded) from None
+    for lease in leases:
+        if lease.provider in providers and lease.holder and lease.expires_in > 0:
+            denied = LeaseDenied(lease.provider, lease.holder, lease.expires_in, "held")
+            audit(config.state_dir, "lease-refused", provider=lease.provider, holder=lease.holder, reason="held")
+            raise lease_refusal(denied)
+
+
+def _unreachable(exc: ControllerError, loaded: LoadedConfig) -> ControllerError:
+    """No controller: nothing was changed, and how to change a cloud without one."""
+    return ControllerError(
+        f"{exc}; no change was made (to change the cloud with no controller at all, "
+        f"set standalone: true in {loaded.source})",
+        delay=exc.delay,
+    )
+
+
+def _shared_grant(state_dir: Path, provider: str, holder: str) -> LeaseHeld:
+    """A grant to the certificate identity, not to this process: the controller does not tell
+    processes of one identity apart, so a daemon or command beside this one may hold the lease.
+    Nothing is changed and the lease is not released (it may be the other's): it lapses by its TTL."""
+    audit(
+        state_dir, "lease-refused", provider=provider, holder=holder, reason="granted to the identity, not the process"
+    )
+    return LeaseHeld(
+        f"provider {provider}: the controller granted the lease to {printable(holder)}, not to this process "
+        "alone (it does not tell processes of one certificate apart, docs/protocol.md section 5): a daemon or "
+        "command with the same certificate may hold it; nothing was changed",
+        holder,
     )
 
 
@@ -68,13 +126,11 @@ def _leased(loaded: LoadedConfig, providers: Sequence[str]) -> Iterator[tuple[Le
         try:
             link.open()
         except ControllerError as exc:
-            raise ControllerError(
-                f"{exc}; no change was made (to change the cloud with no controller at all, "
-                f"set standalone: true in {loaded.source})",
-                delay=exc.delay,
-            ) from None
+            raise _unreachable(exc, loaded) from None
         for provider in providers:
             answer = link.acquire(provider)
+            if not isinstance(answer, LeaseDenied) and not granted_to(answer.holder, link.lease_instance):
+                raise _shared_grant(config.state_dir, provider, answer.holder)
             if isinstance(answer, LeaseDenied):
                 audit(
                     config.state_dir,
@@ -85,7 +141,13 @@ def _leased(loaded: LoadedConfig, providers: Sequence[str]) -> Iterator[tuple[Le
                     reason=answer.reason,
                 )
                 raise lease_refusal(answer)
-        manager = LeaseManager(link, providers, margin=float(config.controller.lease_margin), holder_id=instance_id)
+        manager = LeaseManager(
+            link,
+            providers,
+            margin=float(config.controller.lease_margin),
+            holder_id=instance_id,
+            instance=link.lease_instance,
+        )
         join_lease_manager(link, manager)
         manager.step()  # acquire now (the same holder: the grant just made), then renew in the background
         manager.start()
@@ -189,20 +251,47 @@ class OpsReport:
         return {"providers": self.providers}
 
 
+# How long ``xceprov ops`` waits for a shard's working directory lock before it reports the shard
+# busy: an op applying there (a daemon's burst) may hold it for minutes.
+LISTING_WAIT = 2.0
+
+
+@contextlib.contextmanager
+def _reader(loaded: LoadedConfig, engine: Engine, toolkit_root: Path) -> Iterator[Executor]:
+    """An executor that can read facts, states and listings and change nothing (no lease)."""
+    config = loaded.config
+    if config.standalone:
+        facts = LocalFacts(config.state_dir / "facts" / f"{config.cluster}.jsonl")
+        yield Executor(config, toolkit_root, engine, ReadOnlyFence(), facts, NoHosts())
+        return
+    providers = sorted(config.providers)
+    link = ControllerLink(
+        config.controller, instance_id=cli_instance_id(config.cluster), providers=providers, cluster=config.cluster
+    )
+    try:
+        link.open()
+        yield Executor(config, toolkit_root, engine, ReadOnlyFence(), LinkFacts(link), LinkHosts(link))
+    finally:
+        link.close()
+
+
 def list_ops(loaded: LoadedConfig, toolkit_root: Path, engine: Engine | None = None) -> OpsReport:
-    """Open ops of every provider (needs the leases: the listing reads the state under the lock)."""
+    """Open ops of every provider, read without a lease (so beside a running daemon too): facts
+    from the controller, each shard's state and desired set under its lock, the tagged listing.
+    A shard whose lock an applying op holds is reported busy instead of waited for."""
     config = loaded.config
     providers = sorted(config.providers)
     out: list[dict[str, Any]] = []
-    with fenced_session(loaded, providers, toolkit_root, engine=engine) as executor:
+    with _reader(loaded, engine or engine_for(config), toolkit_root) as executor:
         for provider in providers:
-            found = survey(executor, provider)
+            found = survey(executor, provider, wait=LISTING_WAIT)
             out.append(
                 {
                     "provider": provider,
                     "open": [asdict(o) for o in found.open],
                     "untracked": found.untracked,
                     "listing": found.listing,
+                    "busy": found.busy,
                 }
             )
     return OpsReport(out)
@@ -215,5 +304,6 @@ def resume_ops(
     providers = sorted(loaded.config.providers)
     if executor is not None:
         return [r for p in providers for r in resume_provider(executor, p)]
+    refuse_when_leased(loaded, providers)
     with fenced_session(loaded, providers, toolkit_root, engine=engine) as session:
         return [r for p in providers for r in resume_provider(session, p)]

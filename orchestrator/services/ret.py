@@ -22,7 +22,7 @@ from orchestrator.ops.facts import NoFacts
 from orchestrator.ops.fence import ReadOnlyFence
 from orchestrator.ops.hosts import NoHosts
 from orchestrator.services.bootstrap_sources import SimulatedWorld
-from orchestrator.services.ops import fenced_session, playbook_callables
+from orchestrator.services.ops import fenced_session, playbook_callables, refuse_when_leased
 from orchestrator.workspace.terraform import engine_for
 
 
@@ -63,6 +63,8 @@ def return_hosts(
         raise UsageError("name the hosts to return (host names or instance keys)")
     config = loaded.config
     engine = engine or (executor.engine if executor is not None else engine_for(config))
+    if executor is None:
+        refuse_when_leased(loaded, sorted(config.providers))
     reader = Executor(config, toolkit_root, engine, ReadOnlyFence(), NoFacts(), NoHosts())
     chosen = resolve_hosts(reader, names)
     drain = DrainSettings(drain=True, timeout=0.0 if now else drain_timeout, policy="return" if now else None)

@@ -330,7 +330,7 @@ def test_lease_keeper_process_gates_releases_and_obeys_revocation(controller: Si
         # A clean close releases: the other orchestrator gets p1 without waiting for the TTL.
         keeper.close(release=True)
         leases = {x["provider"]: x for x in admin.status(controller.state_dir)["leases"]}
-        assert "p1" not in leases or leases["p1"]["holder"] != "orch-k"
+        assert "p1" not in leases or not leases["p1"]["holder"].startswith("orch-k/")
         wait_for(
             "orch-l to get the released lease", lambda: other is not None and other.leases.valid("p1"), timeout=TTL * 3
         )
@@ -382,13 +382,15 @@ def test_status_shows_link_leases_demand_and_open_ops(controller: SimController,
         assert out.returncode == 0, out.stderr
         report = json.loads(out.stdout)
         assert report["link"]["address"] == controller.address and report["term"] >= 1
-        assert [(x["provider"], x["holder"], x["epoch"]) for x in report["leases"]] == [("sim", "orch-s", epoch.tag())]
+        # The holder: the certificate's identity and the holding process's instance.
+        holder = f"orch-s/{orch.link.lease_instance}"
+        assert [(x["provider"], x["holder"], x["epoch"]) for x in report["leases"]] == [("sim", holder, epoch.tag())]
         assert {d["template"]: d["wanted"] for d in report["demand"]}["cpu"] == 3
         assert [(o["op_id"], o["action"], o["done"], o["wanted"]) for o in report["open_ops"]] == [
             ("op-00000002-aaaaaa", "create", 0, 2)
         ]
         text = xceprov("--config", str(cfg), "status")
-        assert text.returncode == 0 and "holder orch-s" in text.stdout
+        assert text.returncode == 0 and f"holder {holder}" in text.stdout
     finally:
         orch.close()
 

@@ -31,7 +31,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from sim_world_helpers import SimWorld, agree, sim_world, wait_until
 
 from orchestrator import durable
+from orchestrator.model.facts import FactKind
 from orchestrator.ops.openops import open_ops
+from orchestrator.sim.controller import admin
 
 pytestmark = pytest.mark.integration
 
@@ -373,3 +375,48 @@ def test_join_tokens_left_by_a_dead_run_go_when_the_daemon_starts(shared_world: 
             assert code == 0, daemon.log()
     finally:
         live.close()
+
+
+def test_verbs_beside_a_running_daemon_are_refused_and_never_take_or_release_its_lease(world: SimWorld) -> None:
+    cfg = configure(world)
+    cfg["terraform"] = {"parallelism": 1}  # one create at a time: the burst is long and observable
+    (world.site / "xceprov.yaml").write_text(yaml.safe_dump(cfg))
+    bundle = world.bundle("one.bundle", "cpu=1")  # planned before the daemon: a bundle apply would carry out
+    world.store.set_slow_launch(4.0)
+    with running_daemon(world, "daemon") as daemon:
+        daemon.wait_status("the daemon's lease of sim", leased)
+        world.ok("sim", "submit", "--template", "cpu", "--hosts", "6", "--duration", "600s")
+        wait_until("the burst under way", lambda: "op-apply" in world.actions(daemon.pid) or not daemon.alive())
+        before = admin.status(world.sim)
+        [held] = [x for x in before["leases"] if x["provider"] == "sim"]
+        assert held["holder"].split("/")[1].startswith(f"{world.cluster}-daemon-"), held
+
+        # The listing reads facts and state: no lease, exit 0, the daemon's op shown open.
+        listed = world.xceprov("ops", "--json")
+        assert listed.returncode == 0, listed.stderr
+        [sim] = json.loads(listed.stdout)["providers"]
+        [burst] = sim["open"]
+        assert burst["kind"] == "create" and burst["count"] == 6
+        for verb in (["destroy", "--all"], ["apply", str(bundle)], ["return", burst["pending"][0]], ["ops", "resume"]):
+            done = world.xceprov(*verb)
+            assert done.returncode == 9, f"xceprov {' '.join(verb)}: exit {done.returncode}\n{done.stderr}"
+            [line] = done.stderr.splitlines()
+            assert f"provider sim: the lease is held by {held['holder']} (let the daemon do the work, " in line, line
+
+        # The daemon kept its lease and epoch all along (no new term, no new seq) ...
+        after = admin.status(world.sim)
+        assert after["term"] == before["term"]
+        assert [(x["holder"], x["epoch"]) for x in after["leases"] if x["provider"] == "sim"] == [
+            (held["holder"], held["epoch"])
+        ]
+        # ... and finishes its op: six instances, each created once, none returned.
+        wait_until("the daemon's op done", lambda: open_ops(world.facts()) == [] or not daemon.alive(), timeout=180)
+        assert daemon.alive(), daemon.log()
+        log = daemon.log()
+        assert "lost to" not in log and "revoked" not in log, log[-3000:]
+    facts = world.facts()
+    created = [f.instance_key for f in facts if f.kind == FactKind.INSTANCE_CREATED]
+    assert len(created) == 6 and len(set(created)) == 6
+    assert [f for f in facts if f.kind in (FactKind.RETURNED, FactKind.RETURNING)] == []
+    alive = agree(world)
+    assert len(alive) == 6 and {i.tags.get("xce:op_id") for i in alive.values()} == {burst["op_id"]}

@@ -13,7 +13,9 @@ How it works:
 - ``LeaseKeeper.start()`` spawns ``python -m orchestrator.clients.controller.keeper`` (spawn,
   never fork: the parent has threads) and sends it the controller settings and providers as one
   JSON line on its stdin. The child opens its own ``ControllerLink`` joined under the *same*
-  instance id (the controller ties leases to the instance id, not to a connection) and runs a
+  instance id and process instance (``leaseInstance``) as its parent: the controller ties leases
+  to the certificate identity and the process instance, not to a connection, so the two links are
+  one holder and every other process is another (docs/protocol.md §5). The child runs a
   ``LeaseManager``.
 - The child publishes every lease change into a small shared-memory file (one record per
   provider, written under a sequence lock by the child only): epoch, ``valid_until`` on
@@ -58,6 +60,7 @@ from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.clients.controller.types import Epoch
 from orchestrator.errors import ControllerError, LeaseLost
 from orchestrator.model.config import ControllerSettings
+from orchestrator.protocol.holder import process_instance
 
 log = logging.getLogger(__name__)
 
@@ -159,9 +162,12 @@ class LeaseKeeper:
         cluster: str = "",
         margin: float | None = None,
         python: str | None = None,
+        lease_instance: str | None = None,
     ) -> None:
         self.settings = settings
         self.instance_id = instance_id
+        # This process's instance (the one its own link joins with), handed to the child.
+        self.lease_instance = process_instance(instance_id) if lease_instance is None else lease_instance
         self.providers = sorted(providers)
         self.cluster = cluster
         self.margin = settings.lease_margin if margin is None else margin
@@ -182,6 +188,8 @@ class LeaseKeeper:
         config = {
             "settings": self.settings.model_dump(mode="json"),
             "instance_id": self.instance_id,
+            # The parent's process instance: the keeper's link and the parent's are one holder.
+            "lease_instance": self.lease_instance,
             "providers": self.providers,
             "cluster": self.cluster,
             "margin": self.margin,
@@ -314,6 +322,7 @@ def _child(config: dict[str, Any]) -> int:
         providers=providers,
         cluster=config.get("cluster", ""),
         lease_only=True,
+        lease_instance=str(config["lease_instance"]),
     )
     manager: LeaseManager | None = None
 
@@ -326,6 +335,7 @@ def _child(config: dict[str, Any]) -> int:
         providers,
         margin=float(config["margin"]),
         holder_id=config["instance_id"],
+        instance=str(config["lease_instance"]),
         clock=time.monotonic,
         on_change=publish,
         retry_interval=min(1.0, settings.request_timeout),

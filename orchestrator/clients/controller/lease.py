@@ -16,7 +16,10 @@ Rules (docs/protocol.md, research seed Q3):
   ``LeaseLost``. Once the lease lapses, no new cloud call starts; the op stays resumable.
 - A revocation push invalidates the lease at once; grants for the revoked epoch arriving late
   (a renewal that crossed the push) are ignored.
-- ``close()`` releases every held lease on a clean shutdown.
+- ``close()`` releases every held lease on a clean shutdown, but only a lease the controller
+  granted to this process (``instance``, the join's ``leaseInstance``): a controller that names the
+  identity alone as the holder does not tell this process from another of the same certificate,
+  and releasing would free the other's lease (docs/protocol.md §5). Such a lease lapses by its TTL.
 
 Each provider gets its own renewal thread, so a slow or timed-out renewal of one provider never
 delays another's; the threads do nothing but renew (no Terraform or Ansible work runs on them).
@@ -105,6 +108,13 @@ class _Lease:
     in_flight: bool = False
     reacquire: bool = False
     renewal: tuple[float, float, float] = (0.0, 0.0, 0.0)  # due, sent, confirmed of the last grant
+    own: bool = False  # the last grant named this process instance as the holder
+
+
+def granted_to(holder: str, instance: str) -> bool:
+    """Whether a grant naming ``holder`` was made to the process instance ``instance`` alone
+    (any grant counts when no instance is known: a manager of one process, as in tests)."""
+    return not instance or holder.endswith("/" + instance)
 
 
 class LeaseManager:
@@ -117,6 +127,7 @@ class LeaseManager:
         *,
         margin: float,
         holder_id: str = "",
+        instance: str = "",
         clock: Clock = time.monotonic,
         rng: random.Random | None = None,
         jitter: float = 0.05,
@@ -128,6 +139,7 @@ class LeaseManager:
         self._transport = transport
         self._margin = margin
         self._holder_id = holder_id
+        self._instance = instance
         self._clock = clock
         self._rng = rng or random.Random()
         self._jitter = jitter
@@ -293,6 +305,7 @@ class LeaseManager:
             lease.holder = ""
             lease.last_error = ""
             lease.renewal = (due, sent, now)
+            lease.own = granted_to(answer.holder, self._instance)
             interval = answer.ttl / 3.0
             lease.next_due = sent + interval * (1.0 - self._jitter * self._rng.random())
 
@@ -339,6 +352,13 @@ class LeaseManager:
             with self._lock:
                 lease = self._leases[provider]
                 epoch = lease.epoch if self._clock() < lease.valid_until else None
+                if epoch is not None and not lease.own:
+                    log.warning(
+                        "lease of provider %s not released: the controller granted it to the certificate "
+                        "identity, not to this process alone; it lapses by its TTL",
+                        provider,
+                    )
+                    epoch = None
                 lease.previous = lease.epoch or lease.previous
                 lease.epoch = None
                 lease.valid_until = -math.inf

@@ -50,6 +50,7 @@ from orchestrator.clients.controller.unknown import Listener, UnknownValues
 from orchestrator.errors import ControllerError, ControllerMisbehaved, FinalError, LeaseLost
 from orchestrator.model.config import ControllerSettings
 from orchestrator.protocol import framing
+from orchestrator.protocol.holder import process_instance
 from orchestrator.protocol.schema import MAX_BATCH_FACTS
 
 __all__ = ["ControllerLink", "join_lease_manager", "split_address"]
@@ -93,6 +94,7 @@ class ControllerLink:
         lease_only: bool = False,
         max_host_events: int = DEFAULT_MAX_HOST_EVENTS,
         max_fact_pages: int = MAX_FACT_PAGES,
+        lease_instance: str | None = None,
     ) -> None:
         if not settings.addresses:
             raise ControllerError("no controller addresses are configured (controller.addresses)", delay=60.0)
@@ -105,6 +107,9 @@ class ControllerLink:
         self.max_facts_per_read = settings.max_facts_per_read
         self.max_fact_pages = max_fact_pages
         self.unknown = UnknownValues()
+        # The process instance the controller tells this process's leases apart by (one per
+        # process and label; the lease keeper is handed its parent's): protocol.holder.
+        self.lease_instance = process_instance(instance_id) if lease_instance is None else lease_instance
         rng = rng or random.Random()
         self._pending = PendingRequests()
         join = {
@@ -112,6 +117,7 @@ class ControllerLink:
             "version": self.version,
             "providers": list(self.providers),
             "cluster": cluster,
+            "leaseInstance": self.lease_instance,
         }
         self._session = Session(
             settings, join, self._pending, self._frame, backoff or Backoff(initial=0.1, maximum=5.0, rng=rng)

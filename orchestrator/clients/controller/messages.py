@@ -84,7 +84,7 @@ def epoch_dict(epoch: Epoch | None) -> Dict:
 
 def lease_grant(d: Dict) -> LeaseGrant:
     """A ``leaseGrant`` reply."""
-    return LeaseGrant(_s(d, "provider"), epoch_of(d.get("epoch")), _sec(d, "ttlMs"))
+    return LeaseGrant(_s(d, "provider"), epoch_of(d.get("epoch")), _sec(d, "ttlMs"), _s(d, "holder"))
 
 
 def lease_deny(d: Dict) -> LeaseDenied:

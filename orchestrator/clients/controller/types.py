@@ -23,6 +23,7 @@ class LeaseGrant:
     provider: str
     epoch: Epoch
     ttl: float
+    holder: str = ""  # whom the controller granted it to: identity[/leaseInstance] (protocol.holder)
 
 
 @dataclass(frozen=True)

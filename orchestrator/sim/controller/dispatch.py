@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from orchestrator.protocol.framing import WrongMessageType, which
+from orchestrator.protocol.holder import holder_key, instance_refusal
 from orchestrator.protocol.schema import ADMIN_REQUESTS, MAX_BATCH_FACTS, REQUESTS
 from orchestrator.sim.controller import auth, wire
 from orchestrator.sim.controller.core import ControllerCore, _ms
@@ -67,9 +68,15 @@ def _join_provisioner(core: ControllerCore, session: Session, rid: int, r: Any) 
     if isinstance(holder, ErrorV):
         session.send(wire.reply_error(rid, holder))
         return
-    # The lease holder is the certificate's identity; the instanceId sent is informational.
+    # The lease holder is the certificate's identity and the join's process instance (legacy
+    # joins send none: the identity alone); the instanceId sent is informational.
+    instance = _text(r.leaseInstance)
+    refused = instance_refusal(instance)
+    if refused is not None:
+        session.send(wire.reply_error(rid, ErrorV("invalid", refused)))
+        return
     session.role = "provisioner"
-    session.instance_id = holder
+    session.instance_id = holder_key(holder, instance)
     session.providers = frozenset(_text(p) for p in r.providers)
     session.send(_joined(core, rid, "provisioner"))
     # Level-triggered demand: every join gets the whole picture at once (resync).

@@ -22,7 +22,7 @@ class Session:
     send: Callable[[bytes], None]
     close: Callable[[str], None]
     role: str = ""  # "", "provisioner", "worker", "admin"
-    instance_id: str = ""  # provisioners: the lease holder (the identity in the client certificate)
+    instance_id: str = ""  # provisioners: the lease holder, identity[/leaseInstance] (protocol.holder)
     cert_role: str = ""  # the role the verified client certificate names ("" without one)
     cert_identity: str = ""  # the identity the verified client certificate names
     providers: frozenset[str] = frozenset()

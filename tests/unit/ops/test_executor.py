@@ -140,6 +140,7 @@ def test_a_crash_after_the_apply_before_the_facts_is_completed_without_duplicate
 def test_an_intent_without_a_desired_set_is_abandoned_with_its_reason(loaded: LoadedConfig, engine: FakeEngine) -> None:
     facts = MemoryFacts()
     executor = unit_executor(loaded, engine, facts=facts)
+    engine.listed = {"i-of-another-op": ("running", "")}  # the listing is read and shows nothing of the op
     intent = Fact(FactKind.REQUEST_INTENT, "sim", "op-00000002-abcdef", FakeFence().epoch, template="cpu", count=2)
     facts.commit(intent)  # the crash came right after the intent
     [done] = resume_provider(executor, "sim")
@@ -148,6 +149,30 @@ def test_an_intent_without_a_desired_set_is_abandoned_with_its_reason(loaded: Lo
     assert len(returned) == 2 and all("abandoned" in f.detail for f in returned)
     assert "apply" not in [c for c, _ in engine.calls]
     agree(facts, loaded)
+
+
+def test_resume_abandons_nothing_on_local_files_alone_when_the_listing_cannot_confirm(
+    loaded: LoadedConfig, engine: FakeEngine
+) -> None:
+    facts = MemoryFacts()
+    executor = unit_executor(loaded, engine, facts=facts)
+    intent = Fact(FactKind.REQUEST_INTENT, "sim", "op-00000002-abcdef", FakeFence().epoch, template="cpu", count=2)
+    facts.commit(intent)
+    # The module cannot list by tag: nothing confirms that the cloud holds nothing of the op.
+    with pytest.raises(
+        FinalError,
+        match=r"op op-00000002-abcdef on provider sim: .* not recorded returned: .*"
+        r"tagged listing, which must confirm that, is not supported by the module; the op stays open",
+    ):
+        resume_provider(executor, "sim")
+    # The cloud lists an instance of the op that no state holds (a daemon applying it right now).
+    engine.listed = {"i-daemons": ("pending", "")}
+    engine.listed_tags = {"i-daemons": {owner.OP_ID: "op-00000002-abcdef"}}
+    with pytest.raises(FinalError, match=r"not abandoned: no local file holds them but the cloud lists i-daemons"):
+        resume_provider(executor, "sim")
+    assert [f.kind for f in facts.committed] == [FactKind.REQUEST_INTENT]
+    assert [o.op_id for o in open_ops(facts.facts("sim"))] == ["op-00000002-abcdef"]
+    assert "resume-refused" in actions(loaded)
 
 
 def test_a_crash_after_the_returning_intent_is_completed_by_resume(loaded: LoadedConfig, engine: FakeEngine) -> None:
@@ -160,9 +185,16 @@ def test_a_crash_after_the_returning_intent_is_completed_by_resume(loaded: Loade
         executor.return_instances("sim", [created.created[0].key])
     [still_open] = open_ops(crashing.facts("sim"))
     assert still_open.kind == "return"
+    gone, kept = created.created
+    # The cloud still lists the returned instance: no state holds it, yet it is not recorded returned.
+    engine.listed = {gone.instance_id: ("running", ""), kept.instance_id: ("running", "")}
+    with pytest.raises(FinalError, match=rf"{gone.key} \({gone.instance_id}\) not recorded returned: .*still lists"):
+        resume_provider(executor, "sim")
+    assert open_ops(crashing.facts("sim")) == [still_open]
+    engine.listed = {kept.instance_id: ("running", "")}  # the listing confirms it is gone
     [done] = resume_provider(executor, "sim")
     assert done.outcome == "completed"
-    assert sorted(held(loaded)) == [created.created[1].key]
+    assert sorted(held(loaded)) == [kept.key]
     agree(crashing, loaded)
 
 

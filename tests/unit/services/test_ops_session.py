@@ -17,9 +17,20 @@ from orchestrator.services.ops import fenced_session, lease_refusal
 
 
 def test_a_held_lease_is_refused_naming_the_holder_and_when_to_retry() -> None:
-    refused = lease_refusal(LeaseDenied("sim", "sim-orchestrator", 12.4, "held"))
-    assert str(refused) == "provider sim: the lease is held by sim-orchestrator; retry in 12s"
-    assert refused.exit_code == 9 and refused.holder == "sim-orchestrator"
+    refused = lease_refusal(LeaseDenied("sim", "sim-orchestrator/c1-cli-m1.42.ab", 12.4, "held"))
+    assert str(refused) == (
+        "provider sim: the lease is held by sim-orchestrator/c1-cli-m1.42.ab (wait for that command to end); "
+        "retry in 12s"
+    )
+    assert refused.exit_code == 9 and refused.holder == "sim-orchestrator/c1-cli-m1.42.ab"
+    daemon = lease_refusal(LeaseDenied("sim", "sim-orchestrator/c1-daemon-m1.41.cd", 12.4, "held"))
+    assert str(daemon) == (
+        "provider sim: the lease is held by sim-orchestrator/c1-daemon-m1.41.cd (let the daemon do the work, "
+        "or stop it for the time of this command); retry in 12s"
+    )
+    # The holder's name comes from the controller: it cannot forge a second line.
+    forged = lease_refusal(LeaseDenied("sim", "x\nxceprov: all clear", 3.0, "held"))
+    assert "\n" not in str(forged) and "x\\nxceprov: all clear" in str(forged)
     grace = lease_refusal(LeaseDenied("sim", "", 3.0, "grace"))
     assert str(grace) == "provider sim: the lease is in the controller's grace period after a failover; retry in 3s"
 

@@ -25,6 +25,7 @@ class FakeConn:
     sock: ssl.SSLSocket
     lock: threading.Lock = field(default_factory=threading.Lock)
     request_id: int = 0  # of the request being handled (for a handler that answers itself)
+    lease_instance: str = ""  # the join's leaseInstance: grants name the holder "me/<instance>"
 
     def send(self, request_id: int, member: str, payload: Any) -> None:
         env = Envelope.new_message(requestId=request_id, **{member: payload})
@@ -95,6 +96,7 @@ class FakeController:
 
     def default(self, member: str, payload: Any, conn: FakeConn) -> tuple[str, Any]:
         if member == "joinProvisioner":
+            conn.lease_instance = str(payload.get("leaseInstance", ""))
             return "joined", {
                 "role": "provisioner",
                 "term": self.term,
@@ -105,7 +107,8 @@ class FakeController:
         if member in ("leaseAcquire", "leaseRenew"):
             self.seq += 1
             epoch = {"term": self.term, "seq": self.seq}
-            grant = {"provider": payload["provider"], "epoch": epoch, "ttlMs": 15000, "holder": "me"}
+            holder = f"me/{conn.lease_instance}" if conn.lease_instance else "me"
+            grant = {"provider": payload["provider"], "epoch": epoch, "ttlMs": 15000, "holder": holder}
             return "leaseGrant", grant
         if member == "leaseRelease":
             return "ok", None

@@ -35,6 +35,7 @@ class FakeController:
         self.sent: list[tuple[str, float]] = []
         self.released: list[tuple[str, Epoch]] = []
         self.deny_to: str | None = None
+        self.holder_named = ""
 
     def _answer(self, provider: str) -> LeaseGrant | LeaseDenied:
         self.sent.append((provider, self.clock.now))
@@ -44,7 +45,7 @@ class FakeController:
         if self.deny_to:
             return LeaseDenied(provider, self.deny_to, 5.0)
         self.seq += 1
-        return LeaseGrant(provider, Epoch(1, self.seq), TTL)
+        return LeaseGrant(provider, Epoch(1, self.seq), TTL, self.holder_named)
 
     def acquire(self, provider: str, previous: Epoch | None) -> LeaseGrant | LeaseDenied:
         return self._answer(provider)
@@ -184,6 +185,24 @@ def test_close_releases_held_leases_only() -> None:
     mgr.close()
     assert ctl.released == [("p1", Epoch(1, 1))]
     assert not mgr.valid("p1")
+
+
+def test_a_lease_granted_to_the_identity_alone_is_never_released() -> None:
+    # A controller that does not tell processes of one certificate apart names the identity as
+    # the holder: the lease may be another process's (a daemon's), so releasing it would free theirs.
+    clock = FakeClock()
+    ctl = FakeController(clock)
+    mgr = LeaseManager(ctl, ["p1"], margin=MARGIN, clock=clock, instance="cli.42.ab")
+    mgr.step()
+    assert mgr.gate("p1") == Epoch(1, 1)  # the grant names "" (no instance): not this process's alone
+    mgr.close()
+    assert ctl.released == []
+
+    ctl.holder_named = "orch/cli.42.ab"  # granted to this process: released on close
+    mine = LeaseManager(ctl, ["p1"], margin=MARGIN, clock=clock, instance="cli.42.ab")
+    mine.step()
+    mine.close()
+    assert ctl.released == [("p1", Epoch(1, 2))]
 
 
 def test_kick_renews_now() -> None:
