@@ -75,6 +75,9 @@ class Lifecycle:
         self._on_reload: list[Callable[[LoadedConfig], None]] = []
         self._on_stop: list[tuple[str, Callable[[], None]]] = []
         self._watcher: threading.Thread | None = None
+        # READY=1 of the start sent: until then a reload says nothing of readiness (systemd
+        # would take a READY=1 of a reload for the end of the start, before the first pass).
+        self._started = False
 
     # -- what the loop reads ------------------------------------------------------------------
 
@@ -130,6 +133,11 @@ class Lifecycle:
         self._wake.wait(timeout)
         self._wake.clear()
         return not self.stopping
+
+    def started(self) -> None:
+        """The start is over (the caller sends its ``READY=1`` now): reloads notify from now on."""
+        with self._cond:
+            self._started = True
 
     def on_reload(self, callback: Callable[[LoadedConfig], None]) -> None:
         """Call ``callback`` with each configuration a SIGHUP loads successfully (restart-only keys
@@ -198,9 +206,12 @@ class Lifecycle:
         """Read the configuration again (what SIGHUP does); True when the new one is in force.
 
         Never raises: ``READY=1`` (with a status line saying what happened) follows the
-        ``RELOADING=1`` it sends whatever the outcome.
+        ``RELOADING=1`` it sends whatever the outcome. Before :meth:`started`, only the status line.
         """
-        self._notifier.reloading()
+        with self._cond:
+            started = self._started
+        if started:
+            self._notifier.reloading()
         status = "reload failed"
         try:
             status = self._reload_now()
@@ -210,7 +221,10 @@ class Lifecycle:
             status = f"reload failed: {_line(exc)}"
             return False
         finally:
-            self._notifier.ready(status)
+            if started:
+                self._notifier.ready(status)
+            else:
+                self._notifier.status(status)
             self._wake.set()
 
     def _reload_now(self) -> str:

@@ -322,7 +322,7 @@ class Daemon:
         """
         with self._trigger_lock:
             new, self._reloaded = self._reloaded, None
-        if new is None:
+        if new is None or new is self._applied:  # nothing new (a reload given back, see Lifecycle)
             return
         previous = self._applied
         try:
@@ -537,6 +537,7 @@ class Daemon:
             while trigger is not None and self.run_pass(trigger):
                 if not self._ready:
                     self._ready = True
+                    self.lifecycle.started()
                     self.options.notifier.ready(f"first pass done; leases held for {self._held_summary()}")
                 trigger = self._next_trigger()
         except BaseException:

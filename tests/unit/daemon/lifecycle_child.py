@@ -42,6 +42,7 @@ def main() -> None:
 
     threading.Thread(target=op, daemon=True).start()
     started.wait()
+    lifecycle.started()
     notifier.ready("ready")
     print("ready", flush=True)
     while lifecycle.wait(30):

@@ -186,6 +186,7 @@ def test_a_reload_that_cannot_be_applied_keeps_the_previous_one_and_still_says_r
     current = loaded("{reconcile_interval: 30s}")
     notifier = Notifier({"NOTIFY_SOCKET": notify_socket.env_value})
     lifecycle = Lifecycle(current, lambda: loaded("{reconcile_interval: 5s}"), notifier)
+    lifecycle.started()
     seen: list[float] = []
 
     def broken(_new: LoadedConfig) -> None:
@@ -215,6 +216,7 @@ def test_a_reload_whose_file_cannot_be_read_keeps_the_previous_one_and_still_say
         raise PermissionError(13, "Permission denied", "/etc/xceprov/xceprov.yaml")
 
     lifecycle = Lifecycle(current, unreadable, Notifier({"NOTIFY_SOCKET": notify_socket.env_value}))
+    lifecycle.started()
     assert not lifecycle.reload()
     assert lifecycle.config is current
     assert _notified(notify_socket) == [
@@ -223,6 +225,21 @@ def test_a_reload_whose_file_cannot_be_read_keeps_the_previous_one_and_still_say
             "READY": "1",
             "STATUS": "reload failed: PermissionError: [Errno 13] Permission denied: '/etc/xceprov/xceprov.yaml'",
         },
+    ]
+
+
+def test_a_reload_before_the_start_is_over_sends_no_ready(notify_socket: NotifySocket) -> None:
+    lifecycle = Lifecycle(
+        loaded(), lambda: loaded("{reconcile_interval: 5s}"), Notifier({"NOTIFY_SOCKET": notify_socket.env_value})
+    )
+    # systemd would take this READY=1 for the end of the start (the first pass not done yet).
+    assert lifecycle.reload()
+    assert _notified(notify_socket) == [{"STATUS": "configuration reloaded from site.yaml"}]
+    lifecycle.started()
+    assert lifecycle.reload()
+    assert _notified(notify_socket) == [
+        {"RELOADING": "1"},
+        {"READY": "1", "STATUS": "configuration reloaded from site.yaml"},
     ]
 
 
