@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any, Final
 
 from orchestrator.model.facts import Fact, FactKind
@@ -29,6 +30,10 @@ from orchestrator.reconcile.hostphases import NO_WAIT
 
 # The op id of orphan facts about an object that carries no op id tag of its own.
 NO_OP: Final = "orphans"
+# An automatic return drains as the loop's returns do: never waiting.
+AUTOMATIC_DRAIN: Final = replace(
+    NO_WAIT, then="not waited for (automatic returns never wait): returned by the reclaim phase once idle"
+)
 
 
 def _detail(finding: Finding, **more: Any) -> str:
@@ -64,7 +69,7 @@ def take(executor: Executor, finding: Finding, confirmed_by: str, *, automatic: 
     """
     why = f"orphan class ({finding.cls}), confirmed by {confirmed_by}"
     if finding.action == RETURN:
-        drain: DrainSettings | None = NO_WAIT if automatic else None
+        drain: DrainSettings | None = AUTOMATIC_DRAIN if automatic else None
         result = executor.return_instances(finding.provider, [finding.instance_key], drain=drain, reason=why)
         return f"returned by op {result.op_id}"
     if finding.action == RETIRE:
