@@ -7,8 +7,9 @@ a little before the stop bound) and the reconciler, the loop that runs its passe
 file and metrics made from each pass (``statusdoc``). Its plumbing: ``metrics`` (Prometheus, a
 registry of its own, off by default), ``logs`` (text or JSON lines; untrusted strings kept as
 data), ``systemd`` (readiness, status, reload, stopping, watchdog), ``lifecycle`` (SIGTERM within
-``daemon.stop_timeout``, SIGHUP keeping the last good configuration) and ``timeouts`` (the named
-timeouts, one name everywhere). Coming: the orphan scan on its own timer.
+``daemon.stop_timeout``, SIGHUP keeping the last good configuration), ``restartonly`` (the keys
+a reload keeps until the next start) and ``timeouts`` (the named timeouts, one name
+everywhere). Coming: the orphan scan on its own timer.
 
 May import: ``orchestrator.orphans``, ``reconcile``, ``ops``, ``workspace``, ``clients``,
 ``render``, ``configfile``, ``paths``, ``protocol``, ``model`` and ``errors``. Never

@@ -7,8 +7,13 @@
   release) and ``shutdown()`` returns 0, or ``EXIT_STOP_TIMEOUT`` naming what was still running
   (its intent facts make it resume at the next start).
 - **SIGHUP**: the configuration is read again through ``orchestrator.configfile``. A valid one
-  replaces the current one for the next pass (reload callbacks run); an invalid one is refused,
-  the last good one stays, and the log says so in one line naming the file and the problems.
+  replaces the current one for the next pass (reload callbacks run), except for the keys that
+  take effect at the next start (``restartonly.py``: the running value is kept, one log line per
+  key); an invalid one is refused, the last good one stays, and the log says so in one line
+  naming the file and the problems. A reload never ends the daemon: whatever fails (the file
+  cannot be read, a callback cannot apply the new configuration) is logged and the previous
+  configuration stays in force; ``READY=1`` follows ``RELOADING=1`` in every case, as
+  sd_notify(3) requires (without it the unit stays ``reloading``).
 
 Signal handlers only write the signal's number to a pipe (an ``os.write`` takes no Python lock,
 so a handler cannot deadlock against the thread it interrupted); a watcher thread does the
@@ -25,9 +30,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import replace
 from typing import NoReturn
 
 from orchestrator.configfile import LoadedConfig
+from orchestrator.daemon.restartonly import keep_restart_only, log_lines
 from orchestrator.daemon.systemd import Notifier
 from orchestrator.daemon.timeouts import NamedTimeout
 from orchestrator.errors import ConfigError
@@ -36,10 +43,9 @@ log = logging.getLogger(__name__)
 
 EXIT_STOP_TIMEOUT = 1  # work was still in flight when daemon.stop_timeout passed
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-# Settings read once at start: a reload that changes them says they wait for a restart.
-_AT_START_ONLY = ("log_format", "metrics")
 
 ConfigLoader = Callable[[], LoadedConfig]
+RELOADED = "configuration reloaded from"  # the status line of a reload that is in force
 
 
 class Stopping(Exception):
@@ -69,6 +75,9 @@ class Lifecycle:
         self._on_reload: list[Callable[[LoadedConfig], None]] = []
         self._on_stop: list[tuple[str, Callable[[], None]]] = []
         self._watcher: threading.Thread | None = None
+        # READY=1 of the start sent: until then a reload says nothing of readiness (systemd
+        # would take a READY=1 of a reload for the end of the start, before the first pass).
+        self._started = False
 
     # -- what the loop reads ------------------------------------------------------------------
 
@@ -125,8 +134,15 @@ class Lifecycle:
         self._wake.clear()
         return not self.stopping
 
+    def started(self) -> None:
+        """The start is over (the caller sends its ``READY=1`` now): reloads notify from now on."""
+        with self._cond:
+            self._started = True
+
     def on_reload(self, callback: Callable[[LoadedConfig], None]) -> None:
-        """Call ``callback`` with each configuration a SIGHUP loads successfully."""
+        """Call ``callback`` with each configuration a SIGHUP loads successfully (restart-only keys
+        already kept). A callback that raises refuses it: the callbacks that took it get the
+        previous configuration again, and the previous one stays in force."""
         self._on_reload.append(callback)
 
     def on_stop(self, name: str, callback: Callable[[], None]) -> None:
@@ -187,31 +203,77 @@ class Lifecycle:
         self._wake.set()
 
     def reload(self) -> bool:
-        """Read the configuration again (what SIGHUP does); True when the new one is in force."""
-        self._notifier.reloading()
+        """Read the configuration again (what SIGHUP does); True when the new one is in force.
+
+        Never raises: ``READY=1`` (with a status line saying what happened) follows the
+        ``RELOADING=1`` it sends whatever the outcome. Before :meth:`started`, only the status line.
+        """
+        with self._cond:
+            started = self._started
+        if started:
+            self._notifier.reloading()
+        status = "reload failed"
+        try:
+            status = self._reload_now()
+            return status.startswith(RELOADED)
+        except Exception as exc:  # a reload must never end the daemon (nor leave systemd waiting)
+            log.exception("SIGHUP: configuration not reloaded, keeping the previous one: %s", _line(exc))
+            status = f"reload failed: {_line(exc)}"
+            return False
+        finally:
+            if started:
+                self._notifier.ready(status)
+            else:
+                self._notifier.status(status)
+            self._wake.set()
+
+    def _reload_now(self) -> str:
+        """Load, keep the restart-only keys, hand the result to the callbacks; the status line."""
         old = self.config
         try:
-            new = self._reload()
+            fresh = self._reload()
         except ConfigError as exc:
             # Each problem already names its file ("<file>: <key>: <what>"): one line for all.
             log.error("SIGHUP: configuration not reloaded, keeping the last good one: %s", "; ".join(exc.problems))
-            self._notifier.ready(f"reload refused: {exc.problems[0] if exc.problems else 'invalid configuration'}")
-            self._wake.set()
-            return False
-        with self._cond:
-            self._loaded = new
-        log.info("SIGHUP: configuration reloaded from %s", new.source)
-        for key in _AT_START_ONLY:
-            if getattr(old.config.daemon, key) != getattr(new.config.daemon, key):
-                log.warning("SIGHUP: daemon.%s changed in %s: it takes effect at the next start", key, new.source)
+            return f"reload refused: {exc.problems[0] if exc.problems else 'invalid configuration'}"
+        effective, kept = keep_restart_only(old.config, fresh.config)
+        new = replace(fresh, config=effective)
+        applied: list[Callable[[LoadedConfig], None]] = []
         for callback in self._on_reload:
             try:
                 callback(new)
-            except Exception:  # a reload subscriber's bug must not end the daemon
-                log.exception("SIGHUP: reload callback %s failed", getattr(callback, "__qualname__", callback))
-        self._notifier.ready(f"configuration reloaded from {new.source}")
-        self._wake.set()
-        return True
+            except Exception as exc:  # not applied: every part goes back to the previous configuration
+                name = getattr(callback, "__qualname__", repr(callback))
+                log.exception(
+                    "SIGHUP: the configuration from %s could not be applied (%s: %s), keeping the previous one",
+                    new.source,
+                    name,
+                    _line(exc),
+                )
+                self._give_back(old, applied)
+                return f"reload failed: {_line(exc)}"
+            applied.append(callback)
+        with self._cond:
+            self._loaded = new
+        log.info("SIGHUP: configuration reloaded from %s", new.source)
+        for line in log_lines(kept, fresh.config, new.source):
+            log.warning("%s", line)
+        return f"{RELOADED} {new.source}"
+
+    @staticmethod
+    def _give_back(old: LoadedConfig, applied: list[Callable[[LoadedConfig], None]]) -> None:
+        for callback in reversed(applied):
+            try:
+                callback(old)
+            except Exception:  # logged; the others still get the previous configuration back
+                log.exception("SIGHUP: the previous configuration could not be given back to %s", callback)
+
+    def restore(self, previous: LoadedConfig, failed: LoadedConfig) -> None:
+        """``previous`` in force again when ``failed`` (put in force by a reload) could not be applied
+        later (by the loop, between two passes); a newer reload since then is left alone."""
+        with self._cond:
+            if self._loaded is failed:
+                self._loaded = previous
 
     # -- the end ----------------------------------------------------------------------------
 
@@ -242,6 +304,12 @@ class Lifecycle:
             return EXIT_STOP_TIMEOUT
         log.info("stopped: no work in flight")
         return 0
+
+
+def _line(exc: BaseException) -> str:
+    """The error's type and the first line of its text (for one log or status line)."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 def exit_process(code: int) -> NoReturn:

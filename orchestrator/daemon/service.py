@@ -171,11 +171,6 @@ class DaemonOptions:
     clock: Callable[[], float] = time.time
 
 
-# Keys a reload cannot change in a running daemon (its leases, link and working directories
-# were made from them): the log says they wait for a restart.
-_RESTART_ONLY = ("cluster", "state_dir", "controller")
-
-
 class Daemon:
     """One daemon process (see the module docstring); :meth:`run` returns its exit status."""
 
@@ -198,6 +193,8 @@ class Daemon:
         self._trigger_lock = threading.Lock()
         self._trigger = ""
         self._reloaded: LoadedConfig | None = None
+        # The configuration the loop's parts use (the lifecycle's, once the loop has applied it).
+        self._applied = loaded
         self._held_before: dict[str, bool] = {}
         self._document: dict[str, Any] | None = None
         self._exit_code = 0
@@ -325,26 +322,41 @@ class Daemon:
         return gained
 
     def _apply_reload(self) -> None:
+        """A reloaded configuration into the loop's parts, between two passes (or scans).
+
+        The lifecycle kept the restart-only keys (``restartonly.py``) and logged them. A part
+        that cannot take it (it raised) gets the previous configuration back, the lifecycle too,
+        and the loop goes on with it: a reload never ends the daemon.
+        """
         with self._trigger_lock:
             new, self._reloaded = self._reloaded, None
-        if new is None:
+        if new is None or new is self._applied:  # nothing new (a reload given back, see Lifecycle)
             return
-        old = self.config
-        for key in _RESTART_ONLY:
-            if getattr(old, key) != getattr(new.config, key):
-                log.warning("SIGHUP: %s changed in %s: it takes effect at the next start", key, new.source)
-        if sorted(new.config.providers) != self.providers:
-            log.warning(
-                "SIGHUP: the providers changed in %s: leases are held for %s until the next start",
+        previous = self._applied
+        try:
+            self._use(new.config)
+        except Exception as exc:
+            log.exception(
+                "SIGHUP: the configuration from %s could not be applied, keeping the previous one: %s",
                 new.source,
-                ", ".join(self.providers),
+                f"{type(exc).__name__}: {exc}".splitlines()[0],
             )
-        self.config = new.config
+            try:
+                self._use(previous.config)
+            except Exception:  # logged; the loop goes on with what each part has
+                log.exception("SIGHUP: the previous configuration could not be given back to every part")
+            self.lifecycle.restore(previous, new)
+            self.options.notifier.status(f"reload failed: {type(exc).__name__}; the previous configuration stays")
+            return
+        self._applied = new
+
+    def _use(self, config: Config) -> None:
+        self.config = config
         assert self.executor is not None and self.reconciler is not None
-        self.executor.config = new.config
-        self.reconciler.reload(new.config)
+        self.executor.config = config
+        self.reconciler.reload(config)
         if self.orphans is not None:
-            self.orphans.reload(new.config)
+            self.orphans.reload(config)
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -533,6 +545,7 @@ class Daemon:
             while trigger is not None and self.run_pass(trigger):
                 if not self._ready:
                     self._ready = True
+                    self.lifecycle.started()
                     self.options.notifier.ready(f"first pass done; leases held for {self._held_summary()}")
                 trigger = self._next_trigger()
         except BaseException:

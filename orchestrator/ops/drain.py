@@ -48,6 +48,8 @@ class DrainSettings:
     policy: str | None = None  # None: the provider's ``drain_policy``
     force: bool = False
     poll: float = 1.0
+    # What the one line of a drain that timed out under policy ``wait`` tells to do next.
+    then: str = "run the return again later, or with --now"
 
 
 def host_map(executor: ReturnContext, provider: str) -> dict[str, HostInfo]:
@@ -123,7 +125,7 @@ def drain_hosts(
                 return True
             raise RetryableError(
                 f"{', '.join(running)}: still running work after the drain timeout ({timeout:g}s, "
-                "drain_policy wait); the hosts stay closed: run the return again later, or with --now",
+                f"drain_policy wait); the hosts stay closed: {drain.then}",
                 delay=max(timeout, 1.0),
             )
         executor.sleep(drain.poll)

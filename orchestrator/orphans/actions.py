@@ -1,7 +1,11 @@
 """Carrying out an orphan finding's action, always through the executor (the fenced path).
 
 * return (class (a)): ``Executor.return_instances`` (``returning`` intent with the lease epoch
-  before the desired set shrinks and Terraform destroys; ``returned`` after);
+  before the desired set shrinks and Terraform destroys; ``returned`` after). An automatic
+  return drains as the loop's returns do, without waiting (``NO_WAIT``): a host that joined and
+  took work after the scan's read is closed and the return fails at once, before any change in
+  the cloud, instead of holding the daemon's loop for its ``drain_timeout``; the reclaim phase
+  returns it once its work has ended;
 * retire (class (c)): ``Executor.retire_lost``, the host-loss path (``lost`` fact, key out of
   the desired set) under the shard's lock;
 * adopt (class (b), matching a live host): an ``orphanAdopted`` fact naming the object and the
@@ -15,14 +19,21 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any, Final
 
 from orchestrator.model.facts import Fact, FactKind
+from orchestrator.ops.drain import DrainSettings
 from orchestrator.ops.executor import Executor
 from orchestrator.orphans.classes import ADOPT, RETIRE, RETURN, TERMINATE, Finding
+from orchestrator.reconcile.hostphases import NO_WAIT
 
 # The op id of orphan facts about an object that carries no op id tag of its own.
 NO_OP: Final = "orphans"
+# An automatic return drains as the loop's returns do: never waiting.
+AUTOMATIC_DRAIN: Final = replace(
+    NO_WAIT, then="not waited for (automatic returns never wait): returned by the reclaim phase once idle"
+)
 
 
 def _detail(finding: Finding, **more: Any) -> str:
@@ -50,11 +61,16 @@ def orphan_fact(executor: Executor, kind: FactKind, finding: Finding, step: str,
     )
 
 
-def take(executor: Executor, finding: Finding, confirmed_by: str) -> str:
-    """Carry out ``finding.action``; the one-line result. Errors reach the caller."""
+def take(executor: Executor, finding: Finding, confirmed_by: str, *, automatic: bool = False) -> str:
+    """Carry out ``finding.action``; the one-line result. Errors reach the caller.
+
+    ``automatic``: the policy's action, taken on the daemon's loop: a return never waits for a
+    drain (an administrator's confirmed return drains as ``xceprov return`` does).
+    """
     why = f"orphan class ({finding.cls}), confirmed by {confirmed_by}"
     if finding.action == RETURN:
-        result = executor.return_instances(finding.provider, [finding.instance_key], reason=why)
+        drain: DrainSettings | None = AUTOMATIC_DRAIN if automatic else None
+        result = executor.return_instances(finding.provider, [finding.instance_key], drain=drain, reason=why)
         return f"returned by op {result.op_id}"
     if finding.action == RETIRE:
         assert finding.lost is not None

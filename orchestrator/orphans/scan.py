@@ -290,7 +290,7 @@ class OrphanScanner:
         with self.executor.action(f"orphan {finding.action} of {finding.object_id or finding.instance_key}"):
             state.rate.take(finding.provider)  # counted before the action: a crash never forgets one
             try:
-                result = actions.take(self.executor, finding, confirmed_by)
+                result = actions.take(self.executor, finding, confirmed_by, automatic=confirmed_by == AUTOMATIC)
             except XceprovError as exc:
                 finding.outcome, finding.reason = "failed", first_line(exc)
                 self._audit("orphan-action-failed", finding, epoch=epoch, confirmed_by=confirmed_by)

@@ -309,6 +309,41 @@ def test_sighup_with_a_broken_configuration_keeps_the_old_one(shared_world: SimW
         assert code == 0, daemon.log()
 
 
+def test_sighup_keeps_cluster_and_state_dir_until_the_next_start_and_applies_the_rest(shared_world: SimWorld) -> None:
+    world = shared_world
+    cfg = configure(world)
+    path = world.site / "xceprov.yaml"
+    elsewhere = world.site / "elsewhere"
+    try:
+        with running_daemon(world, "daemon-restart-only") as daemon:
+            first = daemon.wait_status("the daemon's first pass", leased)
+            changed = {
+                **cfg,
+                "cluster": f"{world.cluster}-renamed",
+                "state_dir": str(elsewhere),
+                "daemon": {**cfg["daemon"], "reconcile_interval": "3s"},
+            }
+            path.write_text(yaml.safe_dump(changed))
+            os.kill(daemon.pid, signal.SIGHUP)
+            # The reloadable key is in force: the status file (still under the old state_dir) says so.
+            doc = daemon.wait_status("the reloaded interval", lambda d: d["daemon"]["reconcile_interval"] == 3.0)
+            passes = doc["daemon"]["passes"]
+            doc = daemon.wait_status("passes after the reload", lambda d: d["daemon"]["passes"] >= passes + 2)
+            assert leased(doc) and doc["daemon"]["instance_id"] == first["daemon"]["instance_id"]
+            assert not elsewhere.exists()
+            tail = "it takes effect at the next start; the daemon keeps"
+            kept = [line for line in daemon.log().splitlines() if tail in line]
+            assert len(kept) == 2, kept
+            assert kept[0].endswith(f"SIGHUP: cluster changed in {path}: {tail} '{world.cluster}'"), kept
+            assert kept[1].endswith(f"SIGHUP: state_dir changed in {path}: {tail} '{world.state}'"), kept
+            assert f"SIGHUP: configuration reloaded from {path}" in daemon.log()
+            code, _took = daemon.terminate()
+            assert code == 0, daemon.log()
+        assert not elsewhere.exists()
+    finally:
+        path.write_text(yaml.safe_dump(cfg))  # the next tests of the shared world start from it
+
+
 def test_the_daemon_scans_for_orphans_on_its_interval_and_reports_a_stray(world: SimWorld) -> None:
     cfg = configure(world, metrics={"listen": "127.0.0.1:0"})
     # A short scan interval; no settle window (the world's controller started moments ago).

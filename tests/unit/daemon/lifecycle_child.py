@@ -11,10 +11,15 @@ import sys
 import threading
 import time
 
-from orchestrator.configfile import load_config
+from orchestrator.configfile import LoadedConfig, load_config
 from orchestrator.daemon.lifecycle import Lifecycle, Stopping, exit_process
 from orchestrator.daemon.logs import configure_logging
 from orchestrator.daemon.systemd import take_from_environment
+
+
+def in_force(loaded: LoadedConfig) -> str:
+    """A restart-only key (the cluster) and a reloadable one (the stop bound) of ``loaded``."""
+    return f"cluster={loaded.config.cluster} stop_timeout={loaded.config.daemon.stop_timeout:g}"
 
 
 def main() -> None:
@@ -23,7 +28,7 @@ def main() -> None:
     notifier, _interval = take_from_environment()
     lifecycle = Lifecycle(load_config(path), lambda: load_config(path), notifier)
     lifecycle.install_signal_handlers()
-    lifecycle.on_reload(lambda new: print(f"reloaded cluster={new.config.cluster}", flush=True))
+    lifecycle.on_reload(lambda new: print(f"reloaded {in_force(new)}", flush=True))
     lifecycle.on_stop("lease release", lambda: print("leases released", flush=True))
 
     started = threading.Event()
@@ -37,10 +42,11 @@ def main() -> None:
 
     threading.Thread(target=op, daemon=True).start()
     started.wait()
+    lifecycle.started()
     notifier.ready("ready")
     print("ready", flush=True)
     while lifecycle.wait(30):
-        print(f"cluster={lifecycle.config.config.cluster}", flush=True)
+        print(in_force(lifecycle.config), flush=True)
     try:
         with lifecycle.in_flight("op-2"):
             print("op-2 started", flush=True)

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.configfile import LoadedConfig
+from orchestrator.configfile import LoadedConfig, parse_config
 from orchestrator.daemon.lifecycle import EXIT_STOP_TIMEOUT, Lifecycle, Stopping
+from orchestrator.daemon.systemd import Notifier
 from tests.unit.daemon.daemon_helpers import NotifySocket, loaded, site_text
 
 CHILD = Path(__file__).with_name("lifecycle_child.py")
@@ -93,11 +94,14 @@ def test_sighup_keeps_the_last_good_configuration_and_sigterm_exits_0(
         site_text("second", "{stop_timeout: 30s}").replace("module: xcesim", "module: xcesim, priorty: 3")
     )
     child.proc.send_signal(signal.SIGHUP)
-    assert child.wait_for("cluster=first") == ["cluster=first"]  # no reload callback ran
+    first = "cluster=first stop_timeout=30"
+    assert child.wait_for(first) == [first]  # no reload callback ran
 
-    config.write_text(site_text("second", "{stop_timeout: 30s}"))
+    # The cluster takes effect at the next start; the stop bound at once.
+    config.write_text(site_text("second", "{stop_timeout: 20s}"))
     child.proc.send_signal(signal.SIGHUP)
-    assert child.wait_for("cluster=second") == ["reloaded cluster=second", "cluster=second"]
+    second = "cluster=first stop_timeout=20"
+    assert child.wait_for(second) == [f"reloaded {second}", second]
 
     child.proc.send_signal(signal.SIGTERM)
     rest = child.wait_for("leases released")
@@ -112,7 +116,11 @@ def test_sighup_keeps_the_last_good_configuration_and_sigterm_exits_0(
         in refused[0]
     )
     assert any(f"SIGHUP: configuration reloaded from {config}" in line for line in log)
-    assert any("SIGTERM: stopping: no new op; in-flight work (op-1) has stop_timeout 30s" in line for line in log)
+    assert any("SIGTERM: stopping: no new op; in-flight work (op-1) has stop_timeout 20s" in line for line in log)
+    kept = [line for line in log if "changed in" in line]
+    assert len(kept) == 1 and kept[0].endswith(
+        f"SIGHUP: cluster changed in {config}: it takes effect at the next start; the daemon keeps 'first'"
+    ), log
     sent = notify_socket.drain()
     assert {"STOPPING": "1", "STATUS": "stopping: 1 in flight"} in sent
     assert any(d.get("RELOADING") == "1" for d in sent)
@@ -134,23 +142,105 @@ def test_sigterm_with_work_past_the_bound_exits_non_zero_naming_it(
     assert "stop_timeout 0.5s passed with work in flight (op-1): exiting anyway" in log
 
 
-def test_reload_says_which_settings_wait_for_a_restart(caplog: pytest.LogCaptureFixture) -> None:
-    current = loaded("{metrics: {listen: '127.0.0.1:9477'}}")
-    lifecycle = Lifecycle(current, lambda: loaded("{metrics: {listen: '127.0.0.1:9478'}}", cluster="site2"))
-    seen: list[str] = []
-
-    def broken(_new: LoadedConfig) -> None:
-        raise RuntimeError("subscriber bug")
-
-    lifecycle.on_reload(broken)
-    lifecycle.on_reload(lambda new: seen.append(new.config.cluster))
+def test_reload_keeps_each_restart_only_key_and_says_so_once(caplog: pytest.LogCaptureFixture) -> None:
+    current = loaded("{metrics: {listen: '127.0.0.1:9477'}, log_format: text, reconcile_interval: 30s}")
+    text = site_text("site2", "{metrics: {listen: '127.0.0.1:9478'}, log_format: json, reconcile_interval: 5s}")
+    text += "state_dir: /srv/elsewhere\ncontroller: {ca: system, addresses: ['10.0.0.9:7441']}\n"
+    lifecycle = Lifecycle(current, lambda: parse_config(text, "site.yaml", Path("/srv/site")))
+    seen: list[LoadedConfig] = []
+    lifecycle.on_reload(seen.append)
     with caplog.at_level(logging.INFO, logger="orchestrator.daemon.lifecycle"):
         assert lifecycle.reload()
-    assert lifecycle.config.config.cluster == "site2"
-    assert seen == ["site2"]  # a failing subscriber does not keep the others from the new configuration
-    messages = [r.getMessage() for r in caplog.records]
-    assert "SIGHUP: daemon.metrics changed in site.yaml: it takes effect at the next start" in messages
-    assert any(m.startswith("SIGHUP: reload callback") and "broken" in m for m in messages)
+    in_force = lifecycle.config.config
+    assert seen == [lifecycle.config]
+    # Everything else reloads ...
+    assert in_force.daemon.reconcile_interval == 5.0
+    # ... the restart-only keys keep what the daemon started with.
+    assert in_force.cluster == "site1" and in_force.state_dir == current.config.state_dir
+    assert in_force.controller == current.config.controller and in_force.daemon.log_format == "text"
+    assert in_force.daemon.metrics.listen == "127.0.0.1:9477"
+    kept = [r.getMessage() for r in caplog.records if "takes effect at the next start" in r.getMessage()]
+    tail = "it takes effect at the next start; the daemon keeps"
+    assert kept == [
+        f"SIGHUP: cluster changed in site.yaml: {tail} 'site1'",
+        f"SIGHUP: state_dir changed in site.yaml: {tail} '{current.config.state_dir}'",
+        f"SIGHUP: controller changed in site.yaml: {tail} its previous settings",
+        f"SIGHUP: daemon.log_format changed in site.yaml: {tail} 'text'",
+        f"SIGHUP: daemon.metrics changed in site.yaml: {tail} its previous settings",
+    ]
+    # The same file again: the running values still differ from it, and the log says so again.
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="orchestrator.daemon.lifecycle"):
+        assert lifecycle.reload()
+    assert lifecycle.config.config.cluster == "site1"
+    assert len([r for r in caplog.records if "takes effect at the next start" in r.getMessage()]) == 5
+
+
+def _notified(notify_socket: NotifySocket) -> list[dict[str, str]]:
+    return [{k: v for k, v in d.items() if k != "MONOTONIC_USEC"} for d in notify_socket.drain()]
+
+
+def test_a_reload_that_cannot_be_applied_keeps_the_previous_one_and_still_says_ready(
+    notify_socket: NotifySocket, caplog: pytest.LogCaptureFixture
+) -> None:
+    current = loaded("{reconcile_interval: 30s}")
+    notifier = Notifier({"NOTIFY_SOCKET": notify_socket.env_value})
+    lifecycle = Lifecycle(current, lambda: loaded("{reconcile_interval: 5s}"), notifier)
+    lifecycle.started()
+    seen: list[float] = []
+
+    def broken(_new: LoadedConfig) -> None:
+        raise RuntimeError("applying exploded")
+
+    lifecycle.on_reload(lambda new: seen.append(new.config.daemon.reconcile_interval))
+    lifecycle.on_reload(broken)
+    with caplog.at_level(logging.INFO, logger="orchestrator.daemon.lifecycle"):
+        assert not lifecycle.reload()
+    assert lifecycle.config is current
+    assert seen == [5.0, 30.0]  # the part that took it got the previous configuration back
+    assert _notified(notify_socket) == [
+        {"RELOADING": "1"},
+        {"READY": "1", "STATUS": "reload failed: RuntimeError: applying exploded"},
+    ]
+    failed = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(failed) == 1 and failed[0].startswith("SIGHUP: the configuration from site.yaml could not be applied")
+    assert failed[0].endswith("RuntimeError: applying exploded), keeping the previous one")
+
+
+def test_a_reload_whose_file_cannot_be_read_keeps_the_previous_one_and_still_says_ready(
+    notify_socket: NotifySocket,
+) -> None:
+    current = loaded()
+
+    def unreadable() -> LoadedConfig:
+        raise PermissionError(13, "Permission denied", "/etc/xceprov/xceprov.yaml")
+
+    lifecycle = Lifecycle(current, unreadable, Notifier({"NOTIFY_SOCKET": notify_socket.env_value}))
+    lifecycle.started()
+    assert not lifecycle.reload()
+    assert lifecycle.config is current
+    assert _notified(notify_socket) == [
+        {"RELOADING": "1"},
+        {
+            "READY": "1",
+            "STATUS": "reload failed: PermissionError: [Errno 13] Permission denied: '/etc/xceprov/xceprov.yaml'",
+        },
+    ]
+
+
+def test_a_reload_before_the_start_is_over_sends_no_ready(notify_socket: NotifySocket) -> None:
+    lifecycle = Lifecycle(
+        loaded(), lambda: loaded("{reconcile_interval: 5s}"), Notifier({"NOTIFY_SOCKET": notify_socket.env_value})
+    )
+    # systemd would take this READY=1 for the end of the start (the first pass not done yet).
+    assert lifecycle.reload()
+    assert _notified(notify_socket) == [{"STATUS": "configuration reloaded from site.yaml"}]
+    lifecycle.started()
+    assert lifecycle.reload()
+    assert _notified(notify_socket) == [
+        {"RELOADING": "1"},
+        {"READY": "1", "STATUS": "configuration reloaded from site.yaml"},
+    ]
 
 
 def test_no_new_work_once_stopping() -> None:

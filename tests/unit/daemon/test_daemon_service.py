@@ -23,6 +23,7 @@ import pytest
 from orchestrator.configfile import LoadedConfig, parse_config
 from orchestrator.daemon.lifecycle import Lifecycle
 from orchestrator.daemon.service import Daemon, DaemonOptions, LoopParts
+from orchestrator.daemon.systemd import Notifier
 from orchestrator.errors import UsageError
 from orchestrator.model.config import Config
 from orchestrator.orphans.report import ScanReport
@@ -30,6 +31,7 @@ from orchestrator.protocol import tls
 from orchestrator.sim import pki as sim_pki
 from tests.unit.clients.controller import hostile
 from tests.unit.clients.controller.ctlfake import FakeConn, FakeController, record_joins, wait_for
+from tests.unit.daemon.daemon_helpers import NotifySocket
 
 
 class Report:
@@ -152,6 +154,66 @@ def test_passes_on_start_push_and_reload_then_a_clean_stop(
     final = status(tmp_path)
     assert final["daemon"]["state"] == "stopped"
     assert [(r["provider"], r["held"], r["note"]) for r in final["leases"]] == [("sim", False, "released at stop")]
+
+
+class DiskFull(Recorder):
+    """A reconciler that cannot take a configuration with a 45 s interval (its audit write fails)."""
+
+    def reload(self, config: Config) -> None:
+        self.reloads.append(config)
+        if config.daemon.reconcile_interval == 45.0:
+            raise OSError(28, "No space left on device")
+        self.config = config
+
+
+def test_a_reload_the_loop_cannot_apply_keeps_the_previous_configuration_and_the_daemon_runs(
+    tmp_path: Path, fake: FakeController, ca: tuple[Path, Any], notify_socket: NotifySocket
+) -> None:
+    first = site(tmp_path, fake, ca[0])
+    notifier = Notifier({"NOTIFY_SOCKET": notify_socket.env_value})
+    lifecycle = Lifecycle(first, lambda: site(tmp_path, fake, ca[0], interval="45s"), notifier)
+    made: list[DiskFull] = []
+
+    def factory(parts: LoopParts) -> DiskFull:
+        made.append(DiskFull(parts))
+        return made[-1]
+
+    options = DaemonOptions(
+        tmp_path, engine=object(), reconciler=factory, orphan_scanner=ScanRecorder(), notifier=notifier
+    )  # type: ignore[arg-type]
+    daemon = Daemon(lifecycle, options)
+    result: list[int] = []
+    runner = threading.Thread(target=lambda: result.append(daemon.run()))
+    runner.start()
+    try:
+        assert wait_for(lambda: status(tmp_path).get("daemon", {}).get("passes", 0) >= 1, 30), status(tmp_path)
+        recorder = made[0]
+        while notify_socket.receive().get("READY") != "1":  # the start is over (first pass done)
+            pass
+        count = len(recorder.passes)
+        assert lifecycle.reload()  # loaded and valid: the loop applies it between two passes
+        # (The loop's STATUS lines and the first pass's READY=1 may come in between: left out.)
+        datagrams = notify_socket.drain()
+        sent = [
+            {k: v for k, v in d.items() if k != "MONOTONIC_USEC"} for d in datagrams if "RELOADING" in d or "READY" in d
+        ]
+        assert sent == [{"RELOADING": "1"}, {"READY": "1", "STATUS": f"configuration reloaded from {first.source}"}]
+        # The loop could not apply it: every part is back on the previous configuration ...
+        assert wait_for(lambda: len(recorder.reloads) == 2, 30), recorder.reloads
+        assert [c.daemon.reconcile_interval for c in recorder.reloads] == [45.0, 60.0]
+        assert wait_for(lambda: lifecycle.config is first, 30)
+        # ... and the daemon goes on with it: the pass the reload woke runs, the status is written.
+        assert wait_for(lambda: len(recorder.passes) > count, 30), recorder.passes
+        assert wait_for(lambda: status(tmp_path)["daemon"]["passes"] > count, 30), status(tmp_path)
+        assert all(p[1] == 60.0 for p in recorder.passes), recorder.passes
+        assert daemon.executor is not None and daemon.executor.config.daemon.reconcile_interval == 60.0
+        assert status(tmp_path)["daemon"]["reconcile_interval"] == 60.0 and daemon.lifecycle.stopping is False
+        statuses = [d.get("STATUS", "") for d in datagrams + notify_socket.drain()]
+        assert "reload failed: OSError; the previous configuration stays" in statuses, statuses
+    finally:
+        lifecycle.request_stop("SIGTERM")
+        runner.join(30)
+    assert result == [0]
 
 
 def test_a_denied_lease_is_asked_for_again_and_the_pass_sees_it_gained(

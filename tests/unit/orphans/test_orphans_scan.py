@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from orphan_support import NOW, CloudObj, World, world
-from tffake import ROOT, SITE
+from tffake import ROOT, SITE, FakeHosts
 
 from orchestrator.clients.controller.types import HostInfo
 from orchestrator.configfile import LoadedConfig, parse_config
@@ -60,6 +60,33 @@ def test_class_a_a_host_that_never_joined_is_returned_with_its_evidence(w: World
     acts = [e for e in w.audit() if e["action"] == "orphan-action"]
     assert acts[0]["finding"]["instance_key"] == keys[0] and acts[0]["epoch"] == "3.7"
     assert acts[0]["confirmed_by"] == "policy (automatic)"
+
+
+def test_a_class_a_host_that_took_work_after_the_read_is_not_waited_for(w: World) -> None:
+    keys = w.create(2)
+    w.controller.expected(w.facts)  # the scan reads both as never joined
+
+    def no_wait(_seconds: float) -> None:
+        raise AssertionError("the automatic return waited for a drain: the daemon's loop is blocked")
+
+    w.executor.sleep = no_wait
+    # Between the scan's read and its return, the first host's worker joins and takes a job.
+    hosts = w.executor.hosts
+    assert isinstance(hosts, FakeHosts)
+    hosts.states[keys[0]] = "busy"
+    report = w.scanner().scan(act=True)
+    outcomes = {f.instance_key: (f.outcome, f.reason) for f in report.findings}
+    assert outcomes[keys[1]][0] == "taken"
+    outcome, reason = outcomes[keys[0]]
+    assert outcome == "failed" and reason.endswith(
+        "still running work after the drain timeout (0s, drain_policy wait); the hosts stay closed: "
+        "not waited for (automatic returns never wait): returned by the reclaim phase once idle"
+    ), reason
+    # Closed at the controller (no new work on it), not returned: its job runs on.
+    assert hosts.closed == [keys[0]] and hosts.decommissioned == []
+    assert set(held(w)) == {keys[0]}
+    assert [f.instance_key for f in w.facts.committed if f.kind == FactKind.RETURNED] == [keys[1]]
+    assert [e["action"] for e in w.audit()][-1] == "orphan-scan"  # the scan completed
 
 
 def test_a_worker_known_as_joined_after_a_restart_is_never_returned(w: World) -> None:
