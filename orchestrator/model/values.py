@@ -39,7 +39,7 @@ def _walk(value: object, path: tuple[str, ...]) -> Iterator[tuple[str, str]]:
         for key, item in value.items():
             problem = scalar_problem(key)
             if problem is not None:
-                yield where, f"key {str(key)[:40]}: {problem}"
+                yield where, f"key {shown(key) if isinstance(key, str) else str(key)[:40]}: {problem}"
                 continue
             yield from _walk(item, (*path, str(key)))
     elif isinstance(value, list):
@@ -55,7 +55,10 @@ def scalar_problem(value: object) -> str | None:
     """Why ``value`` (one YAML scalar) is no configuration value, or None when it may be one."""
     if isinstance(value, OversizedNumber):
         return f"the number {shown(value)} is out of range (at most {MAX_INTEGER} either side of 0)"
-    if value is None or isinstance(value, bool | str):
+    if isinstance(value, str):
+        # A path, name or value holding NUL cannot be passed to the system (open, exec) or a host.
+        return "text holding a NUL character (\\0) is no value here" if "\0" in value else None
+    if value is None or isinstance(value, bool):
         return None
     if isinstance(value, int):
         if abs(value) > MAX_INTEGER:

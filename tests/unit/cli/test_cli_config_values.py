@@ -67,6 +67,7 @@ HOSTILE = {
     "date in module settings": (IDLE, "settings: {store: 2024-01-01}", "providers.sim.settings.store", "YAML date"),
     "nan in module settings": (IDLE, "settings: {x: [1, .nan]}", "providers.sim.settings.x.1", "not a number"),
     "date as a name": ("cluster: values", "cluster: 2024-01-01", "cluster", "YAML date"),
+    "nul in a path": ("state_dir: state", 'state_dir: "st\\0ate"', "state_dir", "NUL character"),
     "home of no user": ("ca: system", "ca: ~xceprov-no-such-user/ca.pem", "controller.ca", "no such user"),
 }
 
@@ -134,3 +135,28 @@ def test_every_verb_refuses_a_nan_idle_time(tmp_path: Path, verb: tuple[str, ...
     site = hostile_site(tmp_path, "nan idle_time")
     assert_refused(xceprov(site, *verb), "providers.sim.idle_time", "not a number")
     assert not (site / "state").exists()
+
+
+@pytest.mark.parametrize(
+    ("manifest", "says"),
+    [
+        (
+            '{"format": 1, "cluster": "values", "providers": [{"name": "sim", "plan_file": "a\\u0000.tfplan"}]}',
+            "malformed",
+        ),
+        ('{"format": 1, "cluster": "values", "providers": [{"name": "sim", "plan_file": ".."}]}', "malformed"),
+        ("[" * 100_000, "nested too deeply"),
+    ],
+    ids=["nul", "parent", "deep"],
+)
+def test_a_hostile_bundle_is_one_line_naming_it(tmp_path: Path, manifest: str, says: str) -> None:
+    (tmp_path / "xceprov.yaml").write_text(SITE)
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "sim.tfplan").write_text("not read")
+    (bundle / "manifest.json").write_text(manifest)
+    done = xceprov(tmp_path, "apply", str(bundle))
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"xceprov: {bundle / 'manifest.json'}: ") and says in line, line
+    assert "\0" not in line and len(line) < 300

@@ -83,6 +83,14 @@ def test_audit_log_is_private_and_an_older_wider_log_is_narrowed(tmp_path: Path)
         ({"format": 2, "cluster": "c", "providers": []}, "unsupported format 2"),
         ({"format": 1, "cluster": "c", "providers": {}}, "'providers' must be a list"),
         ({"format": 1, "cluster": "c", "providers": [{"name": "sim", "plan_file": "../x.tfplan"}]}, "malformed"),
+        ({"format": 1, "cluster": "c", "providers": [{"name": "sim", "plan_file": ".."}]}, "malformed"),
+        ({"format": 1, "cluster": "c", "providers": [{"name": "sim", "plan_file": ""}]}, "malformed"),
+        ({"format": 1, "cluster": "c", "providers": [{"name": "sim", "plan_file": "manifest.json"}]}, "malformed"),
+        ({"format": 1, "cluster": "c", "providers": [{"name": "sim", "plan_file": "a\0.tfplan"}]}, "malformed"),
+        (
+            {"format": 1, "cluster": "c", "providers": [{"name": "s", "plan_file": "s.tfplan"}] * 2},
+            "'s' is listed twice",
+        ),
         ([1, 2], "not a JSON object"),
     ],
 )
