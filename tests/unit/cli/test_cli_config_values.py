@@ -160,3 +160,27 @@ def test_a_hostile_bundle_is_one_line_naming_it(tmp_path: Path, manifest: str, s
     [line] = done.stderr.splitlines()
     assert line.startswith(f"xceprov: {bundle / 'manifest.json'}: ") and says in line, line
     assert "\0" not in line and len(line) < 300
+
+
+TEMPLATE_CODE = {
+    "division by zero": ("hostname.j2", "{{ 1 / 0 }}", "hostname.j2:1: ZeroDivisionError"),
+    "wrong types": ("hostname.j2", 'x\n{{ 1 + "a" }}', "hostname.j2:2: TypeError"),
+    "recursive macro": ("hostname.j2", "{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}", "recursion too deep"),
+    "includes itself": ("hostname.j2", '{% include "hostname.j2" %}', "recursion too deep"),
+    "not UTF-8": ("hostname.j2", "x\udcff", "hostname.j2: cannot read"),
+    "enormous number": ("node-manager.json.j2", '{"a": ' + "1" * 5000 + "}", "node-manager.json.j2: rendered unusable"),
+    "nested JSON": ("instance.json.j2", "[" * 100_000, "instance.json.j2: rendered unusable JSON: nested too deeply"),
+    "enormous YAML number": ("cloud-init.yaml.j2", "#cloud-config\na: " + "1" * 5000, "cloud-init.yaml.j2: rendered"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TEMPLATE_CODE))
+def test_a_site_template_that_fails_is_one_line_naming_it(tmp_path: Path, case: str) -> None:
+    filename, text, says = TEMPLATE_CODE[case]
+    (tmp_path / "xceprov.yaml").write_text(SITE + "template_dirs: [site-templates]\n")
+    (tmp_path / "site-templates").mkdir()
+    (tmp_path / "site-templates" / filename).write_bytes(text.encode("utf-8", "surrogateescape"))
+    done = xceprov(tmp_path, "plan", "cpu=1")
+    assert done.returncode == 3, done.stderr
+    [line] = done.stderr.splitlines()
+    assert says in line and "internal error" not in line and len(line) < 300, line
