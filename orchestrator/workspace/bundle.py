@@ -10,7 +10,6 @@ be applied.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
@@ -112,13 +111,11 @@ def _shown(value: object) -> str:
 
 def _manifest(bundle: Path) -> dict[str, Any]:
     try:
-        manifest = json.loads((bundle / MANIFEST).read_text(encoding="utf-8"))
+        manifest = durable.parse_json((bundle / MANIFEST).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UsageError(f"{bundle}: not a plan bundle (no {MANIFEST}); make one with xceprov plan --out") from None
     except (OSError, ValueError) as exc:
         raise UsageError(f"{bundle / MANIFEST}: unreadable: {exc}") from None
-    except RecursionError:  # arrays nested thousands deep
-        raise UsageError(f"{bundle / MANIFEST}: unreadable: JSON nested too deeply") from None
     if not isinstance(manifest, dict):
         raise UsageError(f"{bundle / MANIFEST}: not a JSON object")
     return manifest

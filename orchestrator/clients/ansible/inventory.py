@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator import durable
 from orchestrator.model import tags
 
 # The plugin's name as inventory files give it (``plugin: xceprov``; installed as a collection:
@@ -219,7 +220,7 @@ def records_from_workdirs(state_dir: Path, cluster: str | None = None) -> list[I
         shards = [(f, f.parents[2].name) for f in cdir.glob("*/shards/*/terraform.tfstate")]
         for state_file, provider in sorted(shard0 + shards):
             try:
-                state = json.loads(state_file.read_text(encoding="utf-8"))
+                state = durable.parse_json(state_file.read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 continue  # a state being written or unreadable: no hosts from it this time
             records.extend(records_from_tfstate(state, provider))
@@ -297,5 +298,5 @@ def write_inventory(path: Path, inventory: Mapping[str, Any]) -> Path:
 
 def read_inventory(path: Path) -> dict[str, Any]:
     """An inventory file ``write_inventory`` wrote, as the document (``{"all": ...}``)."""
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = durable.parse_json(path.read_text(encoding="utf-8"))
     return {"all": data.get("all") or {}} if isinstance(data, dict) else {"all": {}}

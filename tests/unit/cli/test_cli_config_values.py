@@ -184,3 +184,18 @@ def test_a_site_template_that_fails_is_one_line_naming_it(tmp_path: Path, case: 
     assert done.returncode == 3, done.stderr
     [line] = done.stderr.splitlines()
     assert says in line and "internal error" not in line and len(line) < 300, line
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [("[" * 100_000, "JSON nested too deeply"), ('{"format": 1, "n": ' + "1" * 5000 + "}", "digits")],
+    ids=["deep", "enormous-number"],
+)
+def test_a_damaged_state_file_is_one_line_naming_it(tmp_path: Path, text: str, says: str) -> None:
+    (tmp_path / "xceprov.yaml").write_text(SITE)
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "breakers.json").write_text(text)
+    done = xceprov(tmp_path, "breaker", "reset", "cpu")
+    assert done.returncode == 1, done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"xceprov: {tmp_path / 'state' / 'breakers.json'}: not a breaker file") and says in line
