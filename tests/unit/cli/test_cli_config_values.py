@@ -199,3 +199,13 @@ def test_a_damaged_state_file_is_one_line_naming_it(tmp_path: Path, text: str, s
     assert done.returncode == 1, done.stderr
     [line] = done.stderr.splitlines()
     assert line.startswith(f"xceprov: {tmp_path / 'state' / 'breakers.json'}: not a breaker file") and says in line
+
+
+@pytest.mark.parametrize("count", ["9" * 5000, "99999999999999999999", "１"], ids=["enormous", "huge", "fullwidth"])
+def test_a_count_on_the_command_line_that_is_no_count_is_one_line(tmp_path: Path, count: str) -> None:
+    (tmp_path / "xceprov.yaml").write_text(SITE)
+    done = xceprov(tmp_path, "plan", f"cpu={count}")
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.splitlines()
+    assert "count out of range" in line or "expected TEMPLATE=COUNT" in line
+    assert len(line) < 200 and "internal error" not in line
