@@ -25,7 +25,7 @@ from orchestrator.model import tags as owner
 from orchestrator.model.config import Config
 from orchestrator.model.instances import InstanceSpec, instance_key
 from orchestrator.render.environment import TemplateRenderer
-from orchestrator.render.trust import read_ca_file
+from orchestrator.render.trust import ca_file_present, read_ca_file
 
 # Where cloud-init.yaml.j2 writes the host's maximum lifetime (whole seconds) for its shutdown timer.
 LIFETIME_FILE = "/etc/xce/max-lifetime"
@@ -58,7 +58,7 @@ def controller_context(config: Config, allow_missing_ca: bool = False) -> dict[s
     """
     settings = config.controller
     ca_pem: str | None = None
-    if settings.ca is not None and (settings.ca.exists() or not allow_missing_ca):
+    if settings.ca is not None and (ca_file_present(settings.ca) or not allow_missing_ca):
         ca_pem = read_ca_file(settings.ca)
     return {"addresses": worker_addresses(config), "ca_pem": ca_pem}
 

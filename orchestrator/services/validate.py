@@ -30,6 +30,7 @@ from orchestrator.render.instances import (
     renderer_for,
     worker_addresses,
 )
+from orchestrator.render.trust import ca_file_present
 from orchestrator.workspace.module_settings import settings_problems
 from orchestrator.workspace.terraform import engine_for
 from orchestrator.workspace.workdir import ProviderWorkdir
@@ -88,7 +89,7 @@ def _controller(config: Config, report: ValidationReport) -> dict[str, Any]:
     """The controller context templates render with; a bad CA file is a problem, a missing one
     a warning (the simulated world makes its CA on ``sim up``; plan refuses until it exists)."""
     ca = config.controller.ca
-    if ca is not None and not ca.exists():
+    if ca is not None and not ca_file_present(ca):
         report.warnings.append(f"controller.ca {ca}: file not found yet; plan and apply need it")
     try:
         context = controller_context(config, allow_missing_ca=True)

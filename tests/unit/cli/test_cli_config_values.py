@@ -209,3 +209,11 @@ def test_a_count_on_the_command_line_that_is_no_count_is_one_line(tmp_path: Path
     [line] = done.stderr.splitlines()
     assert "count out of range" in line or "expected TEMPLATE=COUNT" in line
     assert len(line) < 200 and "internal error" not in line
+
+
+def test_a_path_the_system_refuses_is_one_line_naming_its_key(tmp_path: Path) -> None:
+    (tmp_path / "xceprov.yaml").write_text(SITE.replace("ca: system", "ca: " + "x" * 5000))
+    done = xceprov(tmp_path, "plan", "cpu=1")
+    assert done.returncode == 3, done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith("xceprov: controller.ca ") and "File name too long" in line, line[:300]
