@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from orchestrator.errors import ConfigError
 from orchestrator.model.config import SYSTEM_TRUST, Config
+from orchestrator.model.values import OversizedNumber, shown, value_problems
 
 ENV_VAR = "XCEPROV_CONFIG"
 DEFAULT_NAME = "xceprov.yaml"
@@ -73,22 +74,58 @@ def parse_config(text: str, source: str, base_dir: Path) -> LoadedConfig:
     if not isinstance(data, dict):
         raise ConfigError([f"{source}: expected a mapping at the top level, got {type(data).__name__}"])
     trust = trust_problems(data, source)
+    # NaN, infinities, out-of-range integers, dates, binary data: refused here, each with its
+    # key path, whatever type the key has (free-form module settings and template variables too).
+    values = value_problems(data)
+    problems = trust + [f"{source}: {where}: {what}" for where, what in values]
     try:
         config = Config.model_validate(data)
     except ValidationError as exc:
-        problems = trust + [p for p in validation_problems(exc, source, data, Config) if p not in trust]
+        flagged = {where for where, _ in values}
+        problems += [
+            p
+            for p in validation_problems(exc, source, data, Config)
+            if p not in problems and not _related(p, source, flagged)  # said once, by value_problems
+        ]
         # Field errors stop pydantic before the cross-reference check; run it on the raw data
         # so that a missing provider is reported together with everything else.
         problems += [p for p in reference_problems(data, source) if p not in problems]
         raise ConfigError(problems) from None
-    if trust:
-        raise ConfigError(trust)
-    return LoadedConfig(config=_resolve_paths(config, base_dir), source=source, base_dir=base_dir)
+    if problems:
+        raise ConfigError(problems)
+    return LoadedConfig(config=_resolve_paths(config, base_dir, source), source=source, base_dir=base_dir)
+
+
+def _related(line: str, source: str, paths: set[str]) -> bool:
+    """Whether the problem ``line`` ("<file>: <key.path>: ...") is about a key at, above or below one of ``paths``."""
+    key = line.removeprefix(f"{source}: ").split(": ", 1)[0]
+    return any(key == p or key.startswith(f"{p}.") or p.startswith(f"{key}.") for p in paths)
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that an integer too long to be any value is kept as text.
+
+    Converting a digit string of thousands of characters is slow, and Python refuses one of
+    more than 4300 digits with a ValueError; ``value_problems`` refuses the kept text with its
+    key path instead.
+    """
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> Any:
+        text = str(self.construct_scalar(node))
+        if len(text) > MAX_INTEGER_CHARACTERS:
+            return OversizedNumber(text)
+        return super().construct_yaml_int(node)
+
+
+# An integer written in more characters than this is out of range whatever its base
+# (2**53 is 16 decimal digits, 53 binary ones); underscores and signs leave room to spare.
+MAX_INTEGER_CHARACTERS = 80
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
 
 
 def load_yaml(text: str, source: str) -> Any:
     """Parse one YAML document safely, refusing alias bombs before they are expanded."""
-    loader = yaml.SafeLoader(text)
+    loader = _Loader(text)
     try:
         node = loader.get_single_node()
         if node is not None:
@@ -165,8 +202,8 @@ def validation_problems(exc: ValidationError, source: str, data: Any, model: typ
         else:
             message = str(error["msg"]).removeprefix("Value error, ")
             got = error.get("input")
-            shown = "" if isinstance(got, dict | list) or got is None else f" (got {got!r})"
-            lines.append(f"{source}: {path}: {message}{shown}")
+            value = "" if isinstance(got, dict | list) or got is None else f" (got {shown(got)})"
+            lines.append(f"{source}: {path}: {message}{value}")
     return lines
 
 
@@ -223,30 +260,46 @@ def _section_model(model: type[BaseModel], loc: list[str]) -> type[BaseModel] | 
     return current if isinstance(current, type) and issubclass(current, BaseModel) else None
 
 
-def _resolve_paths(config: Config, base_dir: Path) -> Config:
-    """Make every relative path in the configuration relative to the configuration file's directory."""
+def _resolve_paths(config: Config, base_dir: Path, source: str) -> Config:
+    """Make every relative path in the configuration relative to the configuration file's directory.
 
-    def fix(path: Path | None) -> Path | None:  # None: unset (or, for ca, the system store)
+    ``~`` and ``~user`` are expanded here; a user (or a home directory) that does not exist is
+    a ConfigError naming the key, every such key at once.
+    """
+    problems: list[str] = []
+
+    def fix(key: str, path: Path | None) -> Path | None:  # None: unset (or, for ca, the system store)
         if path is None:
             return None
-        path = path.expanduser()
+        try:
+            path = path.expanduser()
+        except RuntimeError:  # pathlib's "Could not determine home directory"
+            problems.append(f"{source}: {key}: {str(path.parts[0])!r}: no such user, or no home directory known")
+            return path
         return path if path.is_absolute() else (base_dir / path)
 
-    return config.model_copy(
+    controller, ansible = config.controller, config.ansible
+    resolved = config.model_copy(
         update={
-            "state_dir": fix(config.state_dir),
-            "template_dirs": [fix(p) for p in config.template_dirs],
-            "controller": config.controller.model_copy(
+            "state_dir": fix("state_dir", config.state_dir),
+            "template_dirs": [fix(f"template_dirs.{i}", p) for i, p in enumerate(config.template_dirs)],
+            "controller": controller.model_copy(
                 update={
-                    "ca": fix(config.controller.ca),
-                    "client_cert": fix(config.controller.client_cert),
-                    "client_key": fix(config.controller.client_key),
-                    "join_key": fix(config.controller.join_key),
+                    "ca": fix("controller.ca", controller.ca),
+                    "client_cert": fix("controller.client_cert", controller.client_cert),
+                    "client_key": fix("controller.client_key", controller.client_key),
+                    "join_key": fix("controller.join_key", controller.join_key),
                 }
             ),
-            "ansible": config.ansible.model_copy(
-                update={"ssh_key": fix(config.ansible.ssh_key), "site_dir": fix(config.ansible.site_dir)}
+            "ansible": ansible.model_copy(
+                update={
+                    "ssh_key": fix("ansible.ssh_key", ansible.ssh_key),
+                    "site_dir": fix("ansible.site_dir", ansible.site_dir),
+                }
             ),
-            "sim": config.sim.model_copy(update={"state_dir": fix(config.sim.state_dir)}),
+            "sim": config.sim.model_copy(update={"state_dir": fix("sim.state_dir", config.sim.state_dir)}),
         }
     )
+    if problems:
+        raise ConfigError(problems)
+    return resolved

@@ -32,6 +32,20 @@ PRIVATE_DIR = 0o700
 log = logging.getLogger(__name__)
 
 
+def parse_json(raw: str | bytes) -> Any:
+    """``json.loads`` whose every failure on a bad document is a ValueError, as readers expect.
+
+    ``json.loads`` raises RecursionError for arrays or objects nested a few thousand deep, which
+    the ``except ValueError`` of a reader does not catch: a damaged or hostile file would be an
+    internal error instead of one line naming it. (An integer of thousands of digits, bad UTF-8
+    and bad syntax are ValueErrors already.)
+    """
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+
+
 def fsync_dir(path: Path) -> None:
     """Make the entries of directory ``path`` (a rename, a new or removed file) durable."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)

@@ -100,6 +100,9 @@ def _socket_address(value: str) -> str | bytes | None:
     return None  # unset, or a transport this daemon does not speak (vsock:...)
 
 
+MAX_WATCHDOG_PING = 3600.0
+
+
 def watchdog_interval(environ: Mapping[str, str] | None = None, pid: int | None = None) -> float | None:
     """Seconds between ``WATCHDOG=1`` pings: half of ``$WATCHDOG_USEC``; None when no watchdog is asked for.
 
@@ -108,11 +111,15 @@ def watchdog_interval(environ: Mapping[str, str] | None = None, pid: int | None 
     """
     env = os.environ if environ is None else environ
     usec, owner = env.get("WATCHDOG_USEC", ""), env.get("WATCHDOG_PID", "")
-    if not usec.isdigit() or int(usec) == 0:
+    # ASCII digits of at most a 64-bit number (what systemd writes); anything else is no watchdog
+    # request, and converting thousands of digits would fail.
+    if not (usec.isascii() and usec.isdigit() and len(usec) <= 20) or int(usec) == 0:
         return None
     if owner and owner != str(os.getpid() if pid is None else pid):
         return None
-    return int(usec) / 2 / 1_000_000
+    # At most an hour between pings: a longer wait than threads can sleep would fail the pinger,
+    # and pinging a watchdog of years every hour costs nothing.
+    return min(int(usec) / 2 / 1_000_000, MAX_WATCHDOG_PING)
 
 
 class Heartbeat:

@@ -8,12 +8,14 @@ provider that does not exist) are checked after the fields, so every problem is 
 from __future__ import annotations
 
 import ipaddress
+import typing
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from orchestrator.model.durations import Duration
+from orchestrator.model.values import scalar_problem, value_problems
 
 NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,39}$"
 # Settings a module gets unless the site says otherwise: the simulated cloud's store lives in
@@ -24,9 +26,32 @@ SYSTEM_TRUST = "system"  # ``controller.ca: system``: trust the system store, sa
 
 
 class Strict(BaseModel):
-    """Base of every configuration section: unknown keys are errors, values are not coerced loosely."""
+    """Base of every configuration section: unknown keys are errors, values are not coerced loosely.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    Every value is plain and finite before its field sees it (``orchestrator.model.values``):
+    no NaN or infinity (``allow_inf_nan`` for the typed numbers, ``_plain`` for all), no integer
+    out of range, no date, and no boolean where a number belongs (pydantic would take ``true``
+    as 1).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _plain(cls, value: object, info: ValidationInfo) -> object:
+        annotation = cls.model_fields[info.field_name].annotation if info.field_name else None
+        if isinstance(value, dict | list):
+            # Sections are checked by their own models; free-form values (module settings,
+            # template variables, tags) are walked here.
+            problems = [] if _holds_section(annotation) else value_problems(value)
+            if problems:
+                raise ValueError("; ".join(f"{where}: {what}" for where, what in problems))
+            return value
+        if (problem := scalar_problem(value)) is not None:
+            raise ValueError(problem)
+        if isinstance(value, bool) and _is_number(annotation):
+            raise ValueError("a boolean (true/false) is not a number")
+        return value
 
 
 class TerraformSettings(Strict):
@@ -67,12 +92,13 @@ class ControllerSettings(Strict):
     # token with it (docs/protocol.md, "Authentication and roles").
     join_key: Path | None = None
     server_name: str | None = None
-    max_frame_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    max_frame_bytes: int = Field(default=4 * 1024 * 1024, ge=1024, le=1 << 30)
     # The most facts one read of a provider's facts may take (docs/protocol.md, "Limits"): a bound
     # against a controller that pages without end, sized far above an honest fact log.
     max_facts_per_read: int = Field(default=1_000_000, ge=1000)
-    connect_timeout: Duration = 5.0
-    request_timeout: Duration = 10.0
+    # A zero timeout would fail every connection and request before it could start.
+    connect_timeout: Duration = Field(default=5.0, gt=0)
+    request_timeout: Duration = Field(default=10.0, gt=0)
     lease_margin: Duration = 2.0
 
     @field_validator("ca", mode="before")
@@ -96,7 +122,7 @@ class AnsibleSettings(Strict):
     ssh_user: str = "root"
     ssh_key: Path | None = None
     forks: int = Field(default=20, ge=1, le=500)
-    timeout: Duration = 600.0
+    timeout: Duration = Field(default=600.0, gt=0)
     site_dir: Path | None = None
     host_key_policy: Literal["record", "strict"] = "record"
     keep_artifacts: int = Field(default=20, ge=1)
@@ -125,7 +151,8 @@ class ProviderSettings(Strict):
     lead_time: Duration = 120.0
     hold_time: Duration = 600.0
     idle_time: Duration = 300.0
-    join_deadline: Duration = 900.0
+    # Zero would declare every host lost the moment it is created.
+    join_deadline: Duration = Field(default=900.0, gt=0)
     # The cloud backstop (docs/configuration.md): every instance carries it as the owner tag
     # xce:max_lifetime and the cloud (or, on EC2, the host's own shutdown) ends the instance
     # that long after launch, whatever the orchestrator knows. Off by default: it ends hosts
@@ -267,7 +294,7 @@ class BreakerSettings(Strict):
     # between, open its breaker: no more hosts are requested until ``xceprov breaker reset``
     # or ``cool_off`` has passed (then one more try: a failure reopens it, a success closes it).
     failures: int = Field(default=3, ge=1, le=1000)
-    window: Duration = 1800.0
+    window: Duration = Field(default=1800.0, gt=0)
     cool_off: Duration = 3600.0
 
 
@@ -399,6 +426,23 @@ class Config(Strict):
     def sim_state_dir(self) -> Path:
         """Where the simulated world keeps its durable state."""
         return self.sim.state_dir if self.sim.state_dir is not None else self.state_dir / "sim"
+
+
+def _holds_section(annotation: object) -> bool:
+    """Whether a field's type contains a configuration section (a model validating its own values)."""
+    if isinstance(annotation, type):
+        return issubclass(annotation, BaseModel)
+    return any(_holds_section(arg) for arg in typing.get_args(annotation))
+
+
+def _is_number(annotation: object) -> bool:
+    """Whether a field's type is a number (``int``, ``float``, a duration, optionally unset) and not text."""
+    if annotation in (int, float):
+        return True
+    if typing.get_origin(annotation) is typing.Annotated:
+        return _is_number(typing.get_args(annotation)[0])
+    args = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+    return bool(args) and typing.get_origin(annotation) is not dict and all(_is_number(arg) for arg in args)
 
 
 def _is_name(value: str) -> bool:

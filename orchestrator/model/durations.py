@@ -1,28 +1,52 @@
-"""Durations in configuration: a number of seconds or a string such as ``90s``, ``15m``, ``2h``."""
+"""Durations in configuration: a number of seconds or a string such as ``90s``, ``15m``, ``2h``.
+
+A duration is finite, not negative and at most ``MAX_DURATION``: every duration ends up added
+to a clock (a deadline, a lease's end, a wait), and a NaN compares false with everything (a
+NaN ``idle_time`` makes every idle host look overdue, a NaN ``lease_margin`` a lease that
+never runs out), an infinity or a number beyond the clock's range fails deep inside a verb.
+"""
 
 from __future__ import annotations
 
+import datetime
+import math
 import re
 from typing import Annotated
 
 from pydantic import BeforeValidator
 
+from orchestrator.model.values import shown
+
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_FORMS = "a duration such as 30, '30s', '15m' or '2h'"
+# Ten years: far beyond any timeout, grace or lifetime a site means, far inside what clocks,
+# timers and date arithmetic hold (a deadline ten years out is still a valid date and wait).
+MAX_DURATION = 10 * 365 * 86400.0
+MAX_DURATION_TEXT = "3650d (10 years)"
 
 
 def parse_duration(value: object) -> float:
-    """Return seconds for ``value``; raise ValueError naming the accepted forms."""
+    """Return seconds for ``value``; raise ValueError saying what is wrong and the accepted forms."""
     if isinstance(value, bool):
-        raise ValueError("expected a duration such as 30, '30s', '15m' or '2h'")
-    if isinstance(value, int | float):
-        seconds = float(value)
+        raise ValueError(f"a boolean is not {_FORMS}")
+    if isinstance(value, datetime.date):  # datetime is a date too
+        kind = "timestamp" if isinstance(value, datetime.datetime) else "date"
+        raise ValueError(f"a YAML {kind} ({value.isoformat()}) is not {_FORMS}")
+    if isinstance(value, int):
+        seconds = float(value) if abs(value) <= MAX_DURATION else math.inf  # a huge int overflows a float
+    elif isinstance(value, float):
+        seconds = value
     elif isinstance(value, str) and (match := _DURATION.match(value)):
         seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"]
     else:
-        raise ValueError(f"{value!r} is not a duration such as 30, '30s', '15m' or '2h'")
+        raise ValueError(f"{shown(value)} is not {_FORMS}")
+    if math.isnan(seconds):
+        raise ValueError(f"not a number (.nan) is not {_FORMS}")
     if seconds < 0:
-        raise ValueError(f"duration {value!r} is negative")
+        raise ValueError(f"duration {shown(value)} is negative")
+    if seconds > MAX_DURATION:
+        raise ValueError(f"duration {shown(value)} is longer than the longest accepted, {MAX_DURATION_TEXT}")
     return seconds
 
 

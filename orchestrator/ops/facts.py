@@ -231,7 +231,7 @@ def _encode(fact: Fact) -> bytes:
 
 
 def _decode(line: bytes) -> Fact:
-    raw: dict[str, Any] = json.loads(line)
+    raw: dict[str, Any] = durable.parse_json(line)
     raw["kind"] = FactKind(raw["kind"])
     raw["epoch"] = Epoch(*raw["epoch"])
     return Fact(**raw)

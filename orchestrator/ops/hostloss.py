@@ -24,7 +24,6 @@ suspect nor counts one observation twice.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -72,8 +71,8 @@ class LossTracker:
         except FileNotFoundError:
             return {}
         try:
-            doc = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            doc = durable.parse_json(raw)
+        except ValueError as exc:
             raise FinalError(f"{self.path}: not JSON ({exc}); remove it to start counting afresh") from None
         return _checked(doc, self.path)
 

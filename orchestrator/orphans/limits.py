@@ -12,7 +12,6 @@ action on that provider this scan. It is judged afresh every scan (nothing to re
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -38,10 +37,10 @@ class RateLimit:
 
     def _read(self) -> dict[str, list[float]]:
         try:
-            doc: Any = json.loads(self.path.read_bytes())
+            doc: Any = durable.parse_json(self.path.read_bytes())
         except FileNotFoundError:
             return {}
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        except (OSError, ValueError) as exc:
             raise FinalError(f"{self.path}: not JSON ({exc}); remove it to start counting afresh") from None
         times = doc.get("actions") if isinstance(doc, dict) and doc.get("format") == _FORMAT else None
         if not isinstance(times, dict) or not all(

@@ -40,9 +40,11 @@ def token_valid(join_key: bytes, instance_key: str, host_name: str, token: str) 
 def read_join_key(path: Path) -> bytes:
     """The join key in ``path`` (hex text); :class:`JoinKeyError` names the file and the problem."""
     try:
-        text = path.read_text().strip()
+        text = path.read_text(encoding="ascii").strip()
     except OSError as exc:
         raise JoinKeyError(f"{path}: cannot read the join key: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:  # hex text is ASCII: anything else is not a join key
+        raise JoinKeyError(f"{path}: the join key is not hex text") from None
     try:
         key = bytes.fromhex(text)
     except ValueError:

@@ -15,7 +15,10 @@ from orchestrator.errors import UsageError
 from orchestrator.model.config import Config
 from orchestrator.model.ops import OpRequest
 
-REQUEST = re.compile(r"^(?P<template>[^=\s]+)=(?P<count>-?\d+)$")
+# ASCII digits only (``\d`` would take any script's digits); a count of more than MAX_COUNT_DIGITS
+# digits is beyond every provider's limit and is refused before it is converted.
+REQUEST = re.compile(r"^(?P<template>[^=\s]+)=(?P<count>-?[0-9]+)$")
+MAX_COUNT_DIGITS = 9
 
 
 def parse_requests(args: Sequence[str]) -> dict[str, int]:
@@ -25,6 +28,8 @@ def parse_requests(args: Sequence[str]) -> dict[str, int]:
         match = REQUEST.match(arg)
         if match is None:
             raise UsageError(f"{arg!r}: expected TEMPLATE=COUNT, for example cpu=20")
+        if len(match.group("count").lstrip("-0")) > MAX_COUNT_DIGITS:
+            raise UsageError(f"{arg[:40]!r}: count out of range (at most {MAX_COUNT_DIGITS} digits)")
         template, count = match.group("template"), int(match.group("count"))
         wanted[template] = wanted.get(template, 0) + count
     return wanted

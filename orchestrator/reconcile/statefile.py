@@ -8,7 +8,6 @@ does: the daemon never guesses at a state it cannot read.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -28,7 +27,7 @@ def read_entries(
     except FileNotFoundError:
         return {}
     try:
-        doc = json.loads(raw)
+        doc = durable.parse_json(raw)
         if doc.get("format") != fmt:
             raise ValueError(f"format {doc.get('format')!r}, expected {fmt}")
         return {str(name): parse(str(name), entry) for name, entry in doc[member].items()}

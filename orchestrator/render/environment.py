@@ -16,6 +16,10 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from orchestrator.errors import ConfigError
 
+# What a template's own expressions can raise beyond Jinja's errors (``{{ 1/0 }}``, ``{{ 1 + "a" }}``,
+# a macro or include calling itself): the template's fault, so a line naming it, not an internal error.
+TEMPLATE_CODE_ERRORS = (ArithmeticError, LookupError, TypeError, ValueError, RecursionError)
+
 
 class TemplateRenderer:
     """Renders named template files with site directories searched first."""
@@ -38,6 +42,8 @@ class TemplateRenderer:
             raise ConfigError([f"{filename}: template not found (searched {where})"]) from None
         except TemplateError as exc:
             raise ConfigError([f"{_where(exc, filename)}: {exc.message}"]) from None
+        except (OSError, UnicodeDecodeError) as exc:  # unreadable, or not UTF-8
+            raise ConfigError([f"{getattr(exc, 'filename', None) or filename}: cannot read: {exc}"]) from None
         try:
             return template.render(context)
         except TemplateError as exc:
@@ -45,6 +51,9 @@ class TemplateRenderer:
             raise ConfigError(
                 [f"{_where(exc, return_name)}: {exc.message} (rendering host template {host_template!r})"]
             ) from None
+        except TEMPLATE_CODE_ERRORS as exc:
+            where = _line_in(exc, template.filename or filename)
+            raise ConfigError([f"{where}: {_code_problem(exc)} (rendering host template {host_template!r})"]) from None
 
     def render_string(self, source: str, context: dict[str, object], what: str) -> str:
         """Render a short template string from the configuration (``what`` names its key)."""
@@ -52,6 +61,24 @@ class TemplateRenderer:
             return self.env.from_string(source).render(context)
         except TemplateError as exc:
             raise ConfigError([f"{what}: {exc.message}"]) from None
+        except TEMPLATE_CODE_ERRORS as exc:
+            raise ConfigError([f"{what}: {_code_problem(exc)}"]) from None
+
+
+def _code_problem(exc: BaseException) -> str:
+    return "recursion too deep" if isinstance(exc, RecursionError) else f"{type(exc).__name__}: {exc}"
+
+
+def _line_in(exc: BaseException, filename: str) -> str:
+    """``filename:line`` of the innermost frame of the template where ``exc`` was raised (Jinja maps
+    its frames to template lines), or ``filename`` alone."""
+    line = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == filename:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return f"{filename}:{line}" if line else filename
 
 
 def _where(exc: TemplateError, fallback: str) -> str:

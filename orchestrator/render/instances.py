@@ -26,7 +26,7 @@ from orchestrator.model.config import Config
 from orchestrator.model.hostnames import MAX_LABEL
 from orchestrator.model.instances import InstanceSpec, instance_key
 from orchestrator.render.environment import TemplateRenderer
-from orchestrator.render.trust import read_ca_file
+from orchestrator.render.trust import ca_file_present, read_ca_file
 
 # Where cloud-init.yaml.j2 writes the host's maximum lifetime (whole seconds) for its shutdown timer.
 LIFETIME_FILE = "/etc/xce/max-lifetime"
@@ -59,7 +59,7 @@ def controller_context(config: Config, allow_missing_ca: bool = False) -> dict[s
     """
     settings = config.controller
     ca_pem: str | None = None
-    if settings.ca is not None and (settings.ca.exists() or not allow_missing_ca):
+    if settings.ca is not None and (ca_file_present(settings.ca) or not allow_missing_ca):
         ca_pem = read_ca_file(settings.ca)
     return {"addresses": worker_addresses(config), "ca_pem": ca_pem}
 
@@ -133,7 +133,16 @@ def _check_json(text: str, filename: str) -> str:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError([f"{filename}:{exc.lineno}: rendered invalid JSON: {exc.msg}"]) from None
+    except (ValueError, RecursionError) as exc:  # an integer of thousands of digits, arrays nested thousands deep
+        raise ConfigError([f"{filename}: rendered unusable JSON: {_json_problem(exc)}"]) from None
     return json.dumps(value, indent=2, sort_keys=True) + "\n"
+
+
+def _json_problem(exc: BaseException) -> str:
+    """What is wrong with a rendered document beyond its syntax, in a few words."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return str(exc).split(";")[0]  # Python's integer-length message ends with advice for programmers
 
 
 # Every host's user data is parsed once to check it: libyaml's safe loader (the same safe
@@ -149,6 +158,8 @@ def _check_cloud_config(text: str, max_lifetime: int | None) -> None:
         data = yaml.load(text, Loader=_SAFE_LOADER)  # a safe loader (C or Python)
     except yaml.YAMLError as exc:
         raise ConfigError([f"cloud-init.yaml.j2: rendered invalid YAML: {exc}".splitlines()[0]]) from None
+    except (ValueError, RecursionError) as exc:
+        raise ConfigError([f"cloud-init.yaml.j2: rendered unusable YAML: {_json_problem(exc)}"]) from None
     if not isinstance(data, dict):
         raise ConfigError(["cloud-init.yaml.j2: rendered user data is not a mapping"])
     if max_lifetime is not None:
@@ -187,6 +198,8 @@ def _instance_spec(text: str, owner_tags: dict[str, str]) -> InstanceSpec:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise ConfigError([f"instance.json.j2: rendered entry: {where}: {first['msg']}"]) from None
+    except (ValueError, RecursionError) as exc:
+        raise ConfigError([f"instance.json.j2: rendered unusable JSON: {_json_problem(exc)}"]) from None
     for key, value in owner_tags.items():
         if spec.tags.get(key) != value:
             raise ConfigError([f"instance.json.j2: rendered entry lost owner tag {key}={value!r}"])

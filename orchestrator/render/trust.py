@@ -43,6 +43,15 @@ def check_certificates(text: str, where: str) -> int:
     return count
 
 
+def ca_file_present(path: Path) -> bool:
+    """Whether something is at ``path``; a name the system refuses (too long, ...) counts as present,
+    so that reading it reports why, naming the key."""
+    try:
+        return path.exists()
+    except OSError:
+        return True
+
+
 def read_ca_file(path: Path) -> str:
     """The text of the CA file ``path`` after :func:`check_certificates`; errors name the file."""
     where = f"controller.ca {path}"

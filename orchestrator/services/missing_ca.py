@@ -9,12 +9,13 @@ up`` makes, so a newcomer's first ``plan`` in an empty directory says so instead
 from __future__ import annotations
 
 from orchestrator.configfile import BUILTIN_LABEL, LoadedConfig
+from orchestrator.render.trust import ca_file_present
 
 
 def missing_ca(loaded: LoadedConfig) -> str | None:
     """``controller.ca <path>: file not found yet`` and what makes it, or None when it exists (or is ``system``)."""
     ca = loaded.config.controller.ca
-    if ca is None or ca.exists():
+    if ca is None or ca_file_present(ca):  # a name the system refuses is reported when read
         return None
     line = f"controller.ca {ca}: file not found yet"
     if loaded.source == BUILTIN_LABEL:

@@ -12,7 +12,6 @@ bundle when its own read-only observation finds other losses.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
@@ -86,9 +85,10 @@ def read_bundle(bundle: Path, cluster: str) -> list[BundleEntry]:
     manifest = _manifest(bundle)
     where = bundle / MANIFEST
     if manifest.get("format") != BUNDLE_FORMAT:
-        raise UsageError(f"{where}: unsupported format {manifest.get('format')!r}")
+        raise UsageError(f"{where}: unsupported format {_shown(manifest.get('format'))}")
     if manifest.get("cluster") != cluster:
-        raise UsageError(f"{bundle}: planned for cluster {manifest.get('cluster')!r}, configuration is {cluster!r}")
+        planned = _shown(manifest.get("cluster"))
+        raise UsageError(f"{bundle}: planned for cluster {planned}, configuration is {cluster!r}")
     providers = manifest.get("providers")
     if not isinstance(providers, list):
         raise UsageError(f"{where}: 'providers' must be a list")
@@ -98,17 +98,37 @@ def read_bundle(bundle: Path, cluster: str) -> list[BundleEntry]:
         plan_file = item.get("plan_file") if isinstance(item, dict) else None
         # A plan file is a bare name inside the bundle: a manifest cannot point elsewhere.
         lost = item.get("lost", []) if isinstance(item, dict) else None
-        if not isinstance(name, str) or not isinstance(plan_file, str) or Path(plan_file).name != plan_file:
-            raise UsageError(f"{where}: malformed provider entry {item!r}")
+        if not isinstance(name, str) or not _is_plan_name(plan_file):
+            raise UsageError(f"{where}: malformed provider entry {_shown(item)}")
         if not isinstance(lost, list) or not all(isinstance(key, str) for key in lost):
-            raise UsageError(f"{where}: provider {name!r}: 'lost' must be a list of instance keys")
-        entries.append(BundleEntry(name, (bundle / plan_file).resolve(), frozenset(lost)))
+            raise UsageError(f"{where}: provider {_shown(name)}: 'lost' must be a list of instance keys")
+        if any(entry.provider == name for entry in entries):
+            # Applied twice, the second apply would run a plan the first one made stale.
+            raise UsageError(f"{where}: provider {_shown(name)} is listed twice")
+        entries.append(BundleEntry(name, (bundle / str(plan_file)).resolve(), frozenset(lost)))
     return entries
+
+
+def _is_plan_name(plan_file: object) -> bool:
+    """A plan file is a bare ``<name>.tfplan`` inside the bundle: a manifest cannot point elsewhere
+    (``..``, a path, the manifest itself) nor hold what no file name can (NUL)."""
+    return (
+        isinstance(plan_file, str)
+        and plan_file.endswith(PLAN_SUFFIX)
+        and Path(plan_file).name == plan_file
+        and "\0" not in plan_file
+    )
+
+
+def _shown(value: object) -> str:
+    """A manifest value for an error line: escaped and at most 100 characters."""
+    text = repr(value)
+    return text if len(text) <= 100 else f"{text[:100]}..."
 
 
 def _manifest(bundle: Path) -> dict[str, Any]:
     try:
-        manifest = json.loads((bundle / MANIFEST).read_text(encoding="utf-8"))
+        manifest = durable.parse_json((bundle / MANIFEST).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UsageError(f"{bundle}: not a plan bundle (no {MANIFEST}); make one with xceprov plan --out") from None
     except (OSError, ValueError) as exc:

@@ -13,7 +13,6 @@ document's age against the daemon's own ``reconcile_interval``.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import dataclass
@@ -86,7 +85,7 @@ def read_status(state_dir: Path, now: float | None = None) -> DaemonStatus | Non
     except PermissionError:
         raise FinalError(f"{path}: not readable by this user (the daemon's state is 0700)") from None
     try:
-        document = json.loads(raw)
+        document = durable.parse_json(raw)
         if not isinstance(document, dict) or document.get("format") != FORMAT:
             raise ValueError(f"format {document.get('format') if isinstance(document, dict) else None!r}")
         info = document["daemon"]

@@ -9,7 +9,6 @@ apply puts the previous content back the same way, never by rewriting the file i
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +39,7 @@ class DesiredSet:
     def read(self) -> dict[str, InstanceSpec]:
         """The desired instances keyed by instance key (empty when nothing was ever applied)."""
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
+            data = durable.parse_json(self.path.read_text(encoding="utf-8"))
             instances = data.get("instances") or {}
             return {str(key): InstanceSpec.model_validate(value) for key, value in instances.items()}
         except FileNotFoundError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -167,3 +168,43 @@ def test_the_simulated_clouds_store_is_defaulted_and_a_site_value_wins() -> None
     own = GOOD.replace("max_instances: 10}", "max_instances: 10, settings: {store: /data/c.sqlite}}")
     config = parse_config(own, "site.yaml", Path("/srv")).config
     assert render_settings(config, "sim") == {"store": "/data/c.sqlite"}
+
+
+def test_values_that_cannot_be_used_are_reported_at_once_each_once() -> None:
+    found = problems(
+        GOOD.replace("max_instances: 10", "max_instances: 10, idle_time: .nan, hold_time: 2024-01-01, priorty: 3")
+        + "daemon: {stop_timeout: .inf}\n"
+    )
+    assert found.count("site.yaml: providers.sim.idle_time: not a number (.nan): give a finite number") == 1
+    assert [p for p in found if ".hold_time:" in p] == [
+        "site.yaml: providers.sim.hold_time: a YAML date (2024-01-01) is no value here: quote it if text is meant"
+    ]
+    assert [p for p in found if ".stop_timeout:" in p] == [
+        "site.yaml: daemon.stop_timeout: an infinite number (.inf, or too large for a number): give a finite number"
+    ]
+    assert "site.yaml: providers.sim.priorty: unknown key (did you mean 'priority'?)" in found
+    assert len(found) == 4
+
+
+def test_the_model_itself_refuses_what_the_file_cannot_hold() -> None:
+    from pydantic import ValidationError
+
+    from orchestrator.model.config import ControllerSettings, ProviderSettings
+
+    for bad in ({"lease_margin": math.nan}, {"connect_timeout": 0}, {"max_frame_bytes": 2**40}):
+        with pytest.raises(ValidationError):
+            ControllerSettings.model_validate(bad)
+    for bad_provider in ({"idle_time": math.inf}, {"max_instances": True}, {"settings": {"x": math.nan}}):
+        with pytest.raises(ValidationError):
+            ProviderSettings.model_validate({"module": "xcesim", **bad_provider})
+
+
+def test_a_home_of_no_user_names_every_key() -> None:
+    found = problems(
+        GOOD.replace("controller: {ca: system}", "controller: {ca: ~xceprov-no-such-user/ca.pem}")
+        + "state_dir: ~xceprov-no-such-user/state\n"
+    )
+    assert found == [
+        "site.yaml: state_dir: '~xceprov-no-such-user': no such user, or no home directory known",
+        "site.yaml: controller.ca: '~xceprov-no-such-user': no such user, or no home directory known",
+    ]

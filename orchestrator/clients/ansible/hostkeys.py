@@ -96,7 +96,7 @@ class HostKeyStore:
 
     def _load(self) -> dict[str, dict[str, Any]]:
         try:
-            data = json.loads(self.index_file.read_text(encoding="utf-8"))
+            data = durable.parse_json(self.index_file.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return {}
         except (OSError, ValueError) as exc:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator import durable
 from orchestrator.model import tags
 from orchestrator.model.hostnames import ADDRESS_REFUSED, checked_instance
 from orchestrator.model.hostnames import valid_host_name as valid_host_name  # the plugin calls it here
@@ -226,7 +227,7 @@ def records_from_workdirs(state_dir: Path, cluster: str | None = None) -> list[I
         shards = [(f, f.parents[2].name) for f in cdir.glob("*/shards/*/terraform.tfstate")]
         for state_file, provider in sorted(shard0 + shards):
             try:
-                state = json.loads(state_file.read_text(encoding="utf-8"))
+                state = durable.parse_json(state_file.read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 continue  # a state being written or unreadable: no hosts from it this time
             records.extend(records_from_tfstate(state, provider))
@@ -309,5 +310,5 @@ def write_inventory(path: Path, inventory: Mapping[str, Any]) -> Path:
 
 def read_inventory(path: Path) -> dict[str, Any]:
     """An inventory file ``write_inventory`` wrote, as the document (``{"all": ...}``)."""
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = durable.parse_json(path.read_text(encoding="utf-8"))
     return {"all": data.get("all") or {}} if isinstance(data, dict) else {"all": {}}

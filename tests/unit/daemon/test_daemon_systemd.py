@@ -71,6 +71,15 @@ def test_watchdog_interval_is_half_and_only_for_its_process() -> None:
     assert watchdog_interval({"WATCHDOG_USEC": "0"}) is None
 
 
+@pytest.mark.parametrize("usec", ["9" * 5000, "abc", "-5", "١٢٣", " 60000000", "1.5"])
+def test_a_watchdog_variable_that_is_no_number_asks_for_no_watchdog(usec: str) -> None:
+    assert watchdog_interval({"WATCHDOG_USEC": usec}) is None  # 5000 digits: was a ValueError at start
+
+
+def test_a_watchdog_of_years_is_pinged_hourly() -> None:
+    assert watchdog_interval({"WATCHDOG_USEC": "18446744073709551615"}) == 3600.0
+
+
 def test_watchdog_pings_while_healthy(notify_socket: NotifySocket) -> None:
     notifier = Notifier({"NOTIFY_SOCKET": notify_socket.env_value})
     interval = watchdog_interval({"WATCHDOG_USEC": "100000"})

@@ -91,6 +91,14 @@ def test_audit_log_is_private_and_an_older_wider_log_is_narrowed(tmp_path: Path)
             {"format": 1, "cluster": "c", "providers": [{"name": "sim", "plan_file": "s.tfplan", "lost": [7]}]},
             "'lost' must be a list of instance keys",
         ),
+        ({"format": 1, "cluster": "c", "providers": [{"name": "sim", "plan_file": ".."}]}, "malformed"),
+        ({"format": 1, "cluster": "c", "providers": [{"name": "sim", "plan_file": ""}]}, "malformed"),
+        ({"format": 1, "cluster": "c", "providers": [{"name": "sim", "plan_file": "manifest.json"}]}, "malformed"),
+        ({"format": 1, "cluster": "c", "providers": [{"name": "sim", "plan_file": "a\0.tfplan"}]}, "malformed"),
+        (
+            {"format": 1, "cluster": "c", "providers": [{"name": "s", "plan_file": "s.tfplan"}] * 2},
+            "'s' is listed twice",
+        ),
         ([1, 2], "not a JSON object"),
     ],
 )
