@@ -79,6 +79,19 @@ def owned_by(world: SimWorld, uid: int, gid: int) -> Iterator[None]:
         chown_tree(world.sim, 0, 0)
 
 
+def unprivileged(uid: int, gid: int) -> list[str]:
+    """The command prefix that runs what follows as the user with no capability, as the unit does."""
+    return [
+        "setpriv",
+        f"--reuid={uid}",
+        f"--regid={gid}",
+        "--clear-groups",
+        "--bounding-set=-all",
+        "--inh-caps=-all",
+        "--no-new-privs",
+    ]
+
+
 def python_for(drop: list[str]) -> tuple[str, dict[str, str]]:
     """An interpreter the user can run, for the daemon and the children it starts with it.
 
@@ -142,15 +155,7 @@ def test_the_daemon_runs_as_an_unprivileged_user_with_systemds_directories(base:
         chown_tree(state, uid, gid)
         chown_tree(credentials, uid, gid)
 
-        drop = [
-            "setpriv",
-            f"--reuid={uid}",
-            f"--regid={gid}",
-            "--clear-groups",
-            "--bounding-set=-all",
-            "--inh-caps=-all",
-            "--no-new-privs",
-        ]
+        drop = unprivileged(uid, gid)
         python, python_env = python_for(drop)
         env = {
             **world.env(),
@@ -204,3 +209,34 @@ def test_the_daemon_runs_as_an_unprivileged_user_with_systemds_directories(base:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(10)
+
+
+def test_a_state_dir_the_user_cannot_create_is_one_line_naming_it(base: Path) -> None:
+    user = pwd.getpwnam(USER)
+    drop = unprivileged(user.pw_uid, user.pw_gid)
+    python, python_env = python_for(drop)
+    root_only = base / "root-only"
+    root_only.mkdir(mode=0o700)
+    (base / "xceprov.yaml").write_text(
+        "cluster: site1\n"
+        f"state_dir: {root_only / 'state'}\n"
+        "controller: {ca: system, addresses: ['127.0.0.1:1']}\n"
+        "providers: {sim: {module: xcesim}}\n"
+        "templates: {cpu: {providers: {sim: {flavor: c8.large, image: debian-12, cost_per_hour: 0.34}}}}\n"
+    )
+    (base / "xceprov.yaml").chmod(0o644)
+    env = {**os.environ, **python_env, "XCEPROV_CONFIG": str(base / "xceprov.yaml")}
+    done = subprocess.run(
+        [*drop, python, "-m", "orchestrator.cli", "ops"],
+        cwd=base,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"xceprov: {root_only / 'state'}: permission denied: uid {user.pw_uid} cannot create or enter it; "
+        "give it to the user the toolkit runs as, or choose another place"
+    ]
