@@ -4,6 +4,11 @@ Search order: ``--config``, then ``$XCEPROV_CONFIG``, then ``./xceprov.yaml``; w
 built-in configuration of the embedded simulated world. Every problem is reported at once, one
 line each, as ``<file>: <key.path>: <what is wrong>``.
 
+Under systemd (``contrib/systemd/xceprov.service``) two things come from the unit's environment:
+``state_dir``, when the file leaves it out, is ``$STATE_DIRECTORY`` (``StateDirectory=``), and a
+file key written ``credential:NAME`` is ``$CREDENTIALS_DIRECTORY/NAME`` (``LoadCredential=``), so
+keys stay root's and the unprivileged daemon reads its copies.
+
 YAML aliases are counted before anything is built: a document whose aliases expand to more
 than ``MAX_YAML_VALUES`` values (a "billion laughs" document is a few hundred bytes) is refused
 without being expanded. Trust is never implied: ``controller.ca`` must name a CA file or say
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import difflib
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -32,6 +38,10 @@ BUILTIN_LABEL = "<built-in>"
 # Far above any real site (every key, list item and scalar counts once per place it appears
 # after alias expansion), far below what hurts: validating 10^5 values takes well under a second.
 MAX_YAML_VALUES = 100_000
+# Set by systemd for a unit with StateDirectory= / LoadCredential= (systemd.exec(5)).
+STATE_DIRECTORY_VAR = "STATE_DIRECTORY"
+CREDENTIALS_DIRECTORY_VAR = "CREDENTIALS_DIRECTORY"
+CREDENTIAL_PREFIX = "credential:"
 
 
 @dataclass(frozen=True)
@@ -68,8 +78,12 @@ def load_config(explicit: str | None = None) -> LoadedConfig:
     return parse_config(text, str(path), path.resolve().parent)
 
 
-def parse_config(text: str, source: str, base_dir: Path) -> LoadedConfig:
-    """Validate configuration text; ``source`` names it in error lines."""
+def parse_config(text: str, source: str, base_dir: Path, environ: Mapping[str, str] | None = None) -> LoadedConfig:
+    """Validate configuration text; ``source`` names it in error lines.
+
+    ``environ`` (default: this process's) supplies systemd's ``STATE_DIRECTORY`` and
+    ``CREDENTIALS_DIRECTORY``.
+    """
     data = load_yaml(text, source)
     if not isinstance(data, dict):
         raise ConfigError([f"{source}: expected a mapping at the top level, got {type(data).__name__}"])
@@ -93,6 +107,7 @@ def parse_config(text: str, source: str, base_dir: Path) -> LoadedConfig:
         raise ConfigError(problems) from None
     if problems:
         raise ConfigError(problems)
+    config = from_systemd(config, source, os.environ if environ is None else environ)
     return LoadedConfig(config=_resolve_paths(config, base_dir, source), source=source, base_dir=base_dir)
 
 
@@ -121,6 +136,61 @@ class _Loader(yaml.SafeLoader):
 # (2**53 is 16 decimal digits, 53 binary ones); underscores and signs leave room to spare.
 MAX_INTEGER_CHARACTERS = 80
 _Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
+
+
+def from_systemd(config: Config, source: str, environ: Mapping[str, str]) -> Config:
+    """``state_dir`` from ``$STATE_DIRECTORY`` when the file leaves it out; ``credential:NAME`` keys
+    as files of ``$CREDENTIALS_DIRECTORY``. ConfigError naming every key that cannot be resolved."""
+    problems: list[str] = []
+    update: dict[str, Any] = {}
+    state_dirs = environ.get(STATE_DIRECTORY_VAR, "")
+    if "state_dir" not in config.model_fields_set and state_dirs:
+        # systemd joins several StateDirectory= entries with ':'; the first is the daemon's.
+        first = Path(state_dirs.split(":")[0])
+        if first.is_absolute():
+            update["state_dir"] = first
+        else:
+            problems.append(
+                f"{source}: state_dir: not set, and ${STATE_DIRECTORY_VAR} ({str(first)!r}) is not absolute"
+            )
+    sections: dict[str, tuple[BaseModel, tuple[str, ...]]] = {
+        "controller": (config.controller, ("ca", "client_cert", "client_key", "join_key")),
+        "ansible": (config.ansible, ("ssh_key",)),
+    }
+    for name, (section, keys) in sections.items():
+        found = {}
+        for key in keys:
+            value = getattr(section, key)
+            if value is not None and str(value).startswith(CREDENTIAL_PREFIX):
+                resolved = _credential(str(value), f"{source}: {name}.{key}", environ, problems)
+                found[key] = resolved if resolved is not None else value
+        if found:
+            update[name] = section.model_copy(update=found)
+    if problems:
+        raise ConfigError(problems)
+    return config.model_copy(update=update) if update else config
+
+
+def _credential(value: str, where: str, environ: Mapping[str, str], problems: list[str]) -> Path | None:
+    """The file a ``credential:NAME`` value names, or None with the problem appended."""
+    name = value.removeprefix(CREDENTIAL_PREFIX)
+    if not name or "/" in name or name in (".", ".."):
+        problems.append(f"{where}: {value!r}: a credential name is one file name (no '/', not '.' or '..')")
+        return None
+    directory = environ.get(CREDENTIALS_DIRECTORY_VAR, "")
+    if not directory:
+        problems.append(
+            f"{where}: {value!r} needs ${CREDENTIALS_DIRECTORY_VAR}, which is not set "
+            "(systemd sets it for a unit with LoadCredential=)"
+        )
+        return None
+    path = Path(directory) / name
+    if not path.is_file():
+        problems.append(
+            f"{where}: {value!r}: no credential {name!r} in {directory} (LoadCredential={name}:... in the unit)"
+        )
+        return None
+    return path
 
 
 def load_yaml(text: str, source: str) -> Any:

@@ -100,11 +100,18 @@ def private_dir(path: Path) -> Path:
     otherwise the directory is reported (``FinalError`` naming it), because the toolkit would
     keep secrets where others can read them.
     """
-    if not path.is_dir():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(path, PRIVATE_DIR)
-    info = path.stat()
+    try:
+        if not path.is_dir():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(path, PRIVATE_DIR)
+        info = path.stat()
+    except PermissionError:
+        # An unprivileged user (the systemd unit's) and a directory made by root: one line, not a traceback.
+        raise FinalError(
+            f"{path}: permission denied: uid {os.geteuid()} cannot create or enter it; "
+            "give it to the user the toolkit runs as, or choose another place"
+        ) from None
     wider = stat.S_IMODE(info.st_mode) & 0o077
     if wider:
         if info.st_uid != os.geteuid():

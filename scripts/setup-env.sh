@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 VENV=${VENV:-.venv}
 DEBS=(openssh-server openssh-client netcat-openbsd iproute2 python3)
+# systemd-analyze and systemd-sysusers check the shipped unit (tests/unit/daemon/test_daemon_systemd.py).
+# Only its tools are used; it does not become this machine's init (that is systemd-sysv's job).
+DEBS+=(systemd)
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   missing=()

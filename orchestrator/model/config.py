@@ -387,6 +387,7 @@ class Config(Strict):
     """The whole site configuration."""
 
     cluster: str = Field(pattern=NAME_PATTERN)
+    # Left out of the file under systemd: $STATE_DIRECTORY instead (configfile.from_systemd).
     state_dir: Path = Path(".xceprov")
     template_dirs: list[Path] = Field(default_factory=list)
     terraform: TerraformSettings = Field(default_factory=TerraformSettings)
