@@ -248,5 +248,16 @@ def _resolve_paths(config: Config, base_dir: Path) -> Config:
                 update={"ssh_key": fix(config.ansible.ssh_key), "site_dir": fix(config.ansible.site_dir)}
             ),
             "sim": config.sim.model_copy(update={"state_dir": fix(config.sim.state_dir)}),
+            "daemon": config.daemon.model_copy(
+                update={
+                    "metrics": config.daemon.metrics.model_copy(
+                        update={
+                            "tls_cert": fix(config.daemon.metrics.tls_cert),
+                            "tls_key": fix(config.daemon.metrics.tls_key),
+                            "tls_client_ca": fix(config.daemon.metrics.tls_client_ca),
+                        }
+                    )
+                }
+            ),
         }
     )

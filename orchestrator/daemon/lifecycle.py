@@ -68,6 +68,7 @@ class Lifecycle:
         self._wake = threading.Event()
         self._on_reload: list[Callable[[LoadedConfig], None]] = []
         self._on_stop: list[tuple[str, Callable[[], None]]] = []
+        self._on_sighup: list[Callable[[bool], None]] = []
         self._watcher: threading.Thread | None = None
 
     # -- what the loop reads ------------------------------------------------------------------
@@ -129,6 +130,10 @@ class Lifecycle:
         """Call ``callback`` with each configuration a SIGHUP loads successfully."""
         self._on_reload.append(callback)
 
+    def on_sighup_done(self, callback: Callable[[bool], None]) -> None:
+        """Call ``callback`` after each SIGHUP's reload with whether the new configuration is in force."""
+        self._on_sighup.append(callback)
+
     def on_stop(self, name: str, callback: Callable[[], None]) -> None:
         """Run ``callback`` at shutdown after in-flight work (last registered first), e.g. lease release."""
         self._on_stop.append((name, callback))
@@ -157,7 +162,9 @@ class Lifecycle:
             for signum in os.read(read_fd, 64):
                 try:
                     if signum == signal.SIGHUP:
-                        self.reload()
+                        taken = self.reload()
+                        for callback in self._on_sighup:
+                            callback(taken)
                     else:
                         self.request_stop(signal.Signals(signum).name)
                 except Exception:  # a bug here must not leave the daemon deaf to the next signal

@@ -49,7 +49,7 @@ from orchestrator.daemon.guarded import (
     stoppable_sleep,
 )
 from orchestrator.daemon.lifecycle import Lifecycle, exit_process
-from orchestrator.daemon.metrics import DaemonMetrics, MetricsEndpoint, start_endpoint
+from orchestrator.daemon.metrics import DaemonMetrics, MetricsEndpoint, daemon_version, start_endpoint
 from orchestrator.daemon.orphanscan import OrphanScans, Scanning
 from orchestrator.daemon.statusdoc import build_document, update_metrics
 from orchestrator.daemon.systemd import Heartbeat, Notifier, WatchdogPinger
@@ -220,6 +220,7 @@ class Daemon:
         config, lifecycle, options = self.config, self.lifecycle, self.options
         # Registered first, run last (on_stop runs last registered first): the final status.
         lifecycle.on_stop("final status", self._write_stopped)
+        self.metrics.started(daemon_version(), self.started)
         self.endpoint = start_endpoint(config.daemon.metrics, self.metrics, lifecycle.config.source)
         if self.endpoint is not None:
             lifecycle.on_stop("metrics endpoint", self.endpoint.stop)
@@ -243,6 +244,8 @@ class Daemon:
         self.link.on_host_event(self._on_host_event)
         self.link.on_unknown_value(self.metrics.unknown_value)
         lifecycle.on_reload(self._on_reload)
+        lifecycle.on_sighup_done(lambda taken: self.metrics.reload_finished(taken, options.clock()))
+        self.metrics.watch_link(lambda: self.link is not None and self.link.state().connected)
         self.link.start()
         self.executor = DaemonExecutor(
             config,
