@@ -278,7 +278,7 @@ def tls_context(settings: MetricsSettings, source: str) -> ssl.SSLContext | None
     """The server side of TLS for the endpoint, None without ``tls_cert``; ConfigError naming the
     key whose file cannot be read or used.
 
-    TLS 1.2 at least; with ``tls_client_ca``, a scraper without a certificate signed by it is
+    With ``tls_client_ca``, a scraper without a certificate signed by it is
     refused in the handshake (it never sees a metric)."""
     if settings.tls_cert is None or settings.tls_key is None:
         return None
@@ -293,7 +293,7 @@ def tls_context(settings: MetricsSettings, source: str) -> ssl.SSLContext | None
         except OSError as exc:
             raise refused(key, exc) from None
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.minimum_version = ssl.TLSVersion.TLSv1_2  # as the default of this Python; said, not assumed
     try:
         context.load_cert_chain(settings.tls_cert, settings.tls_key)
     except (OSError, ssl.SSLError) as exc:

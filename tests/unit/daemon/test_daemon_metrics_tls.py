@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import socket
 import ssl
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -18,6 +20,7 @@ from click.testing import CliRunner
 
 from orchestrator.cli.main import cli
 from orchestrator.daemon.metrics import DaemonMetrics, MetricsEndpoint, start_endpoint
+from orchestrator.daemon.metrics_http import ServerLimits
 from orchestrator.errors import ConfigError
 from orchestrator.model.config import MetricsSettings
 from orchestrator.sim import pki
@@ -99,6 +102,34 @@ def test_a_tls_scrape_is_answered_and_plain_http_is_not(certs: Pki) -> None:
                     answer += chunk
         assert b"xceprov_" not in answer and b"HTTP/" not in answer
         assert "xceprov_lease_valid" in scrape_tls(endpoint, certs.ca)  # still serving
+
+
+def test_a_stalled_handshake_holds_no_thread_and_is_closed_after_the_read_timeout(
+    certs: Pki, caplog: pytest.LogCaptureFixture
+) -> None:
+    limits = ServerLimits(read_timeout=1.0)
+    before = threading.active_count()
+    settings = MetricsSettings(listen="127.0.0.1:0", tls_cert=certs.cert, tls_key=certs.key)
+    with caplog.at_level(logging.INFO, logger="orchestrator.daemon.metrics"):
+        endpoint = start_endpoint(settings, DaemonMetrics(), "site.yaml", limits)
+    assert endpoint is not None
+    stalled: list[socket.socket] = []
+    try:
+        host, port = endpoint.address
+        assert f"metrics served on https://{host}:{port}/metrics" in caplog.messages
+        for _ in range(20):  # the first bytes of a TLS record, then nothing
+            sock = socket.create_connection((host, port), timeout=10)
+            sock.sendall(b"\x16\x03\x01")
+            stalled.append(sock)
+        assert threading.active_count() <= before + 1 + limits.workers
+        assert "xceprov_" in scrape_tls(endpoint, certs.ca)  # answered meanwhile
+        for sock in stalled:  # each is closed by the server once read_timeout passed
+            with contextlib.suppress(ConnectionResetError):
+                assert sock.recv(1) == b""
+    finally:
+        for sock in stalled:
+            sock.close()
+        endpoint.stop()
 
 
 def test_with_a_client_ca_only_a_scraper_with_its_certificate_is_answered(certs: Pki) -> None:
