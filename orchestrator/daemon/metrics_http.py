@@ -202,17 +202,21 @@ class BoundedServer:
         pending = self._pending[conn]
         if not pending.handshaken and not (isinstance(conn, ssl.SSLSocket) and self._handshake(conn)):
             return
+        # Over TLS, bytes already decrypted wait in the socket where select cannot see them.
+        while self._read_chunk(conn, pending) and isinstance(conn, ssl.SSLSocket) and conn.pending():
+            pass
+
+    def _read_chunk(self, conn: socket.socket, pending: _Pending) -> bool:
+        """One ``recv``; True while the request is incomplete and the connection open."""
         try:
             chunk = conn.recv(4096)
-            while isinstance(conn, ssl.SSLSocket) and conn.pending():  # decrypted bytes select cannot see
-                chunk += conn.recv(4096)
         except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
-            return
+            return False
         except OSError:
             chunk = b""
         if not chunk:
             self._drop(conn)
-            return
+            return False
         pending.data += chunk
         if b"\r\n\r\n" in pending.data:
             self._selector.unregister(conn)
@@ -220,8 +224,11 @@ class BoundedServer:
             with self._lock:
                 self._answering += 1
             self._requests.put((conn, bytes(pending.data), pending.peer))
-        elif len(pending.data) > self.limits.max_request_bytes:
+            return False
+        if len(pending.data) > self.limits.max_request_bytes:
             self._drop(conn)
+            return False
+        return True
 
     def _expire(self) -> None:
         now = time.monotonic()

@@ -102,6 +102,15 @@ def test_a_tls_scrape_is_answered_and_plain_http_is_not(certs: Pki) -> None:
                     answer += chunk
         assert b"xceprov_" not in answer and b"HTTP/" not in answer
         assert "xceprov_lease_valid" in scrape_tls(endpoint, certs.ca)  # still serving
+        # A request in one TLS record larger than one read of the server: the rest is decrypted
+        # data waiting in the TLS layer, which the server reads without waiting for the socket.
+        context = ssl.create_default_context(cafile=str(certs.ca))
+        with (
+            socket.create_connection(endpoint.address, timeout=10) as raw,
+            context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+        ):
+            tls.sendall(b"GET /metrics HTTP/1.0\r\nX-Padding: " + b"p" * 12000 + b"\r\n\r\n")
+            assert tls.recv(100).startswith(b"HTTP/1.0 200 ")
 
 
 def test_a_stalled_handshake_holds_no_thread_and_is_closed_after_the_read_timeout(
