@@ -11,7 +11,8 @@ The loop (the main thread): a pass at start, then one on each demand push or hos
 (``link.on_demand``/``on_host_event`` wake it), when a lease is gained, after a SIGHUP, and at
 the latest every ``daemon.reconcile_interval``. Pushes that arrive during a pass are folded into
 one next pass. After every pass: the status file (``<state_dir>/daemon/status.json``) and the
-metrics; a heartbeat for the watchdog; ``READY=1`` after the first. Between two passes, the
+metrics (the link's state is read at each scrape, each SIGHUP's outcome is set as it ends); a
+heartbeat for the watchdog; ``READY=1`` after the first. Between two passes, the
 orphan scan when it is due (``orphanscan.py``: on ``policy.orphans.interval``, and once the
 settle window after a new controller term has passed; the loop watches the link's term).
 
