@@ -368,6 +368,17 @@ def _resolve_paths(config: Config, base_dir: Path, source: str) -> Config:
                 }
             ),
             "sim": config.sim.model_copy(update={"state_dir": fix("sim.state_dir", config.sim.state_dir)}),
+            "daemon": config.daemon.model_copy(
+                update={
+                    "metrics": config.daemon.metrics.model_copy(
+                        update={
+                            "tls_cert": fix("daemon.metrics.tls_cert", config.daemon.metrics.tls_cert),
+                            "tls_key": fix("daemon.metrics.tls_key", config.daemon.metrics.tls_key),
+                            "tls_client_ca": fix("daemon.metrics.tls_client_ca", config.daemon.metrics.tls_client_ca),
+                        }
+                    )
+                }
+            ),
         }
     )
     if problems:

@@ -24,6 +24,19 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   fi
   # The simulated hosts run their own sshd; the distribution's service must not hold port 22.
   if command -v systemctl >/dev/null && systemctl is-active --quiet ssh 2>/dev/null; then :; fi
+  # promtool checks a scrape of a running daemon (tests/integration/test_daemon.py). Debian ships
+  # it only in the prometheus package (19 MB, no other package provides it); the server that
+  # package would start is not wanted here.
+  if ! command -v promtool >/dev/null; then
+    echo "setup: installing Debian package prometheus (for promtool)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q >/dev/null || echo "setup: apt-get update failed; trying the install anyway" >&2
+    apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=300 prometheus >/dev/null \
+      || echo "setup: prometheus not installed; the promtool test will be skipped" >&2
+    if command -v systemctl >/dev/null && systemctl is-enabled --quiet prometheus 2>/dev/null; then
+      systemctl disable --now prometheus >/dev/null 2>&1 || true
+    fi
+  fi
 else
   echo "setup: not root; skipping Debian packages (${DEBS[*]}); simulated hosts need root" >&2
 fi

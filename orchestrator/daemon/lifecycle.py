@@ -74,6 +74,7 @@ class Lifecycle:
         self._wake = threading.Event()
         self._on_reload: list[Callable[[LoadedConfig], None]] = []
         self._on_stop: list[tuple[str, Callable[[], None]]] = []
+        self._on_sighup: list[Callable[[bool], None]] = []
         self._watcher: threading.Thread | None = None
         # READY=1 of the start sent: until then a reload says nothing of readiness (systemd
         # would take a READY=1 of a reload for the end of the start, before the first pass).
@@ -145,6 +146,10 @@ class Lifecycle:
         previous configuration again, and the previous one stays in force."""
         self._on_reload.append(callback)
 
+    def on_sighup_done(self, callback: Callable[[bool], None]) -> None:
+        """Call ``callback`` after each SIGHUP's reload with whether the new configuration is in force."""
+        self._on_sighup.append(callback)
+
     def on_stop(self, name: str, callback: Callable[[], None]) -> None:
         """Run ``callback`` at shutdown after in-flight work (last registered first), e.g. lease release."""
         self._on_stop.append((name, callback))
@@ -173,7 +178,9 @@ class Lifecycle:
             for signum in os.read(read_fd, 64):
                 try:
                     if signum == signal.SIGHUP:
-                        self.reload()
+                        taken = self.reload()
+                        for callback in self._on_sighup:
+                            callback(taken)
                     else:
                         self.request_stop(signal.Signals(signum).name)
                 except Exception:  # a bug here must not leave the daemon deaf to the next signal

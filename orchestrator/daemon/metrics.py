@@ -1,21 +1,36 @@
 """The daemon's Prometheus metrics, in a registry of their own, and the endpoint that serves them.
 
 A registry of its own (not ``prometheus_client.REGISTRY``): the default one also collects the
-process and platform collectors of whatever imported the library, and two daemons in one test
-process would share it. The endpoint is off unless ``daemon.metrics.listen`` is set; the model
-(``MetricsSettings``) refuses a non-loopback address unless ``allow_remote`` says so, because the
-label values name every provider and template of the site.
+platform and GC collectors of whatever imported the library, and two daemons in one test
+process would share it; the process collector (CPU, memory, open files, start time) is added to
+it explicitly. No ``_created`` series: they double every counter and histogram and a scraper
+that does not ask for OpenMetrics has no use for them. The endpoint is off unless
+``daemon.metrics.listen`` is set; the model (``MetricsSettings``) refuses a non-loopback address
+unless ``allow_remote`` says so, because the label values name every provider and template of
+the site; ``tls_cert``/``tls_key`` serve it over TLS and ``tls_client_ca`` asks every scraper
+for a certificate signed by that CA (``metrics_http.tls_context``).
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
+import re
+import ssl
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+    make_wsgi_app,
+)
 
 from orchestrator.daemon.metrics_http import DEFAULT_LIMITS, BoundedServer, ServerLimits
 from orchestrator.daemon.timeouts import NamedTimeout
@@ -51,7 +66,48 @@ class DaemonMetrics:
     registry: CollectorRegistry = field(default_factory=lambda: CollectorRegistry(auto_describe=True))
 
     def __post_init__(self) -> None:
+        # Process-wide in the library (a flag read at every collection): the daemon owns its process.
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # the library leaves it unannotated
         r = self.registry
+        ProcessCollector(registry=r)
+        self.build_info = Gauge(
+            "xceprov_build_info", "Always 1; the label names the running version", ["version"], registry=r
+        )
+        self.link_up = Gauge("xceprov_controller_link_up", "1 while the controller link is connected", registry=r)
+        self.reload_ok = Gauge(
+            "xceprov_config_last_reload_successful",
+            "1 when the last configuration load (start or SIGHUP) was taken, 0 when it was refused",
+            registry=r,
+        )
+        self.reload_time = Gauge(
+            "xceprov_config_last_reload_timestamp_seconds",
+            "Wall-clock time of the last configuration load (start or SIGHUP), taken or refused",
+            registry=r,
+        )
+        self.demand = Gauge(
+            "xceprov_template_demand",
+            "Hosts the controller wants for the template (last pass)",
+            ["template"],
+            registry=r,
+        )
+        self.in_flight = Gauge(
+            "xceprov_template_in_flight",
+            "Hosts on their way for the template: the controller's in flight and those only the facts know",
+            ["template"],
+            registry=r,
+        )
+        self.gap = Gauge(
+            "xceprov_template_gap",
+            "Hosts still to ask for: demand minus in flight, never below 0",
+            ["template"],
+            registry=r,
+        )
+        self.phase_failures = Counter(
+            "xceprov_reconcile_phase_failures",
+            "Reconcile phases that failed (a phase skipped after a failed read is not counted)",
+            ["phase"],
+            registry=r,
+        )
         self.ops = Counter("xceprov_ops", "Ops finished, by outcome", ["provider", "kind", "outcome"], registry=r)
         self.instances = Gauge(
             "xceprov_instances", "Instances of this orchestrator by state", ["provider", "state"], registry=r
@@ -105,7 +161,41 @@ class DaemonMetrics:
             registry=r,
         )
         self._states: dict[str, set[str]] = {}
+        self._templates: set[str] = set()
         self._lock = threading.Lock()
+
+    def started(self, version: str, at: float) -> None:
+        """The daemon started with ``version`` and a configuration loaded at wall-clock ``at``."""
+        self.build_info.labels(version=version).set(1)
+        self.reload_finished(True, at)
+
+    def watch_link(self, connected: Callable[[], bool]) -> None:
+        """``xceprov_controller_link_up`` reads ``connected()`` at every scrape (0 until this is called)."""
+        self.link_up.set_function(lambda: 1.0 if connected() else 0.0)
+
+    def reload_finished(self, taken: bool, at: float) -> None:
+        """A configuration load ended at wall-clock ``at``: ``taken``, or refused (the last good one stays)."""
+        self.reload_ok.set(1 if taken else 0)
+        self.reload_time.set(at)
+
+    def set_templates(self, rows: Mapping[str, tuple[int, int, int]]) -> None:
+        """``(demand, in flight, gap)`` of every template, as a whole: one no longer named reads 0."""
+        with self._lock:
+            for template in self._templates - set(rows):
+                for gauge in (self.demand, self.in_flight, self.gap):
+                    gauge.labels(template=template).set(0)
+            for template, (demand, in_flight, gap) in rows.items():
+                self.demand.labels(template=template).set(demand)
+                self.in_flight.labels(template=template).set(in_flight)
+                self.gap.labels(template=template).set(gap)
+            self._templates |= set(rows)
+
+    def phases_ran(self, phases: Iterable[tuple[str, bool]]) -> None:
+        """Each ``(phase, failed)`` of a pass: a failure counts one; every phase's series exists from its first pass."""
+        for phase, failed in phases:
+            child = self.phase_failures.labels(phase=phase)
+            if failed:
+                child.inc()
 
     def op_finished(self, provider: str, kind: OpKind, outcome: OpOutcome) -> None:
         """Count one op that ended."""
@@ -159,6 +249,14 @@ class DaemonMetrics:
         self.timeouts.labels(provider=provider, timeout=timeout.value).inc()
 
 
+def daemon_version() -> str:
+    """The installed version of the toolkit (``xceprov_build_info``); ``unknown`` when not installed."""
+    try:
+        return importlib.metadata.version("xce-provisioner")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
+
+
 @dataclass
 class MetricsEndpoint:
     """The HTTP endpoint serving one registry (bounded: ``metrics_http``); ``stop()`` closes its socket."""
@@ -176,6 +274,40 @@ class MetricsEndpoint:
         self.server.stop()
 
 
+def tls_context(settings: MetricsSettings, source: str) -> ssl.SSLContext | None:
+    """The server side of TLS for the endpoint, None without ``tls_cert``; ConfigError naming the
+    key whose file cannot be read or used.
+
+    With ``tls_client_ca``, a scraper without a certificate signed by it is
+    refused in the handshake (it never sees a metric)."""
+    if settings.tls_cert is None or settings.tls_key is None:
+        return None
+
+    def refused(key: str, exc: Exception) -> ConfigError:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return ConfigError([f"{source}: daemon.metrics.{key}: cannot be used: {reason}"])
+
+    for key, path in (("tls_cert", settings.tls_cert), ("tls_key", settings.tls_key)):
+        try:
+            path.read_bytes()  # names the file that is missing or unreadable, which ssl does not
+        except OSError as exc:
+            raise refused(key, exc) from None
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2  # as the default of this Python; said, not assumed
+    try:
+        context.load_cert_chain(settings.tls_cert, settings.tls_key)
+    except (OSError, ssl.SSLError) as exc:
+        detail = re.sub(r"\s*\(_ssl\.c:\d+\)", "", exc.strerror or str(exc))  # not the C source line
+        raise refused("tls_cert", ValueError(f"not a certificate with its private key in tls_key ({detail})")) from None
+    if settings.tls_client_ca is not None:
+        try:
+            context.load_verify_locations(cafile=settings.tls_client_ca)
+        except (OSError, ssl.SSLError) as exc:
+            raise refused("tls_client_ca", exc) from None
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context
+
+
 def start_endpoint(
     settings: MetricsSettings, metrics: DaemonMetrics, source: str, limits: ServerLimits = DEFAULT_LIMITS
 ) -> MetricsEndpoint | None:
@@ -188,13 +320,15 @@ def start_endpoint(
     if address is None:
         return None
     host, port = address
+    context = tls_context(settings, source)
     try:
-        server = BoundedServer(host, port, make_wsgi_app(metrics.registry), limits)
+        server = BoundedServer(host, port, make_wsgi_app(metrics.registry), limits, context)
     except OSError as exc:
         raise ConfigError(
             [f"{source}: daemon.metrics.listen: cannot listen on {settings.listen}: {exc.strerror or exc}"]
         ) from None
     server.start()
     endpoint = MetricsEndpoint(server=server)
-    log.info("metrics served on http://%s:%d/metrics", *endpoint.address)
+    scheme = "https" if context is not None else "http"
+    log.info("metrics served on %s://%s:%d/metrics", scheme, *endpoint.address)
     return endpoint

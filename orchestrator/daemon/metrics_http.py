@@ -12,6 +12,11 @@ most ``max_connections`` are open: one more closes the oldest whose request is n
 (idle or slow), so idle connections cannot keep a scrape out; when every open connection is
 being answered, the new one is closed (the scraper tries again at its next interval).
 One request per connection (``Connection: close``), as prometheus-client's server does.
+
+With an ``ssl.SSLContext`` the same holds over TLS: the handshake is driven by the reading thread
+on the non-blocking socket within the same ``read_timeout`` (a peer that stalls it costs no
+thread either), and a handshake that fails (no client certificate when the context asks for
+one, not TLS at all) closes the connection unanswered.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import logging
 import queue
 import selectors
 import socket
+import ssl
 import threading
 import time
 from collections import OrderedDict
@@ -58,14 +64,23 @@ class _Pending:
     deadline: float
     peer: str
     data: bytearray
+    handshaken: bool = True  # False while a TLS handshake is under way
 
 
 class BoundedServer:
     """Serves ``app`` on ``host:port`` within ``limits``; :meth:`start`, then :meth:`stop`."""
 
-    def __init__(self, host: str, port: int, app: WsgiApp, limits: ServerLimits = DEFAULT_LIMITS) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        app: WsgiApp,
+        limits: ServerLimits = DEFAULT_LIMITS,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.app = app
         self.limits = limits
+        self.tls = tls
         family, kind, proto, _, address = socket.getaddrinfo(
             host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
         )[0]
@@ -155,21 +170,53 @@ class BoundedServer:
                 conn.close()
                 continue
             conn.setblocking(False)
+            if self.tls is not None:
+                try:
+                    conn = self.tls.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
+                except OSError:
+                    conn.close()
+                    continue
             deadline = time.monotonic() + self.limits.read_timeout
-            self._pending[conn] = _Pending(deadline, str(peer[0]), bytearray())
+            self._pending[conn] = _Pending(deadline, str(peer[0]), bytearray(), handshaken=self.tls is None)
             self._selector.register(conn, selectors.EVENT_READ)
+
+    def _handshake(self, conn: ssl.SSLSocket) -> bool:
+        """One step of the TLS handshake; True once it is done (the connection is dropped when it fails)."""
+        try:
+            conn.do_handshake()
+        except ssl.SSLWantReadError:
+            self._selector.modify(conn, selectors.EVENT_READ)
+            return False
+        except ssl.SSLWantWriteError:
+            self._selector.modify(conn, selectors.EVENT_WRITE)
+            return False
+        except OSError as exc:  # no or a wrong client certificate, not TLS, reset
+            log.debug("metrics endpoint: TLS handshake with %s failed: %s", self._pending[conn].peer, exc)
+            self._drop(conn)
+            return False
+        self._selector.modify(conn, selectors.EVENT_READ)
+        self._pending[conn].handshaken = True
+        return True
 
     def _read(self, conn: socket.socket) -> None:
         pending = self._pending[conn]
+        if not pending.handshaken and not (isinstance(conn, ssl.SSLSocket) and self._handshake(conn)):
+            return
+        # Over TLS, bytes already decrypted wait in the socket where select cannot see them.
+        while self._read_chunk(conn, pending) and isinstance(conn, ssl.SSLSocket) and conn.pending():
+            pass
+
+    def _read_chunk(self, conn: socket.socket, pending: _Pending) -> bool:
+        """One ``recv``; True while the request is incomplete and the connection open."""
         try:
             chunk = conn.recv(4096)
-        except (BlockingIOError, InterruptedError):
-            return
+        except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            return False
         except OSError:
             chunk = b""
         if not chunk:
             self._drop(conn)
-            return
+            return False
         pending.data += chunk
         if b"\r\n\r\n" in pending.data:
             self._selector.unregister(conn)
@@ -177,8 +224,11 @@ class BoundedServer:
             with self._lock:
                 self._answering += 1
             self._requests.put((conn, bytes(pending.data), pending.peer))
-        elif len(pending.data) > self.limits.max_request_bytes:
+            return False
+        if len(pending.data) > self.limits.max_request_bytes:
             self._drop(conn)
+            return False
+        return True
 
     def _expire(self) -> None:
         now = time.monotonic()
@@ -229,7 +279,7 @@ class BoundedServer:
             "SERVER_PORT": str(port),
             "REMOTE_ADDR": peer,
             "wsgi.version": (1, 0),
-            "wsgi.url_scheme": "http",
+            "wsgi.url_scheme": "https" if self.tls is not None else "http",
             "wsgi.input": io.BytesIO(),
             "wsgi.errors": io.StringIO(),
             "wsgi.multithread": True,

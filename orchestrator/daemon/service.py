@@ -11,7 +11,8 @@ The loop (the main thread): a pass at start, then one on each demand push or hos
 (``link.on_demand``/``on_host_event`` wake it), when a lease is gained, after a SIGHUP, and at
 the latest every ``daemon.reconcile_interval``. Pushes that arrive during a pass are folded into
 one next pass. After every pass: the status file (``<state_dir>/daemon/status.json``) and the
-metrics; a heartbeat for the watchdog; ``READY=1`` after the first. Between two passes, the
+metrics (the link's state is read at each scrape, each SIGHUP's outcome is set as it ends); a
+heartbeat for the watchdog; ``READY=1`` after the first. Between two passes, the
 orphan scan when it is due (``orphanscan.py``: on ``policy.orphans.interval``, and once the
 settle window after a new controller term has passed; the loop watches the link's term).
 
@@ -49,7 +50,7 @@ from orchestrator.daemon.guarded import (
     stoppable_sleep,
 )
 from orchestrator.daemon.lifecycle import Lifecycle, exit_process
-from orchestrator.daemon.metrics import DaemonMetrics, MetricsEndpoint, start_endpoint
+from orchestrator.daemon.metrics import DaemonMetrics, MetricsEndpoint, daemon_version, start_endpoint
 from orchestrator.daemon.orphanscan import OrphanScans, Scanning
 from orchestrator.daemon.statusdoc import build_document, update_metrics
 from orchestrator.daemon.systemd import Heartbeat, Notifier, WatchdogPinger
@@ -217,6 +218,7 @@ class Daemon:
         config, lifecycle, options = self.config, self.lifecycle, self.options
         # Registered first, run last (on_stop runs last registered first): the final status.
         lifecycle.on_stop("final status", self._write_stopped)
+        self.metrics.started(daemon_version(), self.started)
         self.endpoint = start_endpoint(config.daemon.metrics, self.metrics, lifecycle.config.source)
         if self.endpoint is not None:
             lifecycle.on_stop("metrics endpoint", self.endpoint.stop)
@@ -240,6 +242,8 @@ class Daemon:
         self.link.on_host_event(self._on_host_event)
         self.link.on_unknown_value(self.metrics.unknown_value)
         lifecycle.on_reload(self._on_reload)
+        lifecycle.on_sighup_done(lambda taken: self.metrics.reload_finished(taken, options.clock()))
+        self.metrics.watch_link(lambda: self.link is not None and self.link.state().connected)
         self.link.start()
         self.executor = DaemonExecutor(
             config,

@@ -146,10 +146,11 @@ def build_document(
 def update_metrics(
     metrics: DaemonMetrics, document: Mapping[str, Any], templates: Iterable[str], pass_duration: float | None
 ) -> None:
-    """Lease, instance, breaker and pass metrics from a status document.
+    """Lease, instance, breaker, pass, phase and per-template metrics from a status document.
 
-    Every configured template gets an ``xceprov_breaker_open`` sample (0 when it has no row);
-    ``pass_duration`` None: no pass ended (a status written at stop), the pass metrics stay.
+    Every configured template gets an ``xceprov_breaker_open`` sample (0 when it has no row) and
+    its demand, in-flight and gap samples; ``pass_duration`` None: no pass ended (a status
+    written after an orphan scan or at stop), the pass metrics stay and nothing is counted again.
     """
     for row in document.get("leases", []):
         metrics.set_lease(str(row["provider"]), bool(row["held"]), float(row["remaining"]))
@@ -165,3 +166,20 @@ def update_metrics(
         metrics.pass_finished(float(last["finished"]), pass_duration)
         for item in document.get("timeouts_expired", []):  # counted once: for the pass that acted
             metrics.timeout_passed(str(item["provider"]), NamedTimeout(item["timeout"]))
+        phases = last.get("phases", [])
+        metrics.phases_ran((str(p["name"]), not p.get("ok", True) and not p.get("skipped")) for p in phases)
+        if any(
+            p["name"] == "read" and p.get("ok", True) for p in phases
+        ):  # a failed read knows no demand: the last stays
+            metrics.set_templates(template_rows(last.get("gaps", {}), templates))
+
+
+def template_rows(gaps: Mapping[str, Mapping[str, Any]], templates: Iterable[str]) -> dict[str, tuple[int, int, int]]:
+    """``(demand, in flight, gap)`` per template from a pass report's ``gaps`` (``TemplateGap.evidence``);
+    in flight is every host on its way (the controller's in flight, the awaited and the unreflected
+    ones), so that the gap is the demand minus it; a configured template the pass did not name is 0s."""
+    rows = dict.fromkeys(templates, (0, 0, 0))
+    for template, gap in gaps.items():
+        supply = int(gap["in_flight"]) + int(gap.get("awaited", 0)) + int(gap.get("unreflected", 0))
+        rows[str(template)] = (int(gap["wanted"]), supply, int(gap["gap"]))
+    return rows

@@ -213,6 +213,11 @@ class MetricsSettings(Strict):
     allow_remote: bool = False
     # host:port ("127.0.0.1:9477", "[::1]:9477"); port 0 takes any free port (logged at start).
     listen: str | None = None
+    # TLS for the endpoint (PEM files): certificate and key together; with a client CA, a scraper
+    # must present a certificate signed by it.
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_client_ca: Path | None = None
 
     @field_validator("listen")
     @classmethod
@@ -226,6 +231,16 @@ class MetricsSettings(Strict):
                 "set daemon.metrics.allow_remote: true to serve them beyond this machine"
             )
         return listen
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> MetricsSettings:
+        # Half a TLS setting would serve the metrics in clear text without saying so.
+        if (self.tls_cert is None) != (self.tls_key is None):
+            given, missing = ("tls_cert", "tls_key") if self.tls_key is None else ("tls_key", "tls_cert")
+            raise ValueError(f"{given} is set but {missing} is not: give both or neither")
+        if self.tls_client_ca is not None and self.tls_cert is None:
+            raise ValueError("tls_client_ca is set but tls_cert and tls_key are not: client certificates need TLS")
+        return self
 
     def address(self) -> tuple[str, int] | None:
         """``(host, port)`` to bind, None when the endpoint is off."""

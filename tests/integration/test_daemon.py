@@ -10,16 +10,20 @@ world's configuration; the test reads only what an operator can: its log, its st
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +37,7 @@ from sim_world_helpers import SimWorld, agree, sim_world, wait_until
 from orchestrator import durable
 from orchestrator.model.facts import FactKind
 from orchestrator.ops.openops import open_ops
+from orchestrator.sim import pki
 from orchestrator.sim.controller import admin
 
 pytestmark = pytest.mark.integration
@@ -147,10 +152,15 @@ def leased(doc: dict[str, Any]) -> bool:
     return any(row["provider"] == "sim" and row["held"] for row in doc.get("leases", []))
 
 
-def scrape(log: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+def scrape_text(log: str) -> str:
+    """The daemon's metrics as a scraper gets them (the address is the one its log names)."""
     [(host, port)] = re.findall(r"metrics served on http://([\d.]+):(\d+)/metrics", log)
     with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as reply:
-        text = reply.read().decode()
+        return str(reply.read().decode())
+
+
+def scrape(log: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    text = scrape_text(log)
     return {
         (s.name, tuple(sorted(s.labels.items()))): s.value
         for family in text_string_to_metric_families(text)
@@ -455,3 +465,92 @@ def test_verbs_beside_a_running_daemon_are_refused_and_never_take_or_release_its
     assert [f for f in facts if f.kind in (FactKind.RETURNED, FactKind.RETURNING)] == []
     alive = agree(world)
     assert len(alive) == 6 and {i.tags.get("xce:op_id") for i in alive.values()} == {burst["op_id"]}
+
+
+def template_row(got: dict[tuple[str, tuple[tuple[str, str], ...]], float], template: str) -> tuple[float, ...]:
+    """``(demand, in flight, gap)`` of ``template`` in a scrape."""
+    labels = (("template", template),)
+    return tuple(got[(f"xceprov_template_{name}", labels)] for name in ("demand", "in_flight", "gap"))
+
+
+def test_an_operator_s_scrape_has_process_build_link_reload_template_and_phase_series(world: SimWorld) -> None:
+    cfg = configure(world, metrics={"listen": "127.0.0.1:0"})
+    path = world.site / "xceprov.yaml"
+    with running_daemon(world, "daemon") as daemon:
+        daemon.wait_status("the daemon's lease of sim", leased)
+        text = scrape_text(daemon.log())
+        got = scrape(daemon.log())
+        assert got[("xceprov_build_info", (("version", importlib.metadata.version("xce-provisioner")),))] == 1
+        assert got[("xceprov_controller_link_up", ())] == 1
+        assert got[("process_resident_memory_bytes", ())] > 0 and got[("process_start_time_seconds", ())] > 0
+        assert got[("xceprov_config_last_reload_successful", ())] == 1  # the configuration of the start
+        started = got[("xceprov_config_last_reload_timestamp_seconds", ())]
+        assert started > 0
+        # Every phase has its failure counter from the first pass on (rate() sees the first failure).
+        for phase in ("read", "resume", "scale-out", "bootstrap", "join-tracking", "reclaim"):
+            assert ("xceprov_reconcile_phase_failures_total", (("phase", phase),)) in got
+        assert got[("xceprov_reconcile_phase_failures_total", (("phase", "read"),))] == 0
+        assert "_created" not in text
+        # Nothing wanted yet: every configured template reads 0.
+        assert template_row(got, "cpu") == template_row(got, "gpu") == (0, 0, 0)
+
+        # A job that wants two hosts: demand 2; once created they are on their way and the gap is 0.
+        world.ok("sim", "submit", "--template", "cpu", "--hosts", "2", "--duration", "600s")
+        wait_until(
+            "the two hosts on their way in the metrics", lambda: template_row(scrape(daemon.log()), "cpu") == (2, 2, 0)
+        )
+        assert template_row(scrape(daemon.log()), "gpu") == (0, 0, 0)
+
+        # SIGHUP with a broken file: refused, the metric says so; a good one: taken, and later.
+        path.write_text(yaml.safe_dump({**cfg, "daemon": {**cfg["daemon"], "reconcile_intervall": "5s"}}))
+        os.kill(daemon.pid, signal.SIGHUP)
+        wait_until(
+            "the refused reload", lambda: scrape(daemon.log())[("xceprov_config_last_reload_successful", ())] == 0
+        )
+        refused = scrape(daemon.log())[("xceprov_config_last_reload_timestamp_seconds", ())]
+        assert refused > started
+        path.write_text(yaml.safe_dump({**cfg, "daemon": {**cfg["daemon"], "reconcile_interval": "3s"}}))
+        os.kill(daemon.pid, signal.SIGHUP)
+        wait_until("the taken reload", lambda: scrape(daemon.log())[("xceprov_config_last_reload_successful", ())] == 1)
+        assert scrape(daemon.log())[("xceprov_config_last_reload_timestamp_seconds", ())] > refused
+        code, _took = daemon.terminate()
+        assert code == 0, daemon.log()
+
+
+def test_a_daemon_serving_tls_with_client_certificates_scrapes_clean_in_promtool(
+    shared_world: SimWorld, tmp_path: Path
+) -> None:
+    world = shared_world
+    authority = pki.make_ca("scrapers CA")
+    authority.write(tmp_path / "ca.pem", tmp_path / "ca.key")
+    pki.issue_cert(authority, "metrics", ["127.0.0.1"]).write(tmp_path / "metrics.pem", tmp_path / "metrics.key")
+    pki.issue_cert(authority, "prometheus", client=True).write(tmp_path / "scraper.pem", tmp_path / "scraper.key")
+    tls = {
+        "tls_cert": str(tmp_path / "metrics.pem"),
+        "tls_key": str(tmp_path / "metrics.key"),
+        "tls_client_ca": str(tmp_path / "ca.pem"),
+    }
+    configure(world, metrics={"listen": "127.0.0.1:0", **tls})
+    with running_daemon(world, "daemon-tls") as daemon:
+        daemon.wait_status("the daemon's lease of sim", leased)
+        [(host, port)] = re.findall(r"metrics served on https://([\d.]+):(\d+)/metrics", daemon.log())
+        url = f"https://{host}:{port}/metrics"
+        scraper = ssl.create_default_context(cafile=str(tmp_path / "ca.pem"))
+        scraper.load_cert_chain(tmp_path / "scraper.pem", tmp_path / "scraper.key")
+        with urllib.request.urlopen(url, timeout=10, context=scraper) as reply:
+            text = reply.read().decode()
+        assert "xceprov_controller_link_up 1.0" in text
+        # A scraper without a certificate is refused in the handshake: it sees no metric.
+        anonymous = ssl.create_default_context(cafile=str(tmp_path / "ca.pem"))
+        with pytest.raises((ssl.SSLError, ConnectionError, urllib.error.URLError)):
+            urllib.request.urlopen(url, timeout=10, context=anonymous).close()
+        code, _took = daemon.terminate()
+        assert code == 0, daemon.log()
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip(
+            "promtool is not installed (Debian: apt-get install prometheus; scripts/setup-env.sh does it as root)"
+        )
+    checked = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+    # Clean: exit 0 and no lint finding (promtool names each: "xceprov_...: counter metrics should have ...").
+    assert checked.returncode == 0 and checked.stdout.strip() == checked.stderr.strip() == "", checked

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import select
 import socket
 import threading
@@ -13,7 +14,7 @@ import pytest
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
-from orchestrator.daemon.metrics import DaemonMetrics, OpKind, OpOutcome, start_endpoint
+from orchestrator.daemon.metrics import DaemonMetrics, OpKind, OpOutcome, daemon_version, start_endpoint
 from orchestrator.daemon.metrics_http import ServerLimits
 from orchestrator.daemon.timeouts import NamedTimeout
 from orchestrator.errors import ConfigError
@@ -71,8 +72,11 @@ def test_scraped_names_and_values() -> None:
     assert got[("xceprov_reconcile_pass_duration_seconds_bucket", (("le", "0.25"),))] == 0
     assert got[("xceprov_breaker_open", (("template", "gpu"),))] == 1
     assert got[("xceprov_timeouts_expired_total", (("provider", "sim"), ("timeout", "join_deadline")))] == 1
-    # Nothing of the process-wide default registry leaks into the daemon's endpoint.
-    assert not any(name.startswith(("process_", "python_gc_", "python_info")) for name, _ in got)
+    # The process collector is the daemon's own; the platform and GC collectors of the default
+    # registry are not exported, nor any `_created` series.
+    assert got[("process_resident_memory_bytes", ())] > 0
+    assert not any(name.startswith(("python_gc_", "python_info")) for name, _ in got)
+    assert not any(name.endswith("_created") for name, _ in got)
 
 
 def test_a_state_no_longer_present_reads_zero() -> None:
@@ -179,3 +183,26 @@ def test_the_exposition_is_prometheus_clients_own() -> None:
             assert raw.recv(100).startswith(b"HTTP/1.0 400 ")
     finally:
         endpoint.stop()
+
+
+def test_build_info_link_and_reload_read_what_the_daemon_tells_them() -> None:
+    metrics = DaemonMetrics()
+    metrics.started("1.2.3", at=1_700_000_000.0)
+    connected = [True]
+    metrics.watch_link(lambda: connected[0])
+    registry = metrics.registry
+    assert registry.get_sample_value("xceprov_build_info", {"version": "1.2.3"}) == 1
+    # The configuration loaded at start counts as the last reload, taken.
+    assert registry.get_sample_value("xceprov_config_last_reload_successful") == 1
+    assert registry.get_sample_value("xceprov_config_last_reload_timestamp_seconds") == 1_700_000_000.0
+    # The link's state is read at each scrape, not at the last pass.
+    assert registry.get_sample_value("xceprov_controller_link_up") == 1
+    connected[0] = False
+    assert registry.get_sample_value("xceprov_controller_link_up") == 0
+    metrics.reload_finished(False, at=1_700_000_100.0)
+    assert registry.get_sample_value("xceprov_config_last_reload_successful") == 0
+    assert registry.get_sample_value("xceprov_config_last_reload_timestamp_seconds") == 1_700_000_100.0
+
+
+def test_the_installed_version_is_the_build_info() -> None:
+    assert daemon_version() == importlib.metadata.version("xce-provisioner")

@@ -396,3 +396,23 @@ def test_a_fact_kind_of_a_newer_controller_is_skipped_and_counted_in_the_daemon_
         lifecycle.request_stop("SIGTERM")
         runner.join(30)
     assert result == [0]
+
+
+def test_the_link_up_metric_follows_the_controller_link(
+    tmp_path: Path, fake: FakeController, ca: tuple[Path, Any]
+) -> None:
+    lifecycle = Lifecycle(site(tmp_path, fake, ca[0]), lambda: site(tmp_path, fake, ca[0]))
+    options = DaemonOptions(tmp_path, engine=object(), reconciler=Recorder, orphan_scanner=ScanRecorder())  # type: ignore[arg-type]
+    daemon = Daemon(lifecycle, options)
+    registry = daemon.metrics.registry
+    result: list[int] = []
+    runner = threading.Thread(target=lambda: result.append(daemon.run()))
+    runner.start()
+    try:
+        assert wait_for(lambda: registry.get_sample_value("xceprov_controller_link_up") == 1, 30)
+        fake.close()  # the controller goes away: the link is down at the next scrape
+        assert wait_for(lambda: registry.get_sample_value("xceprov_controller_link_up") == 0, 30)
+    finally:
+        lifecycle.request_stop("SIGTERM")
+        runner.join(30)
+    assert result == [0]

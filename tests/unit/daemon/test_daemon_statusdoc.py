@@ -80,9 +80,15 @@ def test_document_and_metrics_agree(tmp_path: Path) -> None:
         "finished": 1999.5,
         "ops": ["op-b"],
         "phases": [
+            {"name": "read", "ok": True, "skipped": ""},
+            {"name": "bootstrap", "ok": False, "skipped": "", "error": "ssh: unreachable"},
             {"name": "join-tracking", "evidence": {"returned": ["op-a-001"], "overdue": ["h1"]}},
             {"name": "reclaim", "evidence": {"returned": ["op-a-000", "op-c-000"]}},
         ],
+        "gaps": {
+            "cpu": {"template": "cpu", "wanted": 5, "in_flight": 1, "awaited": 1, "unreflected": 1, "gap": 2},
+            "old": {"template": "old", "wanted": 1, "in_flight": 0, "awaited": 0, "unreflected": 0, "gap": 1},
+        },
         "reclaim_candidates": [
             {"host": "h0", "provider": "sim", "key": "op-a-000", "reason": "idle"},
             {"host": "h2", "provider": "sim", "key": "op-c-000", "reason": "closed"},
@@ -125,6 +131,15 @@ def test_document_and_metrics_agree(tmp_path: Path) -> None:
     ]
     assert got[("xceprov_timeouts_expired_total", (("provider", "sim"), ("timeout", "join_deadline")))] == 1
     assert got[("xceprov_timeouts_expired_total", (("provider", "sim"), ("timeout", "idle_time")))] == 1
+    # Demand, hosts on their way (the controller's, the awaited, the unreflected) and the gap per
+    # template; a configured template the pass did not name reads 0.
+    for name, value in (("demand", 5), ("in_flight", 3), ("gap", 2)):
+        assert got[(f"xceprov_template_{name}", (("template", "cpu"),))] == value
+        assert got[(f"xceprov_template_{name}", (("template", "gpu"),))] == 0
+    assert got[("xceprov_template_gap", (("template", "old"),))] == 1
+    # The failed phase counts one; the phases that went through have their series at 0.
+    assert got[("xceprov_reconcile_phase_failures_total", (("phase", "bootstrap"),))] == 1
+    assert got[("xceprov_reconcile_phase_failures_total", (("phase", "read"),))] == 0
 
     # The next pass: the idle host was returned, the breaker reset. States that emptied read 0.
     later = dict(doc, instances={"sim": {"created": 1, "expected": 1, "requested": 1}}, breakers=[])
@@ -135,3 +150,23 @@ def test_document_and_metrics_agree(tmp_path: Path) -> None:
     # No pass ended (a status written at stop): the pass histogram and the timeouts are unchanged.
     assert got[("xceprov_reconcile_pass_duration_seconds_count", ())] == 1
     assert got[("xceprov_timeouts_expired_total", (("provider", "sim"), ("timeout", "join_deadline")))] == 1
+    assert got[("xceprov_reconcile_phase_failures_total", (("phase", "bootstrap"),))] == 1
+
+    # A pass whose read failed: its phase counts, the others were skipped (not failed), and the
+    # last known demand stays (the failed read knew none); a template no longer named reads 0.
+    failed_read = {
+        **doc["last_pass"],
+        "phases": [
+            {"name": "read", "ok": False, "skipped": "", "error": "controller unreachable"},
+            {"name": "bootstrap", "ok": False, "skipped": "read failed: controller unreachable"},
+        ],
+        "gaps": {},
+    }
+    update_metrics(metrics, dict(doc, last_pass=failed_read), ["cpu", "gpu"], pass_duration=1.0)
+    got = samples(metrics)
+    assert got[("xceprov_reconcile_phase_failures_total", (("phase", "read"),))] == 1
+    assert got[("xceprov_reconcile_phase_failures_total", (("phase", "bootstrap"),))] == 1
+    assert got[("xceprov_template_demand", (("template", "cpu"),))] == 5
+    gone = {**doc["last_pass"], "gaps": {"cpu": doc["last_pass"]["gaps"]["cpu"]}}
+    update_metrics(metrics, dict(doc, last_pass=gone), ["cpu", "gpu"], pass_duration=1.0)
+    assert samples(metrics)[("xceprov_template_demand", (("template", "old"),))] == 0
