@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 VENV=${VENV:-.venv}
 DEBS=(openssh-server openssh-client netcat-openbsd iproute2 python3)
+# Checked by the tests only: logrotate accepts contrib/logrotate/xceprov (skipped without it).
+DEBS+=(logrotate)
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   missing=()
