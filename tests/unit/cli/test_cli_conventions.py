@@ -55,6 +55,15 @@ def shown_metavariables() -> Iterator[tuple[str, str, str]]:
             yield " ".join(("xceprov", *path)), key, param.make_metavar(ctx)
 
 
+# Options that take one of a few words: --help shows the words, a document may name them.
+CHOICES = {
+    max(p.opts, key=len)
+    for _path, command in commands()
+    for p in command.params
+    if isinstance(p, click.Option) and isinstance(p.type, click.Choice)
+}
+
+
 @pytest.mark.parametrize("path", PATHS, ids=lambda p: " ".join(p) or "xceprov")
 def test_h_is_help_on_every_command(path: tuple[str, ...]) -> None:
     out = CliRunner().invoke(cli, [*path, "-h"], prog_name="xceprov")
@@ -113,3 +122,17 @@ def test_every_documented_metavariable_is_used() -> None:
     used = {word for _c, _k, shown in shown_metavariables() for word in re.findall(r"[A-Z_]+", shown)}
 
     assert documented_metavariables() - used == set()
+
+
+def test_the_documents_use_the_metavariables_of_the_command_line() -> None:
+    shown: dict[str, set[str]] = defaultdict(set)
+    for _command, key, metavar in shown_metavariables():
+        shown[key].add(metavar)
+    wrong = []
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for span in re.findall(r"`(xceprov [^`]*)`", doc.read_text(encoding="utf-8")):
+            for option, metavar in re.findall(r"(--[a-z][a-z-]*)[ =]([A-Z][A-Z_]*)\b", span):
+                if option not in CHOICES and metavar not in shown.get(f"option {option}", set()):
+                    wrong.append(f"{doc.name}: `{span}`: {option} {metavar}")
+
+    assert not wrong, wrong
