@@ -113,3 +113,22 @@ def test_the_shipped_playbooks_pass_a_syntax_check_by_full_name(
     out = _run(["ansible-playbook", "--syntax-check", "-i", "xceprov.yml", f"xce.provisioner.{playbook}"], env, site)
 
     assert f"ansible_collections/xce/provisioner/playbooks/{playbook}.yml" in out
+
+
+def test_without_the_toolkit_package_the_plugin_names_what_it_needs(
+    installed: tuple[Path, Path], tmp_path: Path
+) -> None:
+    site = _site(tmp_path)
+    (site / "xceprov.yml").write_text("plugin: xce.provisioner.xceprov\n")
+    env = {**_site_env(site, installed[1]), "XCEPROV_STATE_DIR": "state"}
+    # Ansible's own Python with the toolkit's package made unimportable, as in a site's Ansible.
+    without = (
+        "import sys; sys.modules['orchestrator'] = None; sys.argv[0] = 'ansible-inventory'; "
+        "from ansible.cli.inventory import main; main()"
+    )
+    argv = [sys.executable, "-c", without, "-i", "xceprov.yml", "--list"]
+
+    out = subprocess.run(argv, env=env, cwd=site, capture_output=True, text=True, check=False)
+
+    assert "h1" not in out.stdout
+    assert "needs the toolkit's Python package xce-provisioner (module orchestrator)" in out.stderr, out.stderr

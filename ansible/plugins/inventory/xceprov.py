@@ -91,8 +91,9 @@ class InventoryModule(BaseInventoryPlugin):
         super().parse(inventory, loader, path, cache)
         if xceinv is None:
             raise AnsibleParserError(
-                f"{path}: the xceprov inventory plugin needs the toolkit's Python package "
-                f"(run the toolkit environment's ansible-playbook): {_IMPORT_ERROR}"
+                f"{path}: the xce.provisioner.xceprov inventory plugin needs the toolkit's Python package "
+                f"xce-provisioner (module orchestrator) in the Python that runs Ansible (run the toolkit "
+                f"environment's ansible-playbook, or pip install it there): {_IMPORT_ERROR}"
             )
         self._read_config_data(path)
         body = self.get_option("all")
