@@ -10,6 +10,8 @@ DEBS=(openssh-server openssh-client netcat-openbsd iproute2 python3)
 # systemd-analyze and systemd-sysusers check the shipped unit (tests/unit/daemon/test_daemon_systemd.py).
 # Only its tools are used; it does not become this machine's init (that is systemd-sysv's job).
 DEBS+=(systemd)
+# Checked by the tests only: logrotate accepts contrib/logrotate/xceprov (skipped without it).
+DEBS+=(logrotate)
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   missing=()

@@ -9,14 +9,15 @@ from orchestrator.model.text import printable
 
 
 @click.command("destroy")
-@click.option("--op", "ops", multiple=True, help="Destroy the instances of this op (repeatable).")
+@click.option("--op", "ops", multiple=True, metavar="OP", help="Destroy the instances of this op (repeatable).")
 @click.option("--all", "all_instances", is_flag=True, help="Destroy every instance of the provider(s).")
-@click.option("--provider", help="Only this provider.")
+@click.option("--provider", metavar="PROVIDER", help="Only this provider.")
 @click.option("--dry-run", is_flag=True, help="Plan the removal and show it; change nothing.")
 @click.option(
     "--max",
     "max_destroy",
     type=click.IntRange(min=1),
+    metavar="N",
     default=50,
     show_default=True,
     help="Refuse when Terraform would delete more instances than this in one run.",

@@ -27,6 +27,7 @@ from orchestrator.cli import sim as sim_verbs
 from orchestrator.cli import status as status_verb
 from orchestrator.cli import validate as validate_verb
 from orchestrator.cli.context import CliContext
+from orchestrator.cli.conventions import HELP_OPTION_NAMES, add_verbose_option, log_level
 from orchestrator.errors import XceprovError
 from orchestrator.model.text import printable
 
@@ -80,6 +81,7 @@ EXIT_CODES_DOC = "docs/exit-codes.md"
 
 @click.group(
     cls=XceprovGroup,
+    context_settings={"help_option_names": HELP_OPTION_NAMES},  # every subcommand inherits -h
     # \b keeps click from rewrapping the line (it would break the path at its hyphen).
     epilog=f"\b\nExit codes: 0 done; every other one, and what to do, in {EXIT_CODES_DOC}",
 )
@@ -95,7 +97,7 @@ EXIT_CODES_DOC = "docs/exit-codes.md"
 def cli(ctx: click.Context, config_path: str | None, verbose: int) -> None:
     """xceprov: cloud-burst provisioner of the XCE batch scheduler."""
     logging.basicConfig(
-        level=logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING,
+        level=log_level(verbose),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         handlers=[CurrentStderrHandler()],
     )
@@ -119,6 +121,7 @@ for _verb in (
     status_verb.status,
     validate_verb.validate,
 ):
+    add_verbose_option(_verb)  # `xceprov VERB ... -v` as `xceprov -v VERB ...` (docs/cli.md)
     cli.add_command(_verb)
 
 

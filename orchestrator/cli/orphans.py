@@ -11,7 +11,7 @@ from orchestrator.model.text import printable
 
 
 @click.group("orphans", invoke_without_command=True)
-@click.option("--provider", metavar="P", default=None, help="Scan only provider P.")
+@click.option("--provider", metavar="PROVIDER", default=None, help="Scan only this provider.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (docs/orphans-json.md).")
 @click.pass_context
 def orphans(click_ctx: click.Context, provider: str | None, as_json: bool) -> None:
@@ -54,7 +54,9 @@ def _confirm(ctx: CliContext, ref: str, action: str, provider: str | None) -> No
 
 def _verb(action: str, doc: str) -> click.Command:
     @click.argument("ref", metavar="ID")
-    @click.option("--provider", metavar="P", default=None, help="The finding's provider (default: every provider).")
+    @click.option(
+        "--provider", metavar="PROVIDER", default=None, help="The finding's provider (default: every provider)."
+    )
     @pass_ctx
     def command(ctx: CliContext, ref: str, provider: str | None) -> None:
         _confirm(ctx, ref, action, provider)

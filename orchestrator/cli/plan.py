@@ -19,10 +19,13 @@ if TYPE_CHECKING:
 
 @click.command("plan")
 @click.argument("requests", nargs=-1, required=True, metavar="TEMPLATE=N...")
-@click.option("--provider", help="Plan on this provider only (default: by priority and room).")
+@click.option("--provider", metavar="PROVIDER", help="Plan on this provider only (default: by priority and room).")
 @click.option("--json", "as_json", is_flag=True, help="Print the documented JSON document (docs/plan-json.md).")
 @click.option(
-    "--out", type=click.Path(path_type=Path), help="Save the plans in this new directory for `xceprov apply`."
+    "--out",
+    type=click.Path(path_type=Path),
+    metavar="BUNDLE",
+    help="Save the plans in this new directory for `xceprov apply`.",
 )
 @pass_ctx
 def plan(ctx: CliContext, requests: tuple[str, ...], provider: str | None, as_json: bool, out: Path | None) -> None:

@@ -10,8 +10,8 @@ from orchestrator.model.text import printable
 
 
 @click.command("return")
-@click.argument("hosts", nargs=-1, required=True)
-@click.option("--drain-timeout", metavar="D", help="Wait at most this long for work to finish (e.g. 10m).")
+@click.argument("hosts", nargs=-1, required=True, metavar="HOST...")
+@click.option("--drain-timeout", metavar="DURATION", help="Wait at most this long for work to finish (e.g. 10m).")
 @click.option("--now", is_flag=True, help="Close the hosts and return them without waiting for their work.")
 @pass_ctx
 def return_(ctx: CliContext, hosts: tuple[str, ...], drain_timeout: str | None, now: bool) -> None:

@@ -65,7 +65,7 @@ def fault() -> None:
 
 @fault.command("error-rate", context_settings=_NUMBERS)
 @click.argument("rate")
-@click.option("--seed", type=int, default=None, help="Make the sequence of failures deterministic.")
+@click.option("--seed", type=int, metavar="SEED", default=None, help="Make the sequence of failures deterministic.")
 @pass_ctx
 def error_rate_cmd(ctx: CliContext, rate: str, seed: int | None) -> None:
     """Fail each create/read/delete with a retryable API error with probability RATE (0..1)."""
@@ -82,11 +82,11 @@ def lost_response_cmd(ctx: CliContext, rate: str) -> None:
 
 @fault.command("capacity", context_settings=_NUMBERS)
 @click.argument("flavor")
-@click.argument("count", required=False)
+@click.argument("count", required=False, metavar="[N]")
 @click.option("--clear", is_flag=True, help="Remove the limit of FLAVOR.")
 @pass_ctx
 def capacity_cmd(ctx: CliContext, flavor: str, count: str | None, clear: bool) -> None:
-    """Allow at most COUNT live instances of FLAVOR (or --clear the limit)."""
+    """Allow at most N live instances of FLAVOR (or --clear the limit)."""
     click.echo(service.format_faults(service.set_capacity(_store(ctx), flavor, count, clear)))
 
 
@@ -108,9 +108,9 @@ def delete_cmd(ctx: CliContext, instance_id: str) -> None:
 
 
 @fault.command("create")
-@click.option("--name", required=True, help="Instance name.")
-@click.option("--flavor", required=True, help="Flavor (instance type).")
-@click.option("--image", required=True, help="Image.")
+@click.option("--name", required=True, metavar="NAME", help="Instance name.")
+@click.option("--flavor", required=True, metavar="FLAVOR", help="Flavor (instance type).")
+@click.option("--image", required=True, metavar="IMAGE", help="Image.")
 @click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="A tag (repeatable).")
 @pass_ctx
 def create_cmd(ctx: CliContext, name: str, flavor: str, image: str, tags: tuple[str, ...]) -> None:
@@ -121,7 +121,7 @@ def create_cmd(ctx: CliContext, name: str, flavor: str, image: str, tags: tuple[
 
 @fault.command("spot-reclaim")
 @click.argument("instance_id", metavar="[ID]", required=False)
-@click.option("--flavor", default=None, help="Reclaim every running instance of this flavor.")
+@click.option("--flavor", default=None, metavar="FLAVOR", help="Reclaim every running instance of this flavor.")
 @pass_ctx
 def spot_reclaim_cmd(ctx: CliContext, instance_id: str | None, flavor: str | None) -> None:
     """Reclaim instance ID, or every running instance of --flavor (reason spot-reclaim)."""

@@ -29,9 +29,9 @@ def failover(ctx: CliContext) -> None:
 
 
 @click.command("submit")
-@click.option("--template", "-t", required=True, help="Host template the work needs.")
-@click.option("--hosts", "-n", type=click.IntRange(min=1), required=True, help="Hosts the work needs.")
-@click.option("--duration", "-d", default="60s", show_default=True, help="How long the work runs.")
+@click.option("--template", "-t", required=True, metavar="TEMPLATE", help="Host template the work needs.")
+@click.option("--hosts", "-n", type=click.IntRange(min=1), required=True, metavar="N", help="Hosts the work needs.")
+@click.option("--duration", "-d", metavar="DURATION", default="60s", show_default=True, help="How long the work runs.")
 @pass_ctx
 def submit(ctx: CliContext, template: str, hosts: int, duration: str) -> None:
     """Add pending work to the simulated controller's workload."""

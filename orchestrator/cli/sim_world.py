@@ -48,9 +48,9 @@ def _print_hosts(hosts: list[dict[str, Any]]) -> None:
 
 
 @click.command("up")
-@click.option("--lab-name", help="Lab name (a-z0-9, at most 8); default xce. For parallel worlds.")
-@click.option("--lab-subnet", help="Lab subnet inside 10.213.0.0/16; default 10.213.0.0/16.")
-@click.option("--controller-port", type=int, help="Simulated controller port; default 7441.")
+@click.option("--lab-name", metavar="LAB", help="Lab name (a-z0-9, at most 8); default xce. For parallel worlds.")
+@click.option("--lab-subnet", metavar="CIDR", help="Lab subnet inside 10.213.0.0/16; default 10.213.0.0/16.")
+@click.option("--controller-port", type=int, metavar="PORT", help="Simulated controller port; default 7441.")
 @click.option("--only", type=click.Choice(world.COMPONENTS), help="Start this component alone.")
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 @pass_ctx

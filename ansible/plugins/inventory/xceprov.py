@@ -16,10 +16,13 @@ description:
   - Every value except a template's bootstrap.vars (C(site_vars)) comes from a host template or
     from the cloud and is marked unsafe, so Ansible never evaluates it as a template. A host
     whose name is not a valid RFC 1123 host name is left out.
-  - Needs the toolkit's Python package (run the toolkit environment's ansible-playbook).
+  - Needs the toolkit's Python package C(xce-provisioner) (module C(orchestrator)) importable by
+    the Python that runs Ansible (run the toolkit environment's ansible-playbook).
 options:
   plugin:
-    description: The name of this plugin.
+    description:
+      - The name of this plugin. The full name C(xce.provisioner.xceprov) works wherever the
+        collection is installed; the short one only where this directory is on the plugin path.
     required: true
     choices: [xceprov, xce.provisioner.xceprov]
   all:
@@ -40,8 +43,9 @@ options:
 """
 
 EXAMPLES = r"""
-# inventories/xceprov.yml: the hosts of $XCEPROV_STATE_DIR (default ./.xceprov)
-plugin: xceprov
+# xceprov.yml (the file name must be xceprov.yml or end in .xceprov.yml): the hosts of
+# $XCEPROV_STATE_DIR (default ./.xceprov), with the collection installed
+plugin: xce.provisioner.xceprov
 """
 
 import os
@@ -87,8 +91,9 @@ class InventoryModule(BaseInventoryPlugin):
         super().parse(inventory, loader, path, cache)
         if xceinv is None:
             raise AnsibleParserError(
-                f"{path}: the xceprov inventory plugin needs the toolkit's Python package "
-                f"(run the toolkit environment's ansible-playbook): {_IMPORT_ERROR}"
+                f"{path}: the xce.provisioner.xceprov inventory plugin needs the toolkit's Python package "
+                f"xce-provisioner (module orchestrator) in the Python that runs Ansible (run the toolkit "
+                f"environment's ansible-playbook, or pip install it there): {_IMPORT_ERROR}"
             )
         self._read_config_data(path)
         body = self.get_option("all")

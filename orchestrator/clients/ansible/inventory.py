@@ -40,9 +40,10 @@ from orchestrator.model import tags
 from orchestrator.model.hostnames import ADDRESS_REFUSED, checked_instance
 from orchestrator.model.hostnames import valid_host_name as valid_host_name  # the plugin calls it here
 
-# The plugin's name as inventory files give it (``plugin: xceprov``; installed as a collection:
-# ``xce.provisioner.xceprov``), and the file name its ``verify_file`` accepts.
-PLUGIN_NAME = "xceprov"
+# The plugin's full name as inventory files give it, and the file name its ``verify_file`` accepts.
+# The full name works wherever the collection is installed (the toolkit's ansible.cfg makes this
+# checkout's ansible/ the collection), so a written inventory can be used from any directory.
+PLUGIN_NAME = "xce.provisioner.xceprov"
 INVENTORY_NAME = "xceprov.yml"
 
 
@@ -286,7 +287,7 @@ def write_inventory(path: Path, inventory: Mapping[str, Any]) -> Path:
     """Write an inventory file for the ``xceprov`` plugin atomically, 0600 in a 0700 directory.
 
     The file is the plugin's configuration with the document inside (JSON, which is YAML too):
-    ``{"plugin": "xceprov", "all": {...}}``. Ansible's plain YAML inventory refuses a file with a
+    ``{"plugin": "xce.provisioner.xceprov", "all": {...}}``. Ansible's plain YAML inventory refuses a file with a
     ``plugin`` key, so the document is never read without the plugin's unsafe marking.
     """
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)

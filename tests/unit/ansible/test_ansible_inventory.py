@@ -149,7 +149,7 @@ def test_only_hosts_keeps_exactly_the_named_hosts() -> None:
 def test_written_inventory_is_private_and_reads_back(tmp_path: Path) -> None:
     inv = build_inventory([InstanceRecord("op-000", "i-1", "h1", "10.0.0.1", "cpu", "sim", "op")])
     path = write_inventory(tmp_path / "inv" / "xceprov.yml", inv)
-    assert json.loads(path.read_text())["plugin"] == "xceprov"
+    assert json.loads(path.read_text())["plugin"] == "xce.provisioner.xceprov"
     assert read_inventory(path) == inv
     assert (path.stat().st_mode & 0o777, path.parent.stat().st_mode & 0o777) == (0o600, 0o700)
 
