@@ -21,9 +21,10 @@ A run can be stopped (:class:`PlayStop`: the daemon's SIGTERM, the command line'
 play then ends between two tasks: the runner writes the run's stop file, and the callback plugin
 ``callbacks/xceprov_stop.py`` ends ``ansible-playbook`` at the next task start, before any host
 begins that task. A play still running ``PlayStop.grace`` seconds after the request (one task
-that takes long), or told to stop at once, is killed: ansible-runner's cancel sends SIGKILL to
-the play's whole process group. Either way no ``ansible-playbook`` outlives the run, and every
-host that had not failed by then is ``stopped``: not bootstrapped, no failure of its own.
+that takes long), or told to stop at once, is killed with all its workers and their tasks
+(``playkill``: ansible-runner's own kill reaches only the main process's group), and so is what a
+run past its timeout leaves. Either way no ``ansible-playbook`` outlives the run, and every host
+that had not failed by then is ``stopped``: not bootstrapped, no failure of its own.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from typing import Any
 from orchestrator import durable
 from orchestrator.clients.ansible.artifacts import rotate_artifacts, run_environment, seal
 from orchestrator.clients.ansible.inventory import INVENTORY_NAME, only_hosts, write_inventory
+from orchestrator.clients.ansible.playkill import kill_all
 from orchestrator.errors import AnsibleError
 from orchestrator.model.progress import STOPPED, HostDone, HostOutcome, Phase, ProgressSink, TaskDone
 
@@ -174,8 +176,13 @@ class _Canceller:
 
     def __init__(self, stop: PlayStop | None, stop_file: Path) -> None:
         self._stop = stop
-        self._stop_file = stop_file
+        self.stop_file = stop_file
         self.asked_at: float | None = None
+
+    @property
+    def entry(self) -> str:
+        """The environment entry every process of the run carries (``playkill``)."""
+        return f"{STOP_FILE_VAR}={self.stop_file}"
 
     def __call__(self) -> bool:
         if self._stop is None:
@@ -183,10 +190,13 @@ class _Canceller:
         if self.asked_at is None and self._stop.requested():
             self.asked_at = time.monotonic()
             # The plugin ends the play at the next task start (ansible-playbook checks the file).
-            self._stop_file.touch()
+            self.stop_file.touch()
         if self.asked_at is None:
             return False
-        return self._stop.at_once() or time.monotonic() - self.asked_at >= self._stop.grace
+        if self._stop.at_once() or time.monotonic() - self.asked_at >= self._stop.grace:
+            kill_all(self.entry)
+            return True
+        return False
 
 
 def ansible_env(settings: RunnerSettings) -> dict[str, str]:
@@ -390,7 +400,7 @@ def _run(
     ours = {
         **ansible_env(settings),
         "ANSIBLE_CALLBACK_PLUGINS": str(CALLBACKS_DIR),
-        STOP_FILE_VAR: str(Path(pdd) / "stop"),
+        STOP_FILE_VAR: str(canceller.stop_file),
     }
     try:
         runner = init_runner(
@@ -416,7 +426,13 @@ def _run(
         runner.config.env = run_environment(runner.config.env, ours, os.environ)
         runner.run()
     except Exception as exc:  # ansible-runner raises bare exceptions for setup problems
+        kill_all(canceller.entry)
         raise AnsibleError(f"ansible-runner could not run {playbook.name}: {exc}") from exc
+    except BaseException:  # an interrupt of our own process: nothing of the play may outlive it
+        kill_all(canceller.entry)
+        raise
+    if runner.status == "timeout":  # ansible-runner's kill reached only the main process's group
+        kill_all(canceller.entry)
     return runner
 
 

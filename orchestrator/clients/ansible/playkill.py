@@ -1,0 +1,50 @@
+"""Killing what is left of a play: every process that carries the run's own environment entry.
+
+ansible-runner's cancel and its timeout SIGKILL the process group of ``ansible-playbook``. Since
+ansible-core 2.19 each worker calls ``setsid()`` (``WorkerProcess._detach``), so the workers, and
+the task each one runs (an ssh, a local command), live on in sessions of their own, re-parented
+to init once the main process is gone. They all inherit the run's environment, and one entry of
+it names the run's private directory (the runner's stop file): that is how they are found,
+whoever their parent is by then. An unprivileged process reads only its own processes'
+environments, which are exactly the ones it may kill.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from pathlib import Path
+
+_PROC = Path("/proc")
+
+
+def processes_with(entry: str) -> list[int]:
+    """Pids of the live processes whose environment has ``entry`` (``NAME=value``), ours excluded."""
+    wanted = entry.encode()
+    found: list[int] = []
+    for proc in _PROC.iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        with contextlib.suppress(OSError):  # gone meanwhile, or not ours to read
+            if wanted in (proc / "environ").read_bytes().split(b"\0"):
+                found.append(int(proc.name))
+    return found
+
+
+def kill_all(entry: str) -> list[int]:
+    """SIGKILL every process whose environment has ``entry``; the pids killed.
+
+    Each is stopped first, and the search repeated until it finds none it has not stopped, so no
+    process forks a new one, or is re-parented out of reach, while the others are being found.
+    """
+    stopped: set[int] = set()
+    while fresh := [p for p in processes_with(entry) if p not in stopped]:
+        for pid in fresh:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+            stopped.add(pid)
+    for pid in stopped:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return sorted(stopped)
