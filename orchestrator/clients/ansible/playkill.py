@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 _PROC = Path("/proc")
@@ -33,13 +34,18 @@ def processes_with(entry: str) -> list[int]:
 
 
 def kill_all(entry: str) -> list[int]:
-    """SIGKILL every process whose environment has ``entry``; the pids killed.
+    """SIGKILL every process whose environment has ``entry``; the pids killed."""
+    return stop_then_kill(lambda: processes_with(entry))
 
-    Each is stopped first, and the search repeated until it finds none it has not stopped, so no
+
+def stop_then_kill(find: Callable[[], Iterable[int]]) -> list[int]:
+    """SIGKILL every process ``find()`` names; the pids killed.
+
+    Each is stopped first, and ``find`` asked again until it names none not stopped yet, so no
     process forks a new one, or is re-parented out of reach, while the others are being found.
     """
     stopped: set[int] = set()
-    while fresh := [p for p in processes_with(entry) if p not in stopped]:
+    while fresh := [p for p in find() if p not in stopped]:
         for pid in fresh:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGSTOP)
