@@ -88,7 +88,7 @@ class HostResult:
 
     def describe(self) -> str:
         """One line: ``host: status`` plus the failing task and reason."""
-        if self.status in ("failed", "unreachable", "skipped") and self.message:
+        if self.status in ("failed", "unreachable", "skipped", STOPPED) and self.message:
             where = f" at task '{self.task}'" if self.task else ""
             return f"{self.host}: {self.status}{where}: {self.message}"
         return f"{self.host}: {self.status} (ok={self.ok} changed={self.changed})"
