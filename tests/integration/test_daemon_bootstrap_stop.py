@@ -103,12 +103,16 @@ def _run(world: SimWorld) -> None:
     (world.site / "slow").unlink()  # the hook is quick from now on
     with running_daemon(world, "daemon-2") as second:
 
-        def all_joined() -> bool:
+        def all_done() -> bool:
+            # Joined at the controller, and the play's end recorded (the node manager joins
+            # before the play's last tasks).
             assert second.alive(), second.log()[-6000:]
             hosts = world.hosts()
-            return all(k in hosts and hosts[k].joined_at > 0 for k in keys)
+            records = json.loads((world.state / "bootstrap.json").read_text())["hosts"]
+            joined = all(k in hosts and hosts[k].joined_at > 0 for k in keys)
+            return joined and {r["outcome"] for r in records.values()} == {"ok"}
 
-        wait_until("every host bootstrapped and joined", all_joined, timeout=300)
+        wait_until("every host bootstrapped and joined", all_done, timeout=300)
         code, _took = second.terminate()
         assert code == 0, second.log()[-6000:]
     records = json.loads((world.state / "bootstrap.json").read_text())["hosts"]
