@@ -199,7 +199,7 @@ def test_a_run_leaves_the_callers_signal_handlers_alone(tmp_path: Path) -> None:
             signal.signal(s, handler)
 
 
-def _local_run(tmp_path: Path, tasks: str, stop: PlayStop) -> RunResult:
+def _local_run(tmp_path: Path, tasks: str, stop: PlayStop | None, timeout: float = 600.0) -> RunResult:
     """``tasks`` on two local hosts, stopped by ``stop``."""
     play = tmp_path / "play.yml"
     play.write_text(f"- hosts: all\n  gather_facts: false\n  tasks:\n{tasks}")
@@ -210,7 +210,7 @@ def _local_run(tmp_path: Path, tasks: str, stop: PlayStop) -> RunResult:
             }
         }
     }
-    settings = RunnerSettings(toolkit_root=ROOT, state_dir=tmp_path / "state")
+    settings = RunnerSettings(toolkit_root=ROOT, state_dir=tmp_path / "state", timeout=timeout)
     return run_playbook(settings, play, inventory, ["h1", "h2"], stop=stop)
 
 
@@ -260,6 +260,17 @@ def test_a_task_outlasting_the_grace_is_killed_with_the_play(tmp_path: Path, mon
     assert playbooks_with(marker) == []
     sleeping = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p) == b"sleep\x00300\x00"]
     assert sleeping == []
+
+
+def test_a_run_past_its_timeout_leaves_no_worker_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    marker = f"XCEPROV_TEST_PLAY={tmp_path}"
+    monkeypatch.setenv("XCEPROV_TEST_PLAY", str(tmp_path))
+    task = f"    - {{name: Long, ansible.builtin.shell: 'touch {tmp_path}/running; exec sleep 301'}}\n"
+    result = _local_run(tmp_path, task, None, timeout=10.0)
+    assert result.status == "timeout" and {r.status for r in result.hosts.values()} == {"failed"}
+    assert (tmp_path / "running").exists()  # the task ran when the timeout came
+    assert playbooks_with(marker) == []
+    assert [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p) == b"sleep\x00301\x00"] == []
 
 
 def test_a_stop_asked_for_before_the_start_runs_nothing(tmp_path: Path) -> None:
