@@ -14,10 +14,12 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 _PROC = Path("/proc")
+_GONE_WAIT = 5.0  # seconds a killed process may take to be gone (it is, well before, on any machine)
 
 
 def processes_with(entry: str) -> list[int]:
@@ -34,8 +36,20 @@ def processes_with(entry: str) -> list[int]:
 
 
 def kill_all(entry: str) -> list[int]:
-    """SIGKILL every process whose environment has ``entry``; the pids killed."""
-    return stop_then_kill(lambda: processes_with(entry))
+    """SIGKILL every process whose environment has ``entry``; the pids killed.
+
+    Searched again after each round: a process caught in the middle of an ``execve`` shows no
+    environment for an instant, and must not be missed.
+    """
+    killed: set[int] = set()
+    deadline = time.monotonic() + _GONE_WAIT
+    while _live(entry) and time.monotonic() < deadline:
+        killed.update(stop_then_kill(lambda: _live(entry)))
+    return sorted(killed)
+
+
+def _live(entry: str) -> list[int]:
+    return [p for p in processes_with(entry) if _running(p)]
 
 
 def stop_then_kill(find: Callable[[], Iterable[int]]) -> list[int]:
@@ -53,4 +67,16 @@ def stop_then_kill(find: Callable[[], Iterable[int]]) -> list[int]:
     for pid in stopped:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+    # A SIGKILL takes effect asynchronously: once this returns, none of them runs any more.
+    deadline = time.monotonic() + _GONE_WAIT
+    while any(_running(p) for p in stopped) and time.monotonic() < deadline:
+        time.sleep(0.01)
     return sorted(stopped)
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie (which runs nothing; its parent reaps it)."""
+    try:
+        return (_PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False

@@ -249,12 +249,10 @@ def test_a_stop_ends_the_play_after_the_running_task_and_leaves_no_ansible_playb
 def test_a_task_outlasting_the_grace_is_killed_with_the_play(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     marker = f"XCEPROV_TEST_PLAY={tmp_path}"
     monkeypatch.setenv("XCEPROV_TEST_PLAY", str(tmp_path))
-    started = tmp_path / "started"
-    tasks = (
-        f"    - {{name: Started, ansible.builtin.file: {{path: '{started}', state: touch}}, run_once: true}}\n"
-        "    - {name: Long, ansible.builtin.command: sleep 300}\n"
-    )
-    result = _local_run(tmp_path, tasks, PlayStop(started.exists, grace=1.0))
+    running = [tmp_path / "running-h1", tmp_path / "running-h2"]
+    touch = f"touch {tmp_path}/running-{{{{ inventory_hostname }}}}"
+    task = f"    - {{name: Long, ansible.builtin.shell: '{touch}; exec sleep 300'}}\n"
+    result = _local_run(tmp_path, task, PlayStop(lambda: all(p.exists() for p in running), grace=1.0))
     assert result.stopped and result.status == "canceled" and result.elapsed < 60
     assert {r.status for r in result.hosts.values()} == {"stopped"}
     assert playbooks_with(marker) == []
