@@ -25,6 +25,7 @@ from typing import Any, Protocol
 import yaml
 from sim_controller_helpers import client_cert, free_port
 
+from orchestrator.clients.ansible.playkill import stop_then_kill
 from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.clients.controller.types import Fact, HostInfo
 from orchestrator.model.config import ControllerSettings
@@ -211,19 +212,8 @@ def kill9_tree(proc: subprocess.Popen[str]) -> None:
     """``kill -9`` the command and everything it started (the play's ansible processes too), as a
     crash of the machine's session would; it must still have been running (a real fault)."""
     assert proc.poll() is None, f"finished before the kill: {proc.communicate()[1]}"
-    # Stop the whole tree first, so that nothing forks or re-parents while it is being killed.
-    stopped: set[int] = set()
-    while True:
-        fresh = [p for p in process_tree(proc.pid) if p not in stopped]
-        if not fresh:
-            break
-        for p in fresh:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(p, signal.SIGSTOP)
-            stopped.add(p)
-    for p in stopped:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(p, signal.SIGKILL)
+    # The whole tree is stopped first, so that nothing forks or re-parents while it is being killed.
+    stop_then_kill(lambda: process_tree(proc.pid))
     proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGKILL
 

@@ -64,8 +64,11 @@ def bootstrap(
     """Bootstrap provisioned hosts (all, one op's, or the named ones) and show a result per host.
 
     While the play runs, stderr shows hosts done and failed (per-task lines with -v); at the end
-    stdout has one line per host (or the JSON document with --json).
+    stdout has one line per host (or the JSON document with --json). Ctrl-C stops the play after
+    its current task (a second Ctrl-C at once); the hosts it did not finish show as stopped, and
+    the exit status is 130.
     """
+    from orchestrator.cli.interrupt import ctrl_c_stops_the_play
     from orchestrator.cli.progress import progress_view
     from orchestrator.errors import UsageError
     from orchestrator.paths import toolkit_root
@@ -74,9 +77,11 @@ def bootstrap(
     if op and hosts:
         raise UsageError("give either --op or host names, not both")
 
-    with progress_view(ctx.verbose) as view:
+    loaded = ctx.config()
+    # A task's own bound is the run's (ansible.timeout): past it the play is killed anyway.
+    with ctrl_c_stops_the_play(float(loaded.config.ansible.timeout)) as ctrl_c, progress_view(ctx.verbose) as view:
         result = run_bootstrap(
-            ctx.config(),
+            loaded,
             toolkit_root(),
             world=simulated_world(),
             op=op,
@@ -84,6 +89,7 @@ def bootstrap(
             extra_vars=_parse_extra(extra),
             progress=view,
             playbook="decommission" if decommission else "bootstrap",
+            stop=ctrl_c.stop,
         )
     if as_json:
         click.echo(json.dumps({h: vars(r) for h, r in sorted(result.hosts.items())}, indent=2))
@@ -91,5 +97,6 @@ def bootstrap(
         for r in sorted(result.hosts.values(), key=lambda r: r.host):
             click.echo(printable(r.describe()))
         click.echo(f"artifacts: {result.artifact_dir}")
+    ctrl_c.raise_if_pressed()
     if result.failed:
         sys.exit(1)

@@ -33,6 +33,7 @@ def daemon(ctx: CliContext, log_format: str | None) -> None:
     """Run the daemon: keep the leases, follow demand, burst, bootstrap, reclaim (until SIGTERM)."""
     from orchestrator.cli.bootstrap import simulated_world
     from orchestrator.configfile import load_config
+    from orchestrator.daemon.guarded import play_stop
     from orchestrator.daemon.lifecycle import Lifecycle, exit_process
     from orchestrator.daemon.logs import configure_logging
     from orchestrator.daemon.service import Daemon, DaemonOptions
@@ -55,9 +56,10 @@ def daemon(ctx: CliContext, log_format: str | None) -> None:
     lifecycle.on_stop("join tokens", remove_own_tokens)
     root, world = toolkit_root(), simulated_world()
 
-    # The plays read the configuration in force when they run (a SIGHUP may have changed it).
+    # The plays read the configuration in force when they run (a SIGHUP may have changed it);
+    # a SIGTERM ends a running bootstrap play between two tasks.
     def boot(provider: str, created: Sequence[Created]) -> Mapping[str, str]:
-        return playbook_callables(lifecycle.config, root, world)[0](provider, created)
+        return playbook_callables(lifecycle.config, root, world, stop=play_stop(lifecycle))[0](provider, created)
 
     def decommission(provider: str, hosts: Sequence[HostInfo]) -> Mapping[str, str]:
         return playbook_callables(lifecycle.config, root, world)[1](provider, hosts)

@@ -13,7 +13,9 @@ the pass needs to know nothing about signals:
   the watchdog's heartbeat: a long burst is not taken for a stuck loop;
 - the decommission play and the drain's waits are refused or cut short the same way
   (:func:`guarded_decommission`, :func:`stoppable_sleep`); a bootstrap play about to start once
-  stopping ends the pass instead (:class:`PassAborted`, :func:`guarded_bootstrap`).
+  stopping ends the pass instead (:class:`PassAborted`, :func:`guarded_bootstrap`), and one that
+  is running ends between two tasks (:func:`play_stop`; its unfinished hosts are bootstrapped
+  again at the next start).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from orchestrator.clients.ansible.runner import PlayStop
 from orchestrator.clients.controller.types import HostInfo
 from orchestrator.daemon.lifecycle import Lifecycle, Stopping
 from orchestrator.daemon.metrics import DaemonMetrics, OpKind, OpOutcome
@@ -167,6 +170,14 @@ def guarded_bootstrap(play: Bootstrap, lifecycle: Lifecycle) -> Bootstrap:
             raise PassAborted(str(exc)) from None
 
     return run
+
+
+def play_stop(lifecycle: Lifecycle) -> PlayStop:
+    """How a SIGTERM ends a running bootstrap play: at its next task boundary, or killed once half
+    of ``daemon.stop_timeout`` has passed (a long task), which leaves the other half for the rest
+    of the stop (records, lease release) and nothing of Ansible running past the bound."""
+    bound = lifecycle.config.config.daemon.stop_timeout
+    return PlayStop(lifecycle.should_stop, grace=bound / 2, reason="the daemon is stopping")
 
 
 def guarded_decommission(play: Decommission, lifecycle: Lifecycle) -> Decommission:

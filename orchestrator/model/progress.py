@@ -19,12 +19,15 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Final, Literal
 
 Phase = Literal["plan", "apply", "bootstrap", "decommission"]
 HOST_PHASES: tuple[Phase, ...] = ("bootstrap", "decommission")
 # Outcomes of a host in a play (the runner's statuses); only the first two count as done.
-HostOutcome = Literal["ok", "changed", "failed", "unreachable", "skipped"]
+# "stopped": the play was stopped (a daemon's SIGTERM, a Ctrl-C) before the host finished: not
+# bootstrapped, and no failure of the host's either (the next run does it again).
+HostOutcome = Literal["ok", "changed", "failed", "unreachable", "skipped", "stopped"]
+STOPPED: Final = "stopped"
 GOOD_HOST_OUTCOMES = frozenset({"ok", "changed"})
 InstanceAction = Literal["create", "delete"]
 

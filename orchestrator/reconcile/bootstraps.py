@@ -9,7 +9,9 @@ the breaker exactly once.
 
 The records live in ``<state_dir>/bootstrap.json`` (0600, replaced atomically and durably), so
 a restarted daemon neither bootstraps a host that already succeeded nor forgets how often a
-failing one was tried. Records of hosts that are gone are dropped (:meth:`BootstrapTracker.prune`).
+failing one was tried. A host whose play was stopped (the daemon's SIGTERM) is recorded as not
+bootstrapped, with no attempt counted and no backoff (:meth:`BootstrapTracker.stopped`): the
+next start bootstraps it again. Records of hosts that are gone are dropped (:meth:`BootstrapTracker.prune`).
 Times are wall-clock seconds from the caller's injected clock.
 """
 
@@ -109,6 +111,16 @@ class BootstrapTracker:
             return Attempt(self._save([new])[0], "give-up")
         new = replace(record, attempts=tried, outcome=line, last_at=now, next_at=now + backoff.delay(tried, rng))
         return Attempt(self._save([new])[0], "retry")
+
+    def stopped(self, records: Iterable[BootstrapRecord], outcome: str, now: float) -> list[BootstrapRecord]:
+        """The play was stopped before these hosts finished: not bootstrapped, due again at once.
+
+        No attempt is counted: a stop is the daemon's doing, not the host's, and attempts lead to
+        returns and to the template's breaker.
+        """
+        line = (outcome.strip().splitlines() or ["stopped"])[0][:500]
+        changed = [replace(r, outcome=line, last_at=now, next_at=0.0) for r in records]
+        return self._save(changed) if changed else []
 
     def joined(self, records: Iterable[BootstrapRecord]) -> list[BootstrapRecord]:
         """The hosts' workers joined (recorded once each; the breaker counts each once)."""

@@ -3,7 +3,9 @@
 * **bootstrap**: every expected host of a leased provider that has not joined and is due
   (:mod:`.bootstraps`: never tried, or failed and past its backoff) goes to the bootstrap play,
   at most ``ansible.forks`` hosts per call. A host that failed ``policy.retry.attempts`` times is
-  returned and counts as a bootstrap failure of its template's breaker.
+  returned and counts as a bootstrap failure of its template's breaker. A host the play did not
+  finish because the daemon stopped it (outcome ``stopped: ...``) is recorded as not bootstrapped
+  and is due again at the next start; that counts as no attempt.
 * **join tracking**: a host's first join closes its template's breaker count
   (``breaker.success``); an expected host past its ``join_deadline`` that never joined is
   returned (orphan class (a): no job can be on it) and counts as a join failure.
@@ -29,11 +31,12 @@ from orchestrator.clients.controller.types import HostInfo
 from orchestrator.errors import LeaseLost
 from orchestrator.model.config import Config
 from orchestrator.model.facts import Fact
+from orchestrator.model.progress import GOOD_HOST_OUTCOMES, STOPPED
 from orchestrator.ops.drain import DrainSettings
 from orchestrator.ops.executor import Bootstrap, Created, Executor
 from orchestrator.ops.hosts import JOINED_STATES
 from orchestrator.reconcile.backoff import Backoff
-from orchestrator.reconcile.bootstraps import BootstrapRecord, BootstrapTracker
+from orchestrator.reconcile.bootstraps import OK, BootstrapRecord, BootstrapTracker
 from orchestrator.reconcile.breaker import Breakers
 from orchestrator.reconcile.passctx import PassContext
 from orchestrator.reconcile.reclaim import ReclaimCandidate, hosts_by_key, reclaim_candidates
@@ -121,8 +124,12 @@ def bootstrap_phase(phases: HostPhases, bootstrap: Bootstrap) -> dict[str, Any]:
             outcomes = _run_bootstrap(bootstrap, provider, batch)
             now = phases.clock()
             for item in batch:
-                outcome = outcomes.get(item.name) or "failed: the play reported no outcome for this host"
+                outcome = _normal(outcomes.get(item.name) or "failed: the play reported no outcome for this host")
                 record = phases.tracker.get(item.key, provider, item.template, item.name)
+                if outcome.startswith(STOPPED):
+                    phases.tracker.stopped([record], outcome, now)
+                    evidence["hosts"][item.name] = {"outcome": outcome, "attempt": record.attempts, "next": "again"}
+                    continue
                 attempt = phases.tracker.record(
                     record, outcome, now, attempts=retry.attempts, backoff=Backoff.from_settings(retry), rng=phases.rng
                 )
@@ -150,6 +157,11 @@ def bootstrap_phase(phases: HostPhases, bootstrap: Bootstrap) -> dict[str, Any]:
             if op:
                 evidence["returned"] += sorted(give_up)
     return evidence
+
+
+def _normal(outcome: str) -> str:
+    """``ok`` for every outcome of a host the play finished well (``changed`` is done too)."""
+    return OK if outcome.split(":", 1)[0] in GOOD_HOST_OUTCOMES else outcome
 
 
 def _created(fact: Fact) -> Created:

@@ -13,7 +13,8 @@
 4. the inventory of every known host is written to ``<state_dir>/ansible/inventory/xceprov.yml``
    (with the site's ``group_vars`` beside it) so an operator can re-run the play by hand;
 5. the play runs (``clients.ansible.runner``) on an inventory of exactly the selected hosts, and
-   every selected host gets a result.
+   every selected host gets a result; a ``stop`` (the daemon's SIGTERM, the command line's Ctrl-C)
+   ends the play between tasks and its unfinished hosts are ``stopped`` (not bootstrapped).
 
 Everything from host templates and the cloud reaches Ansible marked unsafe (see
 ``clients.ansible.inventory``); only a template's ``bootstrap.vars`` and the site's group_vars
@@ -40,7 +41,7 @@ from orchestrator.clients.ansible.inventory import (
     refusal,
     write_inventory,
 )
-from orchestrator.clients.ansible.runner import HostResult, RunnerSettings, RunResult, run_playbook
+from orchestrator.clients.ansible.runner import HostResult, PlayStop, RunnerSettings, RunResult, run_playbook
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import UsageError
 from orchestrator.model.config import Config
@@ -234,6 +235,7 @@ def bootstrap(
     scanner: Scanner = keyscan,
     world: SimulatedWorld | None = None,
     scope: str | None = None,
+    stop: PlayStop | None = None,
 ) -> RunResult:
     """Run ``playbook`` on the selected instances; a result per host (see the module docstring).
 
@@ -242,7 +244,7 @@ def bootstrap(
 
     ``group_vars`` adds variables to inventory groups; ``world`` lets hosts of the simulated
     cloud get its key and node manager (``bootstrap_sources``). A site's group_vars files still
-    override both.
+    override both. ``stop`` ends the play early (``clients.ansible.runner.PlayStop``).
     """
     loaded, sim_vars = simulated_sources(loaded, world)
     group_vars = {**sim_vars, **(group_vars or {})}
@@ -291,6 +293,7 @@ def bootstrap(
                 group_vars=site_group_vars(config),
                 phase=playbook,
                 scope=scope,
+                stop=stop,
             )
     for name, reason in problems.items():
         result.hosts[name] = HostResult(name, status="unreachable", task="record SSH host key", message=reason)

@@ -22,7 +22,7 @@ import socket
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.clients.controller.lease import LeaseManager, granted_to
 from orchestrator.clients.controller.link import ControllerLink, join_lease_manager
@@ -42,6 +42,9 @@ from orchestrator.ops.resume import Resolution, resume_provider, survey
 from orchestrator.services.bootstrap_sources import SimulatedWorld
 from orchestrator.workspace.audit import audit
 from orchestrator.workspace.terraform import engine_for
+
+if TYPE_CHECKING:  # the runner loads only when a play runs
+    from orchestrator.clients.ansible.runner import PlayStop
 
 
 def cli_instance_id(cluster: str) -> str:
@@ -217,16 +220,20 @@ def playbook_callables(
     toolkit_root: Path,
     world: SimulatedWorld | None = None,
     progress: ProgressSink | None = None,
+    stop: PlayStop | None = None,
 ) -> tuple[Bootstrap, Decommission]:
     """The bootstrap and decommission plays of ``services/bootstrap.py`` as the executor's callables
     (``world``: the simulated world's parts, which only the command line may hand over; ``progress``:
-    where the plays report their hosts and tasks)."""
+    where the plays report their hosts and tasks; ``stop``: what ends a running bootstrap play
+    between tasks, its unfinished hosts then ``stopped: ...``)."""
     from orchestrator.services.bootstrap import Playbook
     from orchestrator.services.bootstrap import bootstrap as run_play
 
     def _outcome(names: list[str], playbook: Playbook, scope: str) -> Mapping[str, str]:
+        # A decommission is never stopped halfway: the return it belongs to waits for it.
+        ends = stop if playbook == "bootstrap" else None
         result = run_play(
-            loaded, toolkit_root, hosts=names, playbook=playbook, world=world, progress=progress, scope=scope
+            loaded, toolkit_root, hosts=names, playbook=playbook, world=world, progress=progress, scope=scope, stop=ends
         )
         return {name: h.status + (f": {h.message}" if h.message else "") for name, h in result.hosts.items()}
 

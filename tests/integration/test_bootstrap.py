@@ -538,3 +538,95 @@ templates:
     written = [t for t in tasks if t[2] == "Write the node manager configuration"]
     assert sorted(t[0] for t in written) == ["pv-a", "pv-b", "pv-fail"]
     assert len(tasks) > 10 * len(progress)
+
+
+SLOW_STEPS = 60  # one second each: far longer than the test waits
+
+
+def _slow_site(tmp_path: Path, lab: Any, artifact: Path) -> Path:
+    """A site whose pre-bootstrap hook takes SLOW_STEPS seconds; its configuration uses the lab."""
+    import shutil
+
+    import yaml
+
+    from orchestrator.sim.nodemanager.artifact import ARTIFACT_NAME
+
+    site = tmp_path / "site"
+    site.mkdir()
+    steps = [{"name": f"Slow step {n}", "ansible.builtin.command": "sleep 1"} for n in range(1, SLOW_STEPS + 1)]
+    play = [{"name": "The test's slow site hook", "hosts": "all", "gather_facts": False, "tasks": steps}]
+    (site / "pre-bootstrap.yml").write_text(yaml.safe_dump(play, sort_keys=False))
+    kept = tmp_path / "sim" / "artifacts" / ARTIFACT_NAME
+    kept.parent.mkdir(parents=True)
+    shutil.copy(artifact, kept)
+    (tmp_path / "ca.pem").write_text("-----BEGIN CERTIFICATE-----\nTEST\n-----END CERTIFICATE-----\n")
+    (site / "xceprov.yaml").write_text(f"""
+cluster: t1
+state_dir: {tmp_path / "state"}
+sim: {{state_dir: {tmp_path / "sim"}}}
+controller: {{addresses: ["127.0.0.1:7441"], worker_addresses: ["10.213.0.1:7441"], ca: {tmp_path / "ca.pem"}}}
+ansible: {{ssh_key: {lab.key}, forks: 10, timeout: 300s, site_dir: {site}}}
+providers: {{sim: {{module: xcesim}}}}
+templates:
+  cpu:
+    providers: {{sim: {{flavor: c8, image: debian-12}}}}
+    bootstrap: {{groups: [cpu], roles: []}}
+""")
+    return site
+
+
+def test_ctrl_c_stops_the_play_between_tasks_and_exits_130(tmp_path: Path, lab: Any, artifact: Path) -> None:
+    """``xceprov bootstrap`` and a Ctrl-C as a terminal sends it (SIGINT to the command's whole
+    process group) while a site hook of many short steps runs: the play ends between two steps,
+    each host shows as stopped, the exit status is 130, and no ansible-playbook is left."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from play_processes import playbooks_with
+    from sim_world_helpers import wait_until
+
+    from orchestrator.sim.nodemanager.artifact import ARTIFACT_NAME
+
+    for name in ("ic-a", "ic-b"):
+        lab.start(name, record_key=False)
+    lab.wait_ready()
+    tags = {"xce:template": "cpu", "xce:provider": "sim", "xce:op_id": "op1"}
+    _tfstate(tmp_path, [(h, h.name, tags) for h in lab.hosts.values()])
+    site = _slow_site(tmp_path, lab, artifact)
+    evars = [
+        a
+        for k, v in _sim_vars(tmp_path / "sim" / "artifacts" / ARTIFACT_NAME).items()
+        for a in ("-e", f"{k}={v if isinstance(v, str) else json.dumps(v)}")
+    ]
+    config = site / "xceprov.yaml"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "bootstrap", *evars],
+        cwd=site,
+        env={**os.environ, "XCEPROV_CONFIG": str(config)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        runs = tmp_path / "state" / "ansible" / "artifacts"
+
+        def output() -> str:
+            return "".join(p.read_text(errors="replace") for p in runs.glob("*/stdout"))
+
+        wait_until("the play in its slow hook", lambda: "Slow step 3" in output() or proc.poll() is not None, 180)
+        assert playbooks_with(f"XCEPROV_CONFIG={config}"), "no play running when Ctrl-C came"
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 130, out + err
+    assert "stopping the play after its current task" in err and err.rstrip().endswith("xceprov: interrupted")
+    hosts = [ln for ln in out.splitlines() if not ln.startswith("artifacts: ")]
+    assert hosts == [f"{h}: stopped: not finished: interrupted (Ctrl-C)" for h in ("ic-a", "ic-b")]
+    assert "User interrupted execution" in output() and f"Slow step {SLOW_STEPS}" not in output()
+    assert playbooks_with(f"XCEPROV_CONFIG={config}") == []

@@ -16,6 +16,15 @@ A host's outcome is a result, not an exception: ``ok`` / ``changed`` / ``failed`
 ``unreachable`` (or ``skipped`` when it was never contacted, e.g. no host key could be
 recorded), with the failing task and its message. Only a run that cannot start, or dies as a
 whole, raises ``AnsibleError``.
+
+A run can be stopped (:class:`PlayStop`: the daemon's SIGTERM, the command line's Ctrl-C). The
+play then ends between two tasks: the runner writes the run's stop file, and the callback plugin
+``callbacks/xceprov_stop.py`` ends ``ansible-playbook`` at the next task start, before any host
+begins that task. A play still running ``PlayStop.grace`` seconds after the request (one task
+that takes long), or told to stop at once, is killed with all its workers and their tasks
+(``playkill``: ansible-runner's own kill reaches only the main process's group), and so is what a
+run past its timeout leaves. Either way no ``ansible-playbook`` outlives the run, and every host
+that had not failed by then is ``stopped``: not bootstrapped, no failure of its own.
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,8 +42,9 @@ from typing import Any
 from orchestrator import durable
 from orchestrator.clients.ansible.artifacts import rotate_artifacts, run_environment, seal
 from orchestrator.clients.ansible.inventory import INVENTORY_NAME, only_hosts, write_inventory
+from orchestrator.clients.ansible.playkill import kill_all
 from orchestrator.errors import AnsibleError
-from orchestrator.model.progress import HostDone, HostOutcome, Phase, ProgressSink, TaskDone
+from orchestrator.model.progress import STOPPED, HostDone, HostOutcome, Phase, ProgressSink, TaskDone
 
 HostStatus = HostOutcome
 # Events written to the artifacts' job_events/ (returning True from the handler): what a
@@ -58,6 +68,11 @@ _OUTCOMES = {
     "runner_on_unreachable": "unreachable",
     "runner_on_skipped": "skipped",
 }
+# The callback plugin that ends a play between tasks, and the variable naming its stop file.
+CALLBACKS_DIR = Path(__file__).parent / "callbacks"
+STOP_FILE_VAR = "XCEPROV_PLAY_STOP_FILE"
+# How often ansible-runner asks whether to stop while the play is quiet (its default is 5 s).
+_POLL_SECONDS = 0.5
 
 
 @dataclass
@@ -73,7 +88,7 @@ class HostResult:
 
     def describe(self) -> str:
         """One line: ``host: status`` plus the failing task and reason."""
-        if self.status in ("failed", "unreachable", "skipped") and self.message:
+        if self.status in ("failed", "unreachable", "skipped", STOPPED) and self.message:
             where = f" at task '{self.task}'" if self.task else ""
             return f"{self.host}: {self.status}{where}: {self.message}"
         return f"{self.host}: {self.status} (ok={self.ok} changed={self.changed})"
@@ -89,6 +104,7 @@ class RunResult:
     artifact_dir: Path
     hosts: dict[str, HostResult] = field(default_factory=dict)
     elapsed: float = 0.0
+    stopped: bool = False  # a PlayStop ended the play before it finished
 
     @property
     def succeeded(self) -> list[str]:
@@ -134,6 +150,53 @@ class RunnerSettings:
             paths.append(str((self.site_dir / "roles").resolve()))
         paths.append(str(self.ansible_dir / "roles"))
         return os.pathsep.join(paths)
+
+
+def _never() -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class PlayStop:
+    """How a caller stops a running play (see the module docstring).
+
+    ``requested()`` turns True once the play should end; it then ends at its next task boundary,
+    or is killed ``grace`` seconds later. ``at_once()`` turning True kills it now (a second
+    Ctrl-C). ``reason`` is what the stopped hosts' results say.
+    """
+
+    requested: Callable[[], bool]
+    grace: float
+    reason: str = "the play was stopped"
+    at_once: Callable[[], bool] = _never
+
+
+class _Canceller:
+    """ansible-runner's ``cancel_callback``: polled while the play runs; True kills the play."""
+
+    def __init__(self, stop: PlayStop | None, stop_file: Path) -> None:
+        self._stop = stop
+        self.stop_file = stop_file
+        self.asked_at: float | None = None
+
+    @property
+    def entry(self) -> str:
+        """The environment entry every process of the run carries (``playkill``)."""
+        return f"{STOP_FILE_VAR}={self.stop_file}"
+
+    def __call__(self) -> bool:
+        if self._stop is None:
+            return False
+        if self.asked_at is None and self._stop.requested():
+            self.asked_at = time.monotonic()
+            # The plugin ends the play at the next task start (ansible-playbook checks the file).
+            self.stop_file.touch()
+        if self.asked_at is None:
+            return False
+        if self._stop.at_once() or time.monotonic() - self.asked_at >= self._stop.grace:
+            kill_all(self.entry)
+            return True
+        return False
 
 
 def ansible_env(settings: RunnerSettings) -> dict[str, str]:
@@ -267,15 +330,19 @@ def run_playbook(
     group_vars: Path | None = None,
     phase: Phase = "bootstrap",
     scope: str = "",
+    stop: PlayStop | None = None,
 ) -> RunResult:
     """Run ``playbook`` on exactly ``hosts`` of ``inventory``; per-host results, never per-host raises.
 
     ``inventory`` is a document of ``inventory.build_inventory``; ``group_vars`` a directory of
     the site's group_vars files to apply beside it. ``progress`` gets a ``TaskDone`` per task and
-    one ``HostDone`` per host (of ``phase`` and ``scope``), never terminal output.
+    one ``HostDone`` per host (of ``phase`` and ``scope``), never terminal output. ``stop`` ends
+    the play early (the module docstring); a stop asked for before the start runs nothing.
     """
     if not hosts:
         return RunResult(ident="", status="successful", rc=0, artifact_dir=settings.artifacts_dir)
+    if stop is not None and stop.requested():
+        return _not_started(settings, hosts, stop, progress, phase, scope)
     if not playbook.is_file():
         raise AnsibleError(f"{playbook}: playbook not found")
     durable.private_dir(settings.artifacts_dir.parent)
@@ -289,7 +356,8 @@ def run_playbook(
         run_inventory = write_inventory(Path(pdd) / "inventory" / INVENTORY_NAME, only_hosts(inventory, hosts))
         if group_vars is not None:
             (run_inventory.parent / "group_vars").symlink_to(group_vars, target_is_directory=True)
-        runner = _run(settings, playbook, run_inventory, pdd, ident, extravars, collector)
+        canceller = _Canceller(stop, Path(pdd) / "stop")
+        runner = _run(settings, playbook, run_inventory, pdd, ident, extravars, collector, canceller)
     result = RunResult(
         ident=ident,
         status=str(runner.status),
@@ -300,7 +368,10 @@ def run_playbook(
     )
     seal(result.artifact_dir)
     rotate_artifacts(settings.artifacts_dir, settings.keep_artifacts)
-    if result.status == "timeout":
+    if stop is not None and canceller.asked_at is not None and result.status != "successful":
+        result.stopped = True
+        _mark_stopped(result.hosts.values(), stop.reason)
+    elif result.status == "timeout":
         for r in result.hosts.values():
             if r.status in ("ok", "changed", "skipped"):
                 r.status, r.message = "failed", f"the run exceeded its timeout of {settings.timeout:.0f} s"
@@ -320,11 +391,17 @@ def _run(
     ident: str,
     extravars: Mapping[str, Any] | None,
     collector: _Collector,
+    canceller: _Canceller,
 ) -> Any:
     """One ansible-runner run, with the environment cut down before anything is written."""
     from ansible_runner.interface import init_runner  # ~0.3 s to load; most verbs never need it
 
-    ours = ansible_env(settings)
+    # The stop plugin is on the path of the toolkit's runs only (the benchmark's raw run has none).
+    ours = {
+        **ansible_env(settings),
+        "ANSIBLE_CALLBACK_PLUGINS": str(CALLBACKS_DIR),
+        STOP_FILE_VAR: str(canceller.stop_file),
+    }
     try:
         runner = init_runner(
             private_data_dir=pdd,
@@ -338,23 +415,47 @@ def _run(
             timeout=int(settings.timeout),
             quiet=True,
             event_handler=collector,
-            settings={"suppress_ansible_output": True},
-            # Without a cancel callback, ansible-runner installs its own SIGTERM and SIGINT
-            # handlers in the main thread for good, and a daemon that ran one play no longer
-            # stops on SIGTERM. The play ends with its timeout, or with the process.
-            cancel_callback=_never_cancel,
+            settings={"suppress_ansible_output": True, "pexpect_timeout": _POLL_SECONDS},
+            # Always a cancel callback: without one, ansible-runner installs its own SIGTERM and
+            # SIGINT handlers in the main thread for good, and a daemon that ran one play no
+            # longer stops on SIGTERM.
+            cancel_callback=canceller,
         )
         # init_runner seeded the environment with a copy of ours; run() writes it to the
         # `command` artifact and hands it to ansible-playbook. Neither may see our credentials.
         runner.config.env = run_environment(runner.config.env, ours, os.environ)
         runner.run()
     except Exception as exc:  # ansible-runner raises bare exceptions for setup problems
+        kill_all(canceller.entry)
         raise AnsibleError(f"ansible-runner could not run {playbook.name}: {exc}") from exc
+    except BaseException:  # an interrupt of our own process: nothing of the play may outlive it
+        kill_all(canceller.entry)
+        raise
+    if runner.status == "timeout":  # ansible-runner's kill reached only the main process's group
+        kill_all(canceller.entry)
     return runner
 
 
-def _never_cancel() -> bool:
-    return False
+def _mark_stopped(results: Iterable[HostResult], reason: str) -> None:
+    """Every host the play had not failed yet is ``stopped``: not done, and no failure of its own."""
+    for r in results:
+        if r.status in ("ok", "changed", "skipped"):
+            r.status, r.message = STOPPED, f"not finished: {reason}"
+
+
+def _not_started(
+    settings: RunnerSettings,
+    hosts: Sequence[str],
+    stop: PlayStop,
+    progress: ProgressSink | None,
+    phase: Phase,
+    scope: str,
+) -> RunResult:
+    """The result of a play a stop kept from starting: every host ``stopped``."""
+    collector = _Collector(hosts, progress, phase, scope)
+    _mark_stopped(collector.results.values(), stop.reason)
+    collector.finish()
+    return RunResult("", "canceled", -1, settings.artifacts_dir, collector.results, stopped=True)
 
 
 def _tail(path: Path) -> str:

@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from orchestrator.clients.ansible.artifacts import rotate_artifacts, run_environment, seal
 from orchestrator.clients.ansible.runner import (
+    PlayStop,
     RunnerSettings,
+    RunResult,
     _Collector,
     ansible_env,
+    run_playbook,
 )
 from orchestrator.model.progress import HostDone, ProgressEvent, TaskDone
+from tests.play_processes import playbooks_with
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _ev(event: str, host: str, task: str, **res: Any) -> dict[str, Any]:
@@ -165,7 +174,7 @@ def test_a_run_leaves_the_callers_signal_handlers_alone(tmp_path: Path) -> None:
     callback: a daemon that ran one play would no longer stop on SIGTERM."""
     import signal
 
-    from orchestrator.clients.ansible.runner import _run
+    from orchestrator.clients.ansible.runner import _Canceller, _run
 
     play = tmp_path / "play.yml"
     play.write_text("- hosts: all\n  gather_facts: false\n  tasks:\n    - ansible.builtin.debug: {msg: here}\n")
@@ -182,9 +191,96 @@ def test_a_run_leaves_the_callers_signal_handlers_alone(tmp_path: Path) -> None:
             signal.signal(s, ours)
         collector = _Collector(["here"], None, "bootstrap", "op1")
         (tmp_path / "pdd").mkdir()
-        _run(settings, play, inventory, str(tmp_path / "pdd"), "t1", None, collector)
+        _run(settings, play, inventory, str(tmp_path / "pdd"), "t1", None, collector, _Canceller(None, tmp_path / "s"))
         assert collector.results["here"].status == "ok", collector.results["here"].message
         assert signal.getsignal(signal.SIGTERM) is ours and signal.getsignal(signal.SIGINT) is ours
     finally:
         for s, handler in before.items():
             signal.signal(s, handler)
+
+
+def _local_run(tmp_path: Path, tasks: str, stop: PlayStop | None, timeout: float = 600.0) -> RunResult:
+    """``tasks`` on two local hosts, stopped by ``stop``."""
+    play = tmp_path / "play.yml"
+    play.write_text(f"- hosts: all\n  gather_facts: false\n  tasks:\n{tasks}")
+    inventory = {
+        "all": {
+            "hosts": {
+                h: {"ansible_connection": "local", "ansible_python_interpreter": sys.executable} for h in ("h1", "h2")
+            }
+        }
+    }
+    settings = RunnerSettings(toolkit_root=ROOT, state_dir=tmp_path / "state", timeout=timeout)
+    return run_playbook(settings, play, inventory, ["h1", "h2"], stop=stop)
+
+
+def test_a_stop_ends_the_play_after_the_running_task_and_leaves_no_ansible_playbook(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = f"XCEPROV_TEST_PLAY={tmp_path}"
+    monkeypatch.setenv("XCEPROV_TEST_PLAY", str(tmp_path))
+    go, second = tmp_path / "go", tmp_path / "second"
+    running = [tmp_path / "running-h1", tmp_path / "running-h2"]
+
+    def asked() -> bool:
+        # The stop comes while the task runs on both hosts (it waits for `go`), then lets it end.
+        if all(p.exists() for p in running):
+            go.touch()
+            return True
+        return False
+
+    wait = f"touch {tmp_path}/running-{{{{ inventory_hostname }}}}; while [ ! -e {go} ]; do sleep 0.1; done"
+    tasks = (
+        f"    - {{name: Running, ansible.builtin.shell: '{wait}'}}\n"
+        f"    - {{name: Never, ansible.builtin.file: {{path: '{second}', state: touch}}}}\n"
+    )
+    result = _local_run(tmp_path, tasks, PlayStop(asked, grace=120, reason="the test stopped it"))
+    assert result.stopped and result.elapsed < 60
+    assert {h: (r.status, r.message) for h, r in result.hosts.items()} == {
+        "h1": ("stopped", "not finished: the test stopped it"),
+        "h2": ("stopped", "not finished: the test stopped it"),
+    }
+    assert [r.ok for r in result.hosts.values()] == [1, 1]  # the running task ended on both hosts ...
+    assert not second.exists()  # ... and the next one never started
+    assert "User interrupted execution" in (result.artifact_dir / "stdout").read_text()
+    assert playbooks_with(marker) == []
+
+
+def test_a_task_outlasting_the_grace_is_killed_with_the_play(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    marker = f"XCEPROV_TEST_PLAY={tmp_path}"
+    monkeypatch.setenv("XCEPROV_TEST_PLAY", str(tmp_path))
+    running = [tmp_path / "running-h1", tmp_path / "running-h2"]
+    touch = f"touch {tmp_path}/running-{{{{ inventory_hostname }}}}"
+    task = f"    - {{name: Long, ansible.builtin.shell: '{touch}; exec sleep 300'}}\n"
+    result = _local_run(tmp_path, task, PlayStop(lambda: all(p.exists() for p in running), grace=1.0))
+    assert result.stopped and result.status == "canceled" and result.elapsed < 60
+    assert {r.status for r in result.hosts.values()} == {"stopped"}
+    assert playbooks_with(marker) == []
+    sleeping = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p) == b"sleep\x00300\x00"]
+    assert sleeping == []
+
+
+def test_a_run_past_its_timeout_leaves_no_worker_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    marker = f"XCEPROV_TEST_PLAY={tmp_path}"
+    monkeypatch.setenv("XCEPROV_TEST_PLAY", str(tmp_path))
+    task = f"    - {{name: Long, ansible.builtin.shell: 'touch {tmp_path}/running; exec sleep 301'}}\n"
+    result = _local_run(tmp_path, task, None, timeout=10.0)
+    assert result.status == "timeout" and {r.status for r in result.hosts.values()} == {"failed"}
+    assert (tmp_path / "running").exists()  # the task ran when the timeout came
+    assert playbooks_with(marker) == []
+    assert [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p) == b"sleep\x00301\x00"] == []
+
+
+def test_a_stop_asked_for_before_the_start_runs_nothing(tmp_path: Path) -> None:
+    ran = tmp_path / "ran"
+    tasks = f"    - {{name: Any, ansible.builtin.file: {{path: '{ran}', state: touch}}}}\n"
+    result = _local_run(tmp_path, tasks, PlayStop(lambda: True, grace=1.0))
+    assert result.stopped and not ran.exists()
+    assert {r.status for r in result.hosts.values()} == {"stopped"}
+
+
+def _cmdline(proc: Path) -> bytes:
+    try:
+        return (proc / "cmdline").read_bytes()
+    except OSError:
+        return b""

@@ -153,3 +153,12 @@ def test_once_stopping_an_op_takes_a_step_only_if_it_already_took_one(
     # ...an open op the pass was about to resume does not start: it resumes at the next start.
     with pytest.raises(NotStarted, match="op op-parked on provider sim: not started \\(apply\\)"):
         ex.gate("sim", "op-parked", "apply")
+
+
+def test_a_sigterm_stops_a_running_bootstrap_play_within_half_the_bound(lifecycle: Lifecycle) -> None:
+    from orchestrator.daemon.guarded import play_stop
+
+    stop = play_stop(lifecycle)
+    assert not stop.requested() and stop.grace == 2.5  # half of daemon.stop_timeout (5s)
+    lifecycle.request_stop("SIGTERM")
+    assert stop.requested() and stop.reason == "the daemon is stopping"

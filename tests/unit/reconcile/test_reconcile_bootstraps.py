@@ -59,3 +59,14 @@ def test_a_damaged_file_is_one_line_naming_it(tmp_path: Path) -> None:
     with pytest.raises(FinalError, match=rf"{BOOTSTRAP_FILE}: not a bootstrap record file") as caught:
         BootstrapTracker.load(tmp_path)
     assert "\n" not in str(caught.value)
+
+
+def test_a_stopped_play_counts_no_attempt_and_the_host_is_due_at_the_next_start(tmp_path: Path) -> None:
+    tracker = BootstrapTracker.load(tmp_path)
+    record(tracker, "failed: unreachable", 100.0)
+    tried = tracker.get("op-a-000", "sim", "cpu", "h0")
+    [stopped] = tracker.stopped([tried], "stopped: not finished: the daemon is stopping\nmore", 101.0)
+    assert (stopped.attempts, stopped.outcome) == (1, "stopped: not finished: the daemon is stopping")
+    # Kept across the restart, and due at once (no backoff): the next start bootstraps it again.
+    again = BootstrapTracker.load(tmp_path).get("op-a-000", "sim", "cpu", "h0")
+    assert again == stopped and again.due(101.0) and not again.ok and not again.gave_up
