@@ -7,6 +7,7 @@ provider that does not exist) are checked after the fields, so every problem is 
 
 from __future__ import annotations
 
+import datetime
 import ipaddress
 import typing
 from pathlib import Path
@@ -23,6 +24,10 @@ NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,39}$"
 MODULE_DEFAULT_SETTINGS: dict[str, dict[str, Any]] = {"xcesim": {"store": "{{ sim_state_dir }}/cloud.sqlite"}}
 SHARD_SIZE = 250  # instances per Terraform state (providers.<name>.shard_size); see docs/performance.md
 SYSTEM_TRUST = "system"  # ``controller.ca: system``: trust the system store, said explicitly
+
+
+# What the YAML loader can produce besides mappings and lists (sets from !!set).
+_YAML_SCALARS = (str, int, float, datetime.date, bytes, set, frozenset)
 
 
 class Strict(BaseModel):
@@ -47,7 +52,9 @@ class Strict(BaseModel):
             if problems:
                 raise ValueError("; ".join(f"{where}: {what}" for where, what in problems))
             return value
-        if (problem := scalar_problem(value)) is not None:
+        # Only what YAML can produce is judged here: a value built in code (a Path, a section
+        # model) is the field's own business, as before.
+        if isinstance(value, _YAML_SCALARS) and (problem := scalar_problem(value)) is not None:
             raise ValueError(problem)
         if isinstance(value, bool) and _is_number(annotation):
             raise ValueError("a boolean (true/false) is not a number")
