@@ -167,3 +167,13 @@ def test_the_simulated_clouds_store_is_defaulted_and_a_site_value_wins() -> None
     own = GOOD.replace("max_instances: 10}", "max_instances: 10, settings: {store: /data/c.sqlite}}")
     config = parse_config(own, "site.yaml", Path("/srv")).config
     assert render_settings(config, "sim") == {"store": "/data/c.sqlite"}
+
+
+def test_the_provider_mirror_is_an_absolute_directory_or_an_https_url() -> None:
+    for mirror in ("/srv/tf-mirror", "https://mirror.example/providers/"):
+        loaded = parse_config(GOOD + f"terraform: {{provider_mirror: '{mirror}'}}\n", "site.yaml", Path("/srv/site"))
+        assert loaded.config.terraform.provider_mirror == mirror
+    for mirror in ("mirrors/tf", "http://mirror.example/providers/"):
+        [found] = problems(GOOD + f"terraform: {{provider_mirror: '{mirror}'}}\n")
+        assert found.startswith("site.yaml: terraform.provider_mirror: "), found
+        assert f"'{mirror}' is neither an absolute directory nor an https:// URL of a network mirror" in found
