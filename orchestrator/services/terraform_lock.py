@@ -20,7 +20,15 @@ from pathlib import Path
 
 from orchestrator import durable
 from orchestrator.clients.terraform.mirror import LOCAL_PROVIDERS, MIRROR_DIR, PLATFORM
-from orchestrator.clients.terraform.providers import LOCK_FILE, changed, lock, parse_lock, read_lock, required_providers
+from orchestrator.clients.terraform.providers import (
+    LOCK_FILE,
+    changed,
+    install_problems,
+    lock,
+    parse_lock,
+    read_lock,
+    required_providers,
+)
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import TerraformError
 from orchestrator.workspace.terraform import engine_for, terraform_home
@@ -68,7 +76,7 @@ def lock_site(
                 others = [a for a in required if a not in local]
                 lock(engine, stage, others, platforms, config.terraform.provider_mirror)
             except TerraformError as exc:
-                raise TerraformError("\n".join(f"{label}: {line}" for line in str(exc).splitlines())) from None
+                raise TerraformError("\n".join(f"{label}: {line}" for line in install_problems(str(exc)))) from None
             new_text = (stage / LOCK_FILE).read_bytes() if (stage / LOCK_FILE).is_file() else b""
         new = parse_lock(new_text.decode("utf-8"))
         for address, before, after in changed(old, new):

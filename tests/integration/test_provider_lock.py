@@ -84,8 +84,10 @@ def test_the_lock_verb_pins_versions_every_working_directory_uses_and_a_moved_ve
     # Nothing replaced the lock by itself: not the verbs, not the lock verb without --upgrade.
     kept = xceprov(site, "terraform", "lock")
     assert kept.returncode != 0
-    [line] = errors(kept.stderr)
-    assert line.startswith("xceprov: terraform/roots/xcesim: ") and "0.0.9" in line
+    assert errors(kept.stderr) == [
+        f"xceprov: terraform/roots/xcesim: provider {XCESIM}: the site's lock holds 0.0.9, which the root's "
+        "version constraints (>= 0.1.0, 0.1.0, < 0.2.0) no longer allow; xceprov terraform lock --upgrade selects again"
+    ]
     assert (site / LOCK).read_text() == moved
     upgraded = xceprov(site, "terraform", "lock", "--upgrade")
     assert upgraded.returncode == 0, upgraded.stderr

@@ -26,7 +26,12 @@ _HASHES = re.compile(r"^\s*hashes\s*=\s*\[(.*?)\]", re.MULTILINE | re.DOTALL)
 _REQUIRED = re.compile(r"provider\[([^\]\s]+)\]")
 # "Could not retrieve the list of available versions for provider hashicorp/aws: REASON" and
 # "Error while installing xce/xcesim v0.1.0: REASON", as Terraform words its installer errors.
-_PROVIDER_REASON = re.compile(r"(?:for provider|while installing) ([\w.-]+(?:/[\w.-]+){1,2})(?: v[\w.+-]+)?: (.*)")
+# "- registry.terraform.io/xce/xcesim: REASON" is how `providers lock` lists them.
+_PROVIDER_REASON = re.compile(
+    r"(?:for provider|while installing|installed: -) ([\w.-]+(?:/[\w.-]+){1,2})(?: v[\w.+-]+)?: (.*)"
+)
+# A locked version the root's constraints no longer allow; Terraform's advice (init -upgrade) is not ours.
+_LOCKED_OUTSIDE = re.compile(r"locked provider \S+ (\S+) does not match configured version constraint (.+?);")
 _UNREACHABLE = re.compile(r"could not connect to ([\w.-]+)")
 # Terraform's advice that follows each installer error names its own commands, not ours.
 _ADVICE = (" To see which modules", " for more information:")
@@ -118,6 +123,12 @@ def install_problems(error: str) -> list[str]:
             lines.append(line)
             continue
         address, reason = match.group(1), _without_advice(match.group(2))
+        outside = _LOCKED_OUTSIDE.search(reason)
+        if outside is not None:
+            reason = (
+                f"the site's lock holds {outside.group(1)}, which the root's version constraints "
+                f"({outside.group(2)}) no longer allow; xceprov terraform lock --upgrade selects again"
+            )
         unreachable = _UNREACHABLE.search(reason)
         if unreachable is not None:
             cause = reason.rsplit("dial tcp: ", 1)[-1] if "dial tcp: " in reason else reason.rsplit(": ", 1)[-1]

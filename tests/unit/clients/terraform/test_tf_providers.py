@@ -86,3 +86,17 @@ def test_a_provider_missing_from_the_mirror_and_a_bad_checksum_name_the_provider
 
 def test_other_errors_pass_as_they_are() -> None:
     assert install_problems("Error: Unsupported block type: x\n\n") == ["Error: Unsupported block type: x"]
+
+
+def test_a_locked_version_outside_the_constraints_says_so_without_terraforms_advice() -> None:
+    error = (
+        "Error: Could not retrieve providers for locking: Terraform failed to fetch the requested providers for "
+        "linux_amd64 in order to calculate their checksums: some providers could not be installed: - "
+        "registry.terraform.io/xce/xcesim: locked provider registry.terraform.io/xce/xcesim 0.0.9 does not match "
+        "configured version constraint >= 0.1.0, < 0.2.0; must use terraform init -upgrade to allow selection of "
+        "new versions."
+    )
+    assert install_problems(error) == [
+        "provider registry.terraform.io/xce/xcesim: the site's lock holds 0.0.9, which the root's version "
+        "constraints (>= 0.1.0, < 0.2.0) no longer allow; xceprov terraform lock --upgrade selects again"
+    ]
