@@ -175,7 +175,7 @@ def _cli_config(mirror: Path, cache: Path, providers: Sequence[LocalProvider], s
         else ""
     )
     return (
-        "# written by xceprov: providers come from the local mirror, never from the network\n"
+        "# written by xceprov: the toolkit's providers from its mirror; the rest from the site's mirror or registry\n"
         f"plugin_cache_dir = {_hcl_string(str(cache))}\n"
         "disable_checkpoint = true\n"
         "provider_installation {\n"
