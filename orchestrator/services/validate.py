@@ -116,7 +116,7 @@ def _validate_terraform(engine: Engine, workdir: ProviderWorkdir) -> list[str]:
         stage = Path(tmp)
         workdir.populate(stage)
         try:
-            checked_init(engine, stage, root_label(workdir))
+            checked_init(engine, stage, root_label(workdir), workdir.site_lock)
         except TerraformError as exc:
             return str(exc).splitlines()
         return [

@@ -1,7 +1,7 @@
 """The site's provider lock: one Terraform dependency lock file per provider root.
 
 ``xceprov terraform lock`` writes ``<state_dir>/terraform/locks/<module>.terraform.lock.hcl``
-(docs/provider-modules.md, "Pinned provider versions"); every working directory, shard and
+(docs/provider-modules.md, "Pinned provider versions and mirrors"); every working directory, shard and
 throw-away copy of that root gets it as its ``.terraform.lock.hcl``, and the engine initialises
 against it read-only. Terraform then never moves a version by itself; a provider that no longer
 matches is one line naming the root, the provider and both versions (:func:`checked_init`).
@@ -25,13 +25,21 @@ def site_lock_path(state_dir: Path, module: str) -> Path:
     return state_dir / "terraform" / LOCKS_DIR / f"{module}{LOCK_FILE}"
 
 
-def checked_init(engine: Engine, stage: Path, root: str) -> None:
-    """``engine.init(stage)``; a failure is one line per provider, each starting with ``root``."""
+def checked_init(engine: Engine, stage: Path, root: str, site_lock: Path) -> None:
+    """``engine.init(stage)``; a failure is one line per provider, each starting with ``root``.
+
+    Terraform names the lock copied into ``stage``; a line about it names ``site_lock``, the file
+    the site would fix.
+    """
     try:
         engine.init(stage)
     except TerraformError as exc:
-        lines = init_problems(engine, stage, str(exc))
+        lines = [_about_site_lock(line, site_lock) for line in init_problems(engine, stage, str(exc))]
         raise TerraformError("\n".join(f"{root}: {line}" for line in lines)) from None
+
+
+def _about_site_lock(line: str, site_lock: Path) -> str:
+    return f"{site_lock}{line[len(LOCK_FILE) :]}" if line.startswith(f"{LOCK_FILE}:") else line
 
 
 def init_problems(engine: Engine, stage: Path, error: str) -> list[str]:

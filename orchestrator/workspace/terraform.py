@@ -32,7 +32,7 @@ def prepared_workdir(engine: Engine, workdir: ProviderWorkdir) -> Path:
     if workdir.is_current() and (workdir.path / ".terraform").is_dir():
         return workdir.path
     with workdir.lock(), workdir.staging() as stage:
-        checked_init(engine, stage, root_label(workdir))
+        checked_init(engine, stage, root_label(workdir), workdir.site_lock)
     return workdir.path
 
 

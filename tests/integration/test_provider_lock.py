@@ -109,6 +109,19 @@ def test_a_package_that_is_not_the_locked_one_is_refused(tmp_path: Path) -> None
     ]
 
 
+def test_a_site_lock_that_is_not_a_lock_file_is_named_with_its_line(tmp_path: Path) -> None:
+    site = write_site(tmp_path)
+    (site / LOCK).parent.mkdir(parents=True)
+    (site / LOCK).write_text('provider "registry.terraform.io/xce/xcesim" {\n  version = \n')
+    done = xceprov(site, "plan", "cpu=1")
+    assert done.returncode == 4
+    lines = errors(done.stderr)
+    assert lines, done.stderr
+    for line in lines:  # Terraform's diagnostics of that line, each naming the site's file
+        assert line.startswith(f"xceprov: terraform/roots/xcesim (provider sim): {site / LOCK}:2: Error: "), line
+    assert not (site / "state/work/ltest/sim").exists()
+
+
 def test_without_a_lock_validate_says_versions_may_move(tmp_path: Path) -> None:
     site = write_site(tmp_path)
     done = xceprov(site, "validate")
