@@ -12,6 +12,7 @@ Moving a version takes ``--upgrade``, which says every change; nothing is replac
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -30,10 +31,11 @@ from orchestrator.clients.terraform.providers import (
     required_providers,
 )
 from orchestrator.configfile import LoadedConfig
-from orchestrator.errors import TerraformError
+from orchestrator.errors import TerraformError, UsageError
 from orchestrator.workspace.terraform import engine_for, terraform_home
 from orchestrator.workspace.workdir import ProviderWorkdir
 
+_PLATFORM = re.compile(r"^[a-z0-9]+_[a-z0-9]+$")
 # The lock is no secret and a site may keep it under version control: readable like a source file.
 LOCK_MODE = 0o644
 
@@ -51,6 +53,9 @@ def lock_site(
     loaded: LoadedConfig, toolkit_root: Path, platforms: Sequence[str] = (), upgrade: bool = False
 ) -> LockReport:
     """Write (or complete) the site's provider lock of every provider root its configuration uses."""
+    for platform in platforms:
+        if not _PLATFORM.match(platform):
+            raise UsageError(f"--platform {platform!r}: not an OS_ARCH pair such as linux_arm64")
     config = loaded.config
     engine = engine_for(config)
     local = {provider.source for provider in LOCAL_PROVIDERS}

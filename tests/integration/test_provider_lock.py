@@ -96,6 +96,14 @@ def test_the_lock_verb_pins_versions_every_working_directory_uses_and_a_moved_ve
     assert xceprov(site, "plan", "cpu=1").returncode == 0
 
 
+def test_a_platform_that_is_not_os_arch_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    site = write_site(tmp_path)
+    done = xceprov(site, "terraform", "lock", "--platform", "linux_amd64", "--platform", "-fs-mirror=/tmp")
+    assert done.returncode == 2
+    assert errors(done.stderr) == ["xceprov: --platform '-fs-mirror=/tmp': not an OS_ARCH pair such as linux_arm64"]
+    assert not (site / LOCK).exists()
+
+
 def test_a_package_that_is_not_the_locked_one_is_refused(tmp_path: Path) -> None:
     site = write_site(tmp_path)
     assert xceprov(site, "terraform", "lock").returncode == 0
