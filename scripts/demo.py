@@ -131,6 +131,9 @@ class Daemon:
 
 
 def story(daemon: Daemon) -> dict[str, Any]:
+    step("xceprov terraform lock: pin the Terraform provider versions every working directory uses")
+    xceprov("terraform", "lock")
+
     step("xceprov validate: configuration, host templates, Terraform modules, playbooks")
     xceprov("validate")
 

@@ -25,6 +25,7 @@ from orchestrator.cli import plan as plan_verb
 from orchestrator.cli import ret as return_verb
 from orchestrator.cli import sim as sim_verbs
 from orchestrator.cli import status as status_verb
+from orchestrator.cli import terraform as terraform_verbs
 from orchestrator.cli import validate as validate_verb
 from orchestrator.cli.context import CliContext
 from orchestrator.cli.conventions import HELP_OPTION_NAMES, add_verbose_option, log_level
@@ -119,6 +120,7 @@ for _verb in (
     return_verb.return_,
     sim_verbs.sim,
     status_verb.status,
+    terraform_verbs.terraform,
     validate_verb.validate,
 ):
     add_verbose_option(_verb)  # `xceprov VERB ... -v` as `xceprov -v VERB ...` (docs/cli.md)

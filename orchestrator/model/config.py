@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from orchestrator.model.durations import Duration
+from orchestrator.model.provider_mirror import ProviderMirror
 from orchestrator.model.values import scalar_problem, value_problems
 
 NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,39}$"
@@ -74,6 +75,8 @@ class TerraformSettings(Strict):
     # command and attaches Terraform to them, instead of Terraform launching them for every walk
     # of the command (a plan: three launches, 0.4 s each). Off: Terraform launches them itself.
     attach_providers: bool = True
+    # Where every provider but the toolkit's own comes from (docs/configuration.md); unset: Terraform's registries.
+    provider_mirror: ProviderMirror | None = None
 
     @model_validator(mode="after")
     def _binary_named(self) -> TerraformSettings:

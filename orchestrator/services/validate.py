@@ -31,7 +31,8 @@ from orchestrator.render.instances import (
 )
 from orchestrator.services.missing_ca import missing_ca
 from orchestrator.workspace.module_settings import settings_problems
-from orchestrator.workspace.terraform import engine_for
+from orchestrator.workspace.provider_lock import checked_init
+from orchestrator.workspace.terraform import engine_for, root_label
 from orchestrator.workspace.workdir import ProviderWorkdir
 
 SAMPLE_OP = "op-00000000-000000"
@@ -66,8 +67,15 @@ def validate_all(loaded: LoadedConfig, toolkit_root: Path, engine: Engine | None
         except ConfigError as exc:
             report.problems.extend(exc.problems)
     engine = engine or engine_for(config)
+    unlocked: set[Path] = set()
     for pname in sorted(config.providers):
         workdir = ProviderWorkdir(config, pname, toolkit_root)
+        if not workdir.site_lock.is_file() and workdir.site_lock not in unlocked:
+            unlocked.add(workdir.site_lock)
+            report.warnings.append(
+                f"terraform/roots/{workdir.module}: no provider lock ({workdir.site_lock}), so provider versions "
+                "may move; xceprov terraform lock pins them"
+            )
         problems = _validate_terraform(engine, workdir)
         if problems:
             report.problems.extend(problems)
@@ -108,16 +116,11 @@ def _validate_terraform(engine: Engine, workdir: ProviderWorkdir) -> list[str]:
         stage = Path(tmp)
         workdir.populate(stage)
         try:
-            engine.init(stage)
+            checked_init(engine, stage, root_label(workdir), workdir.site_lock)
         except TerraformError as exc:
-            return [
-                f"terraform/roots/{workdir.module} (provider {workdir.provider}): {line}"
-                for line in str(exc).splitlines()
-            ]
+            return str(exc).splitlines()
         return [
-            f"terraform/roots/{workdir.module} (provider {workdir.provider}): {_diagnostic_line(d)}"
-            for d in engine.validate(stage)
-            if d.severity == "error"
+            f"{root_label(workdir)}: {_diagnostic_line(d)}" for d in engine.validate(stage) if d.severity == "error"
         ]
 
 

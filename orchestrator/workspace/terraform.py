@@ -6,10 +6,11 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator import durable
-from orchestrator.clients.terraform.engine import Engine, engine_from_settings
+from orchestrator.clients.terraform.engine import BinaryEngine, BundledEngine, Engine, engine_from_settings
 from orchestrator.clients.terraform.mirror import XCESIM, ensure_mirror, plugin_cache_dir
 from orchestrator.model.config import Config
 from orchestrator.model.hostnames import checked_instance
+from orchestrator.workspace.provider_lock import checked_init
 from orchestrator.workspace.workdir import ProviderWorkdir
 
 
@@ -18,11 +19,11 @@ def terraform_home(config: Config) -> Path:
     return config.state_dir / "terraform"
 
 
-def engine_for(config: Config) -> Engine:
-    """The configured engine, with the toolkit's provider mirror installed and named."""
+def engine_for(config: Config) -> BundledEngine | BinaryEngine:
+    """The configured engine, with the toolkit's provider mirror installed and named (and the site's)."""
     durable.private_dir(config.state_dir)
     home = terraform_home(config)
-    cli_config = ensure_mirror(home, [XCESIM])
+    cli_config = ensure_mirror(home, [XCESIM], config.terraform.provider_mirror)
     return engine_from_settings(config.terraform, cli_config=cli_config, plugin_cache_dir=plugin_cache_dir(home))
 
 
@@ -31,8 +32,13 @@ def prepared_workdir(engine: Engine, workdir: ProviderWorkdir) -> Path:
     if workdir.is_current() and (workdir.path / ".terraform").is_dir():
         return workdir.path
     with workdir.lock(), workdir.staging() as stage:
-        engine.init(stage)
+        checked_init(engine, stage, root_label(workdir), workdir.site_lock)
     return workdir.path
+
+
+def root_label(workdir: ProviderWorkdir) -> str:
+    """How a problem names the provider root it is about: ``terraform/roots/<module> (provider <name>)``."""
+    return f"terraform/roots/{workdir.module} (provider {workdir.provider})"
 
 
 def instances_output(outputs: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -27,11 +27,13 @@ from typing import Any
 from filelock import FileLock
 
 from orchestrator import durable
+from orchestrator.clients.terraform.providers import LOCK_FILE
 from orchestrator.errors import ConfigError
 from orchestrator.model import tags as owner
 from orchestrator.model.config import Config
 from orchestrator.model.instances import InstanceSpec
 from orchestrator.workspace.desired import DESIRED, DesiredSet
+from orchestrator.workspace.provider_lock import site_lock_path
 
 STAMP = ".xceprov-source"
 
@@ -49,6 +51,8 @@ class ProviderWorkdir:
         self.desired = DesiredSet(self.path / DESIRED)
         self.root_src = toolkit_root / "terraform" / "roots" / self.module
         self.module_src = toolkit_root / "terraform" / "modules" / self.module
+        # The site's provider lock of this root (xceprov terraform lock), when it has one.
+        self.site_lock = site_lock_path(config.state_dir, self.module)
         if not self.root_src.is_dir() or not self.module_src.is_dir():
             raise ConfigError(
                 [
@@ -85,6 +89,9 @@ class ProviderWorkdir:
                     continue
                 digest.update(str(file.relative_to(base)).encode())
                 digest.update(file.read_bytes())
+        if self.site_lock.is_file():  # a new or changed site lock: init again against it
+            digest.update(LOCK_FILE.encode())
+            digest.update(self.site_lock.read_bytes())
         return digest.hexdigest()
 
     def is_current(self) -> bool:
@@ -93,10 +100,18 @@ class ProviderWorkdir:
         return stamp.is_file() and stamp.read_text().strip() == self.source_digest()
 
     def populate(self, target: Path) -> None:
-        """Copy the root configuration and the module into ``target`` (no state, no variables)."""
+        """Copy the root configuration, the module and the site's provider lock into ``target``.
+
+        No state, no variables. Without a site lock, ``target`` keeps no lock file either, so
+        its ``init`` selects versions as the constraints allow (as before locks were kept).
+        """
         target.mkdir(parents=True, exist_ok=True)
         for file in self.root_src.glob("*.tf"):
             shutil.copy2(file, target / file.name)
+        if self.site_lock.is_file():
+            shutil.copyfile(self.site_lock, target / LOCK_FILE)
+        else:
+            (target / LOCK_FILE).unlink(missing_ok=True)
         module_dir = target / "module"
         if module_dir.exists():
             shutil.rmtree(module_dir)

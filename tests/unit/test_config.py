@@ -208,3 +208,13 @@ def test_a_home_of_no_user_names_every_key() -> None:
         "site.yaml: state_dir: '~xceprov-no-such-user': no such user, or no home directory known",
         "site.yaml: controller.ca: '~xceprov-no-such-user': no such user, or no home directory known",
     ]
+
+
+def test_the_provider_mirror_is_an_absolute_directory_or_an_https_url() -> None:
+    for mirror in ("/srv/tf-mirror", "https://mirror.example/providers/"):
+        loaded = parse_config(GOOD + f"terraform: {{provider_mirror: '{mirror}'}}\n", "site.yaml", Path("/srv/site"))
+        assert loaded.config.terraform.provider_mirror == mirror
+    for mirror in ("mirrors/tf", "http://mirror.example/providers/"):
+        [found] = problems(GOOD + f"terraform: {{provider_mirror: '{mirror}'}}\n")
+        assert found.startswith("site.yaml: terraform.provider_mirror: "), found
+        assert f"'{mirror}' is neither an absolute directory nor an https:// URL of a network mirror" in found

@@ -33,6 +33,7 @@ from orchestrator.clients.terraform._worker import PARENT_FD_ENV
 from orchestrator.clients.terraform.attach import Attachment, attached
 from orchestrator.clients.terraform.messages import ApplyEventFn, ApplyResult, Diagnostic, PlanResult
 from orchestrator.clients.terraform.mirror import LOCAL_PROVIDERS, cache_lock, launcher_env
+from orchestrator.clients.terraform.providers import LOCK_FILE
 from orchestrator.errors import ConfigError, TerraformError, UsageError
 from orchestrator.model.config import TerraformSettings
 
@@ -361,8 +362,14 @@ class _CliEngine:
         return str(self._json_document(done).get("terraform_version", ""))
 
     def init(self, workdir: Path) -> None:
-        """``terraform init``; holds the plugin-cache lock, which Terraform itself does not."""
+        """``terraform init``; holds the plugin-cache lock, which Terraform itself does not.
+
+        A dependency lock file already in ``workdir`` is the site's (:mod:`.providers`): it is
+        used read-only, so a provider that does not match it fails instead of moving it.
+        """
         args = ["init", "-json", "-input=false", "-no-color"]
+        if (Path(workdir) / LOCK_FILE).is_file():
+            args.append("-lockfile=readonly")
         if self.plugin_cache_dir is not None:
             with cache_lock(self.plugin_cache_dir):
                 done = self.run(workdir, args)

@@ -3,7 +3,10 @@
 Providers that are Python modules (the simulated cloud's ``xcesim``) are installed into
 Terraform's *unpacked* filesystem-mirror layout as a tiny shell script that execs the
 module with this interpreter. A CLI configuration file points Terraform at the mirror for
-those namespaces, forbids direct download of them, and names a shared plugin cache.
+those namespaces, forbids direct download of them, and names a shared plugin cache. Every
+other provider comes from the site's own mirror when it names one (``terraform.provider_mirror``:
+a directory or an ``https://`` network mirror, and then never from a registry), else from
+its registry.
 
 Terraform documents its plugin cache as not safe for concurrent ``init``; every engine
 that uses the cache takes :func:`cache_lock` around ``init`` (see ``engine.py``).
@@ -23,6 +26,8 @@ from pathlib import Path
 from filelock import FileLock
 
 from orchestrator import durable
+from orchestrator.errors import ConfigError
+from orchestrator.model.provider_mirror import is_network
 
 REGISTRY = "registry.terraform.io"
 PLATFORM = "linux_amd64"
@@ -75,13 +80,17 @@ def cache_lock(cache_dir: Path, timeout: float = 300.0) -> FileLock:
     return FileLock(str(cache_dir) + ".lock", timeout=timeout)
 
 
-def ensure_mirror(root: Path, providers: Sequence[LocalProvider]) -> Path:
+def ensure_mirror(root: Path, providers: Sequence[LocalProvider], site_mirror: str | None = None) -> Path:
     """Write the mirror of ``providers`` and the CLI configuration under ``root``.
 
-    Idempotent and safe to call from several processes at once: every file is written to a
-    temporary name and renamed into place, and only when its content differs. Returns the
-    path of the CLI configuration file (for ``TF_CLI_CONFIG_FILE``).
+    ``site_mirror`` (``terraform.provider_mirror``) serves every other provider; a directory
+    that does not exist is a configuration error. Idempotent and safe to call from several
+    processes at once: every file is written to a temporary name and renamed into place, and
+    only when its content differs. Returns the path of the CLI configuration file (for
+    ``TF_CLI_CONFIG_FILE``).
     """
+    if site_mirror is not None and not is_network(site_mirror) and not Path(site_mirror).is_dir():
+        raise ConfigError([f"terraform.provider_mirror: {site_mirror}: no such directory"])
     root = root.resolve()
     mirror = root / MIRROR_DIR
     cache = plugin_cache_dir(root)
@@ -90,7 +99,7 @@ def ensure_mirror(root: Path, providers: Sequence[LocalProvider]) -> Path:
     for provider in providers:
         _write_if_changed(mirror / provider.executable_relpath(), _launcher(provider), 0o755)
     config = root / CLI_CONFIG_NAME
-    _write_if_changed(config, _cli_config(mirror, cache, providers), 0o644)
+    _write_if_changed(config, _cli_config(mirror, cache, providers, site_mirror), 0o644)
     return config
 
 
@@ -141,17 +150,32 @@ def _hcl_string(value: str) -> str:
     return json.dumps(value).replace("${", "$${").replace("%{", "%%{")
 
 
-def _cli_config(mirror: Path, cache: Path, providers: Sequence[LocalProvider]) -> str:
-    patterns = sorted({f"{REGISTRY}/{p.namespace}/*" for p in providers})
+def local_patterns(providers: Sequence[LocalProvider] = LOCAL_PROVIDERS) -> list[str]:
+    """The provider address patterns the toolkit's own mirror serves (and no other source does)."""
+    return sorted({f"{REGISTRY}/{p.namespace}/*" for p in providers})
+
+
+def _site_source(site_mirror: str | None, listed: str) -> str:
+    """The installation method of every provider that is not the toolkit's own."""
+    exclude = f"    exclude = [{listed}]\n" if listed else ""
+    if site_mirror is None:
+        return f"  direct {{\n{exclude}  }}\n"
+    if is_network(site_mirror):
+        return f"  network_mirror {{\n    url = {_hcl_string(site_mirror)}\n{exclude}  }}\n"
+    return f"  filesystem_mirror {{\n    path = {_hcl_string(site_mirror)}\n{exclude}  }}\n"
+
+
+def _cli_config(mirror: Path, cache: Path, providers: Sequence[LocalProvider], site_mirror: str | None) -> str:
+    patterns = local_patterns(providers)
     listed = ", ".join(_hcl_string(p) for p in patterns)
-    direct = f"  direct {{\n    exclude = [{listed}]\n  }}\n" if patterns else "  direct {}\n"
+    direct = _site_source(site_mirror, listed)
     mirror_block = (
         f"  filesystem_mirror {{\n    path    = {_hcl_string(str(mirror))}\n    include = [{listed}]\n  }}\n"
         if patterns
         else ""
     )
     return (
-        "# written by xceprov: providers come from the local mirror, never from the network\n"
+        "# written by xceprov: the toolkit's providers from its mirror; the rest from the site's mirror or registry\n"
         f"plugin_cache_dir = {_hcl_string(str(cache))}\n"
         "disable_checkpoint = true\n"
         "provider_installation {\n"

@@ -37,7 +37,11 @@ def test_a_ca_file_not_made_yet_is_a_warning_not_a_problem(tmp_path: Path, toolk
     report = validate_all(site(tmp_path, "tls/ca.pem"), toolkit, engine=FakeEngine())
     assert report.problems == []
     missing = f"controller.ca {tmp_path / 'tls/ca.pem'}: file not found yet"
-    assert report.warnings == [f"{missing}; plan previews without it, apply needs it"]
+    unlocked = (
+        f"terraform/roots/xcesim: no provider lock ({tmp_path / 'state/terraform/locks/xcesim.terraform.lock.hcl'}), "
+        "so provider versions may move; xceprov terraform lock pins them"
+    )
+    assert report.warnings == [f"{missing}; plan previews without it, apply needs it", unlocked]
     assert "template cpu on provider sim" in report.checked
 
 

@@ -432,3 +432,10 @@ def test_interrupt_and_kill_paths_with_events(fake: Path, tmp_path: Path) -> Non
     timed = BinaryEngine(str(fake), timeout=1.0, stop_grace=0.5, poll_interval=0.05)
     with pytest.raises(TerraformError, match="did not finish within 1 s"):
         timed.apply(tmp_path, on_event=events.append)
+
+
+def test_a_lock_file_in_the_working_directory_is_used_read_only(fake: Path, tmp_path: Path) -> None:
+    (tmp_path / ".terraform.lock.hcl").write_text('provider "registry.terraform.io/xce/xcesim" {}\n')
+    BinaryEngine(str(fake)).init(tmp_path)
+    (call,) = calls(fake)
+    assert call["argv"] == ["init", "-json", "-input=false", "-no-color", "-lockfile=readonly"]

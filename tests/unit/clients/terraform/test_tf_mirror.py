@@ -8,6 +8,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
 from orchestrator.clients.terraform.mirror import (
     XCESIM,
     LocalProvider,
@@ -16,6 +18,7 @@ from orchestrator.clients.terraform.mirror import (
     launcher_env,
     plugin_cache_dir,
 )
+from orchestrator.errors import ConfigError
 
 
 def test_layout_and_config(tmp_path: Path) -> None:
@@ -88,3 +91,29 @@ def test_cache_lock_is_reentrant_per_object(tmp_path: Path) -> None:
         assert lock.is_locked
     assert not lock.is_locked
     assert sys.executable  # the launcher depends on it
+
+
+def test_a_site_directory_mirror_serves_every_other_provider_and_nothing_is_downloaded(tmp_path: Path) -> None:
+    site = tmp_path / "site mirror"
+    site.mkdir()
+    text = ensure_mirror(tmp_path / "home", [XCESIM], str(site)).read_text()
+    assert "direct {" not in text
+    assert f'  filesystem_mirror {{\n    path = "{site}"\n    exclude = ["registry.terraform.io/xce/*"]\n  }}\n' in text
+    # The toolkit's own providers still come from the toolkit's mirror.
+    assert 'include = ["registry.terraform.io/xce/*"]' in text
+
+
+def test_a_network_mirror_is_named_by_its_url(tmp_path: Path) -> None:
+    text = ensure_mirror(tmp_path, [XCESIM], "https://mirror.example/providers/").read_text()
+    assert "direct {" not in text
+    assert (
+        'network_mirror {\n    url = "https://mirror.example/providers/"\n    exclude = ["registry.terraform.io/xce/*"]'
+        in text
+    )
+
+
+def test_a_site_mirror_directory_that_does_not_exist_is_a_configuration_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as raised:
+        ensure_mirror(tmp_path, [XCESIM], str(tmp_path / "nope"))
+    assert raised.value.problems == [f"terraform.provider_mirror: {tmp_path / 'nope'}: no such directory"]
+    assert not (tmp_path / "terraform.rc").exists()
