@@ -78,6 +78,18 @@ class SimWorld:
         assert done.returncode == 0, f"xceprov {' '.join(args)}: exit {done.returncode}\n{done.stderr}"
         return done.stdout
 
+    def ok_once_leased(self, *args: str, within: float = 300) -> str:
+        """Run one command that must succeed, again while it is refused with exit 9: a command
+        killed with kill -9 keeps its lease (it is another holder) until the lease's TTL runs out."""
+        deadline = time.monotonic() + within
+        while True:
+            done = self.xceprov(*args)
+            if done.returncode != 9 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert done.returncode == 0, f"xceprov {' '.join(args)}: exit {done.returncode}\n{done.stderr}"
+        return done.stdout
+
     def spawn(self, *args: str) -> subprocess.Popen[str]:
         """Start one command in its own session (so that a kill can take its whole process tree)."""
         return subprocess.Popen(
