@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
-from orchestrator.reconcile.backoff import Backoff
+from orchestrator.model.backoff import Backoff
 from orchestrator.reconcile.statefile import read_entries, write_entries
 
 BOOTSTRAP_FILE: Final = "bootstrap.json"

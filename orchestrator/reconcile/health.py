@@ -23,8 +23,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.model.backoff import Backoff
 from orchestrator.model.config import RetrySettings
-from orchestrator.reconcile.backoff import Backoff
 from orchestrator.reconcile.classify import Classification, FailureClass
 
 ANY_TEMPLATE = "*"

@@ -29,13 +29,13 @@ from typing import Any, TypeVar
 
 from orchestrator.clients.controller.types import HostInfo
 from orchestrator.errors import LeaseLost
+from orchestrator.model.backoff import Backoff
 from orchestrator.model.config import Config
 from orchestrator.model.facts import Fact
 from orchestrator.model.progress import GOOD_HOST_OUTCOMES, STOPPED
 from orchestrator.ops.drain import DrainSettings
 from orchestrator.ops.executor import Bootstrap, Created, Executor
 from orchestrator.ops.hosts import JOINED_STATES
-from orchestrator.reconcile.backoff import Backoff
 from orchestrator.reconcile.bootstraps import OK, BootstrapRecord, BootstrapTracker
 from orchestrator.reconcile.breaker import Breakers
 from orchestrator.reconcile.passctx import PassContext

@@ -24,13 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import ControllerError, LeaseLost
+from orchestrator.model.backoff import Backoff
 from orchestrator.model.config import Config
 from orchestrator.model.instances import new_op_id
 from orchestrator.ops.executor import Bootstrap, Executor
 from orchestrator.ops.openops import OpenOp, open_ops
 from orchestrator.ops.resume import resume_op, survey
 from orchestrator.reconcile import hostphases
-from orchestrator.reconcile.backoff import Backoff
 from orchestrator.reconcile.bootstraps import BootstrapTracker
 from orchestrator.reconcile.breaker import Breakers
 from orchestrator.reconcile.budget import Usage

@@ -32,10 +32,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
-from orchestrator.clients.controller.backoff import Backoff
 from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.clients.controller.types import Fact
 from orchestrator.errors import ControllerMisbehaved
+from orchestrator.model.backoff import Backoff
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,6 @@ from dataclasses import replace
 from typing import Any, Final
 
 from orchestrator.clients.controller import messages as m
-from orchestrator.clients.controller.backoff import Backoff
 from orchestrator.clients.controller.cache import LinkCache
 from orchestrator.clients.controller.lease import LeaseManager
 from orchestrator.clients.controller.pending import NotPrimary, PendingRequests, Reply, Unsupported
@@ -48,6 +47,7 @@ from orchestrator.clients.controller.types import (
 )
 from orchestrator.clients.controller.unknown import Listener, UnknownValues
 from orchestrator.errors import ControllerError, ControllerMisbehaved, FinalError, LeaseLost
+from orchestrator.model.backoff import Backoff
 from orchestrator.model.config import ControllerSettings
 from orchestrator.protocol import framing
 from orchestrator.protocol.holder import process_instance

@@ -15,11 +15,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from orchestrator.clients.controller.backoff import Backoff
 from orchestrator.clients.controller.pending import NotPrimary, PendingRequests
 from orchestrator.clients.controller.transport import Connection, dial
 from orchestrator.clients.controller.types import LinkState
 from orchestrator.errors import ControllerError, FinalError, LeaseLost, XceprovError
+from orchestrator.model.backoff import Backoff
 from orchestrator.model.config import ControllerSettings
 from orchestrator.protocol import tls
 

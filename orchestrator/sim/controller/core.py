@@ -49,7 +49,8 @@ MAX_TEXT_BYTES: Final = 1024
 DEFAULT_FACT_PAGE: Final = 1000
 
 
-def _ms(seconds: float) -> int:
+def to_ms(seconds: float) -> int:
+    """Seconds as whole milliseconds (the protocol's unit)."""
     return round(seconds * 1000)
 
 
@@ -103,7 +104,7 @@ class ControllerCore:
     def new_term(self) -> int:
         """Start a new term (at start and on failover): durable term + 1, empty lease table, grace."""
         with self.lock:
-            self.term_started_ms = _ms(self.clock.wall())
+            self.term_started_ms = to_ms(self.clock.wall())
             self.term = self.store.bump_term(self.term_started_ms)
             self.term_start = self.clock.monotonic()
             self.seq = 0
@@ -171,22 +172,22 @@ class ControllerCore:
             if lease is not None:
                 if lease.holder == holder and not lease.revoked:
                     lease.expires = now + self.ttl
-                    return LeaseGrantV(provider, lease.epoch, _ms(self.ttl), holder)
+                    return LeaseGrantV(provider, lease.epoch, to_ms(self.ttl), holder)
                 return LeaseDenyV(
                     provider,
                     "" if lease.revoked else lease.holder,
-                    max(1, _ms(lease.expires - now)),
+                    max(1, to_ms(lease.expires - now)),
                     "revoked" if lease.revoked else "held",
                 )
             if now < self.grace_end():
                 previous = self.store.last_holder(provider)
                 if previous != holder:
-                    return LeaseDenyV(provider, "", max(1, _ms(self.grace_end() - now)), "grace")
+                    return LeaseDenyV(provider, "", max(1, to_ms(self.grace_end() - now)), "grace")
             self.seq += 1
             lease = Lease(provider, holder, (self.term, self.seq), now + self.ttl)
             self.leases[provider] = lease
             log.info("lease %s granted to %s epoch %d.%d", provider, holder, *lease.epoch)
-            return LeaseGrantV(provider, lease.epoch, _ms(self.ttl), holder)
+            return LeaseGrantV(provider, lease.epoch, to_ms(self.ttl), holder)
 
     def renew(self, holder: str, provider: str, epoch: Epoch) -> LeaseGrantV | LeaseDenyV:
         """Extend a valid lease held by ``holder`` with ``epoch``."""
@@ -196,13 +197,13 @@ class ControllerCore:
             if lease is None:
                 return LeaseDenyV(provider, "", 0, "expired")
             if lease.revoked:
-                return LeaseDenyV(provider, "", max(1, _ms(lease.expires - now)), "revoked")
+                return LeaseDenyV(provider, "", max(1, to_ms(lease.expires - now)), "revoked")
             if lease.holder != holder:
-                return LeaseDenyV(provider, lease.holder, max(1, _ms(lease.expires - now)), "notHolder")
+                return LeaseDenyV(provider, lease.holder, max(1, to_ms(lease.expires - now)), "notHolder")
             if lease.epoch != epoch:
                 return LeaseDenyV(provider, lease.holder, 0, "staleEpoch")
             lease.expires = now + self.ttl
-            return LeaseGrantV(provider, lease.epoch, _ms(self.ttl), holder)
+            return LeaseGrantV(provider, lease.epoch, to_ms(self.ttl), holder)
 
     def release(self, holder: str, provider: str, epoch: Epoch) -> LeaseDenyV | None:
         """Free the lease at once (``None``) if ``holder`` holds it with ``epoch``."""
@@ -212,7 +213,7 @@ class ControllerCore:
             if lease is None or lease.revoked:
                 return None  # nothing valid to release: releasing is idempotent
             if lease.holder != holder:
-                return LeaseDenyV(provider, lease.holder, max(1, _ms(lease.expires - now)), "notHolder")
+                return LeaseDenyV(provider, lease.holder, max(1, to_ms(lease.expires - now)), "notHolder")
             if lease.epoch != epoch:
                 return LeaseDenyV(provider, lease.holder, 0, "staleEpoch")
             del self.leases[provider]
@@ -265,7 +266,7 @@ class ControllerCore:
             rejected = self._fence(holder, fact.provider, (fact.term, fact.seq))
             if rejected is not None:
                 return rejected
-            committed, new = self.store.commit_fact(replace(fact, holder=holder, committed_ms=_ms(self.clock.wall())))
+            committed, new = self.store.commit_fact(replace(fact, holder=holder, committed_ms=to_ms(self.clock.wall())))
             if new:
                 self._apply_fact(committed)
                 self.update_demand()
@@ -283,7 +284,7 @@ class ControllerCore:
                 rejected = self._fence(holder, fact.provider, (fact.term, fact.seq))
                 if rejected is not None:
                     return rejected
-            now_ms = _ms(self.clock.wall())
+            now_ms = to_ms(self.clock.wall())
             results = self.store.commit_facts([replace(f, holder=holder, committed_ms=now_ms) for f in facts])
             for committed, new in results:
                 if new:
@@ -459,7 +460,7 @@ class ControllerCore:
             return ErrorV("refused", f"host {host_name!r} was decommissioned")
         if host.session is not None and host.session is not session:
             host.session.close("replaced by a new join of the same host")
-        now_ms = _ms(self.clock.wall())
+        now_ms = to_ms(self.clock.wall())
         host.session = session
         host.host_name = host_name
         if credential_key is None:
@@ -524,7 +525,7 @@ class ControllerCore:
             if not host.closed:
                 host.closed = True
                 if host.record_fact_id:
-                    self.store.record_close(host.record_fact_id, host.provider, _ms(self.clock.wall()))
+                    self.store.record_close(host.record_fact_id, host.provider, to_ms(self.clock.wall()))
                 self._host_event(drain, host)
                 self.update_demand()
             return drain
@@ -556,7 +557,7 @@ class ControllerCore:
                     f"host {host.host_name or host.instance_id!r} is running work (work {host.busy_work}): "
                     "close it and wait until it is closed, or decommission with force to stop the work",
                 )
-            self.store.add_decommissioned(host.host_name, host.instance_id, _ms(self.clock.wall()))
+            self.store.add_decommissioned(host.host_name, host.instance_id, to_ms(self.clock.wall()))
             host.decommissioned = True
             if host.session is not None:
                 host.session.send(wire.push_worker_stop(reason or "decommissioned"))
@@ -580,7 +581,7 @@ class ControllerCore:
             ]
 
     def _host_event(self, kind: str, host: Host) -> None:
-        frame = wire.push_host_event(kind, host, _ms(self.clock.wall()))
+        frame = wire.push_host_event(kind, host, to_ms(self.clock.wall()))
         for s in self.sessions.values():
             if s.role == "provisioner" and (not host.provider or host.provider in s.providers):
                 s.send(frame)
@@ -607,7 +608,7 @@ class ControllerCore:
     def run_workload(self) -> None:
         """Finish due work (hosts become idle) and start pending work first-in first-out."""
         now = self.clock.monotonic()
-        now_ms = _ms(self.clock.wall())
+        now_ms = to_ms(self.clock.wall())
         for work in list(self.works):
             if work.started and now >= work.started + work.duration:
                 self.works.remove(work)
@@ -638,7 +639,7 @@ class ControllerCore:
         with self.lock:
             templates = self._compute_demand()
             if templates != self._last_demand:
-                return DemandV(self.demand_seq + 1, self.term, _ms(self.clock.wall()), templates)
+                return DemandV(self.demand_seq + 1, self.term, to_ms(self.clock.wall()), templates)
             return DemandV(self.demand_seq, self.term, self._demand_time_ms, templates)
 
     def _compute_demand(self) -> tuple[TemplateDemandV, ...]:
@@ -663,7 +664,7 @@ class ControllerCore:
         if templates != self._last_demand:
             self.demand_seq += 1
             self._last_demand = templates
-            self._demand_time_ms = _ms(self.clock.wall())
+            self._demand_time_ms = to_ms(self.clock.wall())
             frame = wire.demand_message(0, self._current())
             for s in self.sessions.values():
                 if s.role == "provisioner":
@@ -689,7 +690,7 @@ class ControllerCore:
             for s in list(self.sessions.values()):
                 if s.role == "worker" and now - s.last_seen > self.lost_after:
                     s.close("no heartbeat")
-            now_ms = _ms(self.clock.wall())
+            now_ms = to_ms(self.clock.wall())
             for h in list(self.hosts.values()):
                 gone = h.session is None and h.ever_joined and not h.lost and not h.decommissioned
                 if gone and h.disconnected_at and now - h.disconnected_at >= self.lost_after:
@@ -707,9 +708,9 @@ class ControllerCore:
         """Leases for status (live ones, and providers still in grace)."""
         with self.lock:
             now = self.clock.monotonic()
-            grace = max(0, _ms(self.grace_end() - now))
+            grace = max(0, to_ms(self.grace_end() - now))
             return [
-                LeaseInfoV(p, "" if lease.revoked else lease.holder, lease.epoch, _ms(lease.expires - now), grace)
+                LeaseInfoV(p, "" if lease.revoked else lease.holder, lease.epoch, to_ms(lease.expires - now), grace)
                 for p, lease in sorted(self.leases.items())
             ]
 

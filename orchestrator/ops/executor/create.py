@@ -1,0 +1,213 @@
+"""The create op: intent, placement on shards, plan, checked apply, instance facts, bootstrap."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.clients.terraform.messages import PlanResult
+from orchestrator.errors import FinalError, UsageError
+from orchestrator.model import tags as owner
+from orchestrator.model.facts import Epoch, Fact, FactKind
+from orchestrator.model.hostnames import ADDRESS_REFUSED
+from orchestrator.model.instances import InstanceSpec, new_op_id
+from orchestrator.ops.executor.losspath import HostLossPath
+from orchestrator.ops.executor.results import Created, CreateResult
+from orchestrator.ops.executor.shardaccess import op_scope, shard_index
+from orchestrator.ops.fence import epoch_tag
+from orchestrator.ops.plancheck import check_create
+from orchestrator.render.instances import RenderRequest, controller_context, render_op, renderer_for
+from orchestrator.workspace.workdir import ProviderWorkdir
+
+# The instances one shard of an op grows by, and the keys whose facts it records afterwards.
+ShardWork = tuple[Mapping[str, InstanceSpec], Sequence[str]]
+
+
+@dataclass(frozen=True)
+class Grown:
+    """What growing one shard left: keys retired as lost on the way, the apply's outputs."""
+
+    retired: set[str] = field(default_factory=set)
+    outputs: Mapping[str, Any] | None = None
+
+
+class CreateOp(HostLossPath):
+    """Creates hosts of a template on a provider as one op (see :mod:`orchestrator.ops.executor`)."""
+
+    def render(self, provider: str, template: str, count: int, op_id: str, epoch: Epoch) -> dict[str, InstanceSpec]:
+        """The op's instances, tagged with its op id and the real epoch."""
+        if template not in self.config.templates or provider not in self.config.templates[template].providers:
+            raise UsageError(f"template {template!r} cannot run on provider {provider!r}")
+        renderer = renderer_for(self.config, self.root / "templates")
+        request = RenderRequest(provider, template, op_id, count, epoch=epoch_tag(epoch))
+        return render_op(self.config, renderer, request, controller_context(self.config))
+
+    def create(self, provider: str, template: str, count: int, op_id: str | None = None) -> CreateResult:
+        """Create ``count`` hosts of ``template`` on ``provider`` as one op (see the module docstring)."""
+        if count <= 0:
+            raise UsageError(f"count must be at least 1, not {count}")
+        op_id = op_id or new_op_id()
+        shards = self.shards(provider)
+        self.workdir(provider)
+        # Held until every shard the op touches wrote its desired set (and applied): two
+        # placements never read the same free room. Returns do not take it.
+        with shards.placement_lock():
+            epoch = self.gate(provider, op_id, "intent")
+            specs = self.render(provider, template, count, op_id, epoch)
+            placement = shards.place(op_id, sorted(specs))
+            # New shards are built and initialised side by side; a missing desired set refuses
+            # the op before its intent.
+            self.run_shards(placement.items(), lambda shard, _keys: self.checked_desired(self.prepared(shard)))
+            self.commit(Fact(FactKind.REQUEST_INTENT, provider, op_id, epoch, template=template, count=count))
+            self.audit(
+                "op-placed", provider=provider, op=op_id, shards={str(s.path): len(k) for s, k in placement.items()}
+            )
+            work = {shard: ({k: specs[k] for k in keys}, keys) for shard, keys in placement.items()}
+            created = self.grow_shards(provider, op_id, template, work)
+        return self.finish_create(provider, op_id, template, created)
+
+    def checked_desired(self, shard: ProviderWorkdir) -> dict[str, InstanceSpec]:
+        """The shard's desired set read under its lock (refused when missing beside a state)."""
+        with shard.lock():
+            return self.desired(shard)
+
+    def grow_shards(
+        self, provider: str, op_id: str, template: str, work: Mapping[ProviderWorkdir, ShardWork]
+    ) -> list[Created]:
+        """Per shard, under its lock: grow by its instances (when any), then record its keys' facts."""
+
+        def one(shard: ProviderWorkdir, item: ShardWork) -> list[Created]:
+            specs, keys = item
+            with shard.lock():
+                grown = self.grow(provider, shard, op_id, specs) if specs else Grown()
+                # A key of this op found lost on the way (a resume of a half-applied op) has its
+                # ``lost`` fact: it is accounted for, there is no instance to record.
+                mine = sorted(k for k in keys if k not in grown.retired)
+                return self.record_created(provider, shard, op_id, template, mine, grown.outputs) if mine else []
+
+        made = self.run_shards(sorted(work.items(), key=lambda kv: shard_index(kv[0])), one)
+        return sorted((c for part in made for c in part), key=lambda c: c.key)
+
+    def grow(self, provider: str, workdir: ProviderWorkdir, op_id: str, specs: Mapping[str, InstanceSpec]) -> Grown:
+        """Desired set + ``specs``, planned, checked, written, applied (the workdir lock is held);
+        the keys found lost and retired on the way, and the outputs the apply reported.
+
+        The op's own plan is the host-loss observation: its refresh reports every managed
+        instance the cloud deleted as drift (``LossObserver.record``). Nothing deleted: that plan
+        is checked and applied, the only Terraform plan before the apply. A deletion: the loss
+        path (the observer reads the cloud again, ``lost`` facts, keys out of the desired set),
+        then the op is planned again without the lost keys. A deletion not judged lost (the
+        second read saw the instance, or the listing shows it alive) is forgiven; if the new plan
+        still misses it, its re-create fails the check and the op is refused: never re-created
+        silently, and the next op observes again.
+        """
+        desired = self.desired(workdir)
+        scope = op_scope(provider, op_id)
+        observer = self.losses(self.engine, workdir.path)
+        with self.planned(workdir, {**desired, **specs}, scope) as (plan, plan_file, variables):
+            # Nothing managed yet: nothing can have been lost (the op's plan observes nothing).
+            deleted = sorted(observer.record(plan).deleted) if desired else []
+            if not deleted:
+                return Grown(set(), self.apply_grown(provider, workdir, op_id, specs, plan, plan_file, variables))
+        self.audit("op-drift-deleted", provider=provider, op=op_id, shard=shard_index(workdir), keys=deleted)
+        lost = list(observer.observe())
+        desired = self.retire_lost(provider, workdir, desired, lost, op_id)
+        retired = {item.instance_key for item in lost}
+        # A lost key never comes back under the same key (it is the cloud's idempotency token).
+        specs = {k: v for k, v in specs.items() if k not in retired}
+        with self.planned(workdir, {**desired, **specs}, scope) as (plan, plan_file, variables):
+            return Grown(retired, self.apply_grown(provider, workdir, op_id, specs, plan, plan_file, variables))
+
+    def apply_grown(
+        self,
+        provider: str,
+        workdir: ProviderWorkdir,
+        op_id: str,
+        specs: Mapping[str, InstanceSpec],
+        plan: PlanResult,
+        plan_file: Path,
+        variables: dict[str, Any],
+    ) -> Mapping[str, Any] | None:
+        """The create's plan checked (creates exactly ``specs``), the desired set written, applied;
+        the outputs the apply reported (:meth:`apply`)."""
+        check_create(plan, set(specs), f"op {op_id} on provider {provider}")
+        workdir.desired.write(variables)  # the op's instances are durable before the cloud call
+        self.audit(
+            "op-desired",
+            provider=provider,
+            op=op_id,
+            add=sorted(specs),
+            planned={"add": plan.summary.add, "change": plan.summary.change, "remove": plan.summary.remove},
+        )
+        return self.apply(provider, workdir, plan_file, op_id, plan, {k: v.name for k, v in specs.items()})
+
+    def record_created(
+        self,
+        provider: str,
+        workdir: ProviderWorkdir,
+        op_id: str,
+        template: str,
+        keys: Sequence[str],
+        applied: Mapping[str, Any] | None = None,
+    ) -> list[Created]:
+        """``instanceCreated`` and ``expectedHost`` for every key Terraform now holds (``applied``:
+        the outputs of the apply just made, see :meth:`state_instances`)."""
+        held = self.state_instances(workdir, applied)
+        missing = [k for k in keys if k not in held]
+        if missing:
+            self.audit("op-incomplete", provider=provider, op=op_id, missing=missing)
+            raise FinalError(
+                f"op {op_id}: Terraform holds no instance for {', '.join(missing)} after the apply; "
+                "the op stays open (xceprov ops resume)"
+            )
+        deadline_after = float(self.config.providers[provider].join_deadline)
+        # One gate and one batch for the shard's keys (the link splits it into requests within
+        # the protocol's limit): both facts of a key sit side by side, so a crash between two
+        # requests leaves whole keys recorded or not, and resume records the rest.
+        epoch = self.gate(provider, op_id, "instance facts")
+        created: list[Created] = []
+        facts: list[Fact] = []
+        for key in keys:
+            inst = held[key]
+            if inst.get(ADDRESS_REFUSED):
+                # Recorded unaddressed; the bootstrap gives the host its failed result.
+                self.audit("address-refused", provider=provider, op=op_id, key=key, reason=inst[ADDRESS_REFUSED])
+            item = Created(
+                key,
+                str(inst.get("id", "")),
+                str(inst.get("name", "")),
+                str(inst.get("address") or ""),
+                str((inst.get("tags") or {}).get(owner.TEMPLATE, template)),
+                self.clock() + deadline_after,
+            )
+            common: dict[str, Any] = {
+                "instance_key": key,
+                "instance_id": item.instance_id,
+                "template": item.template,
+                "host_name": item.name,
+                "address": item.address,
+            }
+            facts.append(Fact(FactKind.INSTANCE_CREATED, provider, op_id, epoch, **common))
+            facts.append(
+                Fact(FactKind.EXPECTED_HOST, provider, op_id, epoch, join_deadline=item.join_deadline, **common)
+            )
+            created.append(item)
+        self.commit_many(facts)
+        return created
+
+    def finish_create(self, provider: str, op_id: str, template: str, created: list[Created]) -> CreateResult:
+        """Bootstrap (when wired) and the op's closing audit entry."""
+        result = CreateResult(op_id, provider, template, created)
+        self.audit(
+            "op-created",
+            provider=provider,
+            op=op_id,
+            template=template,
+            instances={c.key: c.instance_id for c in created},
+        )
+        if self.bootstrap is not None and created:
+            result.bootstrap = dict(self.bootstrap(provider, created))
+            self.audit("op-bootstrap", provider=provider, op=op_id, hosts=result.bootstrap)
+        return result

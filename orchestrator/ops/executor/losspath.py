@@ -1,0 +1,64 @@
+"""The host-loss path: ``lost`` facts for instances the cloud took away, their keys out of the desired set."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from orchestrator.model import tags as owner
+from orchestrator.model.facts import Fact, FactKind
+from orchestrator.model.instances import InstanceSpec
+from orchestrator.ops.executor.tfsteps import TerraformSteps
+from orchestrator.ops.hostloss import LostInstance
+from orchestrator.render.instances import render_settings
+from orchestrator.workspace.workdir import ProviderWorkdir
+
+
+class HostLossPath(TerraformSteps):
+    """Retires lost instances before an apply (docs/operations.md, host loss)."""
+
+    def drop_lost(
+        self, provider: str, workdir: ProviderWorkdir, desired: dict[str, InstanceSpec], op_id: str
+    ) -> dict[str, InstanceSpec]:
+        """The host-loss path before a return's plan (the observer reads the cloud itself): ``lost``
+        facts, keys out of the desired set, never re-created. A create observes with its own plan
+        instead (:meth:`grow`)."""
+        if not desired:
+            return desired  # nothing managed yet: nothing can have been lost
+        observer = self.losses(self.engine, workdir.path)
+        return self.retire_lost(provider, workdir, desired, list(observer.observe()), op_id)
+
+    def retire_lost(
+        self,
+        provider: str,
+        workdir: ProviderWorkdir,
+        desired: dict[str, InstanceSpec],
+        lost: Sequence[LostInstance],
+        op_id: str,
+    ) -> dict[str, InstanceSpec]:
+        """The host-loss path for instances already judged lost (by this executor's observer, or
+        by the orphan scan's reads): ``lost`` facts, keys out of the desired set (lock held)."""
+        if not lost:
+            return desired
+        epoch = self.gate(provider, op_id, "lost facts")
+        facts: list[Fact] = []
+        for item in lost:
+            spec = desired.get(item.instance_key)
+            detail = json.dumps({"reason": item.reason, **item.evidence}, sort_keys=True, default=str)
+            facts.append(
+                Fact(
+                    FactKind.LOST,
+                    provider,
+                    spec.tags.get(owner.OP_ID, op_id) if spec else op_id,
+                    epoch,
+                    instance_key=item.instance_key,
+                    instance_id=item.instance_id,
+                    template=spec.template if spec else "",
+                    detail=detail[:4000],
+                )
+            )
+        self.commit_many(facts)
+        remaining = {k: v for k, v in desired.items() if k not in {i.instance_key for i in lost}}
+        workdir.desired.write(workdir.variables(remaining, render_settings(self.config, provider)))
+        self.audit("desired-lost-removed", provider=provider, keys=sorted(i.instance_key for i in lost))
+        return remaining

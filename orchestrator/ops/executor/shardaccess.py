@@ -1,0 +1,120 @@
+"""The executor's parts, the shards of each provider and the runner that works on several shards at once."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from orchestrator.clients.terraform.engine import Engine
+from orchestrator.errors import LeaseLost
+from orchestrator.model.config import Config
+from orchestrator.model.progress import ProgressSink
+from orchestrator.ops.drain import Decommission
+from orchestrator.ops.executor.results import Created
+from orchestrator.ops.facts import FactLog
+from orchestrator.ops.fence import Fence
+from orchestrator.ops.hosts import HostControl
+from orchestrator.ops.losses import LossObserver, observer_for
+from orchestrator.workspace.shards import ProviderShards
+from orchestrator.workspace.terraform import prepared_workdir
+from orchestrator.workspace.workdir import ProviderWorkdir
+
+# provider, the instances just created → host name → outcome ("ok", "failed: ...").
+Bootstrap = Callable[[str, Sequence[Created]], Mapping[str, str]]
+LossFactory = Callable[[Engine, Path], LossObserver]
+
+
+def op_scope(provider: str, op_id: str) -> str:
+    """How an op is named in progress reports: ``<provider> <op id>``."""
+    return f"{provider} {op_id}"
+
+
+def shard_index(shard: ProviderWorkdir) -> int:
+    """The shard's index (0 for a plain working directory: it is shard 0)."""
+    return int(getattr(shard, "index", 0))
+
+
+class ShardAccess:
+    """The executor's parts and the shards of its providers (the rooms above build on it)."""
+
+    def __init__(
+        self,
+        config: Config,
+        toolkit_root: Path,
+        engine: Engine,
+        fence: Fence,
+        facts: FactLog,
+        hosts: HostControl,
+        *,
+        bootstrap: Bootstrap | None = None,
+        decommission: Decommission | None = None,
+        losses: LossFactory = observer_for,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+        progress: ProgressSink | None = None,
+    ) -> None:
+        self.config = config
+        self.root = toolkit_root
+        self.engine = engine
+        self.fence = fence
+        self.facts = facts
+        self.hosts = hosts
+        self.bootstrap = bootstrap
+        self.decommission = decommission
+        self.losses = losses
+        self.clock = clock
+        self.sleep = sleep
+        # Plans made and instances applied are reported here (the command line shows them).
+        self.progress: ProgressSink | None = progress
+        self._shards: dict[str, ProviderShards] = {}
+        # Shards of one op run in threads: facts and audit entries are written one at a time.
+        self.serial = threading.RLock()
+
+    # -- small steps -----------------------------------------------------------------------------
+
+    def shards(self, provider: str) -> ProviderShards:
+        """The provider's shards (one object per provider, so its desired-set cache is shared)."""
+        if provider not in self._shards:
+            self._shards[provider] = ProviderShards(self.config, provider, self.root)
+        return self._shards[provider]
+
+    def workdir(self, provider: str) -> ProviderWorkdir:
+        """The provider's shard 0 (its listing shard), built and initialised."""
+        workdir = self.shards(provider).listing_shard()
+        prepared_workdir(self.engine, workdir)
+        return workdir
+
+    def prepared(self, shard: ProviderWorkdir) -> ProviderWorkdir:
+        """``shard`` built and initialised (a new shard is made on its first use)."""
+        prepared_workdir(self.engine, shard)
+        return shard
+
+    def shard_list(self, provider: str) -> list[ProviderWorkdir]:
+        """Every shard of the provider on disk, shard 0 first, each built and initialised."""
+        self.workdir(provider)
+        return [self.prepared(shard) for shard in self.shards(provider).all()]
+
+    def run_shards(
+        self, work: Iterable[tuple[ProviderWorkdir, Any]], step: Callable[[ProviderWorkdir, Any], Any]
+    ) -> list[Any]:
+        """``step(shard, item)`` for every pair, at most ``terraform.parallel_states`` at a time.
+
+        Every shard runs to its end even when another fails (what one shard applied gets its
+        facts); then the first failure is raised, a lost lease before any other, so the op stays
+        open and resumable. The answers come back in the order of ``work``.
+        """
+        items = list(work)
+        if len(items) <= 1:
+            return [step(shard, item) for shard, item in items]
+        workers = min(self.config.terraform.parallel_states, len(items))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="xceprov-shard") as pool:
+            futures = [pool.submit(step, shard, item) for shard, item in items]
+            errors = [f.exception() for f in futures]
+        failed = [e for e in errors if e is not None]
+        if failed:
+            raise next((e for e in failed if isinstance(e, LeaseLost)), failed[0])
+        return [f.result() for f in futures]
