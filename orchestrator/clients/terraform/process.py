@@ -3,7 +3,7 @@
 :class:`TerraformProcess` runs ``terraform ARGS`` in a working directory with a per-call
 environment (CLI configuration, plugin cache, ``TF_IN_AUTOMATION``), waits for it without
 holding the GIL, and interrupts it once, gracefully, on a timeout or a caller's stop request.
-The command lines and their parsing are :mod:`.commands`'; the two engines are :mod:`.engine`'s.
+The command lines and their parsing are in :mod:`.commands`, the two engines in :mod:`.engine`.
 """
 
 from __future__ import annotations
