@@ -169,9 +169,9 @@ class BenchDaemon(Daemon):
         self.marks = marks
         self.whole: list[float] = []
 
-    def _on_demand(self, snapshot: Any) -> None:
+    def on_demand(self, snapshot: Any) -> None:
         self.marks.note("push received")
-        super()._on_demand(snapshot)
+        super().on_demand(snapshot)
 
     def start(self) -> None:
         super().start()
@@ -202,7 +202,7 @@ class BenchDaemon(Daemon):
 
     def wake_pass(self) -> None:
         """Ask for a pass now (as a host event would)."""
-        self._wake("interval")
+        self.wake("interval")
 
 
 def configure(world: SimWorld, interval: float) -> None:

@@ -4,7 +4,8 @@
 provider (``clients.controller.keeper``: renewals in a child process), the controller link, one
 executor (``guarded``: ops held as work in flight, none started once stopping; ``fence``: closed
 a little before the stop bound) and the reconciler, the loop that runs its passes, and the status
-file and metrics made from each pass (``statusdoc``). Its plumbing: ``metrics`` (Prometheus, a
+file and metrics made from each pass (``statusdoc``, written by ``publish``); ``parts`` is what it
+is built from, ``wakeups`` what wakes its loop. Its plumbing: ``metrics`` (Prometheus, a
 registry of its own, off by default), ``logs`` (text or JSON lines; untrusted strings kept as
 data), ``systemd`` (readiness, status, reload, stopping, watchdog), ``lifecycle`` (SIGTERM within
 ``daemon.stop_timeout``, SIGHUP keeping the last good configuration), ``restartonly`` (the keys

@@ -24,20 +24,14 @@ leases are released); the loop starts no new pass and the executor no new op.
 from __future__ import annotations
 
 import logging
-import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from orchestrator.clients.controller.factreader import FactReader
 from orchestrator.clients.controller.keeper import LeaseKeeper
 from orchestrator.clients.controller.link import ControllerLink
-from orchestrator.clients.controller.types import DemandSnapshot, HostEvent, HostInfo
-from orchestrator.clients.terraform.engine import Engine
 from orchestrator.configfile import LoadedConfig
 from orchestrator.daemon.fence import StopFence
 from orchestrator.daemon.guarded import (
@@ -52,18 +46,38 @@ from orchestrator.daemon.guarded import (
 from orchestrator.daemon.lifecycle import Lifecycle, exit_process
 from orchestrator.daemon.metrics import DaemonMetrics, MetricsEndpoint, daemon_version, start_endpoint
 from orchestrator.daemon.orphanscan import OrphanScans, Scanning
-from orchestrator.daemon.statusdoc import build_document, update_metrics
-from orchestrator.daemon.systemd import Heartbeat, Notifier, WatchdogPinger
-from orchestrator.errors import ControllerError, UsageError, XceprovError
+from orchestrator.daemon.parts import (
+    DaemonOptions,
+    LoopParts,
+    PassReporting,
+    ReconcilerFactory,
+    Reconciling,
+    ScannerFactory,
+    default_reconciler,
+    default_scanner,
+)
+from orchestrator.daemon.publish import StatusPublishing
+from orchestrator.daemon.systemd import Heartbeat, WatchdogPinger
+from orchestrator.daemon.wakeups import WakeUps
+from orchestrator.errors import UsageError, XceprovError
 from orchestrator.model.config import Config
-from orchestrator.model.facts import Fact
-from orchestrator.ops.drain import Decommission
-from orchestrator.ops.executor import Bootstrap
 from orchestrator.ops.facts import LinkFacts
 from orchestrator.ops.hosts import LinkHosts
-from orchestrator.reconcile.breaker import Breakers
-from orchestrator.workspace.daemonstatus import write_status
 from orchestrator.workspace.terraform import engine_for
+
+# The daemon's public face: the process, and what it is built from (``parts.py``).
+__all__ = [
+    "Daemon",
+    "DaemonOptions",
+    "LoopParts",
+    "PassReporting",
+    "ReconcilerFactory",
+    "Reconciling",
+    "ScannerFactory",
+    "daemon_instance_id",
+    "default_reconciler",
+    "default_scanner",
+]
 
 log = logging.getLogger(__name__)
 
@@ -95,84 +109,7 @@ def daemon_instance_id(cluster: str) -> str:
     return f"{cluster}-daemon-{socket.gethostname()}"
 
 
-class PassReporting(Protocol):
-    """What the daemon needs from a pass's report (``orchestrator.reconcile.loop.PassReport``)."""
-
-    def to_json(self) -> dict[str, Any]:
-        """The report as JSON values."""
-        ...
-
-
-class Reconciling(Protocol):
-    """What the daemon needs from the reconciler (``orchestrator.reconcile.loop.Reconciler``)."""
-
-    def run_once(self, trigger: str = "interval") -> PassReporting:
-        """One pass, in ordered phases."""
-        ...
-
-    def reload(self, config: Config) -> None:
-        """Use ``config`` from the next pass on."""
-        ...
-
-
-@dataclass(frozen=True)
-class LoopParts:
-    """What the reconciler is built from (the factory's argument)."""
-
-    config: Config
-    executor: DaemonExecutor
-    link: ControllerLink
-    bootstrap: Bootstrap | None
-    clock: Callable[[], float]
-    # The facts, read incrementally; shared by the pass and the status file after it.
-    facts: FactReader | None = None
-
-
-ReconcilerFactory = Callable[[LoopParts], Reconciling]
-
-
-def default_reconciler(parts: LoopParts) -> Reconciling:
-    """The reconcile loop of ``orchestrator.reconcile.loop`` over the daemon's link."""
-    from orchestrator.reconcile.loop import Reconciler
-    from orchestrator.reconcile.view import LinkView
-
-    return Reconciler(
-        parts.config,
-        parts.executor,
-        LinkView(parts.link, parts.facts),
-        clock=parts.clock,
-        state_dir=parts.config.state_dir,
-        bootstrap=parts.bootstrap,
-    )
-
-
-ScannerFactory = Callable[[LoopParts], Scanning]
-
-
-def default_scanner(parts: LoopParts) -> Scanning:
-    """The orphan scan of ``orchestrator.orphans`` over the daemon's executor and link."""
-    from orchestrator.orphans.inputs import LinkController
-    from orchestrator.orphans.scan import OrphanScanner
-
-    return OrphanScanner(parts.config, parts.executor, LinkController(parts.link), parts.clock, parts.config.state_dir)
-
-
-@dataclass
-class DaemonOptions:
-    """What the command line hands the daemon (the parts only it may build)."""
-
-    toolkit_root: Path
-    bootstrap: Bootstrap | None = None
-    decommission: Decommission | None = None
-    engine: Engine | None = None
-    notifier: Notifier = field(default_factory=lambda: Notifier({}))
-    watchdog_interval: float | None = None
-    reconciler: ReconcilerFactory = default_reconciler
-    orphan_scanner: ScannerFactory = default_scanner
-    clock: Callable[[], float] = time.time
-
-
-class Daemon:
+class Daemon(WakeUps, StatusPublishing):
     """One daemon process (see the module docstring); :meth:`run` returns its exit status."""
 
     def __init__(self, lifecycle: Lifecycle, options: DaemonOptions) -> None:
@@ -238,10 +175,10 @@ class Daemon:
         lifecycle.on_stop("lease release", lambda: self.keeper.close(release=True) if self.keeper else None)
         self.keeper.start()
         self.keeper.attach(self.link)
-        self.link.on_demand(self._on_demand)
-        self.link.on_host_event(self._on_host_event)
+        self.link.on_demand(self.on_demand)
+        self.link.on_host_event(self.on_host_event)
         self.link.on_unknown_value(self.metrics.unknown_value)
-        lifecycle.on_reload(self._on_reload)
+        lifecycle.on_reload(self.on_reload)
         lifecycle.on_sighup_done(lambda taken: self.metrics.reload_finished(taken, options.clock()))
         self.metrics.watch_link(lambda: self.link is not None and self.link.state().connected)
         self.link.start()
@@ -290,40 +227,6 @@ class Daemon:
             if statuses and all(s.held for s in statuses):
                 return
             self.lifecycle.wait_stopping(0.1)
-
-    # -- wake-ups ----------------------------------------------------------------------------
-
-    def _wake(self, trigger: str) -> None:
-        with self._trigger_lock:
-            # One pass serves every wake-up since the last one; a demand push names it first.
-            if not self._trigger or trigger == "demand":
-                self._trigger = trigger
-        self.lifecycle.wake()
-
-    def _on_demand(self, _snapshot: DemandSnapshot) -> None:
-        self._wake("demand")
-
-    def _on_host_event(self, _event: HostEvent) -> None:
-        self._wake("host-event")
-
-    def _on_reload(self, new: LoadedConfig) -> None:
-        # On the signal thread: only noted here; the loop applies it between two passes, so a
-        # pass never sees its configuration change under it.
-        with self._trigger_lock:
-            self._reloaded = new
-        self._wake("reload")
-
-    def _take_trigger(self) -> str:
-        with self._trigger_lock:
-            trigger, self._trigger = self._trigger, ""
-            return trigger
-
-    def _lease_gained(self) -> bool:
-        assert self.keeper is not None
-        held = {s.provider: s.held for s in self.keeper.status()}
-        gained = any(v and not self._held_before.get(p, False) for p, v in held.items())
-        self._held_before = held
-        return gained
 
     def _apply_reload(self) -> None:
         """A reloaded configuration into the loop's parts, between two passes (or scans).
@@ -377,10 +280,10 @@ class Daemon:
                 return "interval"
             if not self.lifecycle.wait(min(left, LEASE_POLL)):
                 return None
-            trigger = self._take_trigger()
+            trigger = self.take_trigger()
             if trigger:
                 return trigger
-            if self._lease_gained():
+            if self.lease_gained():
                 return "lease"
 
     def _scanner(self, config: Config) -> Scanning:
@@ -414,7 +317,7 @@ class Daemon:
         if not self.orphans.run(trigger):
             return False
         self.heartbeat.beat()
-        self._publish(self._last_report, None)
+        self.publish_status(self._last_report, None)
         return not self.lifecycle.stopping
 
     def run_pass(self, trigger: str) -> bool:
@@ -440,86 +343,16 @@ class Daemon:
         self.passes += 1
         self.heartbeat.beat()
         self._last_report = report
-        self._publish(report, duration)
+        self.publish_status(report, duration)
         return True
 
-    def _publish(self, report: dict[str, Any] | None, duration: float | None) -> None:
-        try:
-            document = self._build(report, "stopping" if self.lifecycle.stopping else "running")
-            write_status(self.config.state_dir, document)
-            update_metrics(self.metrics, document, self.config.templates, duration)
-            self._document = document
-        except Exception:  # a status that cannot be written must not stop the loop
-            log.exception("daemon status not written")
-            return
-        held = sum(1 for row in document["leases"] if row["held"])
-        ops = len((report or {}).get("ops", []))
-        self.options.notifier.status(
-            f"pass {self.passes} ({(report or {}).get('trigger', '-')}): {ops} ops started; "
-            f"leases {held}/{len(self.providers)}"
-        )
-
-    def _build(self, report: dict[str, Any] | None, state: str) -> dict[str, Any]:
-        assert self.link is not None and self.keeper is not None and self.fact_reader is not None
-        link, reader = self.link, self.fact_reader
-        facts: dict[str, Sequence[Fact]]
-        hosts: Sequence[HostInfo]
-        try:
-            # Fresh: another holder or a command may have committed facts the link never saw
-            # (asked from the last fact id seen: the pass just read the rest).
-            facts = {p: reader.facts(p) for p in self.providers}
-            hosts = link.host_status()
-        except ControllerError as exc:
-            # The controller is away: the status matters most now; the link's last copy says
-            # what was known (the pass, which reads fresh, did nothing on it).
-            log.debug("status from the link's cache: %s", exc)
-            facts = {p: link.facts(p) for p in self.providers}
-            hosts = link.hosts()
-        return build_document(
-            daemon=self._daemon_member(state),
-            report=report,
-            leases=self.keeper.status(),
-            breakers=Breakers.load(self.config.state_dir, self.config.policy.breaker),
-            facts=facts,
-            hosts=hosts,
-            now=self.options.clock(),
-            orphans=self.orphans.to_json() if self.orphans is not None else None,
-        )
-
-    def _daemon_member(self, state: str) -> dict[str, Any]:
-        return {
-            "pid": os.getpid(),
-            "instance_id": self.instance_id,
-            "host": socket.gethostname(),
-            "state": state,
-            "started": self.started,
-            "passes": self.passes,
-            "reconcile_interval": self.config.daemon.reconcile_interval,
-            "config": str(self.lifecycle.config.source),
-        }
-
-    def _rewrite(self, state: str) -> None:
-        """The last status again with a new ``state``: no controller round trip (a stop must not
-        wait for one); ``stopped``: the leases are released by now."""
-        document = dict(self._document or {"last_pass": None, "breakers": [], "open_ops": [], "instances": {}})
-        document["daemon"] = {**self._daemon_member(state), "written": self.options.clock()}
-        if state == "stopped":
-            document["leases"] = [
-                {**row, "held": False, "epoch": None, "remaining": 0.0, "holder": "", "note": "released at stop"}
-                for row in document.get("leases", [])
-            ]
-        document.setdefault("leases", [])
-        document.setdefault("reclaim_candidates", [])
-        document.setdefault("orphans", self.orphans.to_json() if self.orphans is not None else None)
-        write_status(self.config.state_dir, document)
-
     def _write_stopped(self) -> None:
-        self._rewrite("stopped")
+        self.rewrite_status("stopped")
 
     def _stop_when_asked(self) -> None:
         self.lifecycle.wait_stopping()
         try:
-            self._rewrite("stopping")
+            self.rewrite_status("stopping")
         except Exception:  # the stop goes on without it
             log.exception("daemon status not written")
         self._exit_code = self.lifecycle.shutdown()

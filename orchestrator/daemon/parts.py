@@ -1,0 +1,102 @@
+"""What the daemon is built from: the command line's options and the parts of its loop.
+
+:class:`DaemonOptions` holds what only the command line may build (the bootstrap, the engine,
+the systemd notifier, the reconciler and scanner factories); :class:`LoopParts` is what the
+reconciler and the orphan scan are built from, and the two protocols say what the daemon needs
+of the reconciler and its pass report. The process itself is :mod:`.service`'s.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from orchestrator.clients.controller.factreader import FactReader
+from orchestrator.clients.controller.link import ControllerLink
+from orchestrator.clients.terraform.engine import Engine
+from orchestrator.daemon.guarded import DaemonExecutor
+from orchestrator.daemon.orphanscan import Scanning
+from orchestrator.daemon.systemd import Notifier
+from orchestrator.model.config import Config
+from orchestrator.ops.drain import Decommission
+from orchestrator.ops.executor import Bootstrap
+
+
+class PassReporting(Protocol):
+    """What the daemon needs from a pass's report (``orchestrator.reconcile.loop.PassReport``)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as JSON values."""
+        ...
+
+
+class Reconciling(Protocol):
+    """What the daemon needs from the reconciler (``orchestrator.reconcile.loop.Reconciler``)."""
+
+    def run_once(self, trigger: str = "interval") -> PassReporting:
+        """One pass, in ordered phases."""
+        ...
+
+    def reload(self, config: Config) -> None:
+        """Use ``config`` from the next pass on."""
+        ...
+
+
+@dataclass(frozen=True)
+class LoopParts:
+    """What the reconciler is built from (the factory's argument)."""
+
+    config: Config
+    executor: DaemonExecutor
+    link: ControllerLink
+    bootstrap: Bootstrap | None
+    clock: Callable[[], float]
+    # The facts, read incrementally; shared by the pass and the status file after it.
+    facts: FactReader | None = None
+
+
+ReconcilerFactory = Callable[[LoopParts], Reconciling]
+
+
+def default_reconciler(parts: LoopParts) -> Reconciling:
+    """The reconcile loop of ``orchestrator.reconcile.loop`` over the daemon's link."""
+    from orchestrator.reconcile.loop import Reconciler
+    from orchestrator.reconcile.view import LinkView
+
+    return Reconciler(
+        parts.config,
+        parts.executor,
+        LinkView(parts.link, parts.facts),
+        clock=parts.clock,
+        state_dir=parts.config.state_dir,
+        bootstrap=parts.bootstrap,
+    )
+
+
+ScannerFactory = Callable[[LoopParts], Scanning]
+
+
+def default_scanner(parts: LoopParts) -> Scanning:
+    """The orphan scan of ``orchestrator.orphans`` over the daemon's executor and link."""
+    from orchestrator.orphans.inputs import LinkController
+    from orchestrator.orphans.scan import OrphanScanner
+
+    return OrphanScanner(parts.config, parts.executor, LinkController(parts.link), parts.clock, parts.config.state_dir)
+
+
+@dataclass
+class DaemonOptions:
+    """What the command line hands the daemon (the parts only it may build)."""
+
+    toolkit_root: Path
+    bootstrap: Bootstrap | None = None
+    decommission: Decommission | None = None
+    engine: Engine | None = None
+    notifier: Notifier = field(default_factory=lambda: Notifier({}))
+    watchdog_interval: float | None = None
+    reconciler: ReconcilerFactory = default_reconciler
+    orphan_scanner: ScannerFactory = default_scanner
+    clock: Callable[[], float] = time.time

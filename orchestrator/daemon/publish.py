@@ -1,0 +1,124 @@
+"""The daemon's status after each pass: the status file, the metrics made from it, systemd's status line.
+
+:class:`StatusPublishing` is the part of :class:`.service.Daemon` that writes
+``<state_dir>/daemon/status.json`` (the document of :mod:`.statusdoc`) and updates the metrics
+from it after a pass or a scan (:meth:`~StatusPublishing.publish_status`), and rewrites the last
+status with a new state at a stop without a controller round trip
+(:meth:`~StatusPublishing.rewrite_status`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Sequence
+from typing import Any
+
+from orchestrator.clients.controller.factreader import FactReader
+from orchestrator.clients.controller.keeper import LeaseKeeper
+from orchestrator.clients.controller.link import ControllerLink
+from orchestrator.clients.controller.types import HostInfo
+from orchestrator.daemon.lifecycle import Lifecycle
+from orchestrator.daemon.metrics import DaemonMetrics
+from orchestrator.daemon.orphanscan import OrphanScans
+from orchestrator.daemon.parts import DaemonOptions
+from orchestrator.daemon.statusdoc import build_document, update_metrics
+from orchestrator.errors import ControllerError
+from orchestrator.model.config import Config
+from orchestrator.model.facts import Fact
+from orchestrator.reconcile.breaker import Breakers
+from orchestrator.workspace.daemonstatus import write_status
+
+# The service's logger, as before the status had a module of its own (log filters keep working).
+log = logging.getLogger("orchestrator.daemon.service")
+
+
+class StatusPublishing:
+    """The daemon's status file and metrics; :class:`.service.Daemon` sets the parts it reads."""
+
+    lifecycle: Lifecycle
+    options: DaemonOptions
+    config: Config
+    metrics: DaemonMetrics
+    instance_id: str
+    providers: list[str]
+    started: float
+    passes: int
+    link: ControllerLink | None
+    keeper: LeaseKeeper | None
+    fact_reader: FactReader | None
+    orphans: OrphanScans | None
+    # The last document written: a stop rewrites it with a new state.
+    _document: dict[str, Any] | None
+
+    def publish_status(self, report: dict[str, Any] | None, duration: float | None) -> None:
+        """The status file, the metrics and systemd's status line after a pass (``duration``) or a scan."""
+        try:
+            document = self._build(report, "stopping" if self.lifecycle.stopping else "running")
+            write_status(self.config.state_dir, document)
+            update_metrics(self.metrics, document, self.config.templates, duration)
+            self._document = document
+        except Exception:  # a status that cannot be written must not stop the loop
+            log.exception("daemon status not written")
+            return
+        held = sum(1 for row in document["leases"] if row["held"])
+        ops = len((report or {}).get("ops", []))
+        self.options.notifier.status(
+            f"pass {self.passes} ({(report or {}).get('trigger', '-')}): {ops} ops started; "
+            f"leases {held}/{len(self.providers)}"
+        )
+
+    def _build(self, report: dict[str, Any] | None, state: str) -> dict[str, Any]:
+        assert self.link is not None and self.keeper is not None and self.fact_reader is not None
+        link, reader = self.link, self.fact_reader
+        facts: dict[str, Sequence[Fact]]
+        hosts: Sequence[HostInfo]
+        try:
+            # Fresh: another holder or a command may have committed facts the link never saw
+            # (asked from the last fact id seen: the pass just read the rest).
+            facts = {p: reader.facts(p) for p in self.providers}
+            hosts = link.host_status()
+        except ControllerError as exc:
+            # The controller is away: the status matters most now; the link's last copy says
+            # what was known (the pass, which reads fresh, did nothing on it).
+            log.debug("status from the link's cache: %s", exc)
+            facts = {p: link.facts(p) for p in self.providers}
+            hosts = link.hosts()
+        return build_document(
+            daemon=self._daemon_member(state),
+            report=report,
+            leases=self.keeper.status(),
+            breakers=Breakers.load(self.config.state_dir, self.config.policy.breaker),
+            facts=facts,
+            hosts=hosts,
+            now=self.options.clock(),
+            orphans=self.orphans.to_json() if self.orphans is not None else None,
+        )
+
+    def _daemon_member(self, state: str) -> dict[str, Any]:
+        return {
+            "pid": os.getpid(),
+            "instance_id": self.instance_id,
+            "host": socket.gethostname(),
+            "state": state,
+            "started": self.started,
+            "passes": self.passes,
+            "reconcile_interval": self.config.daemon.reconcile_interval,
+            "config": str(self.lifecycle.config.source),
+        }
+
+    def rewrite_status(self, state: str) -> None:
+        """The last status again with a new ``state``: no controller round trip (a stop must not
+        wait for one); ``stopped``: the leases are released by now."""
+        document = dict(self._document or {"last_pass": None, "breakers": [], "open_ops": [], "instances": {}})
+        document["daemon"] = {**self._daemon_member(state), "written": self.options.clock()}
+        if state == "stopped":
+            document["leases"] = [
+                {**row, "held": False, "epoch": None, "remaining": 0.0, "holder": "", "note": "released at stop"}
+                for row in document.get("leases", [])
+            ]
+        document.setdefault("leases", [])
+        document.setdefault("reclaim_candidates", [])
+        document.setdefault("orphans", self.orphans.to_json() if self.orphans is not None else None)
+        write_status(self.config.state_dir, document)
