@@ -119,7 +119,9 @@ def _two_joined_hosts(world: SimWorld) -> list[str]:
     hosts = world.hosts()
     idle = sorted(k for k in world.alive() if k in hosts and hosts[k].state == "idle")[:2]
     if len(idle) < 2:
-        world.ok("apply", str(world.bundle(f"busy{len(world.audit())}", f"cpu={2 - len(idle)}")), "--bootstrap")
+        world.ok_once_leased(
+            "apply", str(world.bundle(f"busy{len(world.audit())}", f"cpu={2 - len(idle)}")), "--bootstrap"
+        )
         fresh = sorted(set(world.alive()) - set(hosts))
         idle += fresh
         wait_until("both hosts joined", lambda: _joined(world, idle), timeout=120)
