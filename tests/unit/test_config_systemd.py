@@ -13,17 +13,8 @@ import pytest
 from orchestrator.configfile import parse_config
 from orchestrator.errors import ConfigError
 from tests.cli_run import xceprov
+from tests.unit.test_config import GOOD  # one small valid site for every configuration test
 
-GOOD = """
-cluster: site1
-controller: {ca: system}
-providers:
-  sim: {module: xcesim, max_instances: 10}
-templates:
-  cpu:
-    providers:
-      sim: {flavor: c8.large, image: debian-12, cost_per_hour: 0.34}
-"""
 CREDENTIALS = """
 cluster: site1
 controller:
