@@ -12,6 +12,9 @@ DEBS=(openssh-server openssh-client netcat-openbsd iproute2 python3)
 DEBS+=(systemd)
 # Checked by the tests only: logrotate accepts contrib/logrotate/xceprov (skipped without it).
 DEBS+=(logrotate)
+# The tests of several orchestrators start a private throw-away PostgreSQL server from these
+# binaries (tests/pg_server.py); the cluster the package makes is not used.
+DEBS+=(postgresql)
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   missing=()
