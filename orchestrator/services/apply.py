@@ -109,7 +109,7 @@ def _check_fresh(
             f"saved plan is stale: {bundle} was planned against another desired set of provider {workdir.provider} "
             f"({len(planned - new) + len(lost)} instances then, {len(current)} now); make a new plan"
         )
-    now = {item.instance_key for item in preview_losses(engine, workdir.path)} if current else set()
+    now = {item.instance_key for item in preview_losses(engine, workdir)} if current else set()
     if now != lost:
         raise StaleState(
             f"saved plan is stale: {bundle}: its preview showed {_named(lost)} lost on provider {workdir.provider}, "

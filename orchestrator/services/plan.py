@@ -187,7 +187,7 @@ def _lost(engine: Engine, workdir: ProviderWorkdir, held: Mapping[str, InstanceS
         return {}  # nothing managed yet: nothing can have been lost (and no Terraform runs)
     prepared_workdir(engine, workdir)
     with workdir.lock():
-        found = preview_losses(engine, workdir.path)
+        found = preview_losses(engine, workdir)
     lost: dict[str, LostPlanned] = {}
     for item in found:
         spec = held.get(item.instance_key)

@@ -43,9 +43,9 @@ from orchestrator import durable
 from orchestrator.model.config import Config
 from orchestrator.model.instances import InstanceSpec
 from orchestrator.workspace.desired import DESIRED, DesiredSet
+from orchestrator.workspace.documents import SHARDS, ProviderDocuments
 from orchestrator.workspace.workdir import ProviderWorkdir
 
-SHARDS = "shards"
 # The module setting that leaves the cluster's tagged listing out of a state (docs/provider-modules.md).
 LIST_TAGGED = "list_tagged"
 _INDEX = re.compile(r"^[1-9][0-9]{0,5}$")
@@ -70,15 +70,18 @@ class ShardWorkdir(ProviderWorkdir):
     still builds a ``ProviderWorkdir`` works on shard 0 and the two serialise on the same lock.
     """
 
-    def __init__(self, config: Config, provider: str, toolkit_root: Path, index: int) -> None:
-        super().__init__(config, provider, toolkit_root)
+    def __init__(
+        self, config: Config, provider: str, toolkit_root: Path, index: int, documents: ProviderDocuments | None = None
+    ) -> None:
+        super().__init__(config, provider, toolkit_root, documents)
         if index < 0:
             raise ValueError(f"shard index must be >= 0, not {index}")
         self.index = index
         self.base = self.path  # <state_dir>/work/<cluster>/<provider>: shard 0
         if index > 0:
             self.path = self.base / SHARDS / str(index)
-            self.desired = DesiredSet(self.path / DESIRED)
+            self.desired = DesiredSet(self.path / DESIRED, self.documents.desired(index))
+            self.suspects = self.documents.suspects(index)
 
     def parent_dir(self) -> Path:
         """The directory holding this shard (and its lock and staging copies), private, created."""
@@ -119,12 +122,15 @@ class _Seen:
 class ProviderShards:
     """The shards of one provider: listing, placement of an op's keys, and which shard holds a key."""
 
-    def __init__(self, config: Config, provider: str, toolkit_root: Path) -> None:
+    def __init__(
+        self, config: Config, provider: str, toolkit_root: Path, documents: ProviderDocuments | None = None
+    ) -> None:
         self.config = config
         self.provider = provider
         self.toolkit_root = toolkit_root
         # ProviderWorkdir checks the provider and its module; shard 0 is made eagerly for that.
-        self._shards: dict[int, ShardWorkdir] = {0: ShardWorkdir(config, provider, toolkit_root, 0)}
+        self._shards: dict[int, ShardWorkdir] = {0: ShardWorkdir(config, provider, toolkit_root, 0, documents)}
+        self.documents = self._shards[0].documents
         self._seen: dict[int, _Seen] = {}
 
     @property
@@ -140,7 +146,7 @@ class ProviderShards:
     def shard(self, index: int) -> ShardWorkdir:
         """Shard ``index`` (the same object every time; it need not exist on disk yet)."""
         if index not in self._shards:
-            self._shards[index] = ShardWorkdir(self.config, self.provider, self.toolkit_root, index)
+            self._shards[index] = ShardWorkdir(self.config, self.provider, self.toolkit_root, index, self.documents)
         return self._shards[index]
 
     def all(self) -> list[ProviderWorkdir]:

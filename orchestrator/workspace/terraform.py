@@ -28,11 +28,16 @@ def engine_for(config: Config) -> BundledEngine | BinaryEngine:
 
 
 def prepared_workdir(engine: Engine, workdir: ProviderWorkdir) -> Path:
-    """The provider's working directory, built and initialised when missing or out of date."""
-    if workdir.is_current() and (workdir.path / ".terraform").is_dir():
-        return workdir.path
-    with workdir.lock(), workdir.staging() as stage:
-        checked_init(engine, stage, root_label(workdir), workdir.site_lock)
+    """The provider's working directory, built and initialised when missing or out of date.
+
+    Its desired set's file is written from the record when the record is kept elsewhere (the
+    shared store): a rebuilt working directory, or one another instance's changes left behind,
+    gives Terraform the record's content (``DesiredSet.refresh_cache``).
+    """
+    if not (workdir.is_current() and (workdir.path / ".terraform").is_dir()):
+        with workdir.lock(), workdir.staging() as stage:
+            checked_init(engine, stage, root_label(workdir), workdir.site_lock)
+    workdir.desired.refresh_cache()
     return workdir.path
 
 

@@ -25,7 +25,7 @@ from orchestrator.workspace.workdir import ProviderWorkdir
 
 # provider, the instances just created → host name → outcome ("ok", "failed: ...").
 Bootstrap = Callable[[str, Sequence[Created]], Mapping[str, str]]
-LossFactory = Callable[[Engine, Path], LossObserver]
+LossFactory = Callable[[Engine, ProviderWorkdir], LossObserver]
 
 
 def op_scope(provider: str, op_id: str) -> str:
