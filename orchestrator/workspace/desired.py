@@ -94,6 +94,12 @@ class DesiredSet:
                 self.record.write(snapshot.content)
             self._cache(snapshot.content)
 
+    def write_cache(self, variables: Mapping[str, Any]) -> None:
+        """Write only the file Terraform reads (the record unchanged): what a read-only listing
+        of a provider that has no desired set yet needs."""
+        with self._paired():
+            self._cache(json_body(dict(variables)))
+
     def refresh_cache(self) -> None:
         """Write the file Terraform reads from the record (a rebuilt working directory has none)."""
         if self.cached:

@@ -16,6 +16,7 @@ names the documents of a provider's shards in either place.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
@@ -130,17 +131,38 @@ def local_document(path: Path) -> Document:
     return Document(LocalDocuments(path.parent), path.name)
 
 
+# Every document of a provider whose name starts with a prefix: full name -> content.
+ReadAll = Callable[[str], dict[str, bytes]]
+
+
 class ProviderDocuments:
     """The documents of one provider's shards: where they live and how each is named.
 
-    Local (``shared`` false): files under the provider's working directory ``base``, shard 0's
+    Local (no ``read_all``): files under the provider's working directory ``base``, shard 0's
     in ``base`` itself and shard n's in ``base/shards/<n>/`` (the layout as it always was).
-    Shared: the store's rows of the provider, named ``desired/<n>`` and ``lost-suspects/<n>``.
+    Shared (``read_all`` reads the store's rows by prefix): the store's rows of the provider,
+    named ``desired/<n>`` and ``lost-suspects/<n>``.
     """
 
-    def __init__(self, documents: Documents, *, shared: bool) -> None:
+    def __init__(self, documents: Documents, read_all: ReadAll | None = None) -> None:
         self.documents = documents
-        self.shared = shared
+        self.read_all = read_all
+
+    @property
+    def shared(self) -> bool:
+        """Whether the documents are the shared store's (the working directories are caches)."""
+        return self.read_all is not None
+
+    def stored_desired(self) -> dict[int, bytes] | None:
+        """Shared: every shard's stored desired set by index, in one read; local: None."""
+        if self.read_all is None:
+            return None
+        out: dict[int, bytes] = {}
+        for name, body in self.read_all("desired/").items():
+            index = name.removeprefix("desired/")
+            if index.isdigit():
+                out[int(index)] = body
+        return out
 
     def _name(self, index: int, local: str, shared: str) -> str:
         if self.shared:
@@ -158,4 +180,4 @@ class ProviderDocuments:
 
 def local_provider_documents(base: Path) -> ProviderDocuments:
     """The local layout of a provider whose shard 0 is the working directory ``base``."""
-    return ProviderDocuments(LocalDocuments(base), shared=False)
+    return ProviderDocuments(LocalDocuments(base))

@@ -113,10 +113,16 @@ class ShardWorkdir(ProviderWorkdir):
 
 @dataclass(frozen=True)
 class _Seen:
-    """A desired set's keys as read, valid while its file is the same file (atomic replaces)."""
+    """A desired set's keys as read, valid while its file is the same file (atomic replaces) or,
+    with the shared store, while its stored content is the same."""
 
-    stamp: tuple[int, int, int] | None
+    stamp: object
     keys: frozenset[str]
+
+
+def shard_index_of(shard: ProviderWorkdir) -> int:
+    """The shard's index (0 for a plain working directory: it is shard 0)."""
+    return shard.index if isinstance(shard, ShardWorkdir) else 0
 
 
 class ProviderShards:
@@ -150,10 +156,17 @@ class ProviderShards:
         return self._shards[index]
 
     def all(self) -> list[ProviderWorkdir]:
-        """Every shard: shard 0 always, then each ``shards/<n>/`` on disk, by index."""
+        """Every shard: shard 0 always, then each ``shards/<n>/`` on disk, by index.
+
+        With the shared store, also every shard whose desired set the store holds: a working
+        directory is a cache there, and one deleted (or never made on this machine) is rebuilt.
+        """
         indices = {0}
         with contextlib.suppress(FileNotFoundError):  # no shard beyond 0 was ever opened
             indices.update(int(p.name) for p in (self.base / SHARDS).iterdir() if _INDEX.match(p.name) and p.is_dir())
+        stored = self.documents.stored_desired()
+        if stored is not None:
+            indices.update(stored)
         return [self.shard(i) for i in sorted(indices)]
 
     def listing_shard(self) -> ProviderWorkdir:
@@ -174,24 +187,38 @@ class ProviderShards:
         return FileLock(str(self.base) + ".placement.lock", timeout=timeout, mode=durable.PRIVATE_FILE)
 
     def keys(self, shard: ProviderWorkdir) -> frozenset[str]:
-        """The instance keys in ``shard``'s desired set (re-read only when the file was replaced)."""
+        """The instance keys in ``shard``'s desired set (parsed again only when it changed)."""
         index = shard.index if isinstance(shard, ShardWorkdir) else 0
+        if self.documents.shared:
+            return self._keys(shard, index, shard.desired.record.read())
         try:
             info = os.stat(shard.desired_file)
             stamp: tuple[int, int, int] | None = (info.st_ino, info.st_mtime_ns, info.st_size)
         except FileNotFoundError:
             stamp = None
+        return self._keys(shard, index, stamp)
+
+    def _keys(self, shard: ProviderWorkdir, index: int, stamp: object) -> frozenset[str]:
+        """The keys as last parsed while ``stamp`` (the file's identity, or the stored content) holds."""
         seen = self._seen.get(index)
         if seen is None or seen.stamp != stamp:
             seen = _Seen(stamp, frozenset(shard.desired.read()) if stamp is not None else frozenset())
             self._seen[index] = seen
         return seen.keys
 
+    def held(self) -> dict[int, frozenset[str]]:
+        """Every shard's keys, by index (with the shared store: every desired set in one read)."""
+        stored = self.documents.stored_desired()
+        if stored is None:
+            return {shard_index_of(s): self.keys(s) for s in self.all()}
+        indices = sorted({0, *stored})
+        return {i: self._keys(self.shard(i), i, stored.get(i)) for i in indices}
+
     def holding(self, key: str) -> ProviderWorkdir | None:
         """The shard whose desired set holds ``key``, or None when no shard does."""
-        for shard in self.all():
-            if key in self.keys(shard):
-                return shard
+        for index, keys in self.held().items():
+            if key in keys:
+                return self.shard(index)
         return None
 
     def place(self, op_id: str, keys: list[str]) -> dict[ProviderWorkdir, list[str]]:
@@ -205,8 +232,7 @@ class ProviderShards:
         """
         if len(set(keys)) != len(keys):
             raise ValueError(f"op {op_id}: duplicate instance keys")
-        shards = [s for s in self.all() if isinstance(s, ShardWorkdir)]
-        held = {s.index: self.keys(s) for s in shards}
+        held = self.held()
         counts = {index: len(k) for index, k in held.items()}
         where: dict[int, list[str]] = {}
         todo: list[str] = []

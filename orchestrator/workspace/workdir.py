@@ -33,8 +33,9 @@ from orchestrator.model import tags as owner
 from orchestrator.model.config import Config
 from orchestrator.model.instances import InstanceSpec
 from orchestrator.workspace.desired import DESIRED, DesiredSet
-from orchestrator.workspace.documents import Document, ProviderDocuments, local_provider_documents
+from orchestrator.workspace.documents import Document, ProviderDocuments
 from orchestrator.workspace.provider_lock import site_lock_path
+from orchestrator.workspace.sharedstore import provider_documents
 
 STAMP = ".xceprov-source"
 
@@ -42,8 +43,9 @@ STAMP = ".xceprov-source"
 class ProviderWorkdir:
     """The working directory, desired set and lock of one provider.
 
-    ``documents``: where the provider's desired sets and suspects are kept (default: the
-    working directory itself, the local layout; ``workspace.sharedstore`` gives the shared one).
+    ``documents``: where the provider's desired sets and suspects are kept (default: as the
+    configuration says, ``workspace.sharedstore``: the working directory itself, or the shared
+    store's rows of the provider, read-only).
     """
 
     def __init__(
@@ -55,7 +57,8 @@ class ProviderWorkdir:
         self.provider = provider
         self.module = config.providers[provider].module
         self.path = config.state_dir / "work" / config.cluster / provider
-        self.documents = documents if documents is not None else local_provider_documents(self.path)
+        # Outside the executor (previews, listings) the shared documents are read-only.
+        self.documents = documents if documents is not None else provider_documents(config, provider)
         self.desired = DesiredSet(self.path / DESIRED, self.documents.desired(0))
         # The host-loss suspects of this working directory (ops.hostloss).
         self.suspects: Document = self.documents.suspects(0)

@@ -12,14 +12,16 @@ from typing import Any
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.errors import LeaseLost
 from orchestrator.model.config import Config
+from orchestrator.model.facts import Epoch
 from orchestrator.model.progress import ProgressSink
 from orchestrator.ops.drain import Decommission
 from orchestrator.ops.executor.results import Created
 from orchestrator.ops.facts import FactLog
-from orchestrator.ops.fence import Fence
+from orchestrator.ops.fence import STANDALONE_EPOCH, Fence
 from orchestrator.ops.hosts import HostControl
 from orchestrator.ops.losses import LossObserver, observer_for
 from orchestrator.workspace.shards import ProviderShards
+from orchestrator.workspace.sharedstore import provider_documents
 from orchestrator.workspace.terraform import prepared_workdir
 from orchestrator.workspace.workdir import ProviderWorkdir
 
@@ -79,8 +81,18 @@ class ShardAccess:
     def shards(self, provider: str) -> ProviderShards:
         """The provider's shards (one object per provider, so its desired-set cache is shared)."""
         if provider not in self._shards:
-            self._shards[provider] = ProviderShards(self.config, provider, self.root)
+            documents = provider_documents(self.config, provider, lambda: self.document_epoch(provider))
+            self._shards[provider] = ProviderShards(self.config, provider, self.root, documents)
         return self._shards[provider]
+
+    def document_epoch(self, provider: str) -> Epoch | None:
+        """The epoch a write of the provider's shared state carries: the fence's, right now.
+
+        A closed fence writes nothing (``LeaseLost``); the shared store refuses an epoch older
+        than one it has seen. Standalone (no epoch): None, the advisory lock is the fence.
+        """
+        epoch = self.fence.gate(provider)
+        return None if epoch == STANDALONE_EPOCH else epoch
 
     def workdir(self, provider: str) -> ProviderWorkdir:
         """The provider's shard 0 (its listing shard), built and initialised."""

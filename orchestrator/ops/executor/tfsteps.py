@@ -86,10 +86,17 @@ class TerraformSteps(Recording):
 
     def listable(self, workdir: ProviderWorkdir) -> None:
         """A provider never used has no desired set yet: write an empty one (what its first op
-        would write first) so that its cloud can be listed. Never beside a state holding instances."""
+        would write first) so that its cloud can be listed. Never beside a state holding instances.
+
+        With the shared store only the working directory's file is written (all a listing
+        needs): a read, with or without the lease, never writes the store."""
         if workdir.desired.exists() or self.state_instances(workdir):
             return
-        workdir.desired.write(workdir.variables({}, render_settings(self.config, workdir.provider)))
+        empty = workdir.variables({}, render_settings(self.config, workdir.provider))
+        if workdir.desired.cached:
+            workdir.desired.write_cache(empty)
+        else:
+            workdir.desired.write(empty)
 
     @contextlib.contextmanager
     def planned(
