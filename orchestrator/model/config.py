@@ -77,10 +77,6 @@ class TerraformSettings(Strict):
     attach_providers: bool = True
     # Where every provider but the toolkit's own comes from (docs/configuration.md); unset: Terraform's registries.
     provider_mirror: ProviderMirror | None = None
-    # Where state is kept: local files, or PostgreSQL (docs/configuration.md; the connection in
-    # PG_CONN_STR or the file pg_conn_file names, never in this file).
-    backend: Literal["local", "pg"] = "local"
-    pg_conn_file: str | None = None
 
     @model_validator(mode="after")
     def _binary_named(self) -> TerraformSettings:
