@@ -54,16 +54,23 @@ def prepared_workdir(engine: Engine, workdir: ProviderWorkdir) -> Path:
     """The provider's working directory, built and initialised when missing or out of date.
 
     Refused (one line) while its state is not where ``terraform.backend`` says (:mod:`.pgbackend`).
-    Its desired set's file is written from the record when the record is kept elsewhere (the
-    shared store): a rebuilt working directory, or one another instance's changes left behind,
-    gives Terraform the record's content (``DesiredSet.refresh_cache``).
     """
     refuse_mixed_backends(workdir.path, workdir.backend)
-    if not (workdir.is_current() and (workdir.path / ".terraform").is_dir()):
-        with workdir.lock(), workdir.staging() as stage:
-            checked_init(engine, stage, root_label(workdir), workdir.site_lock, workdir.backend_config())
-    workdir.desired.refresh_cache()
+    if workdir.is_current() and (workdir.path / ".terraform").is_dir():
+        return workdir.path
+    with workdir.lock(), workdir.staging() as stage:
+        checked_init(engine, stage, root_label(workdir), workdir.site_lock, workdir.backend_config())
     return workdir.path
+
+
+def ready_workdir(engine: Engine, workdir: ProviderWorkdir) -> Path:
+    """:func:`prepared_workdir`, and its desired set's file written from the record when the
+    record is kept elsewhere (the shared store): a rebuilt working directory, or one another
+    orchestrator's changes left behind, gives Terraform the record's content
+    (``DesiredSet.refresh_cache``). What every Terraform run of the toolkit starts from."""
+    path = prepared_workdir(engine, workdir)
+    workdir.desired.refresh_cache()
+    return path
 
 
 def root_label(workdir: ProviderWorkdir) -> str:

@@ -22,7 +22,7 @@ from orchestrator.ops.hosts import HostControl
 from orchestrator.ops.losses import LossObserver, observer_for
 from orchestrator.workspace.shards import ProviderShards
 from orchestrator.workspace.sharedstore import provider_documents
-from orchestrator.workspace.terraform import prepared_workdir
+from orchestrator.workspace.terraform import ready_workdir
 from orchestrator.workspace.workdir import ProviderWorkdir
 
 # provider, the instances just created → host name → outcome ("ok", "failed: ...").
@@ -97,12 +97,12 @@ class ShardAccess:
     def workdir(self, provider: str) -> ProviderWorkdir:
         """The provider's shard 0 (its listing shard), built and initialised."""
         workdir = self.shards(provider).listing_shard()
-        prepared_workdir(self.engine, workdir)
+        ready_workdir(self.engine, workdir)
         return workdir
 
     def prepared(self, shard: ProviderWorkdir) -> ProviderWorkdir:
         """``shard`` built and initialised (a new shard is made on its first use)."""
-        prepared_workdir(self.engine, shard)
+        ready_workdir(self.engine, shard)
         return shard
 
     def shard_list(self, provider: str) -> list[ProviderWorkdir]:
