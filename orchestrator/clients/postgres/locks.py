@@ -17,7 +17,7 @@ import threading
 import psycopg
 
 from orchestrator.clients.postgres.migrations import advisory_key
-from orchestrator.clients.postgres.session import Connection, connect, unavailable
+from orchestrator.clients.postgres.session import Connection, connect, failed
 
 
 def provider_key(cluster: str, provider: str) -> int:
@@ -70,7 +70,7 @@ class ProviderLocks:
                 ).fetchone()
             except psycopg.Error as exc:
                 self._drop()
-                raise unavailable(f"locking provider {provider!r}", exc, self.conn_str) from None
+                raise failed(f"locking provider {provider!r}", exc, self.conn_str) from None
             got = row is not None and row[0] is True
             if got:
                 self._held.add(provider)
@@ -98,6 +98,11 @@ class ProviderLocks:
                 self._drop()  # the connection is gone, and with it the lock
 
     def close(self) -> None:
-        """Release every lock (by closing the connection)."""
+        """Release every lock and close the connection. The locks are released by a statement
+        first: the server frees a closed session's locks only when its backend has exited,
+        a moment after the close, and a successor asking at once must find them free."""
         with self._lock:
+            if self._conn is not None and not self._conn.closed:
+                with contextlib.suppress(psycopg.Error):  # a broken connection has released them already
+                    self._conn.execute("SELECT pg_advisory_unlock_all()")
             self._drop()

@@ -20,7 +20,8 @@ The tables of version 1 (every row carries ``cluster``: several clusters may sha
   orchestrator: its configured providers (JSON array), the providers it holds with their epoch
   tags (JSON object), the server's time of its last heartbeat.
 - ``facts(cluster, seq, body, appended_at)``: the standalone fact journal; ``seq`` counts 1, 2,
-  ... per cluster in commit order; ``body`` is the fact as a JSON object.
+  ... per cluster in commit order; ``body`` is the fact as a JSON object, stored as written
+  (type ``json``, not ``jsonb``, which refuses a ``\\u0000`` that text from outside may hold).
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ CREATE TABLE xceprov.members (
 CREATE TABLE xceprov.facts (
     cluster     text NOT NULL,
     seq         bigint NOT NULL,
-    body        jsonb NOT NULL,
+    body        json NOT NULL,
     appended_at timestamptz NOT NULL DEFAULT clock_timestamp(),
     PRIMARY KEY (cluster, seq)
 );

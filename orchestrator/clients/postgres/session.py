@@ -29,7 +29,7 @@ from psycopg import conninfo
 from psycopg.rows import TupleRow
 
 from orchestrator.clients.postgres.redact import redact
-from orchestrator.errors import StoreUnavailable
+from orchestrator.errors import FinalError, StoreUnavailable, XceprovError
 
 STATEMENT_TIMEOUT_MS: Final = 10_000
 # Applied unless the connection string sets them: a dead peer on TCP is noticed within ~15 s.
@@ -50,20 +50,38 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def _cause(exc: BaseException, conn_str: str) -> str:
+    return one_line(redact(str(exc), conn_str)) or type(exc).__name__
+
+
 def unavailable(what: str, exc: BaseException, conn_str: str) -> StoreUnavailable:
     """The error for a failed ``what``: its cause on one line, the connection string redacted."""
-    cause = one_line(redact(str(exc), conn_str)) or type(exc).__name__
-    return StoreUnavailable(f"shared store: {what} failed: {cause}")
+    return StoreUnavailable(f"shared store: {what} failed: {_cause(exc, conn_str)}")
+
+
+def failed(what: str, exc: psycopg.Error, conn_str: str) -> XceprovError:
+    """The error for a database error of ``what``: ``StoreUnavailable`` when trying again may
+    work (the connection, an outage, a timeout, a lock or serialization conflict: psycopg's
+    ``OperationalError`` and ``InterfaceError``), ``FinalError`` when the server refused the
+    request itself (bad data, a missing table or privilege), which the same call would meet again."""
+    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+        return unavailable(what, exc, conn_str)
+    return FinalError(f"shared store: {what} refused by the server: {_cause(exc, conn_str)}")
 
 
 def connect(conn_str: str, connect_timeout: float) -> Connection:
-    """A new autocommit connection with the session bounds set; ``StoreUnavailable`` otherwise."""
+    """A new autocommit connection with the session bounds set; ``StoreUnavailable`` when the
+    server cannot be reached, ``FinalError`` when ``conn_str`` cannot be parsed."""
     try:
         params = conninfo.conninfo_to_dict(conn_str)
-        for key, value in _NETWORK_DEFAULTS.items():
-            params.setdefault(key, value)
-        # libpq takes whole seconds; psycopg honours the same value for its own wait.
-        params["connect_timeout"] = str(max(1, math.ceil(connect_timeout)))
+    except psycopg.Error as exc:
+        # Not a temporary condition: retrying the same string fails the same way.
+        raise FinalError(f"shared store: the connection string is malformed: {_cause(exc, conn_str)}") from None
+    for key, value in _NETWORK_DEFAULTS.items():
+        params.setdefault(key, value)
+    # libpq takes whole seconds; psycopg honours the same value for its own wait.
+    params["connect_timeout"] = str(max(1, math.ceil(connect_timeout)))
+    try:
         conn = psycopg.connect(conninfo.make_conninfo("", **params), autocommit=True)
     except psycopg.Error as exc:
         raise unavailable("connect", exc, conn_str) from None
@@ -85,8 +103,9 @@ class Session:
         self._conn: Connection | None = None
 
     def run(self, what: str, work: Callable[[Connection], T]) -> T:
-        """``work(conn)`` under the lock; a database failure drops the connection and raises
-        ``StoreUnavailable`` naming ``what``. Errors of the toolkit (``LeaseLost``) pass as they are."""
+        """``work(conn)`` under the lock; a database error drops the connection (the next call
+        connects again) and raises :func:`failed` naming ``what``. Errors of the toolkit
+        (``LeaseLost``) pass as they are."""
         with self._lock:
             if self._conn is None or self._conn.closed:
                 self._conn = connect(self.conn_str, self.connect_timeout)
@@ -94,7 +113,7 @@ class Session:
                 return work(self._conn)
             except psycopg.Error as exc:
                 self._drop()
-                raise unavailable(what, exc, self.conn_str) from None
+                raise failed(what, exc, self.conn_str) from None
 
     def _drop(self) -> None:
         if self._conn is not None:

@@ -224,7 +224,7 @@ class SharedStore:
                 last = int(row[0]) if row is not None else 0
                 with conn.cursor() as cursor:
                     cursor.executemany(
-                        "INSERT INTO xceprov.facts (cluster, seq, body) VALUES (%s, %s, %s::jsonb)",
+                        "INSERT INTO xceprov.facts (cluster, seq, body) VALUES (%s, %s, %s::json)",
                         [(self.cluster, last + i, body) for i, body in enumerate(bodies, start=1)],
                     )
 
