@@ -235,3 +235,22 @@ def test_the_store_is_opened_once_per_process(tmp_path: Path, conn_str: str) -> 
     config = pg_site(tmp_path, "a").config
     assert store_for(config) is store_for(config)
     assert store_for(site_config(tmp_path / "a").config) is None  # the local backend has none
+
+
+def test_two_instances_keep_each_others_bootstrap_records_and_orphan_actions(tmp_path: Path, conn_str: str) -> None:
+    one, two = pg_site(tmp_path, "a").config, pg_site(tmp_path, "b").config
+    mine = BootstrapTracker.load(one.state_dir, cluster_documents(one))
+    theirs = BootstrapTracker.load(two.state_dir, cluster_documents(two))  # read before the first writes
+    limits = RateLimit(two.state_dir, two.policy.orphans, NOW, cluster_documents(two))
+    done = {"attempts": 3, "backoff": Backoff(), "rng": random.Random(1)}
+    mine.record(mine.get("op1-000", "sim", "cpu", "h1"), "ok", NOW, **done)  # type: ignore[arg-type]
+    RateLimit(one.state_dir, one.policy.orphans, NOW, cluster_documents(one)).take("sim")
+    theirs.record(theirs.get("op2-000", "aws", "cpu", "h2"), "ok", NOW, **done)  # type: ignore[arg-type]
+    limits.take("aws")
+
+    reread = BootstrapTracker.load(one.state_dir, cluster_documents(one))
+    assert [r.key for r in reread.records()] == ["op1-000", "op2-000"]
+    assert (limits.recent("sim"), limits.recent("aws")) == (1, 1)
+    # An instance forgets the gone hosts of its own providers only.
+    assert theirs.prune([], providers=["aws"]) == ["op2-000"]
+    assert [r.key for r in BootstrapTracker.load(one.state_dir, cluster_documents(one)).records()] == ["op1-000"]
