@@ -30,6 +30,8 @@ from orchestrator.ops.hostloss import LossTracker
 from orchestrator.orphans.limits import RateLimit
 from orchestrator.reconcile.bootstraps import BootstrapTracker
 from orchestrator.reconcile.breaker import Breakers, Position
+from orchestrator.services.breaker import reset_breaker
+from orchestrator.services.status import breaker_rows
 from orchestrator.workspace.documents import LocalDocuments
 from orchestrator.workspace.shards import ProviderShards
 from orchestrator.workspace.sharedstore import cluster_documents, store_for
@@ -254,3 +256,13 @@ def test_two_instances_keep_each_others_bootstrap_records_and_orphan_actions(tmp
     # An instance forgets the gone hosts of its own providers only.
     assert theirs.prune([], providers=["aws"]) == ["op2-000"]
     assert [r.key for r in BootstrapTracker.load(one.state_dir, cluster_documents(one)).records()] == ["op1-000"]
+
+
+def test_status_and_breaker_reset_of_another_instance_see_the_shared_breakers(tmp_path: Path, conn_str: str) -> None:
+    holder, operator = pg_site(tmp_path, "a"), pg_site(tmp_path, "b")
+    record_everything(holder)  # the holder's daemon opened the breaker of cpu
+    [row] = breaker_rows(operator, now=NOW)
+    assert (row["template"], row["position"]) == ("cpu", "open")
+    assert reset_breaker(operator, "cpu", now=NOW).position == Position.OPEN  # what it was
+    config = holder.config
+    assert Breakers.load(config.state_dir, config.policy.breaker, cluster_documents(config)).allows("cpu", NOW)
