@@ -21,10 +21,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import uuid
 from pathlib import Path
 from typing import Any, Final
 
-from orchestrator.errors import ConfigError
+from orchestrator.clients.terraform.engine import Engine
+from orchestrator.errors import ConfigError, TerraformError
 
 BACKEND_TF: Final = "backend.tf"
 BACKEND_BLOCK: Final = 'terraform {\n  backend "pg" {}\n}\n'
@@ -100,3 +102,26 @@ def state_summary(state: dict[str, Any]) -> tuple[int, str, int]:
     """(serial, lineage, number of resource instances) of a Terraform state document."""
     instances = sum(len(r.get("instances") or []) for r in state.get("resources") or [] if isinstance(r, dict))
     return int(state.get("serial") or 0), str(state.get("lineage") or ""), instances
+
+
+def ensure_remote_state(engine: Engine, workdir: Path) -> None:
+    """Give a shard without a state in its schema an empty one, right after its ``init``.
+
+    Terraform's pg backend takes a database-wide advisory lock while it creates a workspace's
+    state, and holds it for the whole command that creates it (its first plan or apply): every
+    other state of the database would wait that long. An empty state written here, in a
+    moment, means no plan or apply ever creates one. Two orchestrators doing this at once are
+    fine: Terraform refuses a push over a state that holds anything, and then there is one.
+    """
+    if _has_state(engine, workdir):
+        return
+    empty = {"version": 4, "terraform_version": "1.0.0", "serial": 0, "lineage": str(uuid.uuid4())}
+    try:
+        engine.state_push(workdir, {**empty, "outputs": {}, "resources": []})
+    except TerraformError:
+        if not _has_state(engine, workdir):
+            raise
+
+
+def _has_state(engine: Engine, workdir: Path) -> bool:
+    return bool(engine.state_pull(workdir).get("lineage"))
