@@ -22,6 +22,7 @@ import hashlib
 import json
 import re
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -98,7 +99,26 @@ def refuse_mixed_backends(workdir: Path, backend: str) -> None:
         )
 
 
-def state_summary(state: dict[str, Any]) -> tuple[int, str, int]:
+def resource_objects(state: Mapping[str, Any]) -> frozenset[tuple[str, ...]]:
+    """Every resource instance of a state as (module, mode, type, name, index key, object id).
+
+    What a moved state must hold exactly: Terraform starts a new lineage and serial in the
+    backend it migrates to, so those cannot be compared, but the objects it tracks can.
+    """
+    found: set[tuple[str, ...]] = set()
+    for resource in state.get("resources") or []:
+        if not isinstance(resource, dict):
+            continue
+        head = tuple(str(resource.get(k, "")) for k in ("module", "mode", "type", "name"))
+        for instance in resource.get("instances") or []:
+            if isinstance(instance, dict):
+                key = json.dumps(instance.get("index_key"), sort_keys=True)
+                ident = str((instance.get("attributes") or {}).get("id", ""))
+                found.add((*head, key, ident))
+    return frozenset(found)
+
+
+def state_summary(state: Mapping[str, Any]) -> tuple[int, str, int]:
     """(serial, lineage, number of resource instances) of a Terraform state document."""
     instances = sum(len(r.get("instances") or []) for r in state.get("resources") or [] if isinstance(r, dict))
     return int(state.get("serial") or 0), str(state.get("lineage") or ""), instances

@@ -41,7 +41,10 @@ class StateRows:
             raise ConfigError(
                 [f"{shard.path}: its Terraform state is in PostgreSQL (backend pg): set ${PG_CONN_ENV} to read it"]
             )
-        schema = schema_name(shard.cluster, shard.provider, shard.index)
+        return self.read_schema(schema_name(shard.cluster, shard.provider, shard.index), str(shard.path))
+
+    def read_schema(self, schema: str, label: str) -> Mapping[str, Any] | None:
+        """The state Terraform keeps in ``schema`` (None when there is none); ``label`` names it in errors."""
         query = sql.SQL("SELECT data FROM {}.states WHERE name = 'default'").format(sql.Identifier(schema))
         try:
             with self._connection().cursor() as cursor:
@@ -49,7 +52,7 @@ class StateRows:
         except psycopg.errors.UndefinedTable:
             return None  # a shard never initialised against the database yet: no state
         except psycopg.Error as exc:
-            raise RetryableError(f"PostgreSQL: reading the state of {shard.path} failed: {self._said(exc)}") from None
+            raise RetryableError(f"PostgreSQL: reading the state of {label} failed: {self._said(exc)}") from None
         if row is None or not row[0]:
             return None
         try:
