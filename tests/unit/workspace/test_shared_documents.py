@@ -19,7 +19,8 @@ import pytest
 from tffake import ROOT, FakeFence, site_config, unit_executor
 
 from orchestrator.configfile import LoadedConfig
-from orchestrator.errors import LeaseHeld, LeaseLost
+from orchestrator.daemon.publish import StatusPublishing
+from orchestrator.errors import LeaseHeld, LeaseLost, StoreUnavailable
 from orchestrator.model.backoff import Backoff
 from orchestrator.model.config import Config
 from orchestrator.model.facts import Fact, FactKind
@@ -266,3 +267,24 @@ def test_status_and_breaker_reset_of_another_instance_see_the_shared_breakers(tm
     assert reset_breaker(operator, "cpu", now=NOW).position == Position.OPEN  # what it was
     config = holder.config
     assert Breakers.load(config.state_dir, config.policy.breaker, cluster_documents(config)).allows("cpu", NOW)
+
+
+def test_a_daemons_status_shows_the_breakers_as_last_read_while_the_store_is_away(
+    tmp_path: Path, conn_str: str, server: PgServer
+) -> None:
+    """Last in the module: it stops the module's server for a moment."""
+    holder = pg_site(tmp_path, "a")
+    record_everything(holder)
+    publishing = StatusPublishing()
+    publishing.config = holder.config
+    assert publishing.shown_breakers().state("cpu").position == Position.OPEN
+    server.stop()
+    try:
+        with pytest.raises(StoreUnavailable):
+            Breakers.load(holder.config.state_dir, holder.config.policy.breaker, cluster_documents(holder.config))
+        # The status is still written (it is what says the store is away), the breaker as it was.
+        shown = publishing.shown_breakers()
+        assert [(s.template, s.position) for s in shown.states()] == [("cpu", Position.OPEN)]
+    finally:
+        server.start()
+    assert publishing.shown_breakers().state("cpu").position == Position.OPEN
