@@ -32,6 +32,7 @@ from orchestrator.orphans.limits import RateLimit
 from orchestrator.reconcile.bootstraps import BootstrapTracker
 from orchestrator.reconcile.breaker import Breakers, Position
 from orchestrator.services.breaker import reset_breaker
+from orchestrator.services.migrate_documents import migrate_documents
 from orchestrator.services.status import breaker_rows
 from orchestrator.workspace.documents import LocalDocuments
 from orchestrator.workspace.shards import ProviderShards
@@ -267,6 +268,32 @@ def test_status_and_breaker_reset_of_another_instance_see_the_shared_breakers(tm
     assert reset_breaker(operator, "cpu", now=NOW).position == Position.OPEN  # what it was
     config = holder.config
     assert Breakers.load(config.state_dir, config.policy.breaker, cluster_documents(config)).allows("cpu", NOW)
+
+
+def test_migrating_copies_every_local_state_file_into_the_store_once(tmp_path: Path, conn_str: str) -> None:
+    (tmp_path / "a").mkdir()
+    local = site_config(tmp_path / "a", cluster="shared", shard_size=2)
+    record_everything(local)  # the local layout, before terraform.backend: pg
+    raw = local.config.model_dump(mode="json")
+    raw["terraform"]["backend"] = "pg"
+    on_pg = Config.model_validate(raw)
+    copied = migrate_documents(on_pg, ROOT)
+    assert sorted(copied) == [
+        "shared store shared/-/bootstrap.json",
+        "shared store shared/-/breakers.json",
+        "shared store shared/-/orphans/actions.json",
+        "shared store shared/sim/desired/0",
+        "shared store shared/sim/desired/2",
+        "shared store shared/sim/lost-suspects/2",
+    ]
+    assert migrate_documents(on_pg, ROOT) == []  # a second run copies nothing
+    successor = pg_site(tmp_path, "b").config
+    shards = ProviderShards(successor, "sim", ROOT)
+    assert shards.held() == {0: frozenset({"op1-000", "op1-001"}), 2: frozenset({"op2-000"})}
+    documents = cluster_documents(successor)
+    assert (
+        Breakers.load(successor.state_dir, successor.policy.breaker, documents).state("cpu").position == Position.OPEN
+    )
 
 
 def test_a_daemons_status_shows_the_breakers_as_last_read_while_the_store_is_away(
