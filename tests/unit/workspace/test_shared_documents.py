@@ -16,11 +16,11 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from tffake import ROOT, FakeFence, site_config, unit_executor
+from tffake import ROOT, FakeEngine, FakeFence, site_config, unit_executor
 
 from orchestrator.configfile import LoadedConfig
 from orchestrator.daemon.publish import StatusPublishing
-from orchestrator.errors import LeaseHeld, LeaseLost, StoreUnavailable
+from orchestrator.errors import FinalError, LeaseHeld, LeaseLost, StoreUnavailable
 from orchestrator.model.backoff import Backoff
 from orchestrator.model.config import Config
 from orchestrator.model.facts import Fact, FactKind
@@ -31,8 +31,10 @@ from orchestrator.ops.hostloss import LossTracker
 from orchestrator.orphans.limits import RateLimit
 from orchestrator.reconcile.bootstraps import BootstrapTracker
 from orchestrator.reconcile.breaker import Breakers, Position
+from orchestrator.services.apply import apply_bundle
 from orchestrator.services.breaker import reset_breaker
 from orchestrator.services.migrate_documents import migrate_documents
+from orchestrator.services.plan import plan_burst
 from orchestrator.services.status import breaker_rows
 from orchestrator.workspace.documents import LocalDocuments
 from orchestrator.workspace.shards import ProviderShards
@@ -294,6 +296,29 @@ def test_migrating_copies_every_local_state_file_into_the_store_once(tmp_path: P
     assert (
         Breakers.load(successor.state_dir, successor.policy.breaker, documents).state("cpu").position == Position.OPEN
     )
+
+
+def test_with_pg_a_lost_cache_is_rebuilt_and_a_lost_record_is_refused_not_read_as_delete_all(
+    tmp_path: Path, conn_str: str
+) -> None:
+    loaded, engine = pg_site(tmp_path, "a"), FakeEngine()
+    plan_burst(loaded, {"cpu": 2}, out=tmp_path / "first", toolkit_root=ROOT, engine=engine)
+    apply_bundle(loaded, tmp_path / "first", ROOT, executor=unit_executor(loaded, engine))
+    shards = ProviderShards(loaded.config, "sim", ROOT)
+    shard = shards.shard(0)
+    shard.desired_file.unlink()  # only the cache: the next op rebuilds it from the store
+    plan_burst(loaded, {"cpu": 1}, out=tmp_path / "second", toolkit_root=ROOT, engine=engine)
+    apply_bundle(loaded, tmp_path / "second", ROOT, executor=unit_executor(loaded, engine))
+    assert sorted(len(keys) for keys in shards.held().values()) == [1, 2]  # shard_size 2
+    assert shard.desired_file.read_bytes() == shard.desired.record.read()
+
+    store = store_for(loaded.config)
+    assert store is not None
+    store.remove_document("sim", "desired/0", None)  # the record itself is lost
+    plan_burst(loaded, {"cpu": 1}, out=tmp_path / "third", toolkit_root=ROOT, engine=engine)
+    with pytest.raises(FinalError, match=r"^shared store shared/sim/desired/0: missing, but the Terraform state"):
+        apply_bundle(loaded, tmp_path / "third", ROOT, executor=unit_executor(loaded, engine))
+    assert len(FakeEngine.state(shard.path)["instances"]) == 2
 
 
 def test_a_daemons_status_shows_the_breakers_as_last_read_while_the_store_is_away(
