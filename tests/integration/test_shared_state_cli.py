@@ -10,14 +10,21 @@ standalone fact journal are in the database; a working directory is a cache that
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from cli_run import xceprov
 
-from orchestrator.configfile import load_config
+from orchestrator.configfile import ENV_VAR, load_config
+from orchestrator.model.facts import FactKind
+from orchestrator.ops.facts import standalone_facts
 from orchestrator.ops.fence import standalone_fence
 from orchestrator.sim.cloud.store import CloudStore
 from orchestrator.workspace.sharedstore import store_for
@@ -141,3 +148,43 @@ def test_a_second_standalone_command_on_the_provider_is_refused(tmp_path: Path, 
     applied = xceprov(other, "apply", "one")
     assert applied.returncode == 0, applied.stderr
     assert len(cloud.list_instances({"xce:cluster": "fenced"})) == 1
+
+
+def test_a_killed_standalone_command_is_resumed_by_another_instance(tmp_path: Path, conn_str: str) -> None:
+    """``kill -9`` mid-apply on one machine: its advisory lock dies with its connection, and another
+    machine's ``ops resume`` finishes the op from the shared facts, desired sets and states."""
+    first, second = instance(tmp_path, "a", "resumed"), instance(tmp_path, "b", "resumed")
+    cloud = CloudStore(tmp_path / "cloud.sqlite")
+    assert xceprov(first, "plan", "cpu=2", "--out", "burst").returncode == 0
+    cloud.set_slow_launch(1.5)
+    env = {**os.environ, ENV_VAR: str(first / "xceprov.yaml")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "apply", "burst"],
+        cwd=first,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    audit = first / "state" / "audit.log"
+    deadline = time.monotonic() + 120
+    while '"op-apply"' not in (audit.read_text() if audit.exists() else "") and proc.poll() is None:
+        assert time.monotonic() < deadline, "the apply never started"
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL, f"finished before the kill: {stderr}"
+    cloud.set_slow_launch(0.0)
+
+    [op] = ops(second)["open"]
+    assert isinstance(op, dict) and op["kind"] == "create"
+    resumed = xceprov(second, "ops", "resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert ops(second)["open"] == []
+
+    facts = standalone_facts(load_config(second / "xceprov.yaml").config).facts("sim")
+    created = [f.instance_key for f in facts if f.kind == FactKind.INSTANCE_CREATED]
+    alive = {i.client_token: i.id for i in cloud.list_instances({"xce:cluster": "resumed"})}
+    assert len(created) == len(set(created)) == 2 and set(created) == set(alive)
+    every = cloud.list_instances({"xce:cluster": "resumed"}, include_terminated=True)
+    assert len(every) == 2  # nothing created twice
