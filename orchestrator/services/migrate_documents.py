@@ -34,8 +34,10 @@ def local_documents(config: Config, toolkit_root: Path) -> list[tuple[Document, 
         local = local_provider_documents(base)
         shared = provider_documents(config, provider, no_epoch)
         for shard in ProviderShards(config, provider, toolkit_root, local).all():
-            index = int(getattr(shard, "index", 0))
-            pairs += [(local.desired(index), shared.desired(index)), (local.suspects(index), shared.suspects(index))]
+            pairs += [
+                (local.desired(shard.index), shared.desired(shard.index)),
+                (local.suspects(shard.index), shared.suspects(shard.index)),
+            ]
     files, rows = LocalDocuments(config.state_dir), cluster_documents(config)
     pairs += [(Document(files, name), Document(rows, name)) for name in CLUSTER_FILES]
     return pairs

@@ -59,8 +59,11 @@ class DesiredSet:
 
     def read(self) -> dict[str, InstanceSpec]:
         """The desired instances keyed by instance key (empty when nothing was ever applied)."""
+        return self.parse(self.record.read())
+
+    def parse(self, raw: bytes | None) -> dict[str, InstanceSpec]:
+        """The desired instances of ``raw``, this set's content as read (None: none)."""
         try:
-            raw = self.record.read()
             if raw is None:
                 return {}
             data = durable.parse_json(raw)

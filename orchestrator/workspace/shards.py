@@ -120,11 +120,6 @@ class _Seen:
     keys: frozenset[str]
 
 
-def shard_index_of(shard: ProviderWorkdir) -> int:
-    """The shard's index (0 for a plain working directory: it is shard 0)."""
-    return shard.index if isinstance(shard, ShardWorkdir) else 0
-
-
 class ProviderShards:
     """The shards of one provider: listing, placement of an op's keys, and which shard holds a key."""
 
@@ -202,7 +197,11 @@ class ProviderShards:
         """The keys as last parsed while ``stamp`` (the file's identity, or the stored content) holds."""
         seen = self._seen.get(index)
         if seen is None or seen.stamp != stamp:
-            seen = _Seen(stamp, frozenset(shard.desired.read()) if stamp is not None else frozenset())
+            if isinstance(stamp, bytes):  # the stored content itself: parsed, not read again
+                keys = frozenset(shard.desired.parse(stamp))
+            else:
+                keys = frozenset(shard.desired.read()) if stamp is not None else frozenset()
+            seen = _Seen(stamp, keys)
             self._seen[index] = seen
         return seen.keys
 
@@ -210,7 +209,7 @@ class ProviderShards:
         """Every shard's keys, by index (with the shared store: every desired set in one read)."""
         stored = self.documents.stored_desired()
         if stored is None:
-            return {shard_index_of(s): self.keys(s) for s in self.all()}
+            return {s.index: self.keys(s) for s in self.all()}
         indices = sorted({0, *stored})
         return {i: self._keys(self.shard(i), i, stored.get(i)) for i in indices}
 
