@@ -253,6 +253,10 @@ def test_migrate_state_moves_every_local_state_and_recreates_nothing(tmp_path: P
     refused = run(site, pg.conn_str, "plan", "cpu=1", "--out", "more")
     assert refused.returncode == 3
     assert refused.stderr.strip().count("\n") == 0 and "xceprov terraform migrate-state" in refused.stderr
+    checked = run(site, pg.conn_str, "validate")  # the operator's pre-flight names every shard left
+    assert checked.returncode == 3
+    said = (checked.stdout + checked.stderr).splitlines()
+    assert len([ln for ln in said if "xceprov terraform migrate-state" in ln]) == 3, checked.stderr
 
     # Another holder of the provider (here: a standalone command's lock) is refused first.
     with FileLock(str(site / "state" / "locks" / "standalone-sim.lock"), timeout=0):
