@@ -24,6 +24,7 @@ from pg_server import PgServer, pg_server
 
 from orchestrator.clients.ansible.inventory import records_from_workdirs
 from orchestrator.configfile import ENV_VAR, load_config
+from orchestrator.services.bootstrap import load_records
 from orchestrator.sim.cloud.store import CloudStore
 from orchestrator.workspace.shards import ProviderShards
 from orchestrator.workspace.terraform import engine_for
@@ -152,8 +153,12 @@ def test_no_connection_string_or_a_bad_file_is_one_line_and_exit_3(tmp_path: Pat
         assert "hunter2" not in done.stderr + done.stdout and "Traceback" not in done.stderr
 
 
-def test_an_apply_keeps_every_shard_state_as_rows_and_reads_them_back(tmp_path: Path, pg: PgServer) -> None:
+def test_an_apply_keeps_every_shard_state_as_rows_and_reads_them_back(
+    tmp_path: Path, pg: PgServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     site = write_site(tmp_path / "site", "pgrows")
+    locked = run(site, pg.conn_str, "terraform", "lock")  # the site's provider lock, then inits against it
+    assert locked.returncode == 0, locked.stderr
     planned = run(site, pg.conn_str, "plan", "cpu=3", "--out", "burst")
     assert planned.returncode == 0, planned.stderr
     applied = run(site, pg.conn_str, "apply", "burst")
@@ -174,6 +179,8 @@ def test_an_apply_keeps_every_shard_state_as_rows_and_reads_them_back(tmp_path: 
     with state_reader(pg.conn_str) as read_state:
         records = records_from_workdirs(loaded.config.state_dir, "pgrows", read_state)
     assert sorted(r.instance_id for r in records) == sorted(i.id for i in alive)
+    monkeypatch.setenv("PG_CONN_STR", pg.conn_str)
+    assert load_records(loaded.config) == records  # xceprov bootstrap's hosts
     assert records_from_workdirs(loaded.config.state_dir, "pgrows") == []  # no local file to read
     inventory = ansible_inventory(site / "state", pg.conn_str)
     assert sorted(inventory["_meta"]["hostvars"]) == sorted(r.name for r in records)
@@ -248,6 +255,10 @@ def test_migrate_state_moves_every_local_state_and_recreates_nothing(
     refused = run(site, pg.conn_str, "plan", "cpu=1", "--out", "more")
     assert refused.returncode == 3
     assert refused.stderr.strip().count("\n") == 0 and "xceprov terraform migrate-state" in refused.stderr
+    checked = run(site, pg.conn_str, "validate")  # the operator's pre-flight names every shard left
+    assert checked.returncode == 3
+    said = (checked.stdout + checked.stderr).splitlines()
+    assert len([ln for ln in said if "xceprov terraform migrate-state" in ln]) == 3, checked.stderr
 
     # Another holder of the provider (here: a standalone command's lock) is refused first.
     with FileLock(str(site / "state" / "locks" / "standalone-sim.lock"), timeout=0):

@@ -141,15 +141,15 @@ class TerraformProcess:
             raise TerraformError(f"{self.name} {args[0]}: working directory {workdir} does not exist")
         started = time.monotonic()
         env = self.environment()
+        reader = on_line
         if on_line is not None and self.secrets:
-            given = on_line
 
-            def on_line(line: str) -> None:
-                given(self.hidden(line))
+            def reader(line: str) -> None:
+                on_line(self.hidden(line))
 
         with self.attachment(workdir, args, env) as attachment:
             env.update(attachment.env)
-            done = self._run(workdir, argv, args, env, started, attachment, should_stop, on_line)
+            done = self._run(workdir, argv, args, env, started, attachment, should_stop, reader)
         if self.secrets:
             done = dataclasses.replace(done, stdout=self.hidden(done.stdout), stderr=self.hidden(done.stderr))
         return done

@@ -468,3 +468,11 @@ def test_the_pg_connection_is_in_the_environment_only_and_hidden_from_every_outp
     with pytest.raises(TerraformError) as failed:
         engine.state_pull(tmp_path)
     assert "pw-XYZ" not in str(failed.value) and "***" in str(failed.value)
+
+
+def test_a_line_read_while_terraform_runs_is_hidden_too(fake: Path, tmp_path: Path) -> None:
+    engine = BinaryEngine(str(fake), env={"PG_CONN_STR": SECRET}, secrets=[SECRET])
+    (fake.parent / "stdout").write_text(f'{{"@message": "backend {SECRET}"}}\n')
+    lines: list[str] = []
+    done = engine.run(tmp_path, ["apply", "-json"], on_line=lines.append)
+    assert lines == ['{"@message": "backend ***"}\n'] and SECRET not in done.stdout
