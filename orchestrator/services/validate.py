@@ -21,6 +21,7 @@ from orchestrator.clients.terraform.engine import Engine
 from orchestrator.clients.terraform.messages import Diagnostic
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import ConfigError, TerraformError
+from orchestrator.model.config import Config
 from orchestrator.render.instances import (
     RenderRequest,
     controller_context,
@@ -31,7 +32,9 @@ from orchestrator.render.instances import (
 )
 from orchestrator.services.missing_ca import missing_ca
 from orchestrator.workspace.module_settings import settings_problems
+from orchestrator.workspace.pgbackend import refuse_mixed_backends
 from orchestrator.workspace.provider_lock import checked_init
+from orchestrator.workspace.shards import ProviderShards
 from orchestrator.workspace.terraform import engine_for, root_label
 from orchestrator.workspace.workdir import ProviderWorkdir
 
@@ -76,7 +79,7 @@ def validate_all(loaded: LoadedConfig, toolkit_root: Path, engine: Engine | None
                 f"terraform/roots/{workdir.module}: no provider lock ({workdir.site_lock}), so provider versions "
                 "may move; xceprov terraform lock pins them"
             )
-        problems = _validate_terraform(engine, workdir)
+        problems = _validate_terraform(engine, workdir) + _backend_problems(config, pname, toolkit_root)
         if problems:
             report.problems.extend(problems)
         else:
@@ -116,12 +119,24 @@ def _validate_terraform(engine: Engine, workdir: ProviderWorkdir) -> list[str]:
         stage = Path(tmp)
         workdir.populate(stage)
         try:
-            checked_init(engine, stage, root_label(workdir), workdir.site_lock)
+            # With backend pg, the real backend of shard 0: validate proves the database answers.
+            checked_init(engine, stage, root_label(workdir), workdir.site_lock, workdir.backend_config())
         except TerraformError as exc:
             return str(exc).splitlines()
         return [
             f"{root_label(workdir)}: {_diagnostic_line(d)}" for d in engine.validate(stage) if d.severity == "error"
         ]
+
+
+def _backend_problems(config: Config, provider: str, toolkit_root: Path) -> list[str]:
+    """A line per shard whose state is not where ``terraform.backend`` says (a local one left behind)."""
+    problems: list[str] = []
+    for shard in ProviderShards(config, provider, toolkit_root).all():
+        try:
+            refuse_mixed_backends(shard.path, shard.backend)
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+    return problems
 
 
 def _diagnostic_line(diagnostic: Diagnostic) -> str:
