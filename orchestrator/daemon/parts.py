@@ -18,6 +18,7 @@ from orchestrator.clients.controller.factreader import FactReader
 from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.daemon.guarded import DaemonExecutor
+from orchestrator.daemon.members import MemberStore
 from orchestrator.daemon.orphanscan import Scanning
 from orchestrator.daemon.systemd import Notifier
 from orchestrator.model.config import Config
@@ -87,6 +88,16 @@ def default_scanner(parts: LoopParts) -> Scanning:
     return OrphanScanner(parts.config, parts.executor, LinkController(parts.link), parts.clock, parts.config.state_dir)
 
 
+# The shared store the daemon heartbeats in (None: ``terraform.backend: local``, one daemon asks
+# for every provider it is configured for).
+MemberStoreFactory = Callable[[Config], MemberStore | None]
+
+
+def default_member_store(config: Config) -> MemberStore | None:
+    """No shared store (until ``terraform.backend: pg`` opens one)."""
+    return None
+
+
 @dataclass
 class DaemonOptions:
     """What the command line hands the daemon (the parts only it may build)."""
@@ -99,4 +110,5 @@ class DaemonOptions:
     watchdog_interval: float | None = None
     reconciler: ReconcilerFactory = default_reconciler
     orphan_scanner: ScannerFactory = default_scanner
+    member_store: MemberStoreFactory = default_member_store
     clock: Callable[[], float] = time.time

@@ -20,6 +20,7 @@ from orchestrator.clients.controller.keeper import LeaseKeeper
 from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.clients.controller.types import HostInfo
 from orchestrator.daemon.lifecycle import Lifecycle
+from orchestrator.daemon.members import Membership
 from orchestrator.daemon.metrics import DaemonMetrics
 from orchestrator.daemon.orphanscan import OrphanScans
 from orchestrator.daemon.parts import DaemonOptions
@@ -49,6 +50,7 @@ class StatusPublishing:
     keeper: LeaseKeeper | None
     fact_reader: FactReader | None
     orphans: OrphanScans | None
+    membership: Membership | None
     # The last document written: a stop rewrites it with a new state.
     _document: dict[str, Any] | None
 
@@ -94,6 +96,7 @@ class StatusPublishing:
             hosts=hosts,
             now=self.options.clock(),
             orphans=self.orphans.to_json() if self.orphans is not None else None,
+            store=self.membership.to_json() if self.membership is not None else None,
         )
 
     def _daemon_member(self, state: str) -> dict[str, Any]:

@@ -291,13 +291,10 @@ class LeaseKeeper:
 
     def want(self, providers: Sequence[str]) -> None:
         """Ask for exactly ``providers`` (of those configured) from now on: the child releases the
-        ones dropped (their gate closes first) and asks for the ones added. Call it only while no
-        op of a dropped provider is in flight (the daemon calls it between passes)."""
-        wanted = sorted(set(providers) & set(self.providers))
-        if wanted == self.wanted:
-            return
-        self.wanted = wanted
-        self._command("want " + json.dumps(wanted))
+        ones dropped (their gate closes first) and asks at once for the wanted ones not held. Call
+        it only while no op of a dropped provider is in flight (the daemon calls it between passes)."""
+        self.wanted = sorted(set(providers) & set(self.providers))
+        self._command("want " + json.dumps(self.wanted))
 
     def attach(self, link: ControllerLink) -> None:
         """Let the orchestrator's own link close the gate on a revocation push at once."""

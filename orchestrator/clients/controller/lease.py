@@ -257,22 +257,27 @@ class LeaseManager:
 
     def want(self, providers: Iterable[str]) -> None:
         """Ask for exactly ``providers`` from now on (managed ones; others are ignored): the ones
-        dropped are released at their next step, the ones added are asked for at once."""
+        dropped are released at their next step; the ones added, and every wanted one not held,
+        are asked for at once."""
         asked = set(providers)
         unknown = asked - set(self._leases)
         if unknown:
             log.warning("asked to hold leases of providers not managed here: %s", ", ".join(sorted(unknown)))
         now = self._clock()
-        changed = []
+        due = []
         with self._lock:
             for lease in self._leases.values():
                 wanted = lease.provider in asked
                 if wanted != lease.wanted:
+                    log.info("lease for provider %s %s", lease.provider, "wanted here" if wanted else "not wanted here")
                     lease.wanted = wanted
-                    lease.next_due = now
-                    changed.append(lease.provider)
-        for provider in changed:
-            log.info("lease for provider %s %s", provider, "wanted here" if provider in asked else "not wanted here")
+                elif not wanted or lease.epoch is not None:
+                    continue
+                # Changed, or wanted and not held: asked at once (a denial's retry hint is the
+                # holder's remaining TTL, but the holder may just have released it).
+                lease.next_due = now
+                due.append(lease.provider)
+        for provider in due:
             self._wake[provider].set()
 
     def wanted(self) -> set[str]:

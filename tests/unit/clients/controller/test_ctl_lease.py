@@ -332,3 +332,18 @@ def test_a_lease_wanted_again_is_acquired_with_its_previous_epoch() -> None:
     mgr.want(["p1"])
     mgr.step()
     assert previous == [None, Epoch(1, 1)] and mgr.gate("p1") == Epoch(1, 2)
+
+
+def test_want_asks_again_at_once_for_a_wanted_lease_another_holder_had() -> None:
+    # A denial's hint is the holder's remaining TTL; a holder that released it (a rebalance)
+    # must not cost the new owner that wait: the daemon says want() again when the members change.
+    clock = FakeClock()
+    ctl = FakeController(clock)
+    ctl.deny_to = "orch-b"
+    mgr = make(clock, ctl)
+    assert mgr.step() == pytest.approx(5.0)
+    ctl.deny_to = None
+    clock.now += 1.0
+    mgr.want(["p1"])
+    mgr.step()
+    assert mgr.gate("p1") == Epoch(1, 1) and len(ctl.sent) == 2
