@@ -18,7 +18,8 @@ daemon's side of that, on a thread of its own so that a long pass never delays i
   providers without waiting one TTL.
 
 The store is anything with ``heartbeat``, ``members``, ``leave`` and ``close``
-(``orchestrator.clients.postgres.SharedStore``); tests use a fake.
+(``orchestrator.model.members.MemberStore``: ``orchestrator.clients.postgres.SharedStore``);
+tests use a fake.
 """
 
 from __future__ import annotations
@@ -27,46 +28,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from orchestrator.daemon.share import dealt
+from orchestrator.model.members import MemberRow, MemberStore
 
 log = logging.getLogger(__name__)
-
-
-class MemberRow(Protocol):
-    """One live member as the store reads it (``orchestrator.clients.postgres.Member``)."""
-
-    @property
-    def instance(self) -> str: ...
-    @property
-    def label(self) -> str: ...
-    @property
-    def configured(self) -> Sequence[str]: ...
-    @property
-    def held(self) -> Mapping[str, str]: ...
-    @property
-    def age_s(self) -> float: ...
-
-
-class MemberStore(Protocol):
-    """What the membership needs of the shared store."""
-
-    def heartbeat(self, instance: str, label: str, configured: Sequence[str], held: Mapping[str, str]) -> None:
-        """Write this member's row (the server's clock stamps it)."""
-        ...
-
-    def members(self, live_within: float) -> Sequence[MemberRow]:
-        """The members whose heartbeat is younger than ``live_within`` seconds."""
-        ...
-
-    def leave(self, instance: str) -> None:
-        """Remove this member's row."""
-        ...
-
-    def close(self) -> None:
-        """Close the connection."""
-        ...
 
 
 def utc(seconds: float) -> str:

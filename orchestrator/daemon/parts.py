@@ -18,10 +18,10 @@ from orchestrator.clients.controller.factreader import FactReader
 from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.daemon.guarded import DaemonExecutor
-from orchestrator.daemon.members import MemberStore
 from orchestrator.daemon.orphanscan import Scanning
 from orchestrator.daemon.systemd import Notifier
 from orchestrator.model.config import Config
+from orchestrator.model.members import MemberStore
 from orchestrator.ops.drain import Decommission
 from orchestrator.ops.executor import Bootstrap
 

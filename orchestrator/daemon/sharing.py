@@ -18,15 +18,12 @@ from orchestrator.clients.controller.keeper import LeaseKeeper
 from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.daemon.fence import StoreFence
 from orchestrator.daemon.lifecycle import Lifecycle
-from orchestrator.daemon.members import Membership, MemberStore
+from orchestrator.daemon.members import Membership
 from orchestrator.model.config import Config
+from orchestrator.model.members import DEFAULT_LEASE_TTL, MemberStore
 from orchestrator.ops.fence import Fence
 
 log = logging.getLogger("orchestrator.daemon.service")
-
-# The lease TTL assumed until the controller names its own at join (the simulated controller's
-# default): members younger than this are live, heartbeats come a third of it apart.
-DEFAULT_TTL = 15.0
 
 
 class ProviderSharing:
@@ -71,7 +68,7 @@ class ProviderSharing:
         ttl = self.link.state().lease_ttl if self.link is not None else 0.0
         if ttl <= 0 and self.keeper is not None:
             ttl = max((s.ttl for s in self.keeper.status()), default=0.0)
-        return ttl if ttl > 0 else DEFAULT_TTL
+        return ttl if ttl > 0 else DEFAULT_LEASE_TTL
 
     def _heartbeat_interval(self) -> float:
         return min(self._lease_ttl() / 3.0, self.config.daemon.reconcile_interval)
