@@ -51,6 +51,15 @@ def leases(fake: FakeController) -> None:
     fake.handlers["queryFacts"] = lambda _m, p, _c: ("factList", {"provider": p["provider"], "facts": []})
 
 
+def holder_section(config: Path, title: str) -> list[str]:
+    """The three provider lines under ``title`` in ``xceprov status`` (which must exit 0)."""
+    result = CliRunner().invoke(cli, ["--config", str(config), "status"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    at = lines.index(title)
+    return lines[at + 1 : at + 4]
+
+
 def test_holder_parts_name_the_process_instance_and_its_label() -> None:
     assert holder_parts(f"provisioner/{PROC_A}") == (PROC_A, "unit-daemon-m1")
     assert holder_parts("provisioner/handmade") == ("handmade", "handmade")
@@ -62,11 +71,7 @@ def test_without_a_shared_store_the_holders_come_from_the_controller(
 ) -> None:
     leases(fake)
     config = site(tmp_path, fake, pki)
-    result = CliRunner().invoke(cli, ["--config", str(config), "status"])
-    assert result.exit_code == 0, result.output
-    lines = result.output.splitlines()
-    at = lines.index("holders (the controller's leases)")
-    assert lines[at + 1 : at + 4] == [
+    assert holder_section(config, "holders (the controller's leases)") == [
         f"  p1               unit-daemon-m1  instance {PROC_A}  epoch 4.1",
         f"  p2               unit-daemon-m2  instance {PROC_B}  epoch 4.2",
         "  p3               none",
@@ -93,11 +98,7 @@ def test_with_a_shared_store_the_holders_come_from_its_live_members(
 
     monkeypatch.setattr(status_service, "open_member_store", open_store)
     config = site(tmp_path, fake, pki)
-    result = CliRunner().invoke(cli, ["--config", str(config), "status"])
-    assert result.exit_code == 0, result.output
-    lines = result.output.splitlines()
-    at = lines.index("holders (the shared store's live members: 3)")
-    assert lines[at + 1 : at + 4] == [
+    assert holder_section(config, "holders (the shared store's live members: 3)") == [
         "  p1               label-m1.1.aaaaaaaaaaaaaaaa  instance m1.1.aaaaaaaaaaaaaaaa  epoch 4.1",
         "  p2               label-m2.2.bbbbbbbbbbbbbbbb  instance m2.2.bbbbbbbbbbbbbbbb  epoch 4.5",
         "  p3               label-m1.1.aaaaaaaaaaaaaaaa  instance m1.1.aaaaaaaaaaaaaaaa  epoch 4.3",
