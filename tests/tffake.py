@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +101,7 @@ class FakeEngine:
 
     # --- the Engine protocol ------------------------------------------------------------
 
-    def init(self, workdir: Path) -> None:
+    def init(self, workdir: Path, backend_config: Mapping[str, str] | None = None) -> None:
         self.calls.append(("init", workdir))
         if not (workdir / "main.tf").is_file():
             raise TerraformError(f"{workdir}: no configuration")

@@ -30,6 +30,7 @@ from orchestrator.model.config import Config
 from orchestrator.model.facts import Fact
 from orchestrator.reconcile.breaker import Breakers
 from orchestrator.workspace.daemonstatus import write_status
+from orchestrator.workspace.sharedstore import cluster_documents
 
 # The service's logger, as before the status had a module of its own (log filters keep working).
 log = logging.getLogger("orchestrator.daemon.service")
@@ -91,7 +92,7 @@ class StatusPublishing:
             daemon=self._daemon_member(state),
             report=report,
             leases=self.keeper.status(),
-            breakers=Breakers.load(self.config.state_dir, self.config.policy.breaker),
+            breakers=Breakers.load(self.config.state_dir, self.config.policy.breaker, cluster_documents(self.config)),
             facts=facts,
             hosts=hosts,
             now=self.options.clock(),

@@ -25,6 +25,7 @@ from typing import Any, Final
 
 from orchestrator.model.backoff import Backoff
 from orchestrator.reconcile.statefile import read_entries, write_entries
+from orchestrator.workspace.documents import Document, Documents, LocalDocuments
 
 BOOTSTRAP_FILE: Final = "bootstrap.json"
 _FORMAT: Final = 1
@@ -71,15 +72,15 @@ class Attempt:
 class BootstrapTracker:
     """Every host's :class:`BootstrapRecord`, kept in ``path``."""
 
-    def __init__(self, path: Path, records: dict[str, BootstrapRecord]) -> None:
-        self.path = path
+    def __init__(self, document: Document, records: dict[str, BootstrapRecord]) -> None:
+        self.document = document
         self._records = records
 
     @classmethod
-    def load(cls, state_dir: Path) -> BootstrapTracker:
-        """The records kept under ``state_dir`` (none when the file is absent)."""
-        path = Path(state_dir) / BOOTSTRAP_FILE
-        return cls(path, _read(path))
+    def load(cls, state_dir: Path, documents: Documents | None = None) -> BootstrapTracker:
+        """The records kept under ``state_dir`` (or in ``documents``; none when absent)."""
+        document = Document(documents if documents is not None else LocalDocuments(Path(state_dir)), BOOTSTRAP_FILE)
+        return cls(document, _read(document))
 
     def get(self, key: str, provider: str, template: str, host_name: str) -> BootstrapRecord:
         """The record of ``key`` (a fresh one when the host was never seen)."""
@@ -140,8 +141,8 @@ class BootstrapTracker:
         return changed
 
     def _write(self, records: dict[str, BootstrapRecord]) -> None:
-        write_entries(self.path, _FORMAT, "hosts", {k: _to_json(r) for k, r in records.items()})
-        self._records = records  # only once the file holds it: memory never runs ahead of disk
+        write_entries(self.document, _FORMAT, "hosts", {k: _to_json(r) for k, r in records.items()})
+        self._records = records  # only once the document holds it: memory never runs ahead of it
 
 
 def _to_json(record: BootstrapRecord) -> dict[str, Any]:
@@ -150,9 +151,9 @@ def _to_json(record: BootstrapRecord) -> dict[str, Any]:
     return doc
 
 
-def _read(path: Path) -> dict[str, BootstrapRecord]:
+def _read(document: Document) -> dict[str, BootstrapRecord]:
     hint = "removing it makes the daemon bootstrap every host not yet joined again"
-    return read_entries(path, _FORMAT, "hosts", _from_json, "bootstrap record file", hint)
+    return read_entries(document, _FORMAT, "hosts", _from_json, "bootstrap record file", hint)
 
 
 def _from_json(key: str, r: Any) -> BootstrapRecord:
