@@ -28,12 +28,53 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.daemon.share import dealt
 from orchestrator.model.members import MemberRow, MemberStore
 
+if TYPE_CHECKING:
+    from orchestrator.clients.postgres import SharedStore
+
 log = logging.getLogger(__name__)
+
+
+class DedicatedStore:
+    """The shared store on a connection of the heartbeat's own (never the one the loop's documents
+    use: a long statement of theirs must not delay a heartbeat), opened at its first use and again
+    after a failed open, so a daemon started while the database is down runs with its fence
+    closed and joins when the database answers."""
+
+    def __init__(self, conn_str: str, cluster: str, connect_timeout: float = 5.0) -> None:
+        self._conn_str = conn_str
+        self._cluster = cluster
+        self._timeout = connect_timeout
+        self._store: SharedStore | None = None
+
+    def _opened(self) -> SharedStore:
+        if self._store is None:
+            from orchestrator.clients.postgres import SharedStore  # psycopg loads only with the pg backend
+
+            self._store = SharedStore.open(self._conn_str, self._cluster, connect_timeout=self._timeout)
+        return self._store
+
+    def heartbeat(self, instance: str, label: str, configured: Sequence[str], held: Mapping[str, str]) -> None:
+        """This member's row (``SharedStore.heartbeat``)."""
+        self._opened().heartbeat(instance, label, configured, held)
+
+    def members(self, live_within: float) -> Sequence[MemberRow]:
+        """The live members (``SharedStore.members``)."""
+        return self._opened().members(live_within)
+
+    def leave(self, instance: str) -> None:
+        """Remove this member's row (``SharedStore.leave``)."""
+        self._opened().leave(instance)
+
+    def close(self) -> None:
+        """Close the connection, when one was opened."""
+        if self._store is not None:
+            self._store.close()
+            self._store = None
 
 
 def utc(seconds: float) -> str:
@@ -82,14 +123,17 @@ class Membership:
     # -- one heartbeat --------------------------------------------------------------------------
 
     def beat(self) -> bool:
-        """One heartbeat and members read; whether both succeeded."""
+        """One heartbeat and members read (tried twice: the store reconnects after a failure);
+        whether they succeeded."""
         ttl = self._ttl()
         try:
-            self.store.heartbeat(self.instance, self.label, self.configured, dict(self._held()))
-            members = list(self.store.members(ttl))
-        except Exception as exc:  # any failure to heartbeat closes the fence; the reason is kept
-            self._failed(exc)
-            return False
+            members = self._heartbeat(ttl)
+        except Exception:  # once more at once: a restarted server ended the old connection
+            try:
+                members = self._heartbeat(ttl)
+            except Exception as exc:  # any failure to heartbeat closes the fence; the reason is kept
+                self._failed(exc)
+                return False
         by_member: dict[str, Sequence[str]] = {m.instance: list(m.configured) for m in members}
         by_member[self.instance] = self.configured  # alive by definition: it just wrote its row
         share = dealt(by_member, self.instance)
@@ -110,6 +154,10 @@ class Membership:
         if changed:
             self._on_change()
         return True
+
+    def _heartbeat(self, ttl: float) -> list[MemberRow]:
+        self.store.heartbeat(self.instance, self.label, self.configured, dict(self._held()))
+        return list(self.store.members(ttl))
 
     def _failed(self, exc: BaseException) -> None:
         error = (str(exc).splitlines() or [type(exc).__name__])[0]

@@ -94,8 +94,12 @@ MemberStoreFactory = Callable[[Config], MemberStore | None]
 
 
 def default_member_store(config: Config) -> MemberStore | None:
-    """No shared store (until ``terraform.backend: pg`` opens one)."""
-    return None
+    """With ``terraform.backend: pg``, the shared store on a connection of the heartbeat's own."""
+    from orchestrator.daemon.members import DedicatedStore
+    from orchestrator.workspace.pgconn import pg_conn_str
+
+    conn_str = pg_conn_str(config)
+    return None if conn_str is None else DedicatedStore(conn_str, config.cluster)
 
 
 @dataclass

@@ -34,7 +34,7 @@ from typing import Any
 from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.clients.controller.types import ControllerStatus, Fact, LinkState
 from orchestrator.configfile import LoadedConfig
-from orchestrator.errors import ControllerError, XceprovError
+from orchestrator.errors import ConfigError, ControllerError, XceprovError
 from orchestrator.model.config import Config
 from orchestrator.model.members import DEFAULT_LEASE_TTL, MemberStore, holders
 from orchestrator.model.text import printable
@@ -42,6 +42,7 @@ from orchestrator.ops.openops import open_ops as find_open_ops
 from orchestrator.protocol.holder import holder_parts
 from orchestrator.reconcile.breaker import Breakers
 from orchestrator.workspace.daemonstatus import read_status
+from orchestrator.workspace.pgconn import pg_conn_str
 from orchestrator.workspace.sharedstore import cluster_documents
 
 
@@ -194,8 +195,15 @@ MemberSource = Callable[[Config], MemberStore | None]
 
 
 def open_member_store(config: Config) -> MemberStore | None:
-    """The shared store of ``terraform.backend: pg`` (None with ``local``)."""
-    return None
+    """The shared store of ``terraform.backend: pg`` on a connection of its own (None with
+    ``local``); ``ConfigError`` when its connection string is missing, ``StoreUnavailable`` when
+    it does not answer."""
+    conn_str = pg_conn_str(config)
+    if conn_str is None:
+        return None
+    from orchestrator.clients.postgres import SharedStore  # psycopg loads only with the pg backend
+
+    return SharedStore.open(conn_str, config.cluster)
 
 
 def store_holders(
@@ -209,6 +217,8 @@ def store_holders(
         if store is None:
             return None, None
         members = list(store.members(live_within))
+    except ConfigError:
+        raise  # no connection string: the configuration is wrong, not the store
     except Exception as exc:  # any failure to read the store is shown, never a traceback
         return {"reachable": False, "error": (str(exc).splitlines() or [type(exc).__name__])[0], "members": []}, None
     finally:
