@@ -118,6 +118,7 @@ class Membership:
         self._down_since: float | None = None  # wall time of the first failure since the last success
         self._error = ""
         self._version = 0  # counts changes of the share, of what the members hold, of reachability
+        self._reads = 0  # successful heartbeats with their members read
         self._held_view: dict[str, dict[str, str]] = {}
 
     # -- one heartbeat --------------------------------------------------------------------------
@@ -144,6 +145,7 @@ class Membership:
             if changed:
                 self._version += 1
             self._held_view = held_view
+            self._reads += 1
             self._members = members
             self._dealt = share
             self._last_ok = self._monotonic()
@@ -178,6 +180,11 @@ class Membership:
         """The providers dealt to this daemon by the last members read (None before the first)."""
         with self._lock:
             return None if self._dealt is None else set(self._dealt)
+
+    def reads(self) -> int:
+        """How many heartbeats with their members read have succeeded."""
+        with self._lock:
+            return self._reads
 
     def version(self) -> int:
         """A number that changes whenever the share, what the members hold or the store's

@@ -79,11 +79,13 @@ class ProviderSharing:
         return {s.provider: s.epoch.tag() for s in self.keeper.status() if s.held and s.epoch is not None}
 
     def wait_for_share(self, deadline: float) -> None:
-        """Until the first members read has dealt this daemon its share (at most ``deadline``,
-        monotonic), then hand it to the keeper."""
+        """Until a second members read, one heartbeat interval after the first, has dealt this
+        daemon its share (at most ``deadline``, monotonic), then hand it to the keeper: daemons
+        started together see each other's rows by then, so the first one up does not take every
+        provider only to release most of them after its first pass."""
         if self.membership is None:
             return
-        while self.membership.dealt() is None and time.monotonic() < deadline and not self.lifecycle.stopping:
+        while self.membership.reads() < 2 and time.monotonic() < deadline and not self.lifecycle.stopping:
             self.lifecycle.wait_stopping(0.1)
         self.apply_share()
 

@@ -191,3 +191,48 @@ def test_the_daemon_holds_its_share_hands_over_between_passes_and_stops_while_th
     # A clean stop: the leases released first, then the member row removed at once.
     assert asked.index(("leaseRelease", "p1")) < asked.index(("leave", mine))
     assert mine not in store.rows
+
+
+def test_daemons_started_together_do_not_take_each_other_s_share_at_start(
+    tmp_path: Path, fake: FakeController, ca: tuple[Path, Any]
+) -> None:
+    """The other daemon's first heartbeat lands just after this one's: the share handed to the
+    keeper is the one of the second members read, so this daemon never asks for the other's p2."""
+    store = FakeStore(time.monotonic)
+    lock = threading.Lock()
+    asked: list[tuple[str, str]] = []
+    released(fake, lock, asked)
+    read = store.members
+
+    def first_then_the_other(live_within: float) -> list[Any]:
+        rows = read(live_within)
+        store.put("zzz-other", PROVIDERS)  # starting a moment later, and beating on
+        return rows
+
+    store.members = first_then_the_other  # type: ignore[method-assign]
+    loaded = site(tmp_path, fake, ca[0])
+    lifecycle = Lifecycle(loaded, lambda: loaded)
+    made: list[Pass] = []
+
+    def factory(parts: LoopParts) -> Pass:
+        made.append(Pass(parts))
+        return made[-1]
+
+    options = DaemonOptions(
+        tmp_path,
+        engine=object(),  # type: ignore[arg-type]
+        reconciler=factory,
+        orphan_scanner=NoScan(),  # type: ignore[arg-type]
+        member_store=lambda _config: store,
+    )
+    daemon = Daemon(lifecycle, options)
+    runner = threading.Thread(target=daemon.run)
+    runner.start()
+    try:
+        assert wait_for(lambda: made and len(made[0].passes) >= 2, 30)
+        assert made[0].passes[0] == ("start", {"p1": True, "p2": False})
+        with lock:
+            assert ("leaseAcquire", "p2") not in asked and ("leaseRelease", "p2") not in asked
+    finally:
+        lifecycle.request_stop("SIGTERM")
+        runner.join(30)
