@@ -86,6 +86,31 @@ class NoScan:
         return report
 
 
+def started(
+    tmp_path: Path, fake: FakeController, ca: Path, store: FakeStore
+) -> tuple[Daemon, list[Pass], list[int], threading.Thread]:
+    """A daemon over ``store`` running on a thread: it, its passes, its exit status, the thread."""
+    loaded = site(tmp_path, fake, ca)
+    made: list[Pass] = []
+
+    def factory(parts: LoopParts) -> Pass:
+        made.append(Pass(parts))
+        return made[-1]
+
+    options = DaemonOptions(
+        tmp_path,
+        engine=object(),  # type: ignore[arg-type]
+        reconciler=factory,
+        orphan_scanner=NoScan(),  # type: ignore[arg-type]
+        member_store=lambda _config: store,
+    )
+    daemon = Daemon(Lifecycle(loaded, lambda: loaded), options)
+    result: list[int] = []
+    runner = threading.Thread(target=lambda: result.append(daemon.run()))
+    runner.start()
+    return daemon, made, result, runner
+
+
 def released(fake: FakeController, lock: threading.Lock, log: list[tuple[str, str]]) -> None:
     def recording(member: str, payload: Any, conn: FakeConn) -> tuple[str, Any]:
         with lock:
@@ -112,25 +137,8 @@ def test_the_daemon_holds_its_share_hands_over_between_passes_and_stops_while_th
         leave(instance)
 
     store.leave = leaving  # type: ignore[method-assign]
-    loaded = site(tmp_path, fake, ca[0])
-    lifecycle = Lifecycle(loaded, lambda: loaded)
-    made: list[Pass] = []
-
-    def factory(parts: LoopParts) -> Pass:
-        made.append(Pass(parts))
-        return made[-1]
-
-    options = DaemonOptions(
-        tmp_path,
-        engine=object(),  # type: ignore[arg-type]
-        reconciler=factory,
-        orphan_scanner=NoScan(),  # type: ignore[arg-type]
-        member_store=lambda _config: store,
-    )
-    daemon = Daemon(lifecycle, options)
-    result: list[int] = []
-    runner = threading.Thread(target=lambda: result.append(daemon.run()))
-    runner.start()
+    daemon, made, result, runner = started(tmp_path, fake, ca[0], store)
+    lifecycle = daemon.lifecycle
     other_alive = threading.Event()
     other_alive.set()
 
@@ -210,24 +218,8 @@ def test_daemons_started_together_do_not_take_each_other_s_share_at_start(
         return rows
 
     store.members = first_then_the_other  # type: ignore[method-assign]
-    loaded = site(tmp_path, fake, ca[0])
-    lifecycle = Lifecycle(loaded, lambda: loaded)
-    made: list[Pass] = []
-
-    def factory(parts: LoopParts) -> Pass:
-        made.append(Pass(parts))
-        return made[-1]
-
-    options = DaemonOptions(
-        tmp_path,
-        engine=object(),  # type: ignore[arg-type]
-        reconciler=factory,
-        orphan_scanner=NoScan(),  # type: ignore[arg-type]
-        member_store=lambda _config: store,
-    )
-    daemon = Daemon(lifecycle, options)
-    runner = threading.Thread(target=daemon.run)
-    runner.start()
+    daemon, made, _result, runner = started(tmp_path, fake, ca[0], store)
+    lifecycle = daemon.lifecycle
     try:
         assert wait_for(lambda: made and len(made[0].passes) >= 2, 30)
         assert made[0].passes[0] == ("start", {"p1": True, "p2": False})
