@@ -330,7 +330,7 @@ def render_text(report: StatusReport, providers: list[str]) -> str:
         else:
             expires = f"expires in {row.expires_in:.1f}s" if row.expires_in > 0 else "expired"
             lines.append(f"  {provider:<16} holder {row.holder}  epoch {row.epoch}  {expires}")
-    lines += ["", *holder_lines(report, providers)]
+    lines += ["", *holder_lines(report.store, report.holders, report.holders_from, providers)]
     lines += [
         "",
         f"demand vs supply (snapshot {report.demand_seq})",
@@ -352,17 +352,18 @@ def render_text(report: StatusReport, providers: list[str]) -> str:
     return "\n".join(printable(line) for line in lines)  # controller and cloud text: one line each
 
 
-def holder_lines(report: StatusReport, providers: list[str]) -> list[str]:
+def holder_lines(
+    store: dict[str, Any] | None, rows: tuple[HolderRow, ...], source: str, providers: list[str]
+) -> list[str]:
     """Which instance holds each provider (from the shared store's members, or the controller)."""
     lines = []
-    if report.store is not None and not report.store.get("reachable"):
-        lines.append(f"shared store  UNREACHABLE: {report.store.get('error', '')}")
-    if report.holders_from == "store":
-        count = len((report.store or {}).get("members", []))
-        lines.append(f"holders (the shared store's live members: {count})")
+    if store is not None and not store.get("reachable"):
+        lines.append(f"shared store  UNREACHABLE: {store.get('error', '')}")
+    if source == "store":
+        lines.append(f"holders (the shared store's live members: {len((store or {}).get('members', []))})")
     else:
         lines.append("holders (the controller's leases)")
-    by_provider = {row.provider: row for row in report.holders}
+    by_provider = {row.provider: row for row in rows}
     for provider in sorted(set(providers) | set(by_provider)):
         row = by_provider.get(provider)
         if row is None:
@@ -385,9 +386,21 @@ def local_lines(
     return [*daemon_lines, "", *breaker_lines]
 
 
-def render_offline(error: str, local: dict[str, Any]) -> str:
-    """The report when no controller answered: what the local files still say."""
+def offline_state(loaded: LoadedConfig) -> dict[str, Any]:
+    """What ``xceprov status`` still knows with no controller: the local state and, with a shared
+    store, who holds what by its live members (``store``; ``holders``, empty when it did not answer)."""
+    store, rows = store_holders(loaded.config, open_member_store, DEFAULT_LEASE_TTL)
+    return {**local_state(loaded), "store": store, "holders": rows or ()}
+
+
+def render_offline(error: str, local: dict[str, Any], providers: list[str] | None = None) -> str:
+    """The report when no controller answered: what the local files (and the shared store) still say."""
     head = [f"controller  {error}", "  (leases, demand and open ops come from the controller: not shown)", ""]
+    store = local.get("store")
+    if store is not None and store.get("reachable"):
+        head += [*holder_lines(store, local.get("holders", ()), "store", providers or []), ""]
+    elif store is not None:
+        head += [f"shared store  UNREACHABLE: {store.get('error', '')}", ""]
     return "\n".join(
         printable(line)
         for line in head + local_lines(local.get("daemon"), local.get("breakers", ()), local["unreadable"])
@@ -402,6 +415,8 @@ def offline_json(error: str, local: dict[str, Any]) -> dict[str, Any]:
         "daemon": asdict(daemon) if daemon is not None else None,
         "breakers": list(local.get("breakers", ())),
         "unreadable": local["unreadable"],
+        "store": local.get("store"),
+        "holders": [asdict(row) for row in local.get("holders", ())],
     }
 
 

@@ -4,6 +4,7 @@ shared store's live members; a store that does not answer is said so (through th
 from __future__ import annotations
 
 import json
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -22,14 +23,14 @@ PROC_A = "unit-daemon-m1.4242.0123456789abcdef"
 PROC_B = "unit-daemon-m2.77.fedcba9876543210"
 
 
-def site(tmp_path: Path, fake: FakeController, pki: Pki) -> Path:
+def site(tmp_path: Path, address: str, pki: Pki) -> Path:
     config = tmp_path / "xceprov.yaml"
     config.write_text(
         json.dumps(
             {
                 "cluster": "unit",
                 "state_dir": str(tmp_path / "state"),
-                "controller": {"addresses": [fake.address], "ca": str(pki.ca), "connect_timeout": 2},
+                "controller": {"addresses": [address], "ca": str(pki.ca), "connect_timeout": 2},
                 "providers": {p: {"module": "xcesim"} for p in ("p1", "p2", "p3")},
                 "templates": {
                     "cpu": {"providers": {p: {"flavor": "c8", "image": "debian-12"} for p in ("p1", "p2", "p3")}}
@@ -70,7 +71,7 @@ def test_without_a_shared_store_the_holders_come_from_the_controller(
     fake: FakeController, pki: Pki, tmp_path: Path
 ) -> None:
     leases(fake)
-    config = site(tmp_path, fake, pki)
+    config = site(tmp_path, fake.address, pki)
     assert holder_section(config, "holders (the controller's leases)") == [
         f"  p1               unit-daemon-m1  instance {PROC_A}  epoch 4.1",
         f"  p2               unit-daemon-m2  instance {PROC_B}  epoch 4.2",
@@ -97,7 +98,7 @@ def test_with_a_shared_store_the_holders_come_from_its_live_members(
         return store
 
     monkeypatch.setattr(status_service, "open_member_store", open_store)
-    config = site(tmp_path, fake, pki)
+    config = site(tmp_path, fake.address, pki)
     assert holder_section(config, "holders (the shared store's live members: 3)") == [
         "  p1               label-m1.1.aaaaaaaaaaaaaaaa  instance m1.1.aaaaaaaaaaaaaaaa  epoch 4.1",
         "  p2               label-m2.2.bbbbbbbbbbbbbbbb  instance m2.2.bbbbbbbbbbbbbbbb  epoch 4.5",
@@ -116,7 +117,7 @@ def test_a_shared_store_that_does_not_answer_is_said_so_and_the_controller_names
     leases(fake)
     store = FakeStore(time.monotonic, down="connection to server failed\nsecond line")
     monkeypatch.setattr(status_service, "open_member_store", lambda _config: store)
-    config = site(tmp_path, fake, pki)
+    config = site(tmp_path, fake.address, pki)
     result = CliRunner().invoke(cli, ["--config", str(config), "status"])
     assert result.exit_code == 0, result.output
     assert "shared store  UNREACHABLE: connection to server failed\nholders (the controller's leases)" in result.output
@@ -124,3 +125,27 @@ def test_a_shared_store_that_does_not_answer_is_said_so_and_the_controller_names
     doc = json.loads(CliRunner().invoke(cli, ["--config", str(config), "status", "--json"]).output)
     assert doc["store"] == {"reachable": False, "error": "connection to server failed", "members": []}
     assert doc["holders_from"] == "controller"
+
+
+def test_with_no_controller_the_shared_store_still_says_who_holds_what(
+    pki: Pki, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = FakeStore(time.monotonic)
+    store.put("m1.1.aaaaaaaaaaaaaaaa", ["p1", "p2", "p3"], {"p1": "4.1", "p2": "4.2"})
+    monkeypatch.setattr(status_service, "open_member_store", lambda _config: store)
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens on it
+        s.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{s.getsockname()[1]}"
+    config = site(tmp_path, address, pki)
+    result = CliRunner().invoke(cli, ["--config", str(config), "status"])
+    assert result.exit_code == 75, result.output
+    assert (
+        "holders (the shared store's live members: 1)\n"
+        "  p1               label-m1.1.aaaaaaaaaaaaaaaa  instance m1.1.aaaaaaaaaaaaaaaa  epoch 4.1\n"
+        "  p2               label-m1.1.aaaaaaaaaaaaaaaa  instance m1.1.aaaaaaaaaaaaaaaa  epoch 4.2\n"
+        "  p3               none\n"
+    ) in result.output
+    as_json = CliRunner().invoke(cli, ["--config", str(config), "status", "--json"])
+    doc = json.JSONDecoder().raw_decode(as_json.output)[0]
+    assert doc["controller"]["reachable"] is False and doc["store"]["reachable"] is True
+    assert [h["provider"] for h in doc["holders"]] == ["p1", "p2"]
