@@ -19,6 +19,7 @@ from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.daemon.fence import StoreFence
 from orchestrator.daemon.lifecycle import Lifecycle
 from orchestrator.daemon.members import Membership
+from orchestrator.errors import XceprovError
 from orchestrator.model.config import Config
 from orchestrator.model.members import DEFAULT_LEASE_TTL, MemberStore
 from orchestrator.ops.fence import Fence
@@ -76,7 +77,11 @@ class ProviderSharing:
     def _held_epochs(self) -> dict[str, str]:
         if self.keeper is None:
             return {}
-        return {s.provider: s.epoch.tag() for s in self.keeper.status() if s.held and s.epoch is not None}
+        try:
+            statuses = self.keeper.status()
+        except (ValueError, XceprovError):  # the keeper closed under the heartbeat (a stop): none held
+            return {}
+        return {s.provider: s.epoch.tag() for s in statuses if s.held and s.epoch is not None}
 
     def wait_for_share(self, deadline: float) -> None:
         """Until a second members read, one heartbeat interval after the first, has dealt this
