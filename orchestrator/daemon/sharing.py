@@ -105,7 +105,7 @@ class ProviderSharing:
         version = self.membership.version()
         if self._share_applied == (share, version):
             return
-        previous = self._share_applied[0] if self._share_applied is not None else set(self.keeper.wanted)
+        previous = self._share_applied[0] if self._share_applied is not None else self.keeper.wanted()
         if share != previous:
             log.info(
                 "providers dealt to this daemon: %s (was %s)",
@@ -117,4 +117,4 @@ class ProviderSharing:
 
     def wanted_providers(self) -> list[str]:
         """The providers this daemon asks leases for."""
-        return list(self.keeper.wanted) if self.keeper is not None else list(self.providers)
+        return sorted(self.keeper.wanted()) if self.keeper is not None else list(self.providers)

@@ -175,7 +175,7 @@ class LeaseKeeper:
         self.lease_instance = process_instance(instance_id) if lease_instance is None else lease_instance
         self.providers = sorted(providers)
         # The providers asked for (every one unless told otherwise): see want().
-        self.wanted = sorted(self.providers if wanted is None else set(wanted) & set(self.providers))
+        self._wanted = sorted(self.providers if wanted is None else set(wanted) & set(self.providers))
         self.cluster = cluster
         self.margin = settings.lease_margin if margin is None else margin
         self.python = python or sys.executable
@@ -198,7 +198,7 @@ class LeaseKeeper:
             # The parent's process instance: the keeper's link and the parent's are one holder.
             "lease_instance": self.lease_instance,
             "providers": self.providers,
-            "wanted": self.wanted,
+            "wanted": self._wanted,
             "cluster": self.cluster,
             "margin": self.margin,
             "shared": str(path),
@@ -293,8 +293,12 @@ class LeaseKeeper:
         """Ask for exactly ``providers`` (of those configured) from now on: the child releases the
         ones dropped (their gate closes first) and asks at once for the wanted ones not held. Call
         it only while no op of a dropped provider is in flight (the daemon calls it between passes)."""
-        self.wanted = sorted(set(providers) & set(self.providers))
-        self._command("want " + json.dumps(self.wanted))
+        self._wanted = sorted(set(providers) & set(self.providers))
+        self._command("want " + json.dumps(self._wanted))
+
+    def wanted(self) -> set[str]:
+        """The providers asked for."""
+        return set(self._wanted)
 
     def attach(self, link: ControllerLink) -> None:
         """Let the orchestrator's own link close the gate on a revocation push at once."""

@@ -44,7 +44,7 @@ def test_want_releases_the_dropped_lease_and_acquires_the_added_one(fake: FakeCo
         assert status["p1"].holder == "not asked for: dealt to another instance"
         # A provider not configured here is never asked for.
         keeper.want(["p2", "elsewhere"])
-        assert keeper.wanted == ["p2"]
+        assert keeper.wanted() == {"p2"}
     finally:
         keeper.close(release=True)
     assert ("leaseRelease", "p2") in asked
