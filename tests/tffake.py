@@ -110,6 +110,17 @@ class FakeEngine:
         (workdir / ".terraform").mkdir(exist_ok=True)
         (workdir / ".terraform.lock.hcl").write_text("# fake\n")
 
+    def migrate_state(self, workdir: Path, backend_config: Mapping[str, str] | None = None) -> None:
+        self.calls.append(("migrate-state", workdir))
+
+    def state_pull(self, workdir: Path) -> dict[str, Any]:
+        self.calls.append(("state pull", workdir))
+        state = self.state(workdir)
+        return {"version": 4, "serial": state["serial"], "lineage": "fake", "resources": []}
+
+    def state_push(self, workdir: Path, state: Mapping[str, Any]) -> None:
+        self.calls.append(("state push", workdir))
+
     def plan(
         self,
         workdir: Path,

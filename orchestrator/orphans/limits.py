@@ -68,6 +68,9 @@ class RateLimit:
 
     def take(self, provider: str) -> None:
         """Count one action now (durable before the action: a crash never forgets one)."""
+        # Over the document as it is now: another orchestrator's actions (its providers, in the
+        # shared store) since this scan read it stay counted.
+        self._times = {**self._times, **self._read()}
         kept = {p: [t for t in ts if self.now - t < self.interval] for p, ts in self._times.items()}
         kept.setdefault(provider, []).append(self.now)
         self.document.write(json_body({"format": _FORMAT, "actions": kept}))

@@ -18,7 +18,7 @@ Times are wall-clock seconds from the caller's injected clock.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Final
@@ -128,16 +128,27 @@ class BootstrapTracker:
         changed = [replace(r, joined=True) for r in records]
         return self._save(changed) if changed else []
 
-    def prune(self, live: Iterable[str]) -> list[str]:
-        """Forget the records of every key not in ``live`` (gone hosts); the keys dropped."""
+    def prune(self, live: Iterable[str], providers: Collection[str] | None = None) -> list[str]:
+        """Forget the records of every key not in ``live`` (gone hosts); the keys dropped.
+
+        ``providers``: only records of these providers are judged (the ones this process reads
+        facts of); another orchestrator's records, kept in the same shared document, stay.
+        """
         keep = set(live)
-        dropped = sorted(k for k in self._records if k not in keep)
+        records = _read(self.document)
+        dropped = sorted(
+            k for k, r in records.items() if k not in keep and (providers is None or r.provider in providers)
+        )
         if dropped:
-            self._write({k: r for k, r in self._records.items() if k in keep})
+            self._write({k: r for k, r in records.items() if k not in dropped})
+        else:
+            self._records = records
         return dropped
 
     def _save(self, changed: list[BootstrapRecord]) -> list[BootstrapRecord]:
-        self._write({**self._records, **{r.key: r for r in changed}})
+        # Over the document as it is now: records another orchestrator wrote since (its own
+        # providers' hosts, in the shared store) are kept, not overwritten by this copy.
+        self._write({**_read(self.document), **{r.key: r for r in changed}})
         return changed
 
     def _write(self, records: dict[str, BootstrapRecord]) -> None:

@@ -24,7 +24,7 @@ from typing import Any, Final, Literal
 
 from orchestrator.model.config import BreakerSettings
 from orchestrator.reconcile.statefile import parse_entries, write_entries
-from orchestrator.workspace.documents import Document, Documents, LocalDocuments
+from orchestrator.workspace.documents import Document, Documents, LocalDocuments, SnapshotDocuments
 
 BREAKERS_FILE: Final = "breakers.json"
 _FORMAT: Final = 1
@@ -100,6 +100,12 @@ class Breakers:
         if seen != self._seen or (seen is None and self._states):
             self._states = _read(self.document, seen) if seen is not None else {}
             self._seen = seen
+
+    def snapshot(self) -> Breakers:
+        """The breakers as last read or written, answering without reading the document again
+        (a status written while the shared store is away shows them as they were)."""
+        document = Document(SnapshotDocuments({self.document.name: self._seen}), self.document.name)
+        return Breakers(document, self.settings, dict(self._states), self._seen)
 
     def state(self, template: str) -> BreakerState:
         """The breaker of ``template`` (closed when nothing was recorded)."""

@@ -177,6 +177,9 @@ class Reconciler:
             # `xceprov breaker reset` writes the file from another process: read it every pass,
             # or the next failure recorded here would write the old, open state over the reset.
             self.breakers = Breakers.load(self.state_dir, self.config.policy.breaker, self.documents)
+            # Bootstrap records too: with the shared store, a provider taken over arrives with
+            # the records its previous holder wrote (tried, given up, joined) since this started.
+            self.tracker = BootstrapTracker.load(self.state_dir, self.documents)
         except Exception as exc:  # every read failure means the same: act on nothing
             problem = _one_line(exc) if isinstance(exc, ReadFailed) else f"{type(exc).__name__}: {_one_line(exc)}"
             self._read_changed(problem)

@@ -116,7 +116,8 @@ def _validate_terraform(engine: Engine, workdir: ProviderWorkdir) -> list[str]:
         stage = Path(tmp)
         workdir.populate(stage)
         try:
-            checked_init(engine, stage, root_label(workdir), workdir.site_lock)
+            # With backend pg, the real backend of shard 0: validate proves the database answers.
+            checked_init(engine, stage, root_label(workdir), workdir.site_lock, workdir.backend_config())
         except TerraformError as exc:
             return str(exc).splitlines()
         return [

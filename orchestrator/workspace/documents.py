@@ -102,6 +102,30 @@ class LocalDocuments:
         return str(self.path(name))
 
 
+class SnapshotDocuments:
+    """Documents as they were read once, held in memory: reads answer from the snapshot, writes
+    are refused (what a status shows while the shared store is away)."""
+
+    def __init__(self, contents: dict[str, bytes | None]) -> None:
+        self.contents = dict(contents)
+
+    def read(self, name: str) -> bytes | None:
+        """The content as it was read."""
+        return self.contents.get(name)
+
+    def write(self, name: str, body: bytes) -> None:
+        """Refused: a snapshot is never written back."""
+        raise ValueError(f"{name}: a snapshot of a document is read-only")
+
+    def remove(self, name: str) -> None:
+        """Refused: a snapshot is never written back."""
+        self.write(name, b"")
+
+    def where(self, name: str) -> str:
+        """The name, marked as last read."""
+        return f"{name} (as last read)"
+
+
 @dataclass(frozen=True)
 class Document:
     """One named document of a :class:`Documents`."""

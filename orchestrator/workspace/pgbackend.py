@@ -21,10 +21,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from orchestrator.errors import ConfigError
+from orchestrator.clients.terraform.engine import Engine
+from orchestrator.errors import ConfigError, TerraformError
 
 BACKEND_TF: Final = "backend.tf"
 BACKEND_BLOCK: Final = 'terraform {\n  backend "pg" {}\n}\n'
@@ -96,7 +99,49 @@ def refuse_mixed_backends(workdir: Path, backend: str) -> None:
         )
 
 
-def state_summary(state: dict[str, Any]) -> tuple[int, str, int]:
+def resource_objects(state: Mapping[str, Any]) -> frozenset[tuple[str, ...]]:
+    """Every resource instance of a state as (module, mode, type, name, index key, object id).
+
+    What a moved state must hold exactly: Terraform starts a new lineage and serial in the
+    backend it migrates to, so those cannot be compared, but the objects it tracks can.
+    """
+    found: set[tuple[str, ...]] = set()
+    for resource in state.get("resources") or []:
+        if not isinstance(resource, dict):
+            continue
+        head = tuple(str(resource.get(k, "")) for k in ("module", "mode", "type", "name"))
+        for instance in resource.get("instances") or []:
+            if isinstance(instance, dict):
+                key = json.dumps(instance.get("index_key"), sort_keys=True)
+                ident = str((instance.get("attributes") or {}).get("id", ""))
+                found.add((*head, key, ident))
+    return frozenset(found)
+
+
+def state_summary(state: Mapping[str, Any]) -> tuple[int, str, int]:
     """(serial, lineage, number of resource instances) of a Terraform state document."""
     instances = sum(len(r.get("instances") or []) for r in state.get("resources") or [] if isinstance(r, dict))
     return int(state.get("serial") or 0), str(state.get("lineage") or ""), instances
+
+
+def ensure_remote_state(engine: Engine, workdir: Path) -> None:
+    """Give a shard without a state in its schema an empty one, right after its ``init``.
+
+    Terraform's pg backend takes a database-wide advisory lock while it creates a workspace's
+    state, and holds it for the whole command that creates it (its first plan or apply): every
+    other state of the database would wait that long. An empty state written here, in a
+    moment, means no plan or apply ever creates one. Two orchestrators doing this at once are
+    fine: Terraform refuses a push over a state that holds anything, and then there is one.
+    """
+    if _has_state(engine, workdir):
+        return
+    empty = {"version": 4, "terraform_version": "1.0.0", "serial": 0, "lineage": str(uuid.uuid4())}
+    try:
+        engine.state_push(workdir, {**empty, "outputs": {}, "resources": []})
+    except TerraformError:
+        if not _has_state(engine, workdir):
+            raise
+
+
+def _has_state(engine: Engine, workdir: Path) -> bool:
+    return bool(engine.state_pull(workdir).get("lineage"))

@@ -10,6 +10,7 @@ per process (per cluster and connection string) and keeps it; None with the loca
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,9 +44,18 @@ def store_for(config: Config) -> SharedStore | None:
         return store
 
 
-def _opener(config: Config) -> SharedStore:
-    store = store_for(config)
-    assert store is not None, "the shared documents of a configuration without the pg backend"
+def _opener(config: Config) -> Callable[[], SharedStore]:
+    """The cluster's store, asked of :func:`store_for` at the first use and kept (the connection
+    string is read once per user, not at every document)."""
+    opened: list[SharedStore] = []
+
+    def store() -> SharedStore:
+        if not opened:
+            found = store_for(config)
+            assert found is not None, "the shared documents of a configuration without the pg backend"
+            opened.append(found)
+        return opened[0]
+
     return store
 
 
@@ -60,7 +70,7 @@ def provider_documents(config: Config, provider: str, epoch: EpochSource | None 
     if not shared(config):
         return local_provider_documents(config.state_dir / "work" / config.cluster / provider)
     documents = SharedDocuments(
-        lambda: _opener(config), config.cluster, provider, epoch if epoch is not None else refused(provider)
+        _opener(config), config.cluster, provider, epoch if epoch is not None else refused(provider)
     )
     return ProviderDocuments(documents, documents.read_all)
 
@@ -71,4 +81,4 @@ def cluster_documents(config: Config, state_dir: Path | None = None) -> Document
     fenced: no provider's)."""
     if not shared(config):
         return LocalDocuments(state_dir if state_dir is not None else config.state_dir)
-    return SharedDocuments(lambda: _opener(config), config.cluster, "")
+    return SharedDocuments(_opener(config), config.cluster, "")

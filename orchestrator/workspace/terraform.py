@@ -12,7 +12,7 @@ from orchestrator.clients.terraform.engine import BinaryEngine, BundledEngine, E
 from orchestrator.clients.terraform.mirror import XCESIM, ensure_mirror, plugin_cache_dir
 from orchestrator.model.config import Config
 from orchestrator.model.hostnames import checked_instance
-from orchestrator.workspace.pgbackend import refuse_mixed_backends
+from orchestrator.workspace.pgbackend import ensure_remote_state, refuse_mixed_backends
 from orchestrator.workspace.pgconn import PG_CONN_ENV, pg_conn_str, secrets_of
 from orchestrator.workspace.provider_lock import checked_init
 from orchestrator.workspace.workdir import ProviderWorkdir
@@ -60,6 +60,8 @@ def prepared_workdir(engine: Engine, workdir: ProviderWorkdir) -> Path:
         return workdir.path
     with workdir.lock(), workdir.staging() as stage:
         checked_init(engine, stage, root_label(workdir), workdir.site_lock, workdir.backend_config())
+        if workdir.backend == "pg":
+            ensure_remote_state(engine, stage)
     return workdir.path
 
 

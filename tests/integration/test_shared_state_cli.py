@@ -121,6 +121,13 @@ def test_a_second_instance_sees_and_acts_on_everything_with_nothing_local(tmp_pa
 def test_a_second_standalone_command_on_the_provider_is_refused(tmp_path: Path, conn_str: str) -> None:
     holder, other = instance(tmp_path, "a", "fenced"), instance(tmp_path, "b", "fenced")
     cloud = CloudStore(tmp_path / "cloud.sqlite")
+    # A report-only scan of a provider never used lists its cloud and writes nothing shared.
+    scanned = xceprov(other, "orphans", "--json")
+    assert scanned.returncode == 0, scanned.stderr
+    [read] = json.loads(scanned.stdout)["providers"]
+    assert read["cloud"]["listing"] == "read"
+    store = store_for(load_config(other / "xceprov.yaml").config)
+    assert store is not None and store.read_documents("sim", "") == {}
     assert xceprov(other, "plan", "cpu=1", "--out", "one").returncode == 0
     # Another machine's standalone command holds the provider (the advisory lock in the database).
     with standalone_fence(load_config(holder / "xceprov.yaml").config, ["sim"]):

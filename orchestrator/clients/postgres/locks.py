@@ -4,8 +4,8 @@ Without a controller there is no lease epoch; two standalone orchestrators on tw
 kept off one provider by a session-level advisory lock (``pg_try_advisory_lock``) whose 64-bit
 key comes from ``sha256('xceprov/<cluster>/<provider>')``. The locks live on a dedicated
 connection and die with it (server restart, network cut, process killed), so a lock is only as
-good as its connection: :meth:`ProviderLocks.alive` asks the server (bounded by the session's
-timeouts, ``session.py``), and once the connection is lost every lock counts as lost: only a
+good as its connection: :meth:`ProviderLocks.alive` asks the server (bounded like every call,
+``session.py``, ``watchdog.py``), and once the connection is lost every lock counts as lost: only a
 new :meth:`ProviderLocks.try_lock` (on a new connection) holds it again.
 """
 
@@ -17,7 +17,8 @@ import threading
 import psycopg
 
 from orchestrator.clients.postgres.migrations import advisory_key
-from orchestrator.clients.postgres.session import Connection, connect, failed
+from orchestrator.clients.postgres.session import CLIENT_MARGIN, STATEMENT_TIMEOUT, Connection, connect, failed
+from orchestrator.clients.postgres.watchdog import bounded
 
 
 def provider_key(cluster: str, provider: str) -> int:
@@ -28,10 +29,13 @@ def provider_key(cluster: str, provider: str) -> int:
 class ProviderLocks:
     """Advisory locks of one cluster's providers, held on one connection until :meth:`close`."""
 
-    def __init__(self, conn_str: str, cluster: str, *, connect_timeout: float = 5.0) -> None:
+    def __init__(
+        self, conn_str: str, cluster: str, *, connect_timeout: float = 5.0, statement_timeout: float = STATEMENT_TIMEOUT
+    ) -> None:
         self.conn_str = conn_str
         self.cluster = cluster
         self.connect_timeout = connect_timeout
+        self.statement_timeout = statement_timeout
         self._lock = threading.Lock()
         self._conn: Connection | None = None
         self._held: set[str] = set()
@@ -49,7 +53,8 @@ class ProviderLocks:
             self._drop()
             return False
         try:
-            self._conn.execute("SELECT 1").fetchone()
+            with bounded(self._conn, self.statement_timeout + CLIENT_MARGIN):
+                self._conn.execute("SELECT 1").fetchone()
         except psycopg.Error:
             self._drop()
             return False
@@ -63,14 +68,15 @@ class ProviderLocks:
                 return True
             if self._conn is None or self._conn.closed:
                 self._drop()
-                self._conn = connect(self.conn_str, self.connect_timeout)
+                self._conn = connect(self.conn_str, self.connect_timeout, self.statement_timeout)
+            key = provider_key(self.cluster, provider)
             try:
-                row = self._conn.execute(
-                    "SELECT pg_try_advisory_lock(%s)", (provider_key(self.cluster, provider),)
-                ).fetchone()
+                with bounded(self._conn, self.statement_timeout + CLIENT_MARGIN) as watchdog:
+                    row = self._conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
             except psycopg.Error as exc:
                 self._drop()
-                raise failed(f"locking provider {provider!r}", exc, self.conn_str) from None
+                bound = watchdog.seconds if watchdog.fired else None
+                raise failed(f"locking provider {provider!r}", exc, self.conn_str, no_answer_within=bound) from None
             got = row is not None and row[0] is True
             if got:
                 self._held.add(provider)
@@ -93,7 +99,8 @@ class ProviderLocks:
                 return
             self._held.discard(provider)
             try:
-                self._conn.execute("SELECT pg_advisory_unlock(%s)", (provider_key(self.cluster, provider),))
+                with bounded(self._conn, self.statement_timeout + CLIENT_MARGIN):
+                    self._conn.execute("SELECT pg_advisory_unlock(%s)", (provider_key(self.cluster, provider),))
             except psycopg.Error:
                 self._drop()  # the connection is gone, and with it the lock
 
@@ -103,6 +110,9 @@ class ProviderLocks:
         a moment after the close, and a successor asking at once must find them free."""
         with self._lock:
             if self._conn is not None and not self._conn.closed:
-                with contextlib.suppress(psycopg.Error):  # a broken connection has released them already
+                with (
+                    contextlib.suppress(psycopg.Error),  # a broken connection has released them already
+                    bounded(self._conn, self.statement_timeout + CLIENT_MARGIN),
+                ):
                     self._conn.execute("SELECT pg_advisory_unlock_all()")
             self._drop()

@@ -1,4 +1,4 @@
-"""One guarded psycopg connection: bounded connects and statements, reconnect after a failure.
+"""One guarded psycopg connection: bounded connects and calls, reconnect after a failure.
 
 Every call of the shared store runs through :meth:`Session.run` under one ``threading.Lock``
 (psycopg connections are not for concurrent use). The connection is in autocommit mode, so a
@@ -6,14 +6,16 @@ read is one statement and a write that needs more opens ``conn.transaction()`` e
 Bounds, so that a hung or vanished server never blocks a caller forever:
 
 - ``connect_timeout`` on the connect;
-- ``statement_timeout`` (:data:`STATEMENT_TIMEOUT_MS`) on the session: the server cancels a
-  statement (a lock wait included) that takes longer;
-- TCP keepalives and ``tcp_user_timeout`` (only where the caller's connection string does not
-  set them): a server that stops answering on the network is given up by the kernel.
+- ``statement_timeout`` on the session (10 s unless the caller says otherwise): the server
+  cancels a statement, a lock wait included, that takes longer;
+- the client's own bound on every call (``watchdog.py``): ``statement_timeout`` plus
+  :data:`CLIENT_MARGIN`, for a server that hangs or a network that drops everything, where the
+  server's own timeout cannot act;
+- TCP keepalives (unless the connection string sets them) for a peer that vanished while idle.
 
-A call that fails on a database error closes the connection and raises
-:class:`~orchestrator.errors.StoreUnavailable` (one line, redacted); the next call connects
-again. Nothing here retries: the caller's loop decides when to try again.
+A call that fails on a database error closes the connection and raises ``StoreUnavailable``
+(trying again may work) or ``FinalError`` (the server refused the request itself), one line,
+redacted; the next call connects again. Nothing here retries: the caller's loop decides when.
 """
 
 from __future__ import annotations
@@ -29,17 +31,12 @@ from psycopg import conninfo
 from psycopg.rows import TupleRow
 
 from orchestrator.clients.postgres.redact import redact
+from orchestrator.clients.postgres.watchdog import bounded
 from orchestrator.errors import FinalError, StoreUnavailable, XceprovError
 
-STATEMENT_TIMEOUT_MS: Final = 10_000
-# Applied unless the connection string sets them: a dead peer on TCP is noticed within ~15 s.
-_NETWORK_DEFAULTS: Final = {
-    "keepalives": "1",
-    "keepalives_idle": "5",
-    "keepalives_interval": "2",
-    "keepalives_count": "3",
-    "tcp_user_timeout": str(STATEMENT_TIMEOUT_MS + 5_000),
-}
+STATEMENT_TIMEOUT: Final = 10.0
+CLIENT_MARGIN: Final = 5.0  # the server's timeout acts first when it can: its message is clearer
+_KEEPALIVES: Final = {"keepalives": "1", "keepalives_idle": "5", "keepalives_interval": "2", "keepalives_count": "3"}
 
 T = TypeVar("T")
 Connection = psycopg.Connection[TupleRow]
@@ -59,17 +56,20 @@ def unavailable(what: str, exc: BaseException, conn_str: str) -> StoreUnavailabl
     return StoreUnavailable(f"shared store: {what} failed: {_cause(exc, conn_str)}")
 
 
-def failed(what: str, exc: psycopg.Error, conn_str: str) -> XceprovError:
+def failed(what: str, exc: psycopg.Error, conn_str: str, *, no_answer_within: float | None = None) -> XceprovError:
     """The error for a database error of ``what``: ``StoreUnavailable`` when trying again may
     work (the connection, an outage, a timeout, a lock or serialization conflict: psycopg's
     ``OperationalError`` and ``InterfaceError``), ``FinalError`` when the server refused the
-    request itself (bad data, a missing table or privilege), which the same call would meet again."""
+    request itself (bad data, a missing table or privilege), which the same call would meet
+    again. ``no_answer_within``: the client's bound cut the call after that many seconds."""
+    if no_answer_within is not None:
+        return StoreUnavailable(f"shared store: {what} failed: the server gave no answer within {no_answer_within:g} s")
     if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
         return unavailable(what, exc, conn_str)
     return FinalError(f"shared store: {what} refused by the server: {_cause(exc, conn_str)}")
 
 
-def connect(conn_str: str, connect_timeout: float) -> Connection:
+def connect(conn_str: str, connect_timeout: float, statement_timeout: float) -> Connection:
     """A new autocommit connection with the session bounds set; ``StoreUnavailable`` when the
     server cannot be reached, ``FinalError`` when ``conn_str`` cannot be parsed."""
     try:
@@ -77,7 +77,7 @@ def connect(conn_str: str, connect_timeout: float) -> Connection:
     except psycopg.Error as exc:
         # Not a temporary condition: retrying the same string fails the same way.
         raise FinalError(f"shared store: the connection string is malformed: {_cause(exc, conn_str)}") from None
-    for key, value in _NETWORK_DEFAULTS.items():
+    for key, value in _KEEPALIVES.items():
         params.setdefault(key, value)
     # libpq takes whole seconds; psycopg honours the same value for its own wait.
     params["connect_timeout"] = str(max(1, math.ceil(connect_timeout)))
@@ -86,34 +86,39 @@ def connect(conn_str: str, connect_timeout: float) -> Connection:
     except psycopg.Error as exc:
         raise unavailable("connect", exc, conn_str) from None
     try:
-        conn.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
+        with bounded(conn, statement_timeout + CLIENT_MARGIN) as watchdog:
+            conn.execute(f"SET statement_timeout = {max(1, round(statement_timeout * 1000))}")
     except psycopg.Error as exc:
         conn.close()
-        raise unavailable("connect", exc, conn_str) from None
+        bound = watchdog.seconds if watchdog.fired else None
+        raise failed("connect", exc, conn_str, no_answer_within=bound) from None
     return conn
 
 
 class Session:
     """A lazily (re)connected connection used by one caller at a time."""
 
-    def __init__(self, conn_str: str, connect_timeout: float) -> None:
+    def __init__(self, conn_str: str, connect_timeout: float, statement_timeout: float = STATEMENT_TIMEOUT) -> None:
         self.conn_str = conn_str
         self.connect_timeout = connect_timeout
+        self.statement_timeout = statement_timeout
         self._lock = threading.Lock()
         self._conn: Connection | None = None
 
     def run(self, what: str, work: Callable[[Connection], T]) -> T:
-        """``work(conn)`` under the lock; a database error drops the connection (the next call
-        connects again) and raises :func:`failed` naming ``what``. Errors of the toolkit
-        (``LeaseLost``) pass as they are."""
+        """``work(conn)`` under the lock and the client's bound; a database error drops the
+        connection (the next call connects again) and raises :func:`failed` naming ``what``.
+        Errors of the toolkit (``LeaseLost``) pass as they are."""
         with self._lock:
             if self._conn is None or self._conn.closed:
-                self._conn = connect(self.conn_str, self.connect_timeout)
+                self._conn = connect(self.conn_str, self.connect_timeout, self.statement_timeout)
             try:
-                return work(self._conn)
+                with bounded(self._conn, self.statement_timeout + CLIENT_MARGIN) as watchdog:
+                    return work(self._conn)
             except psycopg.Error as exc:
                 self._drop()
-                raise failed(what, exc, self.conn_str) from None
+                bound = watchdog.seconds if watchdog.fired else None
+                raise failed(what, exc, self.conn_str, no_answer_within=bound) from None
 
     def _drop(self) -> None:
         if self._conn is not None:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.clients.postgres.migrations import advisory_key, migrate
-from orchestrator.clients.postgres.session import Connection, Session
+from orchestrator.clients.postgres.session import STATEMENT_TIMEOUT, Connection, Session
 from orchestrator.errors import LeaseLost, StoreUnavailable
 from orchestrator.model.facts import Epoch
 
@@ -72,10 +72,13 @@ class SharedStore:
         self.cluster = cluster
 
     @classmethod
-    def open(cls, conn_str: str, cluster: str, *, connect_timeout: float = 5.0) -> SharedStore:
+    def open(
+        cls, conn_str: str, cluster: str, *, connect_timeout: float = 5.0, statement_timeout: float = STATEMENT_TIMEOUT
+    ) -> SharedStore:
         """Connect and migrate (``migrations.py``); ``StoreUnavailable`` when the server cannot be
-        reached, ``FinalError`` when its schema is newer than this toolkit knows."""
-        session = Session(conn_str, connect_timeout)
+        reached, ``FinalError`` when its schema is newer than this toolkit knows. Every later
+        call is bounded by ``statement_timeout`` (server side) and a little more (client side)."""
+        session = Session(conn_str, connect_timeout, statement_timeout)
         try:
             session.run("migrating the schema", migrate)
         except BaseException:

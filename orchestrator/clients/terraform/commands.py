@@ -7,7 +7,10 @@ into the typed values of :mod:`.messages` (errors raised as one-line :class:`Ter
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -60,6 +63,23 @@ class CliEngine(TerraformProcess):
         if not done.stdout.strip():
             return {}
         return self._json_document(done)
+
+    def state_push(self, workdir: Path, state: Mapping[str, Any]) -> None:
+        """``terraform state push``: ``state`` becomes ``workdir``'s state (never ``-force``).
+
+        Terraform refuses a state of another lineage, or of an older serial, over one that holds
+        anything: a push never overwrites work.
+        """
+        fd, name = tempfile.mkstemp(prefix=".push-", suffix=".tfstate", dir=workdir)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(state, handle)
+            done = self.run(workdir, ["state", "push", f"-lock-timeout={self.lock_timeout:g}s", Path(name).name])
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name)
+        if done.returncode != 0:
+            raise TerraformError(f"{self.name} state push in {workdir} failed: {_first_error(done)}")
 
     def _init(self, workdir: Path, args: list[str]) -> Completed:
         if (Path(workdir) / LOCK_FILE).is_file():

@@ -46,6 +46,10 @@ class Engine(Protocol):
         """``terraform state pull``: the state document of ``workdir``'s backend, {} when empty."""
         ...
 
+    def state_push(self, workdir: Path, state: Mapping[str, Any]) -> None:
+        """``terraform state push`` (never ``-force``): ``state`` becomes ``workdir``'s state."""
+        ...
+
     def plan(
         self,
         workdir: Path,

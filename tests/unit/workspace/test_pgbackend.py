@@ -4,18 +4,22 @@ the connection string's sources and secrecy, and the refusal of a state left beh
 from __future__ import annotations
 
 import itertools
+import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tffake import ROOT, SITE, FakeEngine, site_config
 
 from orchestrator.configfile import parse_config
-from orchestrator.errors import ConfigError
+from orchestrator.errors import ConfigError, TerraformError
 from orchestrator.model.config import Config
-from orchestrator.workspace.pgbackend import BACKEND_BLOCK, BACKEND_TF, schema_name
+from orchestrator.workspace.pgbackend import BACKEND_BLOCK, BACKEND_TF, MIGRATED_STATE, ensure_remote_state, schema_name
 from orchestrator.workspace.pgconn import pg_conn_str, redact
 from orchestrator.workspace.shards import ShardWorkdir
+from orchestrator.workspace.statemigration import MIGRATING_STATE, migrate_shard
 from orchestrator.workspace.terraform import prepared_workdir
 
 SECRET = "postgresql://xce:s3cr%40t-pw@db.example/xceprov?sslmode=require"
@@ -139,3 +143,64 @@ def test_redact_hides_the_string_and_its_password() -> None:
     assert "s3cr" not in hidden and hidden.count("***") == 3
     assert redact("password=hunter2 host=x", "host=x password=hunter2") == "password=*** host=x"
     assert "hunter2" not in redact("auth failed for password=hunter2", "host=x password=hunter2")
+
+
+class StateEngine(FakeEngine):
+    """The fake engine with a pg backend's state per schema: pulled, pushed, migrated."""
+
+    def __init__(self, remote: dict[Path, dict[str, Any]], push_fails: bool = False) -> None:
+        super().__init__()
+        self.remote = remote
+        self.push_fails = push_fails
+
+    def state_pull(self, workdir: Path) -> dict[str, Any]:
+        self.calls.append(("state pull", workdir))
+        return self.remote.get(workdir, {"version": 4, "serial": 0, "lineage": "", "resources": []})
+
+    def state_push(self, workdir: Path, state: Mapping[str, Any]) -> None:
+        self.calls.append(("state push", workdir))
+        if self.push_fails:
+            self.remote[workdir] = {"lineage": "another", "serial": 1, "resources": []}  # the other won
+            raise TerraformError("Failed to write state: cannot import state over unrelated state")
+        self.remote[workdir] = dict(state)
+
+
+def test_a_new_pg_shard_gets_an_empty_state_at_init_and_an_existing_one_is_left_alone(tmp_path: Path) -> None:
+    engine = StateEngine({})
+    ensure_remote_state(engine, tmp_path)
+    assert [c[0] for c in engine.calls] == ["state pull", "state push"]
+    assert engine.remote[tmp_path]["lineage"] and engine.remote[tmp_path]["resources"] == []
+    engine.calls.clear()
+    ensure_remote_state(engine, tmp_path)  # there is one now: nothing is pushed over it
+    assert [c[0] for c in engine.calls] == ["state pull"]
+    racing = StateEngine({}, push_fails=True)  # another orchestrator made it first: fine
+    ensure_remote_state(racing, tmp_path)
+    assert racing.remote[tmp_path]["lineage"] == "another"
+
+
+def test_a_migration_that_does_not_check_out_puts_the_local_state_back(tmp_path: Path) -> None:
+    local = ShardWorkdir(site_config(tmp_path).config, "sim", ROOT, 0)
+    prepared_workdir(FakeEngine(), local)
+    state = {
+        "version": 4,
+        "serial": 4,
+        "lineage": "l-1",
+        "resources": [{"mode": "managed", "type": "t", "name": "x", "instances": [{"attributes": {"id": "i-1"}}]}],
+    }
+    (local.path / "terraform.tfstate").write_text(json.dumps(state))
+    pg = ShardWorkdir(pg_config(tmp_path), "sim", ROOT, 0)
+    lost = StateEngine({})  # the schema ends up empty: the object i-1 did not arrive
+    with pytest.raises(TerraformError, match="put back"):
+        migrate_shard(lost, pg, lambda schema, label: None)
+    assert json.loads((pg.path / "terraform.tfstate").read_text()) == state
+    assert not (pg.path / BACKEND_TF).exists() and not (pg.path / MIGRATING_STATE).exists()
+    assert not (pg.path / MIGRATED_STATE).exists()
+    # A schema that holds other objects is never overwritten.
+    other = {"lineage": "l-9", "resources": [{"mode": "managed", "type": "t", "name": "y", "instances": [{}]}]}
+    with pytest.raises(TerraformError, match="already holds another Terraform state"):
+        migrate_shard(StateEngine({}), pg, lambda schema, label: other)
+    # One that checks out: the copy is kept as .migrated and the local file goes.
+    moved = StateEngine({pg.path: {**state, "lineage": "new", "serial": 1}})
+    migrate_shard(moved, pg, lambda schema, label: None)
+    assert json.loads((pg.path / MIGRATED_STATE).read_text()) == state
+    assert not (pg.path / "terraform.tfstate").exists() and (pg.path / BACKEND_TF).is_file()

@@ -19,7 +19,8 @@ import pytest
 from tffake import ROOT, FakeFence, site_config, unit_executor
 
 from orchestrator.configfile import LoadedConfig
-from orchestrator.errors import LeaseHeld, LeaseLost
+from orchestrator.daemon.publish import StatusPublishing
+from orchestrator.errors import LeaseHeld, LeaseLost, StoreUnavailable
 from orchestrator.model.backoff import Backoff
 from orchestrator.model.config import Config
 from orchestrator.model.facts import Fact, FactKind
@@ -30,6 +31,8 @@ from orchestrator.ops.hostloss import LossTracker
 from orchestrator.orphans.limits import RateLimit
 from orchestrator.reconcile.bootstraps import BootstrapTracker
 from orchestrator.reconcile.breaker import Breakers, Position
+from orchestrator.services.breaker import reset_breaker
+from orchestrator.services.status import breaker_rows
 from orchestrator.workspace.documents import LocalDocuments
 from orchestrator.workspace.shards import ProviderShards
 from orchestrator.workspace.sharedstore import cluster_documents, store_for
@@ -235,3 +238,53 @@ def test_the_store_is_opened_once_per_process(tmp_path: Path, conn_str: str) -> 
     config = pg_site(tmp_path, "a").config
     assert store_for(config) is store_for(config)
     assert store_for(site_config(tmp_path / "a").config) is None  # the local backend has none
+
+
+def test_two_instances_keep_each_others_bootstrap_records_and_orphan_actions(tmp_path: Path, conn_str: str) -> None:
+    one, two = pg_site(tmp_path, "a").config, pg_site(tmp_path, "b").config
+    mine = BootstrapTracker.load(one.state_dir, cluster_documents(one))
+    theirs = BootstrapTracker.load(two.state_dir, cluster_documents(two))  # read before the first writes
+    limits = RateLimit(two.state_dir, two.policy.orphans, NOW, cluster_documents(two))
+    done = {"attempts": 3, "backoff": Backoff(), "rng": random.Random(1)}
+    mine.record(mine.get("op1-000", "sim", "cpu", "h1"), "ok", NOW, **done)  # type: ignore[arg-type]
+    RateLimit(one.state_dir, one.policy.orphans, NOW, cluster_documents(one)).take("sim")
+    theirs.record(theirs.get("op2-000", "aws", "cpu", "h2"), "ok", NOW, **done)  # type: ignore[arg-type]
+    limits.take("aws")
+
+    reread = BootstrapTracker.load(one.state_dir, cluster_documents(one))
+    assert [r.key for r in reread.records()] == ["op1-000", "op2-000"]
+    assert (limits.recent("sim"), limits.recent("aws")) == (1, 1)
+    # An instance forgets the gone hosts of its own providers only.
+    assert theirs.prune([], providers=["aws"]) == ["op2-000"]
+    assert [r.key for r in BootstrapTracker.load(one.state_dir, cluster_documents(one)).records()] == ["op1-000"]
+
+
+def test_status_and_breaker_reset_of_another_instance_see_the_shared_breakers(tmp_path: Path, conn_str: str) -> None:
+    holder, operator = pg_site(tmp_path, "a"), pg_site(tmp_path, "b")
+    record_everything(holder)  # the holder's daemon opened the breaker of cpu
+    [row] = breaker_rows(operator, now=NOW)
+    assert (row["template"], row["position"]) == ("cpu", "open")
+    assert reset_breaker(operator, "cpu", now=NOW).position == Position.OPEN  # what it was
+    config = holder.config
+    assert Breakers.load(config.state_dir, config.policy.breaker, cluster_documents(config)).allows("cpu", NOW)
+
+
+def test_a_daemons_status_shows_the_breakers_as_last_read_while_the_store_is_away(
+    tmp_path: Path, conn_str: str, server: PgServer
+) -> None:
+    """Last in the module: it stops the module's server for a moment."""
+    holder = pg_site(tmp_path, "a")
+    record_everything(holder)
+    publishing = StatusPublishing()
+    publishing.config = holder.config
+    assert publishing.shown_breakers().state("cpu").position == Position.OPEN
+    server.stop()
+    try:
+        with pytest.raises(StoreUnavailable):
+            Breakers.load(holder.config.state_dir, holder.config.policy.breaker, cluster_documents(holder.config))
+        # The status is still written (it is what says the store is away), the breaker as it was.
+        shown = publishing.shown_breakers()
+        assert [(s.template, s.position) for s in shown.states()] == [("cpu", Position.OPEN)]
+    finally:
+        server.start()
+    assert publishing.shown_breakers().state("cpu").position == Position.OPEN

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 from typing import Any
 
 import psycopg
@@ -24,3 +25,11 @@ def fresh_database(server: PgServer) -> str:
     name = f"fresh{next(_names)}"
     sql(server.conn_str, f"CREATE DATABASE {name}")
     return server.conn_str.replace(f"/{DATABASE}?", f"/{name}?")
+
+
+def wait_until_no_advisory_lock(conn_str: str) -> None:
+    """Wait until terminated sessions have exited (termination is a signal; the exit follows)."""
+    deadline = time.monotonic() + 60
+    while sql(conn_str, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'") != [(0,)]:
+        assert time.monotonic() < deadline, "a terminated session kept its advisory lock"
+        time.sleep(0.05)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 
 import pytest
 
 from orchestrator.clients.postgres import ProviderLocks
-from tests.unit.clients.postgres.pg_helpers import sql
+from tests.unit.clients.postgres.pg_helpers import sql, wait_until_no_advisory_lock
 
 NewLocks = Callable[[str], ProviderLocks]
 
@@ -25,14 +24,6 @@ def new_locks(conn_str: str) -> Iterator[NewLocks]:
     yield make
     for locks in made:
         locks.close()
-
-
-def wait_until_no_advisory_lock(conn_str: str) -> None:
-    """Wait until terminated sessions have exited (termination is a signal; the exit follows)."""
-    deadline = time.monotonic() + 60
-    while sql(conn_str, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'") != [(0,)]:
-        assert time.monotonic() < deadline, "a terminated session kept its advisory lock"
-        time.sleep(0.05)
 
 
 def test_a_provider_locked_by_one_instance_is_refused_to_another_until_it_closes(new_locks: NewLocks) -> None:

@@ -9,6 +9,7 @@ import pytest
 from orchestrator.clients.postgres import SharedStore
 from orchestrator.clients.postgres.migrations import LATEST, MIGRATIONS
 from orchestrator.errors import FinalError
+from orchestrator.model.facts import Epoch
 from tests.pg_server import PgServer
 from tests.unit.clients.postgres.pg_helpers import fresh_database, sql
 
@@ -65,3 +66,19 @@ def test_a_schema_newer_than_the_toolkit_is_refused_with_one_line_and_left_alone
     assert f"version {LATEST + 1}" in message and f"({LATEST})" in message and "upgrade the toolkit" in message
     assert sql(conn_str, "SELECT version, name, applied_at FROM xceprov.migrations ORDER BY version") == before
     assert tables(conn_str) == TABLES
+
+
+def test_a_role_that_cannot_create_schemas_opens_a_migrated_database(conn_str: str) -> None:
+    SharedStore.open(conn_str, "c1").close()  # the first open, by a role that may create
+    sql(conn_str, "CREATE ROLE daemon_role LOGIN")
+    sql(conn_str, "GRANT USAGE ON SCHEMA xceprov TO daemon_role")
+    sql(conn_str, "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA xceprov TO daemon_role")
+    daemon_conn_str = conn_str.replace(f"user={sql(conn_str, 'SELECT current_user')[0][0]}", "user=daemon_role")
+    assert sql(daemon_conn_str, "SELECT has_database_privilege(current_database(), 'CREATE')") == [(False,)]
+
+    store = SharedStore.open(daemon_conn_str, "c1")
+    try:
+        store.write_document("p1", "a", b"by the daemon's role", Epoch(1, 1))
+        assert store.read_document("p1", "a") == b"by the daemon's role"
+    finally:
+        store.close()

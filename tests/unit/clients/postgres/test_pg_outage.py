@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 from collections.abc import Iterator
 
+import psycopg
 import pytest
 
 from orchestrator.clients.postgres import ProviderLocks, SharedStore
 from orchestrator.errors import FinalError, StoreUnavailable
 from orchestrator.model.facts import Epoch
 from tests.pg_server import PgServer
+from tests.unit.clients.postgres.pg_helpers import sql, wait_until_no_advisory_lock
 
 PASSWORD = "Pa55-word-of-the-site"  # trust auth ignores it; it is here to be kept out of messages
 
@@ -125,3 +130,59 @@ def test_locks_are_not_alive_while_down_and_held_after_only_by_a_new_try_lock(
     finally:
         locks.close()
         other.close()
+
+
+def store_backends(conn_str: str) -> list[int]:
+    """The server processes serving every session but the asking one."""
+    rows = sql(
+        conn_str,
+        "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()",
+    )
+    return [int(pid) for (pid,) in rows]
+
+
+@contextlib.contextmanager
+def frozen(pids: list[int]) -> Iterator[None]:
+    """The processes stopped (SIGSTOP) for the block: a server that hangs without closing anything."""
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+
+
+def test_a_write_waiting_on_a_lock_ends_at_the_statement_timeout(server: PgServer) -> None:
+    store = SharedStore.open(server.conn_str, "c1", statement_timeout=1)
+    try:
+        store.write_document("p1", "a", b"before", Epoch(1, 1))
+        with psycopg.connect(server.conn_str) as holder:  # a transaction that never ends on its own
+            holder.execute("SELECT * FROM xceprov.fences WHERE provider = 'p1' FOR UPDATE")
+            with pytest.raises(StoreUnavailable, match="statement timeout"):
+                store.write_document("p1", "a", b"blocked", Epoch(1, 1))
+            holder.rollback()
+        assert store.read_document("p1", "a") == b"before"
+    finally:
+        store.close()
+
+
+def test_a_hung_server_fails_the_call_within_the_clients_bound_and_the_next_call_reconnects(
+    server: PgServer,
+) -> None:
+    store = SharedStore.open(server.conn_str, "c1", statement_timeout=1)
+    locks = ProviderLocks(server.conn_str, "c1", statement_timeout=1)
+    try:
+        store.write_document("", "a", b"1", None)
+        assert locks.try_lock("p1") is True
+        with frozen(store_backends(server.conn_str)):
+            with pytest.raises(StoreUnavailable, match=r"no answer within 6 s"):
+                store.read_document("", "a")
+            assert locks.alive() is False
+        wait_until_no_advisory_lock(server.conn_str)  # the thawed session sees its cut socket and exits
+        assert store.read_document("", "a") == b"1"
+        assert locks.holds("p1") is False
+        assert locks.try_lock("p1") is True
+    finally:
+        store.close()
+        locks.close()
