@@ -182,10 +182,12 @@ def test_the_daemon_holds_its_share_hands_over_between_passes_and_stops_while_th
         assert wait_for(lambda: run.passes[-1][1] == {"p1": True, "p2": False}, 30)
 
         # The store goes down: no provider may be mutated; the status file says since when.
+        before = len(run.passes)
         store.down = "connection refused"
         assert wait_for(lambda: not (status(tmp_path).get("store") or {}).get("reachable", True), 30)
         assert wait_for(lambda: run.passes[-1][1] == {"p1": False, "p2": False}, 30)
         assert any("shared store unreachable since" in e for e in run.errors), run.errors
+        assert any(trigger == "store" for trigger, _ in run.passes[before:]), run.passes  # the outage woke a pass
         assert status(tmp_path)["store"]["error"] == "connection refused"
         held = [r for r in status(tmp_path)["leases"] if r["held"]]
         assert [r["provider"] for r in held] == ["p1"]  # the lease is kept: renewing is the controller's
