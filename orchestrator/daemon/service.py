@@ -195,6 +195,9 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing):
         lifecycle.on_reload(self.on_reload)
         lifecycle.on_sighup_done(lambda taken: self.metrics.reload_finished(taken, options.clock()))
         self.metrics.watch_link(lambda: self.link is not None and self.link.state().connected)
+        if self.membership is not None:
+            membership = self.membership
+            self.metrics.watch_store(lambda: membership.closed_reason() is None)
         self.link.start()
         if self.membership is not None:
             self.membership.start()

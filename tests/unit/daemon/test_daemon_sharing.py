@@ -188,11 +188,13 @@ def test_the_daemon_holds_its_share_hands_over_between_passes_and_stops_while_th
         assert wait_for(lambda: run.passes[-1][1] == {"p1": False, "p2": False}, 30)
         assert any("shared store unreachable since" in e for e in run.errors), run.errors
         assert any(trigger == "store" for trigger, _ in run.passes[before:]), run.passes  # the outage woke a pass
+        assert daemon.metrics.registry.get_sample_value("xceprov_shared_store_up") == 0
         assert status(tmp_path)["store"]["error"] == "connection refused"
         held = [r for r in status(tmp_path)["leases"] if r["held"]]
         assert [r["provider"] for r in held] == ["p1"]  # the lease is kept: renewing is the controller's
         store.down = ""
         assert wait_for(lambda: run.passes[-1][1] == {"p1": True, "p2": False}, 30)
+        assert daemon.metrics.registry.get_sample_value("xceprov_shared_store_up") == 1
     finally:
         other_alive.clear()
         lifecycle.request_stop("SIGTERM")
