@@ -243,7 +243,10 @@ class Membership:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.beat()
+            try:
+                self.beat()
+            except Exception:  # a bug must not end the heartbeats silently (the fence would close after a TTL)
+                log.exception("shared store heartbeat failed unexpectedly")
             self._stop.wait(max(0.1, self._interval()))
 
     def stop(self, leave: bool = True) -> None:
