@@ -64,6 +64,7 @@ ReconcilerFactory = Callable[[LoopParts], Reconciling]
 
 def default_reconciler(parts: LoopParts) -> Reconciling:
     """The reconcile loop of ``orchestrator.reconcile.loop`` over the daemon's link."""
+    from orchestrator.daemon.scaleoutlock import scale_out_lock
     from orchestrator.reconcile.loop import Reconciler
     from orchestrator.reconcile.view import LinkView
 
@@ -74,6 +75,8 @@ def default_reconciler(parts: LoopParts) -> Reconciling:
         clock=parts.clock,
         state_dir=parts.config.state_dir,
         bootstrap=parts.bootstrap,
+        # Daemons sharing a database decide a scale-out one at a time (reconcile/deciding.py).
+        scale_out_lock=scale_out_lock(parts.config),
     )
 
 

@@ -1,6 +1,7 @@
 """Two ``xceprov daemon`` processes, one simulated world with four providers, one real PostgreSQL:
 the leases split two and two by the rule of docs/daemon.md, ``xceprov status`` names both
-holders with their epochs, and a clean stop of one hands its providers to the other.
+holders with their epochs, a demand both see is met once (not once per daemon), and a clean stop
+of one hands its providers to the other.
 
 The setup is ``tests/scaleout_world.py`` (shared with the takeover, outage and epoch tests).
 """
@@ -9,13 +10,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
-from scaleout_world import PROVIDERS, scaleout_world
+from scaleout_world import PROVIDERS, Member, scaleout_world
 
 from orchestrator.daemon.share import deal
 
 pytestmark = pytest.mark.integration
+
+
+def audit(member: Member) -> list[dict[str, Any]]:
+    path = member.state / "audit.log"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
 def test_two_daemons_split_four_providers_and_status_names_both_holders(tmp_path: Path) -> None:
@@ -52,6 +59,23 @@ def test_two_daemons_split_four_providers_and_status_names_both_holders(tmp_path
         # The controller agrees: its lease of each provider is held by the same process instance.
         for p in PROVIDERS:
             assert any(line.strip().startswith(p) and f"/{owner[p]}  epoch" in line for line in lines), lines
+
+        # A demand of four hosts reaches both: one of them decides at a time (the shared store's
+        # scale-out lock), so the hosts are made once, not once per daemon.
+        def idle(m: Member) -> bool:  # its start's orphan scan over: its loop answers a push at once
+            return bool((m.status().get("orphans") or {}).get("last_scan"))
+
+        w.wait_for("both daemons past their first orphan scan", lambda: idle(a) and idle(b))
+        w.world.ok("sim", "submit", "--template", "cpu", "--hosts", "4", "--duration", "600s")
+        w.wait_for("the four hosts in the cloud", lambda: len(w.world.alive()) >= 4)
+
+        def settled(m: Member) -> bool:
+            last = m.status().get("last_pass") or {}
+            return (last.get("gaps") or {}).get("cpu", {}).get("gap") == 0 and not m.status().get("open_ops")
+
+        w.wait_for("both daemons seeing no gap left", lambda: settled(a) and settled(b))
+        made = [e for m in (a, b) for e in audit(m) if e["action"] == "op-created"]
+        assert len(w.world.alive()) == 4 and sum(len(e["instances"]) for e in made) == 4, made
 
         # A clean stop of b: its leases released, its member row gone: a takes all four.
         assert b.terminate() == 0, b.log()[-3000:]

@@ -1,6 +1,6 @@
 """The daemon's heartbeat on a real throw-away PostgreSQL: two members split four providers; a
 database that stops closes the fence and its return reopens it; a daemon started while the
-database is down joins when it answers."""
+database is down joins when it answers; the scale-out lock is one daemon's at a time."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 
 from orchestrator.daemon.members import DedicatedStore, Membership
 from orchestrator.daemon.parts import default_member_store
+from orchestrator.daemon.scaleoutlock import SharedScaleOutLock, scale_out_lock
 from orchestrator.model.config import Config
 from tests.pg_server import PgServer, pg_server
 from tests.unit.clients.postgres.pg_helpers import fresh_database
@@ -75,3 +76,21 @@ def test_the_default_store_is_none_with_the_local_backend_and_dedicated_with_pg(
     assert [m.instance for m in store.members(30)] == ["x"]
     store.leave("x")
     store.close()
+
+
+def test_the_scale_out_lock_is_one_daemon_s_at_a_time_and_dies_with_its_connection(server: PgServer) -> None:
+    conn_str = fresh_database(server)
+    first, second = SharedScaleOutLock(conn_str, "c1"), SharedScaleOutLock(conn_str, "c1")
+    other_cluster = SharedScaleOutLock(conn_str, "c2")
+    try:
+        assert first.try_acquire() and not second.try_acquire()
+        assert other_cluster.try_acquire()  # clusters sharing a database decide apart
+        first.release()
+        assert second.try_acquire() and not first.try_acquire()
+        second.close()  # its holder gone (a crash closes the connection too): free at once
+        assert first.try_acquire()
+    finally:
+        for lock in (first, second, other_cluster):
+            lock.close()
+    local = Config.model_validate({"cluster": "c1", "providers": {}, "templates": {}})
+    assert scale_out_lock(local) is None
