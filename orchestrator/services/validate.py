@@ -21,7 +21,6 @@ from orchestrator.clients.terraform.engine import Engine
 from orchestrator.clients.terraform.messages import Diagnostic
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import ConfigError, TerraformError
-from orchestrator.model.config import Config
 from orchestrator.render.instances import (
     RenderRequest,
     controller_context,
@@ -32,9 +31,8 @@ from orchestrator.render.instances import (
 )
 from orchestrator.services.missing_ca import missing_ca
 from orchestrator.workspace.module_settings import settings_problems
-from orchestrator.workspace.pgbackend import refuse_mixed_backends
+from orchestrator.workspace.pgbackend import refuse_unmigrated
 from orchestrator.workspace.provider_lock import checked_init
-from orchestrator.workspace.shards import ProviderShards
 from orchestrator.workspace.terraform import engine_for, root_label
 from orchestrator.workspace.workdir import ProviderWorkdir
 
@@ -79,13 +77,17 @@ def validate_all(loaded: LoadedConfig, toolkit_root: Path, engine: Engine | None
                 f"terraform/roots/{workdir.module}: no provider lock ({workdir.site_lock}), so provider versions "
                 "may move; xceprov terraform lock pins them"
             )
-        problems = _validate_terraform(engine, workdir) + _backend_problems(config, pname, toolkit_root)
+        problems = _validate_terraform(engine, workdir)
         if problems:
             report.problems.extend(problems)
         else:
             report.checked.append(
                 f"terraform/roots/{workdir.module} + terraform/modules/{workdir.module} (provider {pname})"
             )
+    try:
+        refuse_unmigrated(config)
+    except ConfigError as exc:
+        report.problems.extend(exc.problems)
     for playbook in sorted((toolkit_root / "ansible" / "playbooks").glob("*.yml")):
         problem = _syntax_check(playbook, toolkit_root / "ansible")
         if problem is None:
@@ -126,17 +128,6 @@ def _validate_terraform(engine: Engine, workdir: ProviderWorkdir) -> list[str]:
         return [
             f"{root_label(workdir)}: {_diagnostic_line(d)}" for d in engine.validate(stage) if d.severity == "error"
         ]
-
-
-def _backend_problems(config: Config, provider: str, toolkit_root: Path) -> list[str]:
-    """A line per shard whose state is not where ``terraform.backend`` says (a local one left behind)."""
-    problems: list[str] = []
-    for shard in ProviderShards(config, provider, toolkit_root).all():
-        try:
-            refuse_mixed_backends(shard.path, shard.backend)
-        except ConfigError as exc:
-            problems.extend(exc.problems)
-    return problems
 
 
 def _diagnostic_line(diagnostic: Diagnostic) -> str:

@@ -26,8 +26,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from orchestrator.clients.ansible.inventory import shard_dirs
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.errors import ConfigError, TerraformError
+from orchestrator.model.config import Config
 
 BACKEND_TF: Final = "backend.tf"
 BACKEND_BLOCK: Final = 'terraform {\n  backend "pg" {}\n}\n'
@@ -116,6 +118,22 @@ def resource_objects(state: Mapping[str, Any]) -> frozenset[tuple[str, ...]]:
                 ident = str((instance.get("attributes") or {}).get("id", ""))
                 found.add((*head, key, ident))
     return frozenset(found)
+
+
+def refuse_unmigrated(config: Config) -> None:
+    """ConfigError naming every shard of the site whose state is not where ``terraform.backend`` says.
+
+    What a daemon checks at start and ``xceprov validate`` reports: a shard left behind would be
+    refused at its first use anyway (:func:`refuse_mixed_backends`), pass after pass.
+    """
+    problems: list[str] = []
+    for shard in shard_dirs(config.state_dir, config.cluster):
+        try:
+            refuse_mixed_backends(shard.path, config.terraform.backend)
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise ConfigError(problems)
 
 
 def state_summary(state: Mapping[str, Any]) -> tuple[int, str, int]:

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -124,9 +125,17 @@ def resource_instances(state: Mapping[str, Any]) -> list[str]:
 
 
 def assert_secret_nowhere(site: Path, conn_str: str, *outputs: str) -> None:
-    """The connection string is in no file under the site (state, audit, plans, logs) and no output."""
+    """The connection string is in no file under the site (state, audit, plans, logs) and no output.
+
+    Saved plans are zip archives (deflated): their members are read one by one.
+    """
     needle = conn_str.encode()
     holders = [p for p in site.rglob("*") if p.is_file() and not p.is_symlink() and needle in p.read_bytes()]
+    plans = [p for p in site.rglob("*.tfplan") if zipfile.is_zipfile(p)]
+    for plan in plans:
+        with zipfile.ZipFile(plan) as archive:
+            holders += [f"{plan}:{name}" for name in archive.namelist() if needle in archive.read(name)]
+    assert plans  # every site here saved a plan: the archives were looked into
     assert holders == []
     assert all(conn_str not in out for out in outputs)
 
