@@ -13,18 +13,15 @@ Every problem is one line naming the key or the file and what is wrong, never th
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from typing import Final
-from urllib.parse import unquote, urlsplit
 
+from orchestrator.clients.postgres.redact import redact as postgres_redact
+from orchestrator.clients.postgres.redact import secrets_of as secrets_of
 from orchestrator.errors import ConfigError
 from orchestrator.model.config import Config
 
 PG_CONN_ENV: Final = "PG_CONN_STR"
-REDACTED: Final = "***"
-# keyword=value connection strings: the password's value (quoted or not).
-_KEYWORD_PASSWORD = re.compile(r"""(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)""", re.IGNORECASE)
 
 
 def pg_conn_str(config: Config, environ: Mapping[str, str] = os.environ) -> str | None:
@@ -66,27 +63,6 @@ def _one_line(text: str, where: str) -> str:
     return value
 
 
-def secrets_of(conn_str: str) -> list[str]:
-    """The strings a message must never show: the connection string itself and its password."""
-    found = [conn_str]
-    try:
-        password = urlsplit(conn_str).password if "://" in conn_str else None
-    except ValueError:
-        password = None
-    if password:
-        found += [password, unquote(password)]
-    found += [m.group(2).strip("'") for m in _KEYWORD_PASSWORD.finditer(conn_str)]
-    # Longest first, so a password inside the whole string does not leave the rest behind.
-    return sorted({s for s in found if s}, key=len, reverse=True)
-
-
 def redact(text: str, conn_str: str | None) -> str:
-    """``text`` with the connection string and its password replaced by ``***``.
-
-    For messages from Terraform or a database client, which may quote the string they were given.
-    """
-    if not conn_str:
-        return text
-    for secret in secrets_of(conn_str):
-        text = text.replace(secret, REDACTED)
-    return text
+    """``text`` with the connection string and its password hidden (the shared store's rule)."""
+    return postgres_redact(text, conn_str) if conn_str else text

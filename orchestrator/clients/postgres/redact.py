@@ -35,6 +35,13 @@ def _passwords(conn_str: str) -> set[str]:
     return {value for value in found if value}
 
 
+def secrets_of(conn_str: str) -> list[str]:
+    """The strings a message must never show: the connection string itself and every password
+    written in it, longest first (for callers that hide them in streams they cannot parse, such
+    as Terraform's output)."""
+    return sorted({s for s in {conn_str, *_passwords(conn_str)} if s}, key=len, reverse=True)
+
+
 def redact(text: str, conn_str: str) -> str:
     """``text`` without ``conn_str``, without any password written in it, and without any
     ``password=...`` or ``user:...@`` part at all (also of another connection string)."""
