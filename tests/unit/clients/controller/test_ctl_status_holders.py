@@ -56,7 +56,7 @@ def holder_section(config: Path, title: str) -> list[str]:
     """The three provider lines under ``title`` in ``xceprov status`` (which must exit 0)."""
     result = CliRunner().invoke(cli, ["--config", str(config), "status"])
     assert result.exit_code == 0, result.output
-    lines = result.output.splitlines()
+    lines = result.stdout.splitlines()  # stdout alone: a logging error of another test may land on stderr
     at = lines.index(title)
     return lines[at + 1 : at + 4]
 
@@ -77,7 +77,7 @@ def test_without_a_shared_store_the_holders_come_from_the_controller(
         f"  p2               unit-daemon-m2  instance {PROC_B}  epoch 4.2",
         "  p3               none",
     ]
-    doc = json.loads(CliRunner().invoke(cli, ["--config", str(config), "status", "--json"]).output)
+    doc = json.loads(CliRunner().invoke(cli, ["--config", str(config), "status", "--json"]).stdout)
     assert doc["holders_from"] == "controller" and doc["store"] is None
     assert doc["holders"][0] == {"provider": "p1", "instance": PROC_A, "label": "unit-daemon-m1", "epoch": "4.1"}
 
@@ -105,7 +105,7 @@ def test_with_a_shared_store_the_holders_come_from_its_live_members(
         "  p3               label-m1.1.aaaaaaaaaaaaaaaa  instance m1.1.aaaaaaaaaaaaaaaa  epoch 4.3",
     ]
     assert store.calls[-1] == "close" and opened
-    doc = json.loads(CliRunner().invoke(cli, ["--config", str(config), "status", "--json"]).output)
+    doc = json.loads(CliRunner().invoke(cli, ["--config", str(config), "status", "--json"]).stdout)
     assert doc["holders_from"] == "store" and doc["store"]["reachable"] is True
     assert [m["instance"] for m in doc["store"]["members"]] == sorted(store.rows)
     assert {h["provider"]: h["epoch"] for h in doc["holders"]} == {"p1": "4.1", "p2": "4.5", "p3": "4.3"}
@@ -120,9 +120,9 @@ def test_a_shared_store_that_does_not_answer_is_said_so_and_the_controller_names
     config = site(tmp_path, fake.address, pki)
     result = CliRunner().invoke(cli, ["--config", str(config), "status"])
     assert result.exit_code == 0, result.output
-    assert "shared store  UNREACHABLE: connection to server failed\nholders (the controller's leases)" in result.output
-    assert f"  p1               unit-daemon-m1  instance {PROC_A}  epoch 4.1" in result.output
-    doc = json.loads(CliRunner().invoke(cli, ["--config", str(config), "status", "--json"]).output)
+    assert "shared store  UNREACHABLE: connection to server failed\nholders (the controller's leases)" in result.stdout
+    assert f"  p1               unit-daemon-m1  instance {PROC_A}  epoch 4.1" in result.stdout
+    doc = json.loads(CliRunner().invoke(cli, ["--config", str(config), "status", "--json"]).stdout)
     assert doc["store"] == {"reachable": False, "error": "connection to server failed", "members": []}
     assert doc["holders_from"] == "controller"
 
@@ -144,8 +144,8 @@ def test_with_no_controller_the_shared_store_still_says_who_holds_what(
         "  p1               label-m1.1.aaaaaaaaaaaaaaaa  instance m1.1.aaaaaaaaaaaaaaaa  epoch 4.1\n"
         "  p2               label-m1.1.aaaaaaaaaaaaaaaa  instance m1.1.aaaaaaaaaaaaaaaa  epoch 4.2\n"
         "  p3               none\n"
-    ) in result.output
+    ) in result.stdout
     as_json = CliRunner().invoke(cli, ["--config", str(config), "status", "--json"])
-    doc = json.JSONDecoder().raw_decode(as_json.output)[0]
+    doc = json.JSONDecoder().raw_decode(as_json.stdout)[0]
     assert doc["controller"]["reachable"] is False and doc["store"]["reachable"] is True
     assert [h["provider"] for h in doc["holders"]] == ["p1", "p2"]
