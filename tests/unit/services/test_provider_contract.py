@@ -225,3 +225,49 @@ def test_every_action_has_input_and_output_schemas() -> None:
         assert SCHEMAS[action]["input"]["type"] == "object"
         assert SCHEMAS[action]["output"]["type"] == "object"
     assert "error" in SCHEMAS["error"]["output"]["properties"]
+
+
+def test_a_repeated_request_whose_worker_is_gone_starts_it_again_and_a_lost_record_is_rebuilt(tmp_path: Path) -> None:
+    loaded, engine = standalone(tmp_path), FakeEngine()
+    c = contract(loaded, engine)
+    doc = {"template": {"templateId": "cpu.sim", "machineCount": 1}, "clientToken": "again"}
+    request = ask(c, "requestMachines", doc).document["requestId"]
+    record = loaded.config.state_dir / "contract" / "requests" / f"{request}.json"
+    record.unlink()  # as if the first call ended between its intent and its record
+    assert ask(c, "requestMachines", doc).document["requestId"] == request
+    assert c.spawned == [request, request] and record.exists()
+    c.carry_out(request)
+    assert ask(c, "getRequestStatus", {"requests": [{"requestId": request}]}).document["requests"][0]["status"] == (
+        "complete"
+    )
+    # Done: the same request again starts nothing.
+    assert ask(c, "requestMachines", doc).document["requestId"] == request
+    assert c.spawned == [request, request]
+
+
+def test_return_requests_name_machines_the_cloud_takes_back_and_those_near_max_lifetime(tmp_path: Path) -> None:
+    loaded = standalone(tmp_path)
+    sim = loaded.config.providers["sim"].model_copy(update={"max_lifetime": 7200.0})
+    policy = loaded.config.policy.model_copy(update={"lifetime_lead": 600.0})
+    config = loaded.config.model_copy(update={"providers": {"sim": sim}, "policy": policy})
+    loaded = LoadedConfig(config, loaded.source, loaded.base_dir)
+    engine, clock = FakeEngine(), Clock()
+    c = contract(loaded, engine, clock)
+    request = ask(c, "requestMachines", {"template": {"templateId": "cpu.sim", "machineCount": 2}}).document[
+        "requestId"
+    ]
+    c.carry_out(request)
+    made = ask(c, "getRequestStatus", {"requests": [{"requestId": request}]}).document["requests"][0]["machines"]
+    assert ask(c, "getReturnRequests", {}).document["requests"] == []
+    reclaimed, kept = sorted(made, key=lambda m: m["name"])
+    engine.listed = {reclaimed["machineId"]: ("terminated", "spot-reclaim"), kept["machineId"]: ("running", "")}
+    clock.now += 7200 - 300  # inside the lead of max_lifetime: 300 s left
+    answer = ask(c, "getReturnRequests", {}).document
+    by_name = {r["name"]: r for r in answer["requests"]}
+    assert by_name[reclaimed["name"]]["gracePeriod"] == 0
+    assert by_name[reclaimed["name"]]["reason"] == "spot-reclaim"
+    assert by_name[kept["name"]]["reason"] == "max_lifetime"
+    assert by_name[kept["name"]]["gracePeriod"] == 300
+    # Only the machines the document names, when it names some (the host factory's form).
+    named = ask(c, "getReturnRequests", {"machines": [{"name": kept["name"]}]}).document["requests"]
+    assert [r["name"] for r in named] == [kept["name"]]
