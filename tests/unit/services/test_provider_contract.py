@@ -11,6 +11,7 @@ import pytest
 from tffake import ROOT, FakeEngine, site_config
 
 from orchestrator.configfile import LoadedConfig
+from orchestrator.services.contract.schemas import OUTPUTS, ErrorOutput
 from orchestrator.services.ops import fenced_session
 from orchestrator.services.provider_contract import ACTIONS, SCHEMAS, ContractAnswer, ProviderContract
 
@@ -44,10 +45,13 @@ def journal(loaded: LoadedConfig) -> list[dict[str, Any]]:
 
 def ask(c: ProviderContract, action: str, document: object) -> ContractAnswer:
     answer = c.handle(action, document)
-    # Every answer is one JSON document; an error is one line.
-    json.dumps(answer.document)
+    # Every answer is one JSON document of its published schema; an error is one line.
+    text = json.dumps(answer.document)
     if "error" in answer.document:
         assert "\n" not in answer.document["error"]["message"]
+        ErrorOutput.model_validate_json(text)
+    else:
+        OUTPUTS[action].model_validate_json(text)
     return answer
 
 
