@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from pathlib import Path
@@ -275,3 +276,26 @@ def test_return_requests_name_machines_the_cloud_takes_back_and_those_near_max_l
     # Only the machines the document names, when it names some (the host factory's form).
     named = ask(c, "getReturnRequests", {"machines": [{"name": kept["name"]}]}).document["requests"]
     assert [r["name"] for r in named] == [kept["name"]]
+
+
+def test_a_worker_waits_for_a_held_fence_then_completes_its_op(tmp_path: Path) -> None:
+    loaded, engine = standalone(tmp_path), FakeEngine()
+    c = contract(loaded, engine)
+    request = ask(c, "requestMachines", {"template": {"templateId": "cpu.sim", "machineCount": 1}}).document[
+        "requestId"
+    ]
+    record = loaded.config.state_dir / "contract" / "requests" / f"{request}.json"
+    seen: list[str] = []
+    with contextlib.ExitStack() as holder:
+        holder.enter_context(fenced_session(loaded, ["sim"], ROOT, engine=engine))
+
+        def sleep(_seconds: float) -> None:
+            seen.append(json.loads(record.read_text())["worker_state"])
+            holder.close()  # the other command ends
+
+        c.session.sleep = sleep
+        c.carry_out(request)
+    assert seen == ["waiting"]
+    assert json.loads(record.read_text())["worker_state"] == "done"
+    status = ask(c, "getRequestStatus", {"requests": [{"requestId": request}]}).document["requests"][0]
+    assert status["status"] == "complete"
