@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -299,3 +300,30 @@ def test_a_worker_waits_for_a_held_fence_then_completes_its_op(tmp_path: Path) -
     assert json.loads(record.read_text())["worker_state"] == "done"
     status = ask(c, "getRequestStatus", {"requests": [{"requestId": request}]}).document["requests"][0]
     assert status["status"] == "complete"
+
+
+def test_a_failed_bootstrap_makes_its_machine_fail_and_the_request_complete_with_error(tmp_path: Path) -> None:
+    loaded, engine = standalone(tmp_path), FakeEngine()
+    c = contract(loaded, engine)
+    request = ask(c, "requestMachines", {"template": {"templateId": "cpu.sim", "machineCount": 2}}).document[
+        "requestId"
+    ]
+    c.carry_out(request)
+    made = ask(c, "getRequestStatus", {"requests": [{"requestId": request}]}).document["requests"][0]["machines"]
+    good, bad = sorted(m["name"] for m in made)
+    # What a worker that bootstraps records: one host bootstrapped, one whose play failed.
+    path = loaded.config.state_dir / "contract" / "requests" / f"{request}.json"
+    record = json.loads(path.read_text())
+    record.update(bootstrap=True, hosts={good: "ok", bad: "failed: ssh: connect to host\n\x1b[31m"})
+    path.write_text(json.dumps(record))
+    status = ask(c, "getRequestStatus", {"requests": [{"requestId": request}]}).document["requests"][0]
+    results = {m["name"]: (m["result"], m["status"]) for m in status["machines"]}
+    assert results == {good: ("succeed", "running"), bad: ("fail", "failed")}
+    assert status["status"] == "complete_with_error"
+    assert bad in status["message"] and "\n" not in status["message"] and "\x1b" not in status["message"]
+    # While its worker still runs, a host without an outcome is executing.
+    record.update(hosts={good: "ok"}, worker_state="running", worker_pid=os.getpid())
+    path.write_text(json.dumps(record))
+    status = ask(c, "getRequestStatus", {"requests": [{"requestId": request}]}).document["requests"][0]
+    assert status["status"] == "running"
+    assert {m["name"]: m["result"] for m in status["machines"]} == {good: "succeed", bad: "executing"}
