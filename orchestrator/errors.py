@@ -69,6 +69,11 @@ class ControllerError(RetryableError):
     """The controller link failed; the request may be retried after reconnecting."""
 
 
+class StoreUnavailable(RetryableError):
+    """The shared store (PostgreSQL, ``terraform.backend: pg``) cannot be reached or failed a call;
+    nothing was changed by that call. The message never holds the connection string."""
+
+
 class ControllerMisbehaved(ControllerError):
     """The controller broke a rule of the protocol (a ``queryFacts`` page that does not advance
     ``afterFactId``, more pages or facts than one read may take): that read failed; it is

@@ -1,0 +1,14 @@
+"""The shared store of several orchestrators in PostgreSQL (``terraform.backend: pg``).
+
+``SharedStore`` (``store.py``): documents fenced by lease epochs, members and their heartbeats,
+the standalone fact journal, in the toolkit's own schema ``xceprov`` with versioned migrations
+(``migrations.py``). ``ProviderLocks`` (``locks.py``): the standalone fence, one advisory lock
+per provider. ``redact`` (``redact.py``): keeps the connection string and its password out of
+every message. The behaviour is documented in ``docs/shared-store.md``.
+"""
+
+from orchestrator.clients.postgres.locks import ProviderLocks
+from orchestrator.clients.postgres.redact import redact
+from orchestrator.clients.postgres.store import Member, SharedStore
+
+__all__ = ["Member", "ProviderLocks", "SharedStore", "redact"]
