@@ -200,10 +200,10 @@ class TimedEngine:
     def __init__(self, inner: Engine, watch: Stopwatch) -> None:
         self.inner, self.watch = inner, watch
 
-    def init(self, workdir: Path) -> None:
+    def init(self, workdir: Path, backend_config: Mapping[str, str] | None = None) -> None:
         """Timed ``init``."""
         with self.watch.part("terraform init"):
-            self.inner.init(workdir)
+            self.inner.init(workdir, backend_config=backend_config)
 
     def plan(self, workdir: Path, *args: Any, **kwargs: Any) -> PlanResult:
         """Timed ``plan``."""

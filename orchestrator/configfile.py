@@ -156,6 +156,7 @@ def from_systemd(config: Config, source: str, environ: Mapping[str, str]) -> Con
     sections: dict[str, tuple[BaseModel, tuple[str, ...]]] = {
         "controller": (config.controller, ("ca", "client_cert", "client_key", "join_key")),
         "ansible": (config.ansible, ("ssh_key",)),
+        "terraform": (config.terraform, ("pg_conn_file",)),
     }
     for name, (section, keys) in sections.items():
         found = {}
@@ -368,6 +369,9 @@ def _resolve_paths(config: Config, base_dir: Path, source: str) -> Config:
                 }
             ),
             "sim": config.sim.model_copy(update={"state_dir": fix("sim.state_dir", config.sim.state_dir)}),
+            "terraform": config.terraform.model_copy(
+                update={"pg_conn_file": fix("terraform.pg_conn_file", config.terraform.pg_conn_file)}
+            ),
             "daemon": config.daemon.model_copy(
                 update={
                     "metrics": config.daemon.metrics.model_copy(

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +103,7 @@ class FakeEngine:
 
     # --- the Engine protocol ------------------------------------------------------------
 
-    def init(self, workdir: Path) -> None:
+    def init(self, workdir: Path, backend_config: Mapping[str, str] | None = None) -> None:
         self.calls.append(("init", workdir))
         if not (workdir / "main.tf").is_file():
             raise TerraformError(f"{workdir}: no configuration")
@@ -111,6 +111,17 @@ class FakeEngine:
             raise TerraformError("Error: Failed to query available provider packages")
         (workdir / ".terraform").mkdir(exist_ok=True)
         (workdir / ".terraform.lock.hcl").write_text("# fake\n")
+
+    def migrate_state(self, workdir: Path, backend_config: Mapping[str, str] | None = None) -> None:
+        self.calls.append(("migrate-state", workdir))
+
+    def state_pull(self, workdir: Path) -> dict[str, Any]:
+        self.calls.append(("state pull", workdir))
+        state = self.state(workdir)
+        return {"version": 4, "serial": state["serial"], "lineage": "fake", "resources": []}
+
+    def state_push(self, workdir: Path, state: Mapping[str, Any]) -> None:
+        self.calls.append(("state push", workdir))
 
     def plan(
         self,

@@ -1,4 +1,5 @@
-"""``xceprov terraform``: the site's Terraform itself (``lock``: pin provider versions)."""
+"""``xceprov terraform``: the site's Terraform itself (``lock``: pin provider versions;
+``migrate-state``: local states into the pg backend)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from orchestrator.cli.context import CliContext, pass_ctx
 
 @click.group("terraform")
 def terraform() -> None:
-    """The site's Terraform: provider versions pinned in lock files."""
+    """The site's Terraform: provider versions pinned in lock files, states moved to the pg backend."""
 
 
 @terraform.command("lock")
@@ -34,3 +35,22 @@ def lock(ctx: CliContext, platforms: tuple[str, ...], upgrade: bool) -> None:
         click.echo(f"moved: {line}")
     for path in report.written:
         click.echo(f"wrote {path}")
+
+
+@terraform.command("migrate-state")
+@click.option("--dry-run", is_flag=True, help="List the local states that would move; change nothing.")
+@pass_ctx
+def migrate_state(ctx: CliContext, dry_run: bool) -> None:
+    """Move every working directory's local Terraform state into the pg backend (terraform.backend: pg)."""
+    from orchestrator.paths import toolkit_root
+    from orchestrator.services.migrate_state import migrate_states
+
+    report = migrate_states(ctx.config(), toolkit_root(), dry_run)
+    verb = "would move" if report.dry_run else "moved"
+    for move in report.moves:
+        click.echo(
+            f"{verb}: provider {move.provider} shard {move.index} ({move.path}) -> schema {move.schema}: "
+            f"{move.instances} resource instances, serial {move.serial}, lineage {move.lineage}"
+        )
+    if not report.moves:
+        click.echo("nothing to move: no working directory holds a local Terraform state")

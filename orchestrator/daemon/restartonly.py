@@ -8,6 +8,8 @@ cannot take effect without a restart, so the running daemon keeps the value it s
 * ``cluster``, ``state_dir``, ``controller.*``, ``standalone``: the leases, the link, the
   instance id, the status file and every working directory were made from them;
 * ``terraform.engine``, ``terraform.binary``: the engine is built at start;
+* ``terraform.backend``, ``terraform.pg_conn_file``: every working directory was initialised
+  for its backend, and the connection string was read, at start;
 * ``daemon.log_format``, ``daemon.metrics.*``: the log handler and the endpoint are open;
 * the set of providers (``providers.<name>`` added or removed): a lease is held for each at
   start. A provider the new file adds is not served (nor the template entries naming it); one
@@ -33,6 +35,8 @@ RESTART_ONLY: tuple[tuple[str, str, str], ...] = (
     ("standalone", "", "standalone"),
     ("terraform.engine", "terraform", "engine"),
     ("terraform.binary", "terraform", "binary"),
+    ("terraform.backend", "terraform", "backend"),
+    ("terraform.pg_conn_file", "terraform", "pg_conn_file"),
     ("daemon.log_format", "daemon", "log_format"),
     ("daemon.metrics", "daemon", "metrics"),
 )

@@ -63,6 +63,7 @@ from orchestrator.errors import UsageError, XceprovError
 from orchestrator.model.config import Config
 from orchestrator.ops.facts import LinkFacts
 from orchestrator.ops.hosts import LinkHosts
+from orchestrator.workspace.pgbackend import refuse_unmigrated
 from orchestrator.workspace.terraform import engine_for
 
 # The daemon's public face: the process, and what it is built from (``parts.py``).
@@ -121,6 +122,7 @@ class Daemon(WakeUps, StatusPublishing):
                 f"{loaded.source}: standalone: true: the daemon follows the controller's demand and "
                 "needs one; set standalone: false and configure controller.addresses"
             )
+        refuse_unmigrated(loaded.config)  # a local state left behind under backend pg: migrate first
         self.config = loaded.config
         self.instance_id = daemon_instance_id(self.config.cluster)
         self.providers = sorted(self.config.providers)

@@ -77,6 +77,12 @@ class TerraformSettings(Strict):
     attach_providers: bool = True
     # Where every provider but the toolkit's own comes from (docs/configuration.md); unset: Terraform's registries.
     provider_mirror: ProviderMirror | None = None
+    # Where Terraform keeps each shard's state: a local file in the working directory, or
+    # Terraform's own ``pg`` backend (one schema per cluster × provider × shard), shared by
+    # several orchestrators (docs/scale-out.md). The connection string is never in this file:
+    # ``PG_CONN_STR`` in the environment, else the file ``pg_conn_file`` names.
+    backend: Literal["local", "pg"] = "local"
+    pg_conn_file: Path | None = Field(default=None, description="file or credential:NAME with the connection string")
 
     @model_validator(mode="after")
     def _binary_named(self) -> TerraformSettings:

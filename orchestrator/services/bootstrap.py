@@ -48,6 +48,8 @@ from orchestrator.model.config import Config
 from orchestrator.model.progress import HostDone, ProgressSink, no_progress, reported_phase
 from orchestrator.services.bootstrap_sources import SimulatedWorld, simulated_sources
 from orchestrator.services.join_tokens import join_token_vars
+from orchestrator.workspace.pgconn import pg_conn_str
+from orchestrator.workspace.tfstates import state_reader
 
 Playbook = Literal["bootstrap", "decommission"]
 PRE_HOOK = "pre-bootstrap.yml"
@@ -126,8 +128,9 @@ def template_bootstrap(config: Config) -> dict[str, TemplateBootstrap]:
 
 
 def load_records(config: Config) -> list[InstanceRecord]:
-    """Instances known from Terraform state, else from the last written inventory."""
-    records = records_from_workdirs(config.state_dir, config.cluster)
+    """Instances known from Terraform state (local files or pg backend rows), else from the last written inventory."""
+    with state_reader(pg_conn_str(config)) as read_state:
+        records = records_from_workdirs(config.state_dir, config.cluster, read_state)
     if records:
         return records
     inv = paths_for(config).inventory

@@ -32,6 +32,7 @@ from orchestrator.clients.terraform.providers import (
 )
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import TerraformError, UsageError
+from orchestrator.workspace.pgbackend import BACKEND_TF
 from orchestrator.workspace.terraform import engine_for, terraform_home
 from orchestrator.workspace.workdir import ProviderWorkdir
 
@@ -71,8 +72,10 @@ def lock_site(
         with tempfile.TemporaryDirectory(prefix="xceprov-lock-") as tmp:
             stage = Path(tmp)
             workdir.populate(stage)
-            # Terraform lists the requirements only of a root whose lock matches what is installed.
+            # Terraform lists the requirements only of a root whose lock matches what is installed,
+            # and of one without a backend to initialise first (a pg site's generated block).
             (stage / LOCK_FILE).unlink(missing_ok=True)
+            (stage / BACKEND_TF).unlink(missing_ok=True)
             try:
                 required = required_providers(engine, stage)
                 if workdir.site_lock.is_file() and not upgrade:

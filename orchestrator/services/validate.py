@@ -31,6 +31,7 @@ from orchestrator.render.instances import (
 )
 from orchestrator.services.missing_ca import missing_ca
 from orchestrator.workspace.module_settings import settings_problems
+from orchestrator.workspace.pgbackend import refuse_unmigrated
 from orchestrator.workspace.provider_lock import checked_init
 from orchestrator.workspace.terraform import engine_for, root_label
 from orchestrator.workspace.workdir import ProviderWorkdir
@@ -83,6 +84,10 @@ def validate_all(loaded: LoadedConfig, toolkit_root: Path, engine: Engine | None
             report.checked.append(
                 f"terraform/roots/{workdir.module} + terraform/modules/{workdir.module} (provider {pname})"
             )
+    try:
+        refuse_unmigrated(config)
+    except ConfigError as exc:
+        report.problems.extend(exc.problems)
     for playbook in sorted((toolkit_root / "ansible" / "playbooks").glob("*.yml")):
         problem = _syntax_check(playbook, toolkit_root / "ansible")
         if problem is None:
@@ -116,7 +121,8 @@ def _validate_terraform(engine: Engine, workdir: ProviderWorkdir) -> list[str]:
         stage = Path(tmp)
         workdir.populate(stage)
         try:
-            checked_init(engine, stage, root_label(workdir), workdir.site_lock)
+            # With backend pg, the real backend of shard 0: validate proves the database answers.
+            checked_init(engine, stage, root_label(workdir), workdir.site_lock, workdir.backend_config())
         except TerraformError as exc:
             return str(exc).splitlines()
         return [

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.clients.terraform.providers import LOCK_FILE, Locked, install_problems, read_lock
 from orchestrator.errors import TerraformError
+from orchestrator.workspace.pgbackend import BACKEND_TF
 
 LOCKS_DIR = "locks"
 
@@ -25,14 +27,16 @@ def site_lock_path(state_dir: Path, module: str) -> Path:
     return state_dir / "terraform" / LOCKS_DIR / f"{module}{LOCK_FILE}"
 
 
-def checked_init(engine: Engine, stage: Path, root: str, site_lock: Path) -> None:
-    """``engine.init(stage)``; a failure is one line per provider, each starting with ``root``.
+def checked_init(
+    engine: Engine, stage: Path, root: str, site_lock: Path, backend_config: Mapping[str, str] | None = None
+) -> None:
+    """``engine.init(stage, backend_config)``; a failure is one line per provider, each starting with ``root``.
 
     Terraform names the lock copied into ``stage``; a line about it names ``site_lock``, the file
     the site would fix.
     """
     try:
-        engine.init(stage)
+        engine.init(stage, backend_config=backend_config)
     except TerraformError as exc:
         lines = [_about_site_lock(line, site_lock) for line in init_problems(engine, stage, str(exc))]
         raise TerraformError("\n".join(f"{root}: {line}" for line in lines)) from None
@@ -53,7 +57,8 @@ def _mismatches(engine: Engine, stage: Path, locked: dict[str, Locked]) -> list[
     """What an unlocked init of the same configuration selects now, where it differs from the lock."""
     with tempfile.TemporaryDirectory(prefix="xceprov-lockcheck-") as tmp:
         scratch = Path(tmp) / "root"
-        shutil.copytree(stage, scratch, ignore=shutil.ignore_patterns(".terraform*", "*.tfstate*"))
+        # Without the pg backend's block: this throw-away init only asks which versions are offered.
+        shutil.copytree(stage, scratch, ignore=shutil.ignore_patterns(".terraform*", "*.tfstate*", BACKEND_TF))
         try:
             engine.init(scratch)
         except TerraformError:

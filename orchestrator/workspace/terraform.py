@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from orchestrator import durable
 from orchestrator.clients.terraform.engine import BinaryEngine, BundledEngine, Engine, engine_from_settings
 from orchestrator.clients.terraform.mirror import XCESIM, ensure_mirror, plugin_cache_dir
 from orchestrator.model.config import Config
 from orchestrator.model.hostnames import checked_instance
+from orchestrator.workspace.pgbackend import ensure_remote_state, refuse_mixed_backends
+from orchestrator.workspace.pgconn import PG_CONN_ENV, pg_conn_str, secrets_of
 from orchestrator.workspace.provider_lock import checked_init
 from orchestrator.workspace.workdir import ProviderWorkdir
+
+# How long a Terraform command of a pg site waits for a state lock another writer holds (another
+# orchestrator, an operator's plan) before it fails: as long as one on the same machine waits for
+# the working directory's own lock (ProviderWorkdir.lock), so a second writer waits out a
+# shard's apply instead of failing at once.
+PG_LOCK_TIMEOUT: Final = 600.0
 
 
 def terraform_home(config: Config) -> Path:
@@ -19,20 +29,39 @@ def terraform_home(config: Config) -> Path:
     return config.state_dir / "terraform"
 
 
-def engine_for(config: Config) -> BundledEngine | BinaryEngine:
-    """The configured engine, with the toolkit's provider mirror installed and named (and the site's)."""
+def engine_for(config: Config, environ: Mapping[str, str] = os.environ) -> BundledEngine | BinaryEngine:
+    """The configured engine, with the toolkit's provider mirror installed and named (and the site's).
+
+    With ``terraform.backend: pg`` every command gets the connection string as ``PG_CONN_STR`` in
+    its environment (ConfigError, one line, when there is none) and waits up to
+    :data:`PG_LOCK_TIMEOUT` for a state another writer holds.
+    """
+    conn_str = pg_conn_str(config, environ)
     durable.private_dir(config.state_dir)
     home = terraform_home(config)
     cli_config = ensure_mirror(home, [XCESIM], config.terraform.provider_mirror)
-    return engine_from_settings(config.terraform, cli_config=cli_config, plugin_cache_dir=plugin_cache_dir(home))
+    return engine_from_settings(
+        config.terraform,
+        cli_config=cli_config,
+        plugin_cache_dir=plugin_cache_dir(home),
+        env={PG_CONN_ENV: conn_str} if conn_str else None,
+        secrets=secrets_of(conn_str) if conn_str else (),
+        lock_timeout=PG_LOCK_TIMEOUT if conn_str else None,
+    )
 
 
 def prepared_workdir(engine: Engine, workdir: ProviderWorkdir) -> Path:
-    """The provider's working directory, built and initialised when missing or out of date."""
+    """The provider's working directory, built and initialised when missing or out of date.
+
+    Refused (one line) while its state is not where ``terraform.backend`` says (:mod:`.pgbackend`).
+    """
+    refuse_mixed_backends(workdir.path, workdir.backend)
     if workdir.is_current() and (workdir.path / ".terraform").is_dir():
         return workdir.path
     with workdir.lock(), workdir.staging() as stage:
-        checked_init(engine, stage, root_label(workdir), workdir.site_lock)
+        checked_init(engine, stage, root_label(workdir), workdir.site_lock, workdir.backend_config())
+        if workdir.backend == "pg":
+            ensure_remote_state(engine, stage)
     return workdir.path
 
 

@@ -9,7 +9,8 @@ means one refresh-only plan shows all drift of that provider.
 The directory is built in a temporary sibling and renamed into place, so a failure (a bad
 module, a Terraform error during ``init``) never leaves a half-written working directory.
 Everything under ``<state_dir>/work`` is private (0700 directories, 0600 files): the desired
-set and the Terraform state hold module settings and user data.
+set and the Terraform state hold module settings and user data. With ``terraform.backend: pg``
+the state is not here but in PostgreSQL (:mod:`.pgbackend`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from orchestrator.model import tags as owner
 from orchestrator.model.config import Config
 from orchestrator.model.instances import InstanceSpec
 from orchestrator.workspace.desired import DESIRED, DesiredSet
+from orchestrator.workspace.pgbackend import BACKEND_BLOCK, BACKEND_TF, schema_name
 from orchestrator.workspace.provider_lock import site_lock_path
 
 STAMP = ".xceprov-source"
@@ -40,6 +42,9 @@ STAMP = ".xceprov-source"
 
 class ProviderWorkdir:
     """The working directory, desired set and lock of one provider."""
+
+    # The shard this directory is (ProviderWorkdir is shard 0; see shards.ShardWorkdir).
+    index = 0
 
     def __init__(self, config: Config, provider: str, toolkit_root: Path) -> None:
         if provider not in config.providers:
@@ -60,6 +65,17 @@ class ProviderWorkdir:
                     f"(expected terraform/modules/{self.module} and terraform/roots/{self.module})"
                 ]
             )
+
+    @property
+    def backend(self) -> str:
+        """Where this directory's Terraform state lives: ``local`` or ``pg`` (``terraform.backend``)."""
+        return self.config.terraform.backend
+
+    def backend_config(self) -> dict[str, str]:
+        """The ``-backend-config`` values of ``init``: the shard's schema with ``pg``, nothing with ``local``."""
+        if self.backend != "pg":
+            return {}
+        return {"schema_name": schema_name(self.config.cluster, self.provider, self.index)}
 
     @property
     def desired_file(self) -> Path:
@@ -92,6 +108,8 @@ class ProviderWorkdir:
         if self.site_lock.is_file():  # a new or changed site lock: init again against it
             digest.update(LOCK_FILE.encode())
             digest.update(self.site_lock.read_bytes())
+        for key, value in sorted(self.backend_config().items()):  # another backend: init again
+            digest.update(f"backend {key}={value}".encode())
         return digest.hexdigest()
 
     def is_current(self) -> bool:
@@ -102,7 +120,8 @@ class ProviderWorkdir:
     def populate(self, target: Path) -> None:
         """Copy the root configuration, the module and the site's provider lock into ``target``.
 
-        No state, no variables. Without a site lock, ``target`` keeps no lock file either, so
+        No state, no variables; with ``terraform.backend: pg`` the generated ``backend.tf``
+        (:mod:`.pgbackend`). Without a site lock, ``target`` keeps no lock file either, so
         its ``init`` selects versions as the constraints allow (as before locks were kept).
         """
         target.mkdir(parents=True, exist_ok=True)
@@ -112,6 +131,11 @@ class ProviderWorkdir:
             shutil.copyfile(self.site_lock, target / LOCK_FILE)
         else:
             (target / LOCK_FILE).unlink(missing_ok=True)
+        # The one difference a pg site's working directory has from the shipped root.
+        if self.backend == "pg":
+            (target / BACKEND_TF).write_text(BACKEND_BLOCK)
+        else:
+            (target / BACKEND_TF).unlink(missing_ok=True)
         module_dir = target / "module"
         if module_dir.exists():
             shutil.rmtree(module_dir)

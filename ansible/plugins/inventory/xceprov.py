@@ -12,7 +12,9 @@ description:
     bootstrap.groups) of the instances the toolkit provisioned.
   - With O(all) (the inventories the orchestrator writes for each run and for operators) the
     document is taken as it is; without it the hosts are read from the Terraform state under
-    O(state_dir) and the settings from the inventory the toolkit wrote last.
+    O(state_dir) and the settings from the inventory the toolkit wrote last. With the toolkit's
+    pg backend (C(terraform.backend=pg)) those states are in PostgreSQL, read with the
+    connection string in C(PG_CONN_STR).
   - Every value except a template's bootstrap.vars (C(site_vars)) comes from a host template or
     from the cloud and is marked unsafe, so Ansible never evaluates it as a template. A host
     whose name is not a valid RFC 1123 host name is left out.
@@ -56,6 +58,8 @@ from ansible.plugins.inventory import BaseInventoryPlugin
 
 try:
     from orchestrator.clients.ansible import inventory as xceinv
+    from orchestrator.errors import XceprovError
+    from orchestrator.workspace import tfstates
 except ImportError as exc:  # pragma: no cover - depends on how Ansible was started
     xceinv = None
     _IMPORT_ERROR = str(exc)
@@ -110,7 +114,12 @@ class InventoryModule(BaseInventoryPlugin):
                 saved = self.loader.load_from_file(saved_file, cache="none", trusted_as_template=True)
             except TypeError:  # before ansible-core 2.19 every loaded string is a template
                 saved = self.loader.load_from_file(saved_file, cache="none")
-        return xceinv.inventory_from_state(Path(state_dir), self.get_option("cluster") or None, saved)
+        # A pg site's states are in PostgreSQL: read with Terraform's own PG_CONN_STR from the environment.
+        try:
+            with tfstates.state_reader(os.environ.get("PG_CONN_STR") or None) as read_state:
+                return xceinv.inventory_from_state(Path(state_dir), self.get_option("cluster") or None, saved, read_state)
+        except XceprovError as exc:
+            raise AnsibleParserError(f"xce.provisioner.xceprov: {exc}") from None
 
     def _populate(self, document):
         body = document.get("all") or {}

@@ -15,7 +15,9 @@ whose address is neither an IP address nor such a name, never enters an inventor
 
 Where instance records come from until the orchestrator keeps instance facts: the ``instances``
 output of each provider's Terraform state (``<state_dir>/work/<cluster>/<provider>/
-terraform.tfstate``, see ``docs/provider-modules.md``), whose ``tags`` carry the owner tags.
+terraform.tfstate``, see ``docs/provider-modules.md``; with ``terraform.backend: pg`` the
+state is in PostgreSQL and a :data:`StateReader` of the workspace layer reads it), whose
+``tags`` carry the owner tags.
 
 Groups: ``template_<t>``, ``provider_<p>``, ``module_<m>`` (the provider's Terraform module,
 when known), ``op_<op_id>`` (names sanitised to ``[A-Za-z0-9_]``), plus each name in the
@@ -30,7 +32,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +47,8 @@ from orchestrator.model.hostnames import valid_host_name as valid_host_name  # t
 # checkout's ansible/ the collection), so a written inventory can be used from any directory.
 PLUGIN_NAME = "xce.provisioner.xceprov"
 INVENTORY_NAME = "xceprov.yml"
+# A shard's directory name under <provider>/shards/ (workspace.shards lays them out).
+_SHARD = re.compile(r"^[1-9][0-9]{0,5}$")
 
 
 @dataclass(frozen=True)
@@ -216,22 +220,59 @@ def records_from_tfstate(state: Mapping[str, Any], provider: str | None = None) 
     return records
 
 
-def records_from_workdirs(state_dir: Path, cluster: str | None = None) -> list[InstanceRecord]:
-    """Every instance of every provider working directory (every shard) under ``<state_dir>/work/<cluster>/``."""
-    records: list[InstanceRecord] = []
+@dataclass(frozen=True)
+class ShardDir:
+    """One provider working directory (shard) under ``<state_dir>/work/``."""
+
+    path: Path
+    cluster: str
+    provider: str
+    index: int
+
+
+# Reads the Terraform state of a shard: None when it has none (yet) or it cannot be read now.
+StateReader = Callable[[ShardDir], Mapping[str, Any] | None]
+
+
+def shard_dirs(state_dir: Path, cluster: str | None = None) -> list[ShardDir]:
+    """Every shard working directory under ``<state_dir>/work/<cluster>/`` (every cluster when None).
+
+    Shard 0 is ``<provider>/``, the others ``<provider>/shards/<n>/`` (docs/architecture.md,
+    "Bursts that scale"): every shard's state holds instances of the provider.
+    """
     work = state_dir / "work"
     clusters = [work / cluster] if cluster else sorted(p for p in work.glob("*") if p.is_dir())
+    found: list[ShardDir] = []
     for cdir in clusters:
-        # Shard 0 is <provider>/, the others <provider>/shards/<n>/ (docs/architecture.md,
-        # "Bursts that scale"): every shard's state holds instances of the provider.
-        shard0 = [(f, f.parent.name) for f in cdir.glob("*/terraform.tfstate")]
-        shards = [(f, f.parents[2].name) for f in cdir.glob("*/shards/*/terraform.tfstate")]
-        for state_file, provider in sorted(shard0 + shards):
-            try:
-                state = durable.parse_json(state_file.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue  # a state being written or unreadable: no hosts from it this time
-            records.extend(records_from_tfstate(state, provider))
+        for pdir in sorted(p for p in cdir.glob("*") if p.is_dir() and not p.name.startswith(".")):
+            found.append(ShardDir(pdir, cdir.name, pdir.name, 0))
+            numbered = sorted(int(p.name) for p in pdir.glob("shards/*") if p.is_dir() and _SHARD.match(p.name))
+            found += [ShardDir(pdir / "shards" / str(n), cdir.name, pdir.name, n) for n in numbered]
+    return found
+
+
+def local_state(shard: ShardDir) -> Mapping[str, Any] | None:
+    """The shard's local state file ``terraform.tfstate``, None when there is none or it cannot be read."""
+    try:
+        state = durable.parse_json((shard.path / "terraform.tfstate").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # none, a state being written, or unreadable: no hosts from it this time
+    return state if isinstance(state, dict) else None
+
+
+def records_from_workdirs(
+    state_dir: Path, cluster: str | None = None, read_state: StateReader = local_state
+) -> list[InstanceRecord]:
+    """Every instance of every provider working directory (every shard) under ``<state_dir>/work/<cluster>/``.
+
+    ``read_state`` reads one shard's state: the local file by default; a ``pg`` site's states
+    are in PostgreSQL (``orchestrator.workspace.tfstates``).
+    """
+    records: list[InstanceRecord] = []
+    for shard in shard_dirs(state_dir, cluster):
+        state = read_state(shard)
+        if state is not None:
+            records.extend(records_from_tfstate(state, shard.provider))
     return records
 
 
@@ -258,14 +299,17 @@ def records_from_inventory(inventory: Mapping[str, Any]) -> list[InstanceRecord]
     return records
 
 
-def inventory_from_state(state_dir: Path, cluster: str | None, saved: Mapping[str, Any] | None) -> dict[str, Any]:
+def inventory_from_state(
+    state_dir: Path, cluster: str | None, saved: Mapping[str, Any] | None, read_state: StateReader = local_state
+) -> dict[str, Any]:
     """The inventory of a hand run: hosts from Terraform state, settings from the last written one.
 
     ``saved`` is the inventory the toolkit last wrote (``<state_dir>/ansible/inventory/
     xceprov.yml``): its ``all.vars`` and template group variables (SSH user and key, the pinned
     known_hosts, controller addresses) apply; its hosts are used when no state has any.
+    ``read_state`` as for :func:`records_from_workdirs`.
     """
-    records = records_from_workdirs(state_dir, cluster)
+    records = records_from_workdirs(state_dir, cluster, read_state)
     common: dict[str, Any] = {}
     templates: dict[str, TemplateBootstrap] = {}
     if saved:

@@ -7,8 +7,11 @@ into the typed values of :mod:`.messages` (errors raised as one-line :class:`Ter
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable, Sequence
+import os
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,21 +33,61 @@ class CliEngine(TerraformProcess):
         done = self.run(Path.cwd(), ["version", "-json"])
         return str(self._json_document(done).get("terraform_version", ""))
 
-    def init(self, workdir: Path) -> None:
+    def init(self, workdir: Path, backend_config: Mapping[str, str] | None = None) -> None:
         """``terraform init``; holds the plugin-cache lock, which Terraform itself does not.
 
         A dependency lock file already in ``workdir`` is the site's (:mod:`.providers`): it is
         used read-only, so a provider that does not match it fails instead of moving it.
+        ``backend_config`` completes a partial backend block (``-backend-config=KEY=VALUE``;
+        never a secret: those go into the environment).
         """
-        args = ["init", "-json", "-input=false", "-no-color"]
+        done = self._init(workdir, ["init", "-json", "-input=false", "-no-color", *_backend_flags(backend_config)])
+        self._check_stream(done)
+
+    def migrate_state(self, workdir: Path, backend_config: Mapping[str, str] | None = None) -> None:
+        """``terraform init -migrate-state -force-copy``: the state moves to the backend ``workdir`` now names.
+
+        Without ``-json``, which Terraform refuses together with ``-migrate-state``; an error is
+        its first ``Error`` line.
+        """
+        args = ["init", "-input=false", "-no-color", "-migrate-state", "-force-copy", *_backend_flags(backend_config)]
+        done = self._init(workdir, args)
+        if done.returncode != 0:
+            raise TerraformError(f"{self.name} init -migrate-state in {workdir} failed: {_first_error(done)}")
+
+    def state_pull(self, workdir: Path) -> dict[str, Any]:
+        """``terraform state pull``: the raw state document of ``workdir``'s backend ({} when there is none)."""
+        done = self.run(workdir, ["state", "pull"])
+        if done.returncode != 0:
+            raise TerraformError(f"{self.name} state pull in {workdir} failed: {_first_error(done)}")
+        if not done.stdout.strip():
+            return {}
+        return self._json_document(done)
+
+    def state_push(self, workdir: Path, state: Mapping[str, Any]) -> None:
+        """``terraform state push``: ``state`` becomes ``workdir``'s state (never ``-force``).
+
+        Terraform refuses a state of another lineage, or of an older serial, over one that holds
+        anything: a push never overwrites work.
+        """
+        fd, name = tempfile.mkstemp(prefix=".push-", suffix=".tfstate", dir=workdir)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(state, handle)
+            done = self.run(workdir, ["state", "push", f"-lock-timeout={self.lock_timeout:g}s", Path(name).name])
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name)
+        if done.returncode != 0:
+            raise TerraformError(f"{self.name} state push in {workdir} failed: {_first_error(done)}")
+
+    def _init(self, workdir: Path, args: list[str]) -> Completed:
         if (Path(workdir) / LOCK_FILE).is_file():
             args.append("-lockfile=readonly")
         if self.plugin_cache_dir is not None:
             with cache_lock(self.plugin_cache_dir):
-                done = self.run(workdir, args)
-        else:
-            done = self.run(workdir, args)
-        self._check_stream(done)
+                return self.run(workdir, args)
+        return self.run(workdir, args)
 
     def plan(
         self,
@@ -114,9 +157,7 @@ class CliEngine(TerraformProcess):
         args += [f"-var-file={vf}" for vf in var_files]
         done = self.run(workdir, [*args, address, resource_id])
         if done.returncode != 0:
-            lines = [ln.strip() for ln in (done.stderr or done.stdout).splitlines() if ln.strip()]
-            detail = next((ln for ln in lines if ln.startswith("Error")), lines[0] if lines else "")
-            raise TerraformError(f"{self.name} import {address} {resource_id} failed: {detail[:300]}")
+            raise TerraformError(f"{self.name} import {address} {resource_id} failed: {_first_error(done)}")
 
     def show_plan(self, workdir: Path, plan_file: Path) -> dict[str, Any]:
         """``terraform show -json PLAN``."""
@@ -179,6 +220,16 @@ class CliEngine(TerraformProcess):
             messages.human_diagnostics(done.stderr), fallback=done.stderr or done.stdout or "no output"
         )
         raise TerraformError(f"{self.name} gave no JSON document (exit code {done.returncode})")
+
+
+def _backend_flags(backend_config: Mapping[str, str] | None) -> list[str]:
+    return [f"-backend-config={key}={value}" for key, value in sorted((backend_config or {}).items())]
+
+
+def _first_error(done: Completed) -> str:
+    """The first ``Error`` line of a human-readable failure (else its first line), at most 300 characters."""
+    lines = [ln.strip() for ln in (done.stderr or done.stdout).splitlines() if ln.strip()]
+    return next((ln for ln in lines if ln.startswith("Error")), lines[0] if lines else "")[:300]
 
 
 def _event_lines(on_event: ApplyEventFn | None) -> Callable[[str], None] | None:

@@ -34,8 +34,20 @@ from orchestrator.model.config import TerraformSettings
 class Engine(Protocol):
     """What the orchestrator needs from Terraform. Paths relative to ``workdir`` are fine."""
 
-    def init(self, workdir: Path) -> None:
-        """Install providers and modules into ``workdir`` (offline, from the mirror)."""
+    def init(self, workdir: Path, backend_config: Mapping[str, str] | None = None) -> None:
+        """Install providers and modules into ``workdir`` (offline, from the mirror); configure its backend."""
+        ...
+
+    def migrate_state(self, workdir: Path, backend_config: Mapping[str, str] | None = None) -> None:
+        """``init -migrate-state -force-copy``: move ``workdir``'s state to the backend it now names."""
+        ...
+
+    def state_pull(self, workdir: Path) -> dict[str, Any]:
+        """``terraform state pull``: the state document of ``workdir``'s backend, {} when empty."""
+        ...
+
+    def state_push(self, workdir: Path, state: Mapping[str, Any]) -> None:
+        """``terraform state push`` (never ``-force``): ``state`` becomes ``workdir``'s state."""
         ...
 
     def plan(
@@ -140,7 +152,8 @@ class BundledEngine(CliEngine):
         """This project's local providers started for the command and attached (:mod:`.attach`)."""
         if not self.attach_providers:
             return super().attachment(workdir, args, env)
-        return attached(args, Path(workdir), LOCAL_PROVIDERS, env)
+        # A provider needs none of the engine's secrets (the pg backend's connection string).
+        return attached(args, Path(workdir), LOCAL_PROVIDERS, {k: v for k, v in env.items() if v not in self.secrets})
 
 
 class BinaryEngine(CliEngine):
@@ -166,14 +179,26 @@ def engine_from_settings(
     cli_config: Path | None = None,
     plugin_cache_dir: Path | None = None,
     timeout: float | None = None,
+    env: Mapping[str, str] | None = None,
+    secrets: Sequence[str] = (),
+    lock_timeout: float | None = None,
 ) -> BundledEngine | BinaryEngine:
-    """The engine a site configured, with its parallelism."""
+    """The engine a site configured, with its parallelism.
+
+    ``env`` goes into every command's environment (never onto a command line); ``secrets`` are
+    hidden from every output; ``lock_timeout`` is how long a command waits for a state lock
+    another writer holds (the engine's default when None).
+    """
     common: dict[str, Any] = {
         "cli_config": cli_config,
         "plugin_cache_dir": plugin_cache_dir,
         "parallelism": settings.parallelism,
         "timeout": timeout,
+        "env": env,
+        "secrets": secrets,
     }
+    if lock_timeout is not None:
+        common["lock_timeout"] = lock_timeout
     if settings.engine == "binary":
         assert settings.binary is not None  # enforced by TerraformSettings
         return BinaryEngine(settings.binary, **common)

@@ -9,6 +9,7 @@ The command lines and their parsing are in :mod:`.commands`, the two engines in 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -65,6 +66,7 @@ class TerraformProcess:
         stop_grace: float = 120.0,
         env: Mapping[str, str] | None = None,
         poll_interval: float = 0.2,
+        secrets: Sequence[str] = (),
     ) -> None:
         """Configure an engine.
 
@@ -72,7 +74,10 @@ class TerraformProcess:
         ``plugin_cache_dir`` the shared plugin cache, locked during ``init``. ``timeout``
         bounds one command; on timeout, interruption or a caller's stop request Terraform gets
         one SIGINT (a graceful stop that writes state) and ``stop_grace`` seconds before it is
-        killed. ``poll_interval`` is how often a caller's ``should_stop`` is asked.
+        killed. ``poll_interval`` is how often a caller's ``should_stop`` is asked. ``env`` is added
+        to every command's environment (the pg backend's ``PG_CONN_STR``: never a command-line
+        argument); every one of ``secrets`` found in a command's output is replaced by ``***``
+        before anything reads it, so no error, log or progress line can carry it.
         """
         # Absolute: Terraform runs in the working directory, not in ours.
         self.cli_config = cli_config.resolve() if cli_config is not None else None
@@ -83,6 +88,8 @@ class TerraformProcess:
         self.stop_grace = stop_grace
         self.extra_env = dict(env or {})
         self.poll_interval = poll_interval
+        # Longest first: a password inside the whole connection string goes with the string.
+        self.secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
 
     # --- how to run -----------------------------------------------------------------
 
@@ -134,9 +141,24 @@ class TerraformProcess:
             raise TerraformError(f"{self.name} {args[0]}: working directory {workdir} does not exist")
         started = time.monotonic()
         env = self.environment()
+        reader = on_line
+        if on_line is not None and self.secrets:
+
+            def reader(line: str) -> None:
+                on_line(self.hidden(line))
+
         with self.attachment(workdir, args, env) as attachment:
             env.update(attachment.env)
-            return self._run(workdir, argv, args, env, started, attachment, should_stop, on_line)
+            done = self._run(workdir, argv, args, env, started, attachment, should_stop, reader)
+        if self.secrets:
+            done = dataclasses.replace(done, stdout=self.hidden(done.stdout), stderr=self.hidden(done.stderr))
+        return done
+
+    def hidden(self, text: str) -> str:
+        """``text`` with every secret of this engine replaced by ``***``."""
+        for secret in self.secrets:
+            text = text.replace(secret, "***")
+        return text
 
     def _run(
         self,

@@ -24,7 +24,7 @@ from orchestrator.configfile import LoadedConfig, parse_config
 from orchestrator.daemon.lifecycle import Lifecycle
 from orchestrator.daemon.service import Daemon, DaemonOptions, LoopParts
 from orchestrator.daemon.systemd import Notifier
-from orchestrator.errors import UsageError
+from orchestrator.errors import ConfigError, UsageError
 from orchestrator.model.config import Config
 from orchestrator.orphans.report import ScanReport
 from orchestrator.protocol import tls
@@ -258,6 +258,17 @@ def test_a_denied_lease_is_asked_for_again_and_the_pass_sees_it_gained(
 def test_standalone_is_refused_naming_the_file(tmp_path: Path, fake: FakeController, ca: tuple[Path, Any]) -> None:
     loaded = site(tmp_path, fake, ca[0], extra="standalone: true")
     with pytest.raises(UsageError, match=r"xceprov.yaml: standalone: true: the daemon follows the controller"):
+        Daemon(Lifecycle(loaded, lambda: loaded), DaemonOptions(tmp_path))
+
+
+def test_a_local_state_left_behind_under_backend_pg_stops_the_start(
+    tmp_path: Path, fake: FakeController, ca: tuple[Path, Any]
+) -> None:
+    shard = tmp_path / "state" / "work" / "unit" / "sim" / "shards" / "1"
+    shard.mkdir(parents=True)
+    (shard / "terraform.tfstate").write_text('{"version": 4, "serial": 2}')
+    loaded = site(tmp_path, fake, ca[0], extra="terraform: {backend: pg}")
+    with pytest.raises(ConfigError, match=r"shards/1/terraform\.tfstate .*run xceprov terraform migrate-state"):
         Daemon(Lifecycle(loaded, lambda: loaded), DaemonOptions(tmp_path))
 
 

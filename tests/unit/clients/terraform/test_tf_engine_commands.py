@@ -29,7 +29,7 @@ FAKE = """#!{python}
 import json, os, sys, time
 here = os.path.dirname(os.path.abspath(__file__))
 record = {{"argv": sys.argv[1:], "cwd": os.getcwd(),
-          "env": {{k: v for k, v in os.environ.items() if k.startswith(("TF_", "CHECKPOINT"))}}}}
+          "env": {{k: v for k, v in os.environ.items() if k.startswith(("TF_", "CHECKPOINT", "PG_"))}}}}
 with open(os.path.join(here, "calls.jsonl"), "a") as f:
     f.write(json.dumps(record) + "\\n")
 if os.path.exists(os.path.join(here, "sleep")):
@@ -439,3 +439,40 @@ def test_a_lock_file_in_the_working_directory_is_used_read_only(fake: Path, tmp_
     BinaryEngine(str(fake)).init(tmp_path)
     (call,) = calls(fake)
     assert call["argv"] == ["init", "-json", "-input=false", "-no-color", "-lockfile=readonly"]
+
+
+SECRET = "postgresql://xce:pw-XYZ@db.example/xceprov"
+
+
+def test_the_pg_connection_is_in_the_environment_only_and_hidden_from_every_output(
+    fake: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = BinaryEngine(str(fake), env={"PG_CONN_STR": SECRET}, secrets=[SECRET, "pw-XYZ"], lock_timeout=600)
+    engine.init(tmp_path, backend_config={"schema_name": "site_sim_0"})
+    set_output(fake, "plan_module_replace_delete.jsonl", 2)
+    engine.plan(tmp_path)
+    (fake.parent / "stdout").unlink()
+    (fake.parent / "rc").write_text("0")
+    engine.migrate_state(tmp_path, backend_config={"schema_name": "site_sim_0"})
+    init, plan, migrate = calls(fake)
+    assert init["argv"][:1] == ["init"] and "-backend-config=schema_name=site_sim_0" in init["argv"]
+    assert "-lock-timeout=600s" in plan["argv"]  # a second writer waits for the state lock
+    assert migrate["argv"][:1] == ["init"] and {"-migrate-state", "-force-copy"} <= set(migrate["argv"])
+    assert "-json" not in migrate["argv"]  # Terraform refuses -migrate-state with -json
+    for call in (init, plan, migrate):
+        assert call["env"]["PG_CONN_STR"] == SECRET  # type: ignore[index]
+        assert not any("pw-XYZ" in arg for arg in call["argv"])  # type: ignore[attr-defined]
+    # Terraform's own error text, were it to quote the string, reaches no message.
+    (fake.parent / "rc").write_text("1")
+    monkeypatch.setenv("FAKE_STDERR", f"Error: failed to connect to {SECRET}\n")
+    with pytest.raises(TerraformError) as failed:
+        engine.state_pull(tmp_path)
+    assert "pw-XYZ" not in str(failed.value) and "***" in str(failed.value)
+
+
+def test_a_line_read_while_terraform_runs_is_hidden_too(fake: Path, tmp_path: Path) -> None:
+    engine = BinaryEngine(str(fake), env={"PG_CONN_STR": SECRET}, secrets=[SECRET])
+    (fake.parent / "stdout").write_text(f'{{"@message": "backend {SECRET}"}}\n')
+    lines: list[str] = []
+    done = engine.run(tmp_path, ["apply", "-json"], on_line=lines.append)
+    assert lines == ['{"@message": "backend ***"}\n'] and SECRET not in done.stdout
