@@ -52,5 +52,7 @@ def migrate_state(ctx: CliContext, dry_run: bool) -> None:
             f"{verb}: provider {move.provider} shard {move.index} ({move.path}) -> schema {move.schema}: "
             f"{move.instances} resource instances, serial {move.serial}, lineage {move.lineage}"
         )
+    for name in report.documents:
+        click.echo(f"copied: {name}")
     if not report.moves:
         click.echo("nothing to move: no working directory holds a local Terraform state")

@@ -24,11 +24,12 @@ from orchestrator.daemon.metrics import DaemonMetrics
 from orchestrator.daemon.orphanscan import OrphanScans
 from orchestrator.daemon.parts import DaemonOptions
 from orchestrator.daemon.statusdoc import build_document, update_metrics
-from orchestrator.errors import ControllerError
+from orchestrator.errors import ControllerError, StoreUnavailable
 from orchestrator.model.config import Config
 from orchestrator.model.facts import Fact
 from orchestrator.reconcile.breaker import Breakers
 from orchestrator.workspace.daemonstatus import write_status
+from orchestrator.workspace.sharedstore import cluster_documents
 
 # The service's logger, as before the status had a module of its own (log filters keep working).
 log = logging.getLogger("orchestrator.daemon.service")
@@ -51,6 +52,8 @@ class StatusPublishing:
     orphans: OrphanScans | None
     # The last document written: a stop rewrites it with a new state.
     _document: dict[str, Any] | None
+    # The breakers as last read, shown while the shared store cannot be read.
+    _breakers_seen: Breakers | None = None
 
     def publish_status(self, report: dict[str, Any] | None, duration: float | None) -> None:
         """The status file, the metrics and systemd's status line after a pass (``duration``) or a scan."""
@@ -89,12 +92,24 @@ class StatusPublishing:
             daemon=self._daemon_member(state),
             report=report,
             leases=self.keeper.status(),
-            breakers=Breakers.load(self.config.state_dir, self.config.policy.breaker),
+            breakers=self.shown_breakers(),
             facts=facts,
             hosts=hosts,
             now=self.options.clock(),
             orphans=self.orphans.to_json() if self.orphans is not None else None,
         )
+
+    def shown_breakers(self) -> Breakers:
+        """The breakers now; while the shared store is away, as last read (the status is still
+        written: it is what says the store is away)."""
+        try:
+            breakers = Breakers.load(self.config.state_dir, self.config.policy.breaker, cluster_documents(self.config))
+        except StoreUnavailable:
+            if self._breakers_seen is None:
+                raise
+            return self._breakers_seen
+        self._breakers_seen = breakers.snapshot()
+        return breakers
 
     def _daemon_member(self, state: str) -> dict[str, Any]:
         return {

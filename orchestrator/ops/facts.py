@@ -1,4 +1,7 @@
-"""Where facts go: the controller (through the link), or a local journal in standalone mode.
+"""Where facts go: the controller (through the link), or a journal in standalone mode.
+
+The standalone journal is a local file (:class:`LocalFacts`), or with ``terraform.backend: pg``
+the shared store's (:class:`SharedFacts`), so the next standalone command on any machine reads it.
 
 Both are idempotent per ``(kind, op_id, instance_key)`` as the controller is, so a resumed op
 that commits a fact again does not duplicate it. Both commit a batch of facts (``commit_many``)
@@ -16,13 +19,18 @@ import os
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator import durable
 from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.errors import FinalError
+from orchestrator.model.config import Config
 from orchestrator.model.facts import Epoch, Fact, FactKind
 from orchestrator.protocol.schema import MAX_BATCH_FACTS
+from orchestrator.workspace.sharedstore import store_for
+
+if TYPE_CHECKING:  # psycopg loads only when the pg backend is configured
+    from orchestrator.clients.postgres import SharedStore
 
 
 class FactLog(Protocol):
@@ -223,18 +231,81 @@ class LocalFacts:
             return [f for f in self._known if f.provider == provider]
 
 
-def _encode(fact: Fact) -> bytes:
+def _to_json(fact: Fact) -> dict[str, Any]:
     value = dataclasses.asdict(fact)
     value["kind"] = str(fact.kind)
     value["epoch"] = [fact.epoch.term, fact.epoch.seq]
-    return (json.dumps(value, sort_keys=True) + "\n").encode()
+    return value
 
 
-def _decode(line: bytes) -> Fact:
-    raw: dict[str, Any] = durable.parse_json(line)
+def _from_json(raw: dict[str, Any]) -> Fact:
+    raw = dict(raw)
     raw["kind"] = FactKind(raw["kind"])
     raw["epoch"] = Epoch(*raw["epoch"])
     return Fact(**raw)
+
+
+def _encode(fact: Fact) -> bytes:
+    return (json.dumps(_to_json(fact), sort_keys=True) + "\n").encode()
+
+
+def _decode(line: bytes) -> Fact:
+    return _from_json(durable.parse_json(line))
+
+
+class SharedFacts:
+    """Standalone mode with ``terraform.backend: pg``: the fact journal in the shared store.
+
+    The same contract as :class:`LocalFacts` (idempotent per kind, op and key; a batch is all or
+    nothing) on the store's ``append_facts``/``facts_since``: the journal is read once, then only
+    what was appended since (by any orchestrator of the cluster, on any machine). A fact's id is
+    its number in the journal. Facts of one provider are appended only by the holder of its
+    advisory lock (:class:`~orchestrator.ops.fence.AdvisoryFence`), so the identity check never
+    races another writer of the same facts.
+    """
+
+    def __init__(self, store: SharedStore) -> None:
+        self.store = store
+        self._lock = threading.Lock()
+        self._known: list[Fact] = []
+        self._ids: set[_Identity] = set()
+        self._seq = 0  # the last journal number read into the index
+
+    def _catch_up(self) -> None:
+        for seq, raw in self.store.facts_since(self._seq):
+            try:
+                fact = dataclasses.replace(_from_json(raw), fact_id=seq)
+            except (ValueError, KeyError, TypeError) as exc:
+                raise FinalError(f"shared store {self.store.cluster}: fact {seq}: unreadable: {exc}") from None
+            self._known.append(fact)
+            self._ids.add(_identity(fact))
+            self._seq = seq
+
+    def commit(self, fact: Fact) -> None:
+        """Append ``fact`` unless the same kind, op and key is already there."""
+        self.commit_many([fact])
+
+    def commit_many(self, facts: Sequence[Fact]) -> None:
+        """Append the facts not yet in the journal, as one batch (``StoreUnavailable``: none)."""
+        with self._lock:
+            self._catch_up()
+            new: list[dict[str, Any]] = []
+            batch: set[_Identity] = set()
+            for fact in facts:
+                identity = _identity(fact)
+                if identity in self._ids or identity in batch:
+                    continue
+                new.append(_to_json(dataclasses.replace(fact, fact_id=0)))
+                batch.add(identity)
+            if new:
+                self.store.append_facts(new)
+                self._catch_up()
+
+    def facts(self, provider: str) -> list[Fact]:
+        """The journal's facts of ``provider``, oldest first."""
+        with self._lock:
+            self._catch_up()
+            return [f for f in self._known if f.provider == provider]
 
 
 class NoFacts:
@@ -252,3 +323,12 @@ class NoFacts:
     def facts(self, provider: str) -> list[Fact]:
         """None."""
         return []
+
+
+def standalone_facts(config: Config) -> LocalFacts | SharedFacts:
+    """The standalone fact journal: the shared store's with ``terraform.backend: pg``, else the
+    local file ``<state_dir>/facts/<cluster>.jsonl``."""
+    store = store_for(config)
+    if store is not None:
+        return SharedFacts(store)
+    return LocalFacts(config.state_dir / "facts" / f"{config.cluster}.jsonl")

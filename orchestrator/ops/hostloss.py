@@ -17,7 +17,8 @@ reads are made when). The rules:
 A lost instance is reported by every observation while the drift still shows it deleted (the
 executor removes it from the desired set; the next apply drops it from the state), so a crash
 between ``observe`` and the ``lost`` fact loses nothing: the next pass reports it again. The
-suspects live in ``lost-suspects.json`` in the working directory (:data:`SUSPECTS_FILE`),
+suspects live in ``lost-suspects.json`` in the working directory (:data:`SUSPECTS_FILE`; with
+``terraform.backend: pg`` the shard's row of the shared store, ``workspace.documents``),
 replaced atomically and durably, so a restart between two observations neither forgets a
 suspect nor counts one observation twice.
 """
@@ -32,8 +33,9 @@ from typing import Any, Final
 from orchestrator import durable
 from orchestrator.errors import FinalError
 from orchestrator.workspace.cloudview import CloudObject, Drift, Listing
+from orchestrator.workspace.documents import SUSPECTS, Document, json_body, local_document
 
-SUSPECTS_FILE: Final = "lost-suspects.json"
+SUSPECTS_FILE: Final = SUSPECTS
 
 # Reasons with which the cloud itself says it ended an instance (a loss needs no second read).
 CLOUD_REASONS: Final = frozenset({"spot-reclaim", "expired"})
@@ -58,23 +60,24 @@ class LostInstance:
 
 
 class LossTracker:
-    """Suspects of one provider's working directory, persisted in ``path`` between observations."""
+    """Suspects of one working directory (shard), persisted in a document between observations."""
 
-    def __init__(self, path: Path) -> None:
-        """Track the suspects kept in ``path`` (``<workdir>/lost-suspects.json``; absent = none)."""
-        self.path = Path(path)
+    def __init__(self, where: Path | Document) -> None:
+        """Track the suspects kept in ``where``: the file ``<workdir>/lost-suspects.json`` (the
+        local layout) or the shard's document (``ProviderWorkdir.suspects``); absent = none."""
+        self.document = where if isinstance(where, Document) else local_document(Path(where))
+        self.path = Path(str(self.document))  # how messages and tests name it
 
     def suspects(self) -> dict[str, dict[str, Any]]:
         """Instance key → ``{"instance_id", "missing", "first_missing"}`` as persisted."""
-        try:
-            raw = self.path.read_bytes()
-        except FileNotFoundError:
+        raw = self.document.read()
+        if raw is None:
             return {}
         try:
             doc = durable.parse_json(raw)
         except ValueError as exc:
-            raise FinalError(f"{self.path}: not JSON ({exc}); remove it to start counting afresh") from None
-        return _checked(doc, self.path)
+            raise FinalError(f"{self.document}: not JSON ({exc}); remove it to start counting afresh") from None
+        return _checked(doc, self.document)
 
     def observe(self, drift: Drift, listing: Listing | None) -> list[LostInstance]:
         """One observation: the instances lost by the rules above, in instance-key order.
@@ -108,7 +111,7 @@ class LossTracker:
 
     def save(self, suspects: dict[str, dict[str, Any]]) -> None:
         """Replace the persisted suspects (atomically and durably)."""
-        durable.write_json_atomic(self.path, {"format": _FORMAT, "suspects": suspects})
+        self.document.write(json_body({"format": _FORMAT, "suspects": suspects}))
 
 
 class PreviewTracker(LossTracker):
@@ -119,9 +122,9 @@ class PreviewTracker(LossTracker):
     preview never counts as one of the two observations that make a loss.
     """
 
-    def __init__(self, path: Path) -> None:
-        """Start from the suspects kept in ``path``; nothing is written there."""
-        super().__init__(path)
+    def __init__(self, where: Path | Document) -> None:
+        """Start from the suspects kept in ``where``; nothing is written there."""
+        super().__init__(where)
         self._held: dict[str, dict[str, Any]] | None = None
 
     def suspects(self) -> dict[str, dict[str, Any]]:
@@ -151,7 +154,7 @@ def _lost(key: str, instance_id: str, reason: str, entry: dict[str, Any], seen: 
     return LostInstance(key, instance_id, reason, evidence)
 
 
-def _checked(doc: object, path: Path) -> dict[str, dict[str, Any]]:
+def _checked(doc: object, path: Document) -> dict[str, dict[str, Any]]:
     """The suspects of a parsed file, each entry's types checked (the file may be damaged)."""
     if not isinstance(doc, dict) or doc.get("format") != _FORMAT or not isinstance(doc.get("suspects"), dict):
         raise FinalError(f"{path}: not a suspects file of format {_FORMAT}; remove it to start counting afresh")

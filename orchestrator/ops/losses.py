@@ -29,12 +29,14 @@ from typing import Protocol
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.clients.terraform.messages import PlanResult
 from orchestrator.errors import TerraformError
-from orchestrator.ops.hostloss import LossTracker, LostInstance, PreviewTracker
+from orchestrator.ops.hostloss import SUSPECTS_FILE, LossTracker, LostInstance, PreviewTracker
 from orchestrator.workspace.cloudview import Drift, Listing, drift_from_stream, read_drift_stream, read_listing
+from orchestrator.workspace.documents import Document, local_document
 from orchestrator.workspace.shards import listing_dir
 from orchestrator.workspace.terraform import instances_output
+from orchestrator.workspace.workdir import ProviderWorkdir
 
-SUSPECTS_FILE = "lost-suspects.json"
+__all__ = ["SUSPECTS_FILE", "LossObserver", "TrackerObserver", "observer_for", "preview_losses"]
 
 
 class LossObserver(Protocol):
@@ -130,12 +132,20 @@ class TrackerObserver:
         return listing if listing.supported else None
 
 
-def observer_for(engine: Engine, workdir: Path) -> LossObserver:
-    """The real loss observer of ``workdir``."""
-    return TrackerObserver(engine, workdir)
+def _located(workdir: ProviderWorkdir | Path) -> tuple[Path, Document]:
+    """The working directory and its suspects' document (a bare path: the local file in it)."""
+    if isinstance(workdir, ProviderWorkdir):
+        return workdir.path, workdir.suspects
+    return Path(workdir), local_document(Path(workdir) / SUSPECTS_FILE)
 
 
-def preview_losses(engine: Engine, workdir: Path) -> list[LostInstance]:
+def observer_for(engine: Engine, workdir: ProviderWorkdir | Path) -> LossObserver:
+    """The real loss observer of ``workdir`` (its suspects where the working directory keeps them)."""
+    path, suspects = _located(workdir)
+    return TrackerObserver(engine, path, LossTracker(suspects))
+
+
+def preview_losses(engine: Engine, workdir: ProviderWorkdir | Path) -> list[LostInstance]:
     """The instances the executor's next observation of ``workdir`` would judge lost, read-only.
 
     The same reads and rules as :meth:`TrackerObserver.observe` (a drift read, a second one at
@@ -147,5 +157,6 @@ def preview_losses(engine: Engine, workdir: Path) -> list[LostInstance]:
     showed other losses than this read finds (docs/operations.md, "Previews and host loss").
     The caller holds the working directory's lock; its desired set must exist.
     """
-    observer = TrackerObserver(engine, workdir, PreviewTracker(workdir / SUSPECTS_FILE))
+    path, suspects = _located(workdir)
+    observer = TrackerObserver(engine, path, PreviewTracker(suspects))
     return sorted(observer.observe(), key=lambda item: item.instance_key)

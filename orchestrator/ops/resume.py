@@ -113,7 +113,7 @@ def survey(executor: Executor, provider: str, wait: float | None = None) -> Prov
     untracked = sorted(k for k in set(held) | set(desired) if op_of_key(k) not in known_ops)
     if workdir.path.name in busy:
         return ProviderOps(provider, open_ops(facts), untracked, "not read: an op is applying", busy)
-    if held or workdir.desired_file.exists():
+    if held or workdir.desired.exists():
         status, objects = tagged_objects(executor, workdir)
     else:
         # Never used here: no desired set and no state, so no cloud view to read (and none failed).

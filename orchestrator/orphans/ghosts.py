@@ -2,10 +2,11 @@
 
 The scan feeds every shard's drift (and the provider's listing, for the cloud's reasons) to the
 same persisted :class:`~orchestrator.ops.hostloss.LossTracker` the executor uses before each
-apply (``lost-suspects.json`` in the shard), so both count the same observations: lost at once
-when the cloud says it ended the instance (``spot-reclaim``, ``expired``), else after two
-consecutive reads that find it missing. A key missing for the first time is read again at once
-(a second refresh-only plan of that shard only), as the executor's observer does.
+apply (the shard's ``lost-suspects.json``, or its row of the shared store), so both count the
+same observations: lost at once when the cloud says it ended the instance (``spot-reclaim``,
+``expired``), else after two consecutive reads that find it missing. A key missing for the first
+time is read again at once (a second refresh-only plan of that shard only), as the executor's
+observer does.
 
 A scan that does not act (``xceprov orphans``, dry run) counts on a scratch copy of the
 suspects file: it changes nothing, not even the count.
@@ -14,7 +15,6 @@ suspects file: it changes nothing, not even the count.
 from __future__ import annotations
 
 import contextlib
-import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,14 +30,15 @@ from orchestrator.workspace.workdir import ProviderWorkdir
 @contextlib.contextmanager
 def tracker_for(shard: ShardRead, persist: bool) -> Iterator[LossTracker]:
     """The shard's tracker, or one over a scratch copy of its suspects (``persist`` False)."""
-    real = shard.workdir.path / SUSPECTS_FILE
+    real = shard.workdir.suspects
     if persist:
         yield LossTracker(real)
         return
     with tempfile.TemporaryDirectory(prefix="xceprov-orphans-") as tmp:
         scratch = Path(tmp) / SUSPECTS_FILE
-        with contextlib.suppress(FileNotFoundError):
-            shutil.copyfile(real, scratch)
+        content = real.read()
+        if content is not None:
+            scratch.write_bytes(content)
         yield LossTracker(scratch)
 
 

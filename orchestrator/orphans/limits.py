@@ -2,7 +2,8 @@
 
 Rate limit: at most ``max_cleanup_per_interval`` automatic actions per provider within any
 ``interval``. The times of past actions are kept in ``<state_dir>/orphans/actions.json`` (0600,
-replaced atomically), so the daemon's scans, a restart and the administrator's confirmations
+replaced atomically; with ``terraform.backend: pg`` the cluster's row of the shared store), so
+the daemon's scans, a restart and the administrator's confirmations
 (``xceprov orphans adopt|return``) all count against the same limit.
 
 Breaker: when more than ``breaker_share`` of a provider's instances (and at least
@@ -19,6 +20,7 @@ from typing import Any, Final
 from orchestrator import durable
 from orchestrator.errors import FinalError
 from orchestrator.model.config import OrphanSettings
+from orchestrator.workspace.documents import Document, Documents, LocalDocuments, json_body
 
 ACTIONS_FILE: Final = "orphans/actions.json"
 _FORMAT: Final = 1
@@ -28,8 +30,11 @@ _MAX_ENTRIES: Final = 100_000
 class RateLimit:
     """Past automatic actions per provider (persisted) and how many more the window allows."""
 
-    def __init__(self, state_dir: Path, settings: OrphanSettings, now: float) -> None:
-        self.path = Path(state_dir) / ACTIONS_FILE
+    def __init__(
+        self, state_dir: Path, settings: OrphanSettings, now: float, documents: Documents | None = None
+    ) -> None:
+        """The limit kept under ``state_dir`` (or in ``documents``, the cluster's shared ones)."""
+        self.document = Document(documents if documents is not None else LocalDocuments(Path(state_dir)), ACTIONS_FILE)
         self.limit = settings.max_cleanup_per_interval
         self.interval = float(settings.interval)
         self.now = now
@@ -37,17 +42,20 @@ class RateLimit:
 
     def _read(self) -> dict[str, list[float]]:
         try:
-            doc: Any = durable.parse_json(self.path.read_bytes())
-        except FileNotFoundError:
-            return {}
+            raw = self.document.read()
+            if raw is None:
+                return {}
+            doc: Any = durable.parse_json(raw)
         except (OSError, ValueError) as exc:
-            raise FinalError(f"{self.path}: not JSON ({exc}); remove it to start counting afresh") from None
+            raise FinalError(f"{self.document}: not JSON ({exc}); remove it to start counting afresh") from None
         times = doc.get("actions") if isinstance(doc, dict) and doc.get("format") == _FORMAT else None
         if not isinstance(times, dict) or not all(
             isinstance(v, list) and len(v) <= _MAX_ENTRIES and all(isinstance(t, (int, float)) for t in v)
             for v in times.values()
         ):
-            raise FinalError(f"{self.path}: not an orphan actions file of format {_FORMAT}; remove it to start afresh")
+            raise FinalError(
+                f"{self.document}: not an orphan actions file of format {_FORMAT}; remove it to start afresh"
+            )
         return {str(k): [float(t) for t in v] for k, v in times.items()}
 
     def recent(self, provider: str) -> int:
@@ -60,11 +68,13 @@ class RateLimit:
 
     def take(self, provider: str) -> None:
         """Count one action now (durable before the action: a crash never forgets one)."""
+        # Over the document as it is now: another orchestrator's actions (its providers, in the
+        # shared store) since this scan read it stay counted.
+        self._times = {**self._times, **self._read()}
         kept = {p: [t for t in ts if self.now - t < self.interval] for p, ts in self._times.items()}
         kept.setdefault(provider, []).append(self.now)
+        self.document.write(json_body({"format": _FORMAT, "actions": kept}))
         self._times = kept
-        durable.private_dir(self.path.parent)
-        durable.write_json_atomic(self.path, {"format": _FORMAT, "actions": kept})
 
 
 @dataclass(frozen=True)

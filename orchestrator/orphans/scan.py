@@ -57,6 +57,7 @@ from orchestrator.orphans.inputs import (
 from orchestrator.orphans.limits import Breaker, RateLimit
 from orchestrator.orphans.report import ProviderSummary, ScanReport
 from orchestrator.workspace.audit import audit
+from orchestrator.workspace.sharedstore import cluster_documents
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +106,9 @@ class OrphanScanner:
             # Standalone: the local journal still says what was made (reported, never acted on).
             ctl.facts = {p: self.executor.facts.facts(p) for p in providers}
         report.controller = _controller_json(ctl)
-        rate = RateLimit(self.state_dir, self.config.policy.orphans, now)
+        rate = RateLimit(
+            self.state_dir, self.config.policy.orphans, now, cluster_documents(self.config, self.state_dir)
+        )
         by_provider: list[tuple[GuardState, list[Finding]]] = []
         for name in providers:
             cloud = read_provider(self.executor, name)

@@ -18,13 +18,14 @@ Times are wall-clock seconds from the caller's injected clock.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
 from orchestrator.model.backoff import Backoff
 from orchestrator.reconcile.statefile import read_entries, write_entries
+from orchestrator.workspace.documents import Document, Documents, LocalDocuments
 
 BOOTSTRAP_FILE: Final = "bootstrap.json"
 _FORMAT: Final = 1
@@ -71,15 +72,15 @@ class Attempt:
 class BootstrapTracker:
     """Every host's :class:`BootstrapRecord`, kept in ``path``."""
 
-    def __init__(self, path: Path, records: dict[str, BootstrapRecord]) -> None:
-        self.path = path
+    def __init__(self, document: Document, records: dict[str, BootstrapRecord]) -> None:
+        self.document = document
         self._records = records
 
     @classmethod
-    def load(cls, state_dir: Path) -> BootstrapTracker:
-        """The records kept under ``state_dir`` (none when the file is absent)."""
-        path = Path(state_dir) / BOOTSTRAP_FILE
-        return cls(path, _read(path))
+    def load(cls, state_dir: Path, documents: Documents | None = None) -> BootstrapTracker:
+        """The records kept under ``state_dir`` (or in ``documents``; none when absent)."""
+        document = Document(documents if documents is not None else LocalDocuments(Path(state_dir)), BOOTSTRAP_FILE)
+        return cls(document, _read(document))
 
     def get(self, key: str, provider: str, template: str, host_name: str) -> BootstrapRecord:
         """The record of ``key`` (a fresh one when the host was never seen)."""
@@ -127,21 +128,32 @@ class BootstrapTracker:
         changed = [replace(r, joined=True) for r in records]
         return self._save(changed) if changed else []
 
-    def prune(self, live: Iterable[str]) -> list[str]:
-        """Forget the records of every key not in ``live`` (gone hosts); the keys dropped."""
+    def prune(self, live: Iterable[str], providers: Collection[str] | None = None) -> list[str]:
+        """Forget the records of every key not in ``live`` (gone hosts); the keys dropped.
+
+        ``providers``: only records of these providers are judged (the ones this process reads
+        facts of); another orchestrator's records, kept in the same shared document, stay.
+        """
         keep = set(live)
-        dropped = sorted(k for k in self._records if k not in keep)
+        records = _read(self.document)
+        dropped = sorted(
+            k for k, r in records.items() if k not in keep and (providers is None or r.provider in providers)
+        )
         if dropped:
-            self._write({k: r for k, r in self._records.items() if k in keep})
+            self._write({k: r for k, r in records.items() if k not in dropped})
+        else:
+            self._records = records
         return dropped
 
     def _save(self, changed: list[BootstrapRecord]) -> list[BootstrapRecord]:
-        self._write({**self._records, **{r.key: r for r in changed}})
+        # Over the document as it is now: records another orchestrator wrote since (its own
+        # providers' hosts, in the shared store) are kept, not overwritten by this copy.
+        self._write({**_read(self.document), **{r.key: r for r in changed}})
         return changed
 
     def _write(self, records: dict[str, BootstrapRecord]) -> None:
-        write_entries(self.path, _FORMAT, "hosts", {k: _to_json(r) for k, r in records.items()})
-        self._records = records  # only once the file holds it: memory never runs ahead of disk
+        write_entries(self.document, _FORMAT, "hosts", {k: _to_json(r) for k, r in records.items()})
+        self._records = records  # only once the document holds it: memory never runs ahead of it
 
 
 def _to_json(record: BootstrapRecord) -> dict[str, Any]:
@@ -150,9 +162,9 @@ def _to_json(record: BootstrapRecord) -> dict[str, Any]:
     return doc
 
 
-def _read(path: Path) -> dict[str, BootstrapRecord]:
+def _read(document: Document) -> dict[str, BootstrapRecord]:
     hint = "removing it makes the daemon bootstrap every host not yet joined again"
-    return read_entries(path, _FORMAT, "hosts", _from_json, "bootstrap record file", hint)
+    return read_entries(document, _FORMAT, "hosts", _from_json, "bootstrap record file", hint)
 
 
 def _from_json(key: str, r: Any) -> BootstrapRecord:

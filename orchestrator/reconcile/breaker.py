@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from orchestrator.model.config import BreakerSettings
-from orchestrator.reconcile.statefile import read_entries, write_entries
+from orchestrator.reconcile.statefile import parse_entries, write_entries
+from orchestrator.workspace.documents import Document, Documents, LocalDocuments, SnapshotDocuments
 
 BREAKERS_FILE: Final = "breakers.json"
 _FORMAT: Final = 1
@@ -76,35 +77,35 @@ class BreakerState:
 
 @dataclass
 class Breakers:
-    """Every template's breaker, kept in ``path``."""
+    """Every template's breaker, kept in ``document``."""
 
-    path: Path
+    document: Document
     settings: BreakerSettings
     _states: dict[str, BreakerState] = field(default_factory=dict)
-    # (inode, mtime, size) of the file as last read or written; None: no file. Every write
-    # replaces the file (a new inode), so any other writer's change shows here.
-    _seen: tuple[int, int, int] | None = None
+    # The document's content as last read or written; None: no document. Any other writer's
+    # change shows as other content.
+    _seen: bytes | None = None
 
     @classmethod
-    def load(cls, state_dir: Path, settings: BreakerSettings) -> Breakers:
-        """The breakers kept under ``state_dir`` (none yet when the file is absent)."""
-        breakers = cls(Path(state_dir) / BREAKERS_FILE, settings)
+    def load(cls, state_dir: Path, settings: BreakerSettings, documents: Documents | None = None) -> Breakers:
+        """The breakers kept under ``state_dir`` (or in ``documents``; none yet when absent)."""
+        store = documents if documents is not None else LocalDocuments(Path(state_dir))
+        breakers = cls(Document(store, BREAKERS_FILE), settings)
         breakers._fresh()
         return breakers
 
-    def _signature(self) -> tuple[int, int, int] | None:
-        try:
-            info = self.path.stat()
-        except FileNotFoundError:
-            return None
-        return info.st_ino, info.st_mtime_ns, info.st_size
-
     def _fresh(self) -> None:
-        """Read the file again when someone else replaced (or removed) it since it was last seen."""
-        seen = self._signature()
+        """Read the document again when someone else replaced (or removed) it since it was last seen."""
+        seen = self.document.read()
         if seen != self._seen or (seen is None and self._states):
-            self._states = _read(self.path) if seen is not None else {}
+            self._states = _read(self.document, seen) if seen is not None else {}
             self._seen = seen
+
+    def snapshot(self) -> Breakers:
+        """The breakers as last read or written, answering without reading the document again
+        (a status written while the shared store is away shows them as they were)."""
+        document = Document(SnapshotDocuments({self.document.name: self._seen}), self.document.name)
+        return Breakers(document, self.settings, dict(self._states), self._seen)
 
     def state(self, template: str) -> BreakerState:
         """The breaker of ``template`` (closed when nothing was recorded)."""
@@ -154,9 +155,9 @@ class Breakers:
             states.pop(state.template, None)
         else:
             states[state.template] = state
-        write_entries(self.path, _FORMAT, "breakers", {t: _to_json(s) for t, s in states.items()})
-        self._states = states  # only once the file holds it: memory never runs ahead of disk
-        self._seen = self._signature()
+        write_entries(self.document, _FORMAT, "breakers", {t: _to_json(s) for t, s in states.items()})
+        self._states = states  # only once the document holds it: memory never runs ahead of it
+        self._seen = self.document.read()
         return state
 
 
@@ -168,8 +169,9 @@ def _to_json(state: BreakerState) -> dict[str, Any]:
     return doc
 
 
-def _read(path: Path) -> dict[str, BreakerState]:
-    return read_entries(path, _FORMAT, "breakers", _from_json, "breaker file", "removing closes every breaker")
+def _read(document: Document, raw: bytes) -> dict[str, BreakerState]:
+    hint = "removing closes every breaker"
+    return parse_entries(document, raw, _FORMAT, "breakers", _from_json, "breaker file", hint)
 
 
 def _from_json(template: str, s: Any) -> BreakerState:

@@ -227,7 +227,8 @@ def join_phase(phases: HostPhases) -> dict[str, Any]:
             for f in overdue:
                 phases.breakers.failure(f.template, "join", f"{f.host_name}: not joined by {f.join_deadline:.0f}", now)
     # Records of hosts that are gone (returned, lost) are of no more use: the file stays small.
-    evidence["forgotten"] = phases.tracker.prune(r.key for r in phases.ctx.records() if not r.gone)
+    live = (r.key for r in phases.ctx.records() if not r.gone)
+    evidence["forgotten"] = phases.tracker.prune(live, phases.config.providers)
     return evidence
 
 

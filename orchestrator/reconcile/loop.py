@@ -43,6 +43,7 @@ from orchestrator.reconcile.retry import retry_decision
 from orchestrator.reconcile.scaleout import PolicyInputs, ScaleOutDecision, scale_out
 from orchestrator.reconcile.view import Clock, ControllerView
 from orchestrator.workspace.audit import audit
+from orchestrator.workspace.sharedstore import cluster_documents
 
 log = logging.getLogger(__name__)
 
@@ -154,8 +155,10 @@ class Reconciler:
         self.rng = rng or random.Random()
         self.bootstrap = bootstrap
         self.health = ProviderHealth(config.policy.retry, self.rng)
-        self.breakers = Breakers.load(self.state_dir, config.policy.breaker)
-        self.tracker = BootstrapTracker.load(self.state_dir)
+        # Breakers and bootstrap records: files under the state directory, or the shared store's.
+        self.documents = cluster_documents(config, self.state_dir)
+        self.breakers = Breakers.load(self.state_dir, config.policy.breaker, self.documents)
+        self.tracker = BootstrapTracker.load(self.state_dir, self.documents)
         self.failed: dict[str, FailedOp] = {}
         # Providers whose open ops were all resumed since their lease was last (re)gained.
         self._resumed: set[str] = set()
@@ -173,7 +176,10 @@ class Reconciler:
             ctx = read_inputs(self.config, self.executor, self.controller, self.clock)
             # `xceprov breaker reset` writes the file from another process: read it every pass,
             # or the next failure recorded here would write the old, open state over the reset.
-            self.breakers = Breakers.load(self.state_dir, self.config.policy.breaker)
+            self.breakers = Breakers.load(self.state_dir, self.config.policy.breaker, self.documents)
+            # Bootstrap records too: with the shared store, a provider taken over arrives with
+            # the records its previous holder wrote (tried, given up, joined) since this started.
+            self.tracker = BootstrapTracker.load(self.state_dir, self.documents)
         except Exception as exc:  # every read failure means the same: act on nothing
             problem = _one_line(exc) if isinstance(exc, ReadFailed) else f"{type(exc).__name__}: {_one_line(exc)}"
             self._read_changed(problem)

@@ -34,7 +34,7 @@ from orchestrator.services.bootstrap_sources import SimulatedWorld
 from orchestrator.services.ops import fenced_session, playbook_callables, refuse_when_leased
 from orchestrator.workspace.audit import audit
 from orchestrator.workspace.bundle import read_bundle
-from orchestrator.workspace.terraform import engine_for, prepared_workdir
+from orchestrator.workspace.terraform import engine_for, ready_workdir
 from orchestrator.workspace.workdir import ProviderWorkdir
 
 
@@ -109,7 +109,7 @@ def _check_fresh(
             f"saved plan is stale: {bundle} was planned against another desired set of provider {workdir.provider} "
             f"({len(planned - new) + len(lost)} instances then, {len(current)} now); make a new plan"
         )
-    now = {item.instance_key for item in preview_losses(engine, workdir.path)} if current else set()
+    now = {item.instance_key for item in preview_losses(engine, workdir)} if current else set()
     if now != lost:
         raise StaleState(
             f"saved plan is stale: {bundle}: its preview showed {_named(lost)} lost on provider {workdir.provider}, "
@@ -164,7 +164,7 @@ def apply_bundle(
     planned: dict[str, list[BundleOp]] = {}
     for entry in entries:
         workdir = ProviderWorkdir(config, entry.provider, toolkit_root)
-        prepared_workdir(engine, workdir)
+        ready_workdir(engine, workdir)
         with workdir.lock():
             shown = engine.show_plan(workdir.path, entry.plan_file)
             ops = bundle_ops(entry.provider, shown, entry.plan_file, frozenset(workdir.desired.read()))

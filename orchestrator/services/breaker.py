@@ -14,12 +14,13 @@ from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import UsageError
 from orchestrator.reconcile.breaker import Breakers, BreakerState
 from orchestrator.workspace.audit import audit
+from orchestrator.workspace.sharedstore import cluster_documents
 
 
 def reset_breaker(loaded: LoadedConfig, template: str, now: float | None = None) -> BreakerState:
     """Close the breaker of ``template`` and forget its failures; the state it had before."""
     config = loaded.config
-    breakers = Breakers.load(config.state_dir, config.policy.breaker)
+    breakers = Breakers.load(config.state_dir, config.policy.breaker, cluster_documents(config))
     recorded = {state.template for state in breakers.states()}
     if template not in config.templates and template not in recorded:
         known = ", ".join(sorted(config.templates)) or "none"

@@ -3,7 +3,9 @@
 A site switching to ``terraform.backend: pg`` (docs/operations.md, "Upgrading to the pg backend")
 runs it once: each shard working directory that still holds a local ``terraform.tfstate`` is
 moved with Terraform's own ``init -migrate-state`` and checked
-(:mod:`orchestrator.workspace.statemigration`); nothing is re-created and nothing is lost. Until
+(:mod:`orchestrator.workspace.statemigration`); nothing is re-created and nothing is lost. The
+local state files the shared store keeps with ``pg`` (desired sets, suspects, breakers, bootstrap
+records, orphan limits) are copied into it (:mod:`.migrate_documents`). Until
 then every verb refuses such a directory (:func:`orchestrator.workspace.pgbackend.refuse_mixed_backends`).
 
 The states must not change under the move: a live holder of a provider's lease (a daemon, another
@@ -23,6 +25,7 @@ from orchestrator.clients.terraform.engine import Engine
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import UsageError
 from orchestrator.ops.fence import StandaloneFence
+from orchestrator.services.migrate_documents import migrate_documents
 from orchestrator.services.ops import refuse_when_leased
 from orchestrator.workspace.audit import audit
 from orchestrator.workspace.pgconn import pg_conn_str
@@ -39,6 +42,8 @@ class MigrationReport:
 
     dry_run: bool
     moves: list[ShardMove] = field(default_factory=list)
+    # The local state files copied into the shared store (services/migrate_documents.py).
+    documents: list[str] = field(default_factory=list)
 
 
 def migrate_states(
@@ -56,6 +61,8 @@ def migrate_states(
     report = MigrationReport(dry_run)
     if dry_run or not todo:
         report.moves = [planned_move(shard) for shard in todo]
+        if not dry_run:
+            report.documents = _documents(loaded, toolkit_root)
         return report
     providers = sorted({shard.provider for shard in todo})
     refuse_when_leased(loaded, providers)
@@ -80,7 +87,16 @@ def migrate_states(
                 )
     finally:
         remote.close()
+    report.documents = _documents(loaded, toolkit_root)
     return report
+
+
+def _documents(loaded: LoadedConfig, toolkit_root: Path) -> list[str]:
+    """The desired sets, suspects, breakers, bootstrap records and orphan limits into the store."""
+    copied = migrate_documents(loaded.config, toolkit_root)
+    if copied:
+        audit(loaded.config.state_dir, "state-documents-migrated", documents=copied)
+    return copied
 
 
 def _shards(loaded: LoadedConfig, provider: str, toolkit_root: Path) -> list[ProviderWorkdir]:

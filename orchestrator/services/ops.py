@@ -10,9 +10,10 @@ with :class:`~orchestrator.errors.LeaseHeld`, naming the holder, what to do and 
 retry-after, and changes nothing; it never releases a lease it was not granted itself. After a
 crash (``kill -9``) the crashed command's lease lapses by its TTL before the next one gets it.
 ``xceprov ops`` (the listing) takes no lease: it reads facts, states and the tagged listing.
-With no controller the session is refused unless ``standalone: true``: then a local lock per
-provider fences the command, the epoch is ``none`` and facts go to a local journal
-(``<state_dir>/facts/<cluster>.jsonl``); the audit log says so.
+With no controller the session is refused unless ``standalone: true``: then a lock per provider
+fences the command, the epoch is ``none`` and facts go to a journal (a local lock file and
+``<state_dir>/facts/<cluster>.jsonl``; with ``terraform.backend: pg`` an advisory lock and the
+journal of the shared store, shared by standalone commands on every machine); the audit log says so.
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ from orchestrator.model.progress import ProgressSink
 from orchestrator.model.text import printable
 from orchestrator.ops.drain import Decommission
 from orchestrator.ops.executor import Bootstrap, Created, Executor, op_scope
-from orchestrator.ops.facts import LinkFacts, LocalFacts
-from orchestrator.ops.fence import ReadOnlyFence, StandaloneFence
+from orchestrator.ops.facts import LinkFacts, standalone_facts
+from orchestrator.ops.fence import ReadOnlyFence, standalone_fence
 from orchestrator.ops.hosts import LinkHosts, NoHosts
 from orchestrator.ops.resume import Resolution, resume_provider, survey
 from orchestrator.services.bootstrap_sources import SimulatedWorld
@@ -185,10 +186,14 @@ def fenced_session(
             config.state_dir,
             "standalone",
             providers=wanted,
-            reason="standalone: true in the configuration: local lock, epoch none, no controller",
+            reason=(
+                "standalone: true in the configuration: "
+                f"{'advisory lock in the shared store' if config.terraform.backend == 'pg' else 'local lock'}, "
+                "epoch none, no controller"
+            ),
         )
-        with StandaloneFence(config.state_dir / "locks", wanted) as fence:
-            facts = LocalFacts(config.state_dir / "facts" / f"{config.cluster}.jsonl")
+        with standalone_fence(config, wanted) as fence:
+            facts = standalone_facts(config)
             yield Executor(
                 config,
                 toolkit_root,
@@ -268,7 +273,7 @@ def _reader(loaded: LoadedConfig, engine: Engine, toolkit_root: Path) -> Iterato
     """An executor that can read facts, states and listings and change nothing (no lease)."""
     config = loaded.config
     if config.standalone:
-        facts = LocalFacts(config.state_dir / "facts" / f"{config.cluster}.jsonl")
+        facts = standalone_facts(config)
         yield Executor(config, toolkit_root, engine, ReadOnlyFence(), facts, NoHosts())
         return
     providers = sorted(config.providers)

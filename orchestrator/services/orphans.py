@@ -27,7 +27,7 @@ from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import ControllerError
 from orchestrator.model.facts import Fact
 from orchestrator.ops.executor import Executor
-from orchestrator.ops.facts import LinkFacts, LocalFacts, NoFacts
+from orchestrator.ops.facts import LinkFacts, NoFacts, standalone_facts
 from orchestrator.ops.fence import ReadOnlyFence
 from orchestrator.ops.hosts import LinkHosts, NoHosts
 from orchestrator.orphans.classes import Finding
@@ -50,7 +50,7 @@ def _reader(
 ) -> Iterator[tuple[Executor, ScanController | None]]:
     config = loaded.config
     if config.standalone:
-        facts = LocalFacts(config.state_dir / "facts" / f"{config.cluster}.jsonl")
+        facts = standalone_facts(config)
         yield Executor(config, toolkit_root, engine, ReadOnlyFence(), facts, NoHosts()), None
         return
     providers = sorted(config.providers)

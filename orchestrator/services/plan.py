@@ -45,7 +45,7 @@ from orchestrator.services.missing_ca import missing_ca
 from orchestrator.workspace.bundle import BUNDLE_FORMAT, create_bundle, discard_bundle, plan_path, seal_bundle
 from orchestrator.workspace.module_settings import settings_problems
 from orchestrator.workspace.shards import ProviderShards
-from orchestrator.workspace.terraform import engine_for, prepared_workdir
+from orchestrator.workspace.terraform import engine_for, ready_workdir
 from orchestrator.workspace.workdir import ProviderWorkdir
 
 _KEY_IN_ADDR = re.compile(r'\["(?P<key>(?:[^"\\]|\\.)*)"\]$')
@@ -185,9 +185,9 @@ def _lost(engine: Engine, workdir: ProviderWorkdir, held: Mapping[str, InstanceS
     """What the next create's observation of ``workdir`` would judge lost (read-only), by key."""
     if not held:
         return {}  # nothing managed yet: nothing can have been lost (and no Terraform runs)
-    prepared_workdir(engine, workdir)
+    ready_workdir(engine, workdir)
     with workdir.lock():
-        found = preview_losses(engine, workdir.path)
+        found = preview_losses(engine, workdir)
     lost: dict[str, LostPlanned] = {}
     for item in found:
         spec = held.get(item.instance_key)
@@ -211,7 +211,7 @@ def _plan_provider(
     candidate = {**current, **new}
     variables = workdir.variables(candidate, render_settings(config, workdir.provider))
     plan_file = plan_path(out, workdir.provider) if out is not None else None
-    prepared_workdir(engine, workdir)
+    ready_workdir(engine, workdir)
     with workdir.lock(), workdir.candidate_var_file(variables) as var_file:
         result = engine.plan(workdir.path, var_files=[var_file], out=plan_file)
     cloud = {

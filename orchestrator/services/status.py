@@ -35,6 +35,7 @@ from orchestrator.model.text import printable
 from orchestrator.ops.openops import open_ops as find_open_ops
 from orchestrator.reconcile.breaker import Breakers
 from orchestrator.workspace.daemonstatus import read_status
+from orchestrator.workspace.sharedstore import cluster_documents
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ def daemon_view(state_dir: Path) -> DaemonView | None:
 def breaker_rows(loaded: LoadedConfig, now: float | None = None) -> tuple[dict[str, Any], ...]:
     """Every recorded breaker's evidence (position now, failures, reopens at, why)."""
     config = loaded.config
-    breakers = Breakers.load(config.state_dir, config.policy.breaker)
+    breakers = Breakers.load(config.state_dir, config.policy.breaker, cluster_documents(config))
     when = time.time() if now is None else now
     return tuple(state.evidence(when, breakers.settings) for state in breakers.states())
 

@@ -1,15 +1,23 @@
-"""The desired instance set of one provider: ``desired.tfvars.json`` in its working directory.
+"""The desired instance set of one provider's shard: its record, and the file Terraform reads.
 
-The file is the complete Terraform variables document (every instance of the provider keyed
+The document is the complete Terraform variables document (every instance of the shard keyed
 by instance key, the common tags, the module settings). It is the intent: it is written before
 Terraform touches the cloud, so a crash mid-apply leaves a set that the next plan completes.
-Every change replaces the file atomically and durably (``orchestrator.durable``); a refused
-apply puts the previous content back the same way, never by rewriting the file in place.
+Every change replaces the record whole (atomically and durably, :mod:`.documents`); a refused
+apply puts the previous content back the same way, never by rewriting it in place.
+
+Where the record lives (:class:`~orchestrator.workspace.documents.Document`): with
+``terraform.backend: local`` it *is* ``desired.tfvars.json`` in the working directory; with
+``pg`` it is the shard's row of the shared store, and ``desired.tfvars.json`` is a cache of it,
+written with every change and again from the record whenever the working directory is
+prepared (:meth:`DesiredSet.refresh_cache`), so Terraform always reads the record's content.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import threading
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,49 +27,106 @@ from pydantic import ValidationError
 from orchestrator import durable
 from orchestrator.errors import FinalError
 from orchestrator.model.instances import InstanceSpec
+from orchestrator.workspace.documents import DESIRED, Document, json_body, local_document
 
-DESIRED = "desired.tfvars.json"
+__all__ = ["DESIRED", "DesiredSet", "Snapshot"]
+
+# A record's write and its cache's write go together, and a refresh reads the record and writes
+# the cache together: one at a time in this process, so a refresh never puts an older record's
+# content over a newer cache (the shards of an op are written from worker threads).
+_CACHE_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
 class Snapshot:
-    """The desired set's file as it was (``None``: there was no file), for :meth:`DesiredSet.restore`."""
+    """The desired set as it was (``None``: there was none), for :meth:`DesiredSet.restore`."""
 
     content: bytes | None
 
 
 class DesiredSet:
-    """Reads and replaces one provider's desired set."""
+    """Reads and replaces one shard's desired set.
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    ``path`` is the file Terraform reads (``<workdir>/desired.tfvars.json``); ``record`` is
+    where the set is kept (default: that file itself, the local layout).
+    """
+
+    def __init__(self, path: Path, record: Document | None = None) -> None:
+        self.path = Path(path)
+        self.record = record if record is not None else local_document(self.path)
+        # With a record elsewhere (the shared store) the file is only a cache of it.
+        self.cached = record is not None and str(record) != str(self.path)
 
     def read(self) -> dict[str, InstanceSpec]:
         """The desired instances keyed by instance key (empty when nothing was ever applied)."""
+        return self.parse(self.record.read())
+
+    def parse(self, raw: bytes | None) -> dict[str, InstanceSpec]:
+        """The desired instances of ``raw``, this set's content as read (None: none)."""
         try:
-            data = durable.parse_json(self.path.read_text(encoding="utf-8"))
+            if raw is None:
+                return {}
+            data = durable.parse_json(raw)
             instances = data.get("instances") or {}
             return {str(key): InstanceSpec.model_validate(value) for key, value in instances.items()}
-        except FileNotFoundError:
-            return {}
         except (OSError, ValueError, AttributeError, ValidationError) as exc:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise FinalError(f"{self.path}: unreadable desired set: {first}") from None
+            raise FinalError(f"{self.record}: unreadable desired set: {first}") from None
+
+    def exists(self) -> bool:
+        """Whether a desired set was ever written (an empty one counts)."""
+        return self.record.read() is not None
 
     def write(self, variables: Mapping[str, Any]) -> None:
-        """Replace the desired set with ``variables`` (atomic, durable, 0600)."""
-        durable.write_json_atomic(self.path, dict(variables))
+        """Replace the desired set with ``variables`` (atomic, durable, 0600); the cache follows."""
+        body = json_body(dict(variables))
+        with self._paired():
+            self.record.write(body)
+            self._cache(body)
 
     def snapshot(self) -> Snapshot:
         """The current content, to put back with :meth:`restore` if what follows is refused."""
-        try:
-            return Snapshot(self.path.read_bytes())
-        except FileNotFoundError:
-            return Snapshot(None)
+        return Snapshot(self.record.read())
 
     def restore(self, snapshot: Snapshot) -> None:
         """Put a snapshot back atomically: readers see the refused set or the old one, never a mix."""
-        if snapshot.content is None:
-            durable.remove(self.path)
-        else:
-            durable.write_bytes_atomic(self.path, snapshot.content)
+        with self._paired():
+            if snapshot.content is None:
+                self.record.remove()
+            else:
+                self.record.write(snapshot.content)
+            self._cache(snapshot.content)
+
+    def write_cache(self, variables: Mapping[str, Any]) -> None:
+        """Write only the file Terraform reads (the record unchanged): what a read-only listing
+        of a provider that has no desired set yet needs."""
+        with self._paired():
+            self._cache(json_body(dict(variables)))
+
+    def refresh_cache(self) -> None:
+        """Write the file Terraform reads from the record (a rebuilt working directory has none)."""
+        if self.cached:
+            with self._paired():
+                self._cache(self.record.read())
+
+    @contextlib.contextmanager
+    def _paired(self) -> Iterator[None]:
+        if not self.cached:
+            yield
+            return
+        with _CACHE_LOCK:
+            yield
+
+    def _cache(self, body: bytes | None) -> None:
+        if not self.cached:
+            return
+        if body is None:
+            if self.path.parent.is_dir():
+                durable.remove(self.path)
+            return
+        try:
+            if self.path.read_bytes() == body:
+                return
+        except FileNotFoundError:
+            pass
+        durable.write_bytes_atomic(self.path, body)

@@ -43,9 +43,9 @@ from orchestrator import durable
 from orchestrator.model.config import Config
 from orchestrator.model.instances import InstanceSpec
 from orchestrator.workspace.desired import DESIRED, DesiredSet
+from orchestrator.workspace.documents import SHARDS, ProviderDocuments
 from orchestrator.workspace.workdir import ProviderWorkdir
 
-SHARDS = "shards"
 # The module setting that leaves the cluster's tagged listing out of a state (docs/provider-modules.md).
 LIST_TAGGED = "list_tagged"
 _INDEX = re.compile(r"^[1-9][0-9]{0,5}$")
@@ -70,15 +70,18 @@ class ShardWorkdir(ProviderWorkdir):
     still builds a ``ProviderWorkdir`` works on shard 0 and the two serialise on the same lock.
     """
 
-    def __init__(self, config: Config, provider: str, toolkit_root: Path, index: int) -> None:
-        super().__init__(config, provider, toolkit_root)
+    def __init__(
+        self, config: Config, provider: str, toolkit_root: Path, index: int, documents: ProviderDocuments | None = None
+    ) -> None:
+        super().__init__(config, provider, toolkit_root, documents)
         if index < 0:
             raise ValueError(f"shard index must be >= 0, not {index}")
         self.index = index
         self.base = self.path  # <state_dir>/work/<cluster>/<provider>: shard 0
         if index > 0:
             self.path = self.base / SHARDS / str(index)
-            self.desired = DesiredSet(self.path / DESIRED)
+            self.desired = DesiredSet(self.path / DESIRED, self.documents.desired(index))
+            self.suspects = self.documents.suspects(index)
 
     def parent_dir(self) -> Path:
         """The directory holding this shard (and its lock and staging copies), private, created."""
@@ -110,21 +113,25 @@ class ShardWorkdir(ProviderWorkdir):
 
 @dataclass(frozen=True)
 class _Seen:
-    """A desired set's keys as read, valid while its file is the same file (atomic replaces)."""
+    """A desired set's keys as read, valid while its file is the same file (atomic replaces) or,
+    with the shared store, while its stored content is the same."""
 
-    stamp: tuple[int, int, int] | None
+    stamp: object
     keys: frozenset[str]
 
 
 class ProviderShards:
     """The shards of one provider: listing, placement of an op's keys, and which shard holds a key."""
 
-    def __init__(self, config: Config, provider: str, toolkit_root: Path) -> None:
+    def __init__(
+        self, config: Config, provider: str, toolkit_root: Path, documents: ProviderDocuments | None = None
+    ) -> None:
         self.config = config
         self.provider = provider
         self.toolkit_root = toolkit_root
         # ProviderWorkdir checks the provider and its module; shard 0 is made eagerly for that.
-        self._shards: dict[int, ShardWorkdir] = {0: ShardWorkdir(config, provider, toolkit_root, 0)}
+        self._shards: dict[int, ShardWorkdir] = {0: ShardWorkdir(config, provider, toolkit_root, 0, documents)}
+        self.documents = self._shards[0].documents
         self._seen: dict[int, _Seen] = {}
 
     @property
@@ -140,14 +147,21 @@ class ProviderShards:
     def shard(self, index: int) -> ShardWorkdir:
         """Shard ``index`` (the same object every time; it need not exist on disk yet)."""
         if index not in self._shards:
-            self._shards[index] = ShardWorkdir(self.config, self.provider, self.toolkit_root, index)
+            self._shards[index] = ShardWorkdir(self.config, self.provider, self.toolkit_root, index, self.documents)
         return self._shards[index]
 
     def all(self) -> list[ProviderWorkdir]:
-        """Every shard: shard 0 always, then each ``shards/<n>/`` on disk, by index."""
+        """Every shard: shard 0 always, then each ``shards/<n>/`` on disk, by index.
+
+        With the shared store, also every shard whose desired set the store holds: a working
+        directory is a cache there, and one deleted (or never made on this machine) is rebuilt.
+        """
         indices = {0}
         with contextlib.suppress(FileNotFoundError):  # no shard beyond 0 was ever opened
             indices.update(int(p.name) for p in (self.base / SHARDS).iterdir() if _INDEX.match(p.name) and p.is_dir())
+        stored = self.documents.stored_desired()
+        if stored is not None:
+            indices.update(stored)
         return [self.shard(i) for i in sorted(indices)]
 
     def listing_shard(self) -> ProviderWorkdir:
@@ -168,24 +182,42 @@ class ProviderShards:
         return FileLock(str(self.base) + ".placement.lock", timeout=timeout, mode=durable.PRIVATE_FILE)
 
     def keys(self, shard: ProviderWorkdir) -> frozenset[str]:
-        """The instance keys in ``shard``'s desired set (re-read only when the file was replaced)."""
+        """The instance keys in ``shard``'s desired set (parsed again only when it changed)."""
         index = shard.index if isinstance(shard, ShardWorkdir) else 0
+        if self.documents.shared:
+            return self._keys(shard, index, shard.desired.record.read())
         try:
             info = os.stat(shard.desired_file)
             stamp: tuple[int, int, int] | None = (info.st_ino, info.st_mtime_ns, info.st_size)
         except FileNotFoundError:
             stamp = None
+        return self._keys(shard, index, stamp)
+
+    def _keys(self, shard: ProviderWorkdir, index: int, stamp: object) -> frozenset[str]:
+        """The keys as last parsed while ``stamp`` (the file's identity, or the stored content) holds."""
         seen = self._seen.get(index)
         if seen is None or seen.stamp != stamp:
-            seen = _Seen(stamp, frozenset(shard.desired.read()) if stamp is not None else frozenset())
+            if isinstance(stamp, bytes):  # the stored content itself: parsed, not read again
+                keys = frozenset(shard.desired.parse(stamp))
+            else:
+                keys = frozenset(shard.desired.read()) if stamp is not None else frozenset()
+            seen = _Seen(stamp, keys)
             self._seen[index] = seen
         return seen.keys
 
+    def held(self) -> dict[int, frozenset[str]]:
+        """Every shard's keys, by index (with the shared store: every desired set in one read)."""
+        stored = self.documents.stored_desired()
+        if stored is None:
+            return {s.index: self.keys(s) for s in self.all()}
+        indices = sorted({0, *stored})
+        return {i: self._keys(self.shard(i), i, stored.get(i)) for i in indices}
+
     def holding(self, key: str) -> ProviderWorkdir | None:
         """The shard whose desired set holds ``key``, or None when no shard does."""
-        for shard in self.all():
-            if key in self.keys(shard):
-                return shard
+        for index, keys in self.held().items():
+            if key in keys:
+                return self.shard(index)
         return None
 
     def place(self, op_id: str, keys: list[str]) -> dict[ProviderWorkdir, list[str]]:
@@ -199,8 +231,7 @@ class ProviderShards:
         """
         if len(set(keys)) != len(keys):
             raise ValueError(f"op {op_id}: duplicate instance keys")
-        shards = [s for s in self.all() if isinstance(s, ShardWorkdir)]
-        held = {s.index: self.keys(s) for s in shards}
+        held = self.held()
         counts = {index: len(k) for index, k in held.items()}
         where: dict[int, list[str]] = {}
         todo: list[str] = []

@@ -65,6 +65,16 @@ def prepared_workdir(engine: Engine, workdir: ProviderWorkdir) -> Path:
     return workdir.path
 
 
+def ready_workdir(engine: Engine, workdir: ProviderWorkdir) -> Path:
+    """:func:`prepared_workdir`, and its desired set's file written from the record when the
+    record is kept elsewhere (the shared store): a rebuilt working directory, or one another
+    orchestrator's changes left behind, gives Terraform the record's content
+    (``DesiredSet.refresh_cache``). What every Terraform run of the toolkit starts from."""
+    path = prepared_workdir(engine, workdir)
+    workdir.desired.refresh_cache()
+    return path
+
+
 def root_label(workdir: ProviderWorkdir) -> str:
     """How a problem names the provider root it is about: ``terraform/roots/<module> (provider <name>)``."""
     return f"terraform/roots/{workdir.module} (provider {workdir.provider})"

@@ -34,26 +34,39 @@ from orchestrator.model import tags as owner
 from orchestrator.model.config import Config
 from orchestrator.model.instances import InstanceSpec
 from orchestrator.workspace.desired import DESIRED, DesiredSet
+from orchestrator.workspace.documents import Document, ProviderDocuments
 from orchestrator.workspace.pgbackend import BACKEND_BLOCK, BACKEND_TF, schema_name
 from orchestrator.workspace.provider_lock import site_lock_path
+from orchestrator.workspace.sharedstore import provider_documents
 
 STAMP = ".xceprov-source"
 
 
 class ProviderWorkdir:
-    """The working directory, desired set and lock of one provider."""
+    """The working directory, desired set and lock of one provider.
+
+    ``documents``: where the provider's desired sets and suspects are kept (default: as the
+    configuration says, ``workspace.sharedstore``: the working directory itself, or the shared
+    store's rows of the provider, read-only).
+    """
 
     # The shard this directory is (ProviderWorkdir is shard 0; see shards.ShardWorkdir).
     index = 0
 
-    def __init__(self, config: Config, provider: str, toolkit_root: Path) -> None:
+    def __init__(
+        self, config: Config, provider: str, toolkit_root: Path, documents: ProviderDocuments | None = None
+    ) -> None:
         if provider not in config.providers:
             raise ConfigError([f"providers.{provider}: no such provider"])
         self.config = config
         self.provider = provider
         self.module = config.providers[provider].module
         self.path = config.state_dir / "work" / config.cluster / provider
-        self.desired = DesiredSet(self.path / DESIRED)
+        # Outside the executor (previews, listings) the shared documents are read-only.
+        self.documents = documents if documents is not None else provider_documents(config, provider)
+        self.desired = DesiredSet(self.path / DESIRED, self.documents.desired(0))
+        # The host-loss suspects of this working directory (ops.hostloss).
+        self.suspects: Document = self.documents.suspects(0)
         self.root_src = toolkit_root / "terraform" / "roots" / self.module
         self.module_src = toolkit_root / "terraform" / "modules" / self.module
         # The site's provider lock of this root (xceprov terraform lock), when it has one.

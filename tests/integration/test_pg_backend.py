@@ -245,7 +245,9 @@ def tried_lock(holder: psycopg.Connection[Any], state_id: int) -> bool:
     return bool(rows)
 
 
-def test_migrate_state_moves_every_local_state_and_recreates_nothing(tmp_path: Path, pg: PgServer) -> None:
+def test_migrate_state_moves_every_local_state_and_recreates_nothing(
+    tmp_path: Path, pg: PgServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     site = write_site(tmp_path / "site", "pgmove", backend="local")
     assert run(site, None, "plan", "cpu=5", "--out", "burst").returncode == 0
     applied = run(site, None, "apply", "burst")
@@ -290,7 +292,13 @@ def test_migrate_state_moves_every_local_state_and_recreates_nothing(tmp_path: P
     assert sorted(rows) == ["pgmove_sim_0", "pgmove_sim_1", "pgmove_sim_2"]
     assert sorted(k for state in rows.values() for k in resource_instances(state)) == sorted(t for _, t in before)
 
+    # The desired sets moved too (the shared store is their record with pg), each one once.
+    assert sorted(line for line in moved.stdout.splitlines() if "/desired/" in line) == [
+        f"copied: shared store pgmove/sim/desired/{n}" for n in (0, 1, 2)
+    ]
+
     # Nothing to re-create: every shard's plan against its desired set is empty.
+    monkeypatch.setenv("PG_CONN_STR", pg.conn_str)  # this process reads the desired sets' rows too
     on_pg = load_config(site / "xceprov.yaml").config
     engine = engine_for(on_pg, {"PG_CONN_STR": pg.conn_str})
     for shard in ProviderShards(on_pg, "sim", ROOT).all():

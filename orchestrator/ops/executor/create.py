@@ -105,7 +105,7 @@ class CreateOp(HostLossPath):
         """
         desired = self.desired(workdir)
         scope = op_scope(provider, op_id)
-        observer = self.losses(self.engine, workdir.path)
+        observer = self.losses(self.engine, workdir)
         with self.planned(workdir, {**desired, **specs}, scope) as (plan, plan_file, variables):
             # Nothing managed yet: nothing can have been lost (the op's plan observes nothing).
             deleted = sorted(observer.record(plan).deleted) if desired else []

@@ -25,7 +25,7 @@ class HostLossPath(TerraformSteps):
         instead (:meth:`grow`)."""
         if not desired:
             return desired  # nothing managed yet: nothing can have been lost
-        observer = self.losses(self.engine, workdir.path)
+        observer = self.losses(self.engine, workdir)
         return self.retire_lost(provider, workdir, desired, list(observer.observe()), op_id)
 
     def retire_lost(

@@ -12,20 +12,22 @@ from typing import Any
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.errors import LeaseLost
 from orchestrator.model.config import Config
+from orchestrator.model.facts import Epoch
 from orchestrator.model.progress import ProgressSink
 from orchestrator.ops.drain import Decommission
 from orchestrator.ops.executor.results import Created
 from orchestrator.ops.facts import FactLog
-from orchestrator.ops.fence import Fence
+from orchestrator.ops.fence import STANDALONE_EPOCH, Fence
 from orchestrator.ops.hosts import HostControl
 from orchestrator.ops.losses import LossObserver, observer_for
 from orchestrator.workspace.shards import ProviderShards
-from orchestrator.workspace.terraform import prepared_workdir
+from orchestrator.workspace.sharedstore import provider_documents
+from orchestrator.workspace.terraform import ready_workdir
 from orchestrator.workspace.workdir import ProviderWorkdir
 
 # provider, the instances just created → host name → outcome ("ok", "failed: ...").
 Bootstrap = Callable[[str, Sequence[Created]], Mapping[str, str]]
-LossFactory = Callable[[Engine, Path], LossObserver]
+LossFactory = Callable[[Engine, ProviderWorkdir], LossObserver]
 
 
 def op_scope(provider: str, op_id: str) -> str:
@@ -79,18 +81,28 @@ class ShardAccess:
     def shards(self, provider: str) -> ProviderShards:
         """The provider's shards (one object per provider, so its desired-set cache is shared)."""
         if provider not in self._shards:
-            self._shards[provider] = ProviderShards(self.config, provider, self.root)
+            documents = provider_documents(self.config, provider, lambda: self.document_epoch(provider))
+            self._shards[provider] = ProviderShards(self.config, provider, self.root, documents)
         return self._shards[provider]
+
+    def document_epoch(self, provider: str) -> Epoch | None:
+        """The epoch a write of the provider's shared state carries: the fence's, right now.
+
+        A closed fence writes nothing (``LeaseLost``); the shared store refuses an epoch older
+        than one it has seen. Standalone (no epoch): None, the advisory lock is the fence.
+        """
+        epoch = self.fence.gate(provider)
+        return None if epoch == STANDALONE_EPOCH else epoch
 
     def workdir(self, provider: str) -> ProviderWorkdir:
         """The provider's shard 0 (its listing shard), built and initialised."""
         workdir = self.shards(provider).listing_shard()
-        prepared_workdir(self.engine, workdir)
+        ready_workdir(self.engine, workdir)
         return workdir
 
     def prepared(self, shard: ProviderWorkdir) -> ProviderWorkdir:
         """``shard`` built and initialised (a new shard is made on its first use)."""
-        prepared_workdir(self.engine, shard)
+        ready_workdir(self.engine, shard)
         return shard
 
     def shard_list(self, provider: str) -> list[ProviderWorkdir]:

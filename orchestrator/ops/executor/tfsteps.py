@@ -77,11 +77,11 @@ class TerraformSteps(Recording):
     def desired(self, workdir: ProviderWorkdir) -> dict[str, InstanceSpec]:
         """The desired set; refused when it is missing beside a non-empty state (never "delete all")."""
         current = workdir.desired.read()
-        if not current and not workdir.desired_file.exists():
+        if not current and not workdir.desired.exists():
             held = self.state_instances(workdir)
             if held:
                 raise FinalError(
-                    f"{workdir.desired_file}: missing, but the Terraform state of provider {workdir.provider} "
+                    f"{workdir.desired.record}: missing, but the Terraform state of provider {workdir.provider} "
                     f"holds {len(held)} instances; refusing to read that as 'delete everything' "
                     "(restore the file from a backup, or see docs/operations.md)"
                 )
@@ -89,10 +89,17 @@ class TerraformSteps(Recording):
 
     def listable(self, workdir: ProviderWorkdir) -> None:
         """A provider never used has no desired set yet: write an empty one (what its first op
-        would write first) so that its cloud can be listed. Never beside a state holding instances."""
-        if workdir.desired_file.exists() or self.state_instances(workdir):
+        would write first) so that its cloud can be listed. Never beside a state holding instances.
+
+        With the shared store only the working directory's file is written (all a listing
+        needs): a read, with or without the lease, never writes the store."""
+        if workdir.desired.exists() or self.state_instances(workdir):
             return
-        workdir.desired.write(workdir.variables({}, render_settings(self.config, workdir.provider)))
+        empty = workdir.variables({}, render_settings(self.config, workdir.provider))
+        if workdir.desired.cached:
+            workdir.desired.write_cache(empty)
+        else:
+            workdir.desired.write(empty)
 
     @contextlib.contextmanager
     def planned(

@@ -8,6 +8,7 @@ phases still run; the gap is asked for once; a reload forgets provider failures.
 from __future__ import annotations
 
 import json
+import random
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -21,8 +22,10 @@ from tffake import FakeEngine, FakeHosts, MemoryFacts, site_config, unit_executo
 from orchestrator.clients.controller.types import DemandSnapshot, Fact, HostInfo, TemplateDemand
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import ControllerError
+from orchestrator.model.backoff import Backoff
 from orchestrator.model.facts import Epoch, FactKind
 from orchestrator.ops.executor import Created
+from orchestrator.reconcile.bootstraps import BootstrapTracker
 from orchestrator.reconcile.breaker import Breakers
 from orchestrator.reconcile.classify import Classification, FailureClass
 from orchestrator.reconcile.loop import PHASES, Reconciler
@@ -189,3 +192,27 @@ def test_a_breaker_reset_by_another_process_is_honoured_by_the_next_pass(loaded:
     Breakers.load(loaded.config.state_dir, loaded.config.policy.breaker).reset("cpu")
     report = reconciler.run_once()
     assert {d["template"]: d["outcome"] for d in report.decisions} == {"cpu": "ops"} and len(report.ops) == 1
+
+
+def test_bootstrap_records_another_orchestrator_wrote_are_read_by_the_next_pass(loaded: LoadedConfig) -> None:
+    """A provider taken over arrives with its previous holder's records (the shared store's, or
+    here the state directory's file): a host that one bootstrapped is not bootstrapped again."""
+    booted: list[list[str]] = []
+
+    def bootstrap(provider: str, created: Sequence[Created]) -> Mapping[str, str]:
+        booted.append([c.name for c in created])
+        return {c.name: "ok" for c in created}
+
+    reconciler, view, facts, clock = build(loaded, FakeEngine(), bootstrap)
+    view.want(cpu=1)  # the host below is the one wanted: no op
+    epoch = Epoch(3, 7)
+    facts.commit(Fact(FactKind.REQUEST_INTENT, "sim", "op-1", epoch, template="cpu", count=1))
+    common = {"instance_key": "op-1-000", "instance_id": "i-1", "template": "cpu", "host_name": "h1"}
+    facts.commit(Fact(FactKind.INSTANCE_CREATED, "sim", "op-1", epoch, **common))
+    facts.commit(Fact(FactKind.EXPECTED_HOST, "sim", "op-1", epoch, join_deadline=clock.now + 900, **common))
+    other = BootstrapTracker.load(loaded.config.state_dir)  # written after this orchestrator started
+    record = other.get("op-1-000", "sim", "cpu", "h1")
+    other.record(record, "ok", clock.now, attempts=3, backoff=Backoff(), rng=random.Random(1))
+    report = reconciler.run_once()
+    assert report.phase("bootstrap").ok
+    assert booted == []
