@@ -63,3 +63,31 @@ class StopFence:
     def valid(self, provider: str) -> bool:
         """Whether ``gate(provider)`` would pass right now."""
         return not self.closed() and self.leases.valid(provider)
+
+
+# Why the shared store refuses mutations now (None while it answers): ``Membership.closed_reason``.
+StoreReason = Callable[[], str | None]
+
+
+class StoreFence:
+    """``leases``, closed for every provider while the shared store does not answer (``members.py``).
+
+    With ``terraform.backend: pg`` the daemon's share of the providers, the desired sets and the
+    loop's state live in the database: a daemon that cannot heartbeat is counted as gone by the
+    others and cannot write what a successor needs, so it mutates nothing until the store answers.
+    """
+
+    def __init__(self, leases: Fence, closed: StoreReason) -> None:
+        self.leases = leases
+        self._closed = closed
+
+    def gate(self, provider: str) -> Epoch:
+        """The lease's epoch; ``LeaseLost`` naming the store's outage while it lasts."""
+        reason = self._closed()
+        if reason is not None:
+            raise LeaseLost(f"provider {provider!r}: {reason}: no mutation until it answers")
+        return self.leases.gate(provider)
+
+    def valid(self, provider: str) -> bool:
+        """Whether ``gate(provider)`` would pass right now."""
+        return self._closed() is None and self.leases.valid(provider)

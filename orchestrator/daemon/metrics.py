@@ -173,6 +173,16 @@ class DaemonMetrics:
         """``xceprov_controller_link_up`` reads ``connected()`` at every scrape (0 until this is called)."""
         self.link_up.set_function(lambda: 1.0 if connected() else 0.0)
 
+    def watch_store(self, answering: Callable[[], bool]) -> None:
+        """``xceprov_shared_store_up`` reads ``answering()`` at every scrape; registered only by a
+        daemon with a shared store (with ``terraform.backend: local`` there is no such series)."""
+        gauge = Gauge(
+            "xceprov_shared_store_up",
+            "1 while the shared store answers the daemon's heartbeat (0: every provider's fence is closed)",
+            registry=self.registry,
+        )
+        gauge.set_function(lambda: 1.0 if answering() else 0.0)
+
     def reload_finished(self, taken: bool, at: float) -> None:
         """A configuration load ended at wall-clock ``at``: ``taken``, or refused (the last good one stays)."""
         self.reload_ok.set(1 if taken else 0)

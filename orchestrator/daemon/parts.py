@@ -21,6 +21,7 @@ from orchestrator.daemon.guarded import DaemonExecutor
 from orchestrator.daemon.orphanscan import Scanning
 from orchestrator.daemon.systemd import Notifier
 from orchestrator.model.config import Config
+from orchestrator.model.members import MemberStore
 from orchestrator.ops.drain import Decommission
 from orchestrator.ops.executor import Bootstrap
 
@@ -63,6 +64,7 @@ ReconcilerFactory = Callable[[LoopParts], Reconciling]
 
 def default_reconciler(parts: LoopParts) -> Reconciling:
     """The reconcile loop of ``orchestrator.reconcile.loop`` over the daemon's link."""
+    from orchestrator.daemon.scaleoutlock import scale_out_lock
     from orchestrator.reconcile.loop import Reconciler
     from orchestrator.reconcile.view import LinkView
 
@@ -73,6 +75,8 @@ def default_reconciler(parts: LoopParts) -> Reconciling:
         clock=parts.clock,
         state_dir=parts.config.state_dir,
         bootstrap=parts.bootstrap,
+        # Daemons sharing a database decide a scale-out one at a time (reconcile/deciding.py).
+        scale_out_lock=scale_out_lock(parts.config),
     )
 
 
@@ -87,6 +91,20 @@ def default_scanner(parts: LoopParts) -> Scanning:
     return OrphanScanner(parts.config, parts.executor, LinkController(parts.link), parts.clock, parts.config.state_dir)
 
 
+# The shared store the daemon heartbeats in (None: ``terraform.backend: local``, one daemon asks
+# for every provider it is configured for).
+MemberStoreFactory = Callable[[Config], MemberStore | None]
+
+
+def default_member_store(config: Config) -> MemberStore | None:
+    """With ``terraform.backend: pg``, the shared store on a connection of the heartbeat's own."""
+    from orchestrator.daemon.members import DedicatedStore
+    from orchestrator.workspace.pgconn import pg_conn_str
+
+    conn_str = pg_conn_str(config)
+    return None if conn_str is None else DedicatedStore(conn_str, config.cluster)
+
+
 @dataclass
 class DaemonOptions:
     """What the command line hands the daemon (the parts only it may build)."""
@@ -99,4 +117,5 @@ class DaemonOptions:
     watchdog_interval: float | None = None
     reconciler: ReconcilerFactory = default_reconciler
     orphan_scanner: ScannerFactory = default_scanner
+    member_store: MemberStoreFactory = default_member_store
     clock: Callable[[], float] = time.time

@@ -20,6 +20,7 @@ from orchestrator.clients.controller.keeper import LeaseKeeper
 from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.clients.controller.types import HostInfo
 from orchestrator.daemon.lifecycle import Lifecycle
+from orchestrator.daemon.members import Membership
 from orchestrator.daemon.metrics import DaemonMetrics
 from orchestrator.daemon.orphanscan import OrphanScans
 from orchestrator.daemon.parts import DaemonOptions
@@ -50,6 +51,7 @@ class StatusPublishing:
     keeper: LeaseKeeper | None
     fact_reader: FactReader | None
     orphans: OrphanScans | None
+    membership: Membership | None
     # The last document written: a stop rewrites it with a new state.
     _document: dict[str, Any] | None
     # The breakers as last read, shown while the shared store cannot be read.
@@ -97,6 +99,7 @@ class StatusPublishing:
             hosts=hosts,
             now=self.options.clock(),
             orphans=self.orphans.to_json() if self.orphans is not None else None,
+            store=self.membership.to_json() if self.membership is not None else None,
         )
 
     def shown_breakers(self) -> Breakers:

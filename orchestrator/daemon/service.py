@@ -16,6 +16,10 @@ heartbeat for the watchdog; ``READY=1`` after the first. Between two passes, the
 orphan scan when it is due (``orphanscan.py``: on ``policy.orphans.interval``, and once the
 settle window after a new controller term has passed; the loop watches the link's term).
 
+With a shared store (``terraform.backend: pg``, ``sharing.py``): a heartbeat thread of its own
+(``members.py``), the keeper asking only for the providers dealt to this daemon (handed over
+between two passes), and a fence closed for every provider while the store does not answer.
+
 Stop (SIGTERM, ``lifecycle.py``): a thread of its own waits for the stop and runs
 ``Lifecycle.shutdown`` (in-flight work is waited for up to ``daemon.stop_timeout``, then the
 leases are released); the loop starts no new pass and the executor no new op.
@@ -44,6 +48,7 @@ from orchestrator.daemon.guarded import (
     stoppable_sleep,
 )
 from orchestrator.daemon.lifecycle import Lifecycle, exit_process
+from orchestrator.daemon.members import Membership
 from orchestrator.daemon.metrics import DaemonMetrics, MetricsEndpoint, daemon_version, start_endpoint
 from orchestrator.daemon.orphanscan import OrphanScans, Scanning
 from orchestrator.daemon.parts import (
@@ -57,6 +62,7 @@ from orchestrator.daemon.parts import (
     default_scanner,
 )
 from orchestrator.daemon.publish import StatusPublishing
+from orchestrator.daemon.sharing import ProviderSharing
 from orchestrator.daemon.systemd import Heartbeat, WatchdogPinger
 from orchestrator.daemon.wakeups import WakeUps
 from orchestrator.errors import UsageError, XceprovError
@@ -110,7 +116,7 @@ def daemon_instance_id(cluster: str) -> str:
     return f"{cluster}-daemon-{socket.gethostname()}"
 
 
-class Daemon(WakeUps, StatusPublishing):
+class Daemon(WakeUps, StatusPublishing, ProviderSharing):
     """One daemon process (see the module docstring); :meth:`run` returns its exit status."""
 
     def __init__(self, lifecycle: Lifecycle, options: DaemonOptions) -> None:
@@ -148,6 +154,8 @@ class Daemon(WakeUps, StatusPublishing):
         self.reconciler: Reconciling | None = None
         self.pinger: WatchdogPinger | None = None
         self.orphans: OrphanScans | None = None
+        self.membership: Membership | None = None
+        self._share_applied: tuple[set[str], int] | None = None
         self._last_report: dict[str, Any] | None = None
 
     # -- start ---------------------------------------------------------------------------------
@@ -166,6 +174,11 @@ class Daemon(WakeUps, StatusPublishing):
         )
         lifecycle.on_stop("controller link", self.link.close)
         self.fact_reader = FactReader(self.link)
+        # With a shared store (terraform.backend: pg) the providers are split between the daemons
+        # heartbeating in it (sharing.py): the keeper asks for its share only, from the first read.
+        store = options.member_store(config)
+        if store is not None:
+            self.join_members(store, self.link.lease_instance, self.wake)
         # The keeper's link joins as this process's instance: the two links are one lease holder.
         self.keeper = LeaseKeeper(
             config.controller,
@@ -173,6 +186,7 @@ class Daemon(WakeUps, StatusPublishing):
             providers=self.providers,
             cluster=config.cluster,
             lease_instance=self.link.lease_instance,
+            wanted=[] if self.membership is not None else None,
         )
         lifecycle.on_stop("lease release", lambda: self.keeper.close(release=True) if self.keeper else None)
         self.keeper.start()
@@ -183,12 +197,17 @@ class Daemon(WakeUps, StatusPublishing):
         lifecycle.on_reload(self.on_reload)
         lifecycle.on_sighup_done(lambda taken: self.metrics.reload_finished(taken, options.clock()))
         self.metrics.watch_link(lambda: self.link is not None and self.link.state().connected)
+        if self.membership is not None:
+            membership = self.membership
+            self.metrics.watch_store(lambda: membership.closed_reason() is None)
         self.link.start()
+        if self.membership is not None:
+            self.membership.start()
         self.executor = DaemonExecutor(
             config,
             options.toolkit_root,
             options.engine or engine_for(config),
-            StopFence(self.keeper, lifecycle.stop_window),
+            StopFence(self.fenced(self.keeper), lifecycle.stop_window),
             LinkFacts(self.link),
             LinkHosts(self.link),
             bootstrap=None,  # the pass runs the bootstrap in its own phase (retried, counted per host)
@@ -221,11 +240,14 @@ class Daemon(WakeUps, StatusPublishing):
         instance holds is not waited for: the pass skips that provider), at most START_WAIT."""
         assert self.link is not None and self.keeper is not None
         deadline = time.monotonic() + START_WAIT
-        if self.link.wait_connected(START_WAIT):
+        connected = self.link.wait_connected(START_WAIT)
+        self.wait_for_share(deadline)  # with a shared store: the first members read deals the share
+        if connected:
             # The keeper's own link connects alongside; its first answer comes within a retry.
             deadline = min(deadline, time.monotonic() + LEASE_SETTLE)
         while time.monotonic() < deadline and not self.lifecycle.stopping:
-            statuses = self.keeper.status()
+            wanted = set(self.wanted_providers())
+            statuses = [s for s in self.keeper.status() if s.provider in wanted]
             if statuses and all(s.held for s in statuses):
                 return
             self.lifecycle.wait_stopping(0.1)
@@ -277,6 +299,7 @@ class Daemon(WakeUps, StatusPublishing):
             # the time must not starve it (it is due at most once per interval).
             if not self._scan_if_due():
                 return None
+            self.apply_share()  # between passes: a provider dealt away is released now, not under an op
             left = deadline - time.monotonic()
             if left <= 0:
                 return "interval"

@@ -127,6 +127,7 @@ def build_document(
     hosts: Iterable[HostInfo],
     now: float,
     orphans: Mapping[str, Any] | None = None,
+    store: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The status document (docs/daemon.md, "Status file"); ``daemon`` is its ``daemon`` member."""
     return {
@@ -140,6 +141,9 @@ def build_document(
         "timeouts_expired": expired_timeouts(report, facts),
         # The orphan scans' timer and the last scan's summary (orchestrator/daemon/orphanscan.py).
         "orphans": dict(orphans) if orphans is not None else None,
+        # With a shared store (terraform.backend: pg): reachable or since when not, the live
+        # members and what each holds, this daemon's share (orchestrator/daemon/members.py).
+        "store": dict(store) if store is not None else None,
     }
 
 

@@ -53,3 +53,20 @@ def process_instance(label: str) -> str:
         _mine = (pid, secrets.token_hex(8))
     clean = _LABEL_CHARS.sub("-", label).strip("-._")[:_LABEL_MAX] or "xceprov"
     return f"{clean}.{pid}.{_mine[1]}"
+
+
+_PROCESS_SUFFIX: Final = re.compile(r"\.\d+\.[0-9a-f]{16}")
+
+
+def holder_parts(holder: str) -> tuple[str, str]:
+    """``(instance, label)`` of a lease holder ``identity/instance`` as the controller names it:
+    the label is the instance without the ``.<pid>.<random>`` that :func:`process_instance` adds
+    (the whole instance when it has none; both the identity for a legacy holder)."""
+    identity, _, instance = holder.partition("/")
+    if not instance:
+        return identity, identity
+    label = instance
+    suffix = _PROCESS_SUFFIX.search(instance)
+    if suffix is not None and suffix.end() == len(instance):
+        label = instance[: suffix.start()]
+    return instance, label

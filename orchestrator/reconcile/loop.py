@@ -35,6 +35,7 @@ from orchestrator.reconcile.bootstraps import BootstrapTracker
 from orchestrator.reconcile.breaker import Breakers
 from orchestrator.reconcile.budget import Usage
 from orchestrator.reconcile.classify import FailureClass, classify_error
+from orchestrator.reconcile.deciding import ScaleOutLock, coordinated
 from orchestrator.reconcile.gap import gaps_from_ledger
 from orchestrator.reconcile.health import ProviderHealth
 from orchestrator.reconcile.passctx import PassContext, ReadFailed, read_inputs
@@ -146,8 +147,11 @@ class Reconciler:
         state_dir: Path,
         rng: random.Random | None = None,
         bootstrap: Bootstrap | None = None,
+        scale_out_lock: ScaleOutLock | None = None,
     ) -> None:
         self.config = config
+        # With daemons sharing a database: one decides a scale-out at a time (deciding.py).
+        self.scale_out_lock = scale_out_lock
         self.executor = executor
         self.controller = controller
         self.clock = clock
@@ -299,6 +303,10 @@ class Reconciler:
         evidence["resumed"].append({"op": op.op_id, "outcome": resolution.outcome, "reason": resolution.reason})
 
     def _scale_out(self, ctx: PassContext) -> dict[str, Any]:
+        """The scale-out phase, under the shared store's scale-out lock when there is one."""
+        return coordinated(self.scale_out_lock, ctx, sorted(self.config.providers), self._scale_out_now)
+
+    def _scale_out_now(self, ctx: PassContext) -> dict[str, Any]:
         """Gap → policy → creates; a refused create is closed and the next round falls back."""
         evidence: dict[str, Any] = {"rounds": 0, "created": [], "failed": [], "errors": []}
         # Every round decides as of the phase's start: a provider that refused in round one is

@@ -10,6 +10,10 @@ Open ops are derived from facts: a ``requestIntent`` with fewer instances accoun
 (``instanceCreated``, or ``lost``/``returned`` before a creation was recorded) than its count,
 and a ``returning`` without its ``returned`` or ``lost``.
 
+Who holds which provider: with ``terraform.backend: pg`` from the live members of the shared
+store (each daemon heartbeats what it holds, docs/daemon.md); otherwise, or when the store does not
+answer, from the controller's leases (the holder's process instance and its label).
+
 The daemon's own view comes from its status file (``<state_dir>/daemon/status.json``, written
 after every pass): whether it runs and how old its last word is, its leases with their remaining
 validity (or who holds a lease it does not), and the reclaim candidates of its last pass. The
@@ -30,11 +34,15 @@ from typing import Any
 from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.clients.controller.types import ControllerStatus, Fact, LinkState
 from orchestrator.configfile import LoadedConfig
-from orchestrator.errors import ControllerError, XceprovError
+from orchestrator.errors import ConfigError, ControllerError, XceprovError
+from orchestrator.model.config import Config
+from orchestrator.model.members import DEFAULT_LEASE_TTL, MemberStore, holders
 from orchestrator.model.text import printable
 from orchestrator.ops.openops import open_ops as find_open_ops
+from orchestrator.protocol.holder import holder_parts
 from orchestrator.reconcile.breaker import Breakers
 from orchestrator.workspace.daemonstatus import read_status
+from orchestrator.workspace.pgconn import pg_conn_str
 from orchestrator.workspace.sharedstore import cluster_documents
 
 
@@ -47,6 +55,16 @@ class LeaseRow:
     epoch: str
     expires_in: float
     grace_ends_in: float
+
+
+@dataclass(frozen=True)
+class HolderRow:
+    """Which process instance holds one provider's lease, with its label and the epoch."""
+
+    provider: str
+    instance: str
+    label: str
+    epoch: str
 
 
 @dataclass(frozen=True)
@@ -93,6 +111,7 @@ class DaemonView:
     leases: tuple[dict[str, Any], ...] = ()
     reclaim_candidates: tuple[dict[str, Any], ...] = ()
     orphans: dict[str, Any] | None = None  # the orphan scans' timer and last scan (docs/daemon.md)
+    store: dict[str, Any] | None = None  # with a shared store: its reachability and this daemon's share
 
 
 def daemon_view(state_dir: Path) -> DaemonView | None:
@@ -115,6 +134,7 @@ def daemon_view(state_dir: Path) -> DaemonView | None:
         leases=tuple(doc.get("leases", [])),
         reclaim_candidates=tuple(doc.get("reclaim_candidates", [])),
         orphans=doc.get("orphans") if isinstance(doc.get("orphans"), dict) else None,
+        store=doc.get("store") if isinstance(doc.get("store"), dict) else None,
     )
 
 
@@ -147,6 +167,11 @@ class StatusReport:
     # Local state that could not be read (the daemon's state dir is 0700: another user's
     # `xceprov status` still shows the controller's view, and says what it could not see).
     unreadable: dict[str, str] = field(default_factory=dict)  # "daemon" | "breakers" -> why
+    # Who holds each provider, and from where: "store" (the shared store's live members) or
+    # "controller" (its leases: no shared store, or one that did not answer, see ``store``).
+    holders: tuple[HolderRow, ...] = ()
+    holders_from: str = "controller"
+    store: dict[str, Any] | None = None  # with a shared store: {"reachable", "error", "members"}
 
     def to_json(self) -> dict[str, Any]:
         """The report as plain JSON values (``xceprov status --json``)."""
@@ -165,7 +190,59 @@ def status_instance_id(cluster: str) -> str:
     return f"{cluster}-status-{socket.gethostname()}-{os.getpid()}"
 
 
-def collect_status(loaded: LoadedConfig) -> StatusReport:
+# The shared store ``xceprov status`` reads the members from (None: ``terraform.backend: local``).
+MemberSource = Callable[[Config], MemberStore | None]
+
+
+def open_member_store(config: Config) -> MemberStore | None:
+    """The shared store of ``terraform.backend: pg`` on a connection of its own (None with
+    ``local``); ``ConfigError`` when its connection string is missing, ``StoreUnavailable`` when
+    it does not answer."""
+    conn_str = pg_conn_str(config)
+    if conn_str is None:
+        return None
+    from orchestrator.clients.postgres import SharedStore  # psycopg loads only with the pg backend
+
+    return SharedStore.open(conn_str, config.cluster)
+
+
+def store_holders(
+    config: Config, source: MemberSource, live_within: float
+) -> tuple[dict[str, Any] | None, tuple[HolderRow, ...] | None]:
+    """The shared store's view (None without one) and the holders by its live members (None
+    when it did not answer: the controller's view stands in)."""
+    store: MemberStore | None = None
+    try:
+        store = source(config)
+        if store is None:
+            return None, None
+        members = list(store.members(live_within))
+    except ConfigError:
+        raise  # no connection string: the configuration is wrong, not the store
+    except Exception as exc:  # any failure to read the store is shown, never a traceback
+        return {"reachable": False, "error": (str(exc).splitlines() or [type(exc).__name__])[0], "members": []}, None
+    finally:
+        if store is not None:
+            store.close()
+    held = holders(members)
+    rows = tuple(HolderRow(p, h.instance, h.label, h.epoch) for p, h in sorted(held.items()))
+    view = {
+        "reachable": True,
+        "error": "",
+        "members": [
+            {"instance": m.instance, "label": m.label, "held": dict(sorted(m.held.items())), "age": round(m.age_s, 3)}
+            for m in sorted(members, key=lambda m: m.instance)
+        ],
+    }
+    return view, rows
+
+
+def lease_holders(leases: tuple[LeaseRow, ...]) -> tuple[HolderRow, ...]:
+    """The holders as the controller names them (``identity/instance``)."""
+    return tuple(HolderRow(x.provider, *holder_parts(x.holder), x.epoch) for x in leases if x.holder)
+
+
+def collect_status(loaded: LoadedConfig, member_source: MemberSource | None = None) -> StatusReport:
     """Connect once and gather the report; ``ControllerError`` (one line, naming the addresses
     tried) when no controller answers."""
     config = loaded.config
@@ -190,6 +267,8 @@ def collect_status(loaded: LoadedConfig) -> StatusReport:
         for t in sorted(status.demand.templates, key=lambda t: t.template)
     )
     ops = tuple(op for p in providers for op in open_ops(facts[p]))
+    # Members are live within one lease TTL (the controller's, named at join).
+    store, by_members = store_holders(config, member_source or open_member_store, state.lease_ttl or DEFAULT_LEASE_TTL)
     return StatusReport(
         link=state,
         controller_id=status.controller_id,
@@ -203,6 +282,9 @@ def collect_status(loaded: LoadedConfig) -> StatusReport:
         pending_work=status.pending_work,
         running_work=status.running_work,
         term_started=status.term_started,
+        holders=by_members if by_members is not None else lease_holders(leases),
+        holders_from="store" if by_members is not None else "controller",
+        store=store,
         **local_state(loaded),
     )
 
@@ -248,6 +330,7 @@ def render_text(report: StatusReport, providers: list[str]) -> str:
         else:
             expires = f"expires in {row.expires_in:.1f}s" if row.expires_in > 0 else "expired"
             lines.append(f"  {provider:<16} holder {row.holder}  epoch {row.epoch}  {expires}")
+    lines += ["", *holder_lines(report.store, report.holders, report.holders_from, providers)]
     lines += [
         "",
         f"demand vs supply (snapshot {report.demand_seq})",
@@ -269,6 +352,27 @@ def render_text(report: StatusReport, providers: list[str]) -> str:
     return "\n".join(printable(line) for line in lines)  # controller and cloud text: one line each
 
 
+def holder_lines(
+    store: dict[str, Any] | None, rows: tuple[HolderRow, ...], source: str, providers: list[str]
+) -> list[str]:
+    """Which instance holds each provider (from the shared store's members, or the controller)."""
+    lines = []
+    if store is not None and not store.get("reachable"):
+        lines.append(f"shared store  UNREACHABLE: {store.get('error', '')}")
+    if source == "store":
+        lines.append(f"holders (the shared store's live members: {len((store or {}).get('members', []))})")
+    else:
+        lines.append("holders (the controller's leases)")
+    by_provider = {row.provider: row for row in rows}
+    for provider in sorted(set(providers) | set(by_provider)):
+        row = by_provider.get(provider)
+        if row is None:
+            lines.append(f"  {provider:<16} none")
+        else:
+            lines.append(f"  {provider:<16} {row.label}  instance {row.instance}  epoch {row.epoch}")
+    return lines
+
+
 def local_lines(
     daemon: DaemonView | None, breakers: tuple[dict[str, Any], ...], unreadable: dict[str, str]
 ) -> list[str]:
@@ -282,9 +386,21 @@ def local_lines(
     return [*daemon_lines, "", *breaker_lines]
 
 
-def render_offline(error: str, local: dict[str, Any]) -> str:
-    """The report when no controller answered: what the local files still say."""
+def offline_state(loaded: LoadedConfig) -> dict[str, Any]:
+    """What ``xceprov status`` still knows with no controller: the local state and, with a shared
+    store, who holds what by its live members (``store``; ``holders``, empty when it did not answer)."""
+    store, rows = store_holders(loaded.config, open_member_store, DEFAULT_LEASE_TTL)
+    return {**local_state(loaded), "store": store, "holders": rows or ()}
+
+
+def render_offline(error: str, local: dict[str, Any], providers: list[str] | None = None) -> str:
+    """The report when no controller answered: what the local files (and the shared store) still say."""
     head = [f"controller  {error}", "  (leases, demand and open ops come from the controller: not shown)", ""]
+    store = local.get("store")
+    if store is not None and store.get("reachable"):
+        head += [*holder_lines(store, local.get("holders", ()), "store", providers or []), ""]
+    elif store is not None:
+        head += [f"shared store  UNREACHABLE: {store.get('error', '')}", ""]
     return "\n".join(
         printable(line)
         for line in head + local_lines(local.get("daemon"), local.get("breakers", ()), local["unreadable"])
@@ -299,6 +415,8 @@ def offline_json(error: str, local: dict[str, Any]) -> dict[str, Any]:
         "daemon": asdict(daemon) if daemon is not None else None,
         "breakers": list(local.get("breakers", ())),
         "unreadable": local["unreadable"],
+        "store": local.get("store"),
+        "holders": [asdict(row) for row in local.get("holders", ())],
     }
 
 
@@ -327,6 +445,8 @@ def render_daemon(view: DaemonView | None) -> list[str]:
         lines.append("  STALE: no pass ended for several reconcile intervals (a long burst, or a stuck loop)")
     if view.orphans is not None:
         lines.append(orphans_line(view.orphans, time.time()))
+    if view.store is not None:
+        lines.append(store_line(view.store))
     lines += ["", f"leases held by the daemon (as of {_ago(view.age)})"]
     for row in view.leases:
         if row.get("held"):
@@ -340,6 +460,19 @@ def render_daemon(view: DaemonView | None) -> list[str]:
     for c in view.reclaim_candidates:
         lines.append(f"  {c.get('provider', '-'):<10} {c.get('host', '-')}  {c.get('key', '-')}  {c.get('reason', '')}")
     return lines
+
+
+def store_line(store: dict[str, Any]) -> str:
+    """The daemon's shared store: its share, or since when the store is unreachable."""
+    if not store.get("reachable", True):
+        since = float(store.get("unreachable_since") or 0.0)
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(since)) if since else "?"
+        return f"  store unreachable since {when}: {store.get('error', '')}; no mutation until it answers"
+    dealt = store.get("dealt")
+    share = ", ".join(dealt) if dealt else "none"
+    count = len(store.get("members", []))
+    closed = f"; fence closed: {store['closed']}" if store.get("closed") else ""
+    return f"  shared store: {count} live member{'s' if count != 1 else ''}; dealt to this daemon: {share}{closed}"
 
 
 def orphans_line(member: dict[str, Any], now: float) -> str:

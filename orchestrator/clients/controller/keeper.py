@@ -31,6 +31,10 @@ How it works:
   unconverted, so a controller flooding pushes costs the renewals almost nothing.
 - Revocation: the parent's link also receives ``leaseRevoked``; ``revoke()`` closes the gate in
   the parent at once and tells the child. The child's own link receives the push too.
+- ``want(providers)`` tells the child which providers to ask for from now on (the daemons
+  sharing a database split them): a JSON line ``want [...]``; the child's manager releases the
+  dropped ones, gate closed first (``LeaseManager.want``). The shared file keeps a record for
+  every configured provider, so the set can change without a new child.
 - ``close(release=True)`` asks the child to release every lease and exit; stdin EOF (the
   orchestrator crashed) makes the child stop renewing *without* releasing: a crashed
   orchestrator may have left a Terraform worker running, so the lease must lapse by its TTL.
@@ -163,12 +167,15 @@ class LeaseKeeper:
         margin: float | None = None,
         python: str | None = None,
         lease_instance: str | None = None,
+        wanted: Sequence[str] | None = None,
     ) -> None:
         self.settings = settings
         self.instance_id = instance_id
         # This process's instance (the one its own link joins with), handed to the child.
         self.lease_instance = process_instance(instance_id) if lease_instance is None else lease_instance
         self.providers = sorted(providers)
+        # The providers asked for (every one unless told otherwise): see want().
+        self._wanted = sorted(self.providers if wanted is None else set(wanted) & set(self.providers))
         self.cluster = cluster
         self.margin = settings.lease_margin if margin is None else margin
         self.python = python or sys.executable
@@ -191,6 +198,7 @@ class LeaseKeeper:
             # The parent's process instance: the keeper's link and the parent's are one holder.
             "lease_instance": self.lease_instance,
             "providers": self.providers,
+            "wanted": self._wanted,
             "cluster": self.cluster,
             "margin": self.margin,
             "shared": str(path),
@@ -281,6 +289,17 @@ class LeaseKeeper:
         self._revoked[provider] = max(target, self._revoked.get(provider, target))
         self._command(f"revoke {provider} {target.term} {target.seq}")
 
+    def want(self, providers: Sequence[str]) -> None:
+        """Ask for exactly ``providers`` (of those configured) from now on: the child releases the
+        ones dropped (their gate closes first) and asks at once for the wanted ones not held. Call
+        it only while no op of a dropped provider is in flight (the daemon calls it between passes)."""
+        self._wanted = sorted(set(providers) & set(self.providers))
+        self._command("want " + json.dumps(self._wanted))
+
+    def wanted(self) -> set[str]:
+        """The providers asked for."""
+        return set(self._wanted)
+
     def attach(self, link: ControllerLink) -> None:
         """Let the orchestrator's own link close the gate on a revocation push at once."""
         link.on_lease_revoked(lambda r: self.revoke(r.provider, r.epoch))
@@ -333,6 +352,7 @@ def _child(config: dict[str, Any]) -> int:
     manager = LeaseManager(
         link,
         providers,
+        wanted=config.get("wanted"),
         margin=float(config["margin"]),
         holder_id=config["instance_id"],
         instance=str(config["lease_instance"]),
@@ -352,6 +372,8 @@ def _child(config: dict[str, Any]) -> int:
                 continue
             if words[0] == "revoke" and len(words) == 4:
                 manager.revoke(words[1], Epoch(int(words[2]), int(words[3])))
+            elif words[0] == "want":
+                manager.want(json.loads(raw.split(None, 1)[1]))
             elif words[0] in ("release", "stop"):
                 release = words[0] == "release"
                 break

@@ -16,6 +16,11 @@ Rules (docs/protocol.md, research seed Q3):
   ``LeaseLost``. Once the lease lapses, no new cloud call starts; the op stays resumable.
 - A revocation push invalidates the lease at once; grants for the revoked epoch arriving late
   (a renewal that crossed the push) are ignored.
+- ``want(providers)`` changes which providers are asked for (daemons sharing a database split
+  the providers, ``orchestrator/daemon/share.py``): a provider no longer wanted is renewed no
+  more and, when held, released cleanly (its gate closes first, then the controller hears the
+  release, so its next holder gets it at once); a newly wanted one is asked for at once. The
+  caller calls it only while no op of a dropped provider is in flight (the daemon: between passes).
 - ``close()`` releases every held lease on a clean shutdown, but only a lease the controller
   granted to this process (``instance``, the join's ``leaseInstance``): a controller that names the
   identity alone as the holder does not tell this process from another of the same certificate,
@@ -43,6 +48,8 @@ from orchestrator.errors import ControllerError, LeaseLost
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
+# The note of a lease this manager does not ask for (``want``): another instance is to hold it.
+NOT_WANTED = "not asked for: dealt to another instance"
 # Called with the provider's name after every change of its lease (grant, denial, failure, revocation).
 ChangeListener = Callable[[str], None]
 
@@ -109,6 +116,7 @@ class _Lease:
     reacquire: bool = False
     renewal: tuple[float, float, float] = (0.0, 0.0, 0.0)  # due, sent, confirmed of the last grant
     own: bool = False  # the last grant named this process instance as the holder
+    wanted: bool = True  # asked for (want()); a lease not wanted is released and not asked for again
 
 
 def granted_to(holder: str, instance: str) -> bool:
@@ -133,6 +141,7 @@ class LeaseManager:
         jitter: float = 0.05,
         retry_interval: float = 1.0,
         on_change: ChangeListener | None = None,
+        wanted: Iterable[str] | None = None,
     ) -> None:
         if margin < 0:
             raise ValueError("lease margin must be >= 0")
@@ -147,6 +156,11 @@ class LeaseManager:
         self._on_change = on_change
         self._lock = threading.Lock()
         self._leases: dict[str, _Lease] = {p: _Lease(p) for p in providers}
+        if wanted is not None:
+            asked = set(wanted)
+            for lease in self._leases.values():
+                lease.wanted = lease.provider in asked
+                lease.last_error = "" if lease.wanted else NOT_WANTED
         self._stop = threading.Event()
         self._wake: dict[str, threading.Event] = {p: threading.Event() for p in self._leases}
         self._threads: list[threading.Thread] = []
@@ -241,6 +255,36 @@ class LeaseManager:
         for event in self._wake.values():
             event.set()
 
+    def want(self, providers: Iterable[str]) -> None:
+        """Ask for exactly ``providers`` from now on (managed ones; others are ignored): the ones
+        dropped are released at their next step; the ones added, and every wanted one not held,
+        are asked for at once."""
+        asked = set(providers)
+        unknown = asked - set(self._leases)
+        if unknown:
+            log.warning("asked to hold leases of providers not managed here: %s", ", ".join(sorted(unknown)))
+        now = self._clock()
+        due = []
+        with self._lock:
+            for lease in self._leases.values():
+                wanted = lease.provider in asked
+                if wanted != lease.wanted:
+                    log.info("lease for provider %s %s", lease.provider, "wanted here" if wanted else "not wanted here")
+                    lease.wanted = wanted
+                elif not wanted or lease.epoch is not None:
+                    continue
+                # Changed, or wanted and not held: asked at once (a denial's retry hint is the
+                # holder's remaining TTL, but the holder may just have released it).
+                lease.next_due = now
+                due.append(lease.provider)
+        for provider in due:
+            self._wake[provider].set()
+
+    def wanted(self) -> set[str]:
+        """The providers asked for."""
+        with self._lock:
+            return {lease.provider for lease in self._leases.values() if lease.wanted}
+
     # -- driving -------------------------------------------------------------------------------
 
     def step(self) -> float:
@@ -252,17 +296,22 @@ class LeaseManager:
             return max(0.0, min((x.next_due for x in self._leases.values()), default=math.inf) - now)
 
     def step_provider(self, provider: str) -> float:
-        """Do the provider's acquire/renew when due; seconds until its next one is due."""
+        """Do the provider's acquire/renew when due (its release when no longer wanted); seconds
+        until its next one is due."""
         with self._lock:
             lease = self._leases[provider]
             due = lease.next_due
             if self._clock() < due or lease.in_flight:
                 return max(0.0, due - self._clock())
             lease.in_flight = True
+            wanted = lease.wanted
             epoch = lease.epoch
             previous = lease.previous
             reacquire, lease.reacquire = lease.reacquire, False
         try:
+            if not wanted:
+                self._let_go(provider, NOT_WANTED)
+                return self._due_in(lease)
             sent = self._clock()
             try:
                 if epoch is not None and not reacquire:
@@ -277,8 +326,47 @@ class LeaseManager:
         finally:
             with self._lock:
                 lease.in_flight = False
+                if wanted and not lease.wanted:  # dropped while the request was out: release at the next step
+                    lease.next_due = min(lease.next_due, self._clock())
+        return self._due_in(lease)
+
+    def _due_in(self, lease: _Lease) -> float:
         with self._lock:
             return max(0.0, lease.next_due - self._clock())
+
+    def _let_go(self, provider: str, note: str | None) -> None:
+        """Hold the provider's lease no more: its gate closes (and the listener hears it) before
+        the controller is told, so that no instant has two holders passing their gates. Released
+        only when still valid and granted to this process (see ``close``); a lease wanted again
+        meanwhile is left alone."""
+        with self._lock:
+            lease = self._leases[provider]
+            if note is not None and lease.wanted:
+                return
+            epoch = lease.epoch if self._clock() < lease.valid_until else None
+            if epoch is not None and not lease.own:
+                log.warning(
+                    "lease of provider %s not released: the controller granted it to the certificate "
+                    "identity, not to this process alone; it lapses by its TTL",
+                    provider,
+                )
+                epoch = None
+            lease.previous = lease.epoch or lease.previous
+            lease.epoch = None
+            lease.valid_until = -math.inf
+            if note is not None:
+                lease.holder = ""
+                lease.last_error = note
+                lease.next_due = math.inf  # want() asks again
+        self._changed(provider)
+        if epoch is not None:
+            try:
+                self._transport.release(provider, epoch)
+            except ControllerError as exc:
+                log.warning("could not release lease of provider %s: %s", provider, exc)
+            else:
+                if note is not None:
+                    log.info("lease for provider %s released (epoch %s): %s", provider, epoch, note)
 
     def _answered(self, provider: str, answer: LeaseGrant | LeaseDenied, due: float, sent: float) -> None:
         now = self._clock()
@@ -349,22 +437,4 @@ class LeaseManager:
         if not release:
             return
         for provider in list(self._leases):
-            with self._lock:
-                lease = self._leases[provider]
-                epoch = lease.epoch if self._clock() < lease.valid_until else None
-                if epoch is not None and not lease.own:
-                    log.warning(
-                        "lease of provider %s not released: the controller granted it to the certificate "
-                        "identity, not to this process alone; it lapses by its TTL",
-                        provider,
-                    )
-                    epoch = None
-                lease.previous = lease.epoch or lease.previous
-                lease.epoch = None
-                lease.valid_until = -math.inf
-            self._changed(provider)
-            if epoch is not None:
-                try:
-                    self._transport.release(provider, epoch)
-                except ControllerError as exc:
-                    log.warning("could not release lease of provider %s: %s", provider, exc)
+            self._let_go(provider, None)

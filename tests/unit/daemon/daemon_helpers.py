@@ -1,9 +1,11 @@
-"""Helpers of the daemon tests: a small valid configuration and a notify socket stand-in."""
+"""Helpers of the daemon tests: a small valid configuration, a notify socket stand-in, a pass report."""
 
 from __future__ import annotations
 
 import socket
+import time
 from pathlib import Path
+from typing import Any
 
 from orchestrator.configfile import LoadedConfig, parse_config
 
@@ -61,3 +63,14 @@ class NotifySocket:
         except BlockingIOError:
             return True
         return False
+
+
+class Report:
+    """A pass report of a stand-in reconciler: its trigger, no ops."""
+
+    def __init__(self, trigger: str) -> None:
+        self.trigger = trigger
+
+    def to_json(self) -> dict[str, Any]:
+        now = time.time()
+        return {"trigger": self.trigger, "started": now, "finished": now, "ops": [], "reclaim_candidates": []}

@@ -206,3 +206,13 @@ def test_build_info_link_and_reload_read_what_the_daemon_tells_them() -> None:
 
 def test_the_installed_version_is_the_build_info() -> None:
     assert daemon_version() == importlib.metadata.version("xce-provisioner")
+
+
+def test_the_shared_store_gauge_exists_only_with_a_store_and_reads_it_at_each_scrape() -> None:
+    metrics = DaemonMetrics()
+    assert metrics.registry.get_sample_value("xceprov_shared_store_up") is None  # local backend: no series
+    answering = [True]
+    metrics.watch_store(lambda: answering[0])
+    assert metrics.registry.get_sample_value("xceprov_shared_store_up") == 1
+    answering[0] = False
+    assert metrics.registry.get_sample_value("xceprov_shared_store_up") == 0

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,20 +26,9 @@ from orchestrator.daemon.systemd import Notifier
 from orchestrator.errors import ConfigError, UsageError
 from orchestrator.model.config import Config
 from orchestrator.orphans.report import ScanReport
-from orchestrator.protocol import tls
-from orchestrator.sim import pki as sim_pki
 from tests.unit.clients.controller import hostile
 from tests.unit.clients.controller.ctlfake import FakeConn, FakeController, record_joins, wait_for
-from tests.unit.daemon.daemon_helpers import NotifySocket
-
-
-class Report:
-    def __init__(self, trigger: str) -> None:
-        self.trigger = trigger
-
-    def to_json(self) -> dict[str, Any]:
-        now = time.time()
-        return {"trigger": self.trigger, "started": now, "finished": now, "ops": [], "reclaim_candidates": []}
+from tests.unit.daemon.daemon_helpers import NotifySocket, Report
 
 
 class Recorder:
@@ -60,26 +48,6 @@ class Recorder:
     def reload(self, config: Config) -> None:
         self.reloads.append(config)
         self.config = config
-
-
-@pytest.fixture(scope="module")
-def ca(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
-    d = tmp_path_factory.mktemp("pki")
-    authority = sim_pki.make_ca()
-    authority.write(d / "ca.pem", d / "ca.key")
-    sim_pki.issue_cert(authority, "controller", ["localhost", "127.0.0.1"]).write(d / "server.pem", d / "server.key")
-    return d / "ca.pem", tls.server_context(d / "server.pem", d / "server.key")
-
-
-@pytest.fixture
-def fake(ca: tuple[Path, Any]) -> Iterator[FakeController]:
-    controller = FakeController(ca[1])
-    controller.handlers["queryFacts"] = lambda _m, p, _c: ("factList", {"provider": p["provider"], "facts": []})
-    controller.handlers["hostStatus"] = lambda *_: ("hostList", {"hosts": []})
-    try:
-        yield controller
-    finally:
-        controller.close()
 
 
 def site(tmp_path: Path, fake: FakeController, ca: Path, interval: str = "60s", extra: str = "") -> LoadedConfig:

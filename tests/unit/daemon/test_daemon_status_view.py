@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 import time
 from dataclasses import replace
 from pathlib import Path
 
+from click.testing import CliRunner
+
+from orchestrator.cli.main import cli
 from orchestrator.clients.controller.types import LinkState
 from orchestrator.configfile import LoadedConfig
 from orchestrator.services.status import (
@@ -19,6 +24,14 @@ from orchestrator.services.status import (
 )
 from orchestrator.workspace.daemonstatus import write_status
 from tests.unit.daemon.daemon_helpers import loaded
+
+SITE_CONFIG = """
+cluster: site1
+state_dir: {state}
+controller: {{addresses: ["127.0.0.1:{port}"], ca: {ca}, connect_timeout: 1, request_timeout: 1}}
+providers: {{sim: {{module: xcesim}}, aws: {{module: xcesim}}}}
+templates: {{cpu: {{providers: {{sim: {{flavor: c8, image: debian-12}}}}}}}}
+"""
 
 
 def running_document(written: float) -> dict[str, object]:
@@ -107,3 +120,42 @@ def test_state_that_cannot_be_read_is_named_and_the_rest_still_shown(tmp_path: P
     text = render_text(replace(report(None), unreadable=found["unreadable"]), ["sim"])
     assert f"daemon\n  not readable here: {path}: not a daemon status file" in text
     assert "breakers\n  (all closed)" in text
+
+
+def test_the_daemon_s_shared_store_shows_its_share_or_since_when_it_is_unreachable_through_the_cli(
+    tmp_path: Path,
+) -> None:
+    """No controller answers (an address nobody listens on): ``xceprov status`` still shows the
+    daemon's status file, with its shared store's state, and exits 75."""
+    state = tmp_path / "state"
+    doc = running_document(time.time() - 2)
+    doc["store"] = {
+        "backend": "pg", "reachable": True, "unreachable_since": None, "error": "", "closed": "",
+        "instance": "site-daemon-m1.1.aa", "label": "site-daemon-m1", "dealt": ["aws", "sim"],
+        "members": [{"instance": "site-daemon-m1.1.aa"}, {"instance": "site-daemon-m2.2.bb"}],
+    }  # fmt: skip
+    write_status(state, doc)
+    config = tmp_path / "xceprov.yaml"
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens on it
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config.write_text(
+        SITE_CONFIG.format(state=state, port=port, ca=tmp_path / "ca.pem"),
+    )
+    (tmp_path / "ca.pem").write_text("")
+    result = CliRunner().invoke(cli, ["--config", str(config), "status"])
+    assert result.exit_code == 75, result.output
+    assert "  shared store: 2 live members; dealt to this daemon: aws, sim" in result.output
+
+    doc["store"].update(  # type: ignore[attr-defined]
+        {"reachable": False, "unreachable_since": 1_800_000_000.0, "error": "connection refused", "closed": "x"}
+    )
+    write_status(state, doc)
+    result = CliRunner().invoke(cli, ["--config", str(config), "status"])
+    assert result.exit_code == 75, result.output
+    assert (
+        "  store unreachable since 2027-01-15T08:00:00Z: connection refused; no mutation until it answers"
+        in result.output
+    )
+    as_json = CliRunner().invoke(cli, ["--config", str(config), "status", "--json"])
+    assert json.JSONDecoder().raw_decode(as_json.output)[0]["daemon"]["store"]["reachable"] is False

@@ -241,3 +241,109 @@ def test_threads_renew_and_close_releases() -> None:
         mgr.close()
     assert ctl.released == [("p1", Epoch(1, 1))]
     assert set(seen) == {"p1"}
+
+
+def test_want_drops_a_held_lease_its_gate_closing_before_the_release() -> None:
+    clock = FakeClock()
+    ctl = FakeController(clock)
+    order: list[str] = []
+    mgr: LeaseManager | None = None
+
+    def changed(provider: str) -> None:
+        assert mgr is not None
+        order.append(f"{provider} {'valid' if mgr.valid(provider) else 'closed'}")
+
+    mgr = LeaseManager(ctl, ["p1", "p2"], margin=MARGIN, clock=clock, on_change=changed)
+    mgr.step()
+    assert mgr.valid("p1") and mgr.valid("p2")
+    ctl_release = ctl.release
+
+    def release(provider: str, epoch: Epoch) -> None:
+        order.append(f"{provider} released")
+        ctl_release(provider, epoch)
+
+    ctl.release = release  # type: ignore[method-assign]
+    order.clear()
+    mgr.want(["p2"])
+    assert mgr.wanted() == {"p2"}
+    mgr.step()
+    # The gate closed (and was published) before the controller heard the release.
+    assert order == ["p1 closed", "p1 released"]
+    assert ctl.released == [("p1", Epoch(1, 1))]
+    with pytest.raises(LeaseLost, match="not asked for: dealt to another instance"):
+        mgr.gate("p1")
+    assert mgr.record("p1").note == "not asked for: dealt to another instance"
+    # Never asked for again, while p2 goes on renewing.
+    sent = len(ctl.sent)
+    for _ in range(4):
+        clock.now += mgr.step()
+    assert {p for p, _ in ctl.sent[sent:]} == {"p2"} and mgr.valid("p2")
+    mgr.close()
+    assert ctl.released[-1][0] == "p2" and len(ctl.released) == 2
+
+
+def test_want_asks_for_a_newly_wanted_provider_at_once() -> None:
+    clock = FakeClock()
+    ctl = FakeController(clock)
+    mgr = LeaseManager(ctl, ["p1", "p2"], margin=MARGIN, clock=clock, jitter=0.0, wanted=["p1"])
+    assert mgr.step() == pytest.approx(TTL / 3)
+    assert [p for p, _ in ctl.sent] == ["p1"]
+    with pytest.raises(LeaseLost, match="not asked for"):
+        mgr.gate("p2")
+    clock.now += 1.0  # mid-interval: p2 does not wait for p1's next renewal
+    mgr.want(["p1", "p2"])
+    mgr.step()
+    assert [p for p, _ in ctl.sent] == ["p1", "p2"] and mgr.gate("p2") == Epoch(1, 2)
+
+
+def test_a_lease_dropped_while_its_request_is_out_is_released_at_the_next_step() -> None:
+    clock = FakeClock()
+    ctl = FakeController(clock)
+    mgr = LeaseManager(ctl, ["p1"], margin=MARGIN, clock=clock)
+    grant = ctl._answer
+
+    def answer_after_a_drop(provider: str) -> LeaseGrant | LeaseDenied:
+        mgr.want([])  # the daemon's loop drops it while the acquire is on the wire
+        return grant(provider)
+
+    ctl._answer = answer_after_a_drop  # type: ignore[method-assign]
+    assert mgr.step() == 0.0  # due at once: the release
+    ctl._answer = grant  # type: ignore[method-assign]
+    mgr.step()
+    assert ctl.released == [("p1", Epoch(1, 1))] and not mgr.valid("p1")
+    assert len(ctl.sent) == 1
+
+
+def test_a_lease_wanted_again_is_acquired_with_its_previous_epoch() -> None:
+    clock = FakeClock()
+    ctl = FakeController(clock)
+    previous: list[Epoch | None] = []
+    acquire = ctl.acquire
+
+    def remembering(provider: str, prev: Epoch | None) -> LeaseGrant | LeaseDenied:
+        previous.append(prev)
+        return acquire(provider, prev)
+
+    ctl.acquire = remembering  # type: ignore[method-assign]
+    mgr = make(clock, ctl)
+    mgr.step()
+    mgr.want([])
+    mgr.step()
+    mgr.want(["p1"])
+    mgr.step()
+    assert previous == [None, Epoch(1, 1)] and mgr.gate("p1") == Epoch(1, 2)
+
+
+def test_want_asks_again_at_once_for_a_wanted_lease_another_holder_had() -> None:
+    # A denial's hint is the holder's remaining TTL; a holder that released it (a rebalance)
+    # must not cost the new owner that wait: the daemon says want() again when the members change.
+    clock = FakeClock()
+    ctl = FakeController(clock)
+    ctl.deny_to = "orch-b"
+    mgr = make(clock, ctl)
+    assert mgr.step() == pytest.approx(5.0)
+    ctl.deny_to = None
+    clock.now += 1.0
+    mgr.want(["p1"])
+    mgr.step()
+    assert mgr.gate("p1") == Epoch(1, 1) and len(ctl.sent) == 2
