@@ -21,6 +21,7 @@ BENCHES = [
     ("bench_orphans.py", False),
     ("bench_lease.py", False),
     ("bench_daemon.py", False),
+    ("bench_scaleout.py", False),
     ("bench_bootstrap.py", True),
 ]
 

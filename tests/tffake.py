@@ -54,6 +54,8 @@ class FakeEngine:
         self.should_stop: list[Callable[[], bool] | None] = []
         # Per plan: the working directory and the keys it would create (shards: only their own).
         self.planned_creates: list[tuple[Path, list[str]]] = []
+        # Per plan: the root variable ``fence`` it was given (None when absent).
+        self.plan_fences: list[str | None] = []
         # Working directories whose next apply fails (once each), as a cloud error would.
         self.fail_apply: set[Path] = set()
         # Called inside every apply while it counts as running (shard tests synchronise on it).
@@ -133,6 +135,7 @@ class FakeEngine:
         variables: dict[str, Any] = {}
         for var_file in var_files:
             variables.update(json.loads(Path(workdir, var_file).read_text()))
+        self.plan_fences.append(variables.get("fence"))
         current = self.state(workdir)
         present = self.present(workdir)
         wanted = {} if destroy else dict(variables.get("instances") or {})

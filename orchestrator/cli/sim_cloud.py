@@ -13,7 +13,20 @@ The store is ``<sim_state_dir>/cloud.sqlite`` of the loaded configuration.
         "state_reason": "" | "user-terminate" | "out-of-band-delete" | "spot-reclaim" | "user-stop",
         "terminated_at": "" | "<RFC 3339>"}, ...]}
 
-Instances are listed oldest first; terminated ones only with ``--all``. ``xceprov sim fault show
+Instances are listed oldest first; terminated ones only with ``--all``.
+
+``xceprov sim cloud mutations --json`` prints the mutation journal, oldest first::
+
+    {"store": "<path of cloud.sqlite>",
+     "mutations": [
+       {"seq": 1, "time": "2026-01-02T03:04:05Z", "cluster": "demo", "provider": "sim",
+        "action": "create" | "delete" | "update-tags" | "stop" | "start",
+        "instance_id": "i-0123456789ab", "client_token": "<instance key>",
+        "epoch": "<term>.<seq>" | "none" | "",
+        "reason": "" | "user-terminate" | "out-of-band-delete" | "spot-reclaim" | "expired"}, ...]}
+
+``epoch`` is the fence of the Terraform run that made the change (``none`` standalone); "" for
+the cloud's own actions (expiry, spot reclaim) and for this tooling. ``xceprov sim fault show
 --json`` prints ``{"error_rate": 0.0, "seed": null, "slow_launch": 0.0, "capacity": {"<flavor>": N},
 "lost_response": 0.0}``.
 """
@@ -52,6 +65,21 @@ def list_cmd(ctx: CliContext, as_json: bool, tags: tuple[str, ...], include_term
         click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
     else:
         click.echo(service.format_table(found))
+
+
+@cloud.command("mutations")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (see the module docs).")
+@click.option("--provider", default=None, metavar="PROVIDER", help="Only the mutations of this provider.")
+@pass_ctx
+def mutations_cmd(ctx: CliContext, as_json: bool, provider: str | None) -> None:
+    """Show the mutation journal: every create, delete, tag update, stop and start, with its epoch."""
+    store = _store(ctx)
+    found = service.list_mutations(store, provider)
+    if as_json:
+        doc = {"store": str(store.path), "mutations": [m.to_json() for m in found]}
+        click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+    else:
+        click.echo(service.format_mutations(found))
 
 
 # Negative numbers ("-1") must reach our own validation, not click's "no such option".

@@ -21,6 +21,9 @@ from orchestrator.render.instances import render_settings
 from orchestrator.workspace.terraform import instances_output
 from orchestrator.workspace.workdir import ProviderWorkdir
 
+# The root variable every provider root declares for the plan's epoch (docs/provider-modules.md).
+FENCE_VARIABLE = "fence"
+
 
 class TerraformSteps(Recording):
     """Terraform on one shard (the shard's lock is held by the caller where it matters)."""
@@ -104,16 +107,31 @@ class TerraformSteps(Recording):
     ) -> Iterator[tuple[PlanResult, Path, dict[str, Any]]]:
         """A saved plan of ``instances`` as the whole desired set: (result, plan file, variables).
 
-        The plan is reported as one unit of the ``plan`` phase of ``scope``.
+        The plan is reported as one unit of the ``plan`` phase of ``scope``. It also carries the
+        root variable ``fence`` (:meth:`plan_fence`), which is not part of the desired set.
         """
         variables = workdir.variables(instances, render_settings(self.config, workdir.provider))
         report = self.progress or no_progress
+        fenced = {**variables, FENCE_VARIABLE: self.plan_fence(workdir.provider)}
         with tempfile.TemporaryDirectory(prefix="xceprov-op-") as tmp:
             plan_file = Path(tmp) / "op.tfplan"
-            with reported_phase(report, "plan", scope, 1), workdir.candidate_var_file(variables) as var_file:
+            with reported_phase(report, "plan", scope, 1), workdir.candidate_var_file(fenced) as var_file:
                 result = self.engine.plan(workdir.path, var_files=[var_file], out=plan_file)
                 report(PlanDone(scope, result.summary.add, result.summary.change, result.summary.remove))
             yield result, plan_file, variables
+
+    def plan_fence(self, provider: str) -> str:
+        """The epoch tag a plan hands its provider configuration (root variable ``fence``).
+
+        A saved plan freezes the provider configuration, so the epoch goes in at plan time: the
+        one the fence would stamp now, or "" when it is closed (such a plan never passes the
+        apply's gate). A cloud that keeps a record of its calls (the simulated one) files each
+        mutation of the run under it; the others ignore it (docs/provider-modules.md).
+        """
+        try:
+            return epoch_tag(self.fence.gate(provider))
+        except LeaseLost:  # closed: this plan is a preview, or its apply will be refused
+            return ""
 
     def apply(
         self,

@@ -7,7 +7,12 @@ through the ``tf`` framework. The contract (``docs/architecture.md``):
 - provider configuration: ``store`` (path of the SQLite store, relative to Terraform's working
   directory if not absolute); optional ``max_retries`` (how many times the provider itself
   retries an injected retryable API error before reporting it, default 0: the error reaches
-  Terraform's diagnostics and the orchestrator decides).
+  Terraform's diagnostics and the orchestrator decides); optional ``fence``: the epoch tag
+  (``<term>.<seq>``, or ``none`` standalone) of the lease the run was planned under, fed from the
+  root variable ``fence`` that the orchestrator sets at plan time. Every create, tag update and
+  delete of the run is recorded in the store's mutation journal with it ("" when unset: a run
+  outside the orchestrator's executor), which is how the tests prove that two orchestrators
+  never mutated one provider under interleaved epochs.
 - resource ``xcesim_instance``: ``name``, ``flavor``, ``image``, ``user_data`` and
   ``client_token`` force replacement; ``tags`` update in place; computed ``id``, ``address``,
   ``launch_time``, ``state``. A read of a terminated or unknown instance reports it gone, so a
@@ -27,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import signal
 import sqlite3
 import sys
@@ -83,6 +89,9 @@ _INSTANCE_ATTRS: Final = (
 # The data source's objects also say why an instance left ``running`` (``spot-reclaim``...).
 _LISTED_ATTRS: Final = (*_INSTANCE_ATTRS, "state_reason")
 
+# A fence is empty (no lease: a run outside the executor), ``none`` (standalone) or ``<term>.<seq>``.
+_FENCE = re.compile(r"|none|[0-9]{1,20}\.[0-9]{1,20}")
+
 # How long a terminated instance stays in a listing that asks for recent terminations, like
 # EC2, which keeps terminated instances visible for about an hour.
 RECENTLY_TERMINATED_SECONDS: Final = 3600
@@ -125,6 +134,8 @@ class XceSimProvider(Provider):  # type: ignore[misc]
     def __init__(self) -> None:
         self._store: CloudStore | None = None
         self.max_retries = 0
+        # The epoch tag of the run (configuration ``fence``), recorded with each mutation.
+        self.fence = ""
 
     def full_name(self) -> str:
         """Provider source address."""
@@ -150,17 +161,26 @@ class XceSimProvider(Provider):  # type: ignore[misc]
                     optional=True,
                     description="Retries of a retryable API error inside the provider (default 0).",
                 ),
+                schema.Attribute(
+                    "fence",
+                    types.String(),
+                    optional=True,
+                    description="Epoch tag of the lease the run was planned under, journalled with each mutation.",
+                ),
             ]
         )
 
     def validate_config(self, diags: Diagnostics, config: Config) -> None:
-        """Reject an empty store path or a negative retry count."""
+        """Reject an empty store path, a negative retry count or a malformed fence."""
         store = config.get("store")
         if isinstance(store, str) and not store.strip():
             diags.add_error("xcesim: store must name a file", path=["store"])
         retries = config.get("max_retries")
         if isinstance(retries, int | float) and retries < 0:
             diags.add_error("xcesim: max_retries must be 0 or more", path=["max_retries"])
+        fence = config.get("fence")
+        if isinstance(fence, str) and not _FENCE.fullmatch(fence):
+            diags.add_error(f"xcesim: fence {fence!r} is not an epoch tag <term>.<seq>, none or empty", path=["fence"])
 
     def configure_provider(self, diags: Diagnostics, config: Config) -> None:
         """Open the store named by the configuration."""
@@ -170,6 +190,9 @@ class XceSimProvider(Provider):  # type: ignore[misc]
             return
         retries = config.get("max_retries")
         self.max_retries = int(retries) if isinstance(retries, int | float) else 0
+        fence = config.get("fence")
+        # Configured again by each walk of the command: every walk of one run has the same fence.
+        self.fence = fence if isinstance(fence, str) and _FENCE.fullmatch(fence) else ""
         if self._store is not None:
             # Configured again in the same process: an attached provider serves every walk of
             # one command (and every alias of it), each configuring it. One store per process.
@@ -302,6 +325,7 @@ class InstanceResource(Resource):  # type: ignore[misc]
                 planned.get("tags") or {},
                 planned.get("user_data") or "",
                 planned.get("client_token") or "",
+                epoch=p.fence,
             )
         except (CloudError, CloudApiError) as exc:
             _error(ctx.diagnostics, exc, f"creating instance {planned.get('name')!r}")
@@ -327,7 +351,7 @@ class InstanceResource(Resource):  # type: ignore[misc]
         """Only ``tags`` change in place; everything else forces replacement."""
         p = self.provider
         try:
-            inst = p.call("update", p.store.update_tags, current["id"], planned.get("tags") or {})
+            inst = p.call("update", p.store.update_tags, current["id"], planned.get("tags") or {}, epoch=p.fence)
         except (CloudError, CloudApiError) as exc:
             _error(ctx.diagnostics, exc, f"updating tags of {current.get('id')}")
             return current
@@ -340,7 +364,7 @@ class InstanceResource(Resource):  # type: ignore[misc]
         if not instance_id:
             return
         try:
-            p.call("delete", p.store.delete, instance_id)
+            p.call("delete", p.store.delete, instance_id, epoch=p.fence)
         except (CloudError, CloudApiError) as exc:
             _error(ctx.diagnostics, exc, f"terminating instance {instance_id}")
 

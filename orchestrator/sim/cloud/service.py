@@ -19,6 +19,7 @@ from orchestrator.sim.cloud.store import (
     CloudStore,
     FaultSettings,
     Instance,
+    Mutation,
 )
 
 STORE_NAME: Final = "cloud.sqlite"
@@ -168,7 +169,30 @@ def format_table(instances: Sequence[Instance]) -> str:
         state = inst.state if not inst.state_reason else f"{inst.state} ({inst.state_reason})"
         cells = (inst.id, inst.name, inst.flavor, state, inst.address, inst.launch_time, owner_summary(inst))
         rows.append(tuple(_cell(c) for c in cells))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
+    return _aligned(rows)
+
+
+def list_mutations(store: CloudStore, provider: str | None) -> list[Mutation]:
+    """The cloud's mutation journal, oldest first (of one ``provider`` when given)."""
+    if provider is not None and not provider:
+        raise UsageError("--provider needs a provider name")
+    return store.mutations(provider=provider)
+
+
+def format_mutations(mutations: Sequence[Mutation]) -> str:
+    """The ``xceprov sim cloud mutations`` table: one line per mutation under a header."""
+    header = ("SEQ", "TIME", "PROVIDER", "ACTION", "INSTANCE", "KEY", "EPOCH", "REASON")
+    rows: list[tuple[str, ...]] = [header]
+    for m in mutations:
+        doc = m.to_json()
+        cells = (str(m.seq), str(doc["time"]), m.provider, m.action, m.instance_id, m.client_token, m.epoch, m.reason)
+        rows.append(tuple(_cell(c or "-") for c in cells))
+    return _aligned(rows)
+
+
+def _aligned(rows: Sequence[tuple[str, ...]]) -> str:
+    # Every column but the last padded to its widest cell.
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1] for r in rows]
     return "\n".join(line.rstrip() for line in lines)
 

@@ -16,10 +16,16 @@ and ``xceprov sim fault ...`` injects faults from yet another process. Hence:
   passed. Every store operation first sweeps what is due (an indexed read finds nothing in the
   common case; only a due instance takes the write lock), so whoever looks at the cloud, a
   Terraform refresh or the host manager's poll every 0.5 s, sees it gone at its expiry, even if
-  no process ran at that moment. The expiry follows the tag as it is now: a tag update moves it.
+  no process ran at that moment. The expiry follows the tag as it is now: a tag update moves it;
+- the mutation journal: every create, terminate, tag update, stop and start is appended to the
+  ``mutations`` table in the transaction that makes it, with the instance's ``xce:cluster`` and
+  ``xce:provider`` tags, its client token and the epoch of the caller (the ``fence`` of the
+  Terraform run, see ``provider.py``; "" for the cloud's own actions and the ``xceprov sim``
+  tooling), so that a test can prove that two orchestrators never mutated one provider at once.
 
 Costs: create, get, delete, tag update, the fault checks and the expiry sweep are O(1)
-(indexed) per call, plus O(k) for k instances expiring; listing is O(n) in the instances returned.
+(indexed) per call, plus O(k) for k instances expiring; listing is O(n) in the instances returned,
+reading the journal O(m) in the mutations returned (one append per mutation).
 """
 
 from __future__ import annotations
@@ -40,7 +46,9 @@ from pathlib import Path
 from typing import Final, Literal
 
 from orchestrator.errors import FinalError, RetryableError
+from orchestrator.model.tags import CLUSTER as CLUSTER_TAG
 from orchestrator.model.tags import MAX_LIFETIME, parse_max_lifetime
+from orchestrator.model.tags import PROVIDER as PROVIDER_TAG
 
 State = Literal["running", "stopped", "terminated"]
 
@@ -62,7 +70,14 @@ _FIRST_OFFSET: Final = 2
 _LAST_OFFSET: Final = NETWORK.num_addresses - 2
 
 _BUSY_TIMEOUT_MS: Final = 60_000
-_SCHEMA_VERSION: Final = 3
+_SCHEMA_VERSION: Final = 4
+
+# Actions of the mutation journal (``Mutation.action``).
+ACTION_CREATE: Final = "create"
+ACTION_DELETE: Final = "delete"
+ACTION_TAGS: Final = "update-tags"
+ACTION_STOP: Final = "stop"
+ACTION_START: Final = "start"
 
 
 class CloudError(FinalError):
@@ -132,6 +147,38 @@ class Instance:
             "state_reason": self.state_reason,
             "terminated_at": self.terminated_at,
             "expires_at": self.expires_at,
+        }
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """One entry of the mutation journal: who changed which instance, how, under which epoch."""
+
+    seq: int
+    at: float
+    cluster: str
+    provider: str
+    action: str
+    instance_id: str
+    client_token: str
+    # The epoch tag (``<term>.<seq>``, ``none`` standalone) of the Terraform run that made the
+    # change; "" for the cloud's own actions (expiry, spot reclaim) and the sim tooling.
+    epoch: str
+    # Why an instance was terminated (``user-terminate``, ``expired``...); "" for other actions.
+    reason: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        """A JSON-ready dict (the shape of ``xceprov sim cloud mutations --json``)."""
+        return {
+            "seq": self.seq,
+            "time": rfc3339(self.at),
+            "cluster": self.cluster,
+            "provider": self.provider,
+            "action": self.action,
+            "instance_id": self.instance_id,
+            "client_token": self.client_token,
+            "epoch": self.epoch,
+            "reason": self.reason,
         }
 
 
@@ -237,6 +284,18 @@ CREATE TABLE IF NOT EXISTS flavor_live (
 CREATE TABLE IF NOT EXISTS capacity (
     flavor TEXT PRIMARY KEY,
     max_live INTEGER NOT NULL
+);
+-- The mutation journal (schema 4): one row per change of an instance, in commit order.
+CREATE TABLE IF NOT EXISTS mutations (
+    seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+    at           REAL NOT NULL,
+    cluster      TEXT NOT NULL,
+    provider     TEXT NOT NULL,
+    action       TEXT NOT NULL,
+    instance_id  TEXT NOT NULL,
+    client_token TEXT NOT NULL,
+    epoch        TEXT NOT NULL,
+    reason       TEXT NOT NULL DEFAULT ''
 );
 """
 
@@ -380,6 +439,30 @@ class CloudStore:
         else:
             conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
 
+    def _journal(self, conn: sqlite3.Connection, action: str, instance_id: str, epoch: str, reason: str = "") -> None:
+        """Append one mutation of ``instance_id`` (inside the caller's write transaction)."""
+        owner_tags = dict(
+            conn.execute(
+                "SELECT key, value FROM tags WHERE instance_id = ? AND key IN (?, ?)",
+                (instance_id, CLUSTER_TAG, PROVIDER_TAG),
+            ).fetchall()
+        )
+        token = conn.execute("SELECT client_token FROM instances WHERE id = ?", (instance_id,)).fetchone()
+        conn.execute(
+            "INSERT INTO mutations(at, cluster, provider, action, instance_id, client_token, epoch, reason) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                self.clock(),
+                str(owner_tags.get(CLUSTER_TAG, "")),
+                str(owner_tags.get(PROVIDER_TAG, "")),
+                action,
+                instance_id,
+                "" if token is None else str(token[0]),
+                epoch,
+                reason,
+            ),
+        )
+
     @classmethod
     def _bump_version(cls, conn: sqlite3.Connection) -> int:
         row = conn.execute(
@@ -430,6 +513,7 @@ class CloudStore:
         client_token: str,
         *,
         launch_time: str | None = None,
+        epoch: str = "",
     ) -> Instance:
         """Launch an instance, or return the live one already made with this ``client_token``.
 
@@ -437,7 +521,8 @@ class CloudStore:
         instance; reusing it with another name, flavor or image raises
         ``IdempotentParameterMismatch``. A terminated instance releases its token.
         Raises ``InsufficientCapacity`` when the flavor's limit is reached and ``CloudApiError``
-        for an injected API fault.
+        for an injected API fault. A launch is journalled under ``epoch`` (a returned existing
+        instance is no mutation).
         """
         faults = self._api_call("create")
         when = launch_time or rfc3339(self.clock())
@@ -476,6 +561,7 @@ class CloudStore:
                 "INSERT INTO tags(instance_id, key, value) VALUES (?, ?, ?)",
                 [(instance_id, k, v) for k, v in tags.items()],
             )
+            self._journal(conn, ACTION_CREATE, instance_id, epoch)
         if faults is not None and faults.lost_response > 0 and self._draw(faults) < faults.lost_response:
             raise CloudApiError(
                 "RequestTimeout: simulated lost response to create (the instance may exist; "
@@ -525,12 +611,13 @@ class CloudStore:
             row = conn.execute(f"SELECT {_COLUMNS} FROM instances WHERE id = ?", (instance_id,)).fetchone()
             return None if row is None else self._row_to_instance(conn, row)
 
-    def delete(self, instance_id: str, *, reason: str = REASON_USER) -> bool:
-        """Terminate an instance. Idempotent: ``False`` if it was already terminated or never existed."""
+    def delete(self, instance_id: str, *, reason: str = REASON_USER, epoch: str = "") -> bool:
+        """Terminate an instance (journalled under ``epoch``). Idempotent: ``False`` if it was
+        already terminated or never existed."""
         self._api_call("delete")
-        return self._terminate(instance_id, reason)
+        return self._terminate(instance_id, reason, epoch)
 
-    def _terminate(self, instance_id: str, reason: str) -> bool:
+    def _terminate(self, instance_id: str, reason: str, epoch: str = "") -> bool:
         # An instance already past its expiry was ended by the cloud, not by this call.
         self.expire_due()
         with self._write() as conn:
@@ -539,7 +626,7 @@ class CloudStore:
             ).fetchone()
             if row is None:
                 return False
-            self._mark_terminated(conn, instance_id, int(row[0]), str(row[1]), reason, rfc3339(self.clock()))
+            self._mark_terminated(conn, instance_id, int(row[0]), str(row[1]), reason, rfc3339(self.clock()), epoch)
             return True
 
     def expire_due(self) -> list[Instance]:
@@ -563,9 +650,17 @@ class CloudStore:
             return self._select(conn, "i.version > ?", [start], order="i.version")
 
     def _mark_terminated(
-        self, conn: sqlite3.Connection, instance_id: str, addr: int, flavor: str, reason: str, when: str
+        self,
+        conn: sqlite3.Connection,
+        instance_id: str,
+        addr: int,
+        flavor: str,
+        reason: str,
+        when: str,
+        epoch: str = "",
     ) -> None:
-        """Terminate one live instance inside the caller's write transaction; frees address and capacity."""
+        """Terminate one live instance inside the caller's write transaction; frees address and
+        capacity; journalled under ``epoch`` ("" for the cloud's own terminations)."""
         version = self._bump_version(conn)
         conn.execute(
             "UPDATE instances SET state = 'terminated', state_reason = ?, terminated_at = ?, version = ? WHERE id = ?",
@@ -573,9 +668,11 @@ class CloudStore:
         )
         conn.execute("INSERT OR IGNORE INTO free_addresses(addr) VALUES (?)", (addr,))
         conn.execute("UPDATE flavor_live SET live = live - 1 WHERE flavor = ?", (flavor,))
+        self._journal(conn, ACTION_DELETE, instance_id, epoch, reason)
 
-    def update_tags(self, instance_id: str, tags: Mapping[str, str]) -> Instance:
-        """Replace the tags of a live instance (the whole map, like Terraform's ``tags``).
+    def update_tags(self, instance_id: str, tags: Mapping[str, str], *, epoch: str = "") -> Instance:
+        """Replace the tags of a live instance (the whole map, like Terraform's ``tags``);
+        journalled under ``epoch``.
 
         A changed ``xce:max_lifetime`` moves the expiry (from the launch time, not from now); one
         already past ends the instance at the next operation.
@@ -595,18 +692,19 @@ class CloudStore:
                 "INSERT INTO tags(instance_id, key, value) VALUES (?, ?, ?)",
                 [(instance_id, k, v) for k, v in tags.items()],
             )
+            self._journal(conn, ACTION_TAGS, instance_id, epoch)
             full = conn.execute(f"SELECT {_COLUMNS} FROM instances WHERE id = ?", (instance_id,)).fetchone()
             return self._row_to_instance(conn, full)
 
-    def stop(self, instance_id: str) -> Instance:
+    def stop(self, instance_id: str, *, epoch: str = "") -> Instance:
         """Stop a running instance (it keeps its address; ``start`` brings it back)."""
-        return self._set_run_state(instance_id, RUNNING, STOPPED, REASON_STOP)
+        return self._set_run_state(instance_id, RUNNING, STOPPED, REASON_STOP, epoch)
 
-    def start(self, instance_id: str) -> Instance:
+    def start(self, instance_id: str, *, epoch: str = "") -> Instance:
         """Start a stopped instance."""
-        return self._set_run_state(instance_id, STOPPED, RUNNING, "")
+        return self._set_run_state(instance_id, STOPPED, RUNNING, "", epoch)
 
-    def _set_run_state(self, instance_id: str, before: str, after: str, reason: str) -> Instance:
+    def _set_run_state(self, instance_id: str, before: str, after: str, reason: str, epoch: str) -> Instance:
         self.expire_due()
         with self._write() as conn:
             row = conn.execute("SELECT state FROM instances WHERE id = ?", (instance_id,)).fetchone()
@@ -618,6 +716,7 @@ class CloudStore:
                     "UPDATE instances SET state = ?, state_reason = ?, version = ? WHERE id = ?",
                     (after, reason, version, instance_id),
                 )
+                self._journal(conn, ACTION_STOP if after == STOPPED else ACTION_START, instance_id, epoch)
             full = conn.execute(f"SELECT {_COLUMNS} FROM instances WHERE id = ?", (instance_id,)).fetchone()
             return self._row_to_instance(conn, full)
 
@@ -630,6 +729,22 @@ class CloudStore:
         where, params = _where(tag_filter, include_terminated)
         with self._read() as conn:
             return self._select(conn, where, params)
+
+    def mutations(self, since: int = 0, provider: str | None = None) -> list[Mutation]:
+        """The mutation journal after sequence ``since``, in commit order (of one ``provider``
+        when given). Read-only: no expiry sweep runs first, so reading never adds an entry."""
+        where = "seq > ?"
+        params: list[object] = [since]
+        if provider is not None:
+            where += " AND provider = ?"
+            params.append(provider)
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT seq, at, cluster, provider, action, instance_id, client_token, epoch, reason "
+                f"FROM mutations WHERE {where} ORDER BY seq",
+                params,
+            ).fetchall()
+        return [Mutation(int(r[0]), float(r[1]), *(str(v) for v in r[2:])) for r in rows]
 
     def changes_since(self, version: int) -> tuple[int, list[Instance]]:
         """Instances changed after store version ``version`` (terminated included) and the current version.
@@ -868,4 +983,5 @@ __all__ = [
     "InstanceNotFound",
     "InsufficientCapacity",
     "InvalidParameterValue",
+    "Mutation",
 ]

@@ -60,6 +60,12 @@ variable "settings" {
   })
 }
 
+variable "fence" {
+  description = "Epoch tag <term>.<seq> of the lease this run was planned under; set by the orchestrator for every root, unused by this cloud (see docs/provider-modules.md)."
+  type        = string
+  default     = ""
+}
+
 module "instances" {
   source = "./module"
 

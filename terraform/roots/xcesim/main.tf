@@ -17,6 +17,7 @@ terraform {
 provider "xcesim" {
   store       = var.settings.store
   max_retries = var.settings.max_retries
+  fence       = var.fence
 }
 
 variable "instances" {
@@ -46,6 +47,12 @@ variable "settings" {
     max_retries = optional(number, 0)
     list_tagged = optional(bool, true)
   })
+}
+
+variable "fence" {
+  description = "Epoch tag <term>.<seq> of the lease this run was planned under (none standalone, \"\" outside the executor); the simulated cloud journals each mutation with it."
+  type        = string
+  default     = ""
 }
 
 module "instances" {

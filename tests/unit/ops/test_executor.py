@@ -67,6 +67,22 @@ def test_create_commits_the_intent_first_and_stamps_the_epoch(loaded: LoadedConf
     agree(facts, loaded)
 
 
+def test_every_plan_hands_the_lease_epoch_to_the_provider(loaded: LoadedConfig, engine: FakeEngine) -> None:
+    """The root variable ``fence`` carries the epoch each plan was made under (the simulated cloud
+    journals the run's mutations with it); it never enters the desired set; a dry run, whose fence
+    is closed, plans with ""."""
+    executor = unit_executor(loaded, engine)
+    made = executor.create("sim", "cpu", 2)
+    executor.return_instances("sim", [made.created[0].key], drain=DrainSettings(drain=False))
+    assert engine.plan_fences and set(engine.plan_fences) == {"3.7"}
+    assert "fence" not in json.loads(ProviderWorkdir(loaded.config, "sim", ROOT).desired_file.read_text())
+    engine.plan_fences.clear()
+    revoked = FakeFence()
+    revoked.revoked = True
+    dry = unit_executor(loaded, engine, fence=revoked).return_instances("sim", [made.created[1].key], dry_run=True)
+    assert dry.deleted == [made.created[1].key] and engine.plan_fences == [""]
+
+
 def test_a_hostile_cloud_address_is_recorded_unaddressed_and_audited(loaded: LoadedConfig, engine: FakeEngine) -> None:
     """The apply's instance record says ``10.0.0.5,*``: the instance is recorded (it exists and
     will be returned one day) with no address at the controller, and the refusal is audited."""

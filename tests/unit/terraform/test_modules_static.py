@@ -25,6 +25,8 @@ REPO = Path(__file__).resolve().parents[3]
 TERRAFORM = REPO / "terraform"
 MODULES = ("xcesim", "aws", "openstack")
 CONTRACT_VARIABLES = ("instances", "common_tags", "settings")
+# Roots only: the epoch tag of the plan's lease, set by the executor ("" outside it).
+FENCE_VARIABLE = "fence"
 CONTRACT_OUTPUTS = ("instances", "tagged", "tagged_supported")
 
 # The `instances` type every module and root declares, whitespace removed.
@@ -153,7 +155,8 @@ def test_contract_variables_are_typed_and_described(kind: str, name: str) -> Non
     for var, body in variables.items():
         assert body.get("type"), f"{kind}/{name}: variable {var} has no type"
         assert str(body.get("description", "")).strip(), f"{kind}/{name}: variable {var} has no description"
-        assert "default" not in body or var == "settings", f"{kind}/{name}: {var} must be given, not defaulted"
+        optional = var == "settings" or (kind == "roots" and var == FENCE_VARIABLE)
+        assert "default" not in body or optional, f"{kind}/{name}: {var} must be given, not defaulted"
     assert squash(variables["instances"]["type"]) == "${" + INSTANCES_TYPE + "}"
     assert squash(variables["common_tags"]["type"]) == "${map(string)}"
     assert squash(variables["settings"]["type"]).startswith("${object({")
@@ -163,7 +166,11 @@ def test_contract_variables_are_typed_and_described(kind: str, name: str) -> Non
 def test_root_variables_have_the_module_types(name: str) -> None:
     module_vars = named(parse_dir(module_dir(name))["variable"])
     root_vars = named(parse_dir(root_dir(name))["variable"])
-    assert set(root_vars) == set(CONTRACT_VARIABLES)
+    assert set(root_vars) == {*CONTRACT_VARIABLES, FENCE_VARIABLE}
+    # Every root takes the plan's epoch the same way, used or not (docs/provider-modules.md).
+    assert squash(root_vars[FENCE_VARIABLE]["type"]) == "string"
+    assert root_vars[FENCE_VARIABLE]["default"] == ""
+    assert FENCE_VARIABLE not in named(parse_dir(module_dir(name))["variable"])
     for var in CONTRACT_VARIABLES:
         assert squash(root_vars[var]["type"]) == squash(module_vars[var]["type"]), f"{name}: {var} differs"
 
@@ -317,6 +324,8 @@ def test_root_wires_provider_and_module(name: str) -> None:
     providers = named(root["provider"])
     assert set(providers) == {local_name}
     assert any("var.settings." in s for s in strings_in(providers[local_name]))
+    # The simulated cloud journals each mutation with the run's epoch; real clouds keep no such record.
+    assert (providers[local_name].get(FENCE_VARIABLE) == "${var.fence}") == (name == "xcesim")
     assert "provider" not in module, "provider configuration belongs in the root"
     calls = named(root["module"])
     assert set(calls) == {"instances"}
@@ -339,7 +348,7 @@ def test_root_loads_with_the_bundled_engine(name: str) -> None:
     module, diagnostics = TerraformConfig.load_config_dir(str(root_dir(name)))
     assert not diagnostics
     assert module["Backend"] is None
-    assert sorted(module["Variables"]) == sorted(CONTRACT_VARIABLES)
+    assert sorted(module["Variables"]) == sorted([*CONTRACT_VARIABLES, FENCE_VARIABLE])
     assert set(CONTRACT_OUTPUTS) <= set(module["Outputs"])
     assert set(module["ModuleCalls"]) == {"instances"}
     assert set(module["ModuleCalls"]["instances"]["Config"]["Attributes"]) == {"source", *CONTRACT_VARIABLES}

@@ -142,3 +142,31 @@ def test_capacity_error_of_out_of_band_create_is_one_line(config: Path) -> None:
     code, _, err = _run(config, "sim", "fault", *args)
     assert code == 2
     assert err.strip() == "xceprov: InsufficientCapacity: flavor c8.large has no capacity (limit 0)"
+
+
+def test_the_cli_shows_the_journal(config: Path) -> None:
+    store = _store(config)
+    a = store.create_instance(
+        "a", "c8.large", "debian-12", {"xce:cluster": "demo", "xce:provider": "sim"}, "", "op1-0", epoch="3.7"
+    )
+    store.create_out_of_band("odd\nname", "c8.large", "debian-12", {"xce:provider": "x\x1b[31m"})
+    store.delete(a.id, epoch="3.8")
+    code, out, _ = _run(config, "sim", "cloud", "mutations", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["store"].endswith("cloud.sqlite")
+    assert [(m["seq"], m["action"], m["provider"], m["epoch"]) for m in doc["mutations"]] == [
+        (1, "create", "sim", "3.7"),
+        (2, "create", "x\x1b[31m", ""),
+        (3, "delete", "sim", "3.8"),
+    ]
+    assert doc["mutations"][2]["reason"] == "user-terminate" and doc["mutations"][2]["instance_id"] == a.id
+    code, out, _ = _run(config, "sim", "cloud", "mutations", "--provider", "sim")
+    lines = out.splitlines()
+    assert code == 0
+    assert lines[0].split() == ["SEQ", "TIME", "PROVIDER", "ACTION", "INSTANCE", "KEY", "EPOCH", "REASON"]
+    assert [ln.split()[3] for ln in lines[1:]] == ["create", "delete"]
+    table = _run(config, "sim", "cloud", "mutations")[1]
+    assert "\x1b" not in table and "x\\x1b[31m" in table  # a hostile tag cannot drive the terminal
+    code, _, err = _run(config, "sim", "cloud", "mutations", "--provider", "")
+    assert code != 0 and "--provider needs a provider name" in err

@@ -205,3 +205,49 @@ def test_unexpected_failures_become_diagnostics(provider: XceSimProvider, monkey
     monkeypatch.setattr(provider.store, "create_instance", broken)
     assert InstanceResource(provider).create(CreateContext(diags, "t"), _planned()) is None
     assert diags.diagnostics[-1].summary == "InternalFailure: KeyError: 'boom'"
+
+
+OWNER = {"xce:cluster": "demo", "xce:provider": "sim"}
+
+
+def _fenced_provider(tmp_path: Path, fence: str | None) -> XceSimProvider:
+    p = XceSimProvider()
+    diags = Diagnostics()
+    p.configure_provider(diags, {"store": str(tmp_path / "cloud.sqlite"), "max_retries": None, "fence": fence})
+    assert not diags.has_errors()
+    return p
+
+
+def test_the_provider_journals_its_runs_fence(tmp_path: Path) -> None:
+    res = InstanceResource(_fenced_provider(tmp_path, "12.3"))
+    diags = Diagnostics()
+    state = res.create(CreateContext(diags, "xcesim_instance"), _planned(client_token="op-1-0", tags=OWNER))
+    assert state is not None
+    updated = res.update(UpdateContext(diags, "xcesim_instance"), state, {**state, "tags": {**OWNER, "a": "b"}})
+    assert updated is not None
+    # The next run (another walk, another command) carries its own fence.
+    later = InstanceResource(_fenced_provider(tmp_path, None))
+    later.delete(DeleteContext(diags, "xcesim_instance"), updated)
+    assert not diags.has_errors()
+    journal = CloudStore(tmp_path / "cloud.sqlite").mutations()
+    assert [(m.provider, m.action, m.client_token, m.epoch, m.reason) for m in journal] == [
+        ("sim", "create", "op-1-0", "12.3", ""),
+        ("sim", "update-tags", "op-1-0", "12.3", ""),
+        ("sim", "delete", "op-1-0", "", "user-terminate"),
+    ]
+
+
+@pytest.mark.parametrize("fence", ["3.7", "none", "", "0.0", "18446744073709551615.1"])
+def test_the_provider_accepts_epoch_tags_as_fence(tmp_path: Path, fence: str) -> None:
+    diags = Diagnostics()
+    XceSimProvider().validate_config(diags, {"store": str(tmp_path / "s"), "fence": fence})
+    assert not diags.has_errors()
+
+
+@pytest.mark.parametrize("fence", ["3", "3.7\n", " 3.7", "-1.2", "3.7.1", "None", "x.y", "1" * 21 + ".1"])
+def test_the_provider_refuses_a_malformed_fence(tmp_path: Path, fence: str) -> None:
+    diags = Diagnostics()
+    XceSimProvider().validate_config(diags, {"store": str(tmp_path / "s"), "fence": fence})
+    assert [d.summary for d in diags.diagnostics] == [
+        f"xcesim: fence {fence!r} is not an epoch tag <term>.<seq>, none or empty"
+    ]
