@@ -119,3 +119,14 @@ class ScanIncomplete(XceprovError):
     """An orphan scan could not read every view: what it found is printed, but it is no all-clear."""
 
     exit_code = 11
+
+
+class ContractRefused(XceprovError):
+    """A provider-contract document is malformed or names what does not exist (``xceprov provider``):
+    answered with a JSON error, nothing changed. ``kind`` is the error document's ``type``."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, kind: str = "bad_input") -> None:
+        super().__init__(message)
+        self.kind = kind

@@ -22,6 +22,7 @@ from orchestrator.cli import destroy as destroy_verb
 from orchestrator.cli import ops as ops_verb
 from orchestrator.cli import orphans as orphans_verb
 from orchestrator.cli import plan as plan_verb
+from orchestrator.cli import provider as provider_verbs
 from orchestrator.cli import ret as return_verb
 from orchestrator.cli import sim as sim_verbs
 from orchestrator.cli import status as status_verb
@@ -117,6 +118,7 @@ for _verb in (
     ops_verb.ops,
     orphans_verb.orphans,
     plan_verb.plan,
+    provider_verbs.provider,
     return_verb.return_,
     sim_verbs.sim,
     status_verb.status,

@@ -269,7 +269,7 @@ LISTING_WAIT = 2.0
 
 
 @contextlib.contextmanager
-def _reader(loaded: LoadedConfig, engine: Engine, toolkit_root: Path) -> Iterator[Executor]:
+def read_session(loaded: LoadedConfig, engine: Engine, toolkit_root: Path) -> Iterator[Executor]:
     """An executor that can read facts, states and listings and change nothing (no lease)."""
     config = loaded.config
     if config.standalone:
@@ -294,7 +294,7 @@ def list_ops(loaded: LoadedConfig, toolkit_root: Path, engine: Engine | None = N
     config = loaded.config
     providers = sorted(config.providers)
     out: list[dict[str, Any]] = []
-    with _reader(loaded, engine or engine_for(config), toolkit_root) as executor:
+    with read_session(loaded, engine or engine_for(config), toolkit_root) as executor:
         for provider in providers:
             found = survey(executor, provider, wait=LISTING_WAIT)
             out.append(

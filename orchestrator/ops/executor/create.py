@@ -18,7 +18,7 @@ from orchestrator.ops.executor.results import Created, CreateResult
 from orchestrator.ops.executor.shardaccess import op_scope, shard_index
 from orchestrator.ops.fence import epoch_tag
 from orchestrator.ops.plancheck import check_create
-from orchestrator.render.instances import RenderRequest, controller_context, render_op, renderer_for
+from orchestrator.render.instances import RenderRequest, controller_context, render_op, render_settings, renderer_for
 from orchestrator.workspace.workdir import ProviderWorkdir
 
 # The instances one shard of an op grows by, and the keys whose facts it records afterwards.
@@ -54,19 +54,54 @@ class CreateOp(HostLossPath):
         # Held until every shard the op touches wrote its desired set (and applied): two
         # placements never read the same free room. Returns do not take it.
         with shards.placement_lock():
-            epoch = self.gate(provider, op_id, "intent")
-            specs = self.render(provider, template, count, op_id, epoch)
-            placement = shards.place(op_id, sorted(specs))
-            # New shards are built and initialised side by side; a missing desired set refuses
-            # the op before its intent.
-            self.run_shards(placement.items(), lambda shard, _keys: self.checked_desired(self.prepared(shard)))
-            self.commit(Fact(FactKind.REQUEST_INTENT, provider, op_id, epoch, template=template, count=count))
-            self.audit(
-                "op-placed", provider=provider, op=op_id, shards={str(s.path): len(k) for s, k in placement.items()}
-            )
-            work = {shard: ({k: specs[k] for k in keys}, keys) for shard, keys in placement.items()}
+            work = self.intend(provider, template, count, op_id)
             created = self.grow_shards(provider, op_id, template, work)
         return self.finish_create(provider, op_id, template, created)
+
+    def intend(
+        self, provider: str, template: str, count: int, op_id: str, detail: str = ""
+    ) -> dict[ProviderWorkdir, ShardWork]:
+        """The op's instances rendered and placed on shards, and its ``requestIntent`` committed
+        (``detail`` on the fact); the placement lock is held. What each shard grows by."""
+        epoch = self.gate(provider, op_id, "intent")
+        specs = self.render(provider, template, count, op_id, epoch)
+        placement = self.shards(provider).place(op_id, sorted(specs))
+        # New shards are built and initialised side by side; a missing desired set refuses
+        # the op before its intent.
+        self.run_shards(placement.items(), lambda shard, _keys: self.checked_desired(self.prepared(shard)))
+        self.commit(
+            Fact(FactKind.REQUEST_INTENT, provider, op_id, epoch, template=template, count=count, detail=detail)
+        )
+        self.audit("op-placed", provider=provider, op=op_id, shards={str(s.path): len(k) for s, k in placement.items()})
+        return {shard: ({k: specs[k] for k in keys}, keys) for shard, keys in placement.items()}
+
+    def place(self, provider: str, template: str, count: int, op_id: str, detail: str = "") -> list[str]:
+        """An op's intent without its apply: ``requestIntent`` committed and the desired sets
+        grown by its instances, durably, and nothing asked of the cloud; the op's keys.
+
+        The op is then open with its keys desired and not in any state, which every resume
+        (:mod:`orchestrator.ops.resume`: ``xceprov ops resume``, the daemon's loop, the provider
+        contract's worker) completes by planning, checking and applying the desired set; no
+        path abandons it, since its desired set was written under the same fence as its intent.
+        """
+        if count <= 0:
+            raise UsageError(f"count must be at least 1, not {count}")
+        shards = self.shards(provider)
+        self.workdir(provider)
+        with shards.placement_lock():
+            work = self.intend(provider, template, count, op_id, detail)
+
+            def write(shard: ProviderWorkdir, item: ShardWork) -> None:
+                specs, _keys = item
+                with shard.lock():
+                    desired = self.desired(shard)
+                    self.gate(provider, op_id, "desired set")
+                    shard.desired.write(shard.variables({**desired, **specs}, render_settings(self.config, provider)))
+
+            self.run_shards(work.items(), write)
+        keys = sorted(k for _specs, keys in work.values() for k in keys)
+        self.audit("op-desired", provider=provider, op=op_id, add=keys, planned="by the resume that applies it")
+        return keys
 
     def checked_desired(self, shard: ProviderWorkdir) -> dict[str, InstanceSpec]:
         """The shard's desired set read under its lock (refused when missing beside a state)."""

@@ -1,0 +1,92 @@
+"""``requestReturnMachines``: one return op per request; its op id is the request id.
+
+Machines are named by host name (and cloud id, when given: both must match one instance the
+facts know as created by this cluster). Under the fence of their providers the call commits the
+op's intent, one ``returning`` fact per machine, records the request, releases the fence and
+starts the request's worker, which completes the op with resume's return path (the keys leave
+the desired sets, the deletion is planned, checked and applied, ``returned`` is committed). The
+scheduler closed its hosts before it asked, so the return neither drains them nor runs the
+decommission play.
+
+A machine already in a return op is not returned twice: it is left out of the new op, and a
+request whose every machine is already returning answers the (oldest) op that returns them. A
+machine the cloud already took (``lost``) is accepted: its ``returning`` fact records that the
+scheduler let it go, and its op is complete at once. A name or id the facts do not know refuses
+the whole request (``unknown_request``, exit 1, nothing changed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from orchestrator.errors import ContractRefused
+from orchestrator.model.facts import Fact, FactKind
+from orchestrator.model.instances import new_op_id
+from orchestrator.model.text import printable
+from orchestrator.ops.executor import Executor
+from orchestrator.services.contract.ledger import Machine, machines
+from orchestrator.services.contract.requests import RequestRecord
+from orchestrator.services.contract.schemas import MachineRef, RequestReturnMachinesInput
+from orchestrator.services.contract.session import ContractSession
+
+ACTION = "requestReturnMachines"
+
+
+def named(executor: Executor, providers: Sequence[str], refs: Sequence[MachineRef]) -> list[Machine]:
+    """The machines ``refs`` name (by name, and cloud id when given); unknown ones refused."""
+    every = [m for p in providers for m in machines(executor.facts.facts(p)).values()]
+    found: list[Machine] = []
+    unknown: list[str] = []
+    for ref in refs:
+        match = [m for m in every if m.name == ref.name and (not ref.machine_id or m.instance_id == ref.machine_id)]
+        if not match:
+            unknown.append(ref.name + (f" ({ref.machine_id})" if ref.machine_id else ""))
+            continue
+        # The newest instance of that name (a name is never reused by two live instances).
+        chosen = max(match, key=lambda m: (m.gone == "", m.created, m.key))
+        if chosen not in found:
+            found.append(chosen)
+    if unknown:
+        shown = ", ".join(printable(u)[:120] for u in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
+        raise ContractRefused(f"{ACTION}: no machine {shown} in this cluster", "unknown_request")
+    return found
+
+
+def return_machines(session: ContractSession, document: RequestReturnMachinesInput) -> dict[str, str]:
+    """The ``requestReturnMachines`` answer (see the module docstring)."""
+    every_provider = sorted(session.loaded.config.providers)
+    with session.reading() as reader:
+        providers = sorted({m.provider for m in named(reader, every_provider, document.machines)})
+    with session.fenced(providers) as executor:
+        chosen = named(executor, providers, document.machines)
+        already = sorted({m.returning_op for m in chosen if m.returning_op})
+        todo = [m for m in chosen if not m.returning_op]
+        if not todo:
+            op_id = already[0]
+            return {"requestId": op_id, "message": f"every machine named is already returned by request {op_id}"}
+        now = session.clock()
+        op_id = new_op_id(now)
+        for provider in sorted({m.provider for m in todo}):
+            epoch = executor.gate(provider, op_id, "returning facts")
+            executor.commit_many(
+                [
+                    Fact(
+                        FactKind.RETURNING,
+                        provider,
+                        op_id,
+                        epoch,
+                        instance_key=m.key,
+                        instance_id=m.instance_id,
+                        template=m.template,
+                        host_name=m.name,
+                    )
+                    for m in todo
+                    if m.provider == provider
+                ]
+            )
+        mine = tuple(sorted({m.provider for m in todo}))
+        session.records.write(RequestRecord(op_id, "return", mine, now, bootstrap=False))
+    if any(not m.gone for m in todo):
+        session.spawn(op_id)
+    skipped = f"; {len(chosen) - len(todo)} already returning ({', '.join(already)})" if already else ""
+    return {"requestId": op_id, "message": f"{len(todo)} machines returning{skipped}; poll getRequestStatus"}

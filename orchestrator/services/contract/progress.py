@@ -1,0 +1,172 @@
+"""``getRequestStatus``: where each request is, from the facts, the request records and its worker.
+
+A create request's machines are the instances its op created (``instanceCreated``): the cloud
+id, host name, address and launch time come from the fact (the launch time from the record when
+the fact store keeps no commit time, as the standalone journal), the result from the bootstrap
+outcome the worker recorded (``succeed`` when bootstrapped, or created when the request asked no
+bootstrap; ``fail`` when the bootstrap failed; ``executing`` while it runs). Keys of the op not
+yet created are not listed as machines (they have no cloud id): the request is ``running``
+while any is pending and its worker is at work. A return request's machines are those of its
+``returning`` facts: ``executing`` (status ``terminating``) until ``returned`` (or ``lost``),
+then ``succeed`` (status ``terminated``).
+
+The request is ``complete`` when every machine succeeded, ``complete_with_error`` when a machine
+failed, an instance of the op was abandoned or lost before it was created, or the worker stopped
+with the op still open (the message says why; the op stays open, ``xceprov ops resume`` or the
+same request sent again completes it); else ``running``. A request id that names no op of the
+cluster is refused: ``{"error": {"type": "unknown_request"}}``, exit 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from orchestrator.errors import ContractRefused
+from orchestrator.model.facts import Fact, FactKind
+from orchestrator.model.instances import instance_key
+from orchestrator.model.text import printable
+from orchestrator.services.contract.ledger import Machine, machines, op_facts
+from orchestrator.services.contract.requests import RequestRecord, valid_request_id
+from orchestrator.services.contract.schemas import GetRequestStatusInput
+from orchestrator.services.contract.session import ContractSession
+from orchestrator.services.contract.worker import worker_alive
+
+OK_OUTCOMES = ("ok", "changed")
+
+FactsOf = Callable[[str], list[Fact]]
+
+
+def _machine(m: Machine, result: str, status: str, message: str, launched: float) -> dict[str, Any]:
+    return {
+        "machineId": m.instance_id,
+        "name": m.name,
+        "result": result,
+        "status": status,
+        "privateIpAddress": m.address,
+        "launchtime": int(m.created or launched),
+        "message": printable(message),
+    }
+
+
+def _bootstrap_result(m: Machine, record: RequestRecord | None, working: bool) -> tuple[str, str, str]:
+    """(result, status, message) of a created machine of a create request."""
+    if m.gone:
+        return "succeed", "terminated" if m.gone == "returned" else "lost", f"instance {m.gone}"
+    if record is None or not record.bootstrap:
+        return "succeed", "running", "created"
+    outcome = record.hosts.get(m.name)
+    if outcome is None:
+        if working:
+            return "executing", "bootstrapping", "created; bootstrap pending"
+        return "fail", "failed", f"created; no bootstrap outcome recorded ({record.message or 'worker ended'})"
+    if outcome.split(":", 1)[0] in OK_OUTCOMES:
+        return "succeed", "running", "bootstrapped"
+    return "fail", "failed", f"bootstrap {outcome}"
+
+
+def _create_status(
+    request_id: str, facts: list[Fact], every: dict[str, Machine], record: RequestRecord | None
+) -> dict[str, Any]:
+    intent = next(f for f in facts if f.kind == FactKind.REQUEST_INTENT)
+    keys = [instance_key(request_id, i) for i in range(intent.count)]
+    gone_before = {f.instance_key: f for f in facts if f.kind in (FactKind.RETURNED, FactKind.LOST)}
+    working = record is not None and worker_alive(record)
+    out: list[dict[str, Any]] = []
+    failed: list[str] = []
+    pending = 0
+    for key in keys:
+        m = every.get(key)
+        if m is None:
+            if key in gone_before:
+                failed.append(f"{key} {gone_before[key].kind} before it was created")
+            else:
+                pending += 1
+            continue
+        result, status, message = _bootstrap_result(m, record, working)
+        if result == "fail":
+            failed.append(f"{m.name}: {message}")
+        launched = record.launched.get(m.name, 0.0) if record else 0.0
+        out.append(_machine(m, result, status, message, launched))
+    executing = any(m["result"] == "executing" for m in out)
+    if (pending or executing) and (working or record is None or record.worker_state != "failed"):
+        state = "running"
+        message = f"{len(keys) - pending} of {len(keys)} machines created"
+    elif pending:
+        state = "complete_with_error"
+        stopped = record.message if record else ""
+        message = f"{pending} of {len(keys)} machines not created: the worker stopped ({stopped}); the op stays open"
+    elif failed:
+        state, message = "complete_with_error", "; ".join(failed)
+    else:
+        state, message = "complete", f"{len(keys)} machines ready"
+    return {"requestId": request_id, "status": state, "machines": out, "message": printable(message)}
+
+
+def _return_status(
+    request_id: str, facts: list[Fact], every: dict[str, Machine], record: RequestRecord | None
+) -> dict[str, Any]:
+    returning = [f for f in facts if f.kind == FactKind.RETURNING]
+    gone = {f.instance_key: f.kind for f in facts if f.kind in (FactKind.RETURNED, FactKind.LOST)}
+    out: list[dict[str, Any]] = []
+    for fact in returning:
+        known = every.get(fact.instance_key)
+        m = Machine(
+            fact.provider,
+            fact.instance_key,
+            request_id,
+            fact.template,
+            fact.instance_id or (known.instance_id if known else ""),
+            fact.host_name or (known.name if known else ""),
+            known.address if known else "",
+            known.created if known else 0.0,
+        )
+        launched = record.launched.get(m.name, 0.0) if record else 0.0
+        if fact.instance_key in gone or (known is not None and known.gone):
+            out.append(_machine(m, "succeed", "terminated", "returned", launched))
+        else:
+            out.append(_machine(m, "executing", "terminating", "returning", launched))
+    left = sum(1 for m in out if m["result"] == "executing")
+    working = record is not None and worker_alive(record)
+    if not left:
+        state, message = "complete", f"{len(out)} machines returned"
+    elif working or record is None or record.worker_state != "failed":
+        state, message = "running", f"{len(out) - left} of {len(out)} machines returned"
+    else:
+        state = "complete_with_error"
+        message = f"{left} machines not returned: the worker stopped ({record.message}); the op stays open"
+    return {"requestId": request_id, "status": state, "machines": out, "message": printable(message)}
+
+
+def request_status(session: ContractSession, document: GetRequestStatusInput) -> dict[str, Any]:
+    """The ``getRequestStatus`` answer (see the module docstring)."""
+    asked = list(dict.fromkeys(r.request_id for r in document.requests))
+    bad = [r for r in asked if not valid_request_id(r)]
+    if bad:
+        raise ContractRefused(f"getRequestStatus: unknown requestId {printable(bad[0])[:80]!r}", "unknown_request")
+    providers = sorted(session.loaded.config.providers)
+    answers: list[dict[str, Any]] = []
+    unknown: list[str] = []
+    with session.reading() as executor:
+        cache: dict[str, list[Fact]] = {}
+
+        def facts_of(provider: str) -> list[Fact]:
+            if provider not in cache:
+                cache[provider] = executor.facts.facts(provider)
+            return cache[provider]
+
+        for request_id in asked:
+            record = session.records.read(request_id)
+            where = [p for p in record.providers if p in providers] if record else providers
+            mine = [f for p in where for f in op_facts(facts_of(p), request_id)]
+            if not mine:
+                unknown.append(request_id)
+                continue
+            every = {k: m for p in where for k, m in machines(facts_of(p)).items()}
+            if any(f.kind == FactKind.REQUEST_INTENT for f in mine):
+                answers.append(_create_status(request_id, mine, every, record))
+            else:
+                answers.append(_return_status(request_id, mine, every, record))
+    if unknown:
+        raise ContractRefused(f"getRequestStatus: unknown requestId {', '.join(unknown[:5])}", "unknown_request")
+    return {"requests": answers}

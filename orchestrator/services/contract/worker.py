@@ -1,0 +1,165 @@
+"""The worker of one request: a detached process that carries its op out, then ends.
+
+``requestMachines`` and ``requestReturnMachines`` record an op's intent and return; the worker
+(``xceprov provider work REQUEST_ID``, started with :func:`spawn_worker` in a session of its own,
+its output in ``<state_dir>/contract/workers/<request id>.log``) takes the provider's fence and
+completes the op with the resume every open op has (:func:`orchestrator.ops.resume.resume_op`:
+apply the desired set, record the instances, bootstrap the new hosts; or delete the returned
+ones). It keeps its progress in the request's record (``requests``): the bootstrap outcome of
+each host, and its own state. While another holder has the fence (a daemon on the provider, a
+command) it waits, up to :data:`WORKER_WAIT`; a daemon holding the lease resumes the open op
+itself. A worker that finds its op no longer open has nothing to do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from orchestrator import durable
+from orchestrator.configfile import LoadedConfig
+from orchestrator.errors import ContractRefused, LeaseHeld, XceprovError
+from orchestrator.ops.executor import Bootstrap, Created
+from orchestrator.ops.openops import open_ops
+from orchestrator.ops.resume import resume_op
+from orchestrator.services.bootstrap_sources import SimulatedWorld
+from orchestrator.services.contract.answers import one_line
+from orchestrator.services.contract.requests import RequestRecord, RequestRecords
+from orchestrator.services.contract.session import ContractSession
+from orchestrator.services.ops import playbook_callables
+
+# How long a worker waits for the fence another holder has before it gives up (its op stays
+# open: ``xceprov ops resume``, a daemon or the same request sent again completes it).
+WORKER_WAIT = 3600.0
+WORKER_RETRY = 2.0
+ACTIVE_STATES = ("started", "running", "waiting")
+
+
+def worker_log(config_state_dir: Path, request_id: str) -> Path:
+    """Where the worker of ``request_id`` writes its output."""
+    return config_state_dir / "contract" / "workers" / f"{request_id}.log"
+
+
+def job_document(loaded: LoadedConfig, request_id: str) -> bytes:
+    """What a worker reads on its stdin: the configuration as validated here, and the request."""
+    job = {
+        "request": request_id,
+        "config": loaded.config.model_dump(mode="json"),
+        "source": loaded.source,
+        "base_dir": str(loaded.base_dir),
+    }
+    return json.dumps(job).encode()
+
+
+def spawn_worker(loaded: LoadedConfig, request_id: str) -> int:
+    """Start the worker of ``request_id`` detached (own session, output to its log); its pid.
+
+    The configuration goes over stdin as this process validated it (paths already resolved),
+    so the worker works on exactly the same one, whatever file or directory it would find.
+    """
+    log = worker_log(loaded.config.state_dir, request_id)
+    durable.private_tree(loaded.config.state_dir, "contract", "workers")
+    command = [sys.executable, "-m", "orchestrator.cli", "provider", "work"]
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, durable.PRIVATE_FILE)
+    try:
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=fd,
+            stderr=fd,
+            cwd=loaded.base_dir,
+            start_new_session=True,
+            close_fds=True,
+        )
+    finally:
+        os.close(fd)
+    assert process.stdin is not None
+    with process.stdin:
+        process.stdin.write(job_document(loaded, request_id))
+    return process.pid
+
+
+def read_job(raw: bytes) -> tuple[LoadedConfig, str]:
+    """The configuration and request id a worker was started with (see :func:`job_document`)."""
+    from orchestrator.model.config import Config
+
+    try:
+        job = durable.parse_json(raw)
+        config = Config.model_validate(job["config"])
+        return LoadedConfig(config, str(job["source"]), Path(job["base_dir"])), str(job["request"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ContractRefused(f"provider work: not a worker's job on stdin: {one_line(str(exc))[:200]}") from None
+
+
+def worker_alive(record: RequestRecord) -> bool:
+    """Whether the record's worker is still at work (its process exists on this machine)."""
+    if record.worker_state not in ACTIVE_STATES or record.worker_pid <= 0:
+        return False
+    try:
+        os.kill(record.worker_pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _recording(records: RequestRecords, request_id: str, boot: Bootstrap | None, session: ContractSession) -> Bootstrap:
+    """The executor's bootstrap step, keeping each host's creation time and outcome in the record."""
+
+    def step(provider: str, created: Sequence[Created]) -> Mapping[str, str]:
+        now = session.clock()
+        current = records.read(request_id)
+        launched = {**(current.launched if current else {}), **{c.name: now for c in created}}
+        records.update(request_id, launched=launched)
+        outcomes = dict(boot(provider, created)) if boot is not None else {}
+        current = records.read(request_id)
+        if current is not None and outcomes:
+            records.update(request_id, hosts={**current.hosts, **outcomes})
+        return outcomes
+
+    return step
+
+
+def carry_out(session: ContractSession, request_id: str, world: SimulatedWorld | None = None) -> RequestRecord:
+    """Complete the op of ``request_id`` (see the module docstring); its record at the end."""
+    records = session.records
+    record = records.read(request_id)
+    if record is None:
+        raise ContractRefused(f"provider work: no request {request_id}", "unknown_request")
+    records.update(request_id, worker_pid=os.getpid(), worker_state="running", message="")
+    boot, decommission = playbook_callables(session.loaded, session.root, world)
+    step = _recording(records, request_id, boot if record.bootstrap else None, session)
+    deadline = session.clock() + WORKER_WAIT
+    while True:
+        try:
+            with session.fenced(record.providers, wait=0, bootstrap=step, decommission=decommission) as executor:
+                records.update(request_id, worker_state="running", message="")
+                done = 0
+                for provider in record.providers:
+                    for op in open_ops(executor.facts.facts(provider)):
+                        if op.op_id == request_id:
+                            resume_op(executor, op)
+                            done += 1
+            message = "op completed" if done else "op already complete"
+            return _updated(records, request_id, worker_state="done", message=message)
+        except LeaseHeld as exc:
+            if session.clock() >= deadline:
+                _updated(records, request_id, worker_state="failed", message=one_line(str(exc)))
+                raise
+            records.update(request_id, worker_state="waiting", message=one_line(str(exc)))
+            session.sleep(WORKER_RETRY)
+        except XceprovError as exc:
+            _updated(records, request_id, worker_state="failed", message=one_line(str(exc)))
+            raise
+
+
+def _updated(records: RequestRecords, request_id: str, **changes: object) -> RequestRecord:
+    record = records.update(request_id, **changes)
+    if record is None:
+        raise ContractRefused(f"provider work: the record of request {request_id} is gone", "unknown_request")
+    return record
