@@ -37,13 +37,15 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Protocol
 
+from orchestrator.services.contract.intake import MAX_DOCUMENT_BYTES
 from orchestrator.services.provider_lines import OVERSIZED, Line, LineSplitter
 from orchestrator.services.provider_requests import BadRequest, Request, RequestId, parse_request
 
 log = logging.getLogger(__name__)
 
 DEFAULT_WORKERS = 4
-DEFAULT_MAX_LINE_BYTES = 1024 * 1024
+# The one-shot form's bound on a document, and room for the request's envelope around it.
+DEFAULT_MAX_LINE_BYTES = MAX_DOCUMENT_BYTES + 64 * 1024
 DEFAULT_STOP_TIMEOUT = 60.0
 EXIT_ABANDONED = 1  # stopped with requests still running past stop_timeout (their answers say so)
 _READ_CHUNK = 64 * 1024
