@@ -30,6 +30,7 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 @click.command("serve")
 @click.option(
     "--workers",
+    metavar="N",
     type=click.IntRange(1, 64),
     default=DEFAULT_WORKERS,
     show_default=True,
@@ -37,6 +38,7 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 )
 @click.option(
     "--max-line-bytes",
+    metavar="BYTES",
     type=click.IntRange(1024, 64 * 1024 * 1024),
     default=DEFAULT_MAX_LINE_BYTES,
     show_default=True,
