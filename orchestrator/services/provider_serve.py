@@ -185,7 +185,11 @@ class Server:
                 return
             if self._source not in readable:
                 continue
-            chunk = os.read(self._source, _READ_CHUNK)
+            try:
+                chunk = os.read(self._source, _READ_CHUNK)
+            except OSError as exc:  # the input broke (EIO of a hung-up terminal): as its end
+                log.warning("provider serve: cannot read requests (%s): taken as the end of input", exc)
+                chunk = b""
             lines = splitter.feed(chunk) if chunk else splitter.end()
             for index, line in enumerate(lines):
                 if not self._take(line):
@@ -281,7 +285,7 @@ class Server:
         return [request.id for request in abandoned]
 
     def _write(self, answer: dict[str, Any]) -> None:
-        data = json.dumps(answer, separators=(",", ":")).encode("ascii") + b"\n"
+        data = _encoded(answer)
         with self._write_lock:
             if self._sink_broken:
                 return
@@ -295,3 +299,15 @@ class Server:
                 log.warning("provider serve: cannot write answers (%s); stopping", exc)
         # Outside the write lock: _finish takes the condition, then this lock.
         self.request_stop("the output is closed")
+
+
+def _encoded(answer: dict[str, Any]) -> bytes:
+    """One answer line; an answer that is not strict JSON (``NaN``, a value JSON has no form for)
+    becomes a ``failed`` error under its id: the caller still gets an answer, and valid JSON."""
+    try:
+        text = json.dumps(answer, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        log.error("provider serve: the answer to id %s is not JSON: %s", answer.get("id"), exc)
+        message = f"internal error: the answer is not JSON: {exc}"
+        text = json.dumps(error_line(answer.get("id"), FAILED, message), separators=(",", ":"))
+    return text.encode("ascii") + b"\n"

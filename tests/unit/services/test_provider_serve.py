@@ -313,6 +313,19 @@ def test_an_action_that_raises_is_a_failed_answer_and_the_server_goes_on(serving
     assert answers["x"]["error"] == {"type": "failed", "message": "internal error: RuntimeError: boom"}
 
 
+def test_an_answer_that_is_not_json_is_a_failed_answer_under_its_id(serving: Running) -> None:
+    def not_json(action: str, document: object) -> Answer:
+        return Answer({"templates": [{"pricePerHour": float("nan")}]}, 0)
+
+    serving.contract.handle = not_json  # type: ignore[method-assign]
+    serving.send(request("nan"), request("next"))
+    answers = {line["id"]: line for line in serving.sink.wait_lines(2)}
+    assert answers["nan"]["error"]["type"] == "failed"
+    assert "not JSON" in answers["nan"]["error"]["message"]
+    serving.close_input()
+    assert serving.outcome().exit_code == 0, "the server hung on the request whose answer failed"
+
+
 def test_a_closed_output_stops_the_server(serving: Running) -> None:
     serving.sink.closed = True
     serving.send(request("lost"))
