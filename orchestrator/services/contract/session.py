@@ -46,6 +46,8 @@ class ContractSession:
     engine_given: Engine | None = None
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep
+    # Waits are measured on this clock (``clock`` is the wall time facts and windows are on).
+    monotonic: Callable[[], float] = time.monotonic
     fence_wait: float = FENCE_WAIT
     _engine: Engine | None = None
     _locks: dict[str, threading.Lock] = field(default_factory=dict)
@@ -84,7 +86,7 @@ class ContractSession:
             for provider in wanted:
                 stack.enter_context(self._local(provider))
             refuse_when_leased(self.loaded, wanted)
-            deadline = self.clock() + limit
+            deadline = self.monotonic() + limit
             while True:
                 try:
                     executor = stack.enter_context(
@@ -99,7 +101,7 @@ class ContractSession:
                     )
                     break
                 except LeaseHeld as exc:
-                    if "-daemon-" in exc.holder or self.clock() >= deadline:
+                    if "-daemon-" in exc.holder or self.monotonic() >= deadline:
                         raise
                     self.sleep(FENCE_RETRY)
             yield executor

@@ -134,7 +134,7 @@ def carry_out(session: ContractSession, request_id: str, world: SimulatedWorld |
     records.update(request_id, worker_pid=os.getpid(), worker_state="running", message="")
     boot, decommission = playbook_callables(session.loaded, session.root, world)
     step = _recording(records, request_id, boot if record.bootstrap else None, session)
-    deadline = session.clock() + WORKER_WAIT
+    deadline = session.monotonic() + WORKER_WAIT
     while True:
         try:
             with session.fenced(record.providers, wait=0, bootstrap=step, decommission=decommission) as executor:
@@ -148,7 +148,7 @@ def carry_out(session: ContractSession, request_id: str, world: SimulatedWorld |
             message = "op completed" if done else "op already complete"
             return _updated(records, request_id, worker_state="done", message=message)
         except LeaseHeld as exc:
-            if session.clock() >= deadline:
+            if session.monotonic() >= deadline:
                 _updated(records, request_id, worker_state="failed", message=one_line(str(exc)))
                 raise
             records.update(request_id, worker_state="waiting", message=one_line(str(exc)))

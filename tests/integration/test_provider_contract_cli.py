@@ -1,0 +1,124 @@
+"""``xceprov provider ACTION -f FILE`` end to end, standalone, on the simulated cloud.
+
+A resource connector's round trip through the one-shot form: the templates, a request whose
+detached worker applies it (the call itself returns at once), the status polled until complete
+with the machines' addresses, a return polled until complete, and nothing left in the cloud.
+Hosts are not bootstrapped here (``--no-bootstrap``: the simulated hosts need root); the
+harness of the shipped scripts drives the bootstrap and the join on the embedded world.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_run import xceprov
+
+from orchestrator.sim.cloud.store import CloudStore
+
+pytestmark = pytest.mark.integration
+
+SITE = """
+cluster: {cluster}
+state_dir: state
+standalone: true
+controller: {{ca: system}}
+providers:
+  sim:
+    module: xcesim
+    max_instances: 5
+    settings: {{store: {store}}}
+templates:
+  cpu:
+    xce: {{slots: 4, resources: {{mem: 8G}}}}
+    providers:
+      sim: {{flavor: c8.large, image: debian-12}}
+"""
+
+POLL_LIMIT = 240.0
+
+
+def site(tmp_path: Path, cluster: str) -> Path:
+    where = tmp_path / "site"
+    where.mkdir()
+    (where / "xceprov.yaml").write_text(SITE.format(cluster=cluster, store=tmp_path / "cloud.sqlite"))
+    return where
+
+
+def call(where: Path, action: str, document: object, *extra: str) -> tuple[int, dict[str, Any]]:
+    """One script call: the document in a file, the JSON answer from stdout (one line)."""
+    path = where / f"{action}.json"
+    path.write_bytes(document if isinstance(document, bytes) else json.dumps(document).encode())
+    done = xceprov(where, "provider", action, "-f", str(path), *extra)
+    lines = done.stdout.splitlines()
+    assert len(lines) == 1, (done.stdout, done.stderr)
+    return done.returncode, json.loads(lines[0])
+
+
+def poll(where: Path, request_id: str) -> dict[str, Any]:
+    """getRequestStatus until the request is no longer running (as the resource connector polls)."""
+    deadline = time.monotonic() + POLL_LIMIT
+    while True:
+        code, answer = call(where, "getRequestStatus", {"requests": [{"requestId": request_id}]})
+        assert code == 0, answer
+        [status] = answer["requests"]
+        if status["status"] != "running" or time.monotonic() > deadline:
+            return status
+        time.sleep(1.0)
+
+
+def test_a_resource_connector_round_trip_leaves_nothing_in_the_cloud(tmp_path: Path) -> None:
+    where = site(tmp_path, "rcround")
+    cloud = CloudStore(tmp_path / "cloud.sqlite")
+
+    code, templates = call(where, "getAvailableTemplates", {})
+    assert code == 0
+    [offered] = templates["templates"]
+    assert offered["templateId"] == "cpu.sim" and offered["maxNumber"] == 5
+    assert offered["attributes"]["ncpus"] == ["Numeric", "4"] and offered["attributes"]["nram"] == ["Numeric", "8192"]
+
+    code, asked = call(
+        where, "requestMachines", {"template": {"templateId": "cpu.sim", "machineCount": 2}}, "--no-bootstrap"
+    )
+    assert code == 0, asked
+    request = asked["requestId"]
+    # The same document again (a retry whose answer was lost) is the same request: one op.
+    code, again = call(
+        where, "requestMachines", {"template": {"templateID": "cpu.sim", "machineCount": 2}}, "--no-bootstrap"
+    )
+    assert (code, again["requestId"]) == (0, request)
+
+    status = poll(where, request)
+    assert status["status"] == "complete", status
+    assert len(status["machines"]) == 2
+    assert all(m["result"] == "succeed" and m["privateIpAddress"] and m["machineId"] for m in status["machines"])
+    live = cloud.list_instances({"xce:cluster": "rcround"})
+    assert sorted(i.id for i in live) == sorted(m["machineId"] for m in status["machines"])
+    assert {i.tags["xce:op_id"] for i in live} == {request}
+
+    names = [{"name": m["name"], "machineId": m["machineId"]} for m in status["machines"]]
+    code, back = call(where, "requestReturnMachines", {"machines": names})
+    assert code == 0, back
+    returned = poll(where, back["requestId"])
+    assert returned["status"] == "complete", returned
+    assert {m["status"] for m in returned["machines"]} == {"terminated"}
+    assert cloud.list_instances({"xce:cluster": "rcround"}) == []
+
+
+def test_malformed_documents_through_the_script_change_nothing(tmp_path: Path) -> None:
+    where = site(tmp_path, "rcbad")
+    for action, document in (
+        ("requestMachines", b"\x89PNG\r\n\x1a\n\x00\x00binary"),
+        ("requestMachines", {"template": {"templateId": "cpu.sim", "machineCount": 10**9}}),
+        ("requestMachines", {"template": {"templateId": "gpu.sim", "machineCount": 1}}),
+        ("getRequestStatus", {"requests": [{"requestId": "op-6b49d200-0123456789ab"}]}),
+        ("requestReturnMachines", {"machines": [{"name": "nobody"}]}),
+    ):
+        code, answer = call(where, action, document)
+        assert code == 1, (action, answer)
+        assert set(answer) == {"error"} and answer["error"]["message"]
+    assert not (where / "state" / "facts").exists()
+    assert CloudStore(tmp_path / "cloud.sqlite").list_instances({"xce:cluster": "rcbad"}) == []

@@ -1,0 +1,227 @@
+"""The provider contract's actions on the fake engine, standalone: answers, refusals, idempotency, fencing."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tffake import ROOT, FakeEngine, site_config
+
+from orchestrator.configfile import LoadedConfig
+from orchestrator.services.ops import fenced_session
+from orchestrator.services.provider_contract import ACTIONS, SCHEMAS, ContractAnswer, ProviderContract
+
+
+def standalone(tmp_path: Path, extra: str = "") -> LoadedConfig:
+    loaded = site_config(tmp_path)
+    config = loaded.config.model_copy(update={"standalone": True})
+    return LoadedConfig(config, loaded.source, loaded.base_dir)
+
+
+class Clock:
+    def __init__(self, now: float = 1_800_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def contract(loaded: LoadedConfig, engine: FakeEngine, clock: Clock | None = None) -> ProviderContract:
+    made = ProviderContract(
+        loaded, spawn_worker=False, bootstrap=False, toolkit_root=ROOT, engine=engine, clock=clock or Clock()
+    )
+    made.session.fence_wait = 0.5
+    return made
+
+
+def journal(loaded: LoadedConfig) -> list[dict[str, Any]]:
+    path = loaded.config.state_dir / "facts" / f"{loaded.config.cluster}.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def ask(c: ProviderContract, action: str, document: object) -> ContractAnswer:
+    answer = c.handle(action, document)
+    # Every answer is one JSON document; an error is one line.
+    json.dumps(answer.document)
+    if "error" in answer.document:
+        assert "\n" not in answer.document["error"]["message"]
+    return answer
+
+
+def test_templates_are_every_template_on_every_provider_with_its_limit_and_attributes(tmp_path: Path) -> None:
+    loaded = standalone(tmp_path)
+    answer = ask(contract(loaded, FakeEngine()), "getAvailableTemplates", b"{}")
+    assert answer.exit_code == 0
+    by_id = {t["templateId"]: t for t in answer.document["templates"]}
+    assert set(by_id) == {"cpu.sim", "gpu.sim"}
+    assert by_id["cpu.sim"]["maxNumber"] == 10
+    assert by_id["cpu.sim"]["attributes"]["type"] == ["String", "X86_64"]
+    assert by_id["cpu.sim"]["attributes"]["ncpus"] == ["Numeric", "1"]
+    assert by_id["cpu.sim"]["attributes"]["nram"][0] == "Numeric"
+
+
+def test_a_request_is_one_op_its_worker_applies_it_and_the_status_follows_it_to_the_return(tmp_path: Path) -> None:
+    loaded, engine = standalone(tmp_path), FakeEngine()
+    engine.address_of = lambda key: "10.0.0." + str(int(key.rsplit("-", 1)[1]) + 5)
+    c = contract(loaded, engine)
+    asked = ask(c, "requestMachines", {"template": {"templateID": "cpu.sim", "machineCount": 2}})
+    assert asked.exit_code == 0, asked.document
+    request = asked.document["requestId"]
+    # The call recorded the intent and applied nothing; its worker was asked for.
+    assert [f["kind"] for f in journal(loaded)] == ["requestIntent"]
+    assert journal(loaded)[0]["op_id"] == request and c.spawned == [request]
+    assert FakeEngine.state(loaded.config.state_dir / "work" / "unit" / "sim")["instances"] == {}
+    running = ask(c, "getRequestStatus", {"requests": [{"requestId": request}]})
+    assert running.exit_code == 0 and running.document["requests"][0]["status"] == "running"
+
+    c.carry_out(request)
+    done = ask(c, "getRequestStatus", {"requests": [{"requestId": request}]}).document["requests"][0]
+    assert done["status"] == "complete", done
+    assert sorted(m["privateIpAddress"] for m in done["machines"]) == ["10.0.0.5", "10.0.0.6"]
+    assert all(m["result"] == "succeed" and m["machineId"] and m["launchtime"] > 0 for m in done["machines"])
+
+    names = [{"name": m["name"], "machineId": m["machineId"]} for m in done["machines"]]
+    returned = ask(c, "requestReturnMachines", {"machines": names})
+    assert returned.exit_code == 0, returned.document
+    back = returned.document["requestId"]
+    status = ask(c, "getRequestStatus", {"requests": [{"requestId": back}]}).document["requests"][0]
+    assert status["status"] == "running" and {m["result"] for m in status["machines"]} == {"executing"}
+    c.carry_out(back)
+    status = ask(c, "getRequestStatus", {"requests": [{"requestId": back}]}).document["requests"][0]
+    assert status["status"] == "complete" and {m["status"] for m in status["machines"]} == {"terminated"}
+    assert FakeEngine.state(loaded.config.state_dir / "work" / "unit" / "sim")["instances"] == {}
+
+
+HOSTILE: list[tuple[str, str, object]] = [
+    ("wrong type of count", "requestMachines", {"template": {"templateId": "cpu.sim", "machineCount": "2"}}),
+    ("boolean count", "requestMachines", {"template": {"templateId": "cpu.sim", "machineCount": True}}),
+    ("fractional count", "requestMachines", {"template": {"templateId": "cpu.sim", "machineCount": 1.5}}),
+    ("zero count", "requestMachines", {"template": {"templateId": "cpu.sim", "machineCount": 0}}),
+    ("huge count", "requestMachines", {"template": {"templateId": "cpu.sim", "machineCount": 10**30}}),
+    ("count over the limit", "requestMachines", {"template": {"templateId": "cpu.sim", "machineCount": 11}}),
+    ("unknown template", "requestMachines", {"template": {"templateId": "cpu.nowhere", "machineCount": 1}}),
+    ("no template", "requestMachines", {"template": {"machineCount": 1}}),
+    ("template not an object", "requestMachines", {"template": "cpu.sim"}),
+    ("binary", "requestMachines", b"\x00\xff\xfe\x80binary"),
+    ("not JSON", "requestMachines", b"{template: cpu}"),
+    ("nested thousands deep", "requestMachines", b"[" * 50_000 + b"]" * 50_000),
+    ("an array", "requestMachines", b"[1, 2]"),
+    ("control characters", "requestMachines", {"template": {"templateId": "cpu\n\x1b[31m", "machineCount": 1}}),
+    ("unknown request id", "getRequestStatus", {"requests": [{"requestId": "op-6b49d200-0123456789ab"}]}),
+    ("not a request id", "getRequestStatus", {"requests": [{"requestId": "../../etc/passwd"}]}),
+    ("no requests", "getRequestStatus", {"requests": []}),
+    ("requests of wrong type", "getRequestStatus", {"requests": "op-1"}),
+    ("unknown machine", "requestReturnMachines", {"machines": [{"name": "nobody", "machineId": "i-1"}]}),
+    ("machines of wrong type", "requestReturnMachines", {"machines": [{"name": 7}]}),
+    ("unknown action", "deleteEverything", {}),
+]
+
+
+@pytest.mark.parametrize(("action", "document"), [h[1:] for h in HOSTILE], ids=[h[0] for h in HOSTILE])
+def test_hostile_documents_get_a_json_error_exit_1_and_change_nothing(
+    tmp_path: Path, action: str, document: object
+) -> None:
+    loaded, engine = standalone(tmp_path), FakeEngine()
+    answer = ask(contract(loaded, engine), action, document)
+    assert answer.exit_code == 1, answer.document
+    assert set(answer.document) == {"error"}
+    assert answer.document["error"]["type"] in ("bad_input", "unknown_request")
+    assert "\x1b" not in answer.document["error"]["message"]
+    assert journal(loaded) == []
+    assert (
+        not (loaded.config.state_dir / "work").exists()
+        or FakeEngine.state(loaded.config.state_dir / "work" / "unit" / "sim")["instances"] == {}
+    )
+    assert not (loaded.config.state_dir / "contract").exists()
+
+
+def test_the_same_client_token_twice_is_one_op(tmp_path: Path) -> None:
+    loaded, engine = standalone(tmp_path), FakeEngine()
+    clock = Clock()
+    c = contract(loaded, engine, clock)
+    doc = {"template": {"templateId": "cpu.sim", "machineCount": 2}, "clientToken": "lsf-42"}
+    first = ask(c, "requestMachines", doc)
+    clock.now += 3600  # however late
+    second = ask(c, "requestMachines", json.dumps(doc).encode())
+    assert first.exit_code == second.exit_code == 0
+    assert second.document["requestId"] == first.document["requestId"]
+    assert "no new op" in second.document["message"]
+    assert [f["kind"] for f in journal(loaded)] == ["requestIntent"]
+    other = ask(c, "requestMachines", {**doc, "clientToken": "lsf-43"})
+    assert other.document["requestId"] != first.document["requestId"]
+
+
+def test_the_same_document_within_the_window_is_one_op_and_after_it_another(tmp_path: Path) -> None:
+    loaded, engine = standalone(tmp_path), FakeEngine()
+    clock = Clock()
+    c = contract(loaded, engine, clock)
+    doc = {"template": {"templateId": "cpu.sim", "machineCount": 1}}
+    first = ask(c, "requestMachines", doc).document["requestId"]
+    clock.now += 30
+    assert (
+        ask(c, "requestMachines", {"template": {"templateID": "cpu.sim", "machineCount": 1}}).document["requestId"]
+        == first
+    )
+    clock.now += 61
+    assert ask(c, "requestMachines", doc).document["requestId"] != first
+    assert [f["kind"] for f in journal(loaded)] == ["requestIntent", "requestIntent"]
+
+
+def test_a_count_beyond_the_room_left_is_refused(tmp_path: Path) -> None:
+    loaded, engine = standalone(tmp_path), FakeEngine()
+    c = contract(loaded, engine)
+    assert ask(c, "requestMachines", {"template": {"templateId": "cpu.sim", "machineCount": 6}}).exit_code == 0
+    refused = ask(c, "requestMachines", {"template": {"templateId": "gpu.sim", "machineCount": 5}})
+    assert refused.exit_code == 1
+    assert "5 machines of gpu.sim asked, 4 more fit" in refused.document["error"]["message"]
+    assert len(journal(loaded)) == 1
+
+
+def test_a_live_holder_of_the_provider_is_refused_by_name_and_nothing_changes(tmp_path: Path) -> None:
+    loaded, engine = standalone(tmp_path), FakeEngine()
+    c = contract(loaded, engine)
+    with fenced_session(loaded, ["sim"], ROOT, engine=engine):
+        answer = ask(c, "requestMachines", {"template": {"templateId": "cpu.sim", "machineCount": 1}})
+    assert answer.exit_code == 9
+    assert answer.document["error"]["type"] == "held"
+    assert answer.document["error"]["holder"].startswith("process ")
+    assert "standalone lock" in answer.document["error"]["message"]
+    assert journal(loaded) == []
+
+
+def test_two_requests_at_once_on_one_provider_are_serialised_as_two_ops(tmp_path: Path) -> None:
+    loaded, engine = standalone(tmp_path), FakeEngine()
+    # Two contracts (two callers), each with its own in-process locks: only the fence is shared.
+    callers = [contract(loaded, engine), contract(loaded, engine)]
+    for caller in callers:
+        caller.session.fence_wait = 30.0
+    answers: list[ContractAnswer] = []
+    start = threading.Barrier(2)
+
+    def call(c: ProviderContract, count: int) -> None:
+        start.wait()
+        answers.append(ask(c, "requestMachines", {"template": {"templateId": "cpu.sim", "machineCount": count}}))
+
+    threads = [threading.Thread(target=call, args=(c, n)) for c, n in zip(callers, (2, 3), strict=True)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [a.exit_code for a in answers] == [0, 0], [a.document for a in answers]
+    ids = {a.document["requestId"] for a in answers}
+    assert len(ids) == 2
+    # Each placement read the desired set the other wrote: no op's keys were lost.
+    desired = json.loads((loaded.config.state_dir / "work" / "unit" / "sim" / "desired.tfvars.json").read_text())
+    assert {k.rsplit("-", 1)[0] for k in desired["instances"]} == ids
+    assert len(desired["instances"]) == 5
+
+
+def test_every_action_has_input_and_output_schemas() -> None:
+    assert set(ACTIONS) <= set(SCHEMAS)
+    for action in ACTIONS:
+        assert SCHEMAS[action]["input"]["type"] == "object"
+        assert SCHEMAS[action]["output"]["type"] == "object"
+    assert "error" in SCHEMAS["error"]["output"]["properties"]
