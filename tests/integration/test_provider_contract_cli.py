@@ -122,3 +122,28 @@ def test_malformed_documents_through_the_script_change_nothing(tmp_path: Path) -
         assert set(answer) == {"error"} and answer["error"]["message"]
     assert not (where / "state" / "facts").exists()
     assert CloudStore(tmp_path / "cloud.sqlite").list_instances({"xce:cluster": "rcbad"}) == []
+
+
+def test_a_daemon_holding_the_provider_refuses_the_script_naming_it(tmp_path: Path) -> None:
+    from sim_controller_helpers import controller_block, join_provisioner, lease, running_controller
+
+    with running_controller(tmp_path / "ctl") as ctl:
+        daemon = ctl.provisioner("orch")
+        joined = join_provisioner(daemon, "rcheld-daemon-m1", ["sim"], lease_instance="rcheld-daemon-m1.41.cd")
+        assert joined.kind != "error", joined
+        granted = lease(daemon, "leaseAcquire", "sim")
+        assert granted.kind != "error", granted
+        where = tmp_path / "site"
+        where.mkdir()
+        block = controller_block(tmp_path / "ctl", f"{ctl.addr[0]}:{ctl.addr[1]}", "orch")
+        text = SITE.format(cluster="rcheld", store=tmp_path / "cloud.sqlite").replace("standalone: true\n", "")
+        text = text.replace("controller: {ca: system}\n", f"controller: {json.dumps(block)}\n")
+        (where / "xceprov.yaml").write_text(text)
+        code, answer = call(where, "requestMachines", {"template": {"templateId": "cpu.sim", "machineCount": 1}})
+        daemon.close()
+    assert code == 9, answer
+    assert answer["error"]["type"] == "held"
+    assert "rcheld-daemon-m1" in answer["error"]["holder"]
+    assert "let the daemon do the work" in answer["error"]["message"]
+    assert not (where / "state" / "contract").exists()
+    assert CloudStore(tmp_path / "cloud.sqlite").list_instances({"xce:cluster": "rcheld"}) == []

@@ -77,6 +77,7 @@ def request_machines(session: ContractSession, document: RequestMachinesInput) -
     count = document.template.machine_count
     key, by_token = idempotency_key(document, template, provider)
     tid = template_id(template, provider)
+    record: RequestRecord | None = None
     with session.fenced([provider]) as executor:
         facts = executor.facts.facts(provider)
         now = session.clock()
@@ -97,8 +98,11 @@ def request_machines(session: ContractSession, document: RequestMachinesInput) -
         else:
             op_id = same
             still_open = any(o.op_id == op_id for o in open_ops(facts))
+            record = session.records.read(op_id)
+            if record is None:  # the first call ended between its intent and its record
+                record = RequestRecord(op_id, "create", (provider,), now, bootstrap=session.bootstrap)
+                session.records.write(record)
     if same is not None:
-        record = session.records.read(op_id)
         if still_open and (record is None or not worker_alive(record)):
             session.spawn(op_id)
         why = "the same clientToken" if by_token else f"the same request within {SAME_DOCUMENT_WINDOW:.0f}s"

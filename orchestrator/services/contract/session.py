@@ -29,7 +29,7 @@ from orchestrator.services.ops import fenced_session, read_session, refuse_when_
 from orchestrator.workspace.terraform import engine_for
 
 # How long a call waits for a standalone lock another command holds before it is refused.
-FENCE_WAIT = 10.0
+FENCE_WAIT = 30.0
 FENCE_RETRY = 0.25
 
 Spawner = Callable[[str], int]  # request id -> the worker's pid (0: none started)

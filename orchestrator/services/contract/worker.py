@@ -1,14 +1,15 @@
 """The worker of one request: a detached process that carries its op out, then ends.
 
 ``requestMachines`` and ``requestReturnMachines`` record an op's intent and return; the worker
-(``xceprov provider work REQUEST_ID``, started with :func:`spawn_worker` in a session of its own,
-its output in ``<state_dir>/contract/workers/<request id>.log``) takes the provider's fence and
-completes the op with the resume every open op has (:func:`orchestrator.ops.resume.resume_op`:
-apply the desired set, record the instances, bootstrap the new hosts; or delete the returned
-ones). It keeps its progress in the request's record (``requests``): the bootstrap outcome of
-each host, and its own state. While another holder has the fence (a daemon on the provider, a
-command) it waits, up to :data:`WORKER_WAIT`; a daemon holding the lease resumes the open op
-itself. A worker that finds its op no longer open has nothing to do.
+(``xceprov provider work``, started with :func:`spawn_worker` in a session of its own, its job on
+stdin, its output in ``<state_dir>/contract/workers/<request id>.log``) takes the provider's
+fence and completes the op with the resume every open op has
+(:func:`orchestrator.ops.resume.resume_op`: apply the desired set and record the instances, or
+delete the returned ones); then, with the fence released, it runs the bootstrap play on the
+op's new hosts. It keeps its progress in the request's record (``requests``): each host's
+creation time and bootstrap outcome, and its own state. While another holder has the fence (a
+daemon on the provider, a command) it waits, up to :data:`WORKER_WAIT`; a daemon holding the
+lease resumes the open op itself. A worker that finds its op no longer open has nothing to do.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 from orchestrator import durable
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import ContractRefused, LeaseHeld, XceprovError
+from orchestrator.model.facts import GONE_KINDS, Fact, FactKind
 from orchestrator.ops.executor import Bootstrap, Created
 from orchestrator.ops.openops import open_ops
 from orchestrator.ops.resume import resume_op
@@ -125,19 +127,34 @@ def _recording(records: RequestRecords, request_id: str, boot: Bootstrap | None,
     return step
 
 
+def _created(facts: Sequence[Fact], request_id: str) -> list[Created]:
+    """The instances the op of ``request_id`` created and that still exist, from its facts."""
+    gone = {f.instance_key for f in facts if f.kind in GONE_KINDS}
+    return [
+        Created(f.instance_key, f.instance_id, f.host_name, f.address, f.template, f.join_deadline)
+        for f in facts
+        if f.kind == FactKind.EXPECTED_HOST and f.op_id == request_id and f.instance_key not in gone
+    ]
+
+
 def carry_out(session: ContractSession, request_id: str, world: SimulatedWorld | None = None) -> RequestRecord:
-    """Complete the op of ``request_id`` (see the module docstring); its record at the end."""
+    """Complete the op of ``request_id`` (see the module docstring); its record at the end.
+
+    The fence is held for the op (the apply), not for the bootstrap that follows: the play
+    reaches hosts over SSH and changes no cloud, and a request sent meanwhile on the same
+    provider should not wait for it.
+    """
     records = session.records
     record = records.read(request_id)
     if record is None:
         raise ContractRefused(f"provider work: no request {request_id}", "unknown_request")
     records.update(request_id, worker_pid=os.getpid(), worker_state="running", message="")
     boot, decommission = playbook_callables(session.loaded, session.root, world)
-    step = _recording(records, request_id, boot if record.bootstrap else None, session)
     deadline = session.monotonic() + WORKER_WAIT
     while True:
         try:
-            with session.fenced(record.providers, wait=0, bootstrap=step, decommission=decommission) as executor:
+            created: dict[str, list[Created]] = {}
+            with session.fenced(record.providers, wait=0, decommission=decommission) as executor:
                 records.update(request_id, worker_state="running", message="")
                 done = 0
                 for provider in record.providers:
@@ -145,8 +162,9 @@ def carry_out(session: ContractSession, request_id: str, world: SimulatedWorld |
                         if op.op_id == request_id:
                             resume_op(executor, op)
                             done += 1
-            message = "op completed" if done else "op already complete"
-            return _updated(records, request_id, worker_state="done", message=message)
+                    if record.kind == "create" and done:
+                        created[provider] = _created(executor.facts.facts(provider), request_id)
+            break
         except LeaseHeld as exc:
             if session.monotonic() >= deadline:
                 _updated(records, request_id, worker_state="failed", message=one_line(str(exc)))
@@ -156,6 +174,16 @@ def carry_out(session: ContractSession, request_id: str, world: SimulatedWorld |
         except XceprovError as exc:
             _updated(records, request_id, worker_state="failed", message=one_line(str(exc)))
             raise
+    step = _recording(records, request_id, boot if record.bootstrap else None, session)
+    try:
+        for provider, made in created.items():
+            if made:
+                step(provider, made)
+    except XceprovError as exc:
+        _updated(records, request_id, worker_state="failed", message=one_line(f"bootstrap: {exc}"))
+        raise
+    message = "op completed" if done else "op already complete"
+    return _updated(records, request_id, worker_state="done", message=message)
 
 
 def _updated(records: RequestRecords, request_id: str, **changes: object) -> RequestRecord:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -11,6 +13,7 @@ import pytest
 from tffake import ROOT, FakeEngine, site_config
 
 from orchestrator.configfile import LoadedConfig
+from orchestrator.services.contract.schemas import OUTPUTS, ErrorOutput
 from orchestrator.services.ops import fenced_session
 from orchestrator.services.provider_contract import ACTIONS, SCHEMAS, ContractAnswer, ProviderContract
 
@@ -44,10 +47,13 @@ def journal(loaded: LoadedConfig) -> list[dict[str, Any]]:
 
 def ask(c: ProviderContract, action: str, document: object) -> ContractAnswer:
     answer = c.handle(action, document)
-    # Every answer is one JSON document; an error is one line.
-    json.dumps(answer.document)
+    # Every answer is one JSON document of its published schema; an error is one line.
+    text = json.dumps(answer.document)
     if "error" in answer.document:
         assert "\n" not in answer.document["error"]["message"]
+        ErrorOutput.model_validate_json(text)
+    else:
+        OUTPUTS[action].model_validate_json(text)
     return answer
 
 
@@ -225,3 +231,99 @@ def test_every_action_has_input_and_output_schemas() -> None:
         assert SCHEMAS[action]["input"]["type"] == "object"
         assert SCHEMAS[action]["output"]["type"] == "object"
     assert "error" in SCHEMAS["error"]["output"]["properties"]
+
+
+def test_a_repeated_request_whose_worker_is_gone_starts_it_again_and_a_lost_record_is_rebuilt(tmp_path: Path) -> None:
+    loaded, engine = standalone(tmp_path), FakeEngine()
+    c = contract(loaded, engine)
+    doc = {"template": {"templateId": "cpu.sim", "machineCount": 1}, "clientToken": "again"}
+    request = ask(c, "requestMachines", doc).document["requestId"]
+    record = loaded.config.state_dir / "contract" / "requests" / f"{request}.json"
+    record.unlink()  # as if the first call ended between its intent and its record
+    assert ask(c, "requestMachines", doc).document["requestId"] == request
+    assert c.spawned == [request, request] and record.exists()
+    c.carry_out(request)
+    assert ask(c, "getRequestStatus", {"requests": [{"requestId": request}]}).document["requests"][0]["status"] == (
+        "complete"
+    )
+    # Done: the same request again starts nothing.
+    assert ask(c, "requestMachines", doc).document["requestId"] == request
+    assert c.spawned == [request, request]
+
+
+def test_return_requests_name_machines_the_cloud_takes_back_and_those_near_max_lifetime(tmp_path: Path) -> None:
+    loaded = standalone(tmp_path)
+    sim = loaded.config.providers["sim"].model_copy(update={"max_lifetime": 7200.0})
+    policy = loaded.config.policy.model_copy(update={"lifetime_lead": 600.0})
+    config = loaded.config.model_copy(update={"providers": {"sim": sim}, "policy": policy})
+    loaded = LoadedConfig(config, loaded.source, loaded.base_dir)
+    engine, clock = FakeEngine(), Clock()
+    c = contract(loaded, engine, clock)
+    request = ask(c, "requestMachines", {"template": {"templateId": "cpu.sim", "machineCount": 2}}).document[
+        "requestId"
+    ]
+    c.carry_out(request)
+    made = ask(c, "getRequestStatus", {"requests": [{"requestId": request}]}).document["requests"][0]["machines"]
+    assert ask(c, "getReturnRequests", {}).document["requests"] == []
+    reclaimed, kept = sorted(made, key=lambda m: m["name"])
+    engine.listed = {reclaimed["machineId"]: ("terminated", "spot-reclaim"), kept["machineId"]: ("running", "")}
+    clock.now += 7200 - 300  # inside the lead of max_lifetime: 300 s left
+    answer = ask(c, "getReturnRequests", {}).document
+    by_name = {r["name"]: r for r in answer["requests"]}
+    assert by_name[reclaimed["name"]]["gracePeriod"] == 0
+    assert by_name[reclaimed["name"]]["reason"] == "spot-reclaim"
+    assert by_name[kept["name"]]["reason"] == "max_lifetime"
+    assert by_name[kept["name"]]["gracePeriod"] == 300
+    # Only the machines the document names, when it names some (the host factory's form).
+    named = ask(c, "getReturnRequests", {"machines": [{"name": kept["name"]}]}).document["requests"]
+    assert [r["name"] for r in named] == [kept["name"]]
+
+
+def test_a_worker_waits_for_a_held_fence_then_completes_its_op(tmp_path: Path) -> None:
+    loaded, engine = standalone(tmp_path), FakeEngine()
+    c = contract(loaded, engine)
+    request = ask(c, "requestMachines", {"template": {"templateId": "cpu.sim", "machineCount": 1}}).document[
+        "requestId"
+    ]
+    record = loaded.config.state_dir / "contract" / "requests" / f"{request}.json"
+    seen: list[str] = []
+    with contextlib.ExitStack() as holder:
+        holder.enter_context(fenced_session(loaded, ["sim"], ROOT, engine=engine))
+
+        def sleep(_seconds: float) -> None:
+            seen.append(json.loads(record.read_text())["worker_state"])
+            holder.close()  # the other command ends
+
+        c.session.sleep = sleep
+        c.carry_out(request)
+    assert seen == ["waiting"]
+    assert json.loads(record.read_text())["worker_state"] == "done"
+    status = ask(c, "getRequestStatus", {"requests": [{"requestId": request}]}).document["requests"][0]
+    assert status["status"] == "complete"
+
+
+def test_a_failed_bootstrap_makes_its_machine_fail_and_the_request_complete_with_error(tmp_path: Path) -> None:
+    loaded, engine = standalone(tmp_path), FakeEngine()
+    c = contract(loaded, engine)
+    request = ask(c, "requestMachines", {"template": {"templateId": "cpu.sim", "machineCount": 2}}).document[
+        "requestId"
+    ]
+    c.carry_out(request)
+    made = ask(c, "getRequestStatus", {"requests": [{"requestId": request}]}).document["requests"][0]["machines"]
+    good, bad = sorted(m["name"] for m in made)
+    # What a worker that bootstraps records: one host bootstrapped, one whose play failed.
+    path = loaded.config.state_dir / "contract" / "requests" / f"{request}.json"
+    record = json.loads(path.read_text())
+    record.update(bootstrap=True, hosts={good: "ok", bad: "failed: ssh: connect to host\n\x1b[31m"})
+    path.write_text(json.dumps(record))
+    status = ask(c, "getRequestStatus", {"requests": [{"requestId": request}]}).document["requests"][0]
+    results = {m["name"]: (m["result"], m["status"]) for m in status["machines"]}
+    assert results == {good: ("succeed", "running"), bad: ("fail", "failed")}
+    assert status["status"] == "complete_with_error"
+    assert bad in status["message"] and "\n" not in status["message"] and "\x1b" not in status["message"]
+    # While its worker still runs, a host without an outcome is executing.
+    record.update(hosts={good: "ok"}, worker_state="running", worker_pid=os.getpid())
+    path.write_text(json.dumps(record))
+    status = ask(c, "getRequestStatus", {"requests": [{"requestId": request}]}).document["requests"][0]
+    assert status["status"] == "running"
+    assert {m["name"]: m["result"] for m in status["machines"]} == {good: "succeed", bad: "executing"}
