@@ -118,3 +118,26 @@ def test_a_bad_stop_timeout_is_one_line_and_exit_2(tmp_path: Path, spawned: list
     assert proc.returncode == 2
     assert out == b""
     assert err.decode().startswith("xceprov: --stop-timeout soon: ") and err.count(b"\n") == 1, err
+
+
+CHILD = """
+import os, subprocess, sys
+from orchestrator.cli.provider_serve import private_stdio
+with private_stdio() as (source, answers):
+    subprocess.run(["sh", "-c", "echo forged-answer; cat"], check=True)  # a child writing and reading
+    print("a stray print")
+    answers.write(b'{"id":1,"result":{}}\\n')
+    answers.flush()
+    request = os.read(source, 100)
+    sys.stderr.write("the server read: " + request.decode())
+"""
+
+
+def test_children_and_stray_prints_never_reach_the_answer_stream_nor_take_a_request(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD], input=b"the-request\n", capture_output=True, cwd=tmp_path, timeout=DEADLINE
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == b'{"id":1,"result":{}}\n'
+    assert b"forged-answer" in done.stderr and b"a stray print" in done.stderr
+    assert b"the server read: the-request" in done.stderr, "a child took the request"
