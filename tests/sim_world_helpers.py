@@ -295,3 +295,26 @@ def sim_world(site: Path, cluster: str, lab: labnet.LabConfig | None = None) -> 
         done = world.xceprov("sim", "down", timeout=120)
     # Reached only when the body passed: a failed teardown then fails the test (never masks a failure).
     assert done.returncode == 0, done.stderr
+
+
+def can_run_hosts() -> bool:
+    """Whether simulated hosts can run here: root, and pycapnp for the node manager artifact."""
+    try:
+        import capnp  # noqa: F401  (the simulated node manager bundles pycapnp)
+    except ImportError:
+        return False
+    return os.geteuid() == 0
+
+
+@contextlib.contextmanager
+def world_with_hosts(site: Path, cluster: str, tag: str) -> Iterator[SimWorld]:
+    """:func:`sim_world` with simulated hosts in a test lab of its own (claimed with ``tag``,
+    removed at the end); the caller skips first when :func:`can_run_hosts` is false."""
+    from sim_labs import claim_test_lab
+
+    lab = claim_test_lab(tag)
+    try:
+        with sim_world(site, cluster, lab) as world:
+            yield world
+    finally:
+        labnet.destroy_lab(lab)

@@ -15,6 +15,7 @@ from typing import BinaryIO
 
 import click
 
+from orchestrator.cli import provider_serve
 from orchestrator.cli.context import CliContext, pass_ctx
 from orchestrator.model.text import printable
 
@@ -79,6 +80,7 @@ for _action, _summary in (
     ("getReturnRequests", "Machines to close because the cloud takes them back or max_lifetime is near."),
 ):
     provider.add_command(_action_command(_action, _summary))
+provider.add_command(provider_serve.serve)  # the persistent JSON-lines form (its own module)
 
 
 @provider.command("work", hidden=True)

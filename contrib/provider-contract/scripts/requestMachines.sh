@@ -1,0 +1,3 @@
+#!/bin/bash
+# requestMachines, as LSF's resource connector and a Symphony host factory call it: requestMachines.sh -f FILE
+exec "$(dirname "$0")/provider-action.sh" requestMachines "$@"
