@@ -17,8 +17,9 @@ orphan scan when it is due (``orphanscan.py``: on ``policy.orphans.interval``, a
 settle window after a new controller term has passed; the loop watches the link's term).
 
 With a shared store (``terraform.backend: pg``, ``sharing.py``): a heartbeat thread of its own
-(``members.py``), the keeper asking only for the providers dealt to this daemon (handed over
-between two passes), and a fence closed for every provider while the store does not answer.
+(``members.py``), the keeper asking only for the providers dealt to this daemon (a newly dealt
+one asked for at once, one dealt away released between two passes), and a fence closed for every
+provider while the store does not answer.
 
 Stop (SIGTERM, ``lifecycle.py``): a thread of its own waits for the stop and runs
 ``Lifecycle.shutdown`` (in-flight work is waited for up to ``daemon.stop_timeout``, then the
@@ -156,6 +157,7 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing):
         self.orphans: OrphanScans | None = None
         self.membership: Membership | None = None
         self._share_applied: tuple[set[str], int] | None = None
+        self._share_lock = threading.Lock()
         self._last_report: dict[str, Any] | None = None
 
     # -- start ---------------------------------------------------------------------------------

@@ -2,15 +2,19 @@
 
 :class:`ProviderSharing` is the part of :class:`.service.Daemon` that, with a shared store
 (``terraform.backend: pg``), starts the heartbeat (:class:`.members.Membership`) and hands the
-lease keeper the providers dealt to this daemon, between two passes only: a provider dealt away
-is released when no op of this daemon is in flight, and the next holder resumes any open op
-from the controller's facts and the shared state. Without a store the keeper asks for every
+lease keeper the providers dealt to this daemon: a provider newly dealt to it is asked for at
+once, from the heartbeat thread, even while a pass runs (asking is safe at any time: the lease is
+the fence, and a pass starts on it only once it is held), so a takeover does not wait for the
+pass in flight; a provider dealt away is released between two passes only, when no op of this
+daemon is in flight, and the next holder resumes any open op from the controller's facts and the
+shared state. Without a store the keeper asks for every
 configured provider, as it always did.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 
@@ -38,6 +42,8 @@ class ProviderSharing:
     keeper: LeaseKeeper | None
     membership: Membership | None
     _share_applied: tuple[set[str], int] | None
+    # apply_share (the loop) and ask_added (the heartbeat thread) each hand the keeper a whole set.
+    _share_lock: threading.Lock
 
     def join_members(self, store: MemberStore, lease_instance: str, wake: Callable[[str], None]) -> None:
         """Heartbeat in ``store`` as the lease holder ``lease_instance`` (the keeper asks for nothing
@@ -51,11 +57,18 @@ class ProviderSharing:
             held=self._held_epochs,
             ttl=self._lease_ttl,
             interval=self._heartbeat_interval,
-            on_change=lambda: wake("store"),
+            on_change=lambda: self._share_changed(wake),
         )
         # Registered before the lease release, so run after it (on_stop runs last registered
         # first): the others see this daemon gone once its leases are free to take.
         self.lifecycle.on_stop("shared store membership", self._leave)
+
+    def _share_changed(self, wake: Callable[[str], None]) -> None:
+        """On the heartbeat thread: ask for a newly dealt provider now, then wake the loop."""
+        try:
+            self.ask_added()
+        finally:
+            wake("store")
 
     def _leave(self) -> None:
         if self.membership is not None:
@@ -94,11 +107,33 @@ class ProviderSharing:
             self.lifecycle.wait_stopping(0.1)
         self.apply_share()
 
+    def ask_added(self) -> None:
+        """At any time (the heartbeat thread calls it as the share changes): the keeper asks at
+        once for the providers newly dealt to this daemon, and keeps the ones dealt away for
+        :meth:`apply_share` to release between passes. Nothing before the first share is applied
+        (``wait_for_share``: the first daemon up must not take every provider)."""
+        if self.membership is None or self.keeper is None:
+            return
+        with self._share_lock:
+            if self._share_applied is None:
+                return
+            share = self.membership.dealt()
+            wanted = self.keeper.wanted()
+            if share is None or share <= wanted:
+                return
+            log.info("providers newly dealt to this daemon, asked for now: %s", ", ".join(sorted(share - wanted)))
+            self.keeper.want(sorted(wanted | share))
+
     def apply_share(self) -> None:
         """Between two passes: the keeper asks for the providers dealt to this daemon now, and
         again at once for a dealt one another member no longer holds (a release)."""
         if self.membership is None or self.keeper is None:
             return
+        with self._share_lock:
+            self._apply_share()
+
+    def _apply_share(self) -> None:
+        assert self.membership is not None and self.keeper is not None
         share = self.membership.dealt()
         if share is None:
             return

@@ -1,7 +1,9 @@
 """The reconcile pass: read → resume → scale out → bootstrap → join tracking → reclaim.
 
 :meth:`Reconciler.run_once` runs the phases in that order, each isolated: a phase that raises is
-logged and audited (``phase-failed`` with its name and the error) and the next phase runs. A pass
+logged and audited (``phase-failed`` with its name and the error) and the next phase runs. A
+lease gained while the pass runs (a takeover) gets a resume phase of its own after the phase in
+flight, so the previous holder's open ops do not wait for the rest of the pass. A pass
 that could not read its inputs (controller not connected, no demand snapshot yet, a read that
 raised) runs no later phase at all: nothing is created and nothing returned on a picture it does
 not have. Every cloud mutation goes through the fenced :class:`~orchestrator.ops.executor.Executor`;
@@ -20,6 +22,7 @@ import logging
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +86,8 @@ class PassReport:
     gaps: dict[str, dict[str, Any]]  # template -> TemplateGap.evidence()
     ops: list[str]  # op ids started this pass
     reclaim_candidates: list[dict[str, Any]]  # host, provider, key, reason, idle_since, age
-    leased: list[str] = field(default_factory=list)  # providers whose lease was valid at the read
+    # Providers whose lease was valid at the read, or came during the pass (resumed then).
+    leased: list[str] = field(default_factory=list)
     decisions: list[dict[str, Any]] = field(default_factory=list)  # scale-out decisions with evidence
 
     @property
@@ -201,6 +205,11 @@ class Reconciler:
         ]
         for name, step in steps:
             phases.append(self._run_phase(name, step, ctx))
+            gained = self._gained(ctx) if name != "reclaim" else []
+            if gained:
+                # A lease gained while the pass runs (a takeover): the previous holder's open ops
+                # are resumed now, between two phases, not after this daemon's own later phases.
+                phases.append(self._run_phase("resume", partial(self._resume_providers, providers=gained), ctx))
         return PassReport(
             trigger,
             started,
@@ -245,8 +254,24 @@ class Reconciler:
         for provider in self.config.providers:
             if provider not in ctx.leased:
                 self._resumed.discard(provider)  # resumed in full once the lease comes back
+        return self._resume_providers(ctx, list(ctx.leased))
+
+    def _gained(self, ctx: PassContext) -> list[str]:
+        """Providers whose lease became valid since the read (never held this pass before: one
+        lost during the pass waits for the next); they join the pass's leased ones."""
+        gained = [
+            p
+            for p in sorted(self.config.providers)
+            if p not in ctx.leased and p not in self._resumed and self.executor.fence.valid(p)
+        ]
+        for provider in gained:
+            ctx.stale(provider)  # its facts were read before the previous holder's last ones
+            ctx.leased.append(provider)
+        return gained
+
+    def _resume_providers(self, ctx: PassContext, providers: list[str]) -> dict[str, Any]:
         evidence: dict[str, Any] = {"resumed": [], "waiting": [], "closed": [], "errors": [], "untracked": {}}
-        for provider in list(ctx.leased):
+        for provider in providers:
             full = provider not in self._resumed
             if full:
                 found = survey(self.executor, provider)

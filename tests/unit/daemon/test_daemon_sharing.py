@@ -232,3 +232,42 @@ def test_daemons_started_together_do_not_take_each_other_s_share_at_start(
     finally:
         lifecycle.request_stop("SIGTERM")
         runner.join(30)
+
+
+def test_a_provider_newly_dealt_is_asked_for_while_the_pass_in_flight_still_runs(
+    tmp_path: Path, fake: FakeController, ca: tuple[Path, Any]
+) -> None:
+    store = FakeStore(time.monotonic)
+    store.put("zzz-other", PROVIDERS)  # p2 is the other's while it beats
+    lock = threading.Lock()
+    asked: list[tuple[str, str]] = []
+    released(fake, lock, asked)
+    daemon, made, result, runner = started(tmp_path, fake, ca[0], store)
+    other_alive = threading.Event()
+    other_alive.set()
+
+    def other_beats() -> None:
+        while other_alive.is_set() and runner.is_alive():
+            store.put("zzz-other", PROVIDERS)
+            time.sleep(0.2)
+
+    threading.Thread(target=other_beats, daemon=True).start()
+    try:
+        assert wait_for(lambda: made and made[0].passes, 30)
+        run = made[0]
+        assert ("leaseAcquire", "p2") not in asked
+        run.hold.set()  # a long pass (filling this daemon's own provider) is in flight
+        assert wait_for(run.held.is_set, 30)
+        before = len(run.passes)
+        other_alive.clear()  # the other dies: after one TTL, p2 is dealt here
+        # Asked for (and granted) while that pass still runs, not after it.
+        assert wait_for(lambda: ("leaseAcquire", "p2") in asked, 28), asked
+        assert run.hold.is_set() and len(run.passes) == before
+        run.hold.clear()
+        # The next pass starts with p2 held: its open ops are resumed at once.
+        assert wait_for(lambda: len(run.passes) > before and run.passes[-1][1] == {"p1": True, "p2": True}, 30)
+    finally:
+        other_alive.clear()
+        daemon.lifecycle.request_stop("SIGTERM")
+        runner.join(30)
+    assert result == [0]

@@ -17,14 +17,15 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from reconcile_support import FakeClock
-from tffake import FakeEngine, FakeHosts, MemoryFacts, site_config, unit_executor
+from tffake import FakeEngine, FakeFence, FakeHosts, MemoryFacts, site_config, unit_executor
 
 from orchestrator.clients.controller.types import DemandSnapshot, Fact, HostInfo, TemplateDemand
 from orchestrator.configfile import LoadedConfig
-from orchestrator.errors import ControllerError
+from orchestrator.errors import ControllerError, LeaseLost
 from orchestrator.model.backoff import Backoff
 from orchestrator.model.facts import Epoch, FactKind
 from orchestrator.ops.executor import Created
+from orchestrator.ops.openops import open_ops
 from orchestrator.reconcile.bootstraps import BootstrapTracker
 from orchestrator.reconcile.breaker import Breakers
 from orchestrator.reconcile.classify import Classification, FailureClass
@@ -216,3 +217,44 @@ def test_bootstrap_records_another_orchestrator_wrote_are_read_by_the_next_pass(
     report = reconciler.run_once()
     assert report.phase("bootstrap").ok
     assert booted == []
+
+
+class GrantedAfterRead(FakeFence):
+    """A lease not held when the pass reads its inputs, granted right after (a takeover mid-pass)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.granted = False
+        self.polls = 0
+
+    def valid(self, provider: str) -> bool:
+        self.polls += 1
+        held, self.granted = self.granted, True  # the read's poll says no; the grant lands after it
+        return held
+
+    def gate(self, provider: str) -> Epoch:
+        if not self.granted:
+            raise LeaseLost(f"no lease for provider {provider!r}")
+        return self.epoch
+
+
+def test_an_op_left_open_on_a_provider_whose_lease_comes_during_the_pass_is_resumed_in_that_pass(
+    loaded: LoadedConfig,
+) -> None:
+    engine, facts, hosts, clock = FakeEngine(), MemoryFacts(), FakeHosts(), FakeClock()
+    fence = GrantedAfterRead()
+    executor = unit_executor(loaded, engine, facts=facts, hosts=hosts, fence=fence, clock=lambda: clock.now)
+    fence.granted = True
+    keys = executor.place("sim", "cpu", 2, "op-6b49d200-0123456789ab")  # the previous holder's op, left open
+    fence.granted = False
+    view = FakeView(facts, hosts)
+    view.want(cpu=0)  # nothing more wanted: only the resume creates
+    reconciler = Reconciler(loaded.config, executor, view, clock=lambda: clock.now, state_dir=loaded.config.state_dir)
+    report = reconciler.run_once("interval")
+    assert report.leased == ["sim"]
+    resumes = [p for p in report.phases if p.name == "resume"]
+    assert len(resumes) == 2 and resumes[0].evidence["resumed"] == []
+    assert [r["op"] for r in resumes[1].evidence["resumed"]] == ["op-6b49d200-0123456789ab"]
+    created = {f.instance_key for f in facts.facts("sim") if f.kind == FactKind.INSTANCE_CREATED}
+    assert created == set(keys)  # made by this pass, not the next one
+    assert open_ops(facts.facts("sim")) == []
