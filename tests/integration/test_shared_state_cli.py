@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,8 +27,6 @@ from orchestrator.ops.facts import standalone_facts
 from orchestrator.ops.fence import standalone_fence
 from orchestrator.sim.cloud.store import CloudStore
 from orchestrator.workspace.sharedstore import store_for
-from tests.pg_server import PgServer, pg_server
-from tests.unit.clients.postgres.pg_helpers import fresh_database
 
 pytestmark = pytest.mark.integration
 
@@ -50,20 +47,6 @@ templates:
     providers:
       sim: {{flavor: c8.large, image: debian-12, cost_per_hour: 0.5}}
 """
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[PgServer]:
-    with pg_server() as s:
-        yield s
-
-
-@pytest.fixture
-def conn_str(server: PgServer, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A fresh database, in ``PG_CONN_STR`` for every command the test runs (and for itself)."""
-    conn = fresh_database(server)
-    monkeypatch.setenv("PG_CONN_STR", conn)
-    return conn
 
 
 def instance(tmp_path: Path, name: str, cluster: str) -> Path:

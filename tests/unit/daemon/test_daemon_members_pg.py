@@ -4,24 +4,16 @@ database is down joins when it answers; the scale-out lock is one daemon's at a 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from orchestrator.daemon.members import DedicatedStore, Membership
 from orchestrator.daemon.parts import default_member_store
 from orchestrator.daemon.scaleoutlock import SharedScaleOutLock, scale_out_lock
 from orchestrator.model.config import Config
-from tests.pg_server import PgServer, pg_server
+from tests.pg_server import PgServer
 from tests.unit.clients.postgres.pg_helpers import fresh_database
 
 FOUR = ["p1", "p2", "p3", "p4"]
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[PgServer]:
-    with pg_server() as s:
-        yield s
 
 
 def member(conn_str: str, instance: str) -> Membership:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import random
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -39,25 +38,10 @@ from orchestrator.services.status import breaker_rows
 from orchestrator.workspace.documents import LocalDocuments
 from orchestrator.workspace.shards import ProviderShards
 from orchestrator.workspace.sharedstore import cluster_documents, store_for
-from tests.pg_server import PgServer, pg_server
-from tests.unit.clients.postgres.pg_helpers import fresh_database
+from tests.pg_server import PgServer
 
 NOW = 1_800_000_000.0
 SUSPECT = {"instance_id": "i-1", "missing": 1, "first_missing": "2026-12-02T06:00:00Z"}
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[PgServer]:
-    with pg_server() as s:
-        yield s
-
-
-@pytest.fixture
-def conn_str(server: PgServer, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A fresh database, named to every configuration of the test through ``PG_CONN_STR``."""
-    conn = fresh_database(server)
-    monkeypatch.setenv("PG_CONN_STR", conn)
-    return conn
 
 
 def pg_site(tmp_path: Path, name: str, cluster: str = "shared") -> LoadedConfig:

@@ -7,15 +7,8 @@ from collections.abc import Iterator
 import pytest
 
 from orchestrator.clients.postgres import SharedStore
-from tests.pg_server import PgServer, pg_server
+from tests.pg_server import PgServer
 from tests.unit.clients.postgres.pg_helpers import fresh_database
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[PgServer]:
-    """The module's server (skipped with the reason when none can start here)."""
-    with pg_server() as s:
-        yield s
 
 
 @pytest.fixture
