@@ -471,8 +471,9 @@ def test_end_to_end_worker_joins_the_simulated_controller(tmp_path: Path, reques
 
 def test_cli_shows_a_line_per_host_and_tasks_only_with_v(tmp_path: Path, lab: Any, artifact: Path) -> None:
     """``xceprov bootstrap`` as an operator runs it, output not a terminal (as in CI or a pipe):
-    a few progress lines on stderr however many tasks ran, one line per host on stdout at the
-    end, and the per-task lines only with ``-v``."""
+    on stderr a few phase lines however many tasks ran and a plain line per host state change
+    (waiting, running, its outcome with the failing task), one line per host on stdout at the
+    end; the per-task lines only with ``-v``, and no per-host lines with ``-q``."""
     import re
     import shutil
     import time
@@ -522,18 +523,34 @@ templates:
     assert len(hosts) == 3
     assert re.fullmatch(r"pv-a: changed \(ok=\d+ changed=\d+\)", hosts[0]) and hosts[1].startswith("pv-b: changed ")
     assert hosts[2] == "pv-fail: failed at task 'Site check that fails on one host': site says no"
-    progress = quiet.stderr.splitlines()
-    # No task reached the terminal; the progress lines are few: the phase's start, end, and at
-    # most one per 10 s between them.
-    assert "Write the node manager configuration" not in quiet.stderr
+    lines = quiet.stderr.splitlines()
+    assert "\x1b" not in quiet.stderr  # not a terminal: no control characters
+    progress = [ln for ln in lines if re.fullmatch(r"bootstrap: \d/3 hosts done(, 1 failed)?", ln)]
+    by_host = {
+        name: [ln for ln in lines if ln.startswith(f"bootstrap: {name} ")] for name in ("pv-a", "pv-b", "pv-fail")
+    }
+    assert sorted(progress + [ln for found in by_host.values() for ln in found]) == sorted(lines), lines
+    # The phase lines are few: the phase's start, end, and at most one per 10 s between them.
     assert progress[0] == "bootstrap: 0/3 hosts done" and progress[-1] == "bootstrap: 2/3 hosts done, 1 failed"
-    assert all(re.fullmatch(r"bootstrap: \d/3 hosts done(, 1 failed)?", ln) for ln in progress), progress
     assert len(progress) <= 2 + elapsed / 10 + 1
+    # One line per host and state change (never per task): waiting, running, its outcome; the
+    # failure keeps its task and reason.
+    for name, found in by_host.items():
+        assert len(found) == 3, found
+        assert found[0] == f"bootstrap: {name} waiting"
+        assert re.fullmatch(rf"bootstrap: {name} running \(task '.+'\)", found[1]), found
+    assert re.fullmatch(r"bootstrap: pv-a changed after \d+s", by_host["pv-a"][2])
+    assert re.fullmatch(
+        r"bootstrap: pv-fail failed after \d+s: at task 'Site check that fails on one host': site says no",
+        by_host["pv-fail"][2],
+    )
+    assert "Write the node manager configuration" not in quiet.stderr
 
-    verbose = xceprov(site, "-v", "bootstrap", *evars)
+    verbose = xceprov(site, "-v", "bootstrap", "-q", *evars)
 
     assert verbose.returncode == 1, verbose.stderr
     assert verbose.stdout.splitlines()[2] == hosts[2]
+    assert not [ln for ln in verbose.stderr.splitlines() if ln.startswith("bootstrap: pv-")]  # -q: no host lines
     tasks = [ln.split(None, 2) for ln in verbose.stderr.splitlines() if ln.startswith("  ")]
     written = [t for t in tasks if t[2] == "Write the node manager configuration"]
     assert sorted(t[0] for t in written) == ["pv-a", "pv-b", "pv-fail"]
