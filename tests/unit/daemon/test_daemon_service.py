@@ -25,6 +25,7 @@ from orchestrator.daemon.service import Daemon, DaemonOptions, LoopParts
 from orchestrator.daemon.systemd import Notifier
 from orchestrator.errors import ConfigError, UsageError
 from orchestrator.model.config import Config
+from orchestrator.ops.executor import Created
 from orchestrator.orphans.report import ScanReport
 from tests.unit.clients.controller import hostile
 from tests.unit.clients.controller.ctlfake import FakeConn, FakeController, record_joins, wait_for
@@ -391,6 +392,51 @@ def test_the_link_up_metric_follows_the_controller_link(
         assert wait_for(lambda: registry.get_sample_value("xceprov_controller_link_up") == 1, 30)
         fake.close()  # the controller goes away: the link is down at the next scrape
         assert wait_for(lambda: registry.get_sample_value("xceprov_controller_link_up") == 0, 30)
+    finally:
+        lifecycle.request_stop("SIGTERM")
+        runner.join(30)
+    assert result == [0]
+
+
+class Bootstrapper(Recorder):
+    """A reconciler whose pass runs the daemon's bootstrap play on one of the op's two hosts."""
+
+    def run_once(self, trigger: str = "interval") -> Report:
+        assert self.parts.bootstrap is not None
+        if not self.passes:
+            self.parts.bootstrap("sim", [Created("op-1-001", "i-1", "cpu-1", "10.0.0.1", "cpu", 0.0)])
+        return super().run_once(trigger)
+
+
+def test_the_status_file_shows_the_hosts_of_a_bootstrap_play_while_it_runs(
+    tmp_path: Path, fake: FakeController, ca: tuple[Path, Any]
+) -> None:
+    intent = {"kind": "requestIntent", "provider": "sim", "opId": "op-1", "epoch": {"term": 1, "seq": 1}}
+    created = [
+        {**intent, "kind": "instanceCreated", "factId": 8 + i, "instanceKey": f"op-1-00{i}", "template": "cpu"}
+        for i in range(2)
+    ]
+    facts = [{**intent, "factId": 7, "count": 2, "template": "cpu"}, *created]
+    fake.handlers["queryFacts"] = lambda member, payload, conn: ("factList", {"provider": "sim", "facts": facts})
+    seen_in_play: list[dict[str, Any]] = []
+
+    def play(provider: str, hosts: Any) -> dict[str, str]:
+        seen_in_play.append(status(tmp_path).get("bootstrap", {}))
+        return {h.name: "ok" for h in hosts}
+
+    lifecycle = Lifecycle(site(tmp_path, fake, ca[0]), lambda: site(tmp_path, fake, ca[0]))
+    options = DaemonOptions(tmp_path, bootstrap=play, engine=object(), reconciler=Bootstrapper)  # type: ignore[arg-type]
+    daemon = Daemon(lifecycle, options)
+    result: list[int] = []
+    runner = threading.Thread(target=lambda: result.append(daemon.run()))
+    runner.start()
+    try:
+        assert wait_for(lambda: seen_in_play, 30)
+        # Written as the play started: one host in it, the op's other host still waiting.
+        assert seen_in_play == [{"sim": {"waiting": 1, "running": 1, "done": 0, "failed": 0}}]
+        # After the pass the play is over: nothing runs (the pass's records would say done/failed).
+        assert wait_for(lambda: status(tmp_path).get("daemon", {}).get("passes", 0) >= 1, 30)
+        assert status(tmp_path)["bootstrap"] == {"sim": {"waiting": 2, "running": 0, "done": 0, "failed": 0}}
     finally:
         lifecycle.request_stop("SIGTERM")
         runner.join(30)
