@@ -164,3 +164,23 @@ def test_on_a_terminal_each_host_line_is_updated_in_place() -> None:
     # A hostile name and reason: escaped, and their brackets shown as they are (no markup).
     assert "evil[bold]\\x1b[2J  unreachable  1:05  at task 'Gather': [red]x\\x1b[0m" in last, last
     assert "\x1b[2J" not in text
+
+
+def test_hosts_that_do_not_fit_the_terminal_show_failures_and_unfinished_ones_first() -> None:
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=100, height=8, color_system=None)
+    clock = Clock()
+    hosts = [f"cpu-{i:02d}" for i in range(20)]
+    view = ProgressView(console, clock=clock)
+    with view:
+        view(PhaseStarted("bootstrap", SCOPE, len(hosts), tuple(hosts)))
+        for host in hosts:
+            view(TaskStarted(host, "Configure the node manager"))
+        for host in hosts[:14]:
+            view(HostDone("bootstrap", SCOPE, host, "changed"))
+        view(HostDone("bootstrap", SCOPE, "cpu-19", "failed", "at task 'Configure the node manager': disk full"))
+        last = out.getvalue().rsplit("bootstrap sim op1:", 1)[-1]
+    # 8 rows: the phase, 5 hosts (the failure, then the unfinished ones), a count of the rest, the cursor's.
+    shown = re.findall(r"cpu-\d\d +\w+", last)
+    assert [s.split()[1] for s in shown] == ["failed", "running", "running", "running", "running"], last
+    assert shown[0].startswith("cpu-19") and "... 15 more hosts" in last
