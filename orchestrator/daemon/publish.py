@@ -163,6 +163,11 @@ class StatusPublishing:
                 {**row, "held": False, "epoch": None, "remaining": 0.0, "holder": "", "note": "released at stop"}
                 for row in document.get("leases", [])
             ]
+            # No play runs any more: the hosts of a stopped one are bootstrapped at the next start.
+            document["bootstrap"] = {
+                provider: {**counts, "waiting": counts.get("waiting", 0) + counts.get("running", 0), "running": 0}
+                for provider, counts in (document.get("bootstrap") or {}).items()
+            }
         document.setdefault("leases", [])
         document.setdefault("reclaim_candidates", [])
         document.setdefault("orphans", self.orphans.to_json() if self.orphans is not None else None)
