@@ -41,7 +41,8 @@ itself):
   settings). Demand for ``--join-hosts`` hosts (100) at once; when every host has joined, per
   host the time from its ``instanceCreated`` fact (committed at the controller) to its worker's
   join (the controller's ``joined_at``), both on the simulated controller's clock: median, p95
-  and max (issue 20; recorded in docs/performance.md, "Through the daemon: created to joined").
+  and max (issue 20; docs/performance.md, "Through the daemon: instanceCreated → join"). Run:
+  ``.venv/bin/python bench/bench_daemon.py --only joins [--join-hosts 100] [--join-timeout 3600]``.
 
 There is no raw tool for any of these, so the figures are seconds, printed with the load
 average. With ``--check`` the exit code is 1 when a target is missed.
