@@ -35,6 +35,14 @@ itself):
   threads) and the pass thread's own CPU time around ``run_once``, and the whole pass (with
   the status file and metrics after it). Recorded (no target: it bounds how often the loop can
   run).
+- ``joins`` (root; never part of the default run, ``--only joins`` runs it alone, in a world of
+  its own): a world *with* simulated hosts (a test lab, ``tests/sim_labs.py``) and a real
+  ``xceprov daemon`` process with the bootstrap play, as a site runs it (default ``ansible``
+  settings). Demand for ``--join-hosts`` hosts (100) at once; when every host has joined, per
+  host the time from its ``instanceCreated`` fact (committed at the controller) to its worker's
+  join (the controller's ``joined_at``), both on the simulated controller's clock: median, p95
+  and max (issue 20; docs/performance.md, "Through the daemon: instanceCreated → join"). Run:
+  ``.venv/bin/python bench/bench_daemon.py --only joins [--join-hosts 100] [--join-timeout 3600]``.
 
 There is no raw tool for any of these, so the figures are seconds, printed with the load
 average. With ``--check`` the exit code is 1 when a target is missed.
@@ -50,6 +58,7 @@ import os
 import secrets
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -78,6 +87,8 @@ PUSH_TARGET = 2.0
 IDLE_TARGET = 0.01
 LATENESS_TARGET = 0.10
 SUBS = ("push", "idle", "burst", "pass")
+# Sub-benchmarks that run alone, in a world of their own (``--only`` names them explicitly).
+ALONE = ("joins",)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -443,6 +454,113 @@ def read_costs(daemon: BenchDaemon, times: int = 5) -> dict[str, Any]:
     }
 
 
+def configure_joins(world: SimWorld, hosts: int) -> None:
+    """Provider ``sim`` for ``hosts`` hosts; default ``ansible`` settings (what a site runs),
+    nothing returned or retried while the bench waits (long deadlines and backoff)."""
+    path = world.site / "xceprov.yaml"
+    cfg: dict[str, Any] = yaml.safe_load(path.read_text())
+    cfg["providers"]["sim"].update({"max_instances": hosts, "join_deadline": "120m", "hold_time": "120m"})
+    cfg["daemon"] = {"reconcile_interval": "5s", "stop_timeout": "60s"}
+    cfg["ansible"] = {"timeout": "3600s"}
+    cfg["policy"] = {"cooldown": "1s", "retry": {"base": "3600s", "max": "3600s"}}
+    path.write_text(yaml.safe_dump(cfg))
+
+
+def created_to_joined(facts: Sequence[Fact], joined_at: dict[str, float]) -> dict[str, float]:
+    """Per instance key: its worker's join minus its ``instanceCreated`` commit (controller clock)."""
+    created = {f.instance_key: f.committed for f in facts if f.kind == FactKind.INSTANCE_CREATED}
+    return {key: joined_at[key] - at for key, at in created.items() if joined_at.get(key, 0.0) > 0}
+
+
+def bench_joins(hosts: int, timeout: float) -> dict[str, Any]:
+    """A burst of ``hosts`` through a real ``xceprov daemon`` with simulated hosts (the module docstring)."""
+    from sim_labs import claim_test_lab  # type: ignore[import-not-found]  # tests/ is on the path
+
+    from orchestrator.sim.hosts import lab as labnet
+
+    lab = claim_test_lab(f"bench-joins-{os.getpid()}")
+    try:
+        with (
+            tempfile.TemporaryDirectory(prefix="bench-joins-") as tmp,
+            sim_world(Path(tmp) / "site", f"bjn-{secrets.token_hex(3)}", lab) as world,
+        ):
+            configure_joins(world, hosts)
+            return _joins(world, hosts, timeout)
+    finally:
+        labnet.destroy_lab(lab)
+
+
+def _joins(world: SimWorld, hosts: int, timeout: float) -> dict[str, Any]:
+    log_path = world.site / "daemon.log"
+    with open(log_path, "wb") as out:
+        daemon = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator.cli", "daemon"],
+            cwd=world.site,
+            env=world.env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            status = world.state / "daemon" / "status.json"
+
+            def leased() -> bool:
+                if daemon.poll() is not None:
+                    raise SystemExit(f"the daemon exited:\n{log_path.read_text(errors='replace')[-4000:]}")
+                doc = json.loads(status.read_text()) if status.exists() else {}
+                return any(row.get("held") for row in doc.get("leases", []))
+
+            wait_until("the daemon's lease of sim", leased, timeout=120, every=0.5)
+            t0 = time.monotonic()
+            submit(world, hosts)
+            load_during: list[float] = []
+
+            def all_joined() -> bool:
+                if daemon.poll() is not None:
+                    raise SystemExit(f"the daemon exited:\n{log_path.read_text(errors='replace')[-4000:]}")
+                load_during.append(os.getloadavg()[0])
+                joined = [h for h in world.hosts().values() if h.joined_at > 0]
+                print(
+                    f"joins: {len(joined)}/{hosts} joined after {time.monotonic() - t0:.0f} s  load {load()}",
+                    flush=True,
+                )
+                return len(joined) >= hosts
+
+            wait_until(f"{hosts} hosts joined", all_joined, timeout=timeout, every=15)
+            took = time.monotonic() - t0
+            facts = world.facts()
+            joined_at = {k: h.joined_at for k, h in world.hosts().items()}
+        finally:
+            daemon.terminate()
+            try:
+                daemon.wait(90)
+            except subprocess.TimeoutExpired:
+                os.killpg(daemon.pid, 9)
+                daemon.wait()
+    spans = sorted(created_to_joined(facts, joined_at).values())
+    created = sorted(f.committed for f in facts if f.kind == FactKind.INSTANCE_CREATED)
+    row = {
+        "hosts": hosts,
+        "measured": len(spans),
+        "median_s": round(statistics.median(spans), 1),
+        "p95_s": round(percentile(spans, 95), 1),
+        "min_s": round(spans[0], 1),
+        "max_s": round(spans[-1], 1),
+        "created_spread_s": round(created[-1] - created[0], 1),
+        "submit_to_all_joined_s": round(took, 1),
+        "load_mean_during": round(statistics.mean(load_during), 2) if load_during else None,
+        "forks": 20,
+    }
+    print(
+        f"joins {hosts}: created -> joined median {row['median_s']} s, p95 {row['p95_s']} s"
+        f" (min {row['min_s']}, max {row['max_s']}); instanceCreated spread over {row['created_spread_s']} s;"
+        f" submit -> all joined {row['submit_to_all_joined_s']} s; mean load during {row['load_mean_during']}"
+        f"  load {load()}",
+        flush=True,
+    )
+    return row
+
+
 def verdicts(results: dict[str, Any]) -> list[tuple[str, bool]]:
     """(line, met) for each target of the sub-benchmarks that ran."""
     out: list[tuple[str, bool]] = []
@@ -471,9 +589,14 @@ def verdicts(results: dict[str, Any]) -> list[tuple[str, bool]]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """The selected sub-benchmarks on one world and one daemon."""
+    """The selected sub-benchmarks on one world and one daemon (``joins`` in a world of its own)."""
     chosen = [s for s in SUBS if s in args.only]
     results: dict[str, Any] = {"load_start": load()}
+    if "joins" in args.only:
+        results["joins"] = bench_joins(args.join_hosts, args.join_timeout)
+    if not chosen:
+        results["load_end"] = load()
+        return results
     with contextlib.ExitStack() as stack:
         tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-daemon-"))
         world = stack.enter_context(sim_world(Path(tmp) / "site", f"bdm-{secrets.token_hex(3)}"))
@@ -498,19 +621,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run, print each figure, the verdicts with ``--check``, and a JSON summary."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--only", default=",".join(SUBS), help=f"comma-separated, of {', '.join(SUBS)}")
+    parser.add_argument("--only", default=",".join(SUBS), help=f"comma-separated, of {', '.join(SUBS + ALONE)}")
     parser.add_argument("--rounds", type=int, default=5, help="pushes timed")
     parser.add_argument("--idle-seconds", type=float, default=60.0)
     parser.add_argument("--burst", type=int, default=500, help="hosts of the burst")
     parser.add_argument("--live", type=int, default=1000, help="live hosts for the no-op passes")
     parser.add_argument("--passes", type=int, default=10, help="no-op passes timed")
     parser.add_argument("--interval", type=float, default=60.0, help="daemon.reconcile_interval (s)")
+    parser.add_argument("--join-hosts", type=int, default=100, help="hosts of the joins burst (root)")
+    parser.add_argument("--join-timeout", type=float, default=3600.0, help="seconds to wait for every join")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args(argv)
     args.only = [s.strip() for s in args.only.split(",") if s.strip()]
-    unknown = sorted(set(args.only) - set(SUBS))
+    unknown = sorted(set(args.only) - set(SUBS) - set(ALONE))
     if unknown:
-        parser.error(f"--only: unknown sub-benchmark {', '.join(unknown)} (of {', '.join(SUBS)})")
+        parser.error(f"--only: unknown sub-benchmark {', '.join(unknown)} (of {', '.join(SUBS + ALONE)})")
     results = run(args)
     found = verdicts(results)
     for line, met in found:

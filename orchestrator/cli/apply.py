@@ -11,21 +11,23 @@ from pathlib import Path
 import click
 
 from orchestrator.cli.context import CliContext, pass_ctx
+from orchestrator.cli.conventions import QUIET_HELP
 from orchestrator.model.text import printable
 
 
 @click.command("apply")
 @click.argument("bundle", type=click.Path(path_type=Path))
 @click.option("--bootstrap", is_flag=True, help="Run the bootstrap play on the new hosts as the op's last step.")
+@click.option("-q", "--quiet", is_flag=True, help=QUIET_HELP)
 @pass_ctx
-def apply(ctx: CliContext, bundle: Path, bootstrap: bool) -> None:
+def apply(ctx: CliContext, bundle: Path, bootstrap: bool, quiet: bool) -> None:
     """Apply the ops saved by `xceprov plan --out BUNDLE` (lease, intent facts, audited)."""
     from orchestrator.cli.bootstrap import simulated_world
     from orchestrator.cli.progress import progress_view
     from orchestrator.paths import toolkit_root
     from orchestrator.services.apply import apply_bundle
 
-    with progress_view(ctx.verbose) as view:
+    with progress_view(ctx.verbose, quiet) as view:
         applied = apply_bundle(
             ctx.config(), bundle, toolkit_root(), bootstrap=bootstrap, world=simulated_world(), progress=view
         )

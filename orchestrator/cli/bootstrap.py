@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from orchestrator.cli.context import CliContext, pass_ctx
+from orchestrator.cli.conventions import QUIET_HELP
 from orchestrator.model.text import printable
 from orchestrator.services.bootstrap_sources import SimulatedWorld
 
@@ -51,6 +52,7 @@ def _parse_extra(values: tuple[str, ...]) -> dict[str, object]:
 @click.option("--decommission", is_flag=True, help="Run decommission.yml (drop the worker role) instead.")
 @click.option("-e", "--extra-var", "extra", multiple=True, metavar="KEY=VALUE", help="Extra variable (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the per-host results as JSON.")
+@click.option("-q", "--quiet", is_flag=True, help=QUIET_HELP)
 @click.argument("hosts", nargs=-1, metavar="[HOST]...")
 @pass_ctx
 def bootstrap(
@@ -59,12 +61,15 @@ def bootstrap(
     decommission: bool,
     extra: tuple[str, ...],
     as_json: bool,
+    quiet: bool,
     hosts: tuple[str, ...],
 ) -> None:
     """Bootstrap provisioned hosts (all, one op's, or the named ones) and show a result per host.
 
-    While the play runs, stderr shows hosts done and failed (per-task lines with -v); at the end
-    stdout has one line per host (or the JSON document with --json). Ctrl-C stops the play after
+    While the play runs, stderr shows hosts done and failed and a line per host (its state, its
+    current task, its time; updated in place on a terminal, a line per change elsewhere; none
+    with -q; per-task lines with -v); at the end stdout has one line per host (or the JSON
+    document with --json). Ctrl-C stops the play after
     its current task (a second Ctrl-C at once); the hosts it did not finish show as stopped, and
     the exit status is 130.
     """
@@ -79,7 +84,10 @@ def bootstrap(
 
     loaded = ctx.config()
     # A task's own bound is the run's (ansible.timeout): past it the play is killed anyway.
-    with ctrl_c_stops_the_play(float(loaded.config.ansible.timeout)) as ctrl_c, progress_view(ctx.verbose) as view:
+    with (
+        ctrl_c_stops_the_play(float(loaded.config.ansible.timeout)) as ctrl_c,
+        progress_view(ctx.verbose, quiet) as view,
+    ):
         result = run_bootstrap(
             loaded,
             toolkit_root(),

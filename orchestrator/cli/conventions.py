@@ -16,6 +16,8 @@ from orchestrator.cli.context import CliContext
 
 HELP_OPTION_NAMES = ["-h", "--help"]
 VERBOSE_HELP = "More logging; tracebacks on errors (as -v before the verb)."
+# ``-q`` of the verbs that run a bootstrap in the foreground (``cli.progress``: hosts=False).
+QUIET_HELP = "No per-host progress lines, only each phase's (the results at the end are the same)."
 
 
 def log_level(verbose: int) -> int:

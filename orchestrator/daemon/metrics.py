@@ -109,6 +109,12 @@ class DaemonMetrics:
             registry=r,
         )
         self.ops = Counter("xceprov_ops", "Ops finished, by outcome", ["provider", "kind", "outcome"], registry=r)
+        self.bootstrap_hosts = Gauge(
+            "xceprov_bootstrap_hosts",
+            "Created instances by bootstrap state (waiting, running, done, failed)",
+            ["provider", "state"],
+            registry=r,
+        )
         self.instances = Gauge(
             "xceprov_instances", "Instances of this orchestrator by state", ["provider", "state"], registry=r
         )
@@ -219,6 +225,11 @@ class DaemonMetrics:
             for state, count in counts.items():
                 self.instances.labels(provider=provider, state=state).set(count)
             self._states[provider] = self._states.get(provider, set()) | set(counts)
+
+    def set_bootstrap(self, provider: str, counts: Mapping[str, int]) -> None:
+        """The provider's created instances by bootstrap state (every state named, 0 when none)."""
+        for state, count in counts.items():
+            self.bootstrap_hosts.labels(provider=provider, state=state).set(count)
 
     def set_lease(self, provider: str, valid: bool, remaining_s: float) -> None:
         """Lease state of a provider; the remaining validity is never shown below 0 or while invalid."""

@@ -2,9 +2,10 @@
 
 :class:`StatusPublishing` is the part of :class:`.service.Daemon` that writes
 ``<state_dir>/daemon/status.json`` (the document of :mod:`.statusdoc`) and updates the metrics
-from it after a pass or a scan (:meth:`~StatusPublishing.publish_status`), and rewrites the last
-status with a new state at a stop without a controller round trip
-(:meth:`~StatusPublishing.rewrite_status`).
+from it after a pass or a scan (:meth:`~StatusPublishing.publish_status`), and when a bootstrap
+batch starts during a pass (:meth:`~StatusPublishing.watched_bootstrap`: the hosts running, done
+and failed so far), and rewrites the last status with a new state at a stop without a controller
+round trip (:meth:`~StatusPublishing.rewrite_status`).
 """
 
 from __future__ import annotations
@@ -19,15 +20,18 @@ from orchestrator.clients.controller.factreader import FactReader
 from orchestrator.clients.controller.keeper import LeaseKeeper
 from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.clients.controller.types import HostInfo
+from orchestrator.daemon.bootstrapping import Bootstrapping
 from orchestrator.daemon.lifecycle import Lifecycle
 from orchestrator.daemon.members import Membership
 from orchestrator.daemon.metrics import DaemonMetrics
 from orchestrator.daemon.orphanscan import OrphanScans
 from orchestrator.daemon.parts import DaemonOptions
 from orchestrator.daemon.statusdoc import build_document, update_metrics
-from orchestrator.errors import ControllerError, StoreUnavailable
+from orchestrator.errors import ControllerError, StoreUnavailable, XceprovError
 from orchestrator.model.config import Config
 from orchestrator.model.facts import Fact
+from orchestrator.ops.executor import Bootstrap
+from orchestrator.reconcile.bootstraps import BootstrapRecord, BootstrapTracker
 from orchestrator.reconcile.breaker import Breakers
 from orchestrator.workspace.daemonstatus import write_status
 from orchestrator.workspace.sharedstore import cluster_documents
@@ -56,6 +60,17 @@ class StatusPublishing:
     _document: dict[str, Any] | None
     # The breakers as last read, shown while the shared store cannot be read.
     _breakers_seen: Breakers | None = None
+    # The hosts in a bootstrap play now, and the bootstrap records as last read (same reason).
+    _bootstrapping: Bootstrapping | None = None
+    _records_seen: list[BootstrapRecord] | None = None
+    _last_report: dict[str, Any] | None
+
+    def watched_bootstrap(self, play: Bootstrap) -> Bootstrap:
+        """``play`` whose hosts the status shows as running while it runs; the status is written
+        when each batch starts (with the outcomes of the batches before)."""
+        if self._bootstrapping is None:
+            self._bootstrapping = Bootstrapping()
+        return self._bootstrapping.around(play, lambda: self.publish_status(self._last_report, None))
 
     def publish_status(self, report: dict[str, Any] | None, duration: float | None) -> None:
         """The status file, the metrics and systemd's status line after a pass (``duration``) or a scan."""
@@ -100,7 +115,19 @@ class StatusPublishing:
             now=self.options.clock(),
             orphans=self.orphans.to_json() if self.orphans is not None else None,
             store=self.membership.to_json() if self.membership is not None else None,
+            bootstrap_records=self.shown_bootstrap_records(),
+            bootstrapping=self._bootstrapping.running() if self._bootstrapping is not None else None,
         )
+
+    def shown_bootstrap_records(self) -> list[BootstrapRecord]:
+        """The bootstrap records now; when they cannot be read (the shared store is away), as last read."""
+        try:
+            records = BootstrapTracker.load(self.config.state_dir, cluster_documents(self.config)).records()
+        except (XceprovError, OSError) as exc:  # the rest of the status still matters
+            log.debug("bootstrap records not read, as last read instead: %s", exc)
+            return self._records_seen or []
+        self._records_seen = records
+        return records
 
     def shown_breakers(self) -> Breakers:
         """The breakers now; while the shared store is away, as last read (the status is still
@@ -136,6 +163,11 @@ class StatusPublishing:
                 {**row, "held": False, "epoch": None, "remaining": 0.0, "holder": "", "note": "released at stop"}
                 for row in document.get("leases", [])
             ]
+            # No play runs any more: the hosts of a stopped one are bootstrapped at the next start.
+            document["bootstrap"] = {
+                provider: {**counts, "waiting": counts.get("waiting", 0) + counts.get("running", 0), "running": 0}
+                for provider, counts in (document.get("bootstrap") or {}).items()
+            }
         document.setdefault("leases", [])
         document.setdefault("reclaim_candidates", [])
         document.setdefault("orphans", self.orphans.to_json() if self.orphans is not None else None)

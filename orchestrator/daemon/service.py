@@ -220,7 +220,8 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing):
             metrics=self.metrics,
             heartbeat=self.heartbeat,
         )
-        play = guarded_bootstrap(options.bootstrap, lifecycle) if options.bootstrap else None
+        # The status file shows the hosts of a running play (publish.py, watched_bootstrap).
+        play = self.watched_bootstrap(guarded_bootstrap(options.bootstrap, lifecycle)) if options.bootstrap else None
         self.reconciler = options.reconciler(
             LoopParts(config, self.executor, self.link, play, options.clock, self.fact_reader)
         )

@@ -2,7 +2,8 @@
 
 :func:`build_document` gathers the last pass's report, the leases as the keeper holds them (with
 their remaining validity, and who holds a lease this daemon does not), the breakers from their
-durable file, this orchestrator's instances by state, the open ops and the reclaim candidates;
+durable file, this orchestrator's instances by state, the bootstrap's share of them
+(:func:`bootstrap_share`), the open ops and the reclaim candidates;
 ``orchestrator.workspace.daemonstatus`` writes it and ``xceprov status`` reads it.
 :func:`update_metrics` sets the Prometheus metrics from the same document, so the two never
 disagree. Pure functions over their inputs (no I/O), tested in tests/unit/daemon.
@@ -11,7 +12,7 @@ disagree. Pure functions over their inputs (no I/O), tested in tests/unit/daemon
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -20,7 +21,10 @@ from orchestrator.clients.controller.types import HostInfo
 from orchestrator.daemon.metrics import DaemonMetrics
 from orchestrator.daemon.timeouts import NamedTimeout
 from orchestrator.model.facts import Fact
+from orchestrator.model.progress import STOPPED
+from orchestrator.ops.hosts import JOINED_STATES
 from orchestrator.ops.openops import open_ops
+from orchestrator.reconcile.bootstraps import BootstrapRecord
 from orchestrator.reconcile.breaker import Breakers, Position
 from orchestrator.reconcile.ledger import ledger
 
@@ -70,6 +74,43 @@ def instance_states(facts: Mapping[str, Sequence[Fact]], hosts: Iterable[HostInf
             else:
                 counts[REQUESTED] += 1
         out[provider] = dict(sorted(counts.items()))
+    return out
+
+
+# The bootstrap's share of the created instances, in this order (docs/daemon.md, "Status file").
+BOOTSTRAP_STATES = ("waiting", "running", "done", "failed")
+
+
+def bootstrap_share(
+    facts: Mapping[str, Sequence[Fact]],
+    hosts: Iterable[HostInfo],
+    records: Iterable[BootstrapRecord],
+    running: Mapping[str, Collection[str]],
+) -> dict[str, dict[str, int]]:
+    """Per provider, its created instances (``instanceCreated`` committed, not gone) by where the
+    bootstrap is with them: ``running`` (in the play now: ``running`` names their keys per
+    provider), ``done`` (joined at the controller, or the last play ended ok), ``failed`` (the last
+    play failed it: due again after its backoff, or given up and being returned), else
+    ``waiting`` (never tried, or its play was stopped)."""
+    joined = {h.instance_key for h in hosts if h.instance_key and (h.joined_at > 0 or h.state in JOINED_STATES)}
+    by_key = {r.key: r for r in records}
+    out: dict[str, dict[str, int]] = {}
+    for provider, provider_facts in sorted(facts.items()):
+        counts = dict.fromkeys(BOOTSTRAP_STATES, 0)
+        now_running = running.get(provider, ())
+        for record in ledger(provider_facts).values():
+            if record.gone or record.created is None:
+                continue
+            tried = by_key.get(record.key)
+            if record.key in joined or (tried is not None and (tried.ok or tried.joined)):
+                counts["done"] += 1
+            elif record.key in now_running:
+                counts["running"] += 1
+            elif tried is not None and tried.outcome and not tried.outcome.startswith(STOPPED):
+                counts["failed"] += 1
+            else:
+                counts["waiting"] += 1
+        out[provider] = counts
     return out
 
 
@@ -128,8 +169,13 @@ def build_document(
     now: float,
     orphans: Mapping[str, Any] | None = None,
     store: Mapping[str, Any] | None = None,
+    bootstrap_records: Iterable[BootstrapRecord] = (),
+    bootstrapping: Mapping[str, Collection[str]] | None = None,
 ) -> dict[str, Any]:
-    """The status document (docs/daemon.md, "Status file"); ``daemon`` is its ``daemon`` member."""
+    """The status document (docs/daemon.md, "Status file"); ``daemon`` is its ``daemon`` member;
+    ``bootstrap_records`` and ``bootstrapping`` (the keys in a play now, per provider) make its
+    ``bootstrap`` member."""
+    hosts = list(hosts)
     return {
         "daemon": {**daemon, "written": now},
         "last_pass": dict(report) if report is not None else None,
@@ -138,6 +184,7 @@ def build_document(
         "reclaim_candidates": list((report or {}).get("reclaim_candidates", [])),
         "open_ops": open_op_rows(facts),
         "instances": instance_states(facts, hosts),
+        "bootstrap": bootstrap_share(facts, hosts, bootstrap_records, bootstrapping or {}),
         "timeouts_expired": expired_timeouts(report, facts),
         # The orphan scans' timer and the last scan's summary (orchestrator/daemon/orphanscan.py).
         "orphans": dict(orphans) if orphans is not None else None,
@@ -160,6 +207,8 @@ def update_metrics(
         metrics.set_lease(str(row["provider"]), bool(row["held"]), float(row["remaining"]))
     for provider, counts in document.get("instances", {}).items():
         metrics.set_instances(str(provider), {str(k): int(v) for k, v in counts.items()})
+    for provider, counts in (document.get("bootstrap") or {}).items():
+        metrics.set_bootstrap(str(provider), {str(k): int(v) for k, v in counts.items()})
     open_templates = {
         str(row["template"]) for row in document.get("breakers", []) if row.get("position") == Position.OPEN.value
     }

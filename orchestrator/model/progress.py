@@ -11,13 +11,17 @@ long work of one op (its ``scope``, e.g. ``op op-…``):
 
 A phase may be started several times (once per shard, in parallel threads): each start adds its
 units to the phase's total. The board is therefore thread-safe.
+
+A play also says which hosts it runs on (``PhaseStarted.hosts``) and when each host starts a
+task (:class:`TaskStarted`): :class:`HostBoard` folds those into one :class:`HostLine` per host
+(waiting, running which task, its outcome, for how long), for the command line's per-host lines.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Final, Literal
 
@@ -34,11 +38,15 @@ InstanceAction = Literal["create", "delete"]
 
 @dataclass(frozen=True)
 class PhaseStarted:
-    """``total`` more units of ``phase`` of ``scope`` begin (a shard's apply, a play on N hosts)."""
+    """``total`` more units of ``phase`` of ``scope`` begin (a shard's apply, a play on N hosts).
+
+    ``hosts``: the hosts of a play, when the caller names them (each is ``waiting`` until its
+    first task starts)."""
 
     phase: Phase
     scope: str
     total: int
+    hosts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -88,6 +96,14 @@ class HostDone:
 
 
 @dataclass(frozen=True)
+class TaskStarted:
+    """One host started one task of a play (its current task, for the per-host lines)."""
+
+    host: str
+    task: str
+
+
+@dataclass(frozen=True)
 class TaskDone:
     """One task finished on one host (detail: shown only with ``-v``)."""
 
@@ -96,7 +112,7 @@ class TaskDone:
     status: str  # ok, changed, failed, unreachable, skipped
 
 
-ProgressEvent = PhaseStarted | PhaseEnded | PlanDone | InstanceDone | HostDone | TaskDone
+ProgressEvent = PhaseStarted | PhaseEnded | PlanDone | InstanceDone | HostDone | TaskStarted | TaskDone
 ProgressSink = Callable[[ProgressEvent], None]
 
 
@@ -106,9 +122,11 @@ def no_progress(event: ProgressEvent) -> None:
 
 
 @contextlib.contextmanager
-def reported_phase(sink: ProgressSink, phase: Phase, scope: str, total: int) -> Iterator[None]:
-    """``PhaseStarted`` before the block and ``PhaseEnded`` after it, even when it raises."""
-    sink(PhaseStarted(phase, scope, total))
+def reported_phase(
+    sink: ProgressSink, phase: Phase, scope: str, total: int, hosts: Sequence[str] = ()
+) -> Iterator[None]:
+    """``PhaseStarted`` (naming ``hosts``) before the block and ``PhaseEnded`` after it, even when it raises."""
+    sink(PhaseStarted(phase, scope, total, tuple(hosts)))
     try:
         yield
     finally:
@@ -202,6 +220,8 @@ class ProgressBoard:
         return self.phases[key]
 
     def _fold(self, event: ProgressEvent) -> None:
+        if isinstance(event, TaskStarted):
+            return
         if isinstance(event, TaskDone):
             self.tasks += 1
         elif isinstance(event, PhaseStarted):
@@ -264,3 +284,88 @@ class ProgressBoard:
     def failed(self) -> list[UnitOutcome]:
         """The instances and hosts whose last outcome is a failure, by name."""
         return [u for u in self.outcomes() if not u.ok]
+
+
+# A host's state in a play: named before its first task, while it runs, then its outcome.
+HostState = Literal["waiting", "running", "ok", "changed", "failed", "unreachable", "skipped", "stopped"]
+
+
+@dataclass(frozen=True)
+class HostLine:
+    """One host of a play: its state, its current (or failing) task, and since when it is in the play.
+
+    ``since`` and ``ended`` are the board clock's readings (``ended`` None while not finished).
+    Host names, tasks and reasons are someone else's text: printers pass them through ``printable``.
+    """
+
+    host: str
+    phase: Phase
+    scope: str
+    state: HostState
+    task: str = ""
+    reason: str = ""
+    since: float = 0.0
+    ended: float | None = None
+
+    @property
+    def done(self) -> bool:
+        """The host's outcome is final."""
+        return self.state not in ("waiting", "running")
+
+    def elapsed(self, now: float) -> float:
+        """Seconds in the play: up to ``now`` while it runs, up to its outcome after."""
+        return max(0.0, (self.ended if self.ended is not None else now) - self.since)
+
+
+@dataclass
+class HostBoard:
+    """Folds play events into one :class:`HostLine` per host (thread-safe; call it as a sink).
+
+    Calling it returns the host's new line when the event changed a host's *state* (waiting,
+    running, an outcome), else None: a plain-text printer prints exactly those. A task start
+    changes the current task without a new state; a failed task's name stays on the line.
+    """
+
+    clock: Callable[[], float]
+    lines: dict[str, HostLine] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __call__(self, event: ProgressEvent) -> list[HostLine]:
+        """Fold ``event`` in; the lines whose state it changed (usually none or one)."""
+        with self._lock:
+            return self._fold(event)
+
+    def _fold(self, event: ProgressEvent) -> list[HostLine]:
+        now = self.clock()
+        if isinstance(event, PhaseStarted):
+            fresh = [HostLine(h, event.phase, event.scope, "waiting", since=now) for h in event.hosts]
+            self.lines.update((f.host, f) for f in fresh)
+            return fresh
+        if not isinstance(event, TaskStarted | HostDone):
+            return []  # (a task's end changes nothing shown: the task stays until the next starts)
+        old = self.lines.get(event.host)
+        if old is None or old.done:  # a host no play named is not on the board
+            return []
+        if isinstance(event, TaskStarted):
+            self.lines[event.host] = replace(old, state="running", task=event.task)
+            return [self.lines[event.host]] if old.state == "waiting" else []
+        task = _failed_task(event.reason) or (old.task if event.outcome in _FAILED else "")
+        self.lines[event.host] = replace(old, state=event.outcome, task=task, reason=event.reason, ended=now)
+        return [self.lines[event.host]]
+
+    def snapshot(self) -> list[HostLine]:
+        """The lines, in the order the hosts were first seen."""
+        with self._lock:
+            return list(self.lines.values())
+
+
+_FAILED = frozenset({"failed", "unreachable"})
+
+
+def _failed_task(reason: str) -> str:
+    """The task a ``HostDone`` reason names (``at task 'NAME': why``), else ""."""
+    head = "at task '"
+    if not reason.startswith(head):
+        return ""
+    end = reason.find("': ", len(head))
+    return reason[len(head) : end] if end > 0 else ""

@@ -243,7 +243,8 @@ def bootstrap(
     """Run ``playbook`` on the selected instances; a result per host (see the module docstring).
 
     ``progress`` gets the phase (``bootstrap`` or ``decommission`` of ``scope``, by default
-    ``op OP`` or nothing) with one ``HostDone`` per selected host, and a ``TaskDone`` per task.
+    ``op OP`` or nothing) naming the selected hosts, one ``HostDone`` per selected host, and a
+    ``TaskStarted`` and ``TaskDone`` per task and host.
 
     ``group_vars`` adds variables to inventory groups; ``world`` lets hosts of the simulated
     cloud get its key and node manager (``bootstrap_sources``). A site's group_vars files still
@@ -261,7 +262,7 @@ def bootstrap(
     chosen = select(known, op, hosts)
     report = progress or no_progress
     scope = scope if scope is not None else (f"op {op}" if op else "")
-    with reported_phase(report, playbook, scope, len(chosen)):
+    with reported_phase(report, playbook, scope, len(chosen), [r.name for r in chosen]):
         refused = {r.name: reason for r in chosen if (reason := refusal(r)) is not None}
         for name, reason in refused.items():
             report(HostDone(playbook, scope, name, "failed", reason))

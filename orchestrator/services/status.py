@@ -15,8 +15,10 @@ store (each daemon heartbeats what it holds, docs/daemon.md); otherwise, or when
 answer, from the controller's leases (the holder's process instance and its label).
 
 The daemon's own view comes from its status file (``<state_dir>/daemon/status.json``, written
-after every pass): whether it runs and how old its last word is, its leases with their remaining
-validity (or who holds a lease it does not), and the reclaim candidates of its last pass. The
+after every pass and when a bootstrap batch starts): whether it runs and how old its last word
+is, its leases with their remaining validity (or who holds a lease it does not), the bootstrap's
+share of its created hosts per provider (waiting, running, done, failed), and the reclaim
+candidates of its last pass. The
 circuit breakers are read from their durable file (``<state_dir>/breakers.json``), so they show
 with or without a daemon.
 """
@@ -112,6 +114,8 @@ class DaemonView:
     reclaim_candidates: tuple[dict[str, Any], ...] = ()
     orphans: dict[str, Any] | None = None  # the orphan scans' timer and last scan (docs/daemon.md)
     store: dict[str, Any] | None = None  # with a shared store: its reachability and this daemon's share
+    # Per provider, created hosts by bootstrap state: waiting, running, done, failed (statusdoc.py).
+    bootstrap: dict[str, dict[str, int]] | None = None
 
 
 def daemon_view(state_dir: Path) -> DaemonView | None:
@@ -135,7 +139,20 @@ def daemon_view(state_dir: Path) -> DaemonView | None:
         reclaim_candidates=tuple(doc.get("reclaim_candidates", [])),
         orphans=doc.get("orphans") if isinstance(doc.get("orphans"), dict) else None,
         store=doc.get("store") if isinstance(doc.get("store"), dict) else None,
+        bootstrap=bootstrap_counts(doc.get("bootstrap")),
     )
+
+
+def bootstrap_counts(member: Any) -> dict[str, dict[str, int]] | None:
+    """The status file's ``bootstrap`` member as numbers (None when the file has none, as one
+    written before it existed)."""
+    if not isinstance(member, dict):
+        return None
+    out: dict[str, dict[str, int]] = {}
+    for provider, counts in sorted(member.items()):
+        if isinstance(counts, dict):
+            out[str(provider)] = {str(k): int(v) for k, v in counts.items() if isinstance(v, int)}
+    return out
 
 
 def breaker_rows(loaded: LoadedConfig, now: float | None = None) -> tuple[dict[str, Any], ...]:
@@ -454,11 +471,28 @@ def render_daemon(view: DaemonView | None) -> list[str]:
             lines.append(f"  {row['provider']:<16} held  epoch {row['epoch']}  valid {left:.1f}s more")
         else:
             lines.append(f"  {row['provider']:<16} not held: {row.get('note') or 'not granted yet'}")
+    lines += ["", *bootstrap_lines(view)]
     lines += ["", "reclaim candidates (last pass)"]
     if not view.reclaim_candidates:
         lines.append("  (none)")
     for c in view.reclaim_candidates:
         lines.append(f"  {c.get('provider', '-'):<10} {c.get('host', '-')}  {c.get('key', '-')}  {c.get('reason', '')}")
+    return lines
+
+
+BOOTSTRAP_COLUMNS = ("waiting", "running", "done", "failed")
+
+
+def bootstrap_lines(view: DaemonView) -> list[str]:
+    """The bootstrap's share of the daemon's created hosts, a line per provider."""
+    lines = [f"bootstrap of created hosts (as of {_ago(view.age)})"]
+    if view.bootstrap is None:
+        return [*lines, "  (not in this status file)"]
+    if not view.bootstrap:
+        return [*lines, "  (no providers)"]
+    for provider, counts in view.bootstrap.items():
+        cells = "  ".join(f"{name} {counts.get(name, 0)}" for name in BOOTSTRAP_COLUMNS)
+        lines.append(f"  {provider:<16} {cells}")
     return lines
 
 

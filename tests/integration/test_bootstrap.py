@@ -469,15 +469,10 @@ def test_end_to_end_worker_joins_the_simulated_controller(tmp_path: Path, reques
         labnet.destroy_lab(lab)
 
 
-def test_cli_shows_a_line_per_host_and_tasks_only_with_v(tmp_path: Path, lab: Any, artifact: Path) -> None:
-    """``xceprov bootstrap`` as an operator runs it, output not a terminal (as in CI or a pipe):
-    a few progress lines on stderr however many tasks ran, one line per host on stdout at the
-    end, and the per-task lines only with ``-v``."""
-    import re
+def _failing_hook_site(tmp_path: Path, lab: Any, artifact: Path, names: tuple[str, ...]) -> tuple[Path, list[str]]:
+    """Lab hosts ``names`` in Terraform state, and a site whose post-bootstrap hook fails on the
+    host named ``pv-fail``: the site directory and the ``-e`` arguments of the simulated artifact."""
     import shutil
-    import time
-
-    from cli_run import xceprov
 
     from orchestrator.sim.nodemanager.artifact import ARTIFACT_NAME
 
@@ -488,7 +483,7 @@ def test_cli_shows_a_line_per_host_and_tasks_only_with_v(tmp_path: Path, lab: An
         "    - name: Site check that fails on one host\n      ansible.builtin.fail:\n"
         "        msg: site says no\n      when: inventory_hostname == 'pv-fail'\n"
     )
-    for name in ("pv-a", "pv-b", "pv-fail"):
+    for name in names:
         lab.start(name, record_key=False)
     lab.wait_ready()
     tags = {"xce:template": "cpu", "xce:provider": "sim", "xce:op_id": "op1"}
@@ -512,6 +507,20 @@ templates:
 """
     (site / "xceprov.yaml").write_text(cfg)
     evars = [a for k, v in _sim_vars(kept).items() for a in ("-e", f"{k}={v if isinstance(v, str) else json.dumps(v)}")]
+    return site, evars
+
+
+def test_cli_shows_a_line_per_host_and_tasks_only_with_v(tmp_path: Path, lab: Any, artifact: Path) -> None:
+    """``xceprov bootstrap`` as an operator runs it, output not a terminal (as in CI or a pipe):
+    on stderr a few phase lines however many tasks ran and a plain line per host state change
+    (waiting, running, its outcome with the failing task), one line per host on stdout at the
+    end; the per-task lines only with ``-v``, and no per-host lines with ``-q``."""
+    import re
+    import time
+
+    from cli_run import xceprov
+
+    site, evars = _failing_hook_site(tmp_path, lab, artifact, ("pv-a", "pv-b", "pv-fail"))
 
     started = time.monotonic()
     quiet = xceprov(site, "bootstrap", *evars)
@@ -522,22 +531,93 @@ templates:
     assert len(hosts) == 3
     assert re.fullmatch(r"pv-a: changed \(ok=\d+ changed=\d+\)", hosts[0]) and hosts[1].startswith("pv-b: changed ")
     assert hosts[2] == "pv-fail: failed at task 'Site check that fails on one host': site says no"
-    progress = quiet.stderr.splitlines()
-    # No task reached the terminal; the progress lines are few: the phase's start, end, and at
-    # most one per 10 s between them.
-    assert "Write the node manager configuration" not in quiet.stderr
+    lines = quiet.stderr.splitlines()
+    assert "\x1b" not in quiet.stderr  # not a terminal: no control characters
+    progress = [ln for ln in lines if re.fullmatch(r"bootstrap: \d/3 hosts done(, 1 failed)?", ln)]
+    by_host = {
+        name: [ln for ln in lines if ln.startswith(f"bootstrap: {name} ")] for name in ("pv-a", "pv-b", "pv-fail")
+    }
+    assert sorted(progress + [ln for found in by_host.values() for ln in found]) == sorted(lines), lines
+    # The phase lines are few: the phase's start, end, and at most one per 10 s between them.
     assert progress[0] == "bootstrap: 0/3 hosts done" and progress[-1] == "bootstrap: 2/3 hosts done, 1 failed"
-    assert all(re.fullmatch(r"bootstrap: \d/3 hosts done(, 1 failed)?", ln) for ln in progress), progress
     assert len(progress) <= 2 + elapsed / 10 + 1
+    # One line per host and state change (never per task): waiting, running, its outcome; the
+    # failure keeps its task and reason.
+    for name, found in by_host.items():
+        assert len(found) == 3, found
+        assert found[0] == f"bootstrap: {name} waiting"
+        assert re.fullmatch(rf"bootstrap: {name} running \(task '.+'\)", found[1]), found
+    assert re.fullmatch(r"bootstrap: pv-a changed after \d+s", by_host["pv-a"][2])
+    assert re.fullmatch(
+        r"bootstrap: pv-fail failed after \d+s: at task 'Site check that fails on one host': site says no",
+        by_host["pv-fail"][2],
+    )
+    assert "Write the node manager configuration" not in quiet.stderr
 
-    verbose = xceprov(site, "-v", "bootstrap", *evars)
+    verbose = xceprov(site, "-v", "bootstrap", "-q", *evars)
 
     assert verbose.returncode == 1, verbose.stderr
     assert verbose.stdout.splitlines()[2] == hosts[2]
+    assert not [ln for ln in verbose.stderr.splitlines() if ln.startswith("bootstrap: pv-")]  # -q: no host lines
     tasks = [ln.split(None, 2) for ln in verbose.stderr.splitlines() if ln.startswith("  ")]
     written = [t for t in tasks if t[2] == "Write the node manager configuration"]
     assert sorted(t[0] for t in written) == ["pv-a", "pv-b", "pv-fail"]
     assert len(tasks) > 10 * len(progress)
+
+
+def test_cli_on_a_terminal_updates_each_host_s_line_in_place(tmp_path: Path, lab: Any, artifact: Path) -> None:
+    """``xceprov bootstrap`` with stderr on a terminal (a pty): each host's line is drawn, then
+    redrawn in place (cursor up, erase line) as its state and task change, and left with its
+    outcome; the failure keeps its task. stdout (a pipe) has the same one line per host as always."""
+    import os
+    import pty
+    import re
+    import subprocess
+    import sys
+    import threading
+
+    site, evars = _failing_hook_site(tmp_path, lab, artifact, ("pv-a", "pv-fail"))
+    master, slave = pty.openpty()
+    chunks: list[bytes] = []
+
+    def read() -> None:
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                return
+            if not data:
+                return
+            chunks.append(data)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    env = {**os.environ, "XCEPROV_CONFIG": str(site / "xceprov.yaml"), "COLUMNS": "160", "LINES": "40"}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "orchestrator.cli", "bootstrap", *evars],
+            cwd=site,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=slave,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+    finally:
+        os.close(slave)
+        reader.join(10)
+        os.close(master)
+    screen = b"".join(chunks).decode("utf-8", errors="replace")
+    assert done.returncode == 1, done.stdout + screen
+    hosts = [ln for ln in done.stdout.splitlines() if not ln.startswith("artifacts: ")]
+    assert hosts[1] == "pv-fail: failed at task 'Site check that fails on one host': site says no"
+    assert re.search(r"pv-a +waiting +0:00", screen), screen
+    assert re.search(r"pv-a +running +\d+:\d\d +\S", screen), screen  # a task named while it ran
+    assert "\x1b[1A\x1b[2K" in screen  # redrawn in place
+    last = screen.rsplit("bootstrap:", 1)[-1]
+    assert re.search(r"pv-a +changed +\d+:\d\d", last), last
+    assert re.search(r"pv-fail +failed +\d+:\d\d +at task 'Site check that fails on one host': site says no", last)
 
 
 SLOW_STEPS = 60  # one second each: far longer than the test waits

@@ -233,6 +233,12 @@ def test_leases_then_a_demand_push_creates_the_hosts_and_a_stop_releases(shared_
         assert scale_out and scale_out[0]["ops"] == [{"provider": "sim", "count": 2}]
         doc = daemon.wait_status("the status after the create", lambda d: sum(d["instances"]["sim"].values()) == 2)
         assert doc["open_ops"] == [] and doc["instances"]["sim"] == {"expected": 2}
+        # This world has no hosts: both bootstraps fail (no host key), and the status says so.
+        doc = daemon.wait_status("both bootstraps failed", lambda d: d["bootstrap"]["sim"]["failed"] == 2)
+        assert doc["bootstrap"] == {"sim": {"waiting": 0, "running": 0, "done": 0, "failed": 2}}
+        status = world.ok("status")
+        assert re.search(r"\n  sim\s+waiting 0  running 0  done 0  failed 2\n", status), status
+        assert json.loads(world.ok("status", "--json"))["daemon"]["bootstrap"]["sim"]["failed"] == 2
 
         got = scrape(daemon.log())
         assert got[("xceprov_lease_valid", (("provider", "sim"),))] == 1
@@ -240,6 +246,8 @@ def test_leases_then_a_demand_push_creates_the_hosts_and_a_stop_releases(shared_
         assert got[("xceprov_ops_total", (("kind", "create"), ("outcome", "succeeded"), ("provider", "sim")))] == 1
         assert got[("xceprov_reconcile_pass_duration_seconds_count", ())] >= 3
         assert sum(v for (name, labels), v in got.items() if name == "xceprov_instances") == 2
+        assert got[("xceprov_bootstrap_hosts", (("provider", "sim"), ("state", "failed")))] == 2
+        assert got[("xceprov_bootstrap_hosts", (("provider", "sim"), ("state", "waiting")))] == 0
 
         code, _took = daemon.terminate()
         assert code == 0, daemon.log()

@@ -44,7 +44,7 @@ from orchestrator.clients.ansible.artifacts import rotate_artifacts, run_environ
 from orchestrator.clients.ansible.inventory import INVENTORY_NAME, only_hosts, write_inventory
 from orchestrator.clients.ansible.playkill import kill_all
 from orchestrator.errors import AnsibleError
-from orchestrator.model.progress import STOPPED, HostDone, HostOutcome, Phase, ProgressSink, TaskDone
+from orchestrator.model.progress import STOPPED, HostDone, HostOutcome, Phase, ProgressSink, TaskDone, TaskStarted
 
 HostStatus = HostOutcome
 # Events written to the artifacts' job_events/ (returning True from the handler): what a
@@ -218,7 +218,7 @@ def ansible_env(settings: RunnerSettings) -> dict[str, str]:
 class _Collector:
     """Folds runner events into per-host results and reports progress; called from runner threads.
 
-    Progress: a ``TaskDone`` per task and host; a ``HostDone`` as soon as a host fails or is
+    Progress: a ``TaskStarted`` and a ``TaskDone`` per task and host; a ``HostDone`` as soon as a host fails or is
     unreachable (Ansible drops it from the play: its outcome is final), and for every other host
     at :meth:`finish`. With the linear strategy the hosts that go well all end with the last task.
     """
@@ -261,6 +261,10 @@ class _Collector:
         res = data.get("res") or {}
         if name == "runner_item_on_failed":
             self._item_errors.setdefault((host, task), _message(res))
+            return keep
+        if name == "runner_on_start":  # the host's current task, for the per-host progress lines
+            if self._progress is not None:
+                self._progress(TaskStarted(host, task))
             return keep
         outcome = _OUTCOMES.get(name)
         if outcome is None:

@@ -18,7 +18,7 @@ from orchestrator.clients.ansible.runner import (
     ansible_env,
     run_playbook,
 )
-from orchestrator.model.progress import HostDone, ProgressEvent, TaskDone
+from orchestrator.model.progress import HostDone, ProgressEvent, TaskDone, TaskStarted
 from tests.play_processes import playbooks_with
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -72,6 +72,17 @@ def test_collector_results_and_progress() -> None:
     assert c(_ev("runner_on_failed", "a", "x", msg="m")) is True
     assert c({"event": "playbook_on_stats", "event_data": {}}) is True
     assert r["c"].describe() == "c: failed at task 'Site hook': site says no"
+
+
+def test_collector_reports_each_task_start_of_each_host_and_no_outcome() -> None:
+    seen: list[ProgressEvent] = []
+    c = _Collector(["a", "b"], seen.append, "bootstrap", "sim op1")
+    c({"event": "runner_on_start", "event_data": {"host": "a", "task": "Copy the archive"}})
+    c({"event": "runner_on_start", "event_data": {"host": "b", "task": "Copy the archive"}})
+    c(_ev("runner_on_failed", "b", "Copy the archive", msg="no file"))
+    assert seen[:2] == [TaskStarted("a", "Copy the archive"), TaskStarted("b", "Copy the archive")]
+    # A start is no outcome: the host that only started is still "no task ran" until one ends.
+    assert c.results["a"].status == "skipped" and c.results["b"].task == "Copy the archive"
 
 
 def test_loop_failure_names_the_failing_item() -> None:

@@ -25,6 +25,7 @@ from orchestrator.daemon.service import Daemon, DaemonOptions, LoopParts
 from orchestrator.daemon.systemd import Notifier
 from orchestrator.errors import ConfigError, UsageError
 from orchestrator.model.config import Config
+from orchestrator.ops.executor import Created
 from orchestrator.orphans.report import ScanReport
 from tests.unit.clients.controller import hostile
 from tests.unit.clients.controller.ctlfake import FakeConn, FakeController, record_joins, wait_for
@@ -395,3 +396,87 @@ def test_the_link_up_metric_follows_the_controller_link(
         lifecycle.request_stop("SIGTERM")
         runner.join(30)
     assert result == [0]
+
+
+class Bootstrapper(Recorder):
+    """A reconciler whose first pass runs the daemon's bootstrap play on one of the op's two
+    hosts, then (``batches`` 2) on the other in a second batch."""
+
+    batches = 1
+
+    def run_once(self, trigger: str = "interval") -> Report:
+        assert self.parts.bootstrap is not None
+        if not self.passes:
+            for key in ("op-1-001", "op-1-000")[: self.batches]:
+                self.parts.bootstrap("sim", [Created(key, "i-1", f"cpu-{key[-1]}", "10.0.0.1", "cpu", 0.0)])
+        return super().run_once(trigger)
+
+
+class TwoBatches(Bootstrapper):
+    batches = 2
+
+
+def op_facts(fake: FakeController) -> None:
+    """The controller's facts of provider sim: op-1, two hosts created."""
+    intent = {"kind": "requestIntent", "provider": "sim", "opId": "op-1", "epoch": {"term": 1, "seq": 1}}
+    created = [
+        {**intent, "kind": "instanceCreated", "factId": 8 + i, "instanceKey": f"op-1-00{i}", "template": "cpu"}
+        for i in range(2)
+    ]
+    facts = [{**intent, "factId": 7, "count": 2, "template": "cpu"}, *created]
+    fake.handlers["queryFacts"] = lambda member, payload, conn: ("factList", {"provider": "sim", "facts": facts})
+
+
+def test_the_status_file_shows_the_hosts_of_a_bootstrap_play_while_it_runs(
+    tmp_path: Path, fake: FakeController, ca: tuple[Path, Any]
+) -> None:
+    op_facts(fake)
+    seen_in_play: list[dict[str, Any]] = []
+
+    def play(provider: str, hosts: Any) -> dict[str, str]:
+        seen_in_play.append(status(tmp_path).get("bootstrap", {}))
+        return {h.name: "ok" for h in hosts}
+
+    lifecycle = Lifecycle(site(tmp_path, fake, ca[0]), lambda: site(tmp_path, fake, ca[0]))
+    options = DaemonOptions(tmp_path, bootstrap=play, engine=object(), reconciler=Bootstrapper)  # type: ignore[arg-type]
+    daemon = Daemon(lifecycle, options)
+    result: list[int] = []
+    runner = threading.Thread(target=lambda: result.append(daemon.run()))
+    runner.start()
+    try:
+        assert wait_for(lambda: seen_in_play, 30)
+        # Written as the play started: one host in it, the op's other host still waiting.
+        assert seen_in_play == [{"sim": {"waiting": 1, "running": 1, "done": 0, "failed": 0}}]
+        # After the pass the play is over: nothing runs (the pass's records would say done/failed).
+        assert wait_for(lambda: status(tmp_path).get("daemon", {}).get("passes", 0) >= 1, 30)
+        assert status(tmp_path)["bootstrap"] == {"sim": {"waiting": 2, "running": 0, "done": 0, "failed": 0}}
+    finally:
+        lifecycle.request_stop("SIGTERM")
+        runner.join(30)
+    assert result == [0]
+
+
+def test_a_stop_between_two_bootstrap_batches_leaves_no_host_shown_running(
+    tmp_path: Path, fake: FakeController, ca: tuple[Path, Any]
+) -> None:
+    """The SIGTERM comes during the first batch: the second is not started (the pass ends early,
+    with no status of its own); the final status shows no play running, its host waiting."""
+    op_facts(fake)
+    lifecycle = Lifecycle(site(tmp_path, fake, ca[0]), lambda: site(tmp_path, fake, ca[0]))
+    plays: list[str] = []
+
+    def play(provider: str, hosts: Any) -> dict[str, str]:
+        plays.append(status(tmp_path)["bootstrap"]["sim"]["running"])
+        lifecycle.request_stop("SIGTERM")
+        return {h.name: "stopped: not finished: the daemon is stopping" for h in hosts}
+
+    options = DaemonOptions(tmp_path, bootstrap=play, engine=object(), reconciler=TwoBatches)  # type: ignore[arg-type]
+    result: list[int] = []
+    runner = threading.Thread(target=lambda: result.append(Daemon(lifecycle, options).run()))
+    runner.start()
+    runner.join(60)
+    assert result == [0]
+    assert plays == [1]  # the first batch ran, shown running; the second never started
+    final = status(tmp_path)
+    assert final["daemon"]["state"] == "stopped"
+    assert final["bootstrap"] == {"sim": {"waiting": 2, "running": 0, "done": 0, "failed": 0}}

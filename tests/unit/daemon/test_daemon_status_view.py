@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import time
 from dataclasses import replace
@@ -32,6 +33,17 @@ controller: {{addresses: ["127.0.0.1:{port}"], ca: {ca}, connect_timeout: 1, req
 providers: {{sim: {{module: xcesim}}, aws: {{module: xcesim}}}}
 templates: {{cpu: {{providers: {{sim: {{flavor: c8, image: debian-12}}}}}}}}
 """
+
+
+def offline_site(tmp_path: Path, state: Path) -> Path:
+    """A site configuration whose controller address nobody listens on (a port free a moment ago)."""
+    config = tmp_path / "xceprov.yaml"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config.write_text(SITE_CONFIG.format(state=state, port=port, ca=tmp_path / "ca.pem"))
+    (tmp_path / "ca.pem").write_text("")
+    return config
 
 
 def running_document(written: float) -> dict[str, object]:
@@ -135,14 +147,7 @@ def test_the_daemon_s_shared_store_shows_its_share_or_since_when_it_is_unreachab
         "members": [{"instance": "site-daemon-m1.1.aa"}, {"instance": "site-daemon-m2.2.bb"}],
     }  # fmt: skip
     write_status(state, doc)
-    config = tmp_path / "xceprov.yaml"
-    with socket.socket() as s:  # a port that was free a moment ago: nothing listens on it
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    config.write_text(
-        SITE_CONFIG.format(state=state, port=port, ca=tmp_path / "ca.pem"),
-    )
-    (tmp_path / "ca.pem").write_text("")
+    config = offline_site(tmp_path, state)
     result = CliRunner().invoke(cli, ["--config", str(config), "status"])
     assert result.exit_code == 75, result.output
     assert "  shared store: 2 live members; dealt to this daemon: aws, sim" in result.output
@@ -159,3 +164,32 @@ def test_the_daemon_s_shared_store_shows_its_share_or_since_when_it_is_unreachab
     )
     as_json = CliRunner().invoke(cli, ["--config", str(config), "status", "--json"])
     assert json.JSONDecoder().raw_decode(as_json.output)[0]["daemon"]["store"]["reachable"] is False
+
+
+def test_the_bootstrap_share_of_a_burst_through_the_cli_in_text_and_json(tmp_path: Path) -> None:
+    """``xceprov status`` (here with no controller: exit 75) shows the daemon's status file's
+    bootstrap share per provider, as text and as ``--json``."""
+    state = tmp_path / "state"
+    doc = running_document(time.time() - 3)
+    doc["bootstrap"] = {
+        "aws": {"waiting": 0, "running": 0, "done": 0, "failed": 0},
+        "sim": {"waiting": 60, "running": 20, "done": 17, "failed": 3},
+    }
+    write_status(state, doc)
+    config = offline_site(tmp_path, state)
+    result = CliRunner().invoke(cli, ["--config", str(config), "status"])
+    assert result.exit_code == 75, result.output
+    assert re.search(
+        r"bootstrap of created hosts \(as of \ds ago\)\n"
+        r"  aws              waiting 0  running 0  done 0  failed 0\n"
+        r"  sim              waiting 60  running 20  done 17  failed 3\n",
+        result.output,
+    ), result.output
+    as_json = CliRunner().invoke(cli, ["--config", str(config), "status", "--json"])
+    found = json.JSONDecoder().raw_decode(as_json.output)[0]["daemon"]["bootstrap"]
+    assert found["sim"] == {"waiting": 60, "running": 20, "done": 17, "failed": 3}
+
+    del doc["bootstrap"]  # a status file of a daemon from before the bootstrap share
+    write_status(state, doc)
+    result = CliRunner().invoke(cli, ["--config", str(config), "status"])
+    assert "bootstrap of created hosts" in result.output and "(not in this status file)" in result.output

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -10,9 +11,16 @@ from prometheus_client.parser import text_string_to_metric_families
 from orchestrator.clients.controller.lease import LeaseStatus
 from orchestrator.clients.controller.types import HostInfo
 from orchestrator.daemon.metrics import DaemonMetrics
-from orchestrator.daemon.statusdoc import build_document, instance_states, lease_rows, update_metrics
+from orchestrator.daemon.statusdoc import (
+    bootstrap_share,
+    build_document,
+    instance_states,
+    lease_rows,
+    update_metrics,
+)
 from orchestrator.model.config import BreakerSettings
 from orchestrator.model.facts import Epoch, Fact, FactKind
+from orchestrator.reconcile.bootstraps import BootstrapRecord
 from orchestrator.reconcile.breaker import Breakers
 
 E = Epoch(3, 2)
@@ -170,3 +178,58 @@ def test_document_and_metrics_agree(tmp_path: Path) -> None:
     gone = {**doc["last_pass"], "gaps": {"cpu": doc["last_pass"]["gaps"]["cpu"]}}
     update_metrics(metrics, dict(doc, last_pass=gone), ["cpu", "gpu"], pass_duration=1.0)
     assert samples(metrics)[("xceprov_template_demand", (("template", "old"),))] == 0
+
+
+# A burst of six created hosts in every bootstrap state, plus one only intended (not counted).
+BURST = [
+    fact(FactKind.REQUEST_INTENT, "op-z", 20, template="cpu", count=7),
+    *[fact(FactKind.INSTANCE_CREATED, "op-z", 21 + i, instance_key=f"op-z-00{i}", template="cpu") for i in range(6)],
+]
+BURST_HOSTS = [
+    HostInfo("z0", "idle", instance_key="op-z-000", provider="sim"),  # joined: done, with or without a record
+    HostInfo("z1", "expected", instance_key="op-z-001", provider="sim"),
+]
+RECORDS = [
+    BootstrapRecord("op-z-001", "sim", "cpu", "z1", attempts=1, outcome="ok"),  # done, not joined yet
+    BootstrapRecord("op-z-002", "sim", "cpu", "z2", attempts=1, outcome="failed: at task 'Copy': no file"),
+    BootstrapRecord("op-z-003", "sim", "cpu", "z3", attempts=3, outcome="unreachable: refused", gave_up=True),
+    BootstrapRecord("op-z-004", "sim", "cpu", "z4", outcome="stopped: not finished: the daemon is stopping"),
+]
+
+
+def burst_document(breakers: Breakers, records: list[BootstrapRecord], running: dict[str, set[str]]) -> dict[str, Any]:
+    """The status document of the burst above, with these bootstrap records and hosts in a play."""
+    return build_document(
+        daemon={"pid": 42, "state": "running"},
+        report=None,
+        leases=[],
+        breakers=breakers,
+        facts={"sim": BURST},
+        hosts=BURST_HOSTS,
+        now=2000.0,
+        bootstrap_records=records,
+        bootstrapping=running,
+    )
+
+
+def test_the_bootstrap_share_of_a_burst_waiting_running_done_failed_in_document_and_metrics(tmp_path: Path) -> None:
+    breakers = Breakers.load(tmp_path, BreakerSettings())
+    running = {"sim": {"op-z-005"}}
+    assert bootstrap_share({"sim": BURST, "aws": []}, BURST_HOSTS, RECORDS, running) == {
+        "aws": {"waiting": 0, "running": 0, "done": 0, "failed": 0},
+        # 004 (its play was stopped) waits again; 005 is in the play now.
+        "sim": {"waiting": 1, "running": 1, "done": 2, "failed": 2},
+    }
+    doc = burst_document(breakers, RECORDS, running)
+    assert doc["bootstrap"] == {"sim": {"waiting": 1, "running": 1, "done": 2, "failed": 2}}
+    metrics = DaemonMetrics()
+    update_metrics(metrics, doc, ["cpu"], pass_duration=None)
+    got = samples(metrics)
+    for state, count in (("waiting", 1), ("running", 1), ("done", 2), ("failed", 2)):
+        assert got[("xceprov_bootstrap_hosts", (("provider", "sim"), ("state", state)))] == count
+    # The play ends and its host is done: running reads 0 again (a state that empties is not left behind).
+    done = BootstrapRecord("op-z-005", "sim", "cpu", "z5", attempts=1, outcome="ok")
+    update_metrics(metrics, burst_document(breakers, [*RECORDS, done], {}), ["cpu"], pass_duration=None)
+    got = samples(metrics)
+    assert got[("xceprov_bootstrap_hosts", (("provider", "sim"), ("state", "running")))] == 0
+    assert got[("xceprov_bootstrap_hosts", (("provider", "sim"), ("state", "done")))] == 3
