@@ -37,8 +37,8 @@ from orchestrator.sim.hosts.host import port_open
 SSHD = "/usr/sbin/sshd"
 DEFAULT_PORT = 2200  # not 22: a system sshd on 0.0.0.0:22 would clash on the shared stack
 
-# Inside the host: private hostname, overlays, tmpfs /run, then sshd (after an optional delay,
-# to simulate SSH that comes up late) and cloud-init's boot-finished marker.
+# Inside the host: private hostname, overlays, tmpfs /run, its host key on the console, then sshd
+# (after an optional delay, to simulate SSH that comes up late) and cloud-init's boot-finished marker.
 _BOOT = r"""
 set -e
 hostname "$XH_NAME"
@@ -57,6 +57,10 @@ mount --bind "$XH_DIR/root" /root
 mount -t tmpfs tmpfs /run
 mkdir -p /run/sshd
 rm -f /var/lib/cloud/instance/boot-finished
+# cloud-init's keys_to_console: the key sshd serves, on the console (console.log).
+echo '-----BEGIN SSH HOST KEY KEYS-----'
+ssh-keygen -y -f /etc/xh/ssh_host_ed25519_key
+echo '-----END SSH HOST KEY KEYS-----'
 sleep "$XH_DELAY"
 /usr/sbin/sshd -D -e -f /etc/xh/sshd_config &
 echo "$XH_NAME" > /var/lib/cloud/instance/boot-finished

@@ -305,7 +305,11 @@ def bootstrap(
                 stop=stop,
             )
     for r in chosen:
-        if (host := result.hosts.get(r.name)) is not None and (reason := store.mismatch(r.instance_id, host.message)):
+        # A host that could not be reached over SSH may present another key than the pinned one: say so.
+        host = result.hosts.get(r.name)
+        unreached = host is not None and (host.status == "unreachable" or "ssh" in (host.message or "").lower())
+        reason = store.mismatch(KeyTarget(r.name, r.instance_id, r.address, r.port or 22)) if unreached else None
+        if host is not None and reason:
             result.hosts[r.name] = HostResult(r.name, status="unreachable", task=host.task, message=reason)
     for name, reason in problems.items():
         result.hosts[name] = HostResult(name, status="unreachable", task="record SSH host key", message=reason)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,9 +18,11 @@ from typing import Any
 
 import pytest
 
+from orchestrator.clients.ansible.hostkeys import KeyTarget, Published, keyscan
 from orchestrator.clients.ansible.inventory import InstanceRecord
 from orchestrator.configfile import LoadedConfig, parse_config
 from orchestrator.model.progress import HostDone, ProgressEvent, TaskDone
+from orchestrator.model.published_keys import BEGIN, END
 from orchestrator.services.bootstrap import bootstrap
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -214,6 +217,100 @@ def test_faults_are_per_host_results(tmp_path: Path, lab: Any, artifact: Path) -
     assert by["noart"].task == "Copy the node manager archive to the host"
     assert "/nonexistent/nm.tar.gz" in (by["noart"].message or "")
     assert sorted(result.failed) == ["ghost", "hookfail", "noart"]
+
+
+class LoopbackConsoles:
+    """The loopback hosts' consoles as a cloud would show them (``hostkeys.KeySource``).
+
+    ``forged``: host name -> a key its console is made to show instead of the one it printed.
+    """
+
+    def __init__(self, lab: Any, forged: dict[str, str] | None = None) -> None:
+        self.lab = lab
+        self.forged = forged or {}
+
+    def publishes(self, target: KeyTarget) -> bool:
+        return target.name in self.lab.hosts
+
+    def read(self, target: KeyTarget) -> Published | None:
+        host = self.lab.hosts[target.name]
+        console = (self.lab.root / "hosts" / host.name / "console.log").read_text(errors="replace")
+        if host.name in self.forged:
+            console = f"{BEGIN}\n{self.forged[host.name]}\n{END}\n" if BEGIN in console else ""
+        return Published(host.instance_id, host.address, console)
+
+
+class CountedScan:
+    """ssh-keyscan, counting the addresses it was asked for."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def __call__(self, address: str, port: int, timeout: float) -> list[str]:
+        self.calls.append(address)
+        return keyscan(address, port, timeout)
+
+
+def test_hosts_that_publish_their_key_are_bootstrapped_with_no_scan(tmp_path: Path, lab: Any, artifact: Path) -> None:
+    """Keys read from the hosts' consoles are pinned before first contact: no ssh-keyscan runs,
+    the late host's first connection is already checked, and each host is bootstrapped."""
+    lab.start("pub1", record_key=False)
+    lab.start("publate", delay=3.0, record_key=False)  # its key is on the console before its sshd is up
+    scan = CountedScan()
+
+    result = bootstrap(
+        _config(tmp_path, lab, None, roles="[]"),
+        ROOT,
+        records=_records(lab),
+        extra_vars=_sim_vars(artifact),
+        ssh_wait=10,
+        scanner=scan,
+        published=LoopbackConsoles(lab),
+    )
+
+    assert {h: r.status for h, r in result.hosts.items()} == {"pub1": "changed", "publate": "changed"}, [
+        r.describe() for r in result.hosts.values()
+    ]
+    assert scan.calls == []
+    recorded = json.loads((tmp_path / "state" / "ansible" / "host_keys.json").read_text())
+    for name in ("pub1", "publate"):
+        served = (lab.root / "hosts" / name / "ssh_host_ed25519_key.pub").read_text().split()[:2]
+        assert recorded[f"i-{name}"]["keys"] == [" ".join(served)]
+        assert recorded[f"i-{name}"]["origin"] == "published"
+
+
+def test_a_published_key_sshd_does_not_serve_leaves_the_host_unreachable(
+    tmp_path: Path, lab: Any, artifact: Path
+) -> None:
+    """A console showing a key other than the one sshd serves: that host is unreachable with a
+    line saying so, the real key is never learnt, and the honest host is bootstrapped."""
+    lab.start("honest", record_key=False)
+    lab.start("liar", record_key=False)
+    other = tmp_path / "other_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    forged = " ".join(Path(f"{other}.pub").read_text().split()[:2])
+    scan = CountedScan()
+    evars = {**_sim_vars(artifact), "xce_bootstrap_ssh_timeout": 5}
+
+    result = bootstrap(
+        _config(tmp_path, lab, None, roles="[]"),
+        ROOT,
+        records=_records(lab),
+        extra_vars=evars,
+        ssh_wait=10,
+        scanner=scan,
+        published=LoopbackConsoles(lab, forged={"liar": forged}),
+    )
+
+    assert result.hosts["honest"].status == "changed", result.hosts["honest"].describe()
+    liar = result.hosts["liar"]
+    assert liar.status == "unreachable", liar.describe()
+    assert "is not the one instance i-liar published on its console" in (liar.message or "")
+    assert "\n" not in (liar.message or "")
+    assert scan.calls == [lab.hosts["liar"].address]  # asked once, after its play failed, to say why
+    recorded = json.loads((tmp_path / "state" / "ansible" / "host_keys.json").read_text())
+    served = " ".join((lab.root / "hosts" / "liar" / "ssh_host_ed25519_key.pub").read_text().split()[:2])
+    assert recorded["i-liar"]["keys"] == [forged] and served not in json.dumps(recorded["i-liar"])
 
 
 def _tfstate(tmp_path: Path, entries: list[tuple[Any, str, dict[str, str]]]) -> None:

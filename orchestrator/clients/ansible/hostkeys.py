@@ -48,8 +48,7 @@ from orchestrator.model.hostnames import address_problem
 from orchestrator.model.published_keys import PublishedKeyError, published_keys
 
 Policy = Literal["record", "strict"]
-# What ssh prints when a host's key is not the pinned one (StrictHostKeyChecking=yes).
-_KEY_REFUSED = ("Host key verification failed", "REMOTE HOST IDENTIFICATION HAS CHANGED")
+
 Scanner = Callable[[str, int, float], list[str]]
 
 
@@ -244,17 +243,22 @@ class HostKeyStore:
             del index[iid]
         index[t.instance_id] = {"address": t.address, "port": t.port, "keys": keys, "name": t.name, "origin": origin}
 
-    def mismatch(self, instance_id: str, message: str | None) -> str | None:
-        """A clear reason when ``message`` (a host's failed connection) is ssh refusing the pinned key."""
-        if not message or not any(sign in message for sign in _KEY_REFUSED):
+    def mismatch(self, target: KeyTarget) -> str | None:
+        """Why ``target``'s failed connection is ssh refusing the pinned key, or ``None``.
+
+        Asks the host for the key it serves (one scan, made only for a host whose play failed):
+        the answer names the failure and is never recorded.
+        """
+        rec = self._load().get(target.instance_id)
+        if not rec or rec["address"] != target.address or int(rec["port"]) != target.port:
             return None
-        rec = self._load().get(instance_id)
-        if not rec:
+        served = self._scanner(target.address, target.port, 2.0)
+        if not served or set(served) & set(rec["keys"]):
             return None
         how = "published on its console" if rec.get("origin") == "published" else "recorded at first contact"
         return (
-            f"the SSH host key at {host_pattern(rec['address'], int(rec['port']))} is not the one instance "
-            f"{instance_id} {how} (pinned in {self.known_hosts}); not trusting it"
+            f"the SSH host key served at {host_pattern(target.address, target.port)} is not the one instance "
+            f"{target.instance_id} {how} (pinned in {self.known_hosts}); not trusting it"
         )
 
     def forget(self, instance_ids: Iterable[str]) -> None:

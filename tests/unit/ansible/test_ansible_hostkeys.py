@@ -196,14 +196,17 @@ def test_a_published_key_other_than_the_pinned_one_is_refused(tmp_path: Path) ->
     assert store.recorded()["i-1"]["keys"] == [_key(1)]
 
 
-def test_ssh_refusing_a_pinned_key_is_named_as_such(tmp_path: Path) -> None:
-    store = HostKeyStore(tmp_path, scanner=FakeScanner({}))
-    source = Consoles({"i-1": Published("i-1", "10.0.0.1", _console(_key(1)))})
-    store.ensure([KeyTarget("h1", "i-1", "10.0.0.1", provider="sim")], "record", wait=0, source=source, publish_wait=5)
-    failed = (
-        "timed out waiting for ping module test: Failed to connect to the host via ssh: Host key verification failed."
+def test_a_host_serving_another_key_than_the_published_one_is_named_as_such(tmp_path: Path) -> None:
+    scan = FakeScanner({"10.0.0.1": [_key(7)], "10.0.0.2": [_key(2)]})
+    store = HostKeyStore(tmp_path, scanner=scan)
+    source = Consoles(
+        {"i-1": Published("i-1", "10.0.0.1", _console(_key(1))), "i-2": Published("i-2", "10.0.0.2", _console(_key(2)))}
     )
-    reason = store.mismatch("i-1", failed)
+    targets = [KeyTarget("h1", "i-1", "10.0.0.1", provider="sim"), KeyTarget("h2", "i-2", "10.0.0.2", provider="sim")]
+    assert store.ensure(targets, "record", wait=0, source=source, publish_wait=5) == {}
+    assert scan.calls == []
+    reason = store.mismatch(targets[0])
     assert reason is not None and "is not the one instance i-1 published on its console" in reason
-    assert store.mismatch("i-1", "Permission denied (publickey)") is None
-    assert store.mismatch("i-9", failed) is None
+    assert store.mismatch(targets[1]) is None  # it serves what it published: its failure is something else
+    assert store.mismatch(KeyTarget("h9", "i-9", "10.0.0.1")) is None  # nothing pinned for it
+    assert store.recorded()["i-1"]["keys"] == [_key(1)]  # the served key is not learnt
