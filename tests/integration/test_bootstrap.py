@@ -18,11 +18,10 @@ from typing import Any
 
 import pytest
 
-from orchestrator.clients.ansible.hostkeys import KeyTarget, Published, keyscan
+from orchestrator.clients.ansible.hostkeys import keyscan
 from orchestrator.clients.ansible.inventory import InstanceRecord
 from orchestrator.configfile import LoadedConfig, parse_config
 from orchestrator.model.progress import HostDone, ProgressEvent, TaskDone
-from orchestrator.model.published_keys import BEGIN, END
 from orchestrator.services.bootstrap import bootstrap
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -219,27 +218,6 @@ def test_faults_are_per_host_results(tmp_path: Path, lab: Any, artifact: Path) -
     assert sorted(result.failed) == ["ghost", "hookfail", "noart"]
 
 
-class LoopbackConsoles:
-    """The loopback hosts' consoles as a cloud would show them (``hostkeys.KeySource``).
-
-    ``forged``: host name -> a key its console is made to show instead of the one it printed.
-    """
-
-    def __init__(self, lab: Any, forged: dict[str, str] | None = None) -> None:
-        self.lab = lab
-        self.forged = forged or {}
-
-    def publishes(self, target: KeyTarget) -> bool:
-        return target.name in self.lab.hosts
-
-    def read(self, target: KeyTarget) -> Published | None:
-        host = self.lab.hosts[target.name]
-        console = (self.lab.root / "hosts" / host.name / "console.log").read_text(errors="replace")
-        if host.name in self.forged:
-            console = f"{BEGIN}\n{self.forged[host.name]}\n{END}\n" if BEGIN in console else ""
-        return Published(host.instance_id, host.address, console)
-
-
 class CountedScan:
     """ssh-keyscan, counting the addresses it was asked for."""
 
@@ -265,7 +243,7 @@ def test_hosts_that_publish_their_key_are_bootstrapped_with_no_scan(tmp_path: Pa
         extra_vars=_sim_vars(artifact),
         ssh_wait=10,
         scanner=scan,
-        published=LoopbackConsoles(lab),
+        published=lh.LoopbackConsoles(lab),
     )
 
     assert {h: r.status for h, r in result.hosts.items()} == {"pub1": "changed", "publate": "changed"}, [
@@ -299,7 +277,7 @@ def test_a_published_key_sshd_does_not_serve_leaves_the_host_unreachable(
         extra_vars=evars,
         ssh_wait=10,
         scanner=scan,
-        published=LoopbackConsoles(lab, forged={"liar": forged}),
+        published=lh.LoopbackConsoles(lab, forged={"liar": forged}),
     )
 
     assert result.hosts["honest"].status == "changed", result.hosts["honest"].describe()
