@@ -526,6 +526,10 @@ def test_end_to_end_worker_joins_the_simulated_controller(tmp_path: Path, reques
         results = json.loads(xceprov("bootstrap", "--op", "op9", "--json"))
 
         assert results[name]["status"] == "changed", results
+        # Its key came from its console (printed at boot, shown by the cloud), not from a scan.
+        pinned = json.loads((tmp_path / "state" / "ansible" / "host_keys.json").read_text())[inst.id]
+        served = (sim / "hosts" / inst.id / "ssh_host_ed25519_key.pub").read_text().split()[:2]
+        assert pinned["origin"] == "published" and pinned["keys"] == [" ".join(served)], pinned
         log = sim / "hosts" / inst.id / "upper" / "var" / "log" / "xce" / "node-manager.log"
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and "joined controller" not in (log.read_text() if log.exists() else ""):
