@@ -11,8 +11,11 @@ together and handed at once to ``HostKeyStore.ensure`` as a bootstrap does right
   read as soon as it is printed, no ssh-keyscan runs.
 
 Reported: wall time of the step from the hosts' start (a cold burst) and from ready hosts (a
-re-run or late bootstrap), the CPU time of the toolkit's child processes (ssh-keyscan) and of
-its own process, per host, and the load average. Sides alternate which goes first.
+re-run or late bootstrap); ``until_ssh``, the time until the keys are known *and* every sshd
+accepts connections (a published key can be known before sshd is up, and the play waits for
+sshd anyway: for a cold burst this is the fair comparison); the CPU time of the toolkit's child
+processes (ssh-keyscan) and of its own process; and the load average. Sides alternate which
+goes first.
 """
 
 from __future__ import annotations
@@ -58,9 +61,20 @@ def one_side(base: Path, n: int, side: str, warm: bool) -> dict[str, float]:
         problems = store.ensure(targets, "record", wait=120, workers=20, source=source, publish_wait=120)
         took = time.monotonic() - started
         own1, kids1 = _cpu()
-        if problems:
-            raise SystemExit(f"{side}: hosts without a key: {problems}")
-        return {"wall": took, "own_cpu": own1 - own0, "child_cpu": kids1 - kids0}
+        # Under heavy load a scan can fail where the play would still connect (ssh-keyscan gives
+        # each try 2 s): counted, and the step's time is then the wait it spent.
+        # A published key may be known before sshd is up; the play waits for sshd anyway, so the
+        # fair end of the step for a cold burst is "keys known and every sshd accepting".
+        while not all(lh.port_open(h.address, h.port) for h in hosts) and time.monotonic() - started < 300:
+            time.sleep(0.05)
+        until_ssh = time.monotonic() - started
+        return {
+            "wall": took,
+            "until_ssh": until_ssh,
+            "own_cpu": own1 - own0,
+            "child_cpu": kids1 - kids0,
+            "hosts_without_key": len(problems),
+        }
     finally:
         lab.stop_all()
 
@@ -83,8 +97,8 @@ def main() -> int:
             out["rounds"].append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
     for kind in ("cold", "warm"):
-        best = {s: min(r[f"{s}_{kind}"]["wall"] for r in out["rounds"]) for s in ("scan", "published")}
-        out[f"best_{kind}"] = best
+        best = {s: min(r[f"{s}_{kind}"]["until_ssh"] for r in out["rounds"]) for s in ("scan", "published")}
+        out[f"best_until_ssh_{kind}"] = best
         out[f"saved_per_host_{kind}_s"] = (best["scan"] - best["published"]) / args.hosts
     print(json.dumps(out, indent=1))
     return 0

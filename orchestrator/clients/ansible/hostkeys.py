@@ -48,7 +48,6 @@ from orchestrator.model.hostnames import address_problem
 from orchestrator.model.published_keys import PublishedKeyError, published_keys
 
 Policy = Literal["record", "strict"]
-
 Scanner = Callable[[str, int, float], list[str]]
 
 
