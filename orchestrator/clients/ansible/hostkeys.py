@@ -49,6 +49,7 @@ from orchestrator.model.published_keys import PublishedKeyError, published_keys
 
 Policy = Literal["record", "strict"]
 Scanner = Callable[[str, int, float], list[str]]
+MISMATCH_SCAN_TIMEOUT = 15.0
 
 
 @dataclass(frozen=True)
@@ -251,7 +252,8 @@ class HostKeyStore:
         rec = self._load().get(target.instance_id)
         if not rec or rec["address"] != target.address or int(rec["port"]) != target.port:
             return None
-        served = self._scanner(target.address, target.port, 2.0)
+        # One try, so a generous timeout: on a loaded machine a key exchange can take seconds.
+        served = self._scanner(target.address, target.port, MISMATCH_SCAN_TIMEOUT)
         if not served or set(served) & set(rec["keys"]):
             return None
         how = "published on its console" if rec.get("origin") == "published" else "recorded at first contact"
