@@ -279,6 +279,8 @@ class HostKeyStore:
                 keys = None if published is None else _checked(target, published)
             except PublishedKeyError as exc:
                 return f"published SSH host key of instance {target.instance_id} refused: {exc}"
+            except OSError:
+                keys = None  # the console could not be read this time: as if nothing were there yet
             if keys is not None or time.monotonic() >= deadline:
                 return keys
             time.sleep(0.25)

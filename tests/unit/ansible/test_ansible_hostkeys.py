@@ -210,3 +210,17 @@ def test_a_host_serving_another_key_than_the_published_one_is_named_as_such(tmp_
     assert store.mismatch(targets[1]) is None  # it serves what it published: its failure is something else
     assert store.mismatch(KeyTarget("h9", "i-9", "10.0.0.1")) is None  # nothing pinned for it
     assert store.recorded()["i-1"]["keys"] == [_key(1)]  # the served key is not learnt
+
+
+def test_a_console_that_cannot_be_read_is_waited_for_then_scanned(tmp_path: Path) -> None:
+    class Unreadable(Consoles):
+        def read(self, target: KeyTarget) -> Published | None:
+            self.reads += 1
+            raise OSError("console gone")
+
+    scan = FakeScanner({"10.0.0.1": [_key(1)]})
+    store = HostKeyStore(tmp_path, scanner=scan)
+    source = Unreadable({})
+    target = KeyTarget("h1", "i-1", "10.0.0.1", provider="sim")
+    assert store.ensure([target], "record", wait=0, source=source, publish_wait=0.3) == {}
+    assert source.reads >= 1 and scan.calls == ["10.0.0.1"]
