@@ -32,13 +32,15 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from orchestrator.clients.ansible.hostkeys import KeyTarget, Published
+from orchestrator.model.published_keys import BEGIN, END
 from orchestrator.sim.hosts.host import port_open
 
 SSHD = "/usr/sbin/sshd"
 DEFAULT_PORT = 2200  # not 22: a system sshd on 0.0.0.0:22 would clash on the shared stack
 
-# Inside the host: private hostname, overlays, tmpfs /run, then sshd (after an optional delay,
-# to simulate SSH that comes up late) and cloud-init's boot-finished marker.
+# Inside the host: private hostname, overlays, tmpfs /run, its host key on the console, then sshd
+# (after an optional delay, to simulate SSH that comes up late) and cloud-init's boot-finished marker.
 _BOOT = r"""
 set -e
 hostname "$XH_NAME"
@@ -57,6 +59,10 @@ mount --bind "$XH_DIR/root" /root
 mount -t tmpfs tmpfs /run
 mkdir -p /run/sshd
 rm -f /var/lib/cloud/instance/boot-finished
+# cloud-init's keys_to_console: the key sshd serves, on the console (console.log).
+echo '-----BEGIN SSH HOST KEY KEYS-----'
+ssh-keygen -y -f /etc/xh/ssh_host_ed25519_key
+echo '-----END SSH HOST KEY KEYS-----'
 sleep "$XH_DELAY"
 /usr/sbin/sshd -D -e -f /etc/xh/sshd_config &
 echo "$XH_NAME" > /var/lib/cloud/instance/boot-finished
@@ -190,6 +196,31 @@ class LoopbackLab:
 
     def _save(self) -> None:
         (self.root / "hosts.json").write_text(json.dumps([asdict(h) for h in self.hosts.values()], indent=1))
+
+
+class LoopbackConsoles:
+    """The hosts' consoles (``hosts/<name>/console.log``) as a cloud would show them: a
+    ``hostkeys.KeySource`` for ``bootstrap(published=...)``, where each host's key block is
+    read instead of scanning it.
+
+    ``forged``: host name -> a key line its console is made to show instead of the one it printed.
+    """
+
+    def __init__(self, lab: LoopbackLab, forged: dict[str, str] | None = None) -> None:
+        self.lab = lab
+        self.forged = forged or {}
+
+    def publishes(self, target: KeyTarget) -> bool:
+        """Every host of the lab has a console."""
+        return target.name in self.lab.hosts
+
+    def read(self, target: KeyTarget) -> Published | None:
+        """The console so far, with the host's instance id and address."""
+        host = self.lab.hosts[target.name]
+        console = (self.lab.root / "hosts" / host.name / "console.log").read_text(errors="replace")
+        if host.name in self.forged:
+            console = f"{BEGIN}\n{self.forged[host.name]}\n{END}\n" if BEGIN in console else ""
+        return Published(host.instance_id, host.address, console)
 
 
 def _keygen(path: Path, comment: str) -> None:

@@ -15,21 +15,28 @@ import click
 
 from orchestrator.cli.context import CliContext, pass_ctx
 from orchestrator.cli.conventions import QUIET_HELP
+from orchestrator.clients.ansible.hostkeys import Published
 from orchestrator.model.text import printable
 from orchestrator.services.bootstrap_sources import SimulatedWorld
 
 
 def simulated_world() -> SimulatedWorld:
-    """The simulated world's key, node manager artifact and its builder."""
+    """The simulated world's key, node manager artifact and its builder, and its instances' consoles."""
     from orchestrator.sim import nodemanager
+    from orchestrator.sim.hosts.console import console_output
     from orchestrator.sim.hosts.keys import toolkit_key
     from orchestrator.sim.nodemanager.artifact import ARTIFACT_NAME
+
+    def console(sim_dir: Path, instance_id: str) -> Published | None:
+        out = console_output(sim_dir, instance_id)
+        return None if out is None else Published(out.instance_id, out.address, out.text)
 
     return SimulatedWorld(
         toolkit_key=toolkit_key,
         artifact=lambda sim_dir: sim_dir / "artifacts" / ARTIFACT_NAME,
         sources=Path(nodemanager.__file__).parent,
         build=nodemanager.build_artifact,
+        console=console,
     )
 
 

@@ -141,6 +141,9 @@ class AnsibleSettings(Strict):
     timeout: Duration = Field(default=600.0, gt=0)
     site_dir: Path | None = None
     host_key_policy: Literal["record", "strict"] = "record"
+    # How long the bootstrap looks for host keys an instance published on its console before it
+    # scans (record) or gives up on the host (strict); 0 never reads published keys.
+    host_key_publish_wait: Duration = Field(default=120.0, ge=0)
     keep_artifacts: int = Field(default=20, ge=1)
 
 

@@ -8,7 +8,8 @@
    a record whose cloud-reported name is not a valid host name (RFC 1123), or whose address is
    neither an IP address nor such a name (``model.hostnames``), is refused with a ``failed``
    result naming the value, and never reaches Ansible, ssh or known_hosts; the other hosts go on;
-3. host keys: recorded on first contact and pinned per instance (``clients.ansible.hostkeys``);
+3. host keys: published by the instance on its console (where the cloud shows it: the simulated
+   cloud), else recorded on first contact, and pinned per instance (``clients.ansible.hostkeys``);
    hosts whose key cannot be had are not contacted and get a ``skipped`` result saying why;
 4. the inventory of every known host is written to ``<state_dir>/ansible/inventory/xceprov.yml``
    (with the site's ``group_vars`` beside it) so an operator can re-run the play by hand;
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from orchestrator.clients.ansible.hostkeys import HostKeyStore, KeyTarget, Scanner, keyscan
+from orchestrator.clients.ansible.hostkeys import HostKeyStore, KeySource, KeyTarget, Scanner, keyscan
 from orchestrator.clients.ansible.inventory import (
     INVENTORY_NAME,
     InstanceRecord,
@@ -46,7 +47,7 @@ from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import UsageError
 from orchestrator.model.config import Config
 from orchestrator.model.progress import HostDone, ProgressSink, no_progress, reported_phase
-from orchestrator.services.bootstrap_sources import SimulatedWorld, simulated_sources
+from orchestrator.services.bootstrap_sources import SimulatedWorld, console_keys, simulated_sources
 from orchestrator.services.join_tokens import join_token_vars
 from orchestrator.workspace.pgconn import pg_conn_str
 from orchestrator.workspace.tfstates import state_reader
@@ -236,6 +237,7 @@ def bootstrap(
     group_vars: Mapping[str, Mapping[str, Any]] | None = None,
     ssh_wait: float | None = None,
     scanner: Scanner = keyscan,
+    published: KeySource | None = None,
     world: SimulatedWorld | None = None,
     scope: str | None = None,
     stop: PlayStop | None = None,
@@ -249,6 +251,8 @@ def bootstrap(
     ``group_vars`` adds variables to inventory groups; ``world`` lets hosts of the simulated
     cloud get its key and node manager (``bootstrap_sources``). A site's group_vars files still
     override both. ``stop`` ends the play early (``clients.ansible.runner.PlayStop``).
+    ``published`` reads host keys instances published (default: the simulated cloud's consoles
+    when ``world`` is given).
     """
     loaded, sim_vars = simulated_sources(loaded, world)
     group_vars = {**sim_vars, **(group_vars or {})}
@@ -271,10 +275,12 @@ def bootstrap(
         store = HostKeyStore(p.keys_dir, scanner=scanner)
         wait = float(config.ansible.timeout) / 2 if ssh_wait is None else ssh_wait
         problems = store.ensure(
-            (KeyTarget(r.name, r.instance_id, r.address, r.port or 22) for r in chosen),
+            (KeyTarget(r.name, r.instance_id, r.address, r.port or 22, r.provider) for r in chosen),
             config.ansible.host_key_policy,
             wait=wait,
             workers=config.ansible.forks,
+            source=published if published is not None else console_keys(config, world),
+            publish_wait=float(config.ansible.host_key_publish_wait),
         )
         for name, reason in problems.items():
             report(HostDone(playbook, scope, name, "unreachable", f"at task 'record SSH host key': {reason}"))
@@ -299,6 +305,13 @@ def bootstrap(
                 scope=scope,
                 stop=stop,
             )
+    for r in chosen:
+        # A host that could not be reached over SSH may present another key than the pinned one: say so.
+        host = result.hosts.get(r.name)
+        unreached = host is not None and (host.status == "unreachable" or "ssh" in (host.message or "").lower())
+        reason = store.mismatch(KeyTarget(r.name, r.instance_id, r.address, r.port or 22)) if unreached else None
+        if host is not None and reason:
+            result.hosts[r.name] = HostResult(r.name, status="unreachable", task=host.task, message=reason)
     for name, reason in problems.items():
         result.hosts[name] = HostResult(name, status="unreachable", task="record SSH host key", message=reason)
     for name, reason in refused.items():

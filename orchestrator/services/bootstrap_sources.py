@@ -5,7 +5,8 @@ node manager package comes from. Providers of the simulated cloud (module ``xces
 site behind them, so the bootstrap fills in the simulated world's own: its toolkit key when
 ``ansible.ssh_key`` is unset, and its node manager artifact (rebuilt when missing or older than
 its sources) as the install source of the ``module_xcesim`` group. A site's
-``group_vars/module_xcesim.yml`` still overrides it.
+``group_vars/module_xcesim.yml`` still overrides it. The simulated cloud also shows the console
+of its instances, where each host publishes its SSH host keys at boot (``console_keys``).
 
 The decision is taken here; the simulated world's parts come in as a ``SimulatedWorld``, because
 the orchestrator's layers do not import the simulated world (the ``sim-apart`` import contract):
@@ -20,7 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestrator.clients.ansible.hostkeys import KeySource, KeyTarget, Published
 from orchestrator.configfile import LoadedConfig
+from orchestrator.model.config import Config
 
 SIM_MODULE = "xcesim"
 SIM_GROUP = f"module_{SIM_MODULE}"
@@ -34,6 +37,33 @@ class SimulatedWorld:
     artifact: Callable[[Path], Path]  # sim state dir -> where the node manager artifact is kept
     sources: Path  # the directory whose ``*.py`` files the artifact is built from
     build: Callable[[Path], Path]  # build the artifact into a directory; returns its path
+    # (sim state dir, instance id) -> that instance's console as the cloud shows it, None before boot
+    console: Callable[[Path, str], Published | None] | None = None
+
+
+class ConsoleKeys:
+    """Host keys published on the consoles of the simulated cloud's instances (``hostkeys.KeySource``)."""
+
+    def __init__(self, read: Callable[[Path, str], Published | None], sim_dir: Path, providers: set[str]) -> None:
+        self._read = read
+        self._sim_dir = sim_dir
+        self._providers = providers
+
+    def publishes(self, target: KeyTarget) -> bool:
+        """Only hosts of providers of the simulated cloud have a console here."""
+        return target.provider in self._providers
+
+    def read(self, target: KeyTarget) -> Published | None:
+        """The console of ``target``'s instance so far."""
+        return self._read(self._sim_dir, target.instance_id)
+
+
+def console_keys(config: Config, world: SimulatedWorld | None) -> KeySource | None:
+    """Where published host keys of the simulated cloud's hosts are read, when there are such hosts."""
+    providers = {name for name, p in config.providers.items() if p.module == SIM_MODULE}
+    if world is None or world.console is None or not providers:
+        return None
+    return ConsoleKeys(world.console, config.sim_state_dir(), providers)
 
 
 def simulated_sources(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.clients.ansible.hostkeys import keyscan
 from orchestrator.clients.ansible.inventory import InstanceRecord
 from orchestrator.configfile import LoadedConfig, parse_config
 from orchestrator.model.progress import HostDone, ProgressEvent, TaskDone
@@ -214,6 +216,79 @@ def test_faults_are_per_host_results(tmp_path: Path, lab: Any, artifact: Path) -
     assert by["noart"].task == "Copy the node manager archive to the host"
     assert "/nonexistent/nm.tar.gz" in (by["noart"].message or "")
     assert sorted(result.failed) == ["ghost", "hookfail", "noart"]
+
+
+class CountedScan:
+    """ssh-keyscan, counting the addresses it was asked for."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def __call__(self, address: str, port: int, timeout: float) -> list[str]:
+        self.calls.append(address)
+        return keyscan(address, port, timeout)
+
+
+def test_hosts_that_publish_their_key_are_bootstrapped_with_no_scan(tmp_path: Path, lab: Any, artifact: Path) -> None:
+    """Keys read from the hosts' consoles are pinned before first contact: no ssh-keyscan runs,
+    the late host's first connection is already checked, and each host is bootstrapped."""
+    lab.start("pub1", record_key=False)
+    lab.start("publate", delay=3.0, record_key=False)  # its key is on the console before its sshd is up
+    scan = CountedScan()
+
+    result = bootstrap(
+        _config(tmp_path, lab, None, roles="[]"),
+        ROOT,
+        records=_records(lab),
+        extra_vars=_sim_vars(artifact),
+        ssh_wait=10,
+        scanner=scan,
+        published=lh.LoopbackConsoles(lab),
+    )
+
+    assert {h: r.status for h, r in result.hosts.items()} == {"pub1": "changed", "publate": "changed"}, [
+        r.describe() for r in result.hosts.values()
+    ]
+    assert scan.calls == []
+    recorded = json.loads((tmp_path / "state" / "ansible" / "host_keys.json").read_text())
+    for name in ("pub1", "publate"):
+        served = (lab.root / "hosts" / name / "ssh_host_ed25519_key.pub").read_text().split()[:2]
+        assert recorded[f"i-{name}"]["keys"] == [" ".join(served)]
+        assert recorded[f"i-{name}"]["origin"] == "published"
+
+
+def test_a_published_key_sshd_does_not_serve_leaves_the_host_unreachable(
+    tmp_path: Path, lab: Any, artifact: Path
+) -> None:
+    """A console showing a key other than the one sshd serves: that host is unreachable with a
+    line saying so, the real key is never learnt, and the honest host is bootstrapped."""
+    lab.start("honest", record_key=False)
+    lab.start("liar", record_key=False)
+    other = tmp_path / "other_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    forged = " ".join(Path(f"{other}.pub").read_text().split()[:2])
+    scan = CountedScan()
+    evars = {**_sim_vars(artifact), "xce_bootstrap_ssh_timeout": 5}
+
+    result = bootstrap(
+        _config(tmp_path, lab, None, roles="[]"),
+        ROOT,
+        records=_records(lab),
+        extra_vars=evars,
+        ssh_wait=10,
+        scanner=scan,
+        published=lh.LoopbackConsoles(lab, forged={"liar": forged}),
+    )
+
+    assert result.hosts["honest"].status == "changed", result.hosts["honest"].describe()
+    liar = result.hosts["liar"]
+    assert liar.status == "unreachable", liar.describe()
+    assert "is not the one instance i-liar published on its console" in (liar.message or "")
+    assert "\n" not in (liar.message or "")
+    assert scan.calls == [lab.hosts["liar"].address]  # asked once, after its play failed, to say why
+    recorded = json.loads((tmp_path / "state" / "ansible" / "host_keys.json").read_text())
+    served = " ".join((lab.root / "hosts" / "liar" / "ssh_host_ed25519_key.pub").read_text().split()[:2])
+    assert recorded["i-liar"]["keys"] == [forged] and served not in json.dumps(recorded["i-liar"])
 
 
 def _tfstate(tmp_path: Path, entries: list[tuple[Any, str, dict[str, str]]]) -> None:
@@ -451,6 +526,10 @@ def test_end_to_end_worker_joins_the_simulated_controller(tmp_path: Path, reques
         results = json.loads(xceprov("bootstrap", "--op", "op9", "--json"))
 
         assert results[name]["status"] == "changed", results
+        # Its key came from its console (printed at boot, shown by the cloud), not from a scan.
+        pinned = json.loads((tmp_path / "state" / "ansible" / "host_keys.json").read_text())[inst.id]
+        served = (sim / "hosts" / inst.id / "ssh_host_ed25519_key.pub").read_text().split()[:2]
+        assert pinned["origin"] == "published" and pinned["keys"] == [" ".join(served)], pinned
         log = sim / "hosts" / inst.id / "upper" / "var" / "log" / "xce" / "node-manager.log"
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and "joined controller" not in (log.read_text() if log.exists() else ""):

@@ -19,7 +19,10 @@ from pathlib import Path
 import pytest
 from sim_labs import claim_test_lab
 
+from orchestrator.clients.ansible.hostkeys import keyscan
+from orchestrator.model.published_keys import published_keys
 from orchestrator.sim.hosts import lab as labnet
+from orchestrator.sim.hosts.console import console_output
 from orchestrator.sim.hosts.keys import control_dir, known_hosts_path, toolkit_key
 from orchestrator.sim.hosts.manager import SSH_DELAY_TAG, HostManager, InstanceView
 
@@ -254,6 +257,25 @@ def test_ssh_comes_up_late_when_asked(world: tuple[HostManager, FakeSource]) -> 
     assert ssh(manager, addr(lab, 60), "true").returncode == 255  # refused: sshd not up yet
     wait_ready(manager, ["i-l"])
     assert ok(ssh(manager, addr(lab, 60), "hostname")).strip() == name(1)
+
+
+def test_the_console_shows_the_key_sshd_serves_before_sshd_is_up(world: tuple[HostManager, FakeSource]) -> None:
+    """cloud-init's key block is on the console (as the cloud shows it, by instance id) while sshd
+    is still delayed, and it is the key sshd then serves."""
+    manager, source = world
+    lab = manager.lab
+    source.items = [InstanceView("i-c1", name(1), addr(lab, 70), "running", tags={SSH_DELAY_TAG: "4s"})]
+    manager.reconcile_once()
+    deadline = time.monotonic() + 30
+    published = None
+    while published is None and time.monotonic() < deadline:
+        shown = console_output(manager.state_dir, "i-c1")
+        published = published_keys(shown.text) if shown is not None else None
+        time.sleep(0.1)
+    assert published is not None and shown is not None and shown.address == addr(lab, 70)
+    assert manager.hosts["i-c1"].poll() == "booting"  # published before sshd answers
+    wait_ready(manager, ["i-c1"])
+    assert published == keyscan(addr(lab, 70), 22, 15.0)
 
 
 def test_restarted_manager_sweeps_what_a_crashed_one_left(tmp_path: Path, lab: labnet.LabConfig) -> None:

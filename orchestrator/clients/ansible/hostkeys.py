@@ -9,8 +9,18 @@ instance takes over an address, the old instance's keys are dropped (they belong
 machine); keys are never dropped for the same instance.
 
 Policy ``strict``: nothing is scanned; a host must already have a key in the toolkit's
-known_hosts (an operator or a cloud-init console reader put it there), otherwise it is not
+known_hosts (an operator put it there) or have published one (below), otherwise it is not
 contacted and its result says so.
+
+Published keys (both policies): where the cloud exposes what an instance printed on its console
+at first boot (cloud-init's ``keys_to_console`` block, ``orchestrator.model.published_keys``),
+a ``KeySource`` reads it by instance id, polled until ``publish_wait`` passes. A host whose
+block appears is pinned with those keys and never scanned; its first SSH connection is already
+checked against them. A block is refused, for that host, in one line and with nothing recorded,
+when it is malformed, or when the cloud reports it for another instance or another address than
+the record's. A host that publishes nothing in time is scanned (``record``) or not contacted
+(``strict``). Published keys are pinned like scanned ones: per instance, and a later differing
+key fails the host as unreachable.
 
 An address that is neither an IP address nor an RFC 1123 host name is never scanned nor written
 (``orchestrator.model.hostnames``): in known_hosts a comma or a newline is syntax.
@@ -28,16 +38,18 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from filelock import FileLock
 
 from orchestrator import durable
 from orchestrator.errors import AnsibleError
 from orchestrator.model.hostnames import address_problem
+from orchestrator.model.published_keys import PublishedKeyError, published_keys
 
 Policy = Literal["record", "strict"]
 Scanner = Callable[[str, int, float], list[str]]
+MISMATCH_SCAN_TIMEOUT = 15.0
 
 
 @dataclass(frozen=True)
@@ -48,6 +60,28 @@ class KeyTarget:
     instance_id: str
     address: str
     port: int = 22
+    provider: str = ""
+
+
+@dataclass(frozen=True)
+class Published:
+    """An instance's console as the cloud reports it: untrusted text, bound by the cloud to an id and address."""
+
+    instance_id: str
+    address: str
+    console: str
+
+
+class KeySource(Protocol):
+    """Where published host keys are read (the cloud's console output of an instance)."""
+
+    def publishes(self, target: KeyTarget) -> bool:
+        """Whether this source can read ``target``'s console at all (else it is scanned at once)."""
+        ...
+
+    def read(self, target: KeyTarget) -> Published | None:
+        """``target``'s console so far; ``None`` while there is none."""
+        ...
 
 
 def host_pattern(address: str, port: int) -> str:
@@ -118,10 +152,20 @@ class HostKeyStore:
         """The record: instance id → {address, port, keys}."""
         return self._load()
 
-    def ensure(self, targets: Iterable[KeyTarget], policy: Policy, wait: float, workers: int = 20) -> dict[str, str]:
+    def ensure(
+        self,
+        targets: Iterable[KeyTarget],
+        policy: Policy,
+        wait: float,
+        workers: int = 20,
+        source: KeySource | None = None,
+        publish_wait: float = 0.0,
+    ) -> dict[str, str]:
         """Make sure every target has pinned keys; returns ``{name: reason}`` for those that do not.
 
-        ``wait`` bounds how long a host that does not answer SSH yet is retried (record policy).
+        ``source`` and ``publish_wait``: published keys looked for first (see the module
+        docstring). ``wait`` bounds how long a host that does not answer SSH yet is retried
+        (record policy).
         """
         durable.private_dir(self.directory)
         targets = list(targets)
@@ -139,17 +183,36 @@ class HostKeyStore:
                 rec = index.get(t.instance_id)
                 if rec and rec["address"] == t.address and int(rec["port"]) == t.port and rec["keys"]:
                     continue
-                if policy == "strict":
+                todo.append(t)
+            pool_size = max(1, min(workers, len(todo)))
+            to_scan: list[KeyTarget] = []
+            if source is not None and publish_wait > 0:
+                watched = [t for t in todo if source.publishes(t)]
+                to_scan = [t for t in todo if t not in watched]
+                if watched:
+                    deadline = time.monotonic() + publish_wait
+                    with ThreadPoolExecutor(max_workers=pool_size) as pool:
+                        found = list(pool.map(lambda t: (t, self._published_until(t, source, deadline)), watched))
+                    for t, outcome in found:
+                        if isinstance(outcome, str):
+                            problems[t.name] = outcome
+                        elif outcome is None:
+                            to_scan.append(t)
+                        else:
+                            self._pin(index, t, outcome, "published", problems)
+            else:
+                to_scan = todo
+            if policy == "strict":
+                for t in to_scan:
                     problems[t.name] = (
-                        f"no recorded SSH host key for {host_pattern(t.address, t.port)} "
+                        f"no recorded or published SSH host key for {host_pattern(t.address, t.port)} "
                         f"(instance {t.instance_id}; host_key_policy is strict)"
                     )
-                    continue
-                todo.append(t)
-            if todo:
+                to_scan = []
+            if to_scan:
                 deadline = time.monotonic() + wait
-                with ThreadPoolExecutor(max_workers=max(1, min(workers, len(todo)))) as pool:
-                    scanned = list(pool.map(lambda t: (t, self._scan_until(t, deadline)), todo))
+                with ThreadPoolExecutor(max_workers=pool_size) as pool:
+                    scanned = list(pool.map(lambda t: (t, self._scan_until(t, deadline)), to_scan))
                 for t, keys in scanned:
                     if not keys:
                         problems[t.name] = (
@@ -157,23 +220,47 @@ class HostKeyStore:
                             "(no host key to record)"
                         )
                         continue
-                    old = index.get(t.instance_id)
-                    if old and old["keys"] and not set(old["keys"]) & set(keys):
-                        problems[t.name] = (
-                            f"host key of instance {t.instance_id} at {host_pattern(t.address, t.port)} "
-                            "differs from the one recorded at first contact; not trusting it"
-                        )
-                        continue
-                    # The address now belongs to this instance: forget keys of earlier instances there.
-                    for iid in [
-                        i
-                        for i, r in index.items()
-                        if i != t.instance_id and r["address"] == t.address and int(r["port"]) == t.port
-                    ]:
-                        del index[iid]
-                    index[t.instance_id] = {"address": t.address, "port": t.port, "keys": keys, "name": t.name}
+                    self._pin(index, t, keys, "scan", problems)
             self._save(index)
         return problems
+
+    @staticmethod
+    def _pin(
+        index: dict[str, dict[str, Any]], t: KeyTarget, keys: list[str], origin: str, problems: dict[str, str]
+    ) -> None:
+        """Record ``keys`` for ``t``'s instance, unless they contradict what it was pinned with."""
+        old = index.get(t.instance_id)
+        if old and old["keys"] and not set(old["keys"]) & set(keys):
+            problems[t.name] = (
+                f"host key of instance {t.instance_id} at {host_pattern(t.address, t.port)} "
+                "differs from the one recorded at first contact; not trusting it"
+            )
+            return
+        # The address now belongs to this instance: forget keys of earlier instances there.
+        for iid in [
+            i for i, r in index.items() if i != t.instance_id and r["address"] == t.address and int(r["port"]) == t.port
+        ]:
+            del index[iid]
+        index[t.instance_id] = {"address": t.address, "port": t.port, "keys": keys, "name": t.name, "origin": origin}
+
+    def mismatch(self, target: KeyTarget) -> str | None:
+        """Why ``target``'s failed connection is ssh refusing the pinned key, or ``None``.
+
+        Asks the host for the key it serves (one scan, made only for a host whose play failed):
+        the answer names the failure and is never recorded.
+        """
+        rec = self._load().get(target.instance_id)
+        if not rec or rec["address"] != target.address or int(rec["port"]) != target.port:
+            return None
+        # One try, so a generous timeout: on a loaded machine a key exchange can take seconds.
+        served = self._scanner(target.address, target.port, MISMATCH_SCAN_TIMEOUT)
+        if not served or set(served) & set(rec["keys"]):
+            return None
+        how = "published on its console" if rec.get("origin") == "published" else "recorded at first contact"
+        return (
+            f"the SSH host key served at {host_pattern(target.address, target.port)} is not the one instance "
+            f"{target.instance_id} {how} (pinned in {self.known_hosts}); not trusting it"
+        )
 
     def forget(self, instance_ids: Iterable[str]) -> None:
         """Drop the keys of instances that are gone (terminated)."""
@@ -183,9 +270,35 @@ class HostKeyStore:
                 index.pop(iid, None)
             self._save(index)
 
+    @staticmethod
+    def _published_until(target: KeyTarget, source: KeySource, deadline: float) -> list[str] | str | None:
+        """The keys ``target`` published; a one-line refusal; ``None`` when nothing came by ``deadline``."""
+        while True:
+            try:
+                published = source.read(target)
+                keys = None if published is None else _checked(target, published)
+            except PublishedKeyError as exc:
+                return f"published SSH host key of instance {target.instance_id} refused: {exc}"
+            except OSError:
+                keys = None  # the console could not be read this time: as if nothing were there yet
+            if keys is not None or time.monotonic() >= deadline:
+                return keys
+            time.sleep(0.25)
+
     def _scan_until(self, target: KeyTarget, deadline: float) -> list[str]:
         while True:
             keys = self._scanner(target.address, target.port, 2.0)
             if keys or time.monotonic() >= deadline:
                 return keys
             time.sleep(0.5)
+
+
+def _checked(target: KeyTarget, published: Published) -> list[str] | None:
+    """The keys of ``published`` if it is ``target``'s own (``PublishedKeyError`` if not); ``None``: not yet."""
+    if published.instance_id != target.instance_id:
+        raise PublishedKeyError(f"the cloud reported the console of instance {published.instance_id[:80]!a}")
+    if published.address != target.address:
+        raise PublishedKeyError(
+            f"the console was published for address {published.address[:80]!a}, not {target.address}"
+        )
+    return published_keys(published.console)

@@ -18,7 +18,9 @@ network namespace:
 3. sets the hostname (the instance name), writes /etc/hostname and /etc/hosts, turns IPv6 off;
 4. installs its own sshd configuration, host key and the toolkit key in
    /root/.ssh/authorized_keys, and removes the machine's own host keys from its view of /etc;
-5. applies the instance's user data (``cloudinit``) and writes ``boot-finished``;
+5. applies the instance's user data (``cloudinit``), writes ``boot-finished`` and prints the
+   host keys sshd will serve on its console (stdout, i.e. ``boot.log``), as cloud-init's
+   ``keys_to_console`` does; the cloud exposes that console (``console.py``);
 6. waits ``ssh_delay`` seconds (a host whose SSH comes up late) and execs ``sshd -D -e``, which
    stays PID 1 and reaps orphans. Its log goes to ``<host dir>/boot.log``.
 
@@ -38,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from orchestrator.sim.hosts.cloudinit import run_cloud_init
+from orchestrator.sim.hosts.cloudinit import keys_to_console, run_cloud_init
 
 OVERLAY_DIRS = ("etc", "opt", "root", "var", "home", "srv", "usr")
 MNT_DETACH = 2
@@ -149,6 +151,9 @@ def boot(spec: dict[str, Any]) -> None:
     result = run_cloud_init(str(spec.get("user_data") or ""), str(spec["instance_id"]))
     for err in result.errors:
         _log(f"cloud-init: {err}")
+    # Read back from the files sshd is configured with: what is published is what it serves.
+    sys.stdout.write(keys_to_console())
+    sys.stdout.flush()
     _log(f"ready for sshd after {time.monotonic() - started:.3f}s ({len(result.written)} files written)")
 
     delay = float(spec.get("ssh_delay") or 0)

@@ -11,6 +11,11 @@ What a simulated host does at boot with its instance's ``user_data``:
   ignored (this is not cloud-init), never an error.
 - anything else (a shell script, MIME multipart, empty): nothing is applied; the result says so.
 
+Then, like cloud-init's ``keys_to_console`` module, the host's SSH public keys (the files its
+sshd serves: the ``.pub`` of each ``HostKey`` of ``/etc/ssh/sshd_config``) are printed on its console between
+``-----BEGIN SSH HOST KEY KEYS-----`` and ``-----END SSH HOST KEY KEYS-----``
+(``keys_to_console``); the cloud exposes the console (``orchestrator.sim.hosts.console``).
+
 Afterwards, like cloud-init: ``/var/lib/cloud/instances/<id>/`` (``user-data.txt``,
 ``boot-finished``), ``/var/lib/cloud/instance`` pointing at it, ``/var/lib/cloud/data/result.json``
 (``{"v1": {"errors": [...]}}``) and ``/var/lib/cloud/data/instance-id``. A playbook waits for
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import grp
 import gzip
 import json
@@ -35,6 +41,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from orchestrator.model.published_keys import BEGIN, END
 
 _DEFAULT_PERMS = 0o644
 _B64 = {"b64", "base64"}
@@ -197,3 +205,24 @@ def run_cloud_init(user_data: str, instance_id: str, root: Path = Path("/")) -> 
     stamp = time.strftime("%a, %d %b %Y %H:%M:%S +0000", time.gmtime())
     (inst / "boot-finished").write_text(f"{uptime} - {stamp} - v. xcesim-0.1\n")
     return result
+
+
+def keys_to_console(root: Path = Path("/")) -> str:
+    """cloud-init's host key block: the ``.pub`` of every ``HostKey`` in ``etc/ssh/sshd_config`` under ``root``.
+
+    Only the keys sshd is configured to serve are published; empty when there is none.
+    """
+    try:
+        config = (root / "etc/ssh/sshd_config").read_text()
+    except OSError:
+        return ""
+    keys = []
+    for line in config.splitlines():
+        words = line.split()
+        if len(words) == 2 and words[0].lower() == "hostkey":
+            with contextlib.suppress(OSError):
+                keys.append((root / (words[1].lstrip("/") + ".pub")).read_text().strip())
+    keys = [k for k in keys if k]
+    if not keys:
+        return ""
+    return "\n".join([BEGIN, *keys, END]) + "\n"

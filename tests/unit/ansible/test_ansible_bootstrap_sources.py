@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import base64
+import dataclasses
 import os
 from pathlib import Path
 
+from orchestrator.clients.ansible.hostkeys import Published
 from orchestrator.clients.ansible.inventory import InstanceRecord, read_inventory
 from orchestrator.configfile import LoadedConfig, parse_config
+from orchestrator.model.published_keys import BEGIN, END
 from orchestrator.services.bootstrap import bootstrap
-from orchestrator.services.bootstrap_sources import SimulatedWorld, simulated_sources
+from orchestrator.services.bootstrap_sources import SimulatedWorld, console_keys, simulated_sources
 
 
 def _loaded(tmp_path: Path, module: str = "xcesim", ssh_key: str = "") -> LoadedConfig:
@@ -99,3 +103,40 @@ def test_invalid_cloud_names_are_refused_per_host(tmp_path: Path) -> None:
     assert "'web*' is not a valid host name" in (result.hosts["web*"].message or "")
     written = read_inventory(tmp_path / "state" / "ansible" / "inventory" / "xceprov.yml")
     assert written["all"]["hosts"] == {}
+
+
+def test_a_hostile_console_of_a_simulated_host_fails_only_that_host_with_no_scan(tmp_path: Path) -> None:
+    """The simulated cloud's console reaches the bootstrap through the world: a block smuggling a
+    second address line, and a console the cloud reports for another address, are each one line,
+    nothing is scanned or pinned. Consoles are read only for hosts of the simulated cloud."""
+    loaded = _loaded(tmp_path)
+    key = "ssh-ed25519 " + base64.b64encode(b"\0\0\0\x0bssh-ed25519\0\0\0\x20" + b"k" * 32).decode()
+    consoles = {
+        "i-1": Published("i-1", "10.0.0.1", f"{BEGIN}\n{key}\n10.0.0.2 {key}\n{END}\n"),
+        "i-2": Published("i-2", "10.0.0.9", f"{BEGIN}\n{key}\n{END}\n"),
+    }
+    world = dataclasses.replace(_World(tmp_path).parts(), console=lambda _sim, iid: consoles.get(iid))
+    records = [
+        InstanceRecord("op1-000", "i-1", "h1", "10.0.0.1", "cpu", "p", "op1"),
+        InstanceRecord("op1-001", "i-2", "h2", "10.0.0.2", "cpu", "p", "op1"),
+    ]
+    scanned: list[str] = []
+
+    def scanner(address: str, port: int, timeout: float) -> list[str]:
+        scanned.append(address)
+        return []
+
+    result = bootstrap(loaded, tmp_path, records=records, op="op1", scanner=scanner, world=world, ssh_wait=0)
+
+    assert {h: (r.status, r.task) for h, r in result.hosts.items()} == {
+        "h1": ("unreachable", "record SSH host key"),
+        "h2": ("unreachable", "record SSH host key"),
+    }
+    assert "'10.0.0.2' is not an SSH host key type" in (result.hosts["h1"].message or "")
+    assert "published for address '10.0.0.9', not 10.0.0.2" in (result.hosts["h2"].message or "")
+    assert all("\n" not in (r.message or "") for r in result.hosts.values())
+    assert scanned == []
+    assert (tmp_path / "state" / "ansible" / "known_hosts").read_text() == ""
+    # The console is read only for providers of the simulated cloud: other modules are scanned.
+    assert console_keys(_loaded(tmp_path, module="aws").config, world) is None
+    assert console_keys(loaded.config, dataclasses.replace(world, console=None)) is None  # a world without consoles

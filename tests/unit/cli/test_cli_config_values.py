@@ -68,6 +68,12 @@ HOSTILE = {
     "nan in module settings": (IDLE, "settings: {x: [1, .nan]}", "providers.sim.settings.x.1", "not a number"),
     "date as a name": ("cluster: values", "cluster: 2024-01-01", "cluster", "YAML date"),
     "nul in a path": ("state_dir: state", 'state_dir: "st\\0ate"', "state_dir", "NUL character"),
+    "negative publish wait": (
+        "standalone: true",
+        "standalone: true\nansible: {host_key_publish_wait: -5}",
+        "ansible.host_key_publish_wait",
+        "negative",
+    ),
     "home of no user": ("ca: system", "ca: ~xceprov-no-such-user/ca.pem", "controller.ca", "no such user"),
 }
 

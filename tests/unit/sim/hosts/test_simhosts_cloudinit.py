@@ -1,4 +1,4 @@
-"""The cloud-init subset of simulated hosts: #cloud-config write_files, applied under a directory."""
+"""The cloud-init subset of simulated hosts: #cloud-config write_files applied under a directory, keys to console."""
 
 from __future__ import annotations
 
@@ -11,13 +11,16 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.model.published_keys import BEGIN, END, published_keys
 from orchestrator.sim.hosts.cloudinit import (
     apply_write_files,
     decode_content,
     decode_permissions,
+    keys_to_console,
     parse_user_data,
     run_cloud_init,
 )
+from orchestrator.sim.hosts.console import CONSOLE_LIMIT, console_output
 
 ME = pwd.getpwuid(os.getuid()).pw_name
 
@@ -105,3 +108,31 @@ def test_run_cloud_init_writes_markers_boot_finished_last(tmp_path: Path) -> Non
     # A second boot (stop/start) rewrites the markers.
     again = run_cloud_init("#!/bin/sh\n", "i-123", tmp_path)
     assert again.kind == "unsupported" and again.errors
+
+
+def test_the_host_keys_sshd_serves_are_printed_as_cloud_init_does(tmp_path: Path) -> None:
+    """Only the keys sshd_config names (what sshd serves) are published, in a block the toolkit reads."""
+    ssh = tmp_path / "etc" / "ssh"
+    ssh.mkdir(parents=True)
+    served = "ssh-ed25519 " + base64.b64encode(b"\0\0\0\x0bssh-ed25519\0\0\0\x20" + b"k" * 32).decode()
+    (ssh / "ssh_host_ed25519_key.pub").write_text(served + " root@h1\n")
+    (ssh / "ssh_host_rsa_key.pub").write_text("ssh-rsa AAAAnotserved root@h1\n")
+    assert keys_to_console(tmp_path) == ""  # no sshd_config yet: nothing served, nothing published
+    (ssh / "sshd_config").write_text("Port 22\nHostKey /etc/ssh/ssh_host_ed25519_key\n")
+    printed = keys_to_console(tmp_path)
+    assert printed == f"{BEGIN}\n{served} root@h1\n{END}\n"
+    assert published_keys("boot: ready\n" + printed) == [served]
+
+
+def test_the_cloud_shows_a_console_by_instance_id_with_its_address(tmp_path: Path) -> None:
+    host = tmp_path / "hosts" / "i-0123abcd"
+    host.mkdir(parents=True)
+    (host / "boot.json").write_text(json.dumps({"instance_id": "i-0123abcd", "address": "10.213.0.7"}))
+    (host / "boot.log").write_bytes(b"boot: x\n" + b"y" * CONSOLE_LIMIT)
+    out = console_output(tmp_path, "i-0123abcd")
+    assert out is not None and (out.instance_id, out.address) == ("i-0123abcd", "10.213.0.7")
+    assert out.text.startswith("boot: x\n") and len(out.text) == CONSOLE_LIMIT
+    assert console_output(tmp_path, "i-99") is None  # not booted
+    assert console_output(tmp_path, "../hosts/i-0123abcd") is None  # not an instance id: names no directory
+    (host / "boot.json").write_text(json.dumps({"instance_id": "i-other", "address": "10.213.0.7"}))
+    assert console_output(tmp_path, "i-0123abcd") is None  # a directory of another instance says nothing
