@@ -10,6 +10,9 @@ harness of the shipped scripts drives the bootstrap and the join on the embedded
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -17,7 +20,9 @@ from typing import Any
 import pytest
 from cli_run import xceprov
 
+from orchestrator.configfile import ENV_VAR
 from orchestrator.sim.cloud.store import CloudStore
+from orchestrator.workspace.audit import AUDIT_FILE
 
 pytestmark = pytest.mark.integration
 
@@ -147,3 +152,99 @@ def test_a_daemon_holding_the_provider_refuses_the_script_naming_it(tmp_path: Pa
     assert "let the daemon do the work" in answer["error"]["message"]
     assert not (where / "state" / "contract").exists()
     assert CloudStore(tmp_path / "cloud.sqlite").list_instances({"xce:cluster": "rcheld"}) == []
+
+
+def controlled_site(tmp_path: Path, cluster: str, ctl_dir: Path, address: tuple[str, int]) -> Path:
+    """A site whose fence is the simulated controller's lease (not standalone)."""
+    from sim_controller_helpers import controller_block
+
+    where = tmp_path / "site"
+    where.mkdir()
+    block = controller_block(ctl_dir, f"{address[0]}:{address[1]}", "orch")
+    text = SITE.format(cluster=cluster, store=tmp_path / "cloud.sqlite").replace("standalone: true\n", "")
+    (where / "xceprov.yaml").write_text(
+        text.replace("controller: {ca: system}\n", f"controller: {json.dumps(block)}\n")
+    )
+    return where
+
+
+def start_call(where: Path, action: str, document: object) -> subprocess.Popen[str]:
+    """One script call, running (its answer read with :func:`finish_call`)."""
+    path = where / f"{action}.json"
+    path.write_text(json.dumps(document))
+    return subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "provider", action, "-f", str(path), "--no-bootstrap"],
+        cwd=where,
+        env={**os.environ, ENV_VAR: str(where / "xceprov.yaml")},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finish_call(proc: subprocess.Popen[str]) -> tuple[int, dict[str, Any]]:
+    out, err = proc.communicate(timeout=300)
+    lines = out.splitlines()
+    assert len(lines) == 1, (out, err)
+    return proc.returncode, json.loads(lines[0])
+
+
+def refusals_of(where: Path, holder: str) -> int:
+    """How many ``lease-refused`` entries naming ``holder`` the site's audit log has."""
+    path = where / "state" / AUDIT_FILE
+    if not path.exists():
+        return 0
+    entries = [json.loads(line) for line in path.read_text().splitlines()]
+    return sum(1 for e in entries if e["action"] == "lease-refused" and holder in e.get("holder", ""))
+
+
+def grant_epoch(granted: Any) -> tuple[int, int]:
+    epoch = granted.body["epoch"]
+    return int(epoch["term"]), int(epoch["seq"])
+
+
+def test_a_script_waits_while_another_of_the_contracts_own_holds_the_provider(tmp_path: Path) -> None:
+    """Two scripts at once on one provider are serialised: a call that finds the lease held by
+    another of the contract's calls or workers waits for it (here: released while the call waits)
+    and then succeeds; any other holder (a command) is refused at once, naming it."""
+    from sim_controller_helpers import join_provisioner, lease, running_controller
+
+    with running_controller(tmp_path / "ctl") as ctl:
+        where = controlled_site(tmp_path, "rcwait", tmp_path / "ctl", ctl.addr)
+        asked = {"template": {"templateId": "cpu.sim", "machineCount": 1}}
+
+        command = ctl.provisioner("orch")
+        assert join_provisioner(command, "rcwait-cli-m1", ["sim"], lease_instance="rcwait-cli-m1.7.ab").kind != "error"
+        granted = lease(command, "leaseAcquire", "sim")
+        assert granted.kind == "leaseGrant", granted
+        code, answer = call(where, "requestMachines", asked, "--no-bootstrap")
+        assert code == 9, answer
+        assert answer["error"]["type"] == "held" and "rcwait-cli-m1" in answer["error"]["holder"], answer
+        assert not (where / "state" / "contract").exists()
+        assert lease(command, "leaseRelease", "sim", grant_epoch(granted)).kind != "error"
+        command.close()
+
+        worker = ctl.provisioner("orch")
+        joined = join_provisioner(worker, "rcwait-contract-m2", ["sim"], lease_instance="rcwait-contract-m2.8.cd")
+        assert joined.kind != "error", joined
+        granted = lease(worker, "leaseAcquire", "sim")
+        assert granted.kind == "leaseGrant", granted
+        proc = start_call(where, "requestMachines", asked)
+        try:
+            # The call found the lease held by the contract's own worker, and waits rather than answer.
+            deadline = time.monotonic() + 120
+            while refusals_of(where, "rcwait-contract-m2") == 0 and proc.poll() is None:
+                assert time.monotonic() < deadline, "the call never asked for the lease"
+                time.sleep(0.2)
+            assert proc.poll() is None, finish_call(proc)
+            assert not (where / "state" / "contract").exists()
+            assert lease(worker, "leaseRelease", "sim", grant_epoch(granted)).kind != "error"
+            code, answer = finish_call(proc)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        worker.close()
+    assert code == 0, answer
+    assert answer["requestId"].startswith("op-"), answer
+    assert (where / "state" / "contract" / "requests" / f"{answer['requestId']}.json").exists()
