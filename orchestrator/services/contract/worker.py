@@ -10,6 +10,8 @@ op's new hosts. It keeps its progress in the request's record (``requests``): ea
 creation time and bootstrap outcome, and its own state. While another holder has the fence (a
 daemon on the provider, a command) it waits, up to :data:`WORKER_WAIT`; a daemon holding the
 lease resumes the open op itself. A worker that finds its op no longer open has nothing to do.
+A request has one worker at a time (:mod:`.workerlock`): a second one started while the first
+runs ends at once, having written nothing.
 """
 
 from __future__ import annotations
