@@ -385,3 +385,46 @@ def test_a_second_worker_of_a_request_does_nothing_while_the_first_runs(tmp_path
     assert done is not None and done.worker_state == "done"
     status = ask(c, "getRequestStatus", {"requests": [{"requestId": request}]}).document["requests"][0]
     assert status["status"] == "complete", status
+
+
+def test_a_request_beside_an_open_op_waits_then_is_refused_naming_it_and_starts_its_gone_worker(
+    tmp_path: Path,
+) -> None:
+    """One op placed at a time: while another request's op is open, a new request waits (here
+    0.5 s), then is refused ``held`` naming that request, nothing placed; the open request had
+    no worker running, so it is started again."""
+    loaded, engine = standalone(tmp_path), FakeEngine()
+    c = contract(loaded, engine)
+    first = ask(c, "requestMachines", {"template": {"templateId": "cpu.sim", "machineCount": 1}}).document["requestId"]
+    before = journal(loaded)
+    refused = ask(c, "requestMachines", {"template": {"templateId": "cpu.sim", "machineCount": 2}})
+    assert refused.exit_code == 9, refused.document
+    assert refused.document["error"]["type"] == "held"
+    assert refused.document["error"]["holder"] == f"request {first}"
+    assert journal(loaded) == before
+    assert c.spawned == [first, first]
+    c.carry_out(first)
+    assert ask(c, "requestMachines", {"template": {"templateId": "cpu.sim", "machineCount": 2}}).exit_code == 0
+
+
+def test_a_return_beside_an_open_create_waits_for_it(tmp_path: Path) -> None:
+    """A return placed beside an unapplied create would be planned with the create's keys: it
+    waits for it (here refused after 0.5 s, nothing changed), and goes once it is applied."""
+    loaded, engine = standalone(tmp_path), FakeEngine()
+    c = contract(loaded, engine)
+    made = ask(c, "requestMachines", {"template": {"templateId": "cpu.sim", "machineCount": 1}}).document["requestId"]
+    c.carry_out(made)
+    [machine] = ask(c, "getRequestStatus", {"requests": [{"requestId": made}]}).document["requests"][0]["machines"]
+    pending = ask(c, "requestMachines", {"template": {"templateId": "cpu.sim", "machineCount": 2}}).document[
+        "requestId"
+    ]
+    before = journal(loaded)
+    back = {"machines": [{"name": machine["name"], "machineId": machine["machineId"]}]}
+    refused = ask(c, "requestReturnMachines", back)
+    assert refused.exit_code == 9 and refused.document["error"]["holder"] == f"request {pending}", refused.document
+    assert journal(loaded) == before
+    c.carry_out(pending)
+    returned = ask(c, "requestReturnMachines", back).document["requestId"]
+    c.carry_out(returned)
+    status = ask(c, "getRequestStatus", {"requests": [{"requestId": returned}]}).document["requests"][0]
+    assert status["status"] == "complete", status
