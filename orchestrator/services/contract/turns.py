@@ -14,9 +14,10 @@ The wait is outside the fence (reading the facts, so the worker that applies the
 the fence at once), bounded by the session's ``fence_wait``; then the call is refused ``held``
 (exit 9) naming the open op, and the scheduler asks again. An open op of a request whose worker
 is not running (it crashed, or gave up) has its worker started again, so a request never waits
-for a worker that does not exist; an open op that is no request of the contract (an
-``xceprov apply`` that crashed) is completed by ``xceprov ops resume`` or a daemon, as the
-refusal says.
+for a worker that does not exist. A create request whose call ended between its intent and
+its record (a ``serve`` stopped mid-call) gets its record and its worker then. An open op that
+is no request of the contract (an ``xceprov apply`` that crashed) is completed by ``xceprov ops
+resume`` or a daemon, as the refusal says.
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from orchestrator.errors import LeaseHeld
-from orchestrator.model.facts import Fact
+from orchestrator.model.facts import Fact, FactKind
 from orchestrator.ops.openops import OpenOp, open_ops
+from orchestrator.services.contract.ledger import contract_detail
+from orchestrator.services.contract.requests import RequestRecord
 from orchestrator.services.contract.session import ContractSession
 from orchestrator.services.contract.worker import worker_alive
 
@@ -48,12 +51,20 @@ class Turn:
     kind: str
     deadline: float = field(init=False)
     nudged: set[str] = field(default_factory=set)
+    # Create ops whose intent the contract recorded (``requestMachines``), seen in the facts.
+    requested: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.deadline = self.session.monotonic() + self.session.fence_wait
 
     def blocking(self, facts_of: Sequence[Sequence[Fact]]) -> list[OpenOp]:
         """The open ops in the way, over the providers' facts."""
+        for facts in facts_of:
+            self.requested.update(
+                f.op_id
+                for f in facts
+                if f.kind == FactKind.REQUEST_INTENT and contract_detail(f.detail).get("action") == "requestMachines"
+            )
         return [o for facts in facts_of for o in in_the_way(facts, self.kind)]
 
     def wait(self, blocking: Sequence[OpenOp]) -> None:
@@ -73,7 +84,14 @@ class Turn:
         if op.op_id in self.nudged:
             return
         self.nudged.add(op.op_id)
-        record = self.session.records.read(op.op_id)
+        records = self.session.records
+        record = records.read(op.op_id)
+        if record is None and op.kind == "create" and op.op_id in self.requested:
+            # Its call ended between the intent and the record: the record a worker needs.
+            record = RequestRecord(
+                op.op_id, "create", (op.provider,), self.session.clock(), bootstrap=self.session.bootstrap
+            )
+            records.write(record)
         if record is not None and not worker_alive(record):
             self.session.spawn(op.op_id)  # a no-op when its worker runs (the worker lock)
 

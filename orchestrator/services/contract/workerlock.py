@@ -51,6 +51,9 @@ def adopt(fd: int) -> bool:
     open file succeeds, on any other it fails (a descriptor that is not the lock file's is no lock)."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        # Not handed on to the worker's own children (Terraform, Ansible, an ssh control
+        # master that may outlive it): the lock must end with the worker.
+        os.set_inheritable(fd, False)
     except OSError:
         return False
     return True

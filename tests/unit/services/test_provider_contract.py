@@ -392,17 +392,20 @@ def test_a_request_beside_an_open_op_waits_then_is_refused_naming_it_and_starts_
 ) -> None:
     """One op placed at a time: while another request's op is open, a new request waits (here
     0.5 s), then is refused ``held`` naming that request, nothing placed; the open request had
-    no worker running, so it is started again."""
+    no worker running (nor its record: its call ended between the intent and the record), so
+    its record is written and its worker started again."""
     loaded, engine = standalone(tmp_path), FakeEngine()
     c = contract(loaded, engine)
     first = ask(c, "requestMachines", {"template": {"templateId": "cpu.sim", "machineCount": 1}}).document["requestId"]
+    record = loaded.config.state_dir / "contract" / "requests" / f"{first}.json"
+    record.unlink()
     before = journal(loaded)
     refused = ask(c, "requestMachines", {"template": {"templateId": "cpu.sim", "machineCount": 2}})
     assert refused.exit_code == 9, refused.document
     assert refused.document["error"]["type"] == "held"
     assert refused.document["error"]["holder"] == f"request {first}"
     assert journal(loaded) == before
-    assert c.spawned == [first, first]
+    assert c.spawned == [first, first] and record.exists()
     c.carry_out(first)
     assert ask(c, "requestMachines", {"template": {"templateId": "cpu.sim", "machineCount": 2}}).exit_code == 0
 
