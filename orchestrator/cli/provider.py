@@ -92,7 +92,10 @@ def work(ctx: CliContext) -> None:
     from orchestrator.services.contract.session import ContractSession
     from orchestrator.services.contract.worker import carry_out, read_job
 
-    loaded, request_id = read_job(sys.stdin.buffer.read(READ_LIMIT * 4))
-    session = ContractSession(loaded, toolkit_root(), lambda _request: 0)
-    record = carry_out(session, request_id, simulated_world())
-    click.echo(printable(f"request {request_id}: {record.worker_state}: {record.message}"))
+    job = read_job(sys.stdin.buffer.read(READ_LIMIT * 4))
+    session = ContractSession(job.loaded, toolkit_root(), lambda _request: 0)
+    record = carry_out(session, job.request_id, simulated_world(), job.lock_fd)
+    if record is None:
+        click.echo(printable(f"request {job.request_id}: another worker of it runs; this one did nothing"))
+        return
+    click.echo(printable(f"request {job.request_id}: {record.worker_state}: {record.message}"))

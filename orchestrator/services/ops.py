@@ -122,9 +122,10 @@ def _shared_grant(state_dir: Path, provider: str, holder: str) -> LeaseHeld:
 
 
 @contextlib.contextmanager
-def _leased(loaded: LoadedConfig, providers: Sequence[str]) -> Iterator[tuple[LeaseManager, ControllerLink]]:
+def _leased(
+    loaded: LoadedConfig, providers: Sequence[str], instance_id: str
+) -> Iterator[tuple[LeaseManager, ControllerLink]]:
     config = loaded.config
-    instance_id = cli_instance_id(config.cluster)
     link = ControllerLink(config.controller, instance_id=instance_id, providers=providers, cluster=config.cluster)
     try:
         try:
@@ -173,10 +174,13 @@ def fenced_session(
     bootstrap: Bootstrap | None = None,
     decommission: Decommission | None = None,
     progress: ProgressSink | None = None,
+    instance_id: str | None = None,
 ) -> Iterator[Executor]:
     """An executor holding the leases of ``providers`` (or their standalone locks) until the block ends.
 
     ``progress`` gets the executor's plans and applies as they happen (see ``model.progress``).
+    ``instance_id``: the informational label the session joins under (default
+    :func:`cli_instance_id`); it is part of the lease holder's name a refusal shows.
     """
     config = loaded.config
     engine = engine or engine_for(config)
@@ -206,7 +210,7 @@ def fenced_session(
                 progress=progress,
             )
         return
-    with _leased(loaded, wanted) as (manager, link):
+    with _leased(loaded, wanted, instance_id or cli_instance_id(config.cluster)) as (manager, link):
         yield Executor(
             config,
             toolkit_root,

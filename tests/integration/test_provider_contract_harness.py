@@ -236,8 +236,9 @@ def test_a_hostile_document_is_a_json_error_and_changes_nothing(
 
 def at_once(connector: ResourceConnector, documents: list[dict[str, Any]]) -> list[str]:
     """``requestMachines.sh`` with each document, all started at once; the request ids answered.
-    A call that finds the fence held is refused ``held`` naming the holder (never run beside
-    it) and is called again, as a connector does; at least one call gets through at once."""
+    A call that finds the fence held by another of the contract's calls or workers waits for it
+    (up to 30 s); one still refused ``held`` names the holder (never run beside it) and is
+    called again, as a connector does; at least one call gets through at once."""
     procs = [connector.start("requestMachines", d) for d in documents]
     with ThreadPoolExecutor(len(procs)) as pool:
         first = list(pool.map(lambda p: connector.result(p, "requestMachines"), procs))
@@ -271,15 +272,11 @@ def test_the_same_request_from_three_scripts_at_once_is_one_op(world: SimWorld, 
     give_back(connector, world, [ended])
 
 
-@pytest.mark.skip(
-    reason="blocked by the core half (i19-core 080f811): of three identical calls at once, a repeated "
-    "one can start a second worker, which finds the op applied and marks the request done while the "
-    "first still bootstraps: getRequestStatus answers complete_with_error ('created; no bootstrap "
-    "outcome recorded (op already complete)') before the hosts are bootstrapped"
-)
 def test_the_same_request_from_three_scripts_at_once_completes_bootstrapped(
     world: SimWorld, connector: ResourceConnector
 ) -> None:
+    """One worker per request: a repeated call never starts a second worker that would mark the
+    request done while the first still bootstraps."""
     same = {"template": {"templateId": TEMPLATE, "machineCount": 1}, "clientToken": "harness-at-once-boot"}
     ids = at_once(connector, [same, same, same])
     finished = connector.complete(ids[0], CREATE_DEADLINE)
@@ -287,12 +284,6 @@ def test_the_same_request_from_three_scripts_at_once_completes_bootstrapped(
     give_back(connector, world, [finished])
 
 
-@pytest.mark.skip(
-    reason="blocked by the core half (i19-core 080f811): two create requests placed at once on one "
-    "provider make one worker's apply refused by the plan check ('the plan would also create "
-    "<the other op's key>; refused, nothing applied'), so its request ends complete_with_error "
-    "with its op open (3 of 5 runs); worker.carry_out resumes only its own op"
-)
 def test_two_different_requests_at_once_both_complete(world: SimWorld, connector: ResourceConnector) -> None:
     """Two requests at once on one provider are serialised by its fence: two ops, both complete."""
     before = set(intents(world))

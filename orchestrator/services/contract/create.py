@@ -4,7 +4,10 @@ Under the provider's fence (``session.ContractSession.fenced``) the call checks 
 against the facts, then records the op's intent (:meth:`Executor.place`: the ``requestIntent``
 fact and the desired sets grown by its instances) and the request's record, releases the fence
 and starts the request's worker, which applies the op (resume) and bootstraps its hosts. The
-call itself never waits for Terraform's apply.
+call itself never waits for Terraform's apply of its own op; it does wait, outside the fence,
+while another op of the provider is open (:mod:`.turns`: one op placed at a time, so each
+worker's checked plan creates exactly its own op's keys), and is refused ``held`` when that
+takes longer than the session's ``fence_wait``.
 
 Idempotency: a request is the same as an earlier one when it carries the same ``clientToken``
 (however late), or, without a token, when it asks the same templateId and machineCount within
@@ -30,6 +33,7 @@ from orchestrator.services.contract.ledger import CONTRACT_DETAIL, contract_deta
 from orchestrator.services.contract.requests import RequestRecord
 from orchestrator.services.contract.schemas import RequestMachinesInput
 from orchestrator.services.contract.session import ContractSession
+from orchestrator.services.contract.turns import Turn
 from orchestrator.services.contract.worker import worker_alive
 
 ACTION = "requestMachines"
@@ -78,30 +82,36 @@ def request_machines(session: ContractSession, document: RequestMachinesInput) -
     key, by_token = idempotency_key(document, template, provider)
     tid = template_id(template, provider)
     record: RequestRecord | None = None
-    with session.fenced([provider]) as executor:
-        facts = executor.facts.facts(provider)
-        now = session.clock()
-        same = earlier_request(facts, key, by_token, now)
-        if same is None:
-            left = room(facts, session, template, provider)
-            if count > left:
-                raise ContractRefused(
-                    f"{ACTION}: {count} machines of {tid} asked, {left} more fit "
-                    f"(maxNumber {max_number(config, template, provider)}, "
-                    f"provider {provider} max_instances {config.providers[provider].max_instances})"
-                )
-            op_id = new_op_id(now)
-            detail = json.dumps({CONTRACT_DETAIL: {"action": ACTION, "key": key, "at": now}}, sort_keys=True)
-            executor.place(provider, template, count, op_id, detail)
-            session.records.write(RequestRecord(op_id, "create", (provider,), now, bootstrap=session.bootstrap))
-            still_open = True
-        else:
-            op_id = same
-            still_open = any(o.op_id == op_id for o in open_ops(facts))
-            record = session.records.read(op_id)
-            if record is None:  # the first call ended between its intent and its record
-                record = RequestRecord(op_id, "create", (provider,), now, bootstrap=session.bootstrap)
-                session.records.write(record)
+    still_open = True
+    turn = Turn(session, [provider], "create")
+    while True:
+        with session.fenced([provider]) as executor:
+            facts = executor.facts.facts(provider)
+            now = session.clock()
+            same = earlier_request(facts, key, by_token, now)
+            blocking = turn.blocking([facts]) if same is None else []
+            if same is None and not blocking:
+                left = room(facts, session, template, provider)
+                if count > left:
+                    raise ContractRefused(
+                        f"{ACTION}: {count} machines of {tid} asked, {left} more fit "
+                        f"(maxNumber {max_number(config, template, provider)}, "
+                        f"provider {provider} max_instances {config.providers[provider].max_instances})"
+                    )
+                op_id = new_op_id(now)
+                detail = json.dumps({CONTRACT_DETAIL: {"action": ACTION, "key": key, "at": now}}, sort_keys=True)
+                executor.place(provider, template, count, op_id, detail)
+                session.records.write(RequestRecord(op_id, "create", (provider,), now, bootstrap=session.bootstrap))
+            elif same is not None:
+                op_id = same
+                still_open = any(o.op_id == op_id for o in open_ops(facts))
+                record = session.records.read(op_id)
+                if record is None:  # the first call ended between its intent and its record
+                    record = RequestRecord(op_id, "create", (provider,), now, bootstrap=session.bootstrap)
+                    session.records.write(record)
+        if not blocking:
+            break
+        turn.wait(blocking)  # another op is open on the provider: its worker applies it first
     if same is not None:
         if still_open and (record is None or not worker_alive(record)):
             session.spawn(op_id)

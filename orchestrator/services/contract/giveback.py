@@ -3,7 +3,8 @@
 Machines are named by host name (and cloud id, when given: both must match one instance the
 facts know as created by this cluster). Under the fence of their providers the call commits the
 op's intent, one ``returning`` fact per machine, records the request, releases the fence and
-starts the request's worker, which completes the op with resume's return path (the keys leave
+starts the request's worker (while a create is open on one of the providers the call waits for
+it first, outside the fence: :mod:`.turns`), which completes the op with resume's return path (the keys leave
 the desired sets, the deletion is planned, checked and applied, ``returned`` is committed). The
 scheduler closed its hosts before it asked, so the return neither drains them nor runs the
 decommission play.
@@ -28,6 +29,7 @@ from orchestrator.services.contract.ledger import Machine, machines
 from orchestrator.services.contract.requests import RequestRecord
 from orchestrator.services.contract.schemas import MachineRef, RequestReturnMachinesInput
 from orchestrator.services.contract.session import ContractSession
+from orchestrator.services.contract.turns import Turn
 
 ACTION = "requestReturnMachines"
 
@@ -57,36 +59,49 @@ def return_machines(session: ContractSession, document: RequestReturnMachinesInp
     every_provider = sorted(session.loaded.config.providers)
     with session.reading() as reader:
         providers = sorted({m.provider for m in named(reader, every_provider, document.machines)})
-    with session.fenced(providers) as executor:
-        chosen = named(executor, providers, document.machines)
-        already = sorted({m.returning_op for m in chosen if m.returning_op})
-        todo = [m for m in chosen if not m.returning_op]
-        if not todo:
-            op_id = already[0]
-            return {"requestId": op_id, "message": f"every machine named is already returned by request {op_id}"}
-        now = session.clock()
-        op_id = new_op_id(now)
-        for provider in sorted({m.provider for m in todo}):
-            epoch = executor.gate(provider, op_id, "returning facts")
-            executor.commit_many(
-                [
-                    Fact(
-                        FactKind.RETURNING,
-                        provider,
-                        op_id,
-                        epoch,
-                        instance_key=m.key,
-                        instance_id=m.instance_id,
-                        template=m.template,
-                        host_name=m.name,
-                    )
-                    for m in todo
-                    if m.provider == provider
-                ]
-            )
-        mine = tuple(sorted({m.provider for m in todo}))
-        session.records.write(RequestRecord(op_id, "return", mine, now, bootstrap=False))
+    turn = Turn(session, providers, "return")
+    while True:
+        with session.fenced(providers) as executor:
+            chosen = named(executor, providers, document.machines)
+            already = sorted({m.returning_op for m in chosen if m.returning_op})
+            todo = [m for m in chosen if not m.returning_op]
+            if not todo:
+                op_id = already[0]
+                return {"requestId": op_id, "message": f"every machine named is already returned by request {op_id}"}
+            blocking = turn.blocking([executor.facts.facts(p) for p in providers])
+            if not blocking:
+                op_id = _commit(session, executor, todo)
+                break
+        turn.wait(blocking)  # a create is open on a provider: its worker applies it first
     if any(not m.gone for m in todo):
         session.spawn(op_id)
     skipped = f"; {len(chosen) - len(todo)} already returning ({', '.join(already)})" if already else ""
     return {"requestId": op_id, "message": f"{len(todo)} machines returning{skipped}; poll getRequestStatus"}
+
+
+def _commit(session: ContractSession, executor: Executor, todo: Sequence[Machine]) -> str:
+    """The return op of ``todo``: one ``returning`` fact per machine and the request's record
+    (the fence is held); its op id."""
+    now = session.clock()
+    op_id = new_op_id(now)
+    for provider in sorted({m.provider for m in todo}):
+        epoch = executor.gate(provider, op_id, "returning facts")
+        executor.commit_many(
+            [
+                Fact(
+                    FactKind.RETURNING,
+                    provider,
+                    op_id,
+                    epoch,
+                    instance_key=m.key,
+                    instance_id=m.instance_id,
+                    template=m.template,
+                    host_name=m.name,
+                )
+                for m in todo
+                if m.provider == provider
+            ]
+        )
+    mine = tuple(sorted({m.provider for m in todo}))
+    session.records.write(RequestRecord(op_id, "return", mine, now, bootstrap=False))
+    return op_id

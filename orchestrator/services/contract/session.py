@@ -3,16 +3,22 @@ fence, and how a request's worker is started.
 
 The fence is the command line's (``services.ops.fenced_session``): the provider's lease with a
 controller, its standalone lock (a local lock file, or the shared store's advisory lock) with
-``standalone: true``. Another holder with a live lease is refused at once (``LeaseHeld``, exit 9,
-naming it); a standalone lock held by another command is waited for up to :data:`FENCE_WAIT`
-seconds (a contract call holds it for a moment: two one-shot calls at once are serialised), and
-then refused the same way (a worker applying a request holds it for the apply). Calls of one
-process (``xceprov provider serve``) on the same provider queue on a lock of their own first.
+``standalone: true``. The contract's calls and workers join under a label of their own,
+``<cluster>-contract-<host>`` (:func:`contract_instance_id`), so a lease holder names them.
+
+Whom a call waits for: with a controller, a provider whose lease another of the contract's own
+calls or workers holds (a worker applying a request, a call checking and recording one) is
+waited for, up to :data:`FENCE_WAIT` seconds, and then refused (``LeaseHeld``, exit 9, naming
+it); a daemon or any other holder (``xceprov apply``, ``ops resume``) is refused at once, naming
+it. With ``standalone: true`` the lock does not say whose it is: any holder is waited for up to
+:data:`FENCE_WAIT` (a standalone command holds it for its op). Calls of one process (``xceprov
+provider serve``) on the same provider queue on a lock of their own first.
 """
 
 from __future__ import annotations
 
 import contextlib
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -24,15 +30,32 @@ from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import LeaseHeld
 from orchestrator.ops.drain import Decommission
 from orchestrator.ops.executor import Bootstrap, Executor
+from orchestrator.protocol.holder import holder_parts
 from orchestrator.services.contract.requests import RequestRecords
 from orchestrator.services.ops import fenced_session, read_session, refuse_when_leased
 from orchestrator.workspace.terraform import engine_for
 
-# How long a call waits for a standalone lock another command holds before it is refused.
+# How long a call waits for a fence another of the contract's own holders has (with a
+# controller), or any other command (standalone), before it is refused.
 FENCE_WAIT = 30.0
 FENCE_RETRY = 0.25
+# With a controller each try asks the controller's status (and an audit entry records a
+# refusal): a calmer pace.
+LEASE_RETRY = 1.0
+CONTRACT_LABEL = "-contract-"
 
 Spawner = Callable[[str], int]  # request id -> the worker's pid (0: none started)
+
+
+def contract_instance_id(cluster: str) -> str:
+    """The label the contract's sessions join under (informational, part of the holder's name)."""
+    return f"{cluster}{CONTRACT_LABEL}{socket.gethostname()}"
+
+
+def contract_holder(holder: str, cluster: str) -> bool:
+    """Whether a lease ``holder`` (``identity/instance``) is one of the contract's calls or workers
+    of ``cluster`` (the label the holder joined under, whatever machine it runs on)."""
+    return holder_parts(holder)[1].startswith(f"{cluster}{CONTRACT_LABEL}")
 
 
 @dataclass
@@ -82,13 +105,15 @@ class ContractSession:
         """An executor fencing ``providers`` (see the module docstring) until the block ends."""
         wanted = sorted(set(providers))
         limit = self.fence_wait if wait is None else wait
+        config = self.loaded.config
+        label = contract_instance_id(config.cluster)
         with contextlib.ExitStack() as stack:
             for provider in wanted:
                 stack.enter_context(self._local(provider))
-            refuse_when_leased(self.loaded, wanted)
             deadline = self.monotonic() + limit
             while True:
                 try:
+                    refuse_when_leased(self.loaded, wanted)
                     executor = stack.enter_context(
                         fenced_session(
                             self.loaded,
@@ -97,14 +122,22 @@ class ContractSession:
                             engine=self.engine,
                             bootstrap=bootstrap,
                             decommission=decommission,
+                            instance_id=label,
                         )
                     )
                     break
                 except LeaseHeld as exc:
-                    if "-daemon-" in exc.holder or self.monotonic() >= deadline:
+                    if not self._waits_for(exc.holder) or self.monotonic() >= deadline:
                         raise
-                    self.sleep(FENCE_RETRY)
+                    self.sleep(FENCE_RETRY if config.standalone else LEASE_RETRY)
             yield executor
+
+    def _waits_for(self, holder: str) -> bool:
+        """Whether a call waits for ``holder`` rather than being refused at once (module docstring)."""
+        if "-daemon-" in holder:
+            return False
+        config = self.loaded.config
+        return config.standalone or contract_holder(holder, config.cluster)
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[Executor]:

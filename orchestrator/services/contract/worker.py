@@ -10,6 +10,8 @@ op's new hosts. It keeps its progress in the request's record (``requests``): ea
 creation time and bootstrap outcome, and its own state. While another holder has the fence (a
 daemon on the provider, a command) it waits, up to :data:`WORKER_WAIT`; a daemon holding the
 lease resumes the open op itself. A worker that finds its op no longer open has nothing to do.
+A request has one worker at a time (:mod:`.workerlock`): a second one started while the first
+runs ends at once, having written nothing.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator import durable
@@ -29,6 +32,7 @@ from orchestrator.ops.executor import Bootstrap, Created
 from orchestrator.ops.openops import open_ops
 from orchestrator.ops.resume import resume_op
 from orchestrator.services.bootstrap_sources import SimulatedWorld
+from orchestrator.services.contract import workerlock
 from orchestrator.services.contract.answers import one_line
 from orchestrator.services.contract.requests import RequestRecord, RequestRecords
 from orchestrator.services.contract.session import ContractSession
@@ -46,10 +50,12 @@ def worker_log(config_state_dir: Path, request_id: str) -> Path:
     return config_state_dir / "contract" / "workers" / f"{request_id}.log"
 
 
-def job_document(loaded: LoadedConfig, request_id: str) -> bytes:
-    """What a worker reads on its stdin: the configuration as validated here, and the request."""
+def job_document(loaded: LoadedConfig, request_id: str, lock: int | None = None) -> bytes:
+    """What a worker reads on its stdin: the configuration as validated here, the request, and
+    the descriptor of the request's worker lock it inherits (:mod:`.workerlock`), if any."""
     job = {
         "request": request_id,
+        "lock_fd": lock,
         "config": loaded.config.model_dump(mode="json"),
         "source": loaded.source,
         "base_dir": str(loaded.base_dir),
@@ -58,41 +64,64 @@ def job_document(loaded: LoadedConfig, request_id: str) -> bytes:
 
 
 def spawn_worker(loaded: LoadedConfig, request_id: str) -> int:
-    """Start the worker of ``request_id`` detached (own session, output to its log); its pid.
+    """Start the worker of ``request_id`` detached (own session, output to its log); its pid, or
+    0 when a worker of the request already runs (its lock is held: :mod:`.workerlock`).
 
     The configuration goes over stdin as this process validated it (paths already resolved),
-    so the worker works on exactly the same one, whatever file or directory it would find.
+    so the worker works on exactly the same one, whatever file or directory it would find. The
+    request's worker lock is claimed here and handed to the worker as an inherited descriptor,
+    so no second worker of the request can start between this spawn and the worker's end.
     """
-    log = worker_log(loaded.config.state_dir, request_id)
-    durable.private_tree(loaded.config.state_dir, "contract", "workers")
-    command = [sys.executable, "-m", "orchestrator.cli", "provider", "work"]
-    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, durable.PRIVATE_FILE)
+    state_dir = loaded.config.state_dir
+    lock = workerlock.claim(state_dir, request_id)
+    if lock is None:
+        return 0
     try:
-        process = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=fd,
-            stderr=fd,
-            cwd=loaded.base_dir,
-            start_new_session=True,
-            close_fds=True,
-        )
+        log = worker_log(state_dir, request_id)
+        command = [sys.executable, "-m", "orchestrator.cli", "provider", "work"]
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, durable.PRIVATE_FILE)
+        try:
+            process = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE,
+                stdout=fd,
+                stderr=fd,
+                cwd=loaded.base_dir,
+                start_new_session=True,
+                close_fds=True,
+                pass_fds=(lock,),
+            )
+        finally:
+            os.close(fd)
     finally:
-        os.close(fd)
+        os.close(lock)  # the worker holds the lock now (or, when the spawn failed, nobody)
     assert process.stdin is not None
     with process.stdin:
-        process.stdin.write(job_document(loaded, request_id))
+        process.stdin.write(job_document(loaded, request_id, lock))
     return process.pid
 
 
-def read_job(raw: bytes) -> tuple[LoadedConfig, str]:
-    """The configuration and request id a worker was started with (see :func:`job_document`)."""
+@dataclass(frozen=True)
+class Job:
+    """What a worker was started with (see :func:`job_document`)."""
+
+    loaded: LoadedConfig
+    request_id: str
+    lock_fd: int | None = None
+
+
+def read_job(raw: bytes) -> Job:
+    """The job a worker was started with (see :func:`job_document`)."""
     from orchestrator.model.config import Config
 
     try:
         job = durable.parse_json(raw)
         config = Config.model_validate(job["config"])
-        return LoadedConfig(config, str(job["source"]), Path(job["base_dir"])), str(job["request"])
+        lock = job.get("lock_fd")
+        if lock is not None and (isinstance(lock, bool) or not isinstance(lock, int) or lock < 3):
+            raise ValueError(f"lock_fd {lock!r} is not an inherited descriptor")
+        loaded = LoadedConfig(config, str(job["source"]), Path(job["base_dir"]))
+        return Job(loaded, str(job["request"]), lock)
     except (ValueError, KeyError, TypeError) as exc:
         raise ContractRefused(f"provider work: not a worker's job on stdin: {one_line(str(exc))[:200]}") from None
 
@@ -137,8 +166,19 @@ def _created(facts: Sequence[Fact], request_id: str) -> list[Created]:
     ]
 
 
-def carry_out(session: ContractSession, request_id: str, world: SimulatedWorld | None = None) -> RequestRecord:
-    """Complete the op of ``request_id`` (see the module docstring); its record at the end.
+def carry_out(
+    session: ContractSession, request_id: str, world: SimulatedWorld | None = None, lock_fd: int | None = None
+) -> RequestRecord | None:
+    """Complete the op of ``request_id`` (see the module docstring); its record at the end, or
+    None, with nothing done or written, when another worker of the request runs (its lock is
+    held: :mod:`.workerlock`; ``lock_fd`` is the lock a starter handed over).
+    """
+    with workerlock.exclusive(session.loaded.config.state_dir, request_id, lock_fd) as mine:
+        return _carry_out(session, request_id, world) if mine else None
+
+
+def _carry_out(session: ContractSession, request_id: str, world: SimulatedWorld | None) -> RequestRecord:
+    """The work of :func:`carry_out`, under the request's worker lock.
 
     The fence is held for the op (the apply), not for the bootstrap that follows: the play
     reaches hosts over SSH and changes no cloud, and a request sent meanwhile on the same

@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,9 @@ import pytest
 from tffake import ROOT, FakeEngine, site_config
 
 from orchestrator.configfile import LoadedConfig
+from orchestrator.services.contract import workerlock
 from orchestrator.services.contract.schemas import OUTPUTS, ErrorOutput
+from orchestrator.services.contract.worker import carry_out, spawn_worker, worker_log
 from orchestrator.services.ops import fenced_session
 from orchestrator.services.provider_contract import ACTIONS, SCHEMAS, ContractAnswer, ProviderContract
 
@@ -156,6 +159,7 @@ def test_the_same_client_token_twice_is_one_op(tmp_path: Path) -> None:
     assert second.document["requestId"] == first.document["requestId"]
     assert "no new op" in second.document["message"]
     assert [f["kind"] for f in journal(loaded)] == ["requestIntent"]
+    c.carry_out(first.document["requestId"])  # a new op is placed once the open one is applied
     other = ask(c, "requestMachines", {**doc, "clientToken": "lsf-43"})
     assert other.document["requestId"] != first.document["requestId"]
 
@@ -171,19 +175,23 @@ def test_the_same_document_within_the_window_is_one_op_and_after_it_another(tmp_
         ask(c, "requestMachines", {"template": {"templateID": "cpu.sim", "machineCount": 1}}).document["requestId"]
         == first
     )
+    c.carry_out(first)
     clock.now += 61
     assert ask(c, "requestMachines", doc).document["requestId"] != first
-    assert [f["kind"] for f in journal(loaded)] == ["requestIntent", "requestIntent"]
+    assert [f["kind"] for f in journal(loaded) if f["kind"] == "requestIntent"] == ["requestIntent", "requestIntent"]
 
 
 def test_a_count_beyond_the_room_left_is_refused(tmp_path: Path) -> None:
     loaded, engine = standalone(tmp_path), FakeEngine()
     c = contract(loaded, engine)
-    assert ask(c, "requestMachines", {"template": {"templateId": "cpu.sim", "machineCount": 6}}).exit_code == 0
+    first = ask(c, "requestMachines", {"template": {"templateId": "cpu.sim", "machineCount": 6}})
+    assert first.exit_code == 0
+    c.carry_out(first.document["requestId"])
+    before = len(journal(loaded))
     refused = ask(c, "requestMachines", {"template": {"templateId": "gpu.sim", "machineCount": 5}})
     assert refused.exit_code == 1
     assert "5 machines of gpu.sim asked, 4 more fit" in refused.document["error"]["message"]
-    assert len(journal(loaded)) == 1
+    assert len(journal(loaded)) == before
 
 
 def test_a_live_holder_of_the_provider_is_refused_by_name_and_nothing_changes(tmp_path: Path) -> None:
@@ -198,12 +206,16 @@ def test_a_live_holder_of_the_provider_is_refused_by_name_and_nothing_changes(tm
     assert journal(loaded) == []
 
 
-def test_two_requests_at_once_on_one_provider_are_serialised_as_two_ops(tmp_path: Path) -> None:
+def test_two_requests_at_once_on_one_provider_are_two_ops_placed_one_after_the_other_and_both_complete(
+    tmp_path: Path,
+) -> None:
     loaded, engine = standalone(tmp_path), FakeEngine()
     # Two contracts (two callers), each with its own in-process locks: only the fence is shared.
     callers = [contract(loaded, engine), contract(loaded, engine)]
+    workers: list[threading.Thread] = []
     for caller in callers:
         caller.session.fence_wait = 30.0
+        caller.session.spawn = worker_thread(caller, workers)
     answers: list[ContractAnswer] = []
     start = threading.Barrier(2)
 
@@ -216,13 +228,31 @@ def test_two_requests_at_once_on_one_provider_are_serialised_as_two_ops(tmp_path
         t.start()
     for t in threads:
         t.join()
+    for w in list(workers):
+        w.join()
     assert [a.exit_code for a in answers] == [0, 0], [a.document for a in answers]
-    ids = {a.document["requestId"] for a in answers}
-    assert len(ids) == 2
-    # Each placement read the desired set the other wrote: no op's keys were lost.
-    desired = json.loads((loaded.config.state_dir / "work" / "unit" / "sim" / "desired.tfvars.json").read_text())
-    assert {k.rsplit("-", 1)[0] for k in desired["instances"]} == ids
-    assert len(desired["instances"]) == 5
+    ids = [a.document["requestId"] for a in answers]
+    assert len(set(ids)) == 2
+    # The second op was placed only once the first was applied: never two unapplied ops in one
+    # desired set (each worker's checked plan creates exactly its own keys), and both complete.
+    kinds = [(f["kind"], f["op_id"]) for f in journal(loaded) if f["kind"] in ("requestIntent", "instanceCreated")]
+    first, second = (op for kind, op in kinds if kind == "requestIntent")
+    assert kinds.index(("requestIntent", second)) > kinds.index(("instanceCreated", first)), kinds
+    statuses = ask(callers[0], "getRequestStatus", {"requests": [{"requestId": r} for r in ids]}).document
+    assert [r["status"] for r in statuses["requests"]] == ["complete", "complete"], statuses
+    assert len(FakeEngine.state(loaded.config.state_dir / "work" / "unit" / "sim")["instances"]) == 5
+
+
+def worker_thread(caller: ProviderContract, workers: list[threading.Thread]) -> Callable[[str], int]:
+    """A spawner running each request's worker as the detached process would, in a thread."""
+
+    def spawn(request_id: str) -> int:
+        worker = threading.Thread(target=caller.carry_out, args=(request_id,))
+        worker.start()
+        workers.append(worker)
+        return 0
+
+    return spawn
 
 
 def test_every_action_has_input_and_output_schemas() -> None:
@@ -327,3 +357,77 @@ def test_a_failed_bootstrap_makes_its_machine_fail_and_the_request_complete_with
     status = ask(c, "getRequestStatus", {"requests": [{"requestId": request}]}).document["requests"][0]
     assert status["status"] == "running"
     assert {m["name"]: m["result"] for m in status["machines"]} == {good: "succeed", bad: "executing"}
+
+
+def test_a_second_worker_of_a_request_does_nothing_while_the_first_runs(tmp_path: Path) -> None:
+    """One worker per request: while one holds the request's worker lock (here, as the first
+    worker would), a second one, and a second spawn, change nothing and start nothing."""
+    loaded, engine = standalone(tmp_path), FakeEngine()
+    c = contract(loaded, engine)
+    request = ask(c, "requestMachines", {"template": {"templateId": "cpu.sim", "machineCount": 1}}).document[
+        "requestId"
+    ]
+    record = loaded.config.state_dir / "contract" / "requests" / f"{request}.json"
+    before = record.read_bytes()
+    first = workerlock.claim(loaded.config.state_dir, request)
+    assert first is not None
+    try:
+        assert spawn_worker(loaded, request) == 0  # no process started
+        assert not worker_log(loaded.config.state_dir, request).exists()
+        assert carry_out(c.session, request) is None
+        assert record.read_bytes() == before  # the second worker wrote nothing: status follows the first
+        status = ask(c, "getRequestStatus", {"requests": [{"requestId": request}]}).document["requests"][0]
+        assert status["status"] == "running", status
+    finally:
+        os.close(first)
+    # The first worker gone (its lock dropped with it): the request can be carried out.
+    done = carry_out(c.session, request)
+    assert done is not None and done.worker_state == "done"
+    status = ask(c, "getRequestStatus", {"requests": [{"requestId": request}]}).document["requests"][0]
+    assert status["status"] == "complete", status
+
+
+def test_a_request_beside_an_open_op_waits_then_is_refused_naming_it_and_starts_its_gone_worker(
+    tmp_path: Path,
+) -> None:
+    """One op placed at a time: while another request's op is open, a new request waits (here
+    0.5 s), then is refused ``held`` naming that request, nothing placed; the open request had
+    no worker running (nor its record: its call ended between the intent and the record), so
+    its record is written and its worker started again."""
+    loaded, engine = standalone(tmp_path), FakeEngine()
+    c = contract(loaded, engine)
+    first = ask(c, "requestMachines", {"template": {"templateId": "cpu.sim", "machineCount": 1}}).document["requestId"]
+    record = loaded.config.state_dir / "contract" / "requests" / f"{first}.json"
+    record.unlink()
+    before = journal(loaded)
+    refused = ask(c, "requestMachines", {"template": {"templateId": "cpu.sim", "machineCount": 2}})
+    assert refused.exit_code == 9, refused.document
+    assert refused.document["error"]["type"] == "held"
+    assert refused.document["error"]["holder"] == f"request {first}"
+    assert journal(loaded) == before
+    assert c.spawned == [first, first] and record.exists()
+    c.carry_out(first)
+    assert ask(c, "requestMachines", {"template": {"templateId": "cpu.sim", "machineCount": 2}}).exit_code == 0
+
+
+def test_a_return_beside_an_open_create_waits_for_it(tmp_path: Path) -> None:
+    """A return placed beside an unapplied create would be planned with the create's keys: it
+    waits for it (here refused after 0.5 s, nothing changed), and goes once it is applied."""
+    loaded, engine = standalone(tmp_path), FakeEngine()
+    c = contract(loaded, engine)
+    made = ask(c, "requestMachines", {"template": {"templateId": "cpu.sim", "machineCount": 1}}).document["requestId"]
+    c.carry_out(made)
+    [machine] = ask(c, "getRequestStatus", {"requests": [{"requestId": made}]}).document["requests"][0]["machines"]
+    pending = ask(c, "requestMachines", {"template": {"templateId": "cpu.sim", "machineCount": 2}}).document[
+        "requestId"
+    ]
+    before = journal(loaded)
+    back = {"machines": [{"name": machine["name"], "machineId": machine["machineId"]}]}
+    refused = ask(c, "requestReturnMachines", back)
+    assert refused.exit_code == 9 and refused.document["error"]["holder"] == f"request {pending}", refused.document
+    assert journal(loaded) == before
+    c.carry_out(pending)
+    returned = ask(c, "requestReturnMachines", back).document["requestId"]
+    c.carry_out(returned)
+    status = ask(c, "getRequestStatus", {"requests": [{"requestId": returned}]}).document["requests"][0]
+    assert status["status"] == "complete", status
