@@ -32,7 +32,7 @@ from orchestrator.model.config import Config
 from orchestrator.model.instances import new_op_id
 from orchestrator.ops.executor import Bootstrap, Executor
 from orchestrator.ops.openops import OpenOp, open_ops
-from orchestrator.ops.resume import resume_op, survey
+from orchestrator.ops.resume import Seen, resume_op, survey
 from orchestrator.reconcile import hostphases
 from orchestrator.reconcile.bootstraps import BootstrapTracker
 from orchestrator.reconcile.breaker import Breakers
@@ -273,8 +273,12 @@ class Reconciler:
         evidence: dict[str, Any] = {"resumed": [], "waiting": [], "closed": [], "errors": [], "untracked": {}}
         for provider in providers:
             full = provider not in self._resumed
+            # What the survey read under the current lease: the first op attempted uses it rather
+            # than listing the cloud again (one listing per resume: a takeover's first call sooner).
+            seen: Seen | None = None
             if full:
                 found = survey(self.executor, provider)
+                seen = found.seen
                 if found.untracked:
                     evidence["untracked"][provider] = found.untracked
             ops = open_ops(ctx.facts(provider))
@@ -293,7 +297,8 @@ class Reconciler:
                     if action == "abandon" and self._close(ctx, op, reason, check_listing=listing):
                         evidence["closed"].append(op.op_id)
                         continue
-                self._attempt(ctx, op, evidence)
+                self._attempt(ctx, op, evidence, seen)
+                seen = None  # read before this op's changes: never for the next op
             if full and provider in ctx.leased:  # a lease lost meanwhile: resumed in full later
                 self._resumed.add(provider)
         return evidence
@@ -306,10 +311,10 @@ class Reconciler:
         decision = retry_decision(self.config, usage, self.health, failed.provider, failed.template, now)
         return decision.action
 
-    def _attempt(self, ctx: PassContext, op: OpenOp, evidence: dict[str, Any]) -> None:
+    def _attempt(self, ctx: PassContext, op: OpenOp, evidence: dict[str, Any], seen: Seen | None = None) -> None:
         ctx.stale(op.provider)  # before the change: a failure handler reads the facts again
         try:
-            resolution = resume_op(self.executor, op)
+            resolution = resume_op(self.executor, op, seen)
         except LeaseLost as exc:
             self._fenced(ctx, op.provider, op.op_id, exc)
             evidence["errors"].append(f"op {op.op_id}: {_one_line(exc)}")
