@@ -8,16 +8,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from reconcile_support import FakeClock
-from tffake import SITE, FakeEngine, FakeFence, FakeHosts, MemoryFacts, unit_executor
+from tffake import SITE, FakeEngine, FakeFence
 
 from orchestrator.configfile import LoadedConfig, parse_config
 from orchestrator.errors import LeaseLost
 from orchestrator.model.facts import Epoch, Fact, FactKind
 from orchestrator.ops.executor import Created
 from orchestrator.ops.openops import open_ops
-from orchestrator.reconcile.loop import Reconciler
-from tests.unit.reconcile.test_reconcile_loop import FakeView
+from tests.unit.reconcile.test_reconcile_loop import build
 
 TAKEN = "sim2"  # the provider another daemon held; its lease comes during this daemon's pass
 TAKEN_OP = "op-6b49d200-0123456789ab"
@@ -59,19 +57,7 @@ def test_a_lease_gained_during_the_bootstrap_phase_is_resumed_before_its_next_bo
     tmp_path: Path,
 ) -> None:
     loaded = two_providers(tmp_path)
-    engine, facts, hosts, clock = FakeEngine(), MemoryFacts(), FakeHosts(), FakeClock()
     fence = TakenDuringBootstrap()
-    executor = unit_executor(loaded, engine, facts=facts, hosts=hosts, fence=fence, clock=lambda: clock.now)
-    fence.taken = True
-    executor.place(TAKEN, "cpu", 1, TAKEN_OP)  # the previous holder's op: intent and desired set, no apply
-    fence.taken = False
-    epoch = Epoch(3, 7)
-    facts.commit(Fact(FactKind.REQUEST_INTENT, "sim", "op-1", epoch, template="cpu", count=2))
-    for n in (1, 2):  # two hosts of this daemon's own, due for their bootstrap: two calls (forks 1)
-        key = f"op-1-00{n - 1}"
-        common = {"instance_key": key, "instance_id": f"i-{n}", "template": "cpu", "host_name": f"h{n}"}
-        facts.commit(Fact(FactKind.INSTANCE_CREATED, "sim", "op-1", epoch, **common))
-        facts.commit(Fact(FactKind.EXPECTED_HOST, "sim", "op-1", epoch, join_deadline=clock.now + 900, **common))
     calls: list[tuple[str, bool]] = []
 
     def bootstrap(provider: str, created: Sequence[Created]) -> Mapping[str, str]:
@@ -80,16 +66,18 @@ def test_a_lease_gained_during_the_bootstrap_phase_is_resumed_before_its_next_bo
         fence.taken = True  # the lease of sim2 is granted while the first call runs
         return {c.name: "ok" for c in created}
 
-    view = FakeView(facts, hosts)
+    reconciler, view, facts, clock = build(loaded, FakeEngine(), bootstrap, fence)
+    fence.taken = True
+    reconciler.executor.place(TAKEN, "cpu", 1, TAKEN_OP)  # the previous holder's op: intent and desired set
+    fence.taken = False
+    epoch = Epoch(3, 7)
+    facts.commit(Fact(FactKind.REQUEST_INTENT, "sim", "op-1", epoch, template="cpu", count=2))
+    for n in (1, 2):  # two hosts of this daemon's own, due for their bootstrap: two calls (forks 1)
+        key = f"op-1-00{n - 1}"
+        common = {"instance_key": key, "instance_id": f"i-{n}", "template": "cpu", "host_name": f"h{n}"}
+        facts.commit(Fact(FactKind.INSTANCE_CREATED, "sim", "op-1", epoch, **common))
+        facts.commit(Fact(FactKind.EXPECTED_HOST, "sim", "op-1", epoch, join_deadline=clock.now + 900, **common))
     view.want(cpu=3)  # the two hosts and the taken op's one: no new op
-    reconciler = Reconciler(
-        loaded.config,
-        executor,
-        view,
-        clock=lambda: clock.now,
-        state_dir=loaded.config.state_dir,
-        bootstrap=bootstrap,  # type: ignore[arg-type]
-    )
     report = reconciler.run_once("interval")
     # The first call ran before the grant; the taken op was resumed before the second call.
     assert calls == [("h1", False), ("h2", True)]
