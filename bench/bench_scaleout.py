@@ -217,6 +217,13 @@ def takeover(root: Path) -> dict[str, Any]:
         ttl = max(float(row.get("ttl") or 0.0) for row in b.status()["leases"])
         interval = float(b.status()["daemon"]["reconcile_interval"])
         dead = a.held()
+
+        def scanned(m: Member) -> bool:  # its start's orphan scan (a read of every provider) over
+            return bool((m.status().get("orphans") or {}).get("last_scan"))
+
+        # In the steady state: a plan of the start's scan in a dead provider's directory is no
+        # read under the new lease, and a scan in flight would hold the survivor's loop.
+        w.wait_for("both daemons past their first orphan scan", lambda: scanned(a) and scanned(b), 600)
         admin.submit(w.world.sim, "cpu", 3 * len(PROVIDERS), 900.0)
         w.wait_for("daemon a applying", lambda: "op-apply" in (a.state / "audit.log").read_text(errors="replace"), 600)
         killed = time.time()
