@@ -17,7 +17,7 @@ daemon's side of that, on a thread of its own so that a long pass never delays i
   kept (renewing them is the controller's business): when the store answers again, work resumes
   with no new acquire;
 - at a clean stop, :meth:`stop` removes the member row at once (``leave``), so the others deal its
-  providers without waiting one TTL.
+  providers without waiting for its row to age out.
 
 The store is anything with ``heartbeat``, ``members``, ``leave`` and ``close``
 (``orchestrator.model.members.MemberStore``: ``orchestrator.clients.postgres.SharedStore``);
@@ -261,7 +261,7 @@ class Membership:
         if leave:
             try:
                 self.store.leave(self.instance)
-            except Exception as exc:  # the row then ages out after one TTL
+            except Exception as exc:  # the row then ages out after the live window (2 TTL/3)
                 log.warning("could not leave the shared store (the row ages out): %s", exc)
         try:
             self.store.close()
