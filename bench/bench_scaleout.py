@@ -15,10 +15,13 @@ for every measurement. Timed, in the same run, alternating which backend goes fi
 - ``scan``: one acting orphan scan over N instances of K ops (as ``bench_orphans.py`` builds and
   times it), local and pg. Target: pg / local <= 1.2.
 - ``takeover``: two daemons (``tests/scaleout_world.py``) over four providers and one database
-  of their own; the holder of two providers is killed with SIGKILL; timed from the kill to the
-  first cloud mutation the survivor makes on one of the dead one's providers (the simulated
-  cloud's mutation journal, by the epoch of the run). Target: <= lease TTL + grace + one
-  reconcile interval (the simulated controller's TTL, 15 s; the daemons' interval, 2 s).
+  of their own; the holder of two providers is killed with SIGKILL; timed from the kill to two
+  moments of the survivor on one of the dead one's providers: its first cloud read (the end of
+  its first Terraform plan in that provider's working directory, whose refresh reads the cloud:
+  from the survivor's debug log, because the simulated cloud journals mutations only) and its
+  first mutation (the simulated cloud's mutation journal, by the epoch of the run). Target:
+  <= lease TTL + grace + one reconcile interval (the simulated controller's TTL, 15 s; the
+  daemons' interval, 2 s).
 
 Best of ``--rounds`` per path. Seconds depend on the machine and its load (printed with each
 figure); ratios much less. ``--check``: exit code 1 when a target is missed.
@@ -31,10 +34,11 @@ import contextlib
 import json
 import math
 import os
+import re
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -202,18 +206,26 @@ def takeover(root: Path) -> dict[str, Any]:
         for provider in cfg["providers"].values():
             provider["max_instances"] = 3
         member.config.write_text(yaml.safe_dump(cfg))
-        return member.start()
+        return member.start("-vv")  # the debug log times each Terraform run (printed below)
 
     with scaleout_world(root) as w:
         a = started(w, "a")
-        w.wait_for("daemon a holding every provider", lambda: set(a.held()) == set(PROVIDERS))
+        # Generous waits: on a loaded machine a first pass that initialises four providers is slow.
+        w.wait_for("daemon a holding every provider", lambda: set(a.held()) == set(PROVIDERS), 600)
         b = started(w, "b")
-        w.wait_split(a, b)
+        w.wait_split(a, b, timeout=600)
         ttl = max(float(row.get("ttl") or 0.0) for row in b.status()["leases"])
         interval = float(b.status()["daemon"]["reconcile_interval"])
         dead = a.held()
+
+        def scanned(m: Member) -> bool:  # its start's orphan scan (a read of every provider) over
+            return bool((m.status().get("orphans") or {}).get("last_scan"))
+
+        # In the steady state: a plan of the start's scan in a dead provider's directory is no
+        # read under the new lease, and a scan in flight would hold the survivor's loop.
+        w.wait_for("both daemons past their first orphan scan", lambda: scanned(a) and scanned(b), 600)
         admin.submit(w.world.sim, "cpu", 3 * len(PROVIDERS), 900.0)
-        w.wait_for("daemon a applying", lambda: "op-apply" in (a.state / "audit.log").read_text(errors="replace"))
+        w.wait_for("daemon a applying", lambda: "op-apply" in (a.state / "audit.log").read_text(errors="replace"), 600)
         killed = time.time()
         a.kill9()
 
@@ -226,20 +238,51 @@ def takeover(root: Path) -> dict[str, Any]:
         w.wait_for("the survivor's first call on a dead daemon's provider", lambda: first_call() is not None, 300)
         seconds = float(first_call() or 0.0) - killed
         bound = ttl + 0.0 + interval
-        if seconds > bound:  # where the time went: the survivor's own account of it
-            when = time.strftime("%H:%M:%S", time.gmtime(killed))
-            print(f"  killed at {when}; the survivor's log:", file=sys.stderr)
-            for line in b.log().splitlines():
-                if any(word in line for word in ("dealt", "lease", "created", "resum", "op ")):
-                    print(f"    {line[:200]}", file=sys.stderr)
+        lines = timeline(b.log(), killed)
+        read = first_read(lines, dead)
+        # Where the time went: the survivor's own account of it, in seconds after the kill.
+        print(f"  killed at {time.strftime('%H:%M:%S', time.gmtime(killed))}; load {load()}; the survivor's log:")
+        for at, line in lines:
+            if "filelock" not in line:
+                print(f"    +{at:5.1f}s {line[:220]}")
     return {
         "measured": True,
         "seconds": seconds,
+        "read_seconds": read,
         "ttl": ttl,
         "grace": 0.0,
         "interval": interval,
         "pass": seconds <= bound,
+        "read_pass": read is not None and read <= bound,
+        "load": load(),
     }
+
+
+TERRAFORM_RUN = re.compile(r"terraform \S+ (\w+) in (\S+): exit \d+ after ([\d.]+) s")
+
+
+def first_read(lines: list[tuple[float, str]], providers: Iterable[str]) -> float | None:
+    """Seconds to the end of the survivor's first ``plan`` (its refresh reads the cloud) in a
+    working directory of ``providers`` (shard 0 is named after the provider, the others start so)."""
+    names = tuple(providers)
+    for at, line in lines:
+        run = TERRAFORM_RUN.search(line)
+        if run and run[1] == "plan" and Path(run[2]).name.startswith(names):
+            return at
+    return None
+
+
+def timeline(log: str, since: float) -> list[tuple[float, str]]:
+    """The lines of a daemon's text log written after ``since`` (unix seconds), with their offset."""
+    out: list[tuple[float, str]] = []
+    for line in log.splitlines():
+        try:
+            at = time.mktime(time.strptime(line[:19], "%Y-%m-%d %H:%M:%S")) + int(line[20:23]) / 1000.0
+        except ValueError:
+            continue
+        if at >= since:
+            out.append((at - since, line[24:]))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -280,10 +323,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"takeover: not measured: {t['reason']}")
         else:
             verdict = "PASS" if t["pass"] else "MISS"
-            print(
-                f"takeover: {t['seconds']:.1f} s from the kill to the survivor's first cloud call "
-                f"(target <= TTL {t['ttl']:g} + grace {t['grace']:g} + interval {t['interval']:g} s) {verdict}"
-            )
+            target = f"target <= TTL {t['ttl']:g} + grace {t['grace']:g} + interval {t['interval']:g} s"
+            read = t["read_seconds"]
+            if read is None:
+                print("takeover: the survivor's first cloud read not found in its log")
+            else:
+                reading = "PASS" if t["read_pass"] else "MISS"
+                print(f"takeover: {read:.1f} s from the kill to the survivor's first cloud read ({target}) {reading}")
+            print(f"takeover: {t['seconds']:.1f} s from the kill to its first mutation ({target}) {verdict}")
+            print(f"  load: {t['load']}")
             missed |= not t["pass"]
     print(json.dumps(measured))
     return 1 if args.check and missed else 0

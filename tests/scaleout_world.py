@@ -81,11 +81,11 @@ class Member:
     def log_path(self) -> Path:
         return self.site / "daemon.log"
 
-    def start(self) -> Member:
-        """Start ``xceprov daemon`` with this member's configuration."""
+    def start(self, *options: str) -> Member:
+        """Start ``xceprov [options] daemon`` with this member's configuration (``-vv``: debug log)."""
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed when the process is waited for
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator.cli", "daemon"],
+            [sys.executable, "-m", "orchestrator.cli", *options, "daemon"],
             cwd=self.site,
             env=self.env,
             stdout=self._log,

@@ -6,16 +6,18 @@ daemon's side of that, on a thread of its own so that a long pass never delays i
 
 - every ``min(TTL/3, daemon.reconcile_interval)`` it writes its member row (instance, label,
   configured providers, held providers with their epochs; the database stamps it with its own
-  clock), then reads the live members (a heartbeat younger than the lease TTL) and computes the
+  clock), then reads the live members (a heartbeat younger than two thirds of the lease TTL,
+  ``share.live_window``) and computes the
   providers dealt to it (``share.py``); the daemon's loop applies that set between two passes;
 - when a heartbeat or the read fails (the database is down or unreachable), :meth:`closed_reason`
-  says since when, and the daemon's fence (``fence.StoreFence``) refuses every mutation until a
+  says since when (or that no heartbeat succeeded within the live window), and the daemon's
+  fence (``fence.StoreFence``) refuses every mutation until a
   heartbeat succeeds again: a daemon that cannot heartbeat looks dead to the others, who deal its
   providers among themselves, so it must not act on them, whatever its leases say. The leases are
   kept (renewing them is the controller's business): when the store answers again, work resumes
   with no new acquire;
 - at a clean stop, :meth:`stop` removes the member row at once (``leave``), so the others deal its
-  providers without waiting one TTL.
+  providers without waiting for its row to age out.
 
 The store is anything with ``heartbeat``, ``members``, ``leave`` and ``close``
 (``orchestrator.model.members.MemberStore``: ``orchestrator.clients.postgres.SharedStore``);
@@ -30,7 +32,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.daemon.share import dealt
+from orchestrator.daemon.share import dealt, live_window
 from orchestrator.model.members import MemberRow, MemberStore
 
 if TYPE_CHECKING:
@@ -159,7 +161,7 @@ class Membership:
 
     def _heartbeat(self, ttl: float) -> list[MemberRow]:
         self.store.heartbeat(self.instance, self.label, self.configured, dict(self._held()))
-        return list(self.store.members(ttl))
+        return list(self.store.members(live_window(ttl)))
 
     def _failed(self, exc: BaseException) -> None:
         error = (str(exc).splitlines() or [type(exc).__name__])[0]
@@ -194,8 +196,8 @@ class Membership:
 
     def closed_reason(self) -> str | None:
         """Why no mutation may run now (None while the store answers): the store has been
-        unreachable since a time, or no heartbeat succeeded within one TTL (the others see this
-        daemon as gone)."""
+        unreachable since a time, or no heartbeat succeeded within the live window (two thirds
+        of the TTL: the others see this daemon as gone)."""
         with self._lock:
             down, error, last_ok = self._down_since, self._error, self._last_ok
         if down is not None:
@@ -203,7 +205,7 @@ class Membership:
         if last_ok is None:
             return "no heartbeat in the shared store yet"
         silent = self._monotonic() - last_ok
-        if silent >= self._ttl():
+        if silent >= live_window(self._ttl()):
             return f"no heartbeat in the shared store for {silent:.0f}s (the other daemons count this one as gone)"
         return None
 
@@ -259,7 +261,7 @@ class Membership:
         if leave:
             try:
                 self.store.leave(self.instance)
-            except Exception as exc:  # the row then ages out after one TTL
+            except Exception as exc:  # the row then ages out after the live window (2 TTL/3)
                 log.warning("could not leave the shared store (the row ages out): %s", exc)
         try:
             self.store.close()

@@ -66,6 +66,7 @@ from orchestrator.daemon.publish import StatusPublishing
 from orchestrator.daemon.sharing import ProviderSharing
 from orchestrator.daemon.systemd import Heartbeat, WatchdogPinger
 from orchestrator.daemon.wakeups import WakeUps
+from orchestrator.daemon.warmup import warm
 from orchestrator.errors import UsageError, XceprovError
 from orchestrator.model.config import Config
 from orchestrator.ops.facts import LinkFacts
@@ -147,6 +148,7 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing):
         self._exit_code = 0
         self._stopped = threading.Event()
         self._ready = False
+        self._warmed = False  # the working directories of every configured provider prepared (warmup.py)
         self.endpoint: MetricsEndpoint | None = None
         self.keeper: LeaseKeeper | None = None
         self.link: ControllerLink | None = None
@@ -283,6 +285,7 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing):
             self.options.notifier.status(f"reload failed: {type(exc).__name__}; the previous configuration stays")
             return
         self._applied = new
+        self._warmed = False  # providers added: prepared after the next pass
 
     def _use(self, config: Config) -> None:
         self.config = config
@@ -412,6 +415,7 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing):
                     self._ready = True
                     self.lifecycle.started()
                     self.options.notifier.ready(f"first pass done; leases held for {self._held_summary()}")
+                self._warm_workdirs()
                 trigger = self._next_trigger()
         except BaseException:
             # A start that failed (metrics address taken, a bug): release what was taken.
@@ -422,6 +426,14 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing):
             self.lifecycle.request_stop("loop ended")
         self._stopped.wait()
         return self._exit_code
+
+    def _warm_workdirs(self) -> None:
+        """With a shared store, once after the first pass and after each reload: the working
+        directories of every configured provider prepared, so a takeover starts without init."""
+        if self.membership is None or self._warmed or self.executor is None or self.lifecycle.stopping:
+            return
+        self._warmed = True
+        warm(self.executor, self.config.providers)
 
     def _held_summary(self) -> str:
         rows = (self._document or {}).get("leases", [])

@@ -4,8 +4,8 @@ The rule (docs/daemon.md, "Several daemons: providers split by lease"), computed
 member from the same members table, so every member reaches the same answer without talking to
 the others:
 
-- The input is the live members (a heartbeat younger than the lease TTL) and the providers each
-  one is configured for.
+- The input is the live members (a heartbeat younger than :func:`live_window`: two thirds of the
+  lease TTL, two heartbeat intervals at their longest) and the providers each one is configured for.
 - Providers are grouped by the members configuring them. Within a group, the providers in sorted
   order are dealt round-robin over the group's members sorted by instance id: provider ``i`` goes
   to member ``i mod L``. So for the usual case, every member configured alike, each member gets
@@ -24,6 +24,25 @@ heartbeat the other did not yet) both ask, and the controller grants one of them
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Final
+
+# A member is live while its heartbeat is younger than this many of the longest heartbeat
+# intervals (TTL/3): one missed heartbeat is tolerated, the second deals it out.
+LIVE_BEATS: Final = 2
+
+
+def live_window(ttl: float) -> float:
+    """How long a member's heartbeat keeps it live: ``LIVE_BEATS`` heartbeat intervals at their
+    longest (TTL/3 each), so two thirds of the lease TTL.
+
+    Shorter than the TTL on purpose: a killed member's leases lapse one TTL after their last
+    renewal (every TTL/3), and its providers must be dealt to the survivors by then, so that
+    their asks are waiting when the controller frees the leases (a takeover within TTL + grace +
+    one reconcile interval). Dealing early is safe: the controller's lease stays the fence, and
+    an ask for a lease still held is only denied (with the time it is held until, when the
+    survivor's keeper asks again).
+    """
+    return LIVE_BEATS * ttl / 3.0
 
 
 def deal(providers_by_member: Mapping[str, Sequence[str]]) -> dict[str, str]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 # The lease TTL assumed until the controller names its own at join (the simulated controller's
-# default): members whose heartbeat is younger than the TTL are live.
+# default): the live window of the members (``daemon.share.live_window``) derives from it.
 DEFAULT_LEASE_TTL: Final = 15.0
 
 

@@ -26,6 +26,15 @@ Every shard of the provider is read (docs/architecture.md, "Bursts that scale"):
 exactly one shard's desired set, so resume re-applies only the shards that hold unapplied keys
 (the others' plans would be empty) and records facts per shard; the tagged listing comes from
 shard 0, the listing shard.
+
+One listing per resume: :func:`survey` keeps what it read (each shard's state and the tagged
+listing) as :class:`Seen`, stamped with the lease epoch it was read under, and the first op
+resumed after it (``resume_op(..., seen=...)``) uses that instead of reading the states and
+listing the cloud again (each a Terraform run; the listing a refresh-only plan). Only while the
+fence still stamps that same epoch: a listing taken under another lease, or before this one was
+gained, or without one (a read beside a daemon), is never used for a decision, the op reads
+afresh. The lease is the fence, so under one epoch nothing but this process changes the
+provider; the caller hands ``seen`` to one op only, before anything of the provider changed.
 """
 
 from __future__ import annotations
@@ -37,15 +46,35 @@ from typing import Any
 
 import filelock
 
-from orchestrator.errors import FinalError, TerraformError
+from orchestrator.errors import FinalError, LeaseLost, TerraformError
 from orchestrator.model import tags as owner
 from orchestrator.model.facts import Fact, FactKind
 from orchestrator.model.instances import op_of_key
 from orchestrator.ops.executor import Executor, ShardWork
+from orchestrator.ops.fence import epoch_tag
 from orchestrator.ops.openops import OpenOp, open_ops
 from orchestrator.workspace.workdir import ProviderWorkdir
 
 NO_STATE_YET = "no state yet"
+
+
+Listing = tuple[str, list[dict[str, Any]]]  # (status, objects) of tagged_objects
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What one survey read of a provider under the lease epoch ``epoch``: each shard's state
+    instances (by the shard's path) and the tagged listing. Usable while the fence stamps the
+    same epoch (:meth:`usable`)."""
+
+    provider: str
+    epoch: str
+    held: dict[str, dict[str, Any]]
+    listing: Listing
+
+    def usable(self, executor: Executor, provider: str) -> bool:
+        """Whether ``provider``'s fence still stamps the epoch this was read under."""
+        return provider == self.provider and current_epoch(executor, provider) == self.epoch
 
 
 @dataclass
@@ -59,6 +88,8 @@ class ProviderOps:
     # Shards whose state and desired set were not read: an op was applying on them (their
     # working directory lock was held longer than the reader would wait).
     busy: list[str] = field(default_factory=list)
+    # What was read, for the first op resumed next; None without a lease held throughout the read.
+    seen: Seen | None = None
 
 
 @dataclass
@@ -89,6 +120,14 @@ def tagged_objects(executor: Executor, workdir: ProviderWorkdir) -> tuple[str, l
     return "read", objects
 
 
+def current_epoch(executor: Executor, provider: str) -> str | None:
+    """The epoch tag the fence would stamp on ``provider`` now; None while it is closed."""
+    try:
+        return epoch_tag(executor.fence.gate(provider))
+    except LeaseLost:
+        return None
+
+
 def survey(executor: Executor, provider: str, wait: float | None = None) -> ProviderOps:
     """The provider's open ops plus the keys held or desired that no fact mentions.
 
@@ -97,15 +136,18 @@ def survey(executor: Executor, provider: str, wait: float | None = None) -> Prov
     reports the shards it could not read as busy and leaves the tagged listing unread when the
     listing shard is busy (its refresh would wait for the apply's Terraform state lock).
     """
+    epoch = current_epoch(executor, provider)  # before any read: all of them are newer than the lease
     facts = executor.facts.facts(provider)
     workdir = executor.workdir(provider)
     held: dict[str, Any] = {}
+    by_shard: dict[str, dict[str, Any]] = {}
     desired: set[str] = set()
     busy: list[str] = []
     for shard in executor.shard_list(provider):
         try:
             with shard.lock() if wait is None else shard.lock(timeout=wait):
-                held.update(executor.state_instances(shard))
+                by_shard[str(shard.path)] = executor.state_instances(shard)
+                held.update(by_shard[str(shard.path)])
                 desired.update(shard.desired.read())
         except filelock.Timeout:
             busy.append(shard.path.name)
@@ -123,7 +165,10 @@ def survey(executor: Executor, provider: str, wait: float | None = None) -> Prov
         for o in objects
         if o["tags"].get(owner.OP_ID) not in known_ops and o["state"] not in ("terminated",)
     )
-    return ProviderOps(provider, open_ops(facts), untracked, status, busy)
+    seen = None
+    if epoch is not None and status == "read" and not busy and current_epoch(executor, provider) == epoch:
+        seen = Seen(provider, epoch, by_shard, (status, objects))  # read under one lease throughout
+    return ProviderOps(provider, open_ops(facts), untracked, status, busy, seen)
 
 
 def resume_provider(executor: Executor, provider: str) -> list[Resolution]:
@@ -131,19 +176,39 @@ def resume_provider(executor: Executor, provider: str) -> list[Resolution]:
     return [resume_op(executor, op) for op in open_ops(executor.facts.facts(provider))]
 
 
-def resume_op(executor: Executor, op: OpenOp) -> Resolution:
-    """Complete or abandon one open op (the reconcile loop retries failed ops one by one)."""
-    return _resume_create(executor, op) if op.kind == "create" else _resume_return(executor, op)
+def resume_op(executor: Executor, op: OpenOp, seen: Seen | None = None) -> Resolution:
+    """Complete or abandon one open op (the reconcile loop retries failed ops one by one).
+
+    ``seen``: what a :func:`survey` just read of the provider, used instead of reading the
+    states and the listing again while the fence still stamps its epoch (hand it to one op only).
+    """
+    if seen is not None and not seen.usable(executor, op.provider):
+        seen = None
+    return _resume_create(executor, op, seen) if op.kind == "create" else _resume_return(executor, op, seen)
 
 
-def _resume_create(executor: Executor, op: OpenOp) -> Resolution:
+def _listing(executor: Executor, workdir: ProviderWorkdir, seen: Seen | None) -> Listing:
+    """The survey's listing when it was read under the current epoch, else a fresh one."""
+    if seen is not None and seen.usable(executor, workdir.provider):
+        return seen.listing
+    return tagged_objects(executor, workdir)
+
+
+def _held(executor: Executor, shard: ProviderWorkdir, seen: Seen | None) -> dict[str, Any]:
+    """The shard's state instances: as the survey read them under the current epoch, or read now."""
+    if seen is not None and str(shard.path) in seen.held and seen.usable(executor, shard.provider):
+        return seen.held[str(shard.path)]
+    return executor.state_instances(shard)
+
+
+def _resume_create(executor: Executor, op: OpenOp, seen: Seen | None = None) -> Resolution:
     provider = op.provider
     workdir = executor.workdir(provider)
     work: dict[ProviderWorkdir, ShardWork] = {}
     found: set[str] = set()
     for shard in executor.shard_list(provider):
         with shard.lock():
-            held = executor.state_instances(shard)
+            held = _held(executor, shard, seen)
             desired = executor.desired(shard)
         unapplied = {k: desired[k] for k in op.pending if k in desired and k not in held}
         mine = [k for k in op.pending if k in desired or k in held]
@@ -153,8 +218,8 @@ def _resume_create(executor: Executor, op: OpenOp) -> Resolution:
     never = [k for k in op.pending if k not in found]
     unapplied_keys = sorted(k for specs, _keys in work.values() for k in specs)
     if unapplied_keys:
-        status, objects = tagged_objects(executor, workdir)
-        seen = sorted(o["id"] for o in objects if o["tags"].get(owner.OP_ID) == op.op_id)
+        status, objects = _listing(executor, workdir, seen)
+        tagged = sorted(o["id"] for o in objects if o["tags"].get(owner.OP_ID) == op.op_id)
         executor.audit(
             "resume-recreate",
             provider=provider,
@@ -162,11 +227,11 @@ def _resume_create(executor: Executor, op: OpenOp) -> Resolution:
             keys=unapplied_keys,
             shards=sorted(str(s.path) for s, (specs, _keys) in work.items() if specs),
             listing=status,
-            tagged=seen,
+            tagged=tagged,
             reason="desired but not in the state; the key is the cloud's idempotency token",
         )
     if never:
-        _confirm_never_created(executor, op, never, workdir)
+        _confirm_never_created(executor, op, never, workdir, seen)
         epoch = executor.gate(provider, op.op_id, "abandon")
         detail = json.dumps({"abandoned": "intent committed, desired set never written: nothing was created"})
         executor.commit_many(
@@ -187,20 +252,20 @@ def _resume_create(executor: Executor, op: OpenOp) -> Resolution:
     return Resolution(provider, op.op_id, "create", outcome, reason, list(op.pending))
 
 
-def _resume_return(executor: Executor, op: OpenOp) -> Resolution:
+def _resume_return(executor: Executor, op: OpenOp, seen: Seen | None = None) -> Resolution:
     provider = op.provider
     shards = executor.shard_list(provider)
     groups: dict[ProviderWorkdir, list[str]] = {}
     for shard in shards:
         with shard.lock():
-            there = set(executor.desired(shard)) | set(executor.state_instances(shard))
+            there = set(executor.desired(shard)) | set(_held(executor, shard, seen))
         mine = [k for k in op.pending if k in there]
         if mine:
             groups[shard] = mine
     # Keys no shard holds any more were deleted before the crash: shard 0 records them returned.
     gone = [k for k in op.pending if not any(k in keys for keys in groups.values())]
     if gone:
-        _confirm_gone(executor, op, gone, shards[0])
+        _confirm_gone(executor, op, gone, shards[0], seen)
         groups.setdefault(shards[0], []).extend(gone)
 
     def one(shard: ProviderWorkdir, keys: list[str]) -> None:
@@ -213,11 +278,16 @@ def _resume_return(executor: Executor, op: OpenOp) -> Resolution:
     return Resolution(provider, op.op_id, "return", "completed", reason, list(op.pending))
 
 
-def _live_listing(executor: Executor, op: OpenOp, keys: list[str], workdir: ProviderWorkdir) -> list[dict[str, Any]]:
+def _live_listing(
+    executor: Executor, op: OpenOp, keys: list[str], workdir: ProviderWorkdir, seen: Seen | None
+) -> list[dict[str, Any]]:
     """The tagged listing's objects not terminated; ``FinalError`` when it cannot be read."""
-    with workdir.lock():
-        executor.listable(workdir)
-    status, objects = tagged_objects(executor, workdir)
+    if seen is not None and seen.usable(executor, workdir.provider):
+        status, objects = seen.listing
+    else:
+        with workdir.lock():
+            executor.listable(workdir)
+        status, objects = tagged_objects(executor, workdir)
     if status != "read":
         raise FinalError(
             f"op {op.op_id} on provider {op.provider}: {', '.join(keys)} not recorded returned: no local file "
@@ -227,10 +297,14 @@ def _live_listing(executor: Executor, op: OpenOp, keys: list[str], workdir: Prov
     return [o for o in objects if o["state"] not in ("terminated",)]
 
 
-def _confirm_never_created(executor: Executor, op: OpenOp, never: list[str], workdir: ProviderWorkdir) -> None:
+def _confirm_never_created(
+    executor: Executor, op: OpenOp, never: list[str], workdir: ProviderWorkdir, seen: Seen | None
+) -> None:
     """Abandon ``never`` (neither desired nor in any state) only when the cloud lists nothing of
-    the op that the states do not hold: else the op is being applied elsewhere, or a state was lost."""
-    live = _live_listing(executor, op, never, workdir)
+    the op that the states do not hold: else the op is being applied elsewhere, or a state was lost.
+    The states are read after the listing, always afresh: an object listed is then in them when
+    an apply made it."""
+    live = _live_listing(executor, op, never, workdir, seen)
     held_ids: set[str] = set()
     for shard in executor.shard_list(op.provider):
         with shard.lock():
@@ -245,9 +319,9 @@ def _confirm_never_created(executor: Executor, op: OpenOp, never: list[str], wor
         )
 
 
-def _confirm_gone(executor: Executor, op: OpenOp, gone: list[str], workdir: ProviderWorkdir) -> None:
+def _confirm_gone(executor: Executor, op: OpenOp, gone: list[str], workdir: ProviderWorkdir, seen: Seen | None) -> None:
     """Record ``gone`` (returning, in no shard) returned only when the listing no longer shows them."""
-    live = {o["id"] for o in _live_listing(executor, op, gone, workdir)}
+    live = {o["id"] for o in _live_listing(executor, op, gone, workdir, seen)}
     ids = {
         f.instance_key: f.instance_id
         for f in executor.facts.facts(op.provider)

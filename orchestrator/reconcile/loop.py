@@ -2,8 +2,9 @@
 
 :meth:`Reconciler.run_once` runs the phases in that order, each isolated: a phase that raises is
 logged and audited (``phase-failed`` with its name and the error) and the next phase runs. A
-lease gained while the pass runs (a takeover) gets a resume phase of its own after the phase in
-flight, so the previous holder's open ops do not wait for the rest of the pass. A pass
+lease gained while the pass runs (a takeover) gets a resume phase of its own as soon as the
+unit of work in flight ends (one create of the scale-out, one bootstrap call of the bootstrap
+phase, or else the phase), so the previous holder's open ops do not wait for the rest of the pass. A pass
 that could not read its inputs (controller not connected, no demand snapshot yet, a read that
 raised) runs no later phase at all: nothing is created and nothing returned on a picture it does
 not have. Every cloud mutation goes through the fenced :class:`~orchestrator.ops.executor.Executor`;
@@ -32,7 +33,7 @@ from orchestrator.model.config import Config
 from orchestrator.model.instances import new_op_id
 from orchestrator.ops.executor import Bootstrap, Executor
 from orchestrator.ops.openops import OpenOp, open_ops
-from orchestrator.ops.resume import resume_op, survey
+from orchestrator.ops.resume import Seen, resume_op, survey
 from orchestrator.reconcile import hostphases
 from orchestrator.reconcile.bootstraps import BootstrapTracker
 from orchestrator.reconcile.breaker import Breakers
@@ -172,6 +173,9 @@ class Reconciler:
         self._resumed: set[str] = set()
         self._read_problem = ""
         self._last_outcomes: dict[str, str] = {}
+        # Called between two units of work of a phase (see the module docstring): resumes the
+        # providers whose lease came since; a no-op outside a pass.
+        self._between: Callable[[], None] = lambda: None
 
     # -- public ----------------------------------------------------------------------------------
 
@@ -203,13 +207,14 @@ class Reconciler:
             ("join-tracking", self._join_tracking),
             ("reclaim", self._reclaim),
         ]
-        for name, step in steps:
-            phases.append(self._run_phase(name, step, ctx))
-            gained = self._gained(ctx) if name != "reclaim" else []
-            if gained:
-                # A lease gained while the pass runs (a takeover): the previous holder's open ops
-                # are resumed now, between two phases, not after this daemon's own later phases.
-                phases.append(self._run_phase("resume", partial(self._resume_providers, providers=gained), ctx))
+        self._between = partial(self._resume_gained, ctx, phases)
+        try:
+            for name, step in steps:
+                phases.append(self._run_phase(name, step, ctx))
+                if name != "reclaim":
+                    self._between()
+        finally:
+            self._between = lambda: None
         return PassReport(
             trigger,
             started,
@@ -256,6 +261,13 @@ class Reconciler:
                 self._resumed.discard(provider)  # resumed in full once the lease comes back
         return self._resume_providers(ctx, list(ctx.leased))
 
+    def _resume_gained(self, ctx: PassContext, phases: list[PhaseOutcome]) -> None:
+        """A lease gained while the pass runs (a takeover): the previous holder's open ops are
+        resumed now, between two units of work, not after this daemon's own later work."""
+        gained = self._gained(ctx)
+        if gained:
+            phases.append(self._run_phase("resume", partial(self._resume_providers, providers=gained), ctx))
+
     def _gained(self, ctx: PassContext) -> list[str]:
         """Providers whose lease became valid since the read (never held this pass before: one
         lost during the pass waits for the next); they join the pass's leased ones."""
@@ -273,8 +285,12 @@ class Reconciler:
         evidence: dict[str, Any] = {"resumed": [], "waiting": [], "closed": [], "errors": [], "untracked": {}}
         for provider in providers:
             full = provider not in self._resumed
+            # What the survey read under the current lease: the first op attempted uses it rather
+            # than listing the cloud again (one listing per resume: a takeover's first call sooner).
+            seen: Seen | None = None
             if full:
                 found = survey(self.executor, provider)
+                seen = found.seen
                 if found.untracked:
                     evidence["untracked"][provider] = found.untracked
             ops = open_ops(ctx.facts(provider))
@@ -293,7 +309,8 @@ class Reconciler:
                     if action == "abandon" and self._close(ctx, op, reason, check_listing=listing):
                         evidence["closed"].append(op.op_id)
                         continue
-                self._attempt(ctx, op, evidence)
+                self._attempt(ctx, op, evidence, seen)
+                seen = None  # read before this op's changes: never for the next op
             if full and provider in ctx.leased:  # a lease lost meanwhile: resumed in full later
                 self._resumed.add(provider)
         return evidence
@@ -306,10 +323,10 @@ class Reconciler:
         decision = retry_decision(self.config, usage, self.health, failed.provider, failed.template, now)
         return decision.action
 
-    def _attempt(self, ctx: PassContext, op: OpenOp, evidence: dict[str, Any]) -> None:
+    def _attempt(self, ctx: PassContext, op: OpenOp, evidence: dict[str, Any], seen: Seen | None = None) -> None:
         ctx.stale(op.provider)  # before the change: a failure handler reads the facts again
         try:
-            resolution = resume_op(self.executor, op)
+            resolution = resume_op(self.executor, op, seen)
         except LeaseLost as exc:
             self._fenced(ctx, op.provider, op.op_id, exc)
             evidence["errors"].append(f"op {op.op_id}: {_one_line(exc)}")
@@ -357,6 +374,7 @@ class Reconciler:
                 if self._create(ctx, request.provider, request.template, request.count, evidence):
                     refused = True
                     fallback.add(request.template)
+                self._between()
             if not refused:
                 break
         return evidence
@@ -501,7 +519,15 @@ class Reconciler:
 
     def _host_phases(self, ctx: PassContext) -> hostphases.HostPhases:
         return hostphases.HostPhases(
-            self.config, self.executor, ctx, self.tracker, self.breakers, self.clock, self.rng, self.state_dir
+            self.config,
+            self.executor,
+            ctx,
+            self.tracker,
+            self.breakers,
+            self.clock,
+            self.rng,
+            self.state_dir,
+            self._between,
         )
 
     def _read_changed(self, problem: str) -> None:

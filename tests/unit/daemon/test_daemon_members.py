@@ -53,11 +53,11 @@ def test_a_heartbeat_writes_the_row_and_deals_the_share_among_live_members() -> 
     mine = member(store, clock)
     assert mine.dealt() is None and mine.closed_reason() == "no heartbeat in the shared store yet"
     clock.now += 5.0
-    store.put("other", ["p1", "p2", "p3", "p4"])  # "gone" has not beaten for TTL by the next read
-    clock.now += TTL - 5.0
+    store.put("other", ["p1", "p2", "p3", "p4"])  # "gone" has not beaten for 2 TTL/3 by the next read
+    clock.now += 2 * TTL / 3 - 5.0
     assert mine.beat()
     assert store.rows["me"][:3] == ("c1-daemon-m1", ("p1", "p2", "p3", "p4"), {"p1": "3.1"})
-    # Live: me and other ("gone" stopped beating one TTL ago): two each, by rank.
+    # Live: me and other ("gone" stopped beating two heartbeat intervals ago): two each, by rank.
     assert mine.dealt() == {"p1", "p3"} and mine.closed_reason() is None
     doc = mine.to_json()
     assert doc["reachable"] and doc["dealt"] == ["p1", "p3"]
@@ -95,18 +95,35 @@ def test_the_store_down_closes_the_fence_for_every_provider_and_its_return_reope
     assert fence.valid("p1") and fence.gate("p3") == Epoch(3, 1) and mine.to_json()["reachable"]
 
 
-def test_a_heartbeat_that_stops_succeeding_closes_the_fence_after_one_ttl() -> None:
+def test_a_heartbeat_that_stops_succeeding_closes_the_fence_after_two_missed_heartbeats() -> None:
     # A heartbeat stuck (a thread that hangs on the database) says nothing failed, but the others
-    # count this daemon as gone once its row is one TTL old: it must not act on its share.
+    # count this daemon as gone once its row is two heartbeat intervals (2 TTL/3) old: it must not
+    # act on its share.
     clock = Clock()
     mine = member(FakeStore(clock), clock)
     assert mine.beat()
-    clock.now += TTL - 0.5
+    clock.now += 2 * TTL / 3 - 0.5
     assert mine.closed_reason() is None
     clock.now += 0.5
     assert mine.closed_reason() == (
-        "no heartbeat in the shared store for 15s (the other daemons count this one as gone)"
+        "no heartbeat in the shared store for 10s (the other daemons count this one as gone)"
     )
+
+
+def test_a_member_that_missed_two_heartbeats_is_dealt_out_before_its_leases_lapse() -> None:
+    # Its leases lapse one TTL after their last renewal; dealing its providers out after two
+    # missed heartbeats (2 TTL/3) has the survivors asking before then. One missed heartbeat
+    # (a slow beat) keeps it in the deal.
+    clock = Clock()
+    store = FakeStore(clock)
+    store.put("a-dead", ["p1", "p2", "p3", "p4"])  # ranks before "me": p1 and p3 are its own
+    mine = member(store, clock)
+    assert mine.beat() and mine.dealt() == {"p2", "p4"}
+    clock.now += TTL / 3 + 1.0  # one heartbeat missed
+    assert mine.beat() and mine.dealt() == {"p2", "p4"}
+    clock.now += TTL / 3  # the second one missed: 2 TTL/3 + 1 s since its last, before one TTL
+    assert mine.beat() and mine.dealt() == {"p1", "p2", "p3", "p4"}
+    assert [m["instance"] for m in mine.to_json()["members"]] == ["me"]
 
 
 def test_what_the_others_hold_changing_changes_the_version() -> None:

@@ -10,7 +10,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from orchestrator.configfile import LoadedConfig, parse_config
+from orchestrator.daemon import service
 from orchestrator.daemon.lifecycle import Lifecycle
 from orchestrator.daemon.service import Daemon, DaemonOptions, LoopParts
 from orchestrator.errors import LeaseLost
@@ -206,10 +209,14 @@ def test_the_daemon_holds_its_share_hands_over_between_passes_and_stops_while_th
 
 
 def test_daemons_started_together_do_not_take_each_other_s_share_at_start(
-    tmp_path: Path, fake: FakeController, ca: tuple[Path, Any]
+    tmp_path: Path, fake: FakeController, ca: tuple[Path, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The other daemon's first heartbeat lands just after this one's: the share handed to the
-    keeper is the one of the second members read, so this daemon never asks for the other's p2."""
+    keeper is the one of the second members read, so this daemon never asks for the other's p2.
+    After its first pass it prepares the working directories of both, p2 too (a takeover of p2
+    then starts without init)."""
+    warmed: list[list[str]] = []
+    monkeypatch.setattr(service, "warm", lambda _executor, providers: warmed.append(sorted(providers)) or {})
     store = FakeStore(time.monotonic)
     lock = threading.Lock()
     asked: list[tuple[str, str]] = []
@@ -229,6 +236,7 @@ def test_daemons_started_together_do_not_take_each_other_s_share_at_start(
         assert made[0].passes[0] == ("start", {"p1": True, "p2": False})
         with lock:
             assert ("leaseAcquire", "p2") not in asked and ("leaseRelease", "p2") not in asked
+        assert warmed == [["p1", "p2"]]  # once, every configured provider, held or not
     finally:
         lifecycle.request_stop("SIGTERM")
         runner.join(30)

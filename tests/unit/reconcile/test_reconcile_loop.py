@@ -76,10 +76,12 @@ def loaded(tmp_path: Path) -> LoadedConfig:
 
 
 def build(
-    loaded: LoadedConfig, engine: FakeEngine, bootstrap: object = None
+    loaded: LoadedConfig, engine: FakeEngine, bootstrap: object = None, fence: FakeFence | None = None
 ) -> tuple[Reconciler, FakeView, MemoryFacts, FakeClock]:
     facts, hosts, clock = MemoryFacts(), FakeHosts(), FakeClock()
-    executor = unit_executor(loaded, engine, facts=facts, hosts=hosts, clock=lambda: clock.now)
+    executor = unit_executor(
+        loaded, engine, facts=facts, hosts=hosts, clock=lambda: clock.now, fence=fence or FakeFence()
+    )
     view = FakeView(facts, hosts)
     reconciler = Reconciler(
         loaded.config,

@@ -1,0 +1,76 @@
+"""One tagged listing per resume: the survey's, under the lease it was read under.
+
+A takeover resumes the previous holder's create whose apply never ran: the survey lists the
+cloud, and the resumed create uses that listing (and the states the survey read) instead of a
+second refresh-only plan, but only while the fence stamps the epoch the survey read under.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from tffake import FakeEngine, FakeFence, MemoryFacts, unit_executor
+
+from orchestrator.configfile import LoadedConfig
+from orchestrator.errors import LeaseLost
+from orchestrator.model.facts import Epoch
+from orchestrator.ops.executor import Executor
+from orchestrator.ops.openops import OpenOp, open_ops
+from orchestrator.ops.resume import resume_op, survey
+
+
+def interrupted(loaded: LoadedConfig, engine: FakeEngine) -> tuple[Executor, FakeFence, MemoryFacts, OpenOp]:
+    """A create whose desired set was written but whose apply the lost lease stopped."""
+    fence, facts = FakeFence(), MemoryFacts()
+    executor = unit_executor(loaded, engine, fence=fence, facts=facts)
+    engine.during_apply = lambda _workdir: setattr(fence, "revoked", True)  # lost as the apply starts
+    with pytest.raises(LeaseLost):
+        executor.create("sim", "cpu", 2)
+    engine.during_apply, fence.revoked = None, False
+    fence.epoch = Epoch(3, 8)  # the lease granted again (a takeover): a new epoch
+    [op] = open_ops(facts.facts("sim"))
+    engine.listed = {"i-of-another-op": ("running", "")}  # the module lists by tag
+    engine.calls.clear()
+    return executor, fence, facts, op
+
+
+def listings(engine: FakeEngine) -> int:
+    """Terraform plans: a refresh-only one per tagged listing, one per apply."""
+    return [c for c, _ in engine.calls].count("plan")
+
+
+def recreate(loaded: LoadedConfig) -> dict[str, object]:
+    lines = (loaded.config.state_dir / "audit.log").read_text().splitlines()
+    return next(json.loads(x) for x in reversed(lines) if json.loads(x)["action"] == "resume-recreate")
+
+
+def test_the_resumed_create_uses_the_survey_s_listing_under_the_same_lease(
+    loaded: LoadedConfig, engine: FakeEngine
+) -> None:
+    executor, _fence, facts, op = interrupted(loaded, engine)
+    found = survey(executor, "sim")
+    assert found.listing == "read" and found.seen is not None and found.seen.epoch == "3.8"
+    after_survey = listings(engine)
+    done = resume_op(executor, op, found.seen)
+    assert done.outcome == "completed" and open_ops(facts.facts("sim")) == []
+    # The resume planned the apply only: no second listing of the cloud.
+    assert listings(engine) - after_survey == 1
+    assert recreate(loaded)["listing"] == "read"
+
+
+def test_a_listing_read_under_another_lease_is_not_used(loaded: LoadedConfig, engine: FakeEngine) -> None:
+    executor, fence, facts, op = interrupted(loaded, engine)
+    found = survey(executor, "sim")
+    after_survey = listings(engine)
+    fence.epoch = Epoch(3, 9)  # lost and granted again between the survey and the resume
+    done = resume_op(executor, op, found.seen)
+    assert done.outcome == "completed" and open_ops(facts.facts("sim")) == []
+    assert listings(engine) - after_survey == 2  # listed again under 3.9, then the apply's plan
+
+
+def test_a_survey_without_a_lease_keeps_nothing_for_a_resume(loaded: LoadedConfig, engine: FakeEngine) -> None:
+    executor, fence, _facts, _op = interrupted(loaded, engine)
+    fence.revoked = True  # a read beside the holder (xceprov ops): no lease
+    found = survey(executor, "sim")
+    assert found.listing == "read" and found.seen is None
