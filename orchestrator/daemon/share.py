@@ -24,25 +24,10 @@ heartbeat the other did not yet) both ask, and the controller grants one of them
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Final
 
-# A member is live while its heartbeat is younger than this many of the longest heartbeat
-# intervals (TTL/3): one missed heartbeat is tolerated, the second deals it out.
-LIVE_BEATS: Final = 2
+from orchestrator.model.members import live_window
 
-
-def live_window(ttl: float) -> float:
-    """How long a member's heartbeat keeps it live: ``LIVE_BEATS`` heartbeat intervals at their
-    longest (TTL/3 each), so two thirds of the lease TTL.
-
-    Shorter than the TTL on purpose: a killed member's leases lapse one TTL after their last
-    renewal (every TTL/3), and its providers must be dealt to the survivors by then, so that
-    their asks are waiting when the controller frees the leases (a takeover within TTL + grace +
-    one reconcile interval). Dealing early is safe: the controller's lease stays the fence, and
-    an ask for a lease still held is only denied (with the time it is held until, when the
-    survivor's keeper asks again).
-    """
-    return LIVE_BEATS * ttl / 3.0
+__all__ = ["deal", "dealt", "live_window"]
 
 
 def deal(providers_by_member: Mapping[str, Sequence[str]]) -> dict[str, str]:

@@ -14,8 +14,26 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 # The lease TTL assumed until the controller names its own at join (the simulated controller's
-# default): the live window of the members (``daemon.share.live_window``) derives from it.
+# default): the live window of the members (:func:`live_window`) derives from it.
 DEFAULT_LEASE_TTL: Final = 15.0
+
+# A member is live while its heartbeat is younger than this many of the longest heartbeat
+# intervals (TTL/3): one missed heartbeat is tolerated, the second deals it out.
+LIVE_BEATS: Final = 2
+
+
+def live_window(ttl: float) -> float:
+    """How long a member's heartbeat keeps it live: ``LIVE_BEATS`` heartbeat intervals at their
+    longest (TTL/3 each), so two thirds of the lease TTL.
+
+    Shorter than the TTL on purpose: a killed member's leases lapse one TTL after their last
+    renewal (every TTL/3), and its providers must be dealt to the survivors by then, so that
+    their asks are waiting when the controller frees the leases (a takeover within TTL + grace +
+    one reconcile interval). Dealing early is safe: the controller's lease stays the fence, and
+    an ask for a lease still held is only denied (with the time it is held until, when the
+    survivor's keeper asks again).
+    """
+    return LIVE_BEATS * ttl / 3.0
 
 
 class MemberRow(Protocol):

@@ -38,7 +38,7 @@ from orchestrator.clients.controller.types import ControllerStatus, Fact, LinkSt
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import ConfigError, ControllerError, XceprovError
 from orchestrator.model.config import Config
-from orchestrator.model.members import DEFAULT_LEASE_TTL, MemberStore, holders
+from orchestrator.model.members import DEFAULT_LEASE_TTL, MemberStore, holders, live_window
 from orchestrator.model.text import printable
 from orchestrator.ops.openops import open_ops as find_open_ops
 from orchestrator.protocol.holder import holder_parts
@@ -284,8 +284,10 @@ def collect_status(loaded: LoadedConfig, member_source: MemberSource | None = No
         for t in sorted(status.demand.templates, key=lambda t: t.template)
     )
     ops = tuple(op for p in providers for op in open_ops(facts[p]))
-    # Members are live within one lease TTL (the controller's, named at join).
-    store, by_members = store_holders(config, member_source or open_member_store, state.lease_ttl or DEFAULT_LEASE_TTL)
+    # Members are live within the deal's window (two thirds of the controller's lease TTL, named
+    # at join): status names the holders the daemons themselves deal by.
+    live_within = live_window(state.lease_ttl or DEFAULT_LEASE_TTL)
+    store, by_members = store_holders(config, member_source or open_member_store, live_within)
     return StatusReport(
         link=state,
         controller_id=status.controller_id,

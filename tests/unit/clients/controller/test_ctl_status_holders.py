@@ -149,3 +149,23 @@ def test_with_no_controller_the_shared_store_still_says_who_holds_what(
     doc = json.JSONDecoder().raw_decode(as_json.stdout)[0]
     assert doc["controller"]["reachable"] is False and doc["store"]["reachable"] is True
     assert [h["provider"] for h in doc["holders"]] == ["p1", "p2"]
+
+
+def test_status_names_holders_by_the_deal_s_live_window_not_one_whole_ttl(
+    fake: FakeController, pki: Pki, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A member silent for two heartbeat intervals (2/3 of the lease TTL, 15 s here) is already
+    dealt out by the daemons: status must not still name it as a holder."""
+    leases(fake)
+    now = [1000.0]
+    store = FakeStore(lambda: now[0])
+    store.put("m1.1.aaaaaaaaaaaaaaaa", ["p1", "p2", "p3"], {"p1": "4.1"})
+    now[0] += 11.0  # older than 10 s (2/3 of 15 s), younger than one TTL
+    store.put("m2.2.bbbbbbbbbbbbbbbb", ["p1", "p2", "p3"], {"p2": "4.2"})
+    monkeypatch.setattr(status_service, "open_member_store", lambda _config: store)
+    config = site(tmp_path, fake.address, pki)
+    assert holder_section(config, "holders (the shared store's live members: 1)") == [
+        "  p1               none",
+        "  p2               label-m2.2.bbbbbbbbbbbbbbbb  instance m2.2.bbbbbbbbbbbbbbbb  epoch 4.2",
+        "  p3               none",
+    ]
