@@ -142,6 +142,9 @@ class AnsibleSettings(Strict):
     site_dir: Path | None = None
     host_key_policy: Literal["record", "strict"] = "record"
     keep_artifacts: int = Field(default=20, ge=1)
+    # How plays run on the hosts: Mitogen's linear strategy (one Python per host for the whole
+    # play, modules cached there) or Ansible's own linear strategy over ssh (docs/bootstrap.md).
+    strategy: Literal["mitogen_linear", "linear"] = "mitogen_linear"
 
 
 class SimSettings(Strict):

@@ -69,6 +69,12 @@ HOSTILE = {
     "date as a name": ("cluster: values", "cluster: 2024-01-01", "cluster", "YAML date"),
     "nul in a path": ("state_dir: state", 'state_dir: "st\\0ate"', "state_dir", "NUL character"),
     "home of no user": ("ca: system", "ca: ~xceprov-no-such-user/ca.pem", "controller.ca", "no such user"),
+    "unknown ansible strategy": (
+        "standalone: true",
+        "standalone: true\nansible: {strategy: free}",
+        "ansible.strategy",
+        "'mitogen_linear' or 'linear'",
+    ),
 }
 
 
