@@ -65,13 +65,17 @@ class CpuSplit:
         return CpuSeconds(_usage(self.control), _usage(self.hosts))
 
     def close(self) -> None:
-        """Everything back to the root group; the two groups removed."""
+        """Everything back to the root group; the two groups removed (killed hosts take a moment to leave)."""
         for group in (self.control, self.hosts):
-            for pid in (group / "cgroup.procs").read_text().split():
+            deadline = time.monotonic() + 10
+            while group.exists() and time.monotonic() < deadline:
+                for pid in (group / "cgroup.procs").read_text().split():
+                    with contextlib.suppress(OSError):
+                        (CPUACCT / "cgroup.procs").write_text(pid)
                 with contextlib.suppress(OSError):
-                    (CPUACCT / "cgroup.procs").write_text(pid)
-            with contextlib.suppress(OSError):
-                group.rmdir()
+                    group.rmdir()
+                    break
+                time.sleep(0.2)
 
 
 def _usage(group: Path) -> float:
