@@ -145,6 +145,9 @@ class AnsibleSettings(Strict):
     # scans (record) or gives up on the host (strict); 0 never reads published keys.
     host_key_publish_wait: Duration = Field(default=120.0, ge=0)
     keep_artifacts: int = Field(default=20, ge=1)
+    # How plays run on the hosts: Mitogen's linear strategy (one Python per host for the whole
+    # play, modules cached there) or Ansible's own linear strategy over ssh (docs/bootstrap.md).
+    strategy: Literal["mitogen_linear", "linear"] = "mitogen_linear"
 
 
 class SimSettings(Strict):

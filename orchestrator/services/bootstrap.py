@@ -94,6 +94,7 @@ def runner_settings(config: Config, toolkit_root: Path) -> RunnerSettings:
         timeout=float(a.timeout),
         keep_artifacts=a.keep_artifacts,
         site_dir=a.site_dir,
+        strategy=a.strategy,
     )
 
 

@@ -67,7 +67,9 @@ def lab(tmp_path: Path) -> Iterator[Any]:
         lab.stop_all()
 
 
-def _config(tmp_path: Path, lab: Any, site: Path | None, roles: str = "[site_motd]", xce: str = "{}") -> LoadedConfig:
+def _config(
+    tmp_path: Path, lab: Any, site: Path | None, roles: str = "[site_motd]", xce: str = "{}", strategy: str = ""
+) -> LoadedConfig:
     ca = tmp_path / "ca.pem"
     ca.write_text("-----BEGIN CERTIFICATE-----\nTEST\n-----END CERTIFICATE-----\n")
     text = f"""
@@ -79,6 +81,7 @@ ansible:
   forks: 10
   timeout: 300s
   {"site_dir: " + str(site) if site else ""}
+  {"strategy: " + strategy if strategy else ""}
 providers: {{sim: {{module: xcesim}}}}
 templates:
   cpu:
@@ -789,3 +792,28 @@ def test_ctrl_c_stops_the_play_between_tasks_and_exits_130(tmp_path: Path, lab: 
     assert hosts == [f"{h}: stopped: not finished: interrupted (Ctrl-C)" for h in ("ic-a", "ic-b")]
     assert "User interrupted execution" in output() and f"Slow step {SLOW_STEPS}" not in output()
     assert playbooks_with(f"XCEPROV_CONFIG={config}") == []
+
+
+@pytest.mark.parametrize("strategy", ["mitogen_linear", "linear"])
+def test_a_host_presenting_another_key_than_the_pinned_one_fails_and_is_untouched(
+    tmp_path: Path, lab: Any, artifact: Path, strategy: str
+) -> None:
+    # First contact "recorded" a key the host does not have (a man in the middle at the first
+    # scan, say): every connection of the play must refuse the host, whichever strategy runs it.
+    lab.start("good", record_key=False)
+    lab.start("spoofed", record_key=False)
+    lab.wait_ready()
+    other = tmp_path / "other_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    wrong = " ".join(Path(f"{other}.pub").read_text().split()[:2])
+
+    def scanner(address: str, port: int, timeout: float) -> list[str]:
+        return [wrong] if address == lab.hosts["spoofed"].address else keyscan(address, port, timeout)
+
+    loaded = _config(tmp_path, lab, None, roles="[]", strategy=strategy)
+    result = bootstrap(loaded, ROOT, records=_records(lab), extra_vars=_sim_vars(artifact), scanner=scanner)
+
+    assert result.hosts["good"].status == "changed", result.hosts["good"].describe()
+    spoofed = result.hosts["spoofed"]
+    assert spoofed.status == "failed" and spoofed.task == "Wait for SSH", spoofed.describe()
+    assert not _host_file(lab, "spoofed", "/etc/xce/node-manager.json").exists()

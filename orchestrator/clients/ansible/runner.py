@@ -2,7 +2,11 @@
 
 What every run gets: the toolkit's ``ansible.cfg`` (pipelining, ControlPersist, strict
 host-key checking), the site's roles directory before the shipped one on the roles path, the
-configured forks and an overall timeout. Each run's artifacts are kept under
+configured forks and strategy, and an overall timeout. The strategy is Mitogen's
+``mitogen_linear`` unless ``ansible.strategy`` says ``linear``: the same linear order of tasks,
+but one Python interpreter per host for the whole play over one ssh connection, instead of an
+ssh session, a Python start and a module upload per task and host, which is most of a
+bootstrap's CPU on both ends (docs/performance.md, "Where a bootstrap's time goes"). Each run's artifacts are kept under
 ``<state_dir>/ansible/artifacts/<ident>/`` and rotated to the newest ``keep_artifacts``: the
 full ``stdout``, ``status``, ``rc``, and in ``job_events/`` the failure, unreachable, play and
 stats events (not one file per successful task: see ``_KEPT_EVENTS``); without our process
@@ -37,7 +41,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from orchestrator import durable
 from orchestrator.clients.ansible.artifacts import rotate_artifacts, run_environment, seal
@@ -47,6 +51,7 @@ from orchestrator.errors import AnsibleError
 from orchestrator.model.progress import STOPPED, HostDone, HostOutcome, Phase, ProgressSink, TaskDone, TaskStarted
 
 HostStatus = HostOutcome
+Strategy = Literal["mitogen_linear", "linear"]
 # Events written to the artifacts' job_events/ (returning True from the handler): what a
 # post-mortem needs beside the full stdout, which is always kept. Skipping one JSON file per
 # ok/skipped event keeps the runner's own cost down (the benchmark's ratio against a raw run).
@@ -127,6 +132,7 @@ class RunnerSettings:
     timeout: float = 600.0
     keep_artifacts: int = 20
     site_dir: Path | None = None
+    strategy: Strategy = "mitogen_linear"
 
     @property
     def ansible_dir(self) -> Path:
@@ -199,8 +205,23 @@ class _Canceller:
         return False
 
 
+def strategy_env(strategy: Strategy) -> dict[str, str]:
+    """The variables choosing the play's strategy (Mitogen's plugins are found where it is installed)."""
+    if strategy == "linear":
+        return {"ANSIBLE_STRATEGY": "linear"}
+    try:
+        import ansible_mitogen  # the plugin package only; Ansible loads the strategy itself
+    except ImportError:
+        raise AnsibleError(
+            "ansible.strategy mitogen_linear needs the Python package mitogen in the toolkit's "
+            "environment; install it, or set ansible.strategy: linear"
+        ) from None
+    plugins = Path(ansible_mitogen.__file__).parent / "plugins" / "strategy"
+    return {"ANSIBLE_STRATEGY": strategy, "ANSIBLE_STRATEGY_PLUGINS": str(plugins)}
+
+
 def ansible_env(settings: RunnerSettings) -> dict[str, str]:
-    """Environment of ``ansible-playbook`` (shared with the benchmark's raw run, so both match)."""
+    """Environment of ``ansible-playbook`` for the toolkit's runs."""
     bindir = str(Path(sys.executable).parent)
     return {
         # ansible-runner starts ansible-playbook by name: the venv's bin must be on PATH.
@@ -212,6 +233,7 @@ def ansible_env(settings: RunnerSettings) -> dict[str, str]:
         "ANSIBLE_HOST_KEY_CHECKING": "True",
         "ANSIBLE_RETRY_FILES_ENABLED": "False",
         "ANSIBLE_NOCOLOR": "1",
+        **strategy_env(settings.strategy),
     }
 
 

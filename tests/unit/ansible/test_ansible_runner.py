@@ -14,10 +14,12 @@ from orchestrator.clients.ansible.runner import (
     PlayStop,
     RunnerSettings,
     RunResult,
+    Strategy,
     _Collector,
     ansible_env,
     run_playbook,
 )
+from orchestrator.errors import AnsibleError
 from orchestrator.model.progress import HostDone, ProgressEvent, TaskDone, TaskStarted
 from tests.play_processes import playbooks_with
 
@@ -210,8 +212,16 @@ def test_a_run_leaves_the_callers_signal_handlers_alone(tmp_path: Path) -> None:
             signal.signal(s, handler)
 
 
-def _local_run(tmp_path: Path, tasks: str, stop: PlayStop | None, timeout: float = 600.0) -> RunResult:
-    """``tasks`` on two local hosts, stopped by ``stop``."""
+def _local_run(
+    tmp_path: Path, tasks: str, stop: PlayStop | None, timeout: float = 600.0, strategy: Strategy = "linear"
+) -> RunResult:
+    """``tasks`` on two local hosts, stopped by ``stop``.
+
+    Ansible's own linear strategy by default: Mitogen gives the two "hosts" of one local
+    connection the same interpreter, which runs one task at a time, so a task waiting for the
+    other host's would wait for ever. Stops under Mitogen are tested on real hosts
+    (tests/integration/test_bootstrap.py, test_daemon_bootstrap_stop.py).
+    """
     play = tmp_path / "play.yml"
     play.write_text(f"- hosts: all\n  gather_facts: false\n  tasks:\n{tasks}")
     inventory = {
@@ -221,8 +231,30 @@ def _local_run(tmp_path: Path, tasks: str, stop: PlayStop | None, timeout: float
             }
         }
     }
-    settings = RunnerSettings(toolkit_root=ROOT, state_dir=tmp_path / "state", timeout=timeout)
+    settings = RunnerSettings(toolkit_root=ROOT, state_dir=tmp_path / "state", timeout=timeout, strategy=strategy)
     return run_playbook(settings, play, inventory, ["h1", "h2"], stop=stop)
+
+
+@pytest.mark.parametrize(("strategy", "interpreters"), [("mitogen_linear", 1), ("linear", 3)])
+def test_mitogen_runs_a_hosts_tasks_in_one_interpreter(tmp_path: Path, strategy: Strategy, interpreters: int) -> None:
+    # Each task records the process that ran its module: with Mitogen one Python per host runs
+    # the whole play; Ansible's own linear strategy starts one per task.
+    tasks = "".join(
+        f"    - {{name: Task {i}, ansible.builtin.shell: 'echo $PPID >> {tmp_path}/{{{{ inventory_hostname }}}}'}}\n"
+        for i in range(3)
+    )
+    result = _local_run(tmp_path, tasks, None, strategy=strategy)
+    assert {h: r.status for h, r in result.hosts.items()} == {"h1": "changed", "h2": "changed"}
+    for host in ("h1", "h2"):
+        assert len(set((tmp_path / host).read_text().split())) == interpreters
+
+
+def test_mitogen_missing_is_one_line_naming_the_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ansible_mitogen", None)  # as if the package were not installed
+    with pytest.raises(AnsibleError) as info:
+        _local_run(tmp_path, "    - {name: Never, ansible.builtin.command: 'true'}\n", None, strategy="mitogen_linear")
+    assert "ansible.strategy: linear" in str(info.value) and "\n" not in str(info.value)
+    assert not list((tmp_path / "state" / "ansible" / "artifacts").iterdir())  # no run was started
 
 
 def test_a_stop_ends_the_play_after_the_running_task_and_leaves_no_ansible_playbook(

@@ -75,6 +75,12 @@ HOSTILE = {
         "negative",
     ),
     "home of no user": ("ca: system", "ca: ~xceprov-no-such-user/ca.pem", "controller.ca", "no such user"),
+    "unknown ansible strategy": (
+        "standalone: true",
+        "standalone: true\nansible: {strategy: free}",
+        "ansible.strategy",
+        "'mitogen_linear' or 'linear'",
+    ),
 }
 
 
