@@ -142,8 +142,10 @@ class AnsibleSettings(Strict):
     site_dir: Path | None = None
     host_key_policy: Literal["record", "strict"] = "record"
     # How long the bootstrap looks for host keys an instance published on its console before it
-    # scans (record) or gives up on the host (strict); 0 never reads published keys.
-    host_key_publish_wait: Duration = Field(default=120.0, ge=0)
+    # scans (record) or gives up on the host (strict); 0 never reads published keys. Unset: the
+    # same bound as the wait for SSH (timeout / 2), so the whole key step stays within it and a
+    # world without hosts fails its bootstrap as soon as before (a stop is not held longer).
+    host_key_publish_wait: Duration | None = Field(default=None, ge=0)
     keep_artifacts: int = Field(default=20, ge=1)
     # How plays run on the hosts: Mitogen's linear strategy (one Python per host for the whole
     # play, modules cached there) or Ansible's own linear strategy over ssh (docs/bootstrap.md).

@@ -281,7 +281,7 @@ def bootstrap(
             wait=wait,
             workers=config.ansible.forks,
             source=published if published is not None else console_keys(config, world),
-            publish_wait=float(config.ansible.host_key_publish_wait),
+            publish_wait=wait if config.ansible.host_key_publish_wait is None else config.ansible.host_key_publish_wait,
         )
         for name, reason in problems.items():
             report(HostDone(playbook, scope, name, "unreachable", f"at task 'record SSH host key': {reason}"))

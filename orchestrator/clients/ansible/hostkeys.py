@@ -165,9 +165,11 @@ class HostKeyStore:
 
         ``source`` and ``publish_wait``: published keys looked for first (see the module
         docstring). ``wait`` bounds how long a host that does not answer SSH yet is retried
-        (record policy).
+        (record policy), counted from the call: a scan after the published keys' wait gets
+        what is left of it.
         """
         durable.private_dir(self.directory)
+        started = time.monotonic()
         targets = list(targets)
         problems: dict[str, str] = {}
         with self._lock:
@@ -190,7 +192,7 @@ class HostKeyStore:
                 watched = [t for t in todo if source.publishes(t)]
                 to_scan = [t for t in todo if t not in watched]
                 if watched:
-                    deadline = time.monotonic() + publish_wait
+                    deadline = started + publish_wait
                     with ThreadPoolExecutor(max_workers=pool_size) as pool:
                         found = list(pool.map(lambda t: (t, self._published_until(t, source, deadline)), watched))
                     for t, outcome in found:
@@ -210,7 +212,9 @@ class HostKeyStore:
                     )
                 to_scan = []
             if to_scan:
-                deadline = time.monotonic() + wait
+                # One bound for the whole key step: a scan after the published keys' wait gets
+                # what is left of ``wait`` (at least one try), not a second ``wait``.
+                deadline = started + wait
                 with ThreadPoolExecutor(max_workers=pool_size) as pool:
                     scanned = list(pool.map(lambda t: (t, self._scan_until(t, deadline)), to_scan))
                 for t, keys in scanned:

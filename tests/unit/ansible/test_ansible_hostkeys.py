@@ -224,3 +224,17 @@ def test_a_console_that_cannot_be_read_is_waited_for_then_scanned(tmp_path: Path
     target = KeyTarget("h1", "i-1", "10.0.0.1", provider="sim")
     assert store.ensure([target], "record", wait=0, source=source, publish_wait=0.3) == {}
     assert source.reads >= 1 and scan.calls == ["10.0.0.1"]
+
+
+def test_a_scan_after_the_published_keys_wait_gets_only_what_is_left_of_the_ssh_wait(tmp_path: Path) -> None:
+    """One bound for the whole key step: a host that publishes nothing and whose SSH never answers
+    (a world without hosts) is scanned once after the console's wait, not for a second full wait,
+    so a failed bootstrap (and a stop waiting for it) takes no longer than before."""
+    scan = FakeScanner({})  # SSH never answers
+    source = Consoles({})  # nothing published
+    store = HostKeyStore(tmp_path, scanner=scan)
+    problems = store.ensure(
+        [KeyTarget("h1", "i-1", "10.0.0.1", provider="sim")], "record", wait=0.5, source=source, publish_wait=0.5
+    )
+    assert set(problems) == {"h1"} and "did not answer" in problems["h1"]
+    assert scan.calls == ["10.0.0.1"] and store.recorded() == {}
