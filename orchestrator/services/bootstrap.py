@@ -225,6 +225,15 @@ def hook_vars(config: Config) -> dict[str, str]:
     return out
 
 
+def publish_wait(setting: float | None, ssh_wait: float) -> float | None:
+    """How long published host keys are looked for: ``None`` (never) when the setting is 0; the
+    SSH wait when it is unset, so the whole key step keeps the bound it had (a scan after it gets
+    what is left of that wait)."""
+    if setting is None:
+        return ssh_wait
+    return None if setting == 0 else setting
+
+
 def bootstrap(
     loaded: LoadedConfig,
     toolkit_root: Path,
@@ -281,7 +290,7 @@ def bootstrap(
             wait=wait,
             workers=config.ansible.forks,
             source=published if published is not None else console_keys(config, world),
-            publish_wait=wait if config.ansible.host_key_publish_wait is None else config.ansible.host_key_publish_wait,
+            publish_wait=publish_wait(config.ansible.host_key_publish_wait, wait),
         )
         for name, reason in problems.items():
             report(HostDone(playbook, scope, name, "unreachable", f"at task 'record SSH host key': {reason}"))

@@ -159,14 +159,14 @@ class HostKeyStore:
         wait: float,
         workers: int = 20,
         source: KeySource | None = None,
-        publish_wait: float = 0.0,
+        publish_wait: float | None = None,
     ) -> dict[str, str]:
         """Make sure every target has pinned keys; returns ``{name: reason}`` for those that do not.
 
-        ``source`` and ``publish_wait``: published keys looked for first (see the module
-        docstring). ``wait`` bounds how long a host that does not answer SSH yet is retried
-        (record policy), counted from the call: a scan after the published keys' wait gets
-        what is left of it.
+        ``source`` and ``publish_wait``: published keys looked for first, read at least once and
+        polled until ``publish_wait`` passes (``None``: not looked for; see the module docstring).
+        ``wait`` bounds how long a host that does not answer SSH yet is retried (record policy),
+        counted from the call: a scan after the published keys' wait gets what is left of it.
         """
         durable.private_dir(self.directory)
         started = time.monotonic()
@@ -188,7 +188,7 @@ class HostKeyStore:
                 todo.append(t)
             pool_size = max(1, min(workers, len(todo)))
             to_scan: list[KeyTarget] = []
-            if source is not None and publish_wait > 0:
+            if source is not None and publish_wait is not None:
                 watched = [t for t in todo if source.publishes(t)]
                 to_scan = [t for t in todo if t not in watched]
                 if watched:

@@ -238,3 +238,10 @@ def test_a_scan_after_the_published_keys_wait_gets_only_what_is_left_of_the_ssh_
     )
     assert set(problems) == {"h1"} and "did not answer" in problems["h1"]
     assert scan.calls == ["10.0.0.1"] and store.recorded() == {}
+
+
+def test_the_publish_wait_setting_unset_is_the_ssh_wait_and_zero_never_reads() -> None:
+    from orchestrator.services.bootstrap import publish_wait
+
+    assert publish_wait(None, 15.0) == 15.0 and publish_wait(None, 0.0) == 0.0  # read once, no wait
+    assert publish_wait(0.0, 15.0) is None and publish_wait(40.0, 15.0) == 40.0

@@ -18,7 +18,8 @@ MEASURED: dict[str, Any] = {
     | {"target": 1.2},
     "scan": {"instances": 1000, "ops": 100, "loads": ["1.0"], "best": {"pg": 11.0, "local": 10.0}}
     | {"ratio": 1.1, "target": 1.2, "pass": True},
-    "takeover": {"measured": True, "seconds": 16.0, "ttl": 15.0, "grace": 0.0, "interval": 2.0, "pass": True},
+    "takeover": {"measured": True, "seconds": 19.0, "ttl": 15.0, "grace": 0.0, "interval": 2.0, "pass": False}
+    | {"read_seconds": 14.5, "read_pass": True, "load": "3.1 2.9 2.5"},
 }
 
 
@@ -31,7 +32,12 @@ def test_check_fails_on_a_miss_and_reports_without_it(
     out = capsys.readouterr().out
     assert "pg / local = 1.50 (target <= 1.2) MISS" in out
     assert "pg / local = 1.10 (target <= 1.2) PASS" in out
-    assert "takeover: 16.0 s from the kill to the survivor's first cloud call" in out
+    target = "(target <= TTL 15 + grace 0 + interval 2 s)"
+    assert f"takeover: 14.5 s from the kill to the survivor's first cloud read {target} PASS" in out
+    assert f"takeover: 19.0 s from the kill to its first mutation {target} MISS" in out
+    # The first mutation is what --check holds to: a miss there fails it even with the read in time.
+    monkeypatch.setattr(bench_scaleout, "run", lambda *_args: {"takeover": MEASURED["takeover"]})
+    assert main(["--parts", "takeover", "--check"]) == 1
     monkeypatch.setattr(bench_scaleout, "run", lambda *_args: {"scan": MEASURED["scan"]})
     assert main(["--parts", "scan", "--check"]) == 0
 
