@@ -12,12 +12,13 @@ The rules that keep one actor per provider:
 * the pass never acts on such a provider while its resume runs: it is not in the pass's leased
   set (``PassContext.leased``), which only the pass's own thread changes, and it joins that set
   only when the pass takes the finished resume (:meth:`BesideResumes.collect`, between two
-  phases); a resume that ended with the lease lost, or that raised past its phase, is not joined;
+  phases); a resume that ended with the lease lost, or that raised, is not joined (the next pass,
+  leased from its read, resumes the provider in full);
 * one resume per provider and pass, and none outlives its pass (:meth:`BesideResumes.finish`
   waits for every one before the pass returns its report), so two never overlap;
 * each resume is held as work in flight (``hold``: the daemon's ``held_unless_stopping``): a stop
-  waits for it as it waits for the pass, one asked for before it started refuses it (its ops stay
-  open for the next start), and the executor's fence and gate still guard every write in it, as
+  waits for it as it waits for the pass, a stop asked for before it started refuses it (its ops
+  stay open for the next holder), and the executor's fence and gate still guard every write in it, as
   they do the pass's (the daemon's stop closes the fence, an apply in flight parks).
 
 Every outcome comes back as a ``resume`` :class:`~orchestrator.reconcile.loop.PhaseOutcome`: an
@@ -39,9 +40,9 @@ from orchestrator.errors import LeaseLost
 
 log = logging.getLogger(__name__)
 
-# How often the watcher looks at the leases of the providers the pass did not hold at its read:
-# a read of the lease keeper's shared record, no network; a tenth of the bench's 2 s interval
-# would do, this keeps the takeover's share of it small.
+# How often the watcher looks at the leases of the providers the pass did not hold at its read.
+# Each look reads the lease keeper's shared record (no network), so it can be frequent: a
+# takeover waits at most this long beyond the grant.
 GAIN_POLL = 0.2
 
 # Holds ``name`` as work in flight for the block (a stop waits for it); raises ``LeaseLost``

@@ -90,7 +90,8 @@ class PassReport:
     gaps: dict[str, dict[str, Any]]  # template -> TemplateGap.evidence()
     ops: list[str]  # op ids started this pass
     reclaim_candidates: list[dict[str, Any]]  # host, provider, key, reason, idle_since, age
-    # Providers whose lease was valid at the read, or came during the pass (resumed then).
+    # Providers whose lease was valid at the read, or came during the pass (joined once their
+    # resume beside the pass ended, see beside.py).
     leased: list[str] = field(default_factory=list)
     decisions: list[dict[str, Any]] = field(default_factory=list)  # scale-out decisions with evidence
 
