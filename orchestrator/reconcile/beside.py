@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 # How often the watcher looks at the leases of the providers the pass did not hold at its read.
 # Each look reads the lease keeper's shared record (no network), so it can be frequent: a
 # takeover waits at most this long beyond the grant.
-GAIN_POLL = 0.2
+GAIN_POLL = 0.05
 
 # Holds ``name`` as work in flight for the block (a stop waits for it); raises ``LeaseLost``
 # (the daemon's ``NotStarted``) when it must not start.
