@@ -153,7 +153,9 @@ class Reconciler:
     call. What else they share is safe as it is: each has its own :class:`PassContext` (the
     resume's a copy, :meth:`PassContext.beside`) and its own evidence; they act on different
     providers (the pass never on the resumed one, see :mod:`.beside`), hence on different
-    working directories, desired sets and shared documents; the executor writes facts and audit
+    working directories, desired sets and shared documents (the executor's per-provider shard
+    objects are made on first use, one dict entry per provider, and the daemon makes all of them
+    after its first pass, ``daemon/warmup.py``); the executor writes facts and audit
     entries under its own lock (``serial``, as for the shards of one op), ``terraform init``
     holds the plugin cache's lock, the shared store's connection is used under its session's
     lock and the controller link answers requests from any thread; an audit entry is one
