@@ -64,10 +64,12 @@ ReconcilerFactory = Callable[[LoopParts], Reconciling]
 
 def default_reconciler(parts: LoopParts) -> Reconciling:
     """The reconcile loop of ``orchestrator.reconcile.loop`` over the daemon's link."""
+    from orchestrator.daemon.guarded import held_unless_stopping
     from orchestrator.daemon.scaleoutlock import scale_out_lock
     from orchestrator.reconcile.loop import Reconciler
     from orchestrator.reconcile.view import LinkView
 
+    lifecycle = parts.executor.lifecycle
     return Reconciler(
         parts.config,
         parts.executor,
@@ -77,6 +79,9 @@ def default_reconciler(parts: LoopParts) -> Reconciling:
         bootstrap=parts.bootstrap,
         # Daemons sharing a database decide a scale-out one at a time (reconcile/deciding.py).
         scale_out_lock=scale_out_lock(parts.config),
+        # A lease gained during a pass is resumed beside it, held as work in flight like the pass:
+        # a stop waits for it, and refuses one not started yet (reconcile/beside.py).
+        hold=lambda name: held_unless_stopping(lifecycle, name),
     )
 
 

@@ -10,11 +10,14 @@ and hosts, one :class:`DaemonExecutor` fenced by the keeper (closed early at a s
 The loop (the main thread): a pass at start, then one on each demand push or host event
 (``link.on_demand``/``on_host_event`` wake it), when a lease is gained, after a SIGHUP, and at
 the latest every ``daemon.reconcile_interval``. Pushes that arrive during a pass are folded into
-one next pass. After every pass: the status file (``<state_dir>/daemon/status.json``) and the
-metrics (the link's state is read at each scrape, each SIGHUP's outcome is set as it ends); a
-heartbeat for the watchdog; ``READY=1`` after the first. Between two passes, the
-orphan scan when it is due (``orphanscan.py``: on ``policy.orphans.interval``, and once the
-settle window after a new controller term has passed; the loop watches the link's term).
+one next pass. A lease gained while a pass runs does not wait for it: the pass resumes that
+provider at once on a thread of its own (``reconcile/beside.py``), held as work in flight
+(``resume of <provider>``, ``parts.default_reconciler``) like the pass itself. After every
+pass: the status file (``<state_dir>/daemon/status.json``) and the metrics (the link's state
+is read at each scrape, each SIGHUP's outcome is set as it ends); a heartbeat for the
+watchdog; ``READY=1`` after the first. Between two passes, the orphan scan when it is due
+(``orphanscan.py``: on ``policy.orphans.interval``, and once the settle window after a new
+controller term has passed; the loop watches the link's term).
 
 With a shared store (``terraform.backend: pg``, ``sharing.py``): a heartbeat thread of its own
 (``members.py``), the keeper asking only for the providers dealt to this daemon (a newly dealt
@@ -22,8 +25,9 @@ one asked for at once, one dealt away released between two passes), and a fence 
 provider while the store does not answer.
 
 Stop (SIGTERM, ``lifecycle.py``): a thread of its own waits for the stop and runs
-``Lifecycle.shutdown`` (in-flight work is waited for up to ``daemon.stop_timeout``, then the
-leases are released); the loop starts no new pass and the executor no new op.
+``Lifecycle.shutdown`` (in-flight work, a resume beside the pass included, is waited for up to
+``daemon.stop_timeout``, then the leases are released); the loop starts no new pass, the pass
+no new resume and the executor no new op.
 """
 
 from __future__ import annotations

@@ -62,9 +62,6 @@ class HostPhases:
     clock: Clock
     rng: random.Random
     state_dir: Path
-    # Between two bootstrap calls: the pass resumes a provider whose lease came meanwhile (a
-    # takeover does not wait for the rest of the phase).
-    between: Callable[[], None] = lambda: None
 
     def audit(self, action: str, **details: Any) -> None:
         """One audit entry."""
@@ -151,7 +148,6 @@ def bootstrap_phase(phases: HostPhases, bootstrap: Bootstrap) -> dict[str, Any]:
                 hosts={i.name: outcomes.get(i.name, "") for i in batch},
                 records=[phases.tracker.get(i.key, provider, i.template, i.name).evidence() for i in batch],
             )
-            phases.between()
         if give_up:
             reason = f"bootstrap failed {retry.attempts} times"
             op = phases.give_back(provider, give_up, reason, evidence)

@@ -2,9 +2,10 @@
 
 :meth:`Reconciler.run_once` runs the phases in that order, each isolated: a phase that raises is
 logged and audited (``phase-failed`` with its name and the error) and the next phase runs. A
-lease gained while the pass runs (a takeover) gets a resume phase of its own as soon as the
-unit of work in flight ends (one create of the scale-out, one bootstrap call of the bootstrap
-phase, or else the phase), so the previous holder's open ops do not wait for the rest of the pass. A pass
+lease gained while the pass runs (a takeover) is resumed at once on a thread of its own, beside
+the pass (:mod:`.beside`): the previous holder's open ops wait neither for the unit of work in
+flight (a create, a bootstrap call) nor for the rest of the pass; the provider joins the pass's
+leased ones, between two phases, only once its resume ended. A pass
 that could not read its inputs (controller not connected, no demand snapshot yet, a read that
 raised) runs no later phase at all: nothing is created and nothing returned on a picture it does
 not have. Every cloud mutation goes through the fenced :class:`~orchestrator.ops.executor.Executor`;
@@ -21,8 +22,9 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,7 @@ from orchestrator.ops.executor import Bootstrap, Executor
 from orchestrator.ops.openops import OpenOp, open_ops
 from orchestrator.ops.resume import Seen, resume_op, survey
 from orchestrator.reconcile import hostphases
+from orchestrator.reconcile.beside import GAIN_POLL, BesideResumes, Hold, Resumed, no_hold
 from orchestrator.reconcile.bootstraps import BootstrapTracker
 from orchestrator.reconcile.breaker import Breakers
 from orchestrator.reconcile.budget import Usage
@@ -87,7 +90,8 @@ class PassReport:
     gaps: dict[str, dict[str, Any]]  # template -> TemplateGap.evidence()
     ops: list[str]  # op ids started this pass
     reclaim_candidates: list[dict[str, Any]]  # host, provider, key, reason, idle_since, age
-    # Providers whose lease was valid at the read, or came during the pass (resumed then).
+    # Providers whose lease was valid at the read, or came during the pass (joined once their
+    # resume beside the pass ended, see beside.py).
     leased: list[str] = field(default_factory=list)
     decisions: list[dict[str, Any]] = field(default_factory=list)  # scale-out decisions with evidence
 
@@ -140,6 +144,22 @@ class Reconciler:
     Ansible services; tests script it); without one the bootstrap phase is skipped and hosts are
     expected to join by themselves. The executor must be built with ``bootstrap=None``: the
     pass bootstraps in its own phase, so each host's attempts are counted and retried.
+
+    ``hold`` holds a resume beside the pass as work in flight (the daemon's: a stop waits for it
+    and refuses one not started yet); ``gain_poll``: how often a pass looks for a lease gained.
+
+    Two threads share this object while a resume runs beside the pass: ``_books`` guards what
+    both change (``failed``, ``_resumed``, ``health``), never held over a cloud or controller
+    call. What else they share is safe as it is: each has its own :class:`PassContext` (the
+    resume's a copy, :meth:`PassContext.beside`) and its own evidence; they act on different
+    providers (the pass never on the resumed one, see :mod:`.beside`), hence on different
+    working directories, desired sets and shared documents (the executor's per-provider shard
+    objects are made on first use, one dict entry per provider, and the daemon makes all of them
+    after its first pass, ``daemon/warmup.py``); the executor writes facts and audit
+    entries under its own lock (``serial``, as for the shards of one op), ``terraform init``
+    holds the plugin cache's lock, the shared store's connection is used under its session's
+    lock and the controller link answers requests from any thread; an audit entry is one
+    ``O_APPEND`` write.
     """
 
     def __init__(
@@ -153,6 +173,8 @@ class Reconciler:
         rng: random.Random | None = None,
         bootstrap: Bootstrap | None = None,
         scale_out_lock: ScaleOutLock | None = None,
+        hold: Hold = no_hold,
+        gain_poll: float = GAIN_POLL,
     ) -> None:
         self.config = config
         # With daemons sharing a database: one decides a scale-out at a time (deciding.py).
@@ -171,11 +193,12 @@ class Reconciler:
         self.failed: dict[str, FailedOp] = {}
         # Providers whose open ops were all resumed since their lease was last (re)gained.
         self._resumed: set[str] = set()
+        # The pass and a resume beside it change failed, _resumed and health (class docstring).
+        self._books = threading.RLock()
+        self.hold = hold
+        self.gain_poll = gain_poll
         self._read_problem = ""
         self._last_outcomes: dict[str, str] = {}
-        # Called between two units of work of a phase (see the module docstring): resumes the
-        # providers whose lease came since; a no-op outside a pass.
-        self._between: Callable[[], None] = lambda: None
 
     # -- public ----------------------------------------------------------------------------------
 
@@ -207,14 +230,27 @@ class Reconciler:
             ("join-tracking", self._join_tracking),
             ("reclaim", self._reclaim),
         ]
-        self._between = partial(self._resume_gained, ctx, phases)
+        not_leased = [p for p in sorted(self.config.providers) if p not in ctx.leased]
+        with self._books:
+            self._resumed -= set(not_leased)  # resumed in full once the lease comes back
+        beside: BesideResumes[PhaseOutcome] = BesideResumes(
+            not_leased,
+            self.executor.fence.valid,
+            partial(self._resume_beside, ctx),
+            self._beside_failed,
+            hold=self.hold,
+            poll=self.gain_poll,
+        )
+        beside.start()
         try:
             for name, step in steps:
-                phases.append(self._run_phase(name, step, ctx))
-                if name != "reclaim":
-                    self._between()
+                outcome = self._run_phase(name, step, ctx)
+                self._join(ctx, phases, beside.collect())  # they ended during the phase: before it
+                phases.append(outcome)
         finally:
-            self._between = lambda: None
+            # No resume outlives its pass (one per provider at a time); a stop ends it (beside.py).
+            rest = beside.finish()
+        self._join(ctx, phases, rest)
         return PassReport(
             trigger,
             started,
@@ -231,8 +267,9 @@ class Reconciler:
         """A good new configuration (SIGHUP): used from the next pass; provider failures forgotten."""
         self.config = config
         self.executor.config = config
-        self.health.settings = config.policy.retry
-        self.health.clear()
+        with self._books:
+            self.health.settings = config.policy.retry
+            self.health.clear()
         self.breakers.settings = config.policy.breaker
         audit(
             self.state_dir, "reconcile-reload", providers=sorted(config.providers), templates=sorted(config.templates)
@@ -256,35 +293,44 @@ class Reconciler:
 
     def _resume(self, ctx: PassContext) -> dict[str, Any]:
         """Open ops: all of them once per lease gained; later only failed ones past their backoff."""
-        for provider in self.config.providers:
-            if provider not in ctx.leased:
-                self._resumed.discard(provider)  # resumed in full once the lease comes back
         return self._resume_providers(ctx, list(ctx.leased))
 
-    def _resume_gained(self, ctx: PassContext, phases: list[PhaseOutcome]) -> None:
-        """A lease gained while the pass runs (a takeover): the previous holder's open ops are
-        resumed now, between two units of work, not after this daemon's own later work."""
-        gained = self._gained(ctx)
-        if gained:
-            phases.append(self._run_phase("resume", partial(self._resume_providers, providers=gained), ctx))
+    def _resume_beside(self, parent: PassContext, provider: str) -> tuple[PhaseOutcome, bool]:
+        """On a thread of its own (:mod:`.beside`): the resume of ``provider``, whose lease came
+        while the pass runs, in a context of its own; whether the provider may join the pass
+        (not when its lease went during the resume, nor when the resume raised: its open ops
+        are resumed in full by the next pass, which holds the lease from its read)."""
+        ctx = parent.beside(provider)  # its facts read again: the previous holder wrote since the read
+        ended: list[bool] = []
 
-    def _gained(self, ctx: PassContext) -> list[str]:
-        """Providers whose lease became valid since the read (never held this pass before: one
-        lost during the pass waits for the next); they join the pass's leased ones."""
-        gained = [
-            p
-            for p in sorted(self.config.providers)
-            if p not in ctx.leased and p not in self._resumed and self.executor.fence.valid(p)
-        ]
-        for provider in gained:
-            ctx.stale(provider)  # its facts were read before the previous holder's last ones
-            ctx.leased.append(provider)
-        return gained
+        def step(c: PassContext) -> dict[str, Any]:
+            evidence = self._resume_providers(c, [provider])
+            ended.append(True)
+            return evidence
+
+        outcome = self._run_phase("resume", step, ctx)
+        outcome = replace(outcome, evidence={"gained": [provider], **outcome.evidence})
+        return outcome, bool(ended) and provider in ctx.leased
+
+    def _beside_failed(self, provider: str, error: str, skipped: str) -> PhaseOutcome:
+        """The resume of ``provider`` beside the pass did not run its phase to the end."""
+        if error:
+            audit(self.state_dir, "phase-failed", phase="resume", provider=provider, error=error)
+        return PhaseOutcome("resume", not error, skipped=skipped, error=error, evidence={"gained": [provider]})
+
+    @staticmethod
+    def _join(ctx: PassContext, phases: list[PhaseOutcome], done: list[Resumed[PhaseOutcome]]) -> None:
+        """Resumes that ended beside the pass: reported, and their providers leased from now on."""
+        for resumed in done:
+            phases.append(resumed.outcome)
+            if resumed.joined:
+                ctx.joined(resumed.provider)
 
     def _resume_providers(self, ctx: PassContext, providers: list[str]) -> dict[str, Any]:
         evidence: dict[str, Any] = {"resumed": [], "waiting": [], "closed": [], "errors": [], "untracked": {}}
         for provider in providers:
-            full = provider not in self._resumed
+            with self._books:
+                full = provider not in self._resumed
             # What the survey read under the current lease: the first op attempted uses it rather
             # than listing the cloud again (one listing per resume: a takeover's first call sooner).
             seen: Seen | None = None
@@ -295,10 +341,12 @@ class Reconciler:
                     evidence["untracked"][provider] = found.untracked
             ops = open_ops(ctx.facts(provider))
             still_open = {o.op_id for o in ops}
-            for op_id in [k for k, f in self.failed.items() if f.provider == provider and k not in still_open]:
-                del self.failed[op_id]  # closed meanwhile (resumed by a full pass, or by hand)
+            with self._books:
+                for op_id in [k for k, f in self.failed.items() if f.provider == provider and k not in still_open]:
+                    del self.failed[op_id]  # closed meanwhile (resumed by a full pass, or by hand)
             for op in ops:
-                failed = self.failed.get(op.op_id)
+                with self._books:
+                    failed = self.failed.get(op.op_id)
                 if failed is not None and not full:
                     action = self._retry_action(ctx, failed)
                     if action == "wait":
@@ -312,7 +360,8 @@ class Reconciler:
                 self._attempt(ctx, op, evidence, seen)
                 seen = None  # read before this op's changes: never for the next op
             if full and provider in ctx.leased:  # a lease lost meanwhile: resumed in full later
-                self._resumed.add(provider)
+                with self._books:
+                    self._resumed.add(provider)
         return evidence
 
     def _retry_action(self, ctx: PassContext, failed: FailedOp) -> str:
@@ -320,7 +369,8 @@ class Reconciler:
         if failed.kind != "create":
             return "wait" if now < failed.retry_at else "retry"
         usage = Usage.of(self.config, ctx.records())
-        decision = retry_decision(self.config, usage, self.health, failed.provider, failed.template, now)
+        with self._books:
+            decision = retry_decision(self.config, usage, self.health, failed.provider, failed.template, now)
         return decision.action
 
     def _attempt(self, ctx: PassContext, op: OpenOp, evidence: dict[str, Any], seen: Seen | None = None) -> None:
@@ -339,9 +389,10 @@ class Reconciler:
             self._op_failed(ctx, op.provider, op.op_id, op.template, op.kind, exc)
             evidence["errors"].append(f"op {op.op_id}: {_one_line(exc)}")
             return
-        self.failed.pop(op.op_id, None)
-        if op.kind == "create":
-            self.health.succeeded(op.provider, op.template)
+        with self._books:
+            self.failed.pop(op.op_id, None)
+            if op.kind == "create":
+                self.health.succeeded(op.provider, op.template)
         evidence["resumed"].append({"op": op.op_id, "outcome": resolution.outcome, "reason": resolution.reason})
 
     def _scale_out(self, ctx: PassContext) -> dict[str, Any]:
@@ -361,10 +412,11 @@ class Reconciler:
             gaps = gaps_from_ledger(ctx.snapshot, records)
             if not ctx.gaps:
                 ctx.gaps = {t: g.evidence() for t, g in gaps.items()}
-            inputs = PolicyInputs(
-                gaps, records, self.health, self.breakers, now, self._unavailable(ctx), frozenset(fallback)
-            )
-            decisions = scale_out(self.config, inputs)
+            with self._books:  # the policy reads health and the failed ops a resume beside may change
+                inputs = PolicyInputs(
+                    gaps, records, self.health, self.breakers, now, self._unavailable(ctx), frozenset(fallback)
+                )
+                decisions = scale_out(self.config, inputs)
             self._audit_decisions(ctx, decisions)
             requests = [op for d in decisions for op in d.ops]
             if not requests:
@@ -374,13 +426,13 @@ class Reconciler:
                 if self._create(ctx, request.provider, request.template, request.count, evidence):
                     refused = True
                     fallback.add(request.template)
-                self._between()
             if not refused:
                 break
         return evidence
 
     def _unavailable(self, ctx: PassContext) -> dict[str, str]:
-        """Providers the policy must pass over in this round, and why."""
+        """Providers the policy must pass over in this round, and why (under ``_books``)."""
+        # A provider gained during the pass is not leased until its resume beside ended.
         out = {p: "no valid lease" for p in self.config.providers if p not in ctx.leased}
         for failed in self.failed.values():
             # One failing op per provider at a time: a new op would plan the waiting op's keys too.
@@ -423,7 +475,8 @@ class Reconciler:
             evidence["failed"].append({"op": op_id, "provider": provider, "error": _one_line(exc), "closed": closed})
             return closed
         ctx.ops.append(op_id)
-        self.health.succeeded(provider, template)
+        with self._books:
+            self.health.succeeded(provider, template)
         fields = {"op_id": op_id, "provider": provider, "template": template, "phase": "scale-out"}
         log.info("op %s created %d hosts of %s on %s", op_id, len(result.created), template, provider, extra=fields)
         evidence["created"].append(
@@ -435,17 +488,23 @@ class Reconciler:
         """Classify, mark the provider, decide retry or close; True when the op was closed."""
         now = self.clock()
         error = _one_line(exc)
-        previous = self.failed.get(op_id)
+        with self._books:
+            previous = self.failed.get(op_id)
         attempts = (previous.attempts if previous else 0) + 1
         if kind != "create":
             delay = Backoff.from_settings(self.config.policy.retry).delay(attempts, self.rng)
-            self.failed[op_id] = FailedOp(op_id, provider, template, kind, attempts, now + delay, error)
+            with self._books:
+                self.failed[op_id] = FailedOp(op_id, provider, template, kind, attempts, now + delay, error)
             audit(self.state_dir, "reconcile-op-failed", provider=provider, op=op_id, kind=kind, error=error)
             return False
         failure = classify_error(exc)
-        retry_at = self.health.failed(provider, template, failure, now)
-        usage = Usage.of(self.config, ctx.records())
-        decision = retry_decision(self.config, usage, self.health, provider, template, now)
+        usage = Usage.of(self.config, ctx.records())  # before the lock: it may read the controller
+        with self._books:
+            retry_at = self.health.failed(provider, template, failure, now)
+            decision = retry_decision(self.config, usage, self.health, provider, template, now)
+            self.failed[op_id] = FailedOp(
+                op_id, provider, template, kind, attempts, retry_at, error, failure.kind.value
+            )
         log.warning(
             "op %s on %s failed (%s), %s: %s",
             op_id,
@@ -467,12 +526,12 @@ class Reconciler:
             evidence=decision.evidence,
             attempts=attempts,
         )
-        self.failed[op_id] = FailedOp(op_id, provider, template, kind, attempts, retry_at, error, failure.kind.value)
         if decision.action != "abandon":
             return False
         op = next((o for o in open_ops(ctx.facts(provider)) if o.op_id == op_id), None)
         if op is None:
-            self.failed.pop(op_id, None)  # refused before its intent: nothing to close
+            with self._books:
+                self.failed.pop(op_id, None)  # refused before its intent: nothing to close
             return True
         # A refusal (capacity, quota, permanent) says the cloud made none of the failed
         # instances; after transient failures a lost response is possible, so the listing is read.
@@ -490,20 +549,23 @@ class Reconciler:
             why = f"{type(exc).__name__}: {_one_line(exc)}"
             audit(self.state_dir, "reconcile-op-kept-open", provider=op.provider, op=op.op_id, reason=why)
             return False
-        self.failed.pop(op.op_id, None)
+        with self._books:
+            self.failed.pop(op.op_id, None)
         return True
 
     def _unreachable(self, provider: str, op_id: str, template: str, kind: str, exc: ControllerError) -> None:
         """The controller went away mid-op (a failover): not the cloud's fault, retried at once."""
-        previous = self.failed.get(op_id)
-        attempts = (previous.attempts if previous else 0) + 1
-        self.failed[op_id] = FailedOp(op_id, provider, template, kind, attempts, self.clock(), _one_line(exc))
+        with self._books:
+            previous = self.failed.get(op_id)
+            attempts = (previous.attempts if previous else 0) + 1
+            self.failed[op_id] = FailedOp(op_id, provider, template, kind, attempts, self.clock(), _one_line(exc))
         audit(self.state_dir, "reconcile-op-interrupted", provider=provider, op=op_id, reason=_one_line(exc))
 
     def _fenced(self, ctx: PassContext, provider: str, op_id: str, exc: LeaseLost) -> None:
         """The lease went mid-op: the op stays open and is resumed once the lease is back."""
         ctx.lost(provider)
-        self._resumed.discard(provider)
+        with self._books:
+            self._resumed.discard(provider)
         audit(self.state_dir, "reconcile-op-fenced", provider=provider, op=op_id, reason=_one_line(exc))
 
     def _bootstrap(self, ctx: PassContext) -> dict[str, Any]:
@@ -527,7 +589,6 @@ class Reconciler:
             self.clock,
             self.rng,
             self.state_dir,
-            self._between,
         )
 
     def _read_changed(self, problem: str) -> None:

@@ -9,10 +9,15 @@ the loop then runs no later phase.
 
 A phase that changed a provider (an op, a return) marks its facts stale; the next read of them
 asks the controller again, so later phases see the hosts the pass created or returned.
+
+A provider whose lease comes during the pass is resumed on a thread of its own
+(:mod:`.beside`) with a context of its own (:meth:`PassContext.beside`): a context is changed by
+one thread only, and the lock guards its caches while another thread copies them.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,12 +51,17 @@ class PassContext:
     ops: list[str] = field(default_factory=list)
     decisions: list[dict[str, Any]] = field(default_factory=list)
     candidates: list[ReclaimCandidate] = field(default_factory=list)
+    # Held while the caches change and while :meth:`beside` copies them (never over a read of the
+    # controller: the copy is what a takeover's resume waits for).
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def facts(self, provider: str) -> list[Fact]:
         """The provider's facts; asked again when this pass changed the provider."""
         if provider in self._stale:
-            self._facts[provider] = list(self.view.facts(provider))
-            self._stale.discard(provider)
+            fresh = list(self.view.facts(provider))
+            with self._lock:
+                self._facts[provider] = fresh
+                self._stale.discard(provider)
         return list(self._facts.get(provider, []))
 
     def all_facts(self) -> list[Fact]:
@@ -64,12 +74,28 @@ class PassContext:
 
     def stale(self, provider: str) -> None:
         """This pass changed ``provider``: read its facts again before using them."""
-        self._stale.add(provider)
+        with self._lock:
+            self._stale.add(provider)
 
     def lost(self, provider: str) -> None:
         """The provider's lease went during the pass: no later phase changes it."""
         if provider in self.leased:
             self.leased.remove(provider)
+
+    def joined(self, provider: str) -> None:
+        """``provider``'s lease came during the pass and its resume ended: later phases act on it,
+        on its facts read again (its previous holder and its resume wrote since the read)."""
+        self.stale(provider)
+        if provider not in self.leased:
+            self.leased.append(provider)
+
+    def beside(self, provider: str) -> PassContext:
+        """A context of its own for the resume of ``provider`` on another thread, while this
+        pass goes on: the same read, a copy of the facts as this pass has them now, ``provider``
+        its only leased one and its facts read again at their first use."""
+        with self._lock:
+            facts, stale = dict(self._facts), {*self._stale, provider}
+        return PassContext(self.view, self.snapshot, list(self.hosts), [provider], self.read_at, facts, stale)
 
     def expected(self, provider: str) -> list[Fact]:
         """The ``expectedHost`` facts of the provider's hosts that are not gone, by key."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -11,14 +12,18 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from orchestrator.clients.controller.link import ControllerLink
+from orchestrator.configfile import parse_config
 from orchestrator.daemon.guarded import DaemonExecutor, NotStarted, PassAborted, guarded_bootstrap, stoppable_sleep
 from orchestrator.daemon.lifecycle import Lifecycle
 from orchestrator.daemon.metrics import DaemonMetrics
+from orchestrator.daemon.parts import LoopParts, default_reconciler
 from orchestrator.daemon.systemd import Heartbeat
 from orchestrator.errors import FinalError, LeaseLost
 from orchestrator.model.facts import Epoch
 from orchestrator.ops.executor import Created, CreateResult, Executor, ReturnResult
-from tests.unit.daemon.daemon_helpers import loaded
+from orchestrator.reconcile.loop import Reconciler
+from tests.unit.daemon.daemon_helpers import loaded, site_text
 
 
 def ops_total(metrics: DaemonMetrics) -> dict[tuple[str, str], float]:
@@ -162,3 +167,25 @@ def test_a_sigterm_stops_a_running_bootstrap_play_within_half_the_bound(lifecycl
     assert not stop.requested() and stop.grace == 2.5  # half of daemon.stop_timeout (5s)
     lifecycle.request_stop("SIGTERM")
     assert stop.requested() and stop.reason == "the daemon is stopping"
+
+
+def test_the_daemon_s_reconciler_holds_a_resume_beside_the_pass_as_work_in_flight(
+    lifecycle: Lifecycle, tmp_path: Path
+) -> None:
+    """A lease gained during a pass is resumed on a thread of its own (reconcile/beside.py): the
+    daemon's reconciler holds it as work in flight, so a stop waits for it and starts none."""
+    config = parse_config(f"{site_text()}state_dir: {tmp_path / 'state'}\n", "site.yaml", tmp_path).config
+    link = ControllerLink(config.controller, instance_id="site1-daemon-test", providers=["sim"], cluster="site1")
+    built = default_reconciler(LoopParts(config, executor(lifecycle, DaemonMetrics()), link, None, time.time))
+    assert isinstance(built, Reconciler)
+    stopped = threading.Event()
+    with built.hold("resume of sim"):
+        lifecycle.request_stop("SIGTERM")
+        threading.Thread(target=lambda: (lifecycle.shutdown(), stopped.set()), daemon=True).start()
+        assert not stopped.wait(0.3)  # the stop waits for the resume in flight
+    assert stopped.wait(10)
+    with (
+        pytest.raises(NotStarted, match="not starting resume of sim: the daemon is stopping"),
+        built.hold("resume of sim"),
+    ):
+        pass
