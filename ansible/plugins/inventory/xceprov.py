@@ -117,7 +117,9 @@ class InventoryModule(BaseInventoryPlugin):
         # A pg site's states are in PostgreSQL: read with Terraform's own PG_CONN_STR from the environment.
         try:
             with tfstates.state_reader(os.environ.get("PG_CONN_STR") or None) as read_state:
-                return xceinv.inventory_from_state(Path(state_dir), self.get_option("cluster") or None, saved, read_state)
+                return xceinv.inventory_from_state(
+                    Path(state_dir), self.get_option("cluster") or None, saved, read_state
+                )
         except XceprovError as exc:
             raise AnsibleParserError(f"xce.provisioner.xceprov: {exc}") from None
 
