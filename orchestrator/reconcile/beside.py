@@ -81,6 +81,7 @@ class BesideResumes(Generic[Outcome]):
         *,
         hold: Hold = no_hold,
         poll: float = GAIN_POLL,
+        limit: int = 2,
     ) -> None:
         self._watched = list(watched)
         self._valid = valid
@@ -88,6 +89,10 @@ class BesideResumes(Generic[Outcome]):
         self._failed = failed
         self._hold = hold
         self._poll = poll
+        # At most ``limit`` resumes at once (``terraform.parallel_states``): when a peer holding
+        # ten providers dies, its ten resumes would otherwise start ten Terraform runs together
+        # on this machine's cores, beside the pass's own. The others wait their turn, held.
+        self._slots = threading.BoundedSemaphore(limit)
         self._stop = threading.Event()
         # What the watcher and the resume threads share with the pass's thread: started (one
         # resume per provider and pass), the threads, the finished resumes not yet collected.
@@ -155,7 +160,8 @@ class BesideResumes(Generic[Outcome]):
                 except LeaseLost as exc:  # refused before it started: the daemon is stopping
                     done = Resumed(provider, self._failed(provider, "", f"not started: {_line(exc)}"), False)
                 else:
-                    outcome, joined = self._resume(provider)
+                    with self._slots:
+                        outcome, joined = self._resume(provider)
                     done = Resumed(provider, outcome, joined)
         except BaseException as exc:  # a thread's death must reach the pass report, not end silently
             log.exception("the resume of provider %s beside the pass failed", provider)

@@ -240,6 +240,7 @@ class Reconciler:
             self._beside_failed,
             hold=self.hold,
             poll=self.gain_poll,
+            limit=self.config.terraform.parallel_states,
         )
         beside.start()
         try:

@@ -42,3 +42,26 @@ def test_one_resume_per_provider_however_often_its_lease_is_seen_valid_and_finis
     finishing.join(BOUND)
     assert [(r.provider, r.outcome, r.joined) for r in taken] == [("p1", "resumed p1", True)]
     assert beside.collect() == [] and resumed == ["p1"]
+
+
+def test_no_more_resumes_run_at_once_than_the_limit_the_next_starts_when_one_ends() -> None:
+    started: list[str] = []
+    first_running, release = threading.Event(), threading.Event()
+
+    def resume(provider: str) -> tuple[str, bool]:
+        started.append(provider)
+        first_running.set()
+        release.wait(BOUND)
+        return f"resumed {provider}", True
+
+    beside: BesideResumes[str] = BesideResumes(
+        ["p1", "p2", "p3"], lambda _p: True, resume, lambda *why: repr(why), poll=0.001, limit=1
+    )
+    beside.start()
+    assert first_running.wait(BOUND)
+    waiting = threading.Event()
+    waiting.wait(0.3)  # time enough for the other two to have started, were they not capped
+    assert len(started) == 1  # the three leases are all valid: two wait for the one running
+    release.set()
+    taken = beside.finish()
+    assert sorted(r.provider for r in taken) == ["p1", "p2", "p3"] and len(started) == 3
