@@ -96,3 +96,18 @@ def test_it_refuses_to_run_without_root_and_sshd(
     monkeypatch.setattr(lh, "sshd_available", lambda: False)
     assert main([]) == 2
     assert capsys.readouterr().err == "bench_pull_cost: needs root, sshd, unshare and nsenter (simulated hosts)\n"
+
+
+def test_hosts_that_failed_are_named_and_fail_the_run(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    failed = ["b017: exit 2, recap {'failed': 1}", "b002: exit 2, recap {'failed': 1}"]
+    monkeypatch.setattr(lh, "sshd_available", lambda: True)
+    monkeypatch.setattr(bench_pull_cost, "host_python", lambda base: base / "python")
+    monkeypatch.setattr(prof, "cpu_split", lambda: contextlib.nullcontext(None))
+    monkeypatch.setattr("orchestrator.sim.nodemanager.build_artifact", lambda dest: dest / "artifact.tar.gz")
+    runs = {20: PullRun(20, 50.0, [5.0] * 20, None), 100: PullRun(100, 150.0, [5.0] * 100, None, failed)}
+    monkeypatch.setattr(bench_pull_cost, "run_pulls", lambda _base, n, *_rest: runs[n])
+    assert main([]) == 1  # though 150 / 50 would pass
+    out = capsys.readouterr().out
+    assert "FAILED on 2 of 100 hosts, e.g. b017: exit 2, recap {'failed': 1}; b002: exit 2" in out
