@@ -66,7 +66,11 @@ def test_a_host_is_bootstrapped_only_with_exit_0_a_clean_recap_and_its_check_ok(
 def test_the_verdict_gives_the_ratio_against_the_target_and_the_cpu_against_push() -> None:
     small = PullRun(20, 50.0, [5.0] * 20, None)
     assert verdict(small, PullRun(100, 250.0, [5.0] * 100, None)) == (
-        "pull 100 / 20 hosts = 5.00 (target <= 3.5) MISS; CPU per host 5.00 s vs push's ~4.8 s (1.04)"
+        "pull 100 / 20 hosts = 5.00 (linear 5.00, target <= 3.5) MISS; CPU per host 5.00 s vs push's ~4.8 s (1.04)"
+    )
+    # At 50 / 20 the target is the same share of linear: 0.7 x 2.5.
+    assert "pull 50 / 20 hosts = 2.00 (linear 2.50, target <= 1.75) MISS" in verdict(
+        small, PullRun(50, 100.0, [5.0], None)
     )
     assert verdict(small, PullRun(100, 150.0, [4.0] * 100, None)).startswith("pull 100 / 20 hosts = 3.00")
     assert "PASS" in verdict(small, PullRun(100, 175.0, [4.0] * 100, None))
@@ -86,7 +90,7 @@ def test_check_exits_1_on_a_miss_and_0_without_it(
     walls[100] = 150.0
     assert main(["--check"]) == 0
     out = capsys.readouterr().out
-    assert "pull 100 / 20 hosts = 5.00 (target <= 3.5) MISS" in out
+    assert "pull 100 / 20 hosts = 5.00 (linear 5.00, target <= 3.5) MISS" in out
     assert "pull 100 hosts: wall  150.00 s, CPU per host mean 5.00 s" in out
 
 
