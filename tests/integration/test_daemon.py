@@ -391,7 +391,12 @@ def test_the_daemon_scans_for_orphans_on_its_interval_and_reports_a_stray(world:
         [finding] = [f for f in last["listed"] if f["object_id"] == stray]
         # Reported, not acted on (policy.orphans.action: report): an orphanReported fact, the object lives.
         assert (finding["class"], finding["action"], finding["outcome"]) == ("b", "report", "reported")
-        assert finding["reason"] == "orphanReported fact committed", finding
+        # The scan that committed the fact, or a later one (under load the status file may be read
+        # only after the next scan, which finds the fact there): either way the fact exists once.
+        assert finding["reason"] in {
+            "orphanReported fact committed",
+            "reported before (orphanReported fact at the controller)",
+        }, finding
         assert world.store.get(stray).state == "running"  # type: ignore[union-attr]
         assert [f.instance_id for f in world.facts() if f.kind == "orphanReported"] == [stray]
         detected = [e for e in world.audit(daemon.pid) if e["action"] == "orphan-detected"]

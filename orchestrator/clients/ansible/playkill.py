@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 _PROC = Path("/proc")
-_GONE_WAIT = 5.0  # seconds a killed process may take to be gone (it is, well before, on any machine)
+_GONE_WAIT = 30.0  # seconds a killed process may take to be gone: well under one at rest, seconds at load 100+
 
 
 def processes_with(entry: str) -> list[int]:
