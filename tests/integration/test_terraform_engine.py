@@ -8,22 +8,25 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import os
 import signal
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from orchestrator.clients.terraform.engine import BinaryEngine, BundledEngine, Engine
-from orchestrator.clients.terraform.messages import ApplyFailed
+from orchestrator.clients.terraform.messages import ApplyFailed, PlanResult
 from orchestrator.clients.terraform.mirror import (
     XCESIM,
     LocalProvider,
+    cache_lock,
     ensure_mirror,
     plugin_cache_dir,
 )
@@ -359,6 +362,52 @@ def test_drift_through_the_engine_with_xcesim(tmp_path: Path) -> None:
     assert drift.has_changes and drift.changes == ()
     assert sorted((c.key, c.action) for c in drift.drift) == [("op5-0", "delete"), ("op5-1", "update")]
     assert all(c.type == "xcesim_instance" and c.name == "this" for c in drift.drift)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("orchestrator.sim.cloud.provider") is None,
+    reason="the simulated cloud provider is not present",
+)
+def test_a_plan_while_another_init_rewrites_the_plugin_cache_runs_again_after_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Terraform's init of a directory without a lock file removes the provider's cache entry and
+    copies it again; a plan of another directory that starts meanwhile finds no provider, fails,
+    and runs once more when that init (which holds the cache lock) is done."""
+    root = tmp_path / "tf"
+    cache = plugin_cache_dir(root)
+    engine = BundledEngine(cli_config=ensure_mirror(root, [XCESIM]), plugin_cache_dir=cache)
+    w = tmp_path / "work"
+    w.mkdir()
+    (w / "main.tf").write_text(XCESIM_TF)
+    (w / "desired.tfvars.json").write_text(json.dumps({"instances": {"op7-0": {"name": "h-0", "tags": {}}}}))
+    engine.init(w)
+    entry = cache / XCESIM.executable_relpath().parent
+    aside = tmp_path / "entry-being-rewritten"
+    caplog.set_level(logging.INFO, logger="orchestrator.clients.terraform.engine")
+    results: list[PlanResult | BaseException] = []
+
+    def plan() -> None:
+        try:
+            results.append(engine.plan(w, [Path("desired.tfvars.json")]))
+        except BaseException as exc:
+            results.append(exc)
+
+    thread = threading.Thread(target=plan)
+    with cache_lock(cache):  # as that init does
+        entry.rename(aside)
+        thread.start()
+        deadline = time.monotonic() + 30
+        while not any("running it once more" in r.getMessage() for r in caplog.records):
+            assert thread.is_alive(), results  # without the second run: the plan failed
+            assert time.monotonic() < deadline, "the plan neither failed nor waited for the cache"
+            time.sleep(0.05)
+        aside.rename(entry)
+    thread.join(timeout=120)
+    assert not thread.is_alive()
+    (result,) = results
+    assert isinstance(result, PlanResult), result
+    assert result.summary.add == 1
 
 
 @pytest.mark.skipif(

@@ -9,7 +9,11 @@ a directory or an ``https://`` network mirror, and then never from a registry), 
 its registry.
 
 Terraform documents its plugin cache as not safe for concurrent ``init``; every engine
-that uses the cache takes :func:`cache_lock` around ``init`` (see ``engine.py``).
+that uses the cache takes :func:`cache_lock` around ``init`` (see ``commands.py``). An
+``init`` of a working directory whose lock file does not list a provider yet rewrites that
+provider's cache entry (removes it, copies it again), so another working directory's command
+that starts meanwhile finds its provider missing and fails before doing anything; such a
+command runs once more under the lock (``process.py``). Other commands do not take it.
 """
 
 from __future__ import annotations
@@ -75,7 +79,11 @@ def plugin_cache_dir(root: Path) -> Path:
 
 
 def cache_lock(cache_dir: Path, timeout: float = 300.0) -> FileLock:
-    """An inter-process lock serialising population of one plugin cache directory."""
+    """An inter-process lock serialising population of one plugin cache directory.
+
+    Held by every ``init`` that uses the cache, and by a command that failed because its
+    providers went missing from the cache while it runs again (after that ``init``).
+    """
     cache_dir.parent.mkdir(parents=True, exist_ok=True)
     return FileLock(str(cache_dir) + ".lock", timeout=timeout)
 

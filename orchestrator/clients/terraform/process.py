@@ -22,9 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from filelock import Timeout
+
 from orchestrator.clients.terraform._worker import PARENT_FD_ENV
 from orchestrator.clients.terraform.attach import Attachment
-from orchestrator.clients.terraform.mirror import launcher_env
+from orchestrator.clients.terraform.mirror import cache_lock, launcher_env
 from orchestrator.errors import TerraformError
 
 # The engine's logger, as before these commands had a module of their own (log filters keep working).
@@ -33,6 +35,11 @@ log = logging.getLogger("orchestrator.clients.terraform.engine")
 # Inherited TF_* variables are dropped (TF_CLI_ARGS would break -json parsing, a stray
 # TF_CLI_CONFIG_FILE would bypass the mirror); only logging switches pass through.
 _KEPT_TF_VARS = frozenset({"TF_LOG", "TF_LOG_PATH", "TF_LOG_CORE", "TF_LOG_PROVIDER"})
+
+# The summary of Terraform's diagnostic when a working directory's installed providers (its
+# .terraform/providers links into the plugin cache) do not match its dependency lock file: the
+# same in -json diagnostics and in plain output (whose detail text is wrapped, this line is not).
+PROVIDERS_NOT_INSTALLED = "Required plugins are not installed"
 
 
 @dataclass(frozen=True)
@@ -71,7 +78,8 @@ class TerraformProcess:
         """Configure an engine.
 
         ``cli_config`` is the CLI configuration file (from :func:`.mirror.ensure_mirror`);
-        ``plugin_cache_dir`` the shared plugin cache, locked during ``init``. ``timeout``
+        ``plugin_cache_dir`` the shared plugin cache, locked during ``init`` (and while a command
+        whose providers went missing from it runs again, see :meth:`run`). ``timeout``
         bounds one command; on timeout, interruption or a caller's stop request Terraform gets
         one SIGINT (a graceful stop that writes state) and ``stop_grace`` seconds before it is
         killed. ``poll_interval`` is how often a caller's ``should_stop`` is asked. ``env`` is added
@@ -135,7 +143,50 @@ class TerraformProcess:
         With ``should_stop``, the wait wakes every ``poll_interval`` seconds to ask it; the
         first True sends the one SIGINT, after which Terraform has ``stop_grace`` seconds to
         finish its calls in flight and write its state (``Completed.interrupted``).
+
+        With a plugin cache, a command other than ``init`` that failed because its providers
+        were missing from the cache (another working directory's ``init`` was rewriting it)
+        runs once more, under the cache lock.
         """
+        done = self._run_once(workdir, args, should_stop, on_line)
+        if self.plugin_cache_dir is None or not self._cache_was_rewritten(args, done):
+            return done
+        # The plugin cache is shared, and Terraform rewrites a provider's cache entry (removes
+        # it, then copies it again) on every init of a working directory whose lock file does
+        # not list it yet; only init takes the cache lock. Any other command of another working
+        # directory that starts meanwhile finds its provider missing or partial through its
+        # .terraform/providers link and fails at once, before any operation: running it again
+        # once that init is done is safe. A second failure is the command's own.
+        log.warning(
+            "%s %s in %s: its providers were missing from the plugin cache; waiting for another "
+            "init to finish writing the cache, then running it once more",
+            self.name,
+            args[0],
+            workdir,
+        )
+        try:
+            with cache_lock(self.plugin_cache_dir):
+                # Afresh, providers attached again: the first run's attachment ended with it.
+                return self._run_once(workdir, args, should_stop, on_line)
+        except Timeout:
+            log.warning("%s %s in %s: the plugin cache stayed locked; not run again", self.name, args[0], workdir)
+            return done
+
+    @staticmethod
+    def _cache_was_rewritten(args: Sequence[str], done: Completed) -> bool:
+        """Whether ``done`` (not an init) failed on providers missing from the plugin cache."""
+        if not args or args[0] == "init" or done.returncode == 0 or done.interrupted:
+            return False
+        return PROVIDERS_NOT_INSTALLED in done.stdout or PROVIDERS_NOT_INSTALLED in done.stderr
+
+    def _run_once(
+        self,
+        workdir: Path,
+        args: Sequence[str],
+        should_stop: Callable[[], bool] | None,
+        on_line: Callable[[str], None] | None,
+    ) -> Completed:
+        """One run of :meth:`run`: environment, attachment, process."""
         argv = (*self.command(), *args)
         if not Path(workdir).is_dir():
             raise TerraformError(f"{self.name} {args[0]}: working directory {workdir} does not exist")

@@ -344,6 +344,64 @@ def test_init_holds_the_plugin_cache_lock(tmp_path: Path) -> None:
     assert (tmp_path / "lock-state").read_text().split("\n")[:2] == ["init held", "plan free"]
 
 
+# LOCK_PROBE that then fails as recorded: stdout from ./stdout, stderr from ./stderr, exit 1.
+FAILING_LOCK_PROBE = (
+    LOCK_PROBE
+    + """here = os.path.dirname(os.path.abspath(__file__))
+for name, stream in (("stdout", sys.stdout), ("stderr", sys.stderr)):
+    if os.path.exists(os.path.join(here, name)):
+        stream.write(open(os.path.join(here, name)).read())
+sys.exit(1)
+"""
+)
+
+
+def failing_lock_probe(tmp_path: Path, stdout: str = "", stderr: str = "") -> Path:
+    exe = tmp_path / "terraform"
+    exe.write_text(FAILING_LOCK_PROBE.format(python=sys.executable))
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    for name, recorded in (("stdout", stdout), ("stderr", stderr)):
+        if recorded:
+            (tmp_path / name).write_text((DATA / recorded).read_text())
+    return exe
+
+
+def lock_states(tmp_path: Path) -> list[str]:
+    return (tmp_path / "lock-state").read_text().splitlines()
+
+
+def test_a_command_whose_providers_went_missing_from_the_cache_runs_once_more_under_its_lock(tmp_path: Path) -> None:
+    # Terraform's own -json diagnostic (recorded): another init was rewriting the cache entry.
+    exe = failing_lock_probe(tmp_path, stdout="plan_providers_not_installed.jsonl")
+    with pytest.raises(TerraformError, match="Required plugins are not installed"):
+        BinaryEngine(str(exe), plugin_cache_dir=tmp_path / "cache").plan(tmp_path)
+    # Once more, holding the lock; a second failure is the command's own (not a third run).
+    assert lock_states(tmp_path) == ["plan free", "plan held"]
+
+
+def test_the_plain_form_of_missing_providers_runs_once_more_too(tmp_path: Path) -> None:
+    exe = failing_lock_probe(tmp_path, stderr="import_providers_not_installed.txt")
+    with pytest.raises(TerraformError, match="Required plugins are not installed"):
+        BinaryEngine(str(exe), plugin_cache_dir=tmp_path / "cache").import_resource(tmp_path, "a.b", "i-1")
+    assert lock_states(tmp_path) == ["import free", "import held"]
+
+
+def test_missing_providers_run_once_in_init_or_without_a_cache(tmp_path: Path) -> None:
+    exe = failing_lock_probe(tmp_path, stdout="plan_providers_not_installed.jsonl")
+    with pytest.raises(TerraformError, match="Required plugins are not installed"):
+        BinaryEngine(str(exe), plugin_cache_dir=tmp_path / "cache").init(tmp_path)
+    with pytest.raises(TerraformError, match="Required plugins are not installed"):
+        BinaryEngine(str(exe)).plan(tmp_path)
+    assert lock_states(tmp_path) == ["init held", "plan no-cache"]
+
+
+def test_other_failures_run_once(tmp_path: Path) -> None:
+    exe = failing_lock_probe(tmp_path, stdout="plan_unsupported_argument.jsonl")
+    with pytest.raises(TerraformError, match="Unsupported argument"):
+        BinaryEngine(str(exe), plugin_cache_dir=tmp_path / "cache").plan(tmp_path)
+    assert lock_states(tmp_path) == ["plan free"]
+
+
 def test_bundled_worker_is_importable_from_any_directory() -> None:
     env = BundledEngine().environment()
     root = env["PYTHONPATH"].split(os.pathsep)[0]
