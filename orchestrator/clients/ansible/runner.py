@@ -75,6 +75,9 @@ _OUTCOMES = {
 }
 # The callback plugin that ends a play between tasks, and the variable naming its stop file.
 CALLBACKS_DIR = Path(__file__).parent / "callbacks"
+# The strategy plugin that runs ``ansible.strategy: mitogen_linear``, and its directory.
+STRATEGY_DIR = Path(__file__).parent / "strategy"
+MITOGEN_STRATEGY_PLUGIN = "xceprov_mitogen_linear"
 STOP_FILE_VAR = "XCEPROV_PLAY_STOP_FILE"
 # How often ansible-runner asks whether to stop while the play is quiet (its default is 5 s).
 _POLL_SECONDS = 0.5
@@ -216,8 +219,13 @@ def strategy_env(strategy: Strategy) -> dict[str, str]:
             "ansible.strategy mitogen_linear needs the Python package mitogen in the toolkit's "
             "environment; install it, or set ansible.strategy: linear"
         ) from None
+    # Mitogen's linear strategy through the toolkit's plugin, which turns Mitogen's CPU pinning
+    # off (strategy/xceprov_mitogen_linear.py); Mitogen's own directory stays on the path after it.
     plugins = Path(ansible_mitogen.__file__).parent / "plugins" / "strategy"
-    return {"ANSIBLE_STRATEGY": strategy, "ANSIBLE_STRATEGY_PLUGINS": str(plugins)}
+    return {
+        "ANSIBLE_STRATEGY": MITOGEN_STRATEGY_PLUGIN,
+        "ANSIBLE_STRATEGY_PLUGINS": f"{STRATEGY_DIR}{os.pathsep}{plugins}",
+    }
 
 
 def ansible_env(settings: RunnerSettings) -> dict[str, str]:

@@ -249,6 +249,37 @@ def test_mitogen_runs_a_hosts_tasks_in_one_interpreter(tmp_path: Path, strategy:
         assert len(set((tmp_path / host).read_text().split())) == interpreters
 
 
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one CPU: nothing to pin away from")
+def test_mitogen_leaves_the_play_s_processes_on_every_cpu(tmp_path: Path) -> None:
+    # Mitogen's own mitogen_linear pins, on a machine of 2-3 CPUs, the top-level process, every
+    # worker and everything they start to one CPU and keeps another for its multiplexer; the
+    # toolkit's plugin turns that off. The lookup runs in the worker, the shell in the "host"'s
+    # interpreter (a child of the multiplexer, here on this machine).
+    tasks = (
+        "    - name: Worker\n"
+        "      ansible.builtin.copy:\n"
+        f"        dest: {tmp_path}/worker-{{{{ inventory_hostname }}}}\n"
+        "        content: \"{{ lookup('ansible.builtin.file', '/proc/self/status') }}\"\n"
+        "    - name: Module\n"
+        f"      ansible.builtin.shell: cat /proc/self/status > {tmp_path}/module-{{{{ inventory_hostname }}}}\n"
+    )
+    result = _local_run(tmp_path, tasks, None, strategy="mitogen_linear")
+    assert {h: r.status for h, r in result.hosts.items()} == {"h1": "changed", "h2": "changed"}
+    ours = os.sched_getaffinity(0)
+    for name in ("worker-h1", "worker-h2", "module-h1", "module-h2"):
+        assert _cpus_allowed((tmp_path / name).read_text()) == ours, name
+
+
+def _cpus_allowed(status: str) -> set[int]:
+    """The CPUs of ``Cpus_allowed_list`` in a /proc/PID/status text (``0-1,3``)."""
+    line = next(ln for ln in status.splitlines() if ln.startswith("Cpus_allowed_list:"))
+    cpus: set[int] = set()
+    for part in line.split(":", 1)[1].strip().split(","):
+        low, _, high = part.partition("-")
+        cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
+
+
 def test_mitogen_missing_is_one_line_naming_the_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "ansible_mitogen", None)  # as if the package were not installed
     with pytest.raises(AnsibleError) as info:
