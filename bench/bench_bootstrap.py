@@ -21,7 +21,9 @@ Default: toolkit / raw at ``--hosts`` (20), target <= 0.6. ``--scale``: the tool
 ``--scale-hosts`` (100) / the toolkit at ``--hosts`` (20), target <= 3.5 (linear would be 5).
 With ``--rounds N`` the sides alternate which goes first and the best time of each counts,
 which keeps a busy machine's noise out of the ratio. ``--profile`` prints where each play's time
-goes (``bench/bootstrap_profile.py``).
+goes (``bench/bootstrap_profile.py``); with ``--scale`` also each size's CPU per host and busy
+share of the cores, and the lowest ratio that CPU allows (the bigger play keeping every core
+busy): what a scheduling change could reach at best, before any change of work per host.
 """
 
 from __future__ import annotations
@@ -123,6 +125,8 @@ class Side:
     def __init__(self, base: Path, forks: int, artifact: Path, split: prof.CpuSplit | None, profile: bool) -> None:
         self.base, self.forks, self.artifact = base, forks, artifact
         self.split, self.profile = split, profile
+        # Each measured play of the toolkit (profile only), for the floor of the scale ratio.
+        self.plays: list[prof.Play] = []
 
     def start(self, prefix: str, n: int, record_keys: bool) -> tuple[Path, Any]:
         """A work directory and a lab of ``n`` running hosts."""
@@ -169,6 +173,8 @@ def run_toolkit(side: Side, n: int) -> float:
         )
         if side.profile:
             prof.print_profile(f"toolkit {n}", timing, result.elapsed, cpu)
+            if cpu is not None:
+                side.plays.append(prof.Play(n, result.elapsed, cpu))
         return elapsed
     finally:
         lab.stop_all()
@@ -272,6 +278,9 @@ def main() -> int:
             times = _rounds(side, args.rounds, order)
             num, den, target = min(times[big]), min(times[small]), TARGET_SCALE
             label = f"toolkit {args.scale_hosts} hosts {num:.2f} s  toolkit {args.hosts} hosts {den:.2f} s"
+            fastest = {p.hosts: p for p in sorted(side.plays, key=lambda p: -p.wall)}  # the fastest of each size
+            if args.hosts in fastest and args.scale_hosts in fastest:
+                prof.print_scale_floor(fastest[args.hosts], fastest[args.scale_hosts], len(os.sched_getaffinity(0)))
         else:
             times = _rounds(side, args.rounds, [("toolkit", run_toolkit, args.hosts), ("raw", run_raw, args.hosts)])
             num, den, target = min(times["toolkit"]), min(times["raw"]), TARGET_RATIO

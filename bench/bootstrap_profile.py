@@ -35,6 +35,45 @@ class CpuSeconds:
     hosts: float
 
 
+@dataclass(frozen=True)
+class Play:
+    """One measured play: its hosts, its wall seconds (ansible-runner's) and the CPU of both sides."""
+
+    hosts: int
+    wall: float
+    cpu: CpuSeconds
+
+    @property
+    def per_host(self) -> float:
+        """CPU seconds of both sides per host."""
+        return (self.cpu.control + self.cpu.hosts) / self.hosts
+
+    def busy(self, cores: int) -> float:
+        """The share of the machine's core-seconds during the play that either side used."""
+        return (self.cpu.control + self.cpu.hosts) / (cores * self.wall)
+
+
+def scale_floor(small: Play, big: Play, cores: int) -> float:
+    """The lowest big / small wall ratio these plays' CPU allows.
+
+    Wall time is at least CPU over the cores; so ``big.wall / small.wall`` is at least
+    ``(big CPU / cores) / small.wall`` = CPU ratio × the small play's busy share, reached only
+    if the big play kept every core busy all the time. Below it only by costing less CPU per
+    host at the bigger size.
+    """
+    return (big.cpu.control + big.cpu.hosts) / (cores * small.wall)
+
+
+def print_scale_floor(small: Play, big: Play, cores: int) -> None:
+    """The CPU per host of both sizes, their busy shares, and :func:`scale_floor`."""
+    print(
+        f"  CPU per host: {small.hosts} hosts {small.per_host:.2f} s, {big.hosts} hosts {big.per_host:.2f} s; "
+        f"busy {small.busy(cores):.0%} / {big.busy(cores):.0%} of {cores} cores; "
+        f"lowest {big.hosts} / {small.hosts} ratio this CPU allows: {scale_floor(small, big, cores):.2f}",
+        flush=True,
+    )
+
+
 class CpuSplit:
     """Two cpuacct cgroups: this process and its descendants, and the simulated hosts."""
 
