@@ -36,9 +36,15 @@ class FakeConn:
         self.send(0, member, payload)
 
     def drop(self) -> None:
+        """Cut the connection; the thread serving it closes the socket when its read fails.
+
+        Never closed here: that thread may be inside OpenSSL on the socket's descriptor, which
+        OpenSSL keeps by number; closed, the number soon belongs to another socket (the next
+        test's), whose bytes that thread would then read or write (seen as the next test's TLS
+        failing with "bad record mac" or "unexpected message").
+        """
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
-        self.sock.close()
 
 
 class FakeController:
