@@ -34,6 +34,11 @@ class CpuSeconds:
     control: float
     hosts: float
 
+    @property
+    def total(self) -> float:
+        """CPU seconds of both sides."""
+        return self.control + self.hosts
+
 
 @dataclass(frozen=True)
 class Play:
@@ -46,11 +51,11 @@ class Play:
     @property
     def per_host(self) -> float:
         """CPU seconds of both sides per host."""
-        return (self.cpu.control + self.cpu.hosts) / self.hosts
+        return self.cpu.total / self.hosts
 
     def busy(self, cores: int) -> float:
         """The share of the machine's core-seconds during the play that either side used."""
-        return (self.cpu.control + self.cpu.hosts) / (cores * self.wall)
+        return self.cpu.total / (cores * self.wall)
 
 
 def scale_floor(small: Play, big: Play, cores: int) -> float:
@@ -61,7 +66,7 @@ def scale_floor(small: Play, big: Play, cores: int) -> float:
     if the big play kept every core busy all the time. Below it only by costing less CPU per
     host at the bigger size.
     """
-    return (big.cpu.control + big.cpu.hosts) / (cores * small.wall)
+    return big.cpu.total / (cores * small.wall)
 
 
 def print_scale_floor(small: Play, big: Play, cores: int) -> None:

@@ -16,13 +16,10 @@ the multiplexer and the workers are forked from this process), leaves placement 
 from __future__ import annotations
 
 import ansible_mitogen.affinity
-import ansible_mitogen.loaders
-import ansible_mitogen.strategy
+from ansible_mitogen.plugins.strategy.mitogen_linear import StrategyModule as MitogenLinear
 
 ansible_mitogen.affinity.policy = ansible_mitogen.affinity.Policy()
 
-_Linear = ansible_mitogen.loaders.strategy_loader.get("linear", class_only=True)
 
-
-class StrategyModule(ansible_mitogen.strategy.StrategyMixin, _Linear):  # type: ignore[misc,valid-type]  # untyped bases
-    """Mitogen's ``mitogen_linear``, with no CPU pinning."""
+class StrategyModule(MitogenLinear):  # type: ignore[misc]  # Mitogen ships no type information
+    """Mitogen's own ``mitogen_linear``, with no CPU pinning."""
