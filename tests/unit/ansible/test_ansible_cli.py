@@ -117,3 +117,21 @@ def test_apply_bootstrap_exits_as_bootstrap_does_for_the_same_play(
         )
     else:
         assert applied.stderr == ""
+
+
+def test_an_extra_var_nested_too_deep_for_json_is_passed_as_text(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Was ``internal error: RecursionError`` (exit 70): JSON that does not parse is text, as documented."""
+    seen: dict[str, Any] = {}
+
+    def fake(_loaded: Any, _root: Path, **kw: Any) -> RunResult:
+        seen.update(kw["extra_vars"])
+        return RunResult("id", "successful", 0, tmp_path, {"h1": HostResult("h1", "ok")})
+
+    monkeypatch.setattr("orchestrator.services.bootstrap.bootstrap", fake)
+    monkeypatch.setattr("orchestrator.paths.toolkit_root", lambda: tmp_path)
+    deep = "[" * 100_000
+    out = CliRunner().invoke(cli, ["--config", str(_site(tmp_path)), "bootstrap", "-q", "-e", f"a={deep}", "h1"])
+    assert out.exit_code == 0, out.output
+    assert seen == {"a": deep}
