@@ -11,14 +11,16 @@ keys stay root's and the unprivileged daemon reads its copies.
 
 YAML aliases are counted before anything is built: a document whose aliases expand to more
 than ``MAX_YAML_VALUES`` values (a "billion laughs" document is a few hundred bytes) is refused
-without being expanded. Trust is never implied: ``controller.ca`` must name a CA file or say
-``system``.
+without being expanded. A value YAML's constructors cannot build (``2026-02-30``, ``!!int x``)
+stops the reading like a syntax error, one line with its line, column and key path. Trust is
+never implied: ``controller.ca`` must name a CA file or say ``system``.
 """
 
 from __future__ import annotations
 
 import difflib
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -131,6 +133,24 @@ class _Loader(yaml.SafeLoader):
             return OversizedNumber(text)
         return super().construct_yaml_int(node)
 
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        """PyYAML's, except that a scalar its constructors cannot build (``2026-02-30``, ``!!int x``)
+        is an ``_Unbuilt`` naming the node, not the ValueError (or KeyError, AttributeError...)
+        the constructor happened to raise: ``load_yaml`` turns it into a line with the key path."""
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, TypeError, LookupError, AttributeError, ArithmeticError) as exc:
+            raise _Unbuilt(node, exc) from exc
+
+
+class _Unbuilt(Exception):
+    """A YAML node the constructors could not build (raised once, at the innermost node)."""
+
+    def __init__(self, node: yaml.Node, cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.node = node
+        self.cause = cause
+
 
 # An integer written in more characters than this is out of range whatever its base
 # (2**53 is 16 decimal digits, 53 binary ones); underscores and signs leave room to spare.
@@ -199,9 +219,13 @@ def load_yaml(text: str, source: str) -> Any:
     loader = _Loader(text)
     try:
         node = loader.get_single_node()
-        if node is not None:
-            expanded_size(node, source)
-        return loader.construct_document(node) if node is not None else None
+        if node is None:
+            return None
+        expanded_size(node, source)
+        try:
+            return loader.construct_document(node)
+        except _Unbuilt as exc:
+            raise ConfigError([unbuilt_problem(loader, node, exc, source)]) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
@@ -211,6 +235,59 @@ def load_yaml(text: str, source: str) -> Any:
         raise ConfigError([f"{source}: YAML nested too deeply"]) from None
     finally:
         loader.dispose()
+
+
+# The YAML types whose constructors can fail on a value the parser accepted, as a user calls them.
+_KINDS = {"int": "integer", "float": "number", "bool": "boolean", "binary": "binary data", "timestamp": "timestamp"}
+
+
+def unbuilt_problem(loader: _Loader, root: yaml.Node, exc: _Unbuilt, source: str) -> str:
+    """``<file>:<line>:<column>: <key.path>: <what>`` for a value the YAML constructors could not build.
+
+    A plain ``2026-02-30`` is a date to YAML's resolver, and no date exists for it; quoting makes it
+    text. Only datetime's own reasons are worth repeating ("day is out of range for month"); the
+    other constructors' exceptions (``KeyError: 'hello'`` for ``!!bool hello``) say nothing to a user.
+    """
+    node = exc.node
+    mark = node.start_mark
+    text = str(node.value) if isinstance(node, yaml.ScalarNode) else "this value"
+    kind = _KINDS.get(node.tag.rsplit(":", 1)[-1], node.tag)
+    if kind == "timestamp" and re.fullmatch(r"\d{4}-\d\d?-\d\d?", text):
+        kind = "date"
+    reason = f" ({exc.cause})" if kind in ("date", "timestamp") and isinstance(exc.cause, ValueError) else ""
+    implicit = isinstance(node, yaml.ScalarNode) and node.style is None
+    resolver: Any = loader  # PyYAML's resolver is untyped
+    if implicit and resolver.resolve(yaml.ScalarNode, text, (True, False)) == node.tag:
+        reason += "; quote it if text is meant"
+    path, is_key = _path_to(root, node)
+    where = ".".join(path) or "(top level)"
+    what = f"{'key ' if is_key else ''}{shown(text)} is no valid YAML {kind}{reason}"
+    return f"{source}:{mark.line + 1}:{mark.column + 1}: {where}: {what}"
+
+
+def _path_to(root: yaml.Node, target: yaml.Node) -> tuple[tuple[str, ...], bool]:
+    """The key path of ``target`` in the tree under ``root`` (its first place, in document order),
+    and whether ``target`` is a mapping key there (then the path is the mapping's)."""
+    stack: list[tuple[yaml.Node, tuple[str, ...]]] = [(root, ())]
+    seen: set[int] = set()
+    while stack:
+        node, path = stack.pop()
+        if node is target:
+            return path, False
+        if id(node) in seen:  # an alias: its node was walked where its anchor is
+            continue
+        seen.add(id(node))
+        children: list[tuple[yaml.Node, tuple[str, ...]]] = []
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if key is target:
+                    return path, True
+                name = str(key.value) if isinstance(key, yaml.ScalarNode) else "?"
+                children.append((value, (*path, name)))
+        elif isinstance(node, yaml.SequenceNode):
+            children = [(item, (*path, str(index))) for index, item in enumerate(node.value)]
+        stack.extend(reversed(children))  # popped in document order
+    return (), False
 
 
 def expanded_size(root: yaml.Node, source: str, limit: int = MAX_YAML_VALUES) -> int:

@@ -108,10 +108,8 @@ def private_dir(path: Path) -> Path:
         info = path.stat()
     except PermissionError:
         # An unprivileged user (the systemd unit's) and a directory made by root: one line, not a traceback.
-        raise FinalError(
-            f"{path}: permission denied: uid {os.geteuid()} cannot create or enter it; "
-            "give it to the user the toolkit runs as, or choose another place"
-        ) from None
+        raise denied(path) from None
+    refuse_unenterable(path)
     wider = stat.S_IMODE(info.st_mode) & 0o077
     if wider:
         if info.st_uid != os.geteuid():
@@ -122,6 +120,47 @@ def private_dir(path: Path) -> Path:
         os.chmod(path, stat.S_IMODE(info.st_mode) & ~0o077)
         log.warning("%s: mode was %04o, tightened to owner only", path, stat.S_IMODE(info.st_mode))
     return path
+
+
+def denied(path: Path) -> FinalError:
+    """The one line for a directory this process may not create, enter or write."""
+    return FinalError(
+        f"{path}: permission denied: uid {os.geteuid()} cannot create or enter it; "
+        "give it to the user the toolkit runs as, or choose another place"
+    )
+
+
+# Whether os.access can ask with the effective ids (Linux: faccessat's AT_EACCESS), which are
+# the ones open() and mkdir() are checked against.
+_EFFECTIVE_IDS = os.access in os.supports_effective_ids
+
+
+def refuse_unenterable(path: Path) -> None:
+    """``denied(path)`` when ``path`` is a directory this process cannot enter, read and write.
+
+    A user who is not root on a state directory root made (0700): the directory itself can be
+    looked at from its open parent, so only the first file below it failed, deep inside a verb,
+    as ``internal error: PermissionError``. Checked first, the line names the directory to fix.
+    A missing directory passes: whoever creates it reports what stops that.
+    """
+    try:
+        present = path.is_dir()
+    except PermissionError:  # a parent it cannot enter
+        raise denied(path) from None
+    if present and not os.access(path, os.R_OK | os.W_OK | os.X_OK, effective_ids=_EFFECTIVE_IDS):
+        raise denied(path)
+
+
+def permission_problem(exc: PermissionError) -> str:
+    """The one line for a PermissionError no caller expected: the directory on the way to the file
+    that this process cannot enter (``denied``'s line), else the file itself."""
+    if exc.filename is None:
+        return f"permission denied: {exc.strerror or exc}"
+    target = Path(os.fsdecode(exc.filename)).absolute()
+    for directory in reversed(target.parents):
+        if not os.access(directory, os.X_OK, effective_ids=_EFFECTIVE_IDS):
+            return str(denied(directory))
+    return f"{target}: permission denied: uid {os.geteuid()} may not use it"
 
 
 def private_tree(base: Path, *parts: str) -> Path:

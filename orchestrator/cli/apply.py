@@ -1,7 +1,8 @@
 """``xceprov apply BUNDLE``: carry out a saved burst plan under the lease, or refuse.
 
 Progress (plan, apply, bootstrap per op) goes to stderr while it runs (``cli.progress``); at the
-end, per op one summary line and one line per host (key, id, name, address, bootstrap outcome).
+end, per op one summary line and one line per host (key, id, name, address, bootstrap outcome);
+exit 1 when the bootstrap failed on a host, as ``xceprov bootstrap`` for the same outcome.
 """
 
 from __future__ import annotations
@@ -17,7 +18,11 @@ from orchestrator.model.text import printable
 
 @click.command("apply")
 @click.argument("bundle", type=click.Path(path_type=Path))
-@click.option("--bootstrap", is_flag=True, help="Run the bootstrap play on the new hosts as the op's last step.")
+@click.option(
+    "--bootstrap",
+    is_flag=True,
+    help="Run the bootstrap play on the new hosts as the op's last step (exit 1 if it fails on one).",
+)
 @click.option("-q", "--quiet", is_flag=True, help=QUIET_HELP)
 @pass_ctx
 def apply(ctx: CliContext, bundle: Path, bootstrap: bool, quiet: bool) -> None:
@@ -25,7 +30,7 @@ def apply(ctx: CliContext, bundle: Path, bootstrap: bool, quiet: bool) -> None:
     from orchestrator.cli.bootstrap import simulated_world
     from orchestrator.cli.progress import progress_view
     from orchestrator.paths import toolkit_root
-    from orchestrator.services.apply import apply_bundle
+    from orchestrator.services.apply import apply_bundle, bootstrap_failure
 
     with progress_view(ctx.verbose, quiet) as view:
         applied = apply_bundle(
@@ -40,3 +45,5 @@ def apply(ctx: CliContext, bundle: Path, bootstrap: bool, quiet: bool) -> None:
                     printable(f"  {made.key}  {made.instance_id}  {made.name}  {made.address}{outcome}".rstrip())
                 )
         click.echo(f"{provider.name}: {len(provider.instances)} instances in all")
+    if failure := bootstrap_failure(applied):
+        raise failure

@@ -16,6 +16,7 @@ import click
 from orchestrator.cli.context import CliContext, pass_ctx
 from orchestrator.cli.conventions import QUIET_HELP
 from orchestrator.clients.ansible.hostkeys import Published
+from orchestrator.durable import parse_json
 from orchestrator.model.text import printable
 from orchestrator.services.bootstrap_sources import SimulatedWorld
 
@@ -48,7 +49,7 @@ def _parse_extra(values: tuple[str, ...]) -> dict[str, object]:
         if not sep or not key:
             raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="-e")
         try:
-            out[key] = json.loads(raw)
+            out[key] = parse_json(raw)  # nested thousands deep: not JSON that parses, so text
         except ValueError:
             out[key] = raw
     return out

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import click
 
+from orchestrator import durable
 from orchestrator.configfile import LoadedConfig, load_config
 
 
@@ -22,9 +23,16 @@ class CliContext:
     _loaded: LoadedConfig | None = None
 
     def config(self) -> LoadedConfig:
-        """The validated configuration, loaded once on first use."""
+        """The validated configuration, loaded once on first use.
+
+        A ``state_dir`` that exists and that this user cannot enter (root's, for a user who is
+        not root) stops every verb here with one line naming it (exit 1), before any verb
+        reaches a file below it.
+        """
         if self._loaded is None:
-            self._loaded = load_config(self.config_path)
+            loaded = load_config(self.config_path)
+            durable.refuse_unenterable(loaded.config.state_dir)
+            self._loaded = loaded
         return self._loaded
 
 

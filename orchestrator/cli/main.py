@@ -30,6 +30,7 @@ from orchestrator.cli import terraform as terraform_verbs
 from orchestrator.cli import validate as validate_verb
 from orchestrator.cli.context import CliContext
 from orchestrator.cli.conventions import HELP_OPTION_NAMES, add_verbose_option, log_level
+from orchestrator.durable import permission_problem
 from orchestrator.errors import XceprovError
 from orchestrator.model.text import printable
 
@@ -48,6 +49,11 @@ class XceprovGroup(click.Group):
         except KeyboardInterrupt:
             click.echo("xceprov: interrupted", err=True)
             sys.exit(130)
+        except PermissionError as exc:
+            # A file this user may not use (one root made below a state_dir it can enter): the
+            # system's answer, not a bug; one line naming it, exit 1 (docs/exit-codes.md).
+            _report(ctx, permission_problem(exc), exc)
+            sys.exit(1)
         except Exception as exc:
             _report(ctx, f"internal error: {type(exc).__name__}: {exc} (run with -v for the traceback)", exc)
             sys.exit(70)

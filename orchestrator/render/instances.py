@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from orchestrator.configfile import load_yaml
 from orchestrator.errors import ConfigError
 from orchestrator.model import tags as owner
 from orchestrator.model.config import Config
@@ -158,7 +159,10 @@ def _check_cloud_config(text: str, max_lifetime: int | None) -> None:
         data = yaml.load(text, Loader=_SAFE_LOADER)  # a safe loader (C or Python)
     except yaml.YAMLError as exc:
         raise ConfigError([f"cloud-init.yaml.j2: rendered invalid YAML: {exc}".splitlines()[0]]) from None
-    except (ValueError, RecursionError) as exc:
+    except (ValueError, TypeError, LookupError, AttributeError, ArithmeticError, RecursionError) as exc:
+        # A value the constructors cannot build (``2026-02-30``, ``!!bool maybe``): the slower
+        # Python loader of xceprov.yaml says where, with line and key path; failing that, in short.
+        load_yaml(text, "cloud-init.yaml.j2: rendered user data")
         raise ConfigError([f"cloud-init.yaml.j2: rendered unusable YAML: {_json_problem(exc)}"]) from None
     if not isinstance(data, dict):
         raise ConfigError(["cloud-init.yaml.j2: rendered user data is not a mapping"])

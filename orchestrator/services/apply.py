@@ -24,7 +24,7 @@ from typing import Any
 
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.configfile import LoadedConfig
-from orchestrator.errors import StaleState, UsageError
+from orchestrator.errors import FinalError, StaleState, UsageError
 from orchestrator.model import tags as owner
 from orchestrator.model.instances import InstanceSpec, instance_key
 from orchestrator.model.progress import ProgressSink
@@ -192,3 +192,20 @@ def apply_bundle(
             audit(config.state_dir, "applied", provider=provider, bundle=str(bundle), instances=len(held))
             applied.append(AppliedProvider(provider, held, results))
     return applied
+
+
+def bootstrap_failure(applied: list[AppliedProvider]) -> FinalError | None:
+    """What ``apply --bootstrap`` ends with when the play failed on a new host: exit 1, as
+    ``xceprov bootstrap`` for the same outcome (docs/exit-codes.md). The ops are complete and
+    their instances stay, to be bootstrapped again by hand; the line says how."""
+    failed = [(op.op_id, name) for p in applied for op in p.ops for name in op.bootstrap_failed]
+    if not failed:
+        return None
+    total = sum(len(op.bootstrap) for p in applied for op in p.ops)
+    hosts = sorted(name for _op, name in failed)
+    named = ", ".join(hosts[:5]) + (f" and {len(hosts) - 5} more" if len(hosts) > 5 else "")
+    again = "; ".join(f"xceprov bootstrap --op {op_id}" for op_id in sorted({op_id for op_id, _name in failed}))
+    return FinalError(
+        f"bootstrap failed on {len(hosts)} of {total} new hosts ({named}); the instances are kept: "
+        f"{again} runs the play on them again"
+    )

@@ -211,23 +211,22 @@ def test_the_daemon_runs_as_an_unprivileged_user_with_systemds_directories(base:
                 proc.wait(10)
 
 
-def test_a_state_dir_the_user_cannot_create_is_one_line_naming_it(base: Path) -> None:
+def as_user(base: Path, state_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``xceprov ARGS`` as the unprivileged user on a small site whose ``state_dir`` is ``state_dir``."""
     user = pwd.getpwnam(USER)
     drop = unprivileged(user.pw_uid, user.pw_gid)
     python, python_env = python_for(drop)
-    root_only = base / "root-only"
-    root_only.mkdir(mode=0o700)
     (base / "xceprov.yaml").write_text(
         "cluster: site1\n"
-        f"state_dir: {root_only / 'state'}\n"
+        f"state_dir: {state_dir}\n"
         "controller: {ca: system, addresses: ['127.0.0.1:1']}\n"
         "providers: {sim: {module: xcesim}}\n"
         "templates: {cpu: {providers: {sim: {flavor: c8.large, image: debian-12, cost_per_hour: 0.34}}}}\n"
     )
     (base / "xceprov.yaml").chmod(0o644)
     env = {**os.environ, **python_env, "XCEPROV_CONFIG": str(base / "xceprov.yaml")}
-    done = subprocess.run(
-        [*drop, python, "-m", "orchestrator.cli", "ops"],
+    return subprocess.run(
+        [*drop, python, "-m", "orchestrator.cli", *args],
         cwd=base,
         env=env,
         capture_output=True,
@@ -235,8 +234,63 @@ def test_a_state_dir_the_user_cannot_create_is_one_line_naming_it(base: Path) ->
         timeout=120,
         check=False,
     )
+
+
+def denied_line(path: Path) -> str:
+    """The one line docs/configuration.md promises for a directory the user cannot create or enter."""
+    return (
+        f"xceprov: {path}: permission denied: uid {pwd.getpwnam(USER).pw_uid} cannot create or enter it; "
+        "give it to the user the toolkit runs as, or choose another place"
+    )
+
+
+def test_a_state_dir_the_user_cannot_create_is_one_line_naming_it(base: Path) -> None:
+    root_only = base / "root-only"
+    root_only.mkdir(mode=0o700)
+    done = as_user(base, root_only / "state", "ops")
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().splitlines() == [denied_line(root_only / "state")]
+
+
+# Issue 27 item 20: each was "internal error: PermissionError" (exit 70) on a file below the directory.
+ROOTS_STATE_VERBS = [("ops",), ("plan", "cpu=1"), ("validate",), ("terraform", "lock"), ("daemon",), ("status",)]
+
+
+@pytest.mark.parametrize("verb", ROOTS_STATE_VERBS, ids=[" ".join(v) for v in ROOTS_STATE_VERBS])
+def test_an_existing_state_dir_the_user_cannot_enter_is_one_line_naming_it(base: Path, verb: tuple[str, ...]) -> None:
+    """A state directory root made and uses (0700): the user can see it exists, not enter it."""
+    state = base / "state"
+    state.mkdir(mode=0o700)
+    (state / "work").mkdir(mode=0o700)  # as root's own runs leave it
+    done = as_user(base, state, *verb)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().splitlines() == [denied_line(state)]
+    assert sorted(p.name for p in state.iterdir()) == ["work"]  # nothing written
+
+
+def test_a_file_of_roots_in_the_users_state_dir_is_one_line_naming_it(base: Path) -> None:
+    """Past the directory, a file the user may not read (root ran a verb there once) is named too."""
+    user = pwd.getpwnam(USER)
+    state = base / "state"
+    state.mkdir(mode=0o700)
+    os.chown(state, user.pw_uid, user.pw_gid)
+    breakers = state / "breakers.json"
+    breakers.write_text("{}")
+    breakers.chmod(0o600)
+    done = as_user(base, state, "breaker", "reset", "cpu")
     assert done.returncode == 1, done.stderr
     assert done.stderr.strip().splitlines() == [
-        f"xceprov: {root_only / 'state'}: permission denied: uid {user.pw_uid} cannot create or enter it; "
-        "give it to the user the toolkit runs as, or choose another place"
+        f"xceprov: {breakers}: permission denied: uid {user.pw_uid} may not use it"
     ]
+
+
+def test_a_directory_of_roots_in_the_users_state_dir_is_one_line_naming_it(base: Path) -> None:
+    """Below the user's own state directory, a working directory root made (0700) is named."""
+    user = pwd.getpwnam(USER)
+    state = base / "state"
+    state.mkdir(mode=0o700)
+    os.chown(state, user.pw_uid, user.pw_gid)
+    (state / "work").mkdir(mode=0o700)
+    done = as_user(base, state, "plan", "cpu=1")
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().splitlines() == [denied_line(state / "work")]

@@ -19,6 +19,11 @@ class Created:
     join_deadline: float
 
 
+# The outcomes of a bootstrap play (``clients.ansible.runner``) that leave a host bootstrapped; the
+# others (failed, unreachable, skipped, stopped) leave it to be bootstrapped again.
+BOOTSTRAPPED = ("ok", "changed")
+
+
 @dataclass
 class CreateResult:
     """What a create op did."""
@@ -27,7 +32,12 @@ class CreateResult:
     provider: str
     template: str
     created: list[Created] = field(default_factory=list)
-    bootstrap: dict[str, str] = field(default_factory=dict)
+    bootstrap: dict[str, str] = field(default_factory=dict)  # host name -> "status[: why]"
+
+    @property
+    def bootstrap_failed(self) -> list[str]:
+        """The hosts whose bootstrap ran and did not succeed (``xceprov bootstrap``'s failed hosts)."""
+        return sorted(name for name, outcome in self.bootstrap.items() if outcome.split(":")[0] not in BOOTSTRAPPED)
 
 
 @dataclass

@@ -3,7 +3,8 @@
 Each hostile value is written into ``xceprov.yaml`` and refused by ``validate`` and by a verb
 that would act on it: exit 3, one line naming the file and the key, no traceback, no "internal
 error", nothing written. Before the fix ``.nan`` durations were accepted, a 400-digit integer
-was ``internal error: OverflowError`` and ``~nouser`` was ``internal error: RuntimeError``.
+was ``internal error: OverflowError``, ``~nouser`` was ``internal error: RuntimeError`` and
+``2026-02-30`` was ``internal error: ValueError``.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ ENORMOUS = "9" * 5000  # past Python's 4300-digit limit for converting text to a
 
 IDLE = "idle_time: 20s"
 MARGIN = "lease_margin: 2s"
-# case: (a line of SITE, what replaces it, the key the one line must name, a word it must say)
+# case: (a line of SITE, what replaces it, the key the one line must name (after the value's
+# "line:column: " where YAML could not build it), a word it must say)
 HOSTILE = {
     "nan idle_time": (IDLE, "idle_time: .nan", "providers.sim.idle_time", "not a number"),
     "nan hold_time": (IDLE, "hold_time: .nan", "providers.sim.hold_time", "not a number"),
@@ -81,6 +83,23 @@ HOSTILE = {
         "ansible.strategy",
         "'mitogen_linear' or 'linear'",
     ),
+    # Values the parser accepts and YAML's constructors cannot build (issue 27 item 19: before the
+    # fix, "internal error: ValueError: day is out of range for month", exit 70): the line also
+    # gives the value's line and column.
+    "no such day": (IDLE, "idle_time: 2026-02-30", "10:16: providers.sim.idle_time", "'2026-02-30' is no valid"),
+    "no such month": (
+        MARGIN,
+        "lease_margin: 2026-13-01T10:00:00Z",
+        "6:17: controller.lease_margin",
+        "timestamp (month must be in 1..12); quote it if text is meant",
+    ),
+    "no such hour": ("cluster: values", "cluster: 2026-02-28 25:00:00", "1:10: cluster", "(hour must be in 0..23)"),
+    "no such day as a key": (IDLE, "settings: {2026-02-31: x}", "10:16: providers.sim.settings", "key '2026-02-31'"),
+    "deep in a list": (IDLE, "settings: {x: [1, 2026-04-31]}", "10:23: providers.sim.settings.x.1", "YAML date"),
+    "tagged boolean": (IDLE, "settings: {x: !!bool maybe}", "10:19: providers.sim.settings.x", "no valid YAML boolean"),
+    "tagged integer": (IDLE, 'settings: {x: !!int "ten"}', "10:19: providers.sim.settings.x", "YAML integer"),
+    "tagged timestamp": (IDLE, "settings: {x: !!timestamp soon}", "10:19: providers.sim.settings.x", "timestamp"),
+    "tagged number": (IDLE, "idle_time: !!float fast", "10:16: providers.sim.idle_time", "no valid YAML number"),
 }
 
 
@@ -113,8 +132,9 @@ def assert_refused(done: Done, key: str, word: str) -> None:
     lines = done.stderr.splitlines()
     assert done.returncode == 3, done.stderr
     assert len(lines) == 1, done.stderr
-    assert lines[0].startswith("xceprov: ") and "xceprov.yaml: " in lines[0], lines[0]
-    assert f": {key}: " in lines[0] and word in lines[0], lines[0]
+    assert lines[0].startswith("xceprov: ") and word in lines[0], lines[0]
+    # "<file>: <key>: ..." or, for a value YAML cannot build, "<file>:<line>:<column>: <key>: ..."
+    assert f"xceprov.yaml{':' if key[0].isdigit() else ': '}{key}: " in lines[0], lines[0]
     assert "internal error" not in done.stderr and "Traceback" not in done.stderr
     assert len(lines[0]) < 300, lines[0]  # a 400-digit value is not echoed
 
@@ -183,6 +203,16 @@ TEMPLATE_CODE = {
     "enormous number": ("node-manager.json.j2", '{"a": ' + "1" * 5000 + "}", "node-manager.json.j2: rendered unusable"),
     "nested JSON": ("instance.json.j2", "[" * 100_000, "instance.json.j2: rendered unusable JSON: nested too deeply"),
     "enormous YAML number": ("cloud-init.yaml.j2", "#cloud-config\na: " + "1" * 5000, "cloud-init.yaml.j2: rendered"),
+    "impossible YAML date": (
+        "cloud-init.yaml.j2",
+        "#cloud-config\nbootcmd:\n  - [echo, 2026-02-30]\n",
+        "cloud-init.yaml.j2: rendered user data:3:12: bootcmd.0.1: '2026-02-30' is no valid YAML date",
+    ),
+    "tagged YAML boolean": (
+        "cloud-init.yaml.j2",
+        "#cloud-config\nssh_pwauth: !!bool perhaps\n",
+        "cloud-init.yaml.j2: rendered user data:2:13: ssh_pwauth: 'perhaps' is no valid YAML boolean",
+    ),
 }
 
 
