@@ -5,15 +5,18 @@ each, shared by every orchestrator of the cluster (the store's row with ``terraf
 pg``, a file of the state directory otherwise). Two writers, each with its own connection (or
 its own open files), record 40 records each, step by step together (a barrier before each
 record, so that both are between their read and their write as often as the machine lets
-them): all 80 are kept, against a real private PostgreSQL server and against the local files.
+them): all 80 are kept, against a real private PostgreSQL server and against the local files,
+by two threads and by two processes.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import random
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -109,3 +112,28 @@ def test_two_scans_counting_their_actions_keep_all_80(tmp_path: Path, opener: Op
     together(lambda writer, i: limits[writer].take(f"p{writer}"))
     counted = RateLimit(tmp_path / "state", settings, NOW, opener())
     assert [counted.recent(f"p{w}") for w in range(WRITERS)] == [EACH] * WRITERS
+
+
+def record_hosts(state_dir: str, writer: int, barrier: Any) -> None:
+    """One process's writer: its own 40 hosts' bootstrap records, in lock step with the other."""
+    tracker = BootstrapTracker.load(Path(state_dir))
+    for i in range(EACH):
+        barrier.wait(timeout=120)
+        record = tracker.get(f"op{writer}-{i:03d}", f"p{writer}", "cpu", f"h{writer}-{i}")
+        tracker.record(record, "ok", NOW, attempts=3, backoff=Backoff(), rng=random.Random(i))
+
+
+def test_two_processes_on_one_state_directory_keep_all_80_bootstrap_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The local guarantee holds between processes (a daemon and a command), not only threads."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[3]))  # the children import this module
+    spawn = multiprocessing.get_context("spawn")
+    barrier = spawn.Barrier(WRITERS)
+    writers = [spawn.Process(target=record_hosts, args=(str(tmp_path / "state"), w, barrier)) for w in range(WRITERS)]
+    for process in writers:
+        process.start()
+    for process in writers:
+        process.join(timeout=300)
+    assert [p.exitcode for p in writers] == [0] * WRITERS
+    assert len(BootstrapTracker.load(tmp_path / "state").records()) == WRITERS * EACH
