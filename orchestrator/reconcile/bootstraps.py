@@ -139,13 +139,21 @@ class BootstrapTracker:
         facts of); another orchestrator's records, kept in the same shared document, stay.
         """
         keep = set(live)
-        dropped: list[str] = []
 
-        def drop(records: dict[str, BootstrapRecord]) -> dict[str, BootstrapRecord] | None:
-            dropped[:] = sorted(
+        def gone(records: dict[str, BootstrapRecord]) -> list[str]:
+            return sorted(
                 k for k, r in records.items() if k not in keep and (providers is None or r.provider in providers)
             )
-            return {k: r for k, r in records.items() if k not in dropped} if dropped else None
+
+        records = _read(self.document)
+        dropped = gone(records)
+        if not dropped:  # every pass: a plain read when nothing is to go (no update, no lock)
+            self._records = records
+            return dropped
+
+        def drop(now: dict[str, BootstrapRecord]) -> dict[str, BootstrapRecord] | None:
+            dropped[:] = gone(now)
+            return {k: r for k, r in now.items() if k not in dropped} if dropped else None
 
         self._records = update_entries(self.document, _ENTRIES, drop)
         return dropped
