@@ -7,6 +7,7 @@ They are how the toolkit proves a resource is its own: anything without this clu
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Final
 
 CLUSTER: Final = "xce:cluster"
@@ -25,6 +26,18 @@ OWNER_TAGS: Final = (CLUSTER, PROVIDER, OP_ID, EPOCH, TEMPLATE)
 
 # The epoch tag value for a plan made without a lease (``xceprov plan`` previews).
 NO_EPOCH: Final = "none"
+
+
+def of_provider(tags: Mapping[str, str], provider: str) -> bool:
+    """Whether an object of the cluster's tagged listing is counted under ``provider``.
+
+    A module lists by ``xce:cluster`` alone, so one provider's listing holds every provider's
+    objects on the same cloud. An object tagged for another provider is that provider's (its facts
+    explain it; it is never untracked here). One with no ``xce:provider`` tag at all (not made by
+    the toolkit, or its tags were edited) belongs to nobody, and stays in the listing of every
+    provider that sees it, as evidence for the operator.
+    """
+    return tags.get(PROVIDER, "") in ("", provider)
 
 
 def format_epoch(term: int, seq: int) -> str:

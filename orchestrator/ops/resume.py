@@ -20,7 +20,10 @@ instance key still without an outcome:
   the tagged listing no longer shows its instance (the same refusal otherwise).
 
 Keys in the state or the desired set that no fact mentions are reported as untracked, never
-changed: the orphan scan decides about them.
+changed: the orphan scan decides about them. The tagged listing is the cluster's (modules list
+by ``xce:cluster``), so :func:`tagged_objects` keeps only what may be this provider's
+(``tags.of_provider``): another provider's instances of the cluster are neither untracked here
+nor evidence in this provider's audit entries.
 
 Every shard of the provider is read (docs/architecture.md, "Bursts that scale"): a key is in
 exactly one shard's desired set, so resume re-applies only the shards that hold unapplied keys
@@ -105,7 +108,8 @@ class Resolution:
 
 
 def tagged_objects(executor: Executor, workdir: ProviderWorkdir) -> tuple[str, list[dict[str, Any]]]:
-    """The cloud's tagged listing of this cluster (``cloudview.read_listing``), when available."""
+    """The cloud's tagged listing of this cluster (``cloudview.read_listing``), when available,
+    without the objects tagged for another provider (``tags.of_provider``)."""
     try:
         cloudview = importlib.import_module("orchestrator.workspace.cloudview")
     except ImportError:
@@ -116,7 +120,11 @@ def tagged_objects(executor: Executor, workdir: ProviderWorkdir) -> tuple[str, l
         return f"unreadable: {str(exc).splitlines()[0]}", []
     if not listing.supported:
         return "not supported by the module", []
-    objects = [{"id": o.id, "name": o.name, "state": o.state, "tags": dict(o.tags)} for o in listing.objects]
+    objects = [
+        {"id": o.id, "name": o.name, "state": o.state, "tags": dict(o.tags)}
+        for o in listing.objects
+        if owner.of_provider(o.tags, workdir.provider)
+    ]
     return "read", objects
 
 

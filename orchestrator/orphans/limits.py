@@ -41,10 +41,12 @@ class RateLimit:
         self._times = self._read()
 
     def _read(self) -> dict[str, list[float]]:
+        return self._parse(self.document.read())
+
+    def _parse(self, raw: bytes | None) -> dict[str, list[float]]:
+        if raw is None:
+            return {}
         try:
-            raw = self.document.read()
-            if raw is None:
-                return {}
             doc: Any = durable.parse_json(raw)
         except (OSError, ValueError) as exc:
             raise FinalError(f"{self.document}: not JSON ({exc}); remove it to start counting afresh") from None
@@ -68,13 +70,16 @@ class RateLimit:
 
     def take(self, provider: str) -> None:
         """Count one action now (durable before the action: a crash never forgets one)."""
-        # Over the document as it is now: another orchestrator's actions (its providers, in the
-        # shared store) since this scan read it stay counted.
-        self._times = {**self._times, **self._read()}
-        kept = {p: [t for t in ts if self.now - t < self.interval] for p, ts in self._times.items()}
-        kept.setdefault(provider, []).append(self.now)
-        self.document.write(json_body({"format": _FORMAT, "actions": kept}))
-        self._times = kept
+
+        # Over the document as it is at the write, in turn with every other writer: another
+        # orchestrator's actions (its providers, in the shared store) and another scan's or
+        # confirmation's stay counted.
+        def count(raw: bytes | None) -> bytes:
+            kept = {p: [t for t in ts if self.now - t < self.interval] for p, ts in self._parse(raw).items()}
+            kept.setdefault(provider, []).append(self.now)
+            return json_body({"format": _FORMAT, "actions": kept})
+
+        self._times = self._parse(self.document.update(count))
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,16 @@ whether a failed host is tried again (after an exponential backoff with jitter, 
 The join-tracking phase records a host's first join here too, so a join counts toward closing
 the breaker exactly once.
 
-The records live in ``<state_dir>/bootstrap.json`` (0600, replaced atomically and durably), so
-a restarted daemon neither bootstraps a host that already succeeded nor forgets how often a
-failing one was tried. A host whose play was stopped (the daemon's SIGTERM) is recorded as not
-bootstrapped, with no attempt counted and no backoff (:meth:`BootstrapTracker.stopped`): the
-next start bootstraps it again. Records of hosts that are gone are dropped (:meth:`BootstrapTracker.prune`).
-Times are wall-clock seconds from the caller's injected clock.
+The records live in ``<state_dir>/bootstrap.json`` (0600, replaced atomically and durably; with
+``terraform.backend: pg`` the cluster's row of the shared store, where every orchestrator of the
+cluster records its own providers' hosts), so a restarted daemon neither bootstraps a host that
+already succeeded nor forgets how often a failing one was tried. A host whose play was stopped
+(the daemon's SIGTERM) is recorded as not bootstrapped, with no attempt counted and no backoff
+(:meth:`BootstrapTracker.stopped`): the next start bootstraps it again. Records of hosts that are
+gone are dropped (:meth:`BootstrapTracker.prune`). Every change is applied to the records as the
+document holds them at that moment, in turn with every other writer
+(``statefile.update_entries``): a record another orchestrator wrote is never lost to this one's
+older copy. Times are wall-clock seconds from the caller's injected clock.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from orchestrator.model.backoff import Backoff
-from orchestrator.reconcile.statefile import read_entries, write_entries
+from orchestrator.reconcile.statefile import EntryFormat, update_entries
 from orchestrator.workspace.documents import Document, Documents, LocalDocuments
 
 BOOTSTRAP_FILE: Final = "bootstrap.json"
@@ -135,25 +139,30 @@ class BootstrapTracker:
         facts of); another orchestrator's records, kept in the same shared document, stay.
         """
         keep = set(live)
+
+        def gone(records: dict[str, BootstrapRecord]) -> list[str]:
+            return sorted(
+                k for k, r in records.items() if k not in keep and (providers is None or r.provider in providers)
+            )
+
         records = _read(self.document)
-        dropped = sorted(
-            k for k, r in records.items() if k not in keep and (providers is None or r.provider in providers)
-        )
-        if dropped:
-            self._write({k: r for k, r in records.items() if k not in dropped})
-        else:
+        dropped = gone(records)
+        if not dropped:  # every pass: a plain read when nothing is to go (no update, no lock)
             self._records = records
+            return dropped
+
+        def drop(now: dict[str, BootstrapRecord]) -> dict[str, BootstrapRecord] | None:
+            dropped[:] = gone(now)
+            return {k: r for k, r in now.items() if k not in dropped} if dropped else None
+
+        self._records = update_entries(self.document, _ENTRIES, drop)
         return dropped
 
     def _save(self, changed: list[BootstrapRecord]) -> list[BootstrapRecord]:
-        # Over the document as it is now: records another orchestrator wrote since (its own
-        # providers' hosts, in the shared store) are kept, not overwritten by this copy.
-        self._write({**_read(self.document), **{r.key: r for r in changed}})
-        return changed
-
-    def _write(self, records: dict[str, BootstrapRecord]) -> None:
-        write_entries(self.document, _FORMAT, "hosts", {k: _to_json(r) for k, r in records.items()})
-        self._records = records  # only once the document holds it: memory never runs ahead of it
+        # Over the document as it is at the write, in turn with every other writer: records
+        # another orchestrator wrote (its own providers' hosts, in the shared store) are kept.
+        self._records = update_entries(self.document, _ENTRIES, lambda now: {**now, **{r.key: r for r in changed}})
+        return changed  # memory follows the document only once it holds the change
 
 
 def _to_json(record: BootstrapRecord) -> dict[str, Any]:
@@ -163,8 +172,7 @@ def _to_json(record: BootstrapRecord) -> dict[str, Any]:
 
 
 def _read(document: Document) -> dict[str, BootstrapRecord]:
-    hint = "removing it makes the daemon bootstrap every host not yet joined again"
-    return read_entries(document, _FORMAT, "hosts", _from_json, "bootstrap record file", hint)
+    return _ENTRIES.entries(document, document.read())
 
 
 def _from_json(key: str, r: Any) -> BootstrapRecord:
@@ -180,3 +188,13 @@ def _from_json(key: str, r: Any) -> BootstrapRecord:
         gave_up=bool(r["gave_up"]),
         joined=bool(r["joined"]),
     )
+
+
+_ENTRIES: Final = EntryFormat(
+    _FORMAT,
+    "hosts",
+    _from_json,
+    _to_json,
+    "bootstrap record file",
+    "removing it makes the daemon bootstrap every host not yet joined again",
+)

@@ -7,23 +7,27 @@ audit show why. It closes by ``xceprov breaker reset TEMPLATE`` (:meth:`Breakers
 half-opens after ``policy.breaker.cool_off``: one more request goes out, and the next outcome
 decides (a failure reopens it at once, a success closes it).
 
-The state lives in ``<state_dir>/breakers.json`` (0600, replaced atomically and durably), so a
-restarted daemon keeps a template stopped. The file is the truth: a :class:`Breakers` reads it
-again whenever another process replaced it (``xceprov breaker reset`` while the daemon runs),
-before answering or recording anything, so a reset is never undone by the daemon's older copy.
+The state lives in ``<state_dir>/breakers.json`` (0600, replaced atomically and durably; with
+``terraform.backend: pg`` the cluster's row of the shared store), so a restarted daemon keeps a
+template stopped. The document is the truth: a :class:`Breakers` reads it again whenever another
+process replaced it (``xceprov breaker reset`` while the daemon runs, another orchestrator's
+template) before answering, and records every change over the document as it is at that moment,
+in turn with every other writer (``Document.update``), so neither a reset nor another
+orchestrator's breaker is ever undone by this one's older copy.
 Times are wall-clock seconds (the caller's injected clock): they must mean the same after a
 reboot, which a monotonic clock does not.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Final, Literal
 
 from orchestrator.model.config import BreakerSettings
-from orchestrator.reconcile.statefile import parse_entries, write_entries
+from orchestrator.reconcile.statefile import EntryFormat
 from orchestrator.workspace.documents import Document, Documents, LocalDocuments, SnapshotDocuments
 
 BREAKERS_FILE: Final = "breakers.json"
@@ -123,42 +127,57 @@ class Breakers:
 
     def failure(self, template: str, kind: FailureKind, detail: str, now: float) -> BreakerState:
         """Record a bootstrap or join failure of a host of ``template``; returns the new state."""
-        old = self.state(template)
-        recent = (*(t for t in old.failures if t > now - self.settings.window), now)
-        position = old.position_at(now, self.settings)
-        if position == Position.HALF_OPEN or (position == Position.CLOSED and len(recent) >= self.settings.failures):
-            why = f"{len(recent)} {kind} failures within {self.settings.window:g}s; last: {detail}"
-            if position == Position.HALF_OPEN:
-                why = f"{kind} failure after the cool-off; last: {detail}"
-            new = BreakerState(template, Position.OPEN, recent, now, why)
-        else:
-            new = replace(old, failures=recent)
-        return self._save(new)
+
+        def step(old: BreakerState) -> BreakerState:
+            recent = (*(t for t in old.failures if t > now - self.settings.window), now)
+            position = old.position_at(now, self.settings)
+            if position == Position.HALF_OPEN or (
+                position == Position.CLOSED and len(recent) >= self.settings.failures
+            ):
+                why = f"{len(recent)} {kind} failures within {self.settings.window:g}s; last: {detail}"
+                if position == Position.HALF_OPEN:
+                    why = f"{kind} failure after the cool-off; last: {detail}"
+                return BreakerState(template, Position.OPEN, recent, now, why)
+            return replace(old, failures=recent)
+
+        return self._change(template, step)
 
     def success(self, template: str, now: float) -> BreakerState:
         """A host of ``template`` joined: failures are forgotten; a half-open breaker closes."""
-        old = self.state(template)
-        if old.position_at(now, self.settings) == Position.OPEN:
-            return old  # a late join of a host requested before the breaker opened changes nothing
-        if old == BreakerState(template):
-            return old
-        return self._save(BreakerState(template))
+
+        def step(old: BreakerState) -> BreakerState:
+            if old.position_at(now, self.settings) == Position.OPEN:
+                return old  # a late join of a host requested before the breaker opened changes nothing
+            return BreakerState(template)
+
+        return self._change(template, step)
 
     def reset(self, template: str) -> BreakerState:
         """``xceprov breaker reset TEMPLATE``: close the breaker and forget its failures."""
-        self._fresh()  # the other templates' records as they are on disk now
-        return self._save(BreakerState(template))
+        return self._change(template, lambda _old: BreakerState(template))
 
-    def _save(self, state: BreakerState) -> BreakerState:
-        states = dict(self._states)
-        if state == BreakerState(state.template):
-            states.pop(state.template, None)
-        else:
-            states[state.template] = state
-        write_entries(self.document, _FORMAT, "breakers", {t: _to_json(s) for t, s in states.items()})
-        self._states = states  # only once the document holds it: memory never runs ahead of it
-        self._seen = self.document.read()
-        return state
+    def _change(self, template: str, step: Callable[[BreakerState], BreakerState]) -> BreakerState:
+        """``step`` applied to the breaker of ``template`` as the document holds it at the write,
+        in turn with every other writer (a daemon's failure, another orchestrator's template,
+        a reset by hand): none of them is lost to an older copy. The new state."""
+        done: list[BreakerState] = []
+
+        def change(states: dict[str, BreakerState]) -> dict[str, BreakerState] | None:
+            old = states.get(template, BreakerState(template))
+            new = step(old)
+            done[:] = [new]
+            if new == old:
+                return None
+            changed = {t: s for t, s in states.items() if t != template}
+            if new != BreakerState(template):
+                changed[template] = new
+            return changed
+
+        body = self.document.update(_ENTRIES.step(self.document, change))
+        # Memory follows the document only once it holds the change.
+        self._states = _ENTRIES.entries(self.document, body)
+        self._seen = body
+        return done[0]
 
 
 def _to_json(state: BreakerState) -> dict[str, Any]:
@@ -170,8 +189,7 @@ def _to_json(state: BreakerState) -> dict[str, Any]:
 
 
 def _read(document: Document, raw: bytes) -> dict[str, BreakerState]:
-    hint = "removing closes every breaker"
-    return parse_entries(document, raw, _FORMAT, "breakers", _from_json, "breaker file", hint)
+    return _ENTRIES.entries(document, raw)
 
 
 def _from_json(template: str, s: Any) -> BreakerState:
@@ -182,3 +200,8 @@ def _from_json(template: str, s: Any) -> BreakerState:
         opened_at=None if s["opened_at"] is None else float(s["opened_at"]),
         reason=str(s["reason"]),
     )
+
+
+_ENTRIES: Final = EntryFormat(
+    _FORMAT, "breakers", _from_json, _to_json, "breaker file", "removing closes every breaker"
+)

@@ -2,7 +2,10 @@
 
 A successor needs the desired sets, the host-loss suspects, the breakers, the bootstrap records
 and the orphan action limits to take over a provider (docs/architecture.md, "State layout").
-Each is a small document read and replaced whole, through :class:`Documents`:
+Each is a small document read and replaced whole, through :class:`Documents`. A document that
+several orchestrators (or a daemon and a command) write records into is changed only by
+:meth:`Documents.update`, one step against every other update of it, so that no writer's records
+are lost to another's older copy (docs/shared-store.md, "Records several orchestrators write"):
 
 - :class:`LocalDocuments`: files under a root directory, as they always were (``backend: local``),
   replaced atomically and durably (:mod:`orchestrator.durable`), 0600;
@@ -19,15 +22,26 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
+
+from filelock import FileLock, Timeout
 
 from orchestrator import durable
+from orchestrator.errors import RetryableError
 
 # The names of a shard's documents in the local layout, relative to the shard's working directory.
 DESIRED = "desired.tfvars.json"
 SUSPECTS = "lost-suspects.json"
 # The subdirectory of a provider's working directory that holds shards >= 1 (workspace.shards).
 SHARDS = "shards"
+# How long an update waits for another process's update of the same local document (each holds
+# its lock for one read and one write of a small file).
+UPDATE_WAIT: Final = 60.0
+
+# One change of a document: its content now (None: absent) -> its new content, or None to leave
+# it as it is. Called while other updates of the document wait: short, no I/O of its own, and it
+# may raise (nothing is written then).
+Change = Callable[[bytes | None], bytes | None]
 
 
 class Documents(Protocol):
@@ -43,6 +57,11 @@ class Documents(Protocol):
 
     def remove(self, name: str) -> None:
         """Remove the document (absent is fine), durably."""
+        ...
+
+    def update(self, name: str, change: Change) -> bytes | None:
+        """Replace the document with ``change(content now)`` as one step against every other
+        update of it, in this process or another (no update is lost); the content after."""
         ...
 
     def where(self, name: str) -> str:
@@ -86,10 +105,34 @@ class LocalDocuments:
 
     def write(self, name: str, body: bytes) -> None:
         """Replace the file atomically and durably (0600)."""
+        self._parents(name)
+        durable.write_bytes_atomic(self.path(name), body)
+
+    def _parents(self, name: str) -> None:
         below = self.root
         for part in _relative(name).parts[:-1]:
             below = durable.private_dir(below / part)
-        durable.write_bytes_atomic(self.path(name), body)
+
+    def update(self, name: str, change: Change) -> bytes | None:
+        """Read, change and replace the file under an exclusive lock of ``<file>.lock`` (0600):
+        another process's (or thread's) update of the same file waits, so neither overwrites
+        what the other just wrote. ``RetryableError`` when the lock stays held for
+        :data:`UPDATE_WAIT`."""
+        self.root.mkdir(parents=True, exist_ok=True)  # as write() makes it: the default mode
+        self._parents(name)
+        path = self.path(name)
+        try:
+            with FileLock(f"{path}.lock", timeout=UPDATE_WAIT, mode=durable.PRIVATE_FILE):
+                old = self.read(name)
+                new = change(old)
+                if new is None or new == old:
+                    return old
+                durable.write_bytes_atomic(path, new)
+                return new
+        except Timeout:
+            raise RetryableError(
+                f"{path}.lock: held by another process for over {UPDATE_WAIT:g} s; {name} not changed"
+            ) from None
 
     def remove(self, name: str) -> None:
         """Unlink the file (absent is fine), durably."""
@@ -121,6 +164,11 @@ class SnapshotDocuments:
         """Refused: a snapshot is never written back."""
         self.write(name, b"")
 
+    def update(self, name: str, change: Change) -> bytes | None:
+        """Refused: a snapshot is never written back."""
+        self.write(name, b"")
+        return None
+
     def where(self, name: str) -> str:
         """The name, marked as last read."""
         return f"{name} (as last read)"
@@ -144,6 +192,10 @@ class Document:
     def remove(self) -> None:
         """Remove the document (absent is fine)."""
         self.documents.remove(self.name)
+
+    def update(self, change: Change) -> bytes | None:
+        """Replace the content with ``change(content now)`` atomically (:meth:`Documents.update`)."""
+        return self.documents.update(self.name, change)
 
     def __str__(self) -> str:
         return self.documents.where(self.name)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.errors import LeaseLost
 from orchestrator.model.facts import Epoch
+from orchestrator.workspace.documents import Change
 
 if TYPE_CHECKING:  # psycopg loads only when the pg backend is configured (workspace.sharedstore)
     from orchestrator.clients.postgres import SharedStore
@@ -67,6 +68,11 @@ class SharedDocuments:
     def write(self, name: str, body: bytes) -> None:
         """Store ``body``, fenced by the epoch asked of ``epoch`` now."""
         self.store().write_document(self.provider, name, body, self.epoch())
+
+    def update(self, name: str, change: Change) -> bytes | None:
+        """Replace the document with ``change(content now)`` in one transaction, in turn with
+        every other update of it (``SharedStore.update_document``), fenced like a write."""
+        return self.store().update_document(self.provider, name, change, self.epoch())
 
     def remove(self, name: str) -> None:
         """Remove the document (absent is fine), fenced like a write."""

@@ -2,7 +2,8 @@
 
 An orphan scan that could not read the controller is no all-clear (exit 11, the unread classes
 named); a newcomer's first preview on the built-in configuration works before `xceprov sim up`;
-`xceprov ops --json` says a provider never used has no state yet.
+`xceprov ops --json` says a provider never used has no state yet, and splits the cluster's listing
+by provider (issue 27 item 9).
 """
 
 from __future__ import annotations
@@ -98,9 +99,8 @@ templates:
     assert "Traceback" not in preview.stderr + checked.stderr
 
 
-def test_ops_says_a_provider_never_used_has_no_state_yet(tmp_path: Path) -> None:
-    (tmp_path / "xceprov.yaml").write_text(
-        """
+# Two providers of one cluster on one simulated cloud (the xcesim default store), standalone.
+TWO_PROVIDERS = """
 cluster: reports
 state_dir: state
 standalone: true
@@ -114,7 +114,10 @@ templates:
       sim: {flavor: c8.large, image: debian-12}
       spot: {flavor: c8.large, image: debian-12}
 """
-    )
+
+
+def test_ops_says_a_provider_never_used_has_no_state_yet(tmp_path: Path) -> None:
+    (tmp_path / "xceprov.yaml").write_text(TWO_PROVIDERS)
     before = xceprov(tmp_path, "ops", "--json")
     assert before.returncode == 0, before.stderr
     assert {p["provider"]: p["listing"] for p in json.loads(before.stdout)["providers"]} == {
@@ -129,3 +132,33 @@ templates:
     providers = {p["provider"]: p for p in json.loads(after.stdout)["providers"]}
     assert (providers["sim"]["listing"], providers["spot"]["listing"]) == ("read", "no state yet")
     assert providers["sim"]["untracked"] == [] and providers["sim"]["open"] == []
+
+
+def test_ops_lists_neither_provider_s_instances_as_untracked_for_the_other(tmp_path: Path) -> None:
+    """The modules list the cloud by the cluster's tag, so the listing read for one provider holds
+    the other's instances too: they are that provider's, with its facts, never untracked here. A
+    stray tagged for a provider stays untracked under that provider alone."""
+    (tmp_path / "xceprov.yaml").write_text(TWO_PROVIDERS)
+    for provider in ("sim", "spot"):
+        for step in (("plan", "cpu=1", "--provider", provider, "--out", provider), ("apply", provider)):
+            done = xceprov(tmp_path, *step)
+            assert done.returncode == 0, done.stderr
+    cloud = CloudStore(tmp_path / "state" / "sim" / "cloud.sqlite")
+    assert {i.tags["xce:provider"] for i in cloud.list_instances()} == {"sim", "spot"}  # one cloud, both
+    stray = cloud.create_out_of_band(
+        "stray", "c8.large", "debian-12", {"xce:cluster": "reports", "xce:provider": "spot", "xce:op_id": "op-by-hand"}
+    )
+
+    listed = xceprov(tmp_path, "ops", "--json")
+    assert listed.returncode == 0, listed.stderr
+    providers = {p["provider"]: p for p in json.loads(listed.stdout)["providers"]}
+    assert (providers["sim"]["listing"], providers["spot"]["listing"]) == ("read", "read")
+    assert providers["sim"]["untracked"] == []
+    assert providers["spot"]["untracked"] == [f"{stray.id} (cloud, op op-by-hand)"]
+
+    text = xceprov(tmp_path, "ops")
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.splitlines() == [
+        "sim: no open ops",
+        f"spot: untracked {stray.id} (cloud, op op-by-hand) (no fact; the orphan scan decides)",
+    ]

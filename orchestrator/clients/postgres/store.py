@@ -11,6 +11,13 @@ of an old epoch never overwrites its successor's state); otherwise the stored ep
 newer of the two and the document is written. Writes without an epoch (cluster-wide documents,
 read-only tools) skip the fence.
 
+The update rule: :meth:`SharedStore.update_document` reads, changes and writes a document in one
+transaction that first takes a transaction-scoped advisory lock of that document, so updaters
+of one document take turns and each changes what the one before committed (a row lock cannot
+serve: two first writers of an absent document would each find nothing to lock). Readers never
+wait. Every cluster-wide document several orchestrators write records into (bootstrap records,
+breakers, orphan action times) is changed this way, never by a plain write of a copy read before.
+
 Members heartbeat with the server's clock (``clock_timestamp()``), never the caller's, so
 orchestrators on machines whose clocks disagree still agree on who is live.
 """
@@ -18,7 +25,7 @@ orchestrators on machines whose clocks disagree still agree on who is live.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +68,16 @@ def _fence(conn: Connection, cluster: str, provider: str, name: str, epoch: Epoc
             "WHERE cluster = %s AND provider = %s",
             (epoch.term, epoch.seq, cluster, provider),
         )
+
+
+def _upsert(conn: Connection, cluster: str, provider: str, name: str, body: bytes, epoch: Epoch | None) -> None:
+    """Insert or replace the document's row (inside the caller's transaction)."""
+    conn.execute(
+        "INSERT INTO xceprov.documents (cluster, provider, name, body, epoch) VALUES (%s, %s, %s, %s, %s) "
+        "ON CONFLICT (cluster, provider, name) DO UPDATE "
+        "SET body = excluded.body, epoch = excluded.epoch, updated_at = clock_timestamp()",
+        (cluster, provider, name, bytes(body), None if epoch is None else epoch.tag()),
+    )
 
 
 class SharedStore:
@@ -132,14 +149,36 @@ class SharedStore:
             with conn.transaction():
                 if epoch is not None:
                     _fence(conn, self.cluster, provider, name, epoch)
-                conn.execute(
-                    "INSERT INTO xceprov.documents (cluster, provider, name, body, epoch) VALUES (%s, %s, %s, %s, %s) "
-                    "ON CONFLICT (cluster, provider, name) DO UPDATE "
-                    "SET body = excluded.body, epoch = excluded.epoch, updated_at = clock_timestamp()",
-                    (self.cluster, provider, name, bytes(body), None if epoch is None else epoch.tag()),
-                )
+                _upsert(conn, self.cluster, provider, name, body, epoch)
 
         self._session.run(f"writing {name} of provider {provider!r}", work)
+
+    def update_document(
+        self, provider: str, name: str, change: Callable[[bytes | None], bytes | None], epoch: Epoch | None
+    ) -> bytes | None:
+        """Replace document ``name`` with ``change(body now)`` (None: leave it), fenced by
+        ``epoch`` like a write, in turn with every other update of it (module docstring); the
+        body after. ``change`` runs inside the transaction: whatever it raises rolls it back."""
+
+        def work(conn: Connection) -> bytes | None:
+            with conn.transaction():
+                if epoch is not None:
+                    _fence(conn, self.cluster, provider, name, epoch)
+                turn = advisory_key(f"xceprov/document/{self.cluster}/{provider}/{name}")
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (turn,))
+                # Read committed: this statement sees what the previous updater committed.
+                row = conn.execute(
+                    "SELECT body FROM xceprov.documents WHERE cluster = %s AND provider = %s AND name = %s",
+                    (self.cluster, provider, name),
+                ).fetchone()
+                old = None if row is None else bytes(row[0])
+                new = change(old)
+                if new is None or new == old:
+                    return old
+                _upsert(conn, self.cluster, provider, name, new, epoch)
+                return new
+
+        return self._session.run(f"updating {name} of provider {provider!r}", work)
 
     def remove_document(self, provider: str, name: str, epoch: Epoch | None) -> None:
         """Remove document ``name`` (absent is fine), fenced by ``epoch`` like a write."""

@@ -14,6 +14,7 @@ from tffake import FakeEngine, FakeFence, MemoryFacts, unit_executor
 
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import LeaseLost
+from orchestrator.model import tags as owner
 from orchestrator.model.facts import Epoch
 from orchestrator.ops.executor import Executor
 from orchestrator.ops.openops import OpenOp, open_ops
@@ -74,3 +75,21 @@ def test_a_survey_without_a_lease_keeps_nothing_for_a_resume(loaded: LoadedConfi
     fence.revoked = True  # a read beside the holder (xceprov ops): no lease
     found = survey(executor, "sim")
     assert found.listing == "read" and found.seen is None
+
+
+def test_another_provider_s_instances_are_neither_untracked_nor_evidence_here(
+    loaded: LoadedConfig, engine: FakeEngine
+) -> None:
+    executor, _fence, _facts, op = interrupted(loaded, engine)
+    # The module lists the cluster: this provider's stray, another provider's instances (one
+    # even under this op's id), and an object with no provider tag (nobody's).
+    engine.listed = {i: ("running", "") for i in ("i-stray", "i-spot", "i-spot-same-op", "i-bare")}
+    engine.listed_tags = {
+        "i-stray": {owner.CLUSTER: "unit", owner.PROVIDER: "sim", owner.OP_ID: "op-by-hand"},
+        "i-spot": {owner.CLUSTER: "unit", owner.PROVIDER: "spot", owner.OP_ID: "op-of-spot"},
+        "i-spot-same-op": {owner.CLUSTER: "unit", owner.PROVIDER: "spot", owner.OP_ID: op.op_id},
+    }
+    found = survey(executor, "sim")  # the daemon's resume phase audits found.untracked
+    assert found.untracked == ["i-bare (cloud, op ?)", "i-stray (cloud, op op-by-hand)"]
+    resume_op(executor, op, found.seen)
+    assert recreate(loaded)["tagged"] == []

@@ -90,8 +90,11 @@ def test_the_local_layout_is_the_files_it_always_was(tmp_path: Path) -> None:
     assert files_under(state) == sorted(
         [
             "bootstrap.json",
+            "bootstrap.json.lock",
             "breakers.json",
+            "breakers.json.lock",
             "orphans/actions.json",
+            "orphans/actions.json.lock",
             "work/unit/sim/desired.tfvars.json",
             "work/unit/sim/shards/2/desired.tfvars.json",
             "work/unit/sim/shards/2/lost-suspects.json",
@@ -100,6 +103,7 @@ def test_the_local_layout_is_the_files_it_always_was(tmp_path: Path) -> None:
     assert sorted(json.loads((work / "desired.tfvars.json").read_text())["instances"]) == ["op1-000", "op1-001"]
     assert json.loads((work / "shards/2/lost-suspects.json").read_text())["suspects"] == {"op2-000": SUSPECT}
     for name in ("bootstrap.json", "breakers.json", "orphans/actions.json"):
+        assert stat.S_IMODE((state / f"{name}.lock").stat().st_mode) == 0o600
         assert stat.S_IMODE((state / name).stat().st_mode) == 0o600
     assert stat.S_IMODE((state / "orphans").stat().st_mode) == 0o700
 

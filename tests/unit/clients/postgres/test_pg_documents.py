@@ -110,3 +110,23 @@ def test_clusters_sharing_a_database_never_see_each_other(store: SharedStore, co
         assert store.read_document("p1", "desired/0") == b"c1's"
     finally:
         other.close()
+
+
+def test_an_update_changes_the_body_as_it_is_and_a_failing_change_writes_nothing(store: SharedStore) -> None:
+    assert store.update_document("", "records", lambda now: (now or b"") + b"a", None) == b"a"
+    assert store.update_document("", "records", lambda now: (now or b"") + b"b", None) == b"ab"
+    assert store.update_document("", "records", lambda now: None, None) == b"ab"  # None: left as it is
+
+    def broken(now: bytes | None) -> bytes | None:
+        raise ValueError("not a record file")
+
+    with pytest.raises(ValueError, match="not a record file"):
+        store.update_document("", "records", broken, None)
+    assert store.read_document("", "records") == b"ab"
+
+
+def test_an_update_of_an_older_epoch_is_refused_and_changes_nothing(store: SharedStore) -> None:
+    store.write_document("p1", "desired/0", b"successor's", NEW)
+    with pytest.raises(LeaseLost):
+        store.update_document("p1", "desired/0", lambda now: b"zombie's", OLD)
+    assert store.read_document("p1", "desired/0") == b"successor's"
