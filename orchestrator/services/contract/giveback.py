@@ -12,8 +12,15 @@ decommission play.
 A machine already in a return op is not returned twice: it is left out of the new op, and a
 request whose every machine is already returning answers the (oldest) op that returns them. A
 machine the cloud already took (``lost``) is accepted: its ``returning`` fact records that the
-scheduler let it go, and its op is complete at once. A name or id the facts do not know refuses
-the whole request (``unknown_request``, exit 1, nothing changed).
+scheduler let it go, and its op is complete at once; one the cloud took since (a spot reclaim)
+is recorded lost by the worker's host-loss path. A name or id the facts do not know refuses the
+whole request (``unknown_request``, exit 1, nothing changed).
+
+A machine whose host the controller reports running work (``busy``, ``closing``: what
+``xceprov destroy`` refuses) is left out of the op unless the document says ``"force": true``;
+the request's record keeps why (``refused``), its status answers it ``fail`` with the reason,
+and the audit log has ``op-return-refused`` (or ``op-return-forced``). Every machine busy: the
+request has a record and no op, and nothing changes.
 """
 
 from __future__ import annotations

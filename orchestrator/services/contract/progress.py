@@ -7,14 +7,17 @@ outcome the worker recorded (``succeed`` when bootstrapped, or created when the 
 bootstrap; ``fail`` when the bootstrap failed; ``executing`` while it runs). Keys of the op not
 yet created are not listed as machines (they have no cloud id): the request is ``running``
 while any is pending and its worker is at work. A return request's machines are those of its
-``returning`` facts: ``executing`` (status ``terminating``) until ``returned`` (or ``lost``),
-then ``succeed`` (status ``terminated``).
+``returning`` facts: ``executing`` (status ``terminating``) until ``returned`` (or ``lost``: the
+cloud took it first), then ``succeed`` (status ``terminated``); and those its call left out
+(a host the controller reported running work): ``fail``, status ``running``, with the reason.
 
 The request is ``complete`` when every machine succeeded, ``complete_with_error`` when a machine
-failed, an instance of the op was abandoned or lost before it was created, or the worker stopped
-with the op still open (the message says why; the op stays open, ``xceprov ops resume`` or the
-same request sent again completes it); else ``running``. A request id that names no op of the
-cluster is refused: ``{"error": {"type": "unknown_request"}}``, exit 1.
+failed or an instance of the op was abandoned or lost before it was created; else ``running``.
+Never terminal while its op is open (both schedulers stop asking once a request is complete,
+with or without error): a request whose worker stopped with the op open is ``running``, the
+message says why, and the poll starts its worker again (:func:`_restart`). A request id that
+names no op of the cluster (nor a return whose every machine was left out) is refused:
+``{"error": {"type": "unknown_request"}}``, exit 1.
 """
 
 from __future__ import annotations
