@@ -26,6 +26,7 @@ request has a record and no op, and nothing changes.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from orchestrator.errors import ContractRefused
 from orchestrator.model.facts import Fact, FactKind
@@ -147,4 +148,7 @@ def _commit(
             ]
         )
     mine = tuple(sorted({m.provider for m in chosen if m.key in refused or m in todo}))
-    session.records.write(RequestRecord(op_id, "return", mine, now, bootstrap=False, refused=dict(refused)))
+    record = RequestRecord(op_id, "return", mine, now, bootstrap=False, refused=dict(refused))
+    if not todo:  # every machine refused: no op, no worker; the record is the whole request
+        record = replace(record, worker_state="done", message="no machine returned")
+    session.records.write(record)

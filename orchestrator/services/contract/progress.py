@@ -158,8 +158,9 @@ def _return_status(
 
 
 def stopped(record: RequestRecord | None) -> bool:
-    """Whether the request's worker stopped before the end of its op (it recorded its failure)."""
-    return record is not None and record.worker_state == "failed" and not worker_alive(record)
+    """Whether the request's worker stopped before the end of its op (it recorded its failure;
+    a worker started again records ``running`` as it starts)."""
+    return record is not None and record.worker_state == "failed"
 
 
 def _restarted(record: RequestRecord | None) -> str:
