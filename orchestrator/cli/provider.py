@@ -76,7 +76,10 @@ for _action, _summary in (
     ("getAvailableTemplates", "The host templates x providers a scheduler may ask for."),
     ("requestMachines", "Ask for machines of a template: one op, its id the request id (asynchronous)."),
     ("getRequestStatus", "Where requests are: running, complete or complete_with_error, per machine."),
-    ("requestReturnMachines", "Give machines back: one return op, its id the request id (asynchronous)."),
+    (
+        "requestReturnMachines",
+        'Give machines back: one return op, its id the request id (async); busy hosts fail unless "force": true.',
+    ),
     ("getReturnRequests", "Machines to close because the cloud takes them back or max_lifetime is near."),
 ):
     provider.add_command(_action_command(_action, _summary))

@@ -15,9 +15,12 @@ instance key still without an outcome:
   holds nothing of the op (another process, a daemon mid-burst, may be about to write them). An
   unreadable listing, or a listing with an object of the op that no shard's state holds, refuses
   the abandonment (:class:`~orchestrator.errors.FinalError` saying why) and the op stays open;
-- return op: the key is removed from the desired set (when still there), the deletion applied,
-  and ``returned`` committed. A key no shard holds any more is recorded ``returned`` only when
-  the tagged listing no longer shows its instance (the same refusal otherwise).
+- return op: the host-loss path first, as every return's (an instance the cloud took back while
+  the op was open, such as a spot reclaim, is recorded ``lost`` and leaves the desired set: the
+  plan never re-creates it, and a returning key found so has its outcome); then the key is
+  removed from the desired set (when still there), the deletion applied, and ``returned``
+  committed. A key no shard holds any more is recorded ``returned`` only when the tagged
+  listing no longer shows its instance (the same refusal otherwise).
 
 Keys in the state or the desired set that no fact mentions are reported as untracked, never
 changed: the orphan scan decides about them. The tagged listing is the cluster's (modules list
@@ -276,12 +279,24 @@ def _resume_return(executor: Executor, op: OpenOp, seen: Seen | None = None) -> 
         _confirm_gone(executor, op, gone, shards[0], seen)
         groups.setdefault(shards[0], []).extend(gone)
 
-    def one(shard: ProviderWorkdir, keys: list[str]) -> None:
+    def one(shard: ProviderWorkdir, keys: list[str]) -> list[str]:
         with shard.lock():
-            executor.remove(provider, shard, op.op_id, keys, executor.desired(shard))
+            # The host-loss path first, as every return's (``shrink``): an instance the cloud took
+            # back (a spot reclaim) while this op was open is recorded lost and leaves the desired
+            # set, so the plan neither re-creates it (a refused plan, the op open for ever) nor
+            # waits for its deletion; a returning key found lost has its outcome already.
+            before = executor.desired(shard)
+            desired = executor.drop_lost(provider, shard, before, op.op_id)
+            lost = [k for k in keys if k in before and k not in desired]
+            left = [k for k in keys if k not in lost]
+            if left:
+                executor.remove(provider, shard, op.op_id, left, desired)
+            return lost
 
-    executor.run_shards(groups.items(), one)
-    reason = f"{len(op.pending)} returning instances deleted and recorded returned"
+    lost = [k for found in executor.run_shards(groups.items(), one) for k in found]
+    reason = f"{len(op.pending) - len(lost)} returning instances deleted and recorded returned" + (
+        f", {len(lost)} found lost" if lost else ""
+    )
     executor.audit("resume", provider=provider, op=op.op_id, kind="return", outcome="completed", reason=reason)
     return Resolution(provider, op.op_id, "return", "completed", reason, list(op.pending))
 

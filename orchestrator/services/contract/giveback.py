@@ -12,19 +12,29 @@ decommission play.
 A machine already in a return op is not returned twice: it is left out of the new op, and a
 request whose every machine is already returning answers the (oldest) op that returns them. A
 machine the cloud already took (``lost``) is accepted: its ``returning`` fact records that the
-scheduler let it go, and its op is complete at once. A name or id the facts do not know refuses
-the whole request (``unknown_request``, exit 1, nothing changed).
+scheduler let it go, and its op is complete at once; one the cloud took since (a spot reclaim)
+is recorded lost by the worker's host-loss path. A name or id the facts do not know refuses the
+whole request (``unknown_request``, exit 1, nothing changed).
+
+A machine whose host the controller reports running work (``busy``, ``closing``: what
+``xceprov destroy`` refuses) is left out of the op unless the document says ``"force": true``;
+the request's record keeps why (``refused``), its status answers it ``fail`` with the reason,
+and the audit log has ``op-return-refused`` (or ``op-return-forced``). Every machine busy: the
+request has a record and no op, and nothing changes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from orchestrator.errors import ContractRefused
 from orchestrator.model.facts import Fact, FactKind
 from orchestrator.model.instances import new_op_id
 from orchestrator.model.text import printable
+from orchestrator.ops.drain import host_map
 from orchestrator.ops.executor import Executor
+from orchestrator.ops.hosts import BUSY_STATES
 from orchestrator.services.contract.ledger import Machine, machines
 from orchestrator.services.contract.requests import RequestRecord
 from orchestrator.services.contract.schemas import MachineRef, RequestReturnMachinesInput
@@ -70,20 +80,55 @@ def return_machines(session: ContractSession, document: RequestReturnMachinesInp
                 return {"requestId": op_id, "message": f"every machine named is already returned by request {op_id}"}
             blocking = turn.blocking([executor.facts.facts(p) for p in providers])
             if not blocking:
-                op_id = _commit(session, executor, todo)
+                op_id = new_op_id(session.clock())
+                refused = _busy(executor, op_id, todo, document.force)
+                todo = [m for m in todo if m.key not in refused]
+                _commit(session, executor, op_id, todo, chosen, refused)
                 break
         turn.wait(blocking)  # a create is open on a provider: its worker applies it first
     if any(not m.gone for m in todo):
         session.spawn(op_id)
-    skipped = f"; {len(chosen) - len(todo)} already returning ({', '.join(already)})" if already else ""
-    return {"requestId": op_id, "message": f"{len(todo)} machines returning{skipped}; poll getRequestStatus"}
+    skipped = f"; {len(chosen) - len(todo) - len(refused)} already returning ({', '.join(already)})" if already else ""
+    left_out = f"; {len(refused)} not returned, their hosts run work (busy): see getRequestStatus" if refused else ""
+    return {
+        "requestId": op_id,
+        "message": f"{len(todo)} machines returning{skipped}{left_out}; poll getRequestStatus",
+    }
 
 
-def _commit(session: ContractSession, executor: Executor, todo: Sequence[Machine]) -> str:
-    """The return op of ``todo``: one ``returning`` fact per machine and the request's record
-    (the fence is held); its op id."""
+def _busy(executor: Executor, op_id: str, todo: Sequence[Machine], force: bool) -> dict[str, str]:
+    """The machines of ``todo`` whose host the controller reports running work, by key: why each
+    is not returned (none when ``force``: returned all the same). Audited either way, as
+    ``xceprov destroy`` refuses or forces the same hosts (``ops.drain.settle_hosts``)."""
+    busy: dict[str, str] = {}
+    for provider in sorted({m.provider for m in todo}):
+        known = host_map(executor, provider)  # standalone: no controller, no host known
+        mine: list[str] = []
+        for m in (m for m in todo if m.provider == provider and not m.gone):
+            host = known.get(m.key) or known.get(m.instance_id)
+            if host is not None and host.state in BUSY_STATES:
+                mine.append(m.key)
+                busy[m.key] = (
+                    f"the controller reports host {host.host_name or m.name} {host.state} (running work); "
+                    'close it and ask again, or send "force": true to return it anyway'
+                )
+        if mine:
+            action = "op-return-forced" if force else "op-return-refused"
+            executor.audit(action, provider=provider, op=op_id, busy=sorted(mine), reason=f"{ACTION}, force {force}")
+    return {} if force else busy
+
+
+def _commit(
+    session: ContractSession,
+    executor: Executor,
+    op_id: str,
+    todo: Sequence[Machine],
+    chosen: Sequence[Machine],
+    refused: dict[str, str],
+) -> None:
+    """The return op ``op_id`` of ``todo``: one ``returning`` fact per machine and the request's
+    record, with the machines ``refused`` (the fence is held)."""
     now = session.clock()
-    op_id = new_op_id(now)
     for provider in sorted({m.provider for m in todo}):
         epoch = executor.gate(provider, op_id, "returning facts")
         executor.commit_many(
@@ -102,6 +147,8 @@ def _commit(session: ContractSession, executor: Executor, todo: Sequence[Machine
                 if m.provider == provider
             ]
         )
-    mine = tuple(sorted({m.provider for m in todo}))
-    session.records.write(RequestRecord(op_id, "return", mine, now, bootstrap=False))
-    return op_id
+    mine = tuple(sorted({m.provider for m in chosen if m.key in refused or m in todo}))
+    record = RequestRecord(op_id, "return", mine, now, bootstrap=False, refused=dict(refused))
+    if not todo:  # every machine refused: no op, no worker; the record is the whole request
+        record = replace(record, worker_state="done", message="no machine returned")
+    session.records.write(record)

@@ -32,17 +32,23 @@ class Machine:
     created: float
     gone: str = ""  # "" | "returned" | "lost"
     returning_op: str = ""  # the return op that took it back (or is taking it)
+    lost_reason: str = ""  # why it was lost, as the host-loss path recorded it (spot-reclaim, missing...)
 
 
-def contract_detail(detail: str) -> dict[str, Any]:
-    """The contract's part of a fact's ``detail`` (empty when the fact is not the contract's)."""
+def _detail(detail: str) -> dict[str, Any]:
+    """A fact's ``detail`` as a JSON object (empty when it is none)."""
     if not detail.startswith("{"):
         return {}
     try:
         value = json.loads(detail)
     except ValueError:
         return {}
-    part = value.get(CONTRACT_DETAIL) if isinstance(value, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
+def contract_detail(detail: str) -> dict[str, Any]:
+    """The contract's part of a fact's ``detail`` (empty when the fact is not the contract's)."""
+    part = _detail(detail).get(CONTRACT_DETAIL)
     return part if isinstance(part, dict) else {}
 
 
@@ -69,8 +75,15 @@ def machines(facts: Iterable[Fact]) -> dict[str, Machine]:
         if fact.kind == FactKind.RETURNING:
             out[fact.instance_key] = replace(known, returning_op=fact.op_id)
         elif fact.kind in GONE_KINDS:
-            out[fact.instance_key] = replace(known, gone=str(fact.kind))
+            why = _reason(fact.detail) if fact.kind == FactKind.LOST else ""
+            out[fact.instance_key] = replace(known, gone=str(fact.kind), lost_reason=why)
     return out
+
+
+def _reason(detail: str) -> str:
+    """The ``reason`` of a ``lost`` fact's detail (the host-loss path's evidence), or ""."""
+    reason = _detail(detail).get("reason")
+    return reason if isinstance(reason, str) else ""
 
 
 def live_keys(facts: Sequence[Fact], template: str | None = None) -> set[str]:

@@ -7,14 +7,17 @@ outcome the worker recorded (``succeed`` when bootstrapped, or created when the 
 bootstrap; ``fail`` when the bootstrap failed; ``executing`` while it runs). Keys of the op not
 yet created are not listed as machines (they have no cloud id): the request is ``running``
 while any is pending and its worker is at work. A return request's machines are those of its
-``returning`` facts: ``executing`` (status ``terminating``) until ``returned`` (or ``lost``),
-then ``succeed`` (status ``terminated``).
+``returning`` facts: ``executing`` (status ``terminating``) until ``returned`` (or ``lost``: the
+cloud took it first), then ``succeed`` (status ``terminated``); and those its call left out
+(a host the controller reported running work): ``fail``, status ``running``, with the reason.
 
 The request is ``complete`` when every machine succeeded, ``complete_with_error`` when a machine
-failed, an instance of the op was abandoned or lost before it was created, or the worker stopped
-with the op still open (the message says why; the op stays open, ``xceprov ops resume`` or the
-same request sent again completes it); else ``running``. A request id that names no op of the
-cluster is refused: ``{"error": {"type": "unknown_request"}}``, exit 1.
+failed or an instance of the op was abandoned or lost before it was created; else ``running``.
+Never terminal while its op is open (both schedulers stop asking once a request is complete,
+with or without error): a request whose worker stopped with the op open is ``running``, the
+message says why, and the poll starts its worker again (:func:`_restart`). A request id that
+names no op of the cluster (nor a return whose every machine was left out) is refused:
+``{"error": {"type": "unknown_request"}}``, exit 1.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from orchestrator.errors import ContractRefused
 from orchestrator.model.facts import Fact, FactKind
 from orchestrator.model.instances import instance_key
 from orchestrator.model.text import printable
+from orchestrator.ops.openops import open_ops
 from orchestrator.services.contract.ledger import Machine, machines, op_facts
 from orchestrator.services.contract.requests import RequestRecord, valid_request_id
 from orchestrator.services.contract.schemas import GetRequestStatusInput
@@ -89,13 +93,13 @@ def _create_status(
         launched = record.launched.get(m.name, 0.0) if record else 0.0
         out.append(_machine(m, result, status, message, launched))
     executing = any(m["result"] == "executing" for m in out)
-    if (pending or executing) and (working or record is None or record.worker_state != "failed"):
+    if pending and stopped(record):
+        # Never terminal while the op is open: the poll starts its worker again (request_status).
+        state = "running"
+        message = f"{len(keys) - pending} of {len(keys)} machines created; {_restarted(record)}"
+    elif (pending or executing) and (working or record is None or record.worker_state != "failed"):
         state = "running"
         message = f"{len(keys) - pending} of {len(keys)} machines created"
-    elif pending:
-        state = "complete_with_error"
-        stopped = record.message if record else ""
-        message = f"{pending} of {len(keys)} machines not created: the worker stopped ({stopped}); the op stays open"
     elif failed:
         state, message = "complete_with_error", "; ".join(failed)
     else:
@@ -122,20 +126,53 @@ def _return_status(
             known.created if known else 0.0,
         )
         launched = record.launched.get(m.name, 0.0) if record else 0.0
-        if fact.instance_key in gone or (known is not None and known.gone):
+        if known is not None and known.gone == "lost":
+            # The cloud took it back before the return deleted it: gone all the same.
+            why = f"lost before its return ({known.lost_reason or 'the cloud no longer has it'})"
+            out.append(_machine(m, "succeed", "terminated", why, launched))
+        elif fact.instance_key in gone or (known is not None and known.gone):
             out.append(_machine(m, "succeed", "terminated", "returned", launched))
         else:
             out.append(_machine(m, "executing", "terminating", "returning", launched))
+    refused = record.refused if record else {}
+    for key, why in sorted(refused.items()):
+        left_out = every.get(key)
+        if left_out is not None:
+            launched = record.launched.get(left_out.name, 0.0) if record else 0.0
+            out.append(_machine(left_out, "fail", "running", f"not returned: {why}", launched))
     left = sum(1 for m in out if m["result"] == "executing")
-    working = record is not None and worker_alive(record)
-    if not left:
-        state, message = "complete", f"{len(out)} machines returned"
-    elif working or record is None or record.worker_state != "failed":
-        state, message = "running", f"{len(out) - left} of {len(out)} machines returned"
-    else:
+    returned = len(returning) - left
+    if left and stopped(record):
+        # Never terminal while the op is open: the poll starts its worker again (request_status).
+        state, message = "running", f"{returned} of {len(returning)} machines returned; {_restarted(record)}"
+    elif left:
+        state, message = "running", f"{returned} of {len(returning)} machines returned"
+    elif refused:
         state = "complete_with_error"
-        message = f"{left} machines not returned: the worker stopped ({record.message}); the op stays open"
+        message = f"{returned} machines returned, {len(refused)} not returned: " + "; ".join(
+            f"{m['name']}: {m['message']}" for m in out if m["result"] == "fail"
+        )
+    else:
+        state, message = "complete", f"{len(out)} machines returned"
     return {"requestId": request_id, "status": state, "machines": out, "message": printable(message)}
+
+
+def stopped(record: RequestRecord | None) -> bool:
+    """Whether the request's worker stopped before the end of its op (it recorded its failure;
+    a worker started again records ``running`` as it starts)."""
+    return record is not None and record.worker_state == "failed"
+
+
+def _restarted(record: RequestRecord | None) -> str:
+    why = record.message if record else ""
+    return f"the worker stopped ({why}) with the op open: started again"
+
+
+def _restart(session: ContractSession, request_id: str, record: RequestRecord | None, facts: list[Fact]) -> None:
+    """Start the worker of a request again when it stopped with its op still open: every accepted
+    request is carried to its end by its own worker, and the scheduler polls until it is."""
+    if stopped(record) and any(o.op_id == request_id for o in open_ops(facts)):
+        session.spawn(request_id)  # a no-op while a worker of the request runs (its lock)
 
 
 def request_status(session: ContractSession, document: GetRequestStatusInput) -> dict[str, Any]:
@@ -159,7 +196,7 @@ def request_status(session: ContractSession, document: GetRequestStatusInput) ->
             record = session.records.read(request_id)
             where = [p for p in record.providers if p in providers] if record else providers
             mine = [f for p in where for f in op_facts(facts_of(p), request_id)]
-            if not mine:
+            if not mine and not (record is not None and record.refused):  # a return of busy hosts only
                 unknown.append(request_id)
                 continue
             every = {k: m for p in where for k, m in machines(facts_of(p)).items()}
@@ -167,6 +204,7 @@ def request_status(session: ContractSession, document: GetRequestStatusInput) ->
                 answers.append(_create_status(request_id, mine, every, record))
             else:
                 answers.append(_return_status(request_id, mine, every, record))
+            _restart(session, request_id, record, [f for p in where for f in facts_of(p)])
     if unknown:
         raise ContractRefused(f"getRequestStatus: unknown requestId {', '.join(unknown[:5])}", "unknown_request")
     return {"requests": answers}

@@ -1,19 +1,27 @@
 """``getReturnRequests``: the machines the scheduler should close because they are going away.
 
-Two reasons, each machine with a ``gracePeriod`` (seconds until it goes; 0: gone or going now):
+Each machine is answered as the schedulers read it: ``machine`` (the host name), ``machineId``,
+``gracePeriod`` (seconds until it goes; 0: gone or going now) and ``reason``. Two reasons:
 
-* the cloud took it back: the provider's tagged listing shows the instance terminated with the
-  cloud's own reason (``spot-reclaim``, ``expired``), or a ``lost`` fact records it gone;
+* the cloud no longer has it, or is taking it back: the provider's tagged listing shows the
+  instance terminated (with the cloud's own reason, ``spot-reclaim``, ``expired``, or another
+  one such as ``out-of-band-delete``: the reason is answered as the listing gives it,
+  ``terminated`` when it gives none), or a ``lost`` fact records it gone, or (for a machine the
+  document names: the scheduler still holds it) an op that was no request of the scheduler
+  returned it (``returned``: an operator's ``xceprov return``, a daemon); gracePeriod 0;
 * its provider's ``max_lifetime`` is near: from launch + ``max_lifetime`` −
   ``policy.lifetime_lead`` on (the daemon's lifetime rule, ``reconcile.lifetime``), with the
   time left to launch + ``max_lifetime`` as the grace period. The launch time is the cloud's
   (the listing's), else the ``instanceCreated`` fact's commit time, else the time the contract's
   worker recorded the instance.
 
-A machine already in a return op is not listed (the scheduler returned it). When the document
-names machines (the host factory sends those it holds) only those are considered; otherwise
-every live machine of the cluster, and the lost ones that contract requests created. Only reads:
-a listing whose shard an op is applying on is skipped (its machines are judged by the facts).
+A machine in a return op the scheduler asked for (``requestReturnMachines``) is not listed: the
+scheduler returned it. When the document names machines (the host factory sends those it
+holds) only those are considered, and a name the facts do not know is counted in the message
+(it is no machine of this cluster: answering it would only have its return refused);
+otherwise every machine of the cluster, the gone ones only when contract requests created
+them. Only reads: a listing whose shard an op is applying on is skipped (its machines are
+judged by the facts).
 """
 
 from __future__ import annotations
@@ -57,23 +65,40 @@ def _launch(m: Machine, seen: CloudObject | None, launched: dict[str, float]) ->
 
 
 def _entry(m: Machine, grace: float, reason: str) -> dict[str, Any]:
-    return {"machineId": m.instance_id, "name": m.name, "gracePeriod": max(0, int(grace)), "reason": reason}
+    return {"machine": m.name, "machineId": m.instance_id, "gracePeriod": max(0, int(grace)), "reason": reason}
+
+
+def _gone(m: Machine, seen: CloudObject | None, named: bool) -> str:
+    """Why the cloud no longer has ``m`` ("" while it has it, as far as the facts and listing say).
+
+    ``returned`` (by an op that was no request of the scheduler) only when the scheduler named
+    it: it says it still holds it; unnamed, every such machine would be listed for ever.
+    """
+    if m.gone == "lost":
+        return "lost"
+    if m.gone == "returned":
+        return "returned" if named else ""
+    if seen is not None and (seen.state == "terminated" or seen.state_reason in CLOUD_REASONS):
+        return seen.state_reason or "terminated"
+    return ""
 
 
 def return_requests(session: ContractSession, document: GetReturnRequestsInput) -> dict[str, Any]:
     """The ``getReturnRequests`` answer (see the module docstring)."""
     config = session.loaded.config
-    named = {(m.name, m.machine_id or "") for m in document.machines}
-    names = {n for n, _ in named}
+    names = {m.name for m in document.machines}
     out: list[dict[str, Any]] = []
     notes: list[str] = []
+    known: set[str] = set()
     now = session.clock()
     with session.reading() as executor:
         for provider in sorted(config.providers):
             settings = config.providers[provider]
-            held = [m for m in machines(executor.facts.facts(provider)).values() if not m.returning_op]
+            every = list(machines(executor.facts.facts(provider)).values())
             if names:
-                held = [m for m in held if m.name in names]
+                every = [m for m in every if m.name in names]
+                known.update(m.name for m in every)
+            held = [m for m in every if not _returned_by_request(session, m, bool(names))]
             if not held:
                 continue
             listed, note = _listing(executor, provider)
@@ -82,10 +107,11 @@ def return_requests(session: ContractSession, document: GetReturnRequestsInput) 
             for m in held:
                 record = session.records.read(m.op_id)
                 seen = listed.get(m.instance_id)
-                if m.gone == "lost" or (seen is not None and seen.state_reason in CLOUD_REASONS):
+                why = _gone(m, seen, bool(names))
+                if why:
+                    # Unnamed, only the machines contract requests made (the scheduler's own).
                     if names or record is not None:
-                        reason = seen.state_reason if seen is not None and seen.state_reason else "lost"
-                        out.append(_entry(m, 0, reason))
+                        out.append(_entry(m, 0, why))
                     continue
                 if m.gone or settings.max_lifetime is None:
                     continue
@@ -95,5 +121,19 @@ def return_requests(session: ContractSession, document: GetReturnRequestsInput) 
                 end = launch + float(settings.max_lifetime)
                 if now >= end - float(config.policy.lifetime_lead):
                     out.append(_entry(m, end - now, "max_lifetime"))
+    unknown = len(names - known)
+    if unknown:
+        notes.append(f"{unknown} machines named are no machines of this cluster")
     message = f"{len(out)} machines to close and return" + (f" ({'; '.join(notes)})" if notes else "")
     return {"requests": out, "message": printable(message)}
+
+
+def _returned_by_request(session: ContractSession, m: Machine, named: bool) -> bool:
+    """Whether ``m`` is left out as being returned: unnamed, any machine in a return op; named,
+    one in a return the scheduler asked for (a request of the contract's) or in another op's
+    return still deleting it (once that one is done, the scheduler that holds it is told)."""
+    if not m.returning_op:
+        return False
+    if not named:
+        return True
+    return not m.gone or session.records.read(m.returning_op) is not None

@@ -2,10 +2,11 @@
 
 The facts say what the op did to the cloud; a record adds what only the contract knows: which
 providers a request touches, whether its hosts are bootstrapped, each host's bootstrap outcome,
-and its worker (pid, state, last message). One small JSON document per request, named
-``contract/requests/<request id>.json``, kept through the documents seam: a 0600 file under the
-state directory, or with ``terraform.backend: pg`` the shared store's cluster-wide row, so a
-status asked on another machine reads the same record. A record is replaced whole; the
+the machines a return left out (a busy host, and why), and its worker (pid, state, last
+message). One small JSON document per request, named ``contract/requests/<request id>.json``,
+kept through the documents seam: a 0600 file under the state directory, or with
+``terraform.backend: pg`` the shared store's cluster-wide row, so a status asked on another
+machine reads the same record. A record is replaced whole; the
 request's worker is its only writer once it runs.
 """
 
@@ -44,6 +45,8 @@ class RequestRecord:
     worker_pid: int = 0
     worker_state: str = "started"
     message: str = ""
+    # A return's machines left out of its op, by instance key: why (a host running work).
+    refused: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The document kept."""

@@ -106,6 +106,11 @@ class RequestReturnMachinesInput(Document):
     """``requestReturnMachines``."""
 
     machines: list[MachineRef] = Field(min_length=1, max_length=MAX_IDS_PER_DOCUMENT)
+    force: bool = Field(
+        default=False,
+        description="return machines whose host the controller reports running work too (audited); "
+        "without it each such machine is answered fail with the reason",
+    )
 
 
 class GetReturnRequestsInput(Document):
@@ -173,12 +178,14 @@ class GetRequestStatusOutput(Document):
 
 
 class ReturnRequest(Document):
-    """A machine the cloud is taking back, or that passes ``max_lifetime``: close it in time."""
+    """A machine the cloud took or is taking back, or that passes ``max_lifetime``: close it in time."""
 
+    machine: str = Field(description="the host name (as getRequestStatus gave it), the field the schedulers read")
     machine_id: str = Field(alias="machineId")
-    name: str
-    grace_period: int = Field(alias="gracePeriod", description="seconds left before the machine goes")
-    reason: str = Field(description="spot-reclaim | expired | lost | max_lifetime")
+    grace_period: int = Field(alias="gracePeriod", description="seconds left before the machine goes (0: gone)")
+    reason: str = Field(
+        description="spot-reclaim | expired | lost | terminated (or the cloud's own reason) | returned | max_lifetime"
+    )
 
 
 class GetReturnRequestsOutput(Document):

@@ -39,7 +39,8 @@ from orchestrator.services.contract.session import ContractSession
 from orchestrator.services.ops import playbook_callables
 
 # How long a worker waits for the fence another holder has before it gives up (its op stays
-# open: ``xceprov ops resume``, a daemon or the same request sent again completes it).
+# open: the request's next getRequestStatus starts its worker again; ``xceprov ops resume`` or a
+# daemon completes it too).
 WORKER_WAIT = 3600.0
 WORKER_RETRY = 2.0
 ACTIVE_STATES = ("started", "running", "waiting")

@@ -1,4 +1,4 @@
-"""Host loss in a create op, with the real observer and tracker over the fake engine.
+"""Host loss in a create op (and a resumed return), with the real observer and tracker over the fake engine.
 
 What a user would notice: a create where nothing went missing asks Terraform for one plan
 before its apply; an instance deleted behind Terraform's back is found by the op's own plan,
@@ -17,7 +17,7 @@ from tffake import ROOT, CrashOn, FakeEngine, MemoryFacts, unit_executor
 
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import UnsafePlan
-from orchestrator.model.facts import FactKind
+from orchestrator.model.facts import Fact, FactKind
 from orchestrator.ops.executor import Created, Executor
 from orchestrator.ops.hostloss import MISSING, SUSPECTS_FILE, LossTracker
 from orchestrator.ops.losses import observer_for
@@ -167,4 +167,32 @@ def test_a_resumed_op_whose_own_instance_was_lost_records_the_rest_and_completes
     recorded = sorted(f.instance_key for f in facts.committed if f.kind == FactKind.INSTANCE_CREATED)
     assert recorded == sorted([unapplied, kept])  # the lost one is accounted for by its lost fact
     assert sorted(FakeEngine.state(path)["instances"]) == sorted([unapplied, kept])
+    assert open_ops(facts.facts("sim")) == []
+
+
+def test_a_resumed_return_beside_an_instance_the_cloud_took_back_records_it_lost_and_completes(
+    loaded: LoadedConfig, engine: FakeEngine
+) -> None:
+    """A return op left open (its ``returning`` intent committed, nothing applied) while the cloud
+    reclaimed another instance: resume's return path runs the host-loss path first, so its plan
+    neither re-creates the reclaimed instance (a refused plan, the op open for ever) nor waits."""
+    facts = MemoryFacts()
+    first = executor(loaded, engine, facts)
+    made = first.create("sim", "cpu", 3).created
+    returned, reclaimed, kept = sorted(made, key=lambda c: c.key)
+    epoch = first.gate("sim", "op-return", "returning facts")
+    intent = Fact(FactKind.RETURNING, "sim", "op-return", epoch, instance_key=returned.key, template="cpu")
+    first.commit_many([intent])
+    path = workdir(loaded)
+    FakeEngine.vanish(path, reclaimed.key)
+    engine.listed = {reclaimed.instance_id: ("terminated", "spot-reclaim"), kept.instance_id: ("running", "")}
+    engine.planned_creates.clear()
+
+    [done] = resume_provider(executor(loaded, engine, facts), "sim")
+
+    assert (done.op_id, done.outcome) == ("op-return", "completed")
+    assert "1 found lost" not in done.reason  # the returned key was deleted, not found lost
+    assert [(k, detail["reason"]) for k, _id, detail in lost_facts(facts)] == [(reclaimed.key, "spot-reclaim")]
+    assert FakeEngine.present(path) == {kept.key}
+    assert not any(keys for _where, keys in engine.planned_creates)  # nothing re-created
     assert open_ops(facts.facts("sim")) == []

@@ -299,14 +299,14 @@ def test_return_requests_name_machines_the_cloud_takes_back_and_those_near_max_l
     engine.listed = {reclaimed["machineId"]: ("terminated", "spot-reclaim"), kept["machineId"]: ("running", "")}
     clock.now += 7200 - 300  # inside the lead of max_lifetime: 300 s left
     answer = ask(c, "getReturnRequests", {}).document
-    by_name = {r["name"]: r for r in answer["requests"]}
+    by_name = {r["machine"]: r for r in answer["requests"]}
     assert by_name[reclaimed["name"]]["gracePeriod"] == 0
     assert by_name[reclaimed["name"]]["reason"] == "spot-reclaim"
     assert by_name[kept["name"]]["reason"] == "max_lifetime"
     assert by_name[kept["name"]]["gracePeriod"] == 300
     # Only the machines the document names, when it names some (the host factory's form).
     named = ask(c, "getReturnRequests", {"machines": [{"name": kept["name"]}]}).document["requests"]
-    assert [r["name"] for r in named] == [kept["name"]]
+    assert [r["machine"] for r in named] == [kept["name"]]
 
 
 def test_a_worker_waits_for_a_held_fence_then_completes_its_op(tmp_path: Path) -> None:
