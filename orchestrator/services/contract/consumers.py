@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from orchestrator.configfile import DEFAULT_NAME
+from orchestrator.configfile import DEFAULT_NAME, ENV_VAR, LoadedConfig, load_config
 from orchestrator.errors import ConfigError
 
 Consumer = Literal["lsf", "hostfactory", "generic"]
@@ -101,3 +101,12 @@ def consumer_config(consumer: Consumer, environ: Mapping[str, str]) -> Path | No
             f"put {DEFAULT_NAME} there or set XCEPROV_CONFIG"
         ]
     )
+
+
+def contract_config(explicit: str | None, environ: Mapping[str, str]) -> tuple[LoadedConfig, Consumer]:
+    """The configuration of a contract call and who calls: ``--config`` or ``XCEPROV_CONFIG``
+    when given, else where the consumer keeps it (refused when it is not there), else, for a
+    generic caller, xceprov's own search (``./xceprov.yaml``, then the built-in one)."""
+    consumer = consumer_of(environ)
+    found = None if explicit or environ.get(ENV_VAR) else consumer_config(consumer, environ)
+    return load_config(explicit or (str(found) if found is not None else None)), consumer

@@ -16,7 +16,16 @@ import pytest
 from tffake import ROOT, FakeEngine
 
 from orchestrator.configfile import LoadedConfig, parse_config
-from orchestrator.services.contract.consumers import GENERIC, HOST_FACTORY, LSF, Consumer
+from orchestrator.errors import ConfigError
+from orchestrator.services.contract.consumers import (
+    GENERIC,
+    HOST_FACTORY,
+    LSF,
+    Consumer,
+    config_candidates,
+    consumer_config,
+    consumer_of,
+)
 from orchestrator.services.provider_contract import ACTIONS, ContractAnswer, ProviderContract
 from orchestrator.services.provider_requests import BadRequest, parse_request
 
@@ -232,3 +241,39 @@ def test_duplicate_keys_are_refused_by_the_one_shot_form_and_serve_alike(tmp_pat
     for message in (one_shot.document["error"]["message"], served):
         assert any(word in message for word in ("twice", "templateID", "NaN")), message
     assert intents(loaded) == []
+
+
+# ----- item 13: where each consumer keeps the configuration ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("environ", "consumer", "looked"),
+    [
+        ({"PRO_CONF_DIR": "/lsf/conf/resource_connector/x"}, LSF, ["/lsf/conf/resource_connector/x/conf"]),
+        # A relative confPath, as hostProviders.json may write it: under <LSF_TOP>/conf.
+        ({"PRO_CONF_DIR": "resource_connector/x", "PRO_LSF_TOP": "/lsf"}, LSF, ["/lsf/conf/resource_connector/x/conf"]),
+        ({"PRO_LSF_TOP": "/lsf", "PROVIDER_NAME": "x"}, LSF, ["/lsf/conf/resource_connector/x/conf"]),
+        (
+            {"HF_PROVIDER_CONFDIR": "/hf/p", "HF_CONFDIR": "/hf", "HF_PROVIDER_NAME": "x"},
+            HOST_FACTORY,
+            ["/hf/p", "/hf/providers/x"],
+        ),
+        ({"HF_CONFDIR": "/hf", "HF_PROVIDER_NAME": "x"}, HOST_FACTORY, ["/hf/providers/x"]),
+        ({"HF_WORKDIR": "/w"}, HOST_FACTORY, []),
+        ({"PRO_CONF_DIR": "/l", "XCEPROV_CONSUMER": "none"}, GENERIC, []),
+        ({}, GENERIC, []),
+    ],
+)
+def test_each_consumer_is_told_by_its_environment_and_its_configuration_looked_for_where_it_keeps_it(
+    environ: dict[str, str], consumer: Consumer, looked: list[str]
+) -> None:
+    assert consumer_of(environ) == consumer
+    assert config_candidates(consumer, environ) == [Path(p) / "xceprov.yaml" for p in looked]
+    if consumer != GENERIC:
+        with pytest.raises(ConfigError, match="no configuration found"):
+            consumer_config(consumer, environ)
+
+
+def test_an_unknown_xceprov_consumer_is_refused() -> None:
+    with pytest.raises(ConfigError, match="XCEPROV_CONSUMER='slurm'"):
+        consumer_of({"XCEPROV_CONSUMER": "slurm"})
