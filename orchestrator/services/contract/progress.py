@@ -148,6 +148,8 @@ def _return_status(
 def request_status(session: ContractSession, document: GetRequestStatusInput) -> dict[str, Any]:
     """The ``getRequestStatus`` answer (see the module docstring)."""
     asked = list(dict.fromkeys(r.request_id for r in document.requests))
+    if not any(valid_request_id(r) for r in asked):  # nothing to read: no id has the form of one
+        return {"requests": [_not_found(r) for r in asked]}
     providers = sorted(session.loaded.config.providers)
     answers: list[dict[str, Any]] = []
     with session.reading() as executor:

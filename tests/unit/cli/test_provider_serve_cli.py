@@ -91,7 +91,8 @@ def test_hostile_lines_are_answered_and_the_stream_goes_on_to_a_clean_end(
     assert len(nulls) == 3 and {a["error"]["type"] for a in nulls} == {"bad_input"}, nulls
     assert any("longer than 1024 bytes" in a["error"]["message"] for a in nulls)
     assert by_id["z"][0]["error"]["type"] == "bad_input"
-    assert by_id["unknown"][0]["error"]["type"] == "unknown_request"
+    [unknown] = by_id["unknown"][0]["result"]["requests"]
+    assert (unknown["status"], unknown["message"]) == ("complete_with_error", "Request not found")
     templates = by_id["t"][0]["result"]["templates"]
     assert "cpu.sim" in {t["templateId"] for t in templates}
 
