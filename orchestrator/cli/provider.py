@@ -29,7 +29,13 @@ READ_LIMIT = 4 * 1024 * 1024 + 1
 
 @click.group("provider")
 def provider() -> None:
-    """The provider contract of LSF's resource connector and Symphony's host factory."""
+    """The provider contract of LSF's resource connector and Symphony's host factory.
+
+    Who calls, and so where the configuration is (unless --config or XCEPROV_CONFIG says) and
+    which names templates carry, is told by the environment the caller sets: PRO_CONF_DIR for
+    LSF, HF_PROVIDER_CONFDIR or HF_CONFDIR with HF_PROVIDER_NAME for a host factory
+    (XCEPROV_CONSUMER=lsf|hostfactory|none to say it). See docs/provider-contract.md.
+    """
 
 
 def _read(path: str) -> bytes | str:

@@ -108,5 +108,7 @@ def contract_config(explicit: str | None, environ: Mapping[str, str]) -> tuple[L
     when given, else where the consumer keeps it (refused when it is not there), else, for a
     generic caller, xceprov's own search (``./xceprov.yaml``, then the built-in one)."""
     consumer = consumer_of(environ)
-    found = None if explicit or environ.get(ENV_VAR) else consumer_config(consumer, environ)
-    return load_config(explicit or (str(found) if found is not None else None)), consumer
+    chosen = explicit or environ.get(ENV_VAR) or None
+    if chosen is None and (found := consumer_config(consumer, environ)) is not None:
+        chosen = str(found)
+    return load_config(chosen), consumer

@@ -121,6 +121,26 @@ def test_a_bad_stop_timeout_is_one_line_and_exit_2(tmp_path: Path, spawned: list
     assert err.decode().startswith("xceprov: --stop-timeout soon: ") and err.count(b"\n") == 1, err
 
 
+def test_serve_from_a_host_factorys_environment_without_its_configuration_is_one_line_and_exit_3(
+    tmp_path: Path, spawned: list[subprocess.Popen[bytes]]
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
+    env.update(HF_CONFDIR=str(tmp_path / "hf"), HF_PROVIDER_NAME="inst")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "provider", "serve"],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    spawned.append(proc)
+    out, err = proc.communicate(line(1, "getAvailableTemplates"), timeout=DEADLINE)
+    assert proc.returncode == 3 and out == b"", err
+    assert str(tmp_path / "hf" / "providers" / "inst" / "xceprov.yaml") in err.decode()
+    assert err.count(b"\n") == 1, err
+
+
 CHILD = """
 import os, subprocess, sys
 from orchestrator.cli.provider_serve import private_stdio

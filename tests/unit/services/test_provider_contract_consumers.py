@@ -25,6 +25,7 @@ from orchestrator.services.contract.consumers import (
     config_candidates,
     consumer_config,
     consumer_of,
+    contract_config,
 )
 from orchestrator.services.provider_contract import ACTIONS, ContractAnswer, ProviderContract
 from orchestrator.services.provider_requests import BadRequest, parse_request
@@ -277,3 +278,13 @@ def test_each_consumer_is_told_by_its_environment_and_its_configuration_looked_f
 def test_an_unknown_xceprov_consumer_is_refused() -> None:
     with pytest.raises(ConfigError, match="XCEPROV_CONSUMER='slurm'"):
         consumer_of({"XCEPROV_CONSUMER": "slurm"})
+
+
+def test_xceprov_config_wins_over_where_the_consumer_keeps_it(tmp_path: Path) -> None:
+    chosen = tmp_path / "chosen.yaml"
+    chosen.write_text(SITE.format(state=tmp_path / "state"))
+    environ = {"HF_CONFDIR": str(tmp_path / "nowhere"), "HF_PROVIDER_NAME": "x", "XCEPROV_CONFIG": str(chosen)}
+    loaded, consumer = contract_config(None, environ)
+    assert (loaded.source, consumer) == (str(chosen), HOST_FACTORY)
+    with pytest.raises(ConfigError, match="no configuration found"):
+        contract_config(None, {k: v for k, v in environ.items() if k != "XCEPROV_CONFIG"})
