@@ -25,8 +25,8 @@ from orchestrator.configfile import ENV_VAR
 DEADLINE = 120.0
 
 
-def start(cwd: Path, *options: str) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
+def start(cwd: Path, *options: str, environ: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    env = {**{k: v for k, v in os.environ.items() if k != ENV_VAR}, **(environ or {})}
     return subprocess.Popen(
         [sys.executable, "-m", "orchestrator.cli", "provider", "serve", *options],
         cwd=cwd,
@@ -124,16 +124,7 @@ def test_a_bad_stop_timeout_is_one_line_and_exit_2(tmp_path: Path, spawned: list
 def test_serve_from_a_host_factorys_environment_without_its_configuration_is_one_line_and_exit_3(
     tmp_path: Path, spawned: list[subprocess.Popen[bytes]]
 ) -> None:
-    env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
-    env.update(HF_CONFDIR=str(tmp_path / "hf"), HF_PROVIDER_NAME="inst")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator.cli", "provider", "serve"],
-        cwd=tmp_path,
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    proc = start(tmp_path, environ={"HF_CONFDIR": str(tmp_path / "hf"), "HF_PROVIDER_NAME": "inst"})
     spawned.append(proc)
     out, err = proc.communicate(line(1, "getAvailableTemplates"), timeout=DEADLINE)
     assert proc.returncode == 3 and out == b"", err
