@@ -3,8 +3,9 @@ factory, each a thin layer over the fenced mutation path (``docs/provider-contra
 
 ``ProviderContract(config).handle(action, document)`` answers one action: ``document`` is what
 the caller sent (bytes, text or parsed JSON), the answer a :class:`ContractAnswer` (the JSON
-document and the one-shot exit code). Malformed documents, unknown templates, requests and
-machines are answered ``{"error": {...}}`` with exit 1 and change nothing; another holder of a
+document and the one-shot exit code). Malformed documents, unknown templates and machines are
+answered ``{"error": {...}, "message": ...}`` with exit 1 and change nothing (an unknown request
+id is answered on its own by ``getRequestStatus``, "Request not found"); another holder of a
 provider's fence is ``{"error": {"type": "held", "holder": ...}}`` with exit 9. ``handle`` may
 be called from several threads at once (``xceprov provider serve``). The rooms of the contract
 are in :mod:`orchestrator.services.contract`; ``SCHEMAS`` holds every document's JSON Schema.

@@ -2,7 +2,7 @@
 
 A failed action answers ``{"error": {"type", "message"[, "holder"]}}`` (``schemas.ErrorOutput``):
 ``type`` is ``bad_input`` (malformed document, unknown template, count out of range: exit 1),
-``unknown_request`` (an id that names no request or machine: exit 1), ``held`` (another holder
+``unknown_request`` (a machine the facts do not know: exit 1), ``held`` (another holder
 fences the provider: exit 9, ``holder`` names it), ``unavailable`` (the controller or the
 shared store cannot be reached: exit 75) or ``failed`` (anything else the toolkit refused, with
 its own exit code). The first four change nothing. ``message`` is one line, control characters
