@@ -2,14 +2,18 @@
 
 The five actions of the LSF resource connector and the Symphony host factory, each reading its
 JSON document from FILE (``-`` is stdin), printing the JSON answer on stdout (one line) and
-exiting with the answer's code: 0 done, 1 a malformed document or an unknown template, request
-or machine (nothing changed), 9 another holder fences the provider, the others as
-docs/exit-codes.md. ``provider work`` is the detached worker a request starts (not for people).
+exiting with the answer's code: 0 done, 1 a malformed document or an unknown template or
+machine (nothing changed), 3 no configuration where the calling consumer keeps it (or an invalid
+one), 9 another holder fences the provider, the others as docs/exit-codes.md. Who calls (LSF's
+resource connector, a Symphony host factory) and where its configuration is are told by the
+environment (``services.contract.consumers``). ``provider work`` is the detached worker a
+request starts (not for people).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import BinaryIO
 
@@ -25,7 +29,13 @@ READ_LIMIT = 4 * 1024 * 1024 + 1
 
 @click.group("provider")
 def provider() -> None:
-    """The provider contract of LSF's resource connector and Symphony's host factory."""
+    """The provider contract of LSF's resource connector and Symphony's host factory.
+
+    Who calls, and so where the configuration is (unless --config or XCEPROV_CONFIG says) and
+    which names templates carry, is told by the environment the caller sets: PRO_CONF_DIR for
+    LSF, HF_PROVIDER_CONFDIR or HF_CONFDIR with HF_PROVIDER_NAME for a host factory
+    (XCEPROV_CONSUMER=lsf|hostfactory|none to say it). See docs/provider-contract.md.
+    """
 
 
 def _read(path: str) -> bytes | str:
@@ -41,18 +51,26 @@ def _read(path: str) -> bytes | str:
 
 
 def _answer(ctx: CliContext, action: str, path: str, no_bootstrap: bool) -> None:
-    from orchestrator.services.contract.answers import error_answer
+    from orchestrator.errors import XceprovError
+    from orchestrator.services.contract.answers import error_answer, refused
+    from orchestrator.services.contract.consumers import contract_config
     from orchestrator.services.provider_contract import ProviderContract
 
     raw = _read(path)
     if isinstance(raw, str):
         answer = error_answer("bad_input", raw, 1)
     else:
-        contract = ProviderContract(ctx.config(), bootstrap=not no_bootstrap)
         try:
-            answer = contract.handle(action, raw)
-        finally:
-            contract.close()
+            # The caller reads stdout: a configuration that is missing or wrong is a JSON answer too.
+            loaded, consumer = contract_config(ctx.config_path, os.environ)
+        except XceprovError as exc:
+            answer = refused(exc)
+        else:
+            contract = ProviderContract(loaded, bootstrap=not no_bootstrap, consumer=consumer)
+            try:
+                answer = contract.handle(action, raw)
+            finally:
+                contract.close()
     click.echo(json.dumps(answer.document, sort_keys=True))
     sys.exit(answer.exit_code)
 

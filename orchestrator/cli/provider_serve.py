@@ -66,6 +66,7 @@ def serve(ctx: CliContext, workers: int, max_line_bytes: int, stop_timeout: str,
     """
     from orchestrator.errors import UsageError, XceprovError
     from orchestrator.model.durations import parse_duration
+    from orchestrator.services.contract.consumers import contract_config
     from orchestrator.services.provider_contract import ACTIONS, ProviderContract
     from orchestrator.services.provider_serve import ServeOptions, Server
 
@@ -74,7 +75,8 @@ def serve(ctx: CliContext, workers: int, max_line_bytes: int, stop_timeout: str,
     except ValueError as exc:
         raise UsageError(f"--stop-timeout {stop_timeout}: {exc}") from None
     options = ServeOptions(ACTIONS, workers=workers, max_line_bytes=max_line_bytes, stop_timeout=bound)
-    contract = ProviderContract(ctx.config(), bootstrap=not no_bootstrap)
+    loaded, consumer = contract_config(ctx.config_path, os.environ)  # as the one-shot form finds it
+    contract = ProviderContract(loaded, bootstrap=not no_bootstrap, consumer=consumer)
     try:
         with private_stdio() as (source, answers):
             server = Server(contract, source, answers, options)

@@ -387,7 +387,9 @@ class XceSide(Strict):
     type: str = "X86_64"
     model: str = "generic"
     slots: int = Field(default=1, ge=1)
-    resources: dict[str, str | int | float] = Field(default_factory=dict)
+    # A true/false value is a Boolean host attribute (e.g. LSF's resource that marks borrowed
+    # hosts); bool comes first so that YAML's true is not taken as the number 1.
+    resources: dict[str, bool | str | int | float] = Field(default_factory=dict)
     host_groups: list[str] = Field(default_factory=list)
 
 

@@ -3,8 +3,9 @@ factory, each a thin layer over the fenced mutation path (``docs/provider-contra
 
 ``ProviderContract(config).handle(action, document)`` answers one action: ``document`` is what
 the caller sent (bytes, text or parsed JSON), the answer a :class:`ContractAnswer` (the JSON
-document and the one-shot exit code). Malformed documents, unknown templates, requests and
-machines are answered ``{"error": {...}}`` with exit 1 and change nothing; another holder of a
+document and the one-shot exit code). Malformed documents, unknown templates and machines are
+answered ``{"error": {...}, "message": ...}`` with exit 1 and change nothing (an unknown request
+id is answered on its own by ``getRequestStatus``, "Request not found"); another holder of a
 provider's fence is ``{"error": {"type": "held", "holder": ...}}`` with exit 9. ``handle`` may
 be called from several threads at once (``xceprov provider serve``). The rooms of the contract
 are in :mod:`orchestrator.services.contract`; ``SCHEMAS`` holds every document's JSON Schema.
@@ -23,6 +24,7 @@ from orchestrator.model.config import Config
 from orchestrator.services.contract import schemas
 from orchestrator.services.contract.answers import ContractAnswer, answered, error_answer, refused
 from orchestrator.services.contract.catalogue import available_templates
+from orchestrator.services.contract.consumers import GENERIC, Consumer
 from orchestrator.services.contract.create import request_machines
 from orchestrator.services.contract.giveback import return_machines
 from orchestrator.services.contract.intake import validated
@@ -53,7 +55,8 @@ class ProviderContract:
     persistent forms); False leaves the request's op open for the caller to carry out
     (:meth:`carry_out`, tests). ``bootstrap``: whether workers bootstrap the new hosts (a site
     whose images join by themselves says no). ``toolkit_root`` and ``engine`` default to the
-    installed toolkit's and the configured engine.
+    installed toolkit's and the configured engine. ``consumer``: whose template ids and attribute
+    names ``getAvailableTemplates`` answers (:mod:`.contract.consumers`).
     """
 
     def __init__(
@@ -65,6 +68,7 @@ class ProviderContract:
         toolkit_root: Path | None = None,
         engine: Engine | None = None,
         clock: Callable[[], float] | None = None,
+        consumer: Consumer = GENERIC,
     ) -> None:
         if isinstance(config, Config):
             config = LoadedConfig(config, "<configuration>", Path.cwd())
@@ -78,6 +82,7 @@ class ProviderContract:
         self.session = ContractSession(config, toolkit_root, spawner, bootstrap=bootstrap, engine_given=engine)
         if clock is not None:
             self.session.clock = clock
+        self.session.consumer = consumer
 
     def _spawn(self, request_id: str) -> int:
         self.spawned.append(request_id)
@@ -99,7 +104,7 @@ class ProviderContract:
     def _dispatch(self, action: str, raw: object) -> dict[str, Any]:
         document = validated(action, raw)
         if isinstance(document, schemas.GetAvailableTemplatesInput):
-            return available_templates(self.loaded.config)
+            return available_templates(self.loaded.config, self.session.consumer)
         if isinstance(document, schemas.RequestMachinesInput):
             return request_machines(self.session, document)
         if isinstance(document, schemas.GetRequestStatusInput):

@@ -10,10 +10,11 @@ Whether ``input`` is right for its action is the contract's to say (its schemas)
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
+
+from orchestrator.services.contract.intake import quoted, strict_json
 
 MAX_ID_CHARS = 256
 MAX_ID_INT = 2**53  # beyond it, JSON readers in other languages lose the integer's digits
@@ -46,9 +47,9 @@ def parse_request(line: bytes, actions: Collection[str]) -> Request | BadRequest
     except UnicodeDecodeError as exc:
         return BadRequest(None, f"the line is not UTF-8 text (byte {exc.start})")
     try:
-        value = json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
-        return BadRequest(None, f"the line is not one JSON document: {_reason(exc)}")
+        value = strict_json(text)  # the one-shot form's reader: the same keys refused the same way
+    except ValueError as exc:  # JSONDecodeError is a ValueError
+        return BadRequest(None, f"the line is not one JSON document: {exc}")
     if not isinstance(value, dict):
         return BadRequest(None, f"a request is a JSON object {{id, action, input}}, not {_json_type(value)}")
     request_id, id_problem = _read_id(value)
@@ -57,13 +58,13 @@ def parse_request(line: bytes, actions: Collection[str]) -> Request | BadRequest
     assert request_id is not None  # _read_id gives a problem or an id
     unknown = sorted(key for key in value if key not in KEYS)
     if unknown:
-        return BadRequest(request_id, f"unknown key {_quoted(unknown[0])} (a request has only id, action and input)")
+        return BadRequest(request_id, f"unknown key {quoted(unknown[0])} (a request has only id, action and input)")
     action = value.get("action")
     if not isinstance(action, str):
         return BadRequest(request_id, f"action: a string naming an action, not {_json_type(action)}")
     if action not in actions:
         known = ", ".join(actions)
-        return BadRequest(request_id, f"action {_quoted(action)}: no such action (known: {known})")
+        return BadRequest(request_id, f"action {quoted(action)}: no such action (known: {known})")
     return Request(request_id, action, value.get("input", {}))
 
 
@@ -78,32 +79,6 @@ def _read_id(value: dict[str, Any]) -> tuple[RequestId, str]:
     if isinstance(request_id, str) and not 1 <= len(request_id) <= MAX_ID_CHARS:
         return None, f"id: a string of 1 to {MAX_ID_CHARS} characters, not {len(request_id)}"
     return request_id, ""
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object whose keys are all different (two ``id`` keys would make the answer ambiguous)."""
-    result: dict[str, Any] = {}
-    for key, item in pairs:
-        if key in result:
-            raise ValueError(f"the key {_quoted(key)} appears twice in one object")
-        result[key] = item
-    return result
-
-
-def _no_constant(name: str) -> None:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, RecursionError):
-        return "nested too deep"
-    return str(exc)
-
-
-def _quoted(text: str) -> str:
-    """``text`` as a JSON string, cut short: a message never carries a whole hostile value."""
-    shown = json.dumps(text[:64])
-    return shown if len(text) <= 64 else shown[:-1] + '..."'
 
 
 def _json_type(value: object) -> str:

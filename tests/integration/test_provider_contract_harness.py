@@ -216,7 +216,6 @@ HOSTILE: list[tuple[str, dict[str, Any] | bytes]] = [
     ("requestMachines", b"[" * 200_000),
     ("requestReturnMachines", {"machines": [{"name": "not-ours-1", "machineId": "i-0000"}]}),
     ("requestReturnMachines", {"machines": "everything"}),
-    ("getRequestStatus", {"requests": [{"requestId": "op-does-not-exist"}]}),
     ("getRequestStatus", {"requests": [{"requestId": 7}]}),
 ]
 
@@ -228,7 +227,8 @@ def test_a_hostile_document_is_a_json_error_and_changes_nothing(
     facts_before, alive_before = len(world.facts()), set(world.alive())
     code, answer = connector.call(action, document)
     assert code == 1, answer
-    assert set(answer) == {"error"} and answer["error"]["type"] in ("bad_input", "unknown_request"), answer
+    assert set(answer) == {"error", "message"} and answer["error"]["type"] in ("bad_input", "unknown_request"), answer
+    assert answer["message"] == answer["error"]["message"]  # where LSF reads a failure's reason
     assert "\x1b" not in json.dumps(answer, ensure_ascii=False), "a control character came back raw"
     assert len(world.facts()) == facts_before, "a fact was written"
     assert set(world.alive()) == alive_before, "the cloud changed"
@@ -324,7 +324,7 @@ def test_provider_serve_answers_interleaved_requests_by_id(world: SimWorld, conn
     answers = [json.loads(line) for line in out.decode().splitlines()]
     by_id = {a["id"]: a for a in answers}
     assert len(answers) == 5 and set(by_id) == {"status", 1, "bad", 2, None}, answers
-    assert by_id["status"]["error"]["type"] == "unknown_request"
+    assert by_id["status"]["result"]["requests"][0]["message"] == "Request not found"
     assert by_id[1]["result"] == connector.ok("getAvailableTemplates", {})
     assert by_id["bad"]["error"]["type"] == "bad_input"
     assert "requests" in by_id[2]["result"]

@@ -2,11 +2,12 @@
 
 A failed action answers ``{"error": {"type", "message"[, "holder"]}}`` (``schemas.ErrorOutput``):
 ``type`` is ``bad_input`` (malformed document, unknown template, count out of range: exit 1),
-``unknown_request`` (an id that names no request or machine: exit 1), ``held`` (another holder
+``unknown_request`` (a machine the facts do not know: exit 1), ``held`` (another holder
 fences the provider: exit 9, ``holder`` names it), ``unavailable`` (the controller or the
 shared store cannot be reached: exit 75) or ``failed`` (anything else the toolkit refused, with
 its own exit code). The first four change nothing. ``message`` is one line, control characters
-escaped.
+escaped; it is also the document's top-level ``message``, where IBM's consumers read a failure's
+reason (their examples answer ``{"message": "..."}``).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def error_answer(kind: str, message: str, exit_code: int, holder: str | None = N
     body: dict[str, Any] = {"type": kind, "message": one_line(message)}
     if holder:
         body["holder"] = printable(holder)
-    return ContractAnswer({"error": body}, exit_code)
+    return ContractAnswer({"error": body, "message": body["message"]}, exit_code)
 
 
 def refused(exc: XceprovError) -> ContractAnswer:

@@ -10,13 +10,14 @@ worker's checked plan creates exactly its own op's keys), and is refused ``held`
 takes longer than the session's ``fence_wait``.
 
 Idempotency: a request is the same as an earlier one when it carries the same ``clientToken``
-(however late), or, without a token, when it asks the same templateId and machineCount within
-:data:`SAME_DOCUMENT_WINDOW` seconds of that earlier one (a retry of a call whose answer was
-lost). The key (a digest of the token, or of the canonical request) and the time are in the
-intent fact's ``detail``, so every process reading the facts sees them; the check and the
-commit are made under the same fence, so two identical calls at once make one op. The same
-request answers the first one's request id and starts its worker again when its op is still
-open and no worker of it is alive.
+(however late): a caller that retries a call whose answer was lost sends its token again.
+Without a token every call is a new request, as with every provider LSF's resource connector
+and a Symphony host factory call (neither sends a token; two asks of the same template and
+count a moment apart are two genuine asks). The key (a digest of the token) and the time are
+in the intent fact's ``detail``, so every process reading the facts sees them; the check and
+the commit are made under the same fence, so two calls with one token at once make one op.
+The same request answers the first one's request id and starts its worker again when its op
+is still open and no worker of it is alive.
 """
 
 from __future__ import annotations
@@ -37,31 +38,19 @@ from orchestrator.services.contract.turns import Turn
 from orchestrator.services.contract.worker import worker_alive
 
 ACTION = "requestMachines"
-# Without a clientToken, the same templateId and count within this many seconds is one request.
-SAME_DOCUMENT_WINDOW = 60.0
 
 
-def idempotency_key(document: RequestMachinesInput, template: str, provider: str) -> tuple[str, bool]:
-    """The request's key and whether it is the caller's token (else a digest of the document)."""
-    if document.client_token is not None:
-        return "token:" + hashlib.sha256(document.client_token.encode()).hexdigest()[:32], True
-    canonical = json.dumps(
-        {"templateId": template_id(template, provider), "machineCount": document.template.machine_count},
-        sort_keys=True,
-    )
-    return "document:" + hashlib.sha256(canonical.encode()).hexdigest()[:32], False
+def idempotency_key(document: RequestMachinesInput) -> str | None:
+    """The request's key: a digest of the caller's token; None without one (a new request)."""
+    if document.client_token is None:
+        return None
+    return "token:" + hashlib.sha256(document.client_token.encode()).hexdigest()[:32]
 
 
-def earlier_request(facts: list[Fact], key: str, by_token: bool, now: float) -> str | None:
-    """The op id of an earlier request with ``key`` (within the window unless by token)."""
+def earlier_request(facts: list[Fact], key: str) -> str | None:
+    """The op id of an earlier request with ``key``."""
     for fact in reversed(facts):
-        if fact.kind != FactKind.REQUEST_INTENT:
-            continue
-        part = contract_detail(fact.detail)
-        if part.get("key") != key:
-            continue
-        at = part.get("at")
-        if by_token or (isinstance(at, int | float) and 0 <= now - at <= SAME_DOCUMENT_WINDOW):
+        if fact.kind == FactKind.REQUEST_INTENT and contract_detail(fact.detail).get("key") == key:
             return fact.op_id
     return None
 
@@ -77,10 +66,10 @@ def room(facts: list[Fact], session: ContractSession, template: str, provider: s
 def request_machines(session: ContractSession, document: RequestMachinesInput) -> dict[str, str]:
     """The ``requestMachines`` answer (see the module docstring)."""
     config = session.loaded.config
-    template, provider = resolve(config, document.template.template_id)
+    template, provider = resolve(config, document.template.template_id, session.consumer)
     count = document.template.machine_count
-    key, by_token = idempotency_key(document, template, provider)
-    tid = template_id(template, provider)
+    key = idempotency_key(document)
+    tid = template_id(template, provider, session.consumer)
     record: RequestRecord | None = None
     still_open = True
     turn = Turn(session, [provider], "create")
@@ -88,7 +77,7 @@ def request_machines(session: ContractSession, document: RequestMachinesInput) -
         with session.fenced([provider]) as executor:
             facts = executor.facts.facts(provider)
             now = session.clock()
-            same = earlier_request(facts, key, by_token, now)
+            same = earlier_request(facts, key) if key is not None else None
             blocking = turn.blocking([facts]) if same is None else []
             if same is None and not blocking:
                 left = room(facts, session, template, provider)
@@ -99,7 +88,8 @@ def request_machines(session: ContractSession, document: RequestMachinesInput) -
                         f"provider {provider} max_instances {config.providers[provider].max_instances})"
                     )
                 op_id = new_op_id(now)
-                detail = json.dumps({CONTRACT_DETAIL: {"action": ACTION, "key": key, "at": now}}, sort_keys=True)
+                part = {"action": ACTION, "at": now, **({"key": key} if key is not None else {})}
+                detail = json.dumps({CONTRACT_DETAIL: part}, sort_keys=True)
                 executor.place(provider, template, count, op_id, detail)
                 session.records.write(RequestRecord(op_id, "create", (provider,), now, bootstrap=session.bootstrap))
             elif same is not None:
@@ -115,8 +105,7 @@ def request_machines(session: ContractSession, document: RequestMachinesInput) -
     if same is not None:
         if still_open and (record is None or not worker_alive(record)):
             session.spawn(op_id)
-        why = "the same clientToken" if by_token else f"the same request within {SAME_DOCUMENT_WINDOW:.0f}s"
-        return {"requestId": op_id, "message": f"{why} as request {op_id}: no new op"}
+        return {"requestId": op_id, "message": f"the same clientToken as request {op_id}: no new op"}
     session.spawn(op_id)
     return {
         "requestId": op_id,

@@ -1,13 +1,18 @@
 """From what a caller sent to a validated document: bytes, text or parsed JSON, each refused
-with one line (``ContractRefused``, exit 1) when it is not a document of the action."""
+with one line (``ContractRefused``, exit 1) when it is not a document of the action.
+
+One JSON reader for both forms (:func:`strict_json`: the one-shot document and each line of
+``provider serve``): a key twice in one object (``machineCount`` twice, of which a lenient
+reader keeps the last) and ``NaN``/``Infinity`` are refused, never resolved silently.
+"""
 
 from __future__ import annotations
 
-from typing import TypeVar
+import json
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from orchestrator import durable
 from orchestrator.errors import ContractRefused
 from orchestrator.model.text import printable
 from orchestrator.services.contract.schemas import INPUTS, Document
@@ -17,6 +22,35 @@ from orchestrator.services.contract.schemas import INPUTS, Document
 MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
 
 D = TypeVar("D", bound=Document)
+
+
+def strict_json(text: str) -> Any:
+    """``text`` as JSON; ``ValueError`` for bad syntax, a key twice in one object, ``NaN`` or
+    ``Infinity``, or nesting too deep for the reader."""
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+    except RecursionError:
+        raise ValueError("nested too deep") from None
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are all different (of two values, neither is the caller's choice)."""
+    result: dict[str, Any] = {}
+    for key, item in pairs:
+        if key in result:
+            raise ValueError(f"the key {quoted(key)} appears twice in one object")
+        result[key] = item
+    return result
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+def quoted(text: str) -> str:
+    """``text`` as a JSON string, cut short: a message never carries a whole hostile value."""
+    shown = json.dumps(text[:64])
+    return shown if len(text) <= 64 else shown[:-1] + '..."'
 
 
 def parsed(raw: object) -> object:
@@ -35,7 +69,7 @@ def parsed(raw: object) -> object:
         if not raw.strip():
             return {}  # an empty file: the actions that take no input get none
         try:
-            return durable.parse_json(raw)
+            return strict_json(raw)
         except ValueError as exc:
             raise ContractRefused(f"the document is not JSON: {str(exc).splitlines()[0]}") from None
     return raw

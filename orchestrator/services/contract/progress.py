@@ -16,8 +16,9 @@ failed or an instance of the op was abandoned or lost before it was created; els
 Never terminal while its op is open (both schedulers stop asking once a request is complete,
 with or without error): a request whose worker stopped with the op open is ``running``, the
 message says why, and the poll starts its worker again (:func:`_restart`). A request id that
-names no op of the cluster (nor a return whose every machine was left out) is refused:
-``{"error": {"type": "unknown_request"}}``, exit 1.
+names no op of the cluster (nor a return whose every machine was left out) is answered on its
+own, ``complete_with_error`` with the message ``Request not found`` and no machines, beside the
+others.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from orchestrator.errors import ContractRefused
 from orchestrator.model.facts import Fact, FactKind
 from orchestrator.model.instances import instance_key
 from orchestrator.model.text import printable
@@ -37,6 +37,7 @@ from orchestrator.services.contract.session import ContractSession
 from orchestrator.services.contract.worker import worker_alive
 
 OK_OUTCOMES = ("ok", "changed")
+NOT_FOUND = "Request not found"
 
 FactsOf = Callable[[str], list[Fact]]
 
@@ -108,7 +109,11 @@ def _create_status(
 
 
 def _return_status(
-    request_id: str, facts: list[Fact], every: dict[str, Machine], record: RequestRecord | None
+    request_id: str,
+    facts: list[Fact],
+    every: dict[str, Machine],
+    record: RequestRecord | None,
+    launches: Callable[[str, str], float],
 ) -> dict[str, Any]:
     returning = [f for f in facts if f.kind == FactKind.RETURNING]
     gone = {f.instance_key: f.kind for f in facts if f.kind in (FactKind.RETURNED, FactKind.LOST)}
@@ -125,7 +130,9 @@ def _return_status(
             known.address if known else "",
             known.created if known else 0.0,
         )
-        launched = record.launched.get(m.name, 0.0) if record else 0.0
+        # When it was launched is in the record of the request that created it (the standalone
+        # journal keeps no commit times), not in the return's own.
+        launched = launches(known.op_id, m.name) if known else 0.0
         if known is not None and known.gone == "lost":
             # The cloud took it back before the return deleted it: gone all the same.
             why = f"lost before its return ({known.lost_reason or 'the cloud no longer has it'})"
@@ -138,7 +145,7 @@ def _return_status(
     for key, why in sorted(refused.items()):
         left_out = every.get(key)
         if left_out is not None:
-            launched = record.launched.get(left_out.name, 0.0) if record else 0.0
+            launched = launches(left_out.op_id, left_out.name)
             out.append(_machine(left_out, "fail", "running", f"not returned: {why}", launched))
     left = sum(1 for m in out if m["result"] == "executing")
     returned = len(returning) - left
@@ -178,12 +185,10 @@ def _restart(session: ContractSession, request_id: str, record: RequestRecord | 
 def request_status(session: ContractSession, document: GetRequestStatusInput) -> dict[str, Any]:
     """The ``getRequestStatus`` answer (see the module docstring)."""
     asked = list(dict.fromkeys(r.request_id for r in document.requests))
-    bad = [r for r in asked if not valid_request_id(r)]
-    if bad:
-        raise ContractRefused(f"getRequestStatus: unknown requestId {printable(bad[0])[:80]!r}", "unknown_request")
+    if not any(valid_request_id(r) for r in asked):  # nothing to read: no id has the form of one
+        return {"requests": [_not_found(r) for r in asked]}
     providers = sorted(session.loaded.config.providers)
     answers: list[dict[str, Any]] = []
-    unknown: list[str] = []
     with session.reading() as executor:
         cache: dict[str, list[Fact]] = {}
 
@@ -192,19 +197,31 @@ def request_status(session: ContractSession, document: GetRequestStatusInput) ->
                 cache[provider] = executor.facts.facts(provider)
             return cache[provider]
 
+        creators: dict[str, RequestRecord | None] = {}
+
+        def launches(op_id: str, name: str) -> float:
+            if op_id not in creators:
+                creators[op_id] = session.records.read(op_id)
+            creator = creators[op_id]
+            return creator.launched.get(name, 0.0) if creator else 0.0
+
         for request_id in asked:
-            record = session.records.read(request_id)
+            record = session.records.read(request_id)  # None for an id that is no op id
             where = [p for p in record.providers if p in providers] if record else providers
-            mine = [f for p in where for f in op_facts(facts_of(p), request_id)]
+            mine = [f for p in where for f in op_facts(facts_of(p), request_id)] if valid_request_id(request_id) else []
             if not mine and not (record is not None and record.refused):  # a return of busy hosts only
-                unknown.append(request_id)
+                answers.append(_not_found(request_id))
                 continue
             every = {k: m for p in where for k, m in machines(facts_of(p)).items()}
             if any(f.kind == FactKind.REQUEST_INTENT for f in mine):
                 answers.append(_create_status(request_id, mine, every, record))
             else:
-                answers.append(_return_status(request_id, mine, every, record))
+                answers.append(_return_status(request_id, mine, every, record, launches))
             _restart(session, request_id, record, [f for p in where for f in facts_of(p)])
-    if unknown:
-        raise ContractRefused(f"getRequestStatus: unknown requestId {', '.join(unknown[:5])}", "unknown_request")
     return {"requests": answers}
+
+
+def _not_found(request_id: str) -> dict[str, Any]:
+    """The answer for an id that names no request: that id alone is in error, the others are
+    answered (both consumers ask about many requests in one document)."""
+    return {"requestId": request_id, "status": "complete_with_error", "machines": [], "message": NOT_FOUND}

@@ -3,7 +3,7 @@
 Every input document is validated by its model (strict: a string is not a number, ``true`` is
 not a count, text is bounded), so the exported schema and the validation are the same thing.
 The host factory spells the template's id ``templateID``, the resource connector ``templateId``:
-both are accepted on input (one of them, not both); answers use ``templateId``.
+both are accepted on input (one of them: both at once are refused); answers use ``templateId``.
 Unknown keys are ignored, as the schedulers send fields of their own (``rc_account``,
 ``userData``, ...); a known key with a wrong type is refused.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, StrictInt, StrictStr
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, StrictInt, StrictStr, model_validator
 
 # Bounds on what one document may ask for: far above any honest request, far below what would
 # cost memory or time to refuse.
@@ -66,6 +66,14 @@ class TemplateAsked(Document):
         alias="machineCount",
         description="how many machines (at most the template's maxNumber less what the provider holds)",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_spelling(cls, data: Any) -> Any:
+        """Both spellings at once are one key given twice: refused, never one chosen silently."""
+        if isinstance(data, dict) and "templateId" in data and "templateID" in data:
+            raise ValueError("templateId and templateID both given (the same key twice): give one")
+        return data
 
 
 class RequestMachinesInput(Document):
@@ -121,7 +129,7 @@ class GetReturnRequestsInput(Document):
 
 # ----- outputs ----------------------------------------------------------------------------------
 
-Attribute = tuple[Literal["String", "Numeric"], str]
+Attribute = tuple[Literal["String", "Numeric", "Boolean"], str]
 
 
 class TemplateOffered(Document):
@@ -205,6 +213,7 @@ class ErrorOutput(Document):
     """Every action's answer when it failed; nothing was changed unless ``type`` is ``failed``."""
 
     error: ErrorBody
+    message: str = Field(description="the error's message again, where LSF and a host factory read it")
 
 
 INPUTS: dict[str, type[Document]] = {

@@ -31,6 +31,7 @@ from orchestrator.errors import LeaseHeld
 from orchestrator.ops.drain import Decommission
 from orchestrator.ops.executor import Bootstrap, Executor
 from orchestrator.protocol.holder import holder_parts
+from orchestrator.services.contract.consumers import GENERIC, Consumer
 from orchestrator.services.contract.requests import RequestRecords
 from orchestrator.services.ops import fenced_session, read_session, refuse_when_leased
 from orchestrator.workspace.terraform import engine_for
@@ -72,6 +73,8 @@ class ContractSession:
     # Waits are measured on this clock (``clock`` is the wall time facts and windows are on).
     monotonic: Callable[[], float] = time.monotonic
     fence_wait: float = FENCE_WAIT
+    # Whose names templates carry (``consumers``): LSF's, a host factory's, or the generic ones.
+    consumer: Consumer = GENERIC
     _engine: Engine | None = None
     _locks: dict[str, threading.Lock] = field(default_factory=dict)
     _guard: threading.Lock = field(default_factory=threading.Lock)

@@ -25,8 +25,8 @@ from orchestrator.configfile import ENV_VAR
 DEADLINE = 120.0
 
 
-def start(cwd: Path, *options: str) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
+def start(cwd: Path, *options: str, environ: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    env = {**{k: v for k, v in os.environ.items() if k != ENV_VAR}, **(environ or {})}
     return subprocess.Popen(
         [sys.executable, "-m", "orchestrator.cli", "provider", "serve", *options],
         cwd=cwd,
@@ -91,7 +91,8 @@ def test_hostile_lines_are_answered_and_the_stream_goes_on_to_a_clean_end(
     assert len(nulls) == 3 and {a["error"]["type"] for a in nulls} == {"bad_input"}, nulls
     assert any("longer than 1024 bytes" in a["error"]["message"] for a in nulls)
     assert by_id["z"][0]["error"]["type"] == "bad_input"
-    assert by_id["unknown"][0]["error"]["type"] == "unknown_request"
+    [unknown] = by_id["unknown"][0]["result"]["requests"]
+    assert (unknown["status"], unknown["message"]) == ("complete_with_error", "Request not found")
     templates = by_id["t"][0]["result"]["templates"]
     assert "cpu.sim" in {t["templateId"] for t in templates}
 
@@ -118,6 +119,17 @@ def test_a_bad_stop_timeout_is_one_line_and_exit_2(tmp_path: Path, spawned: list
     assert proc.returncode == 2
     assert out == b""
     assert err.decode().startswith("xceprov: --stop-timeout soon: ") and err.count(b"\n") == 1, err
+
+
+def test_serve_from_a_host_factorys_environment_without_its_configuration_is_one_line_and_exit_3(
+    tmp_path: Path, spawned: list[subprocess.Popen[bytes]]
+) -> None:
+    proc = start(tmp_path, environ={"HF_CONFDIR": str(tmp_path / "hf"), "HF_PROVIDER_NAME": "inst"})
+    spawned.append(proc)
+    out, err = proc.communicate(line(1, "getAvailableTemplates"), timeout=DEADLINE)
+    assert proc.returncode == 3 and out == b"", err
+    assert str(tmp_path / "hf" / "providers" / "inst" / "xceprov.yaml") in err.decode()
+    assert err.count(b"\n") == 1, err
 
 
 CHILD = """
