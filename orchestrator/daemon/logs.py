@@ -20,6 +20,7 @@ from typing import IO, Any, Literal
 from pythonjsonlogger.json import JsonFormatter
 
 from orchestrator.daemon.timeouts import NamedTimeout
+from orchestrator.model.redaction import HideSecrets
 from orchestrator.model.text import printable
 
 LogFormat = Literal["text", "json"]
@@ -74,6 +75,7 @@ def configure_logging(fmt: LogFormat, level: int = logging.INFO, stream: IO[str]
     """Replace the root logger's handlers with one writing ``fmt`` to ``stream`` (stderr: the journal)."""
     handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
     handler.setFormatter(json_formatter() if fmt == "json" else TextFormatter())
+    handler.addFilter(HideSecrets())  # a database password never reaches the journal
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

@@ -1,0 +1,144 @@
+"""Hide a secret in a text whatever form it was written in: escaped, quoted, percent-encoded, cut.
+
+A secret (a database password, a mirror's credentials) rarely reaches a message as written.
+Terraform's ``-json`` output escapes ``<``, ``>`` and ``&`` as ``\\u003c``; Go's ``%q`` quoting
+puts a backslash before ``"`` and ``\\`` (and JSON doubles it); a URL carries ``%40`` for ``@``;
+libpq's keyword form writes ``\\'``. A literal replacement misses every one of these, and the
+decoded text then shows the secret in clear. :func:`hide` matches each character of a secret
+in any of those forms (any mix of them), so one call hides it in the raw stream and again in
+the decoded message.
+
+A URL parser that refuses a connection string quotes only the part before the character that
+stopped it (Go's cuts the URL at ``#``, and names the "port" after the last ``:``): right after
+a ``:`` (where a URI's password starts), every start of a secret of
+:data:`FRAGMENT_MIN` characters or more is hidden too.
+
+Every sink that writes a message somewhere another person may read it (the audit, the daemon's
+status document and log lines, the command line's error) passes it through :func:`hide_known`:
+the process's secrets are registered once, where they are read (:func:`register`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from typing import Any, Final
+
+HIDDEN: Final = "***"
+# The shortest start of a secret hidden on its own after a ":" (shorter ones say next to nothing
+# and would hide too much ordinary text: a port number, a word).
+FRAGMENT_MIN: Final = 3
+
+_lock = threading.Lock()
+_known: list[str] = []
+
+
+def _hex(byte: int, width: int) -> str:
+    """``byte`` as ``width`` hex digits, either case (``%3c`` and ``%3C`` are the same byte)."""
+    return "".join(f"[{d.lower()}{d.upper()}]" if d.isalpha() else d for d in f"{byte:0{width}x}")
+
+
+def _char(char: str) -> str:
+    """A pattern of ``char`` in every form a message may carry it in.
+
+    Letters and digits are never escaped by JSON, Go quoting or URL encoding: only themselves.
+    Any other character may be itself, its ``\\uXXXX`` escape or its percent-encoding (``+`` for a
+    space), each after any number of backslashes (one per quoting layer)."""
+    if char.isascii() and char.isalnum():
+        return re.escape(char)
+    forms = ["".join("%" + _hex(b, 2) for b in char.encode("utf-8"))]
+    if ord(char) <= 0xFFFF:
+        forms.append(r"\\*?\\u" + _hex(ord(char), 4))
+    if char == " ":
+        forms.append(r"\+")
+    if char == "\\":
+        # Pairs first (each quoting layer doubles a backslash), else one: never an odd one taken
+        # from a run, which could be the backslash escaping the quote that closes a JSON string.
+        return "(?:(?:" + r"\\\\" + ")+|" + r"\\" + "|" + "|".join(forms) + ")"
+    # Any run of backslashes before it (the escapes of each quoting layer), taken whole: a JSON
+    # stream stays valid JSON once the secret is replaced.
+    return r"(?:\\*?" + re.escape(char) + "|" + "|".join(forms) + ")"
+
+
+@lru_cache(maxsize=64)
+def _pattern(secret: str) -> re.Pattern[str]:
+    """The secret whole in any form; and, right after a ``:``, any start of it (or of what follows
+    a ``:`` inside it) of :data:`FRAGMENT_MIN` characters or more."""
+    chars = [_char(c) for c in secret]
+    whole = "".join(chars)
+    starts = [0] + [i + 1 for i, c in enumerate(secret) if c == ":"]
+    fragments = []
+    for start in starts:
+        rest = chars[start:]
+        if len(rest) < FRAGMENT_MIN:
+            continue
+        # The first FRAGMENT_MIN characters, then each further one optional in turn (greedy: the
+        # longest start that is there).
+        tail = ""
+        for piece in reversed(rest[FRAGMENT_MIN:]):
+            tail = f"(?:{piece}{tail})?"
+        fragments.append("".join(rest[:FRAGMENT_MIN]) + tail)
+    alternatives = [whole] + ([rf"(?<=:)(?:{'|'.join(fragments)})"] if fragments else [])
+    return re.compile("|".join(alternatives))
+
+
+def hide(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every one of ``secrets``, in any written form (see the module), as ``***``."""
+    # Longest first: a password inside a whole connection string goes with the string.
+    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
+        text = _pattern(secret).sub(HIDDEN, text)
+    return text
+
+
+def register(secrets: Iterable[str]) -> None:
+    """Remember ``secrets`` for :func:`hide_known` (the sinks' guard) for the life of the process."""
+    with _lock:
+        for secret in secrets:
+            if secret and secret not in _known:
+                _known.append(secret)
+
+
+def hide_known(text: str) -> str:
+    """``text`` with every secret this process registered hidden (a no-op when there is none)."""
+    with _lock:
+        known = tuple(_known)
+    return hide(text, known) if known else text
+
+
+def hide_known_in(value: Any) -> Any:
+    """``value`` (a JSON-like document: mappings, lists, strings) with :func:`hide_known` applied
+    to every string in it, keys included; the document is copied only when a secret is known."""
+    with _lock:
+        known = tuple(_known)
+    return _hide_in(value, known) if known else value
+
+
+def _hide_in(value: Any, known: tuple[str, ...]) -> Any:
+    if isinstance(value, str):
+        return hide(value, known)
+    if isinstance(value, Mapping):
+        return {_hide_in(k, known): _hide_in(v, known) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_hide_in(v, known) for v in value]
+    return value
+
+
+class HideSecrets(logging.Filter):
+    """A log handler's guard: the record's message (arguments merged) and traceback with every
+    registered secret hidden, before any formatter writes them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Rewrite ``record`` in place when a secret is known; every record passes."""
+        with _lock:
+            known = tuple(_known)
+        if known:
+            record.msg = hide(record.getMessage(), known)
+            record.args = None
+            if record.exc_info and not record.exc_text:
+                record.exc_text = logging.Formatter().formatException(record.exc_info)
+            if record.exc_text:
+                record.exc_text = hide(record.exc_text, known)
+        return True
