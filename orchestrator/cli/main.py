@@ -31,7 +31,7 @@ from orchestrator.cli import validate as validate_verb
 from orchestrator.cli.context import CliContext
 from orchestrator.cli.conventions import HELP_OPTION_NAMES, add_verbose_option, log_level
 from orchestrator.errors import XceprovError
-from orchestrator.model.redaction import HideSecrets, hide_known
+from orchestrator.model.redaction import HidingFormatter, hide_known
 from orchestrator.model.text import printable
 
 
@@ -101,12 +101,9 @@ EXIT_CODES_DOC = "docs/exit-codes.md"
 def cli(ctx: click.Context, config_path: str | None, verbose: int) -> None:
     """xceprov: cloud-burst provisioner of the XCE batch scheduler."""
     handler = CurrentStderrHandler()
-    handler.addFilter(HideSecrets())
-    logging.basicConfig(
-        level=log_level(verbose),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        handlers=[handler],
-    )
+    # A database password a message quotes (in any form) is never printed.
+    handler.setFormatter(HidingFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")))
+    logging.basicConfig(level=log_level(verbose), handlers=[handler])
     ctx.obj = CliContext(config_path=config_path, verbose=verbose)
 
 

@@ -5,8 +5,8 @@ Terraform's ``-json`` output escapes ``<``, ``>`` and ``&`` as ``\\u003c``; Go's
 puts a backslash before ``"`` and ``\\`` (and JSON doubles it); a URL carries ``%40`` for ``@``;
 libpq's keyword form writes ``\\'``. A literal replacement misses every one of these, and the
 decoded text then shows the secret in clear. :func:`hide` matches each character of a secret
-in any of those forms (any mix of them), so one call hides it in the raw stream and again in
-the decoded message.
+in any of those forms (any mix of them); :func:`hide_output` applies it to a program's output
+after decoding its JSON messages, so the secret is matched as their reader will see it.
 
 A URL parser that refuses a connection string quotes only the part before the character that
 stopped it (Go's cuts the URL at ``#``, and names the "port" after the last ``:``): right after
@@ -20,6 +20,7 @@ the process's secrets are registered once, where they are read (:func:`register`
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import threading
@@ -45,8 +46,8 @@ def _char(char: str) -> str:
     """A pattern of ``char`` in every form a message may carry it in.
 
     Letters and digits are never escaped by JSON, Go quoting or URL encoding: only themselves.
-    Any other character may be itself, its ``\\uXXXX`` escape or its percent-encoding (``+`` for a
-    space), each after any number of backslashes (one per quoting layer)."""
+    Any other character may be itself after any number of backslashes (one per quoting layer),
+    its ``\\uXXXX`` escape or its percent-encoding (``+`` for a space)."""
     if char.isascii() and char.isalnum():
         return re.escape(char)
     forms = ["".join("%" + _hex(b, 2) for b in char.encode("utf-8"))]
@@ -55,11 +56,9 @@ def _char(char: str) -> str:
     if char == " ":
         forms.append(r"\+")
     if char == "\\":
-        # Pairs first (each quoting layer doubles a backslash), else one: never an odd one taken
-        # from a run, which could be the backslash escaping the quote that closes a JSON string.
+        # Pairs first (each quoting layer doubles a backslash), else one.
         return "(?:(?:" + r"\\\\" + ")+|" + r"\\" + "|" + "|".join(forms) + ")"
-    # Any run of backslashes before it (the escapes of each quoting layer), taken whole: a JSON
-    # stream stays valid JSON once the secret is replaced.
+    # Any run of backslashes before it (the escapes of each quoting layer), taken whole.
     return r"(?:\\*?" + re.escape(char) + "|" + "|".join(forms) + ")"
 
 
@@ -93,6 +92,42 @@ def hide(text: str, secrets: Iterable[str]) -> str:
     return text
 
 
+def hide_output(text: str, secrets: Iterable[str]) -> str:
+    """A program's output (Terraform's) with ``secrets`` hidden after decoding what is JSON in it.
+
+    Each line that is a JSON object (``-json`` messages), or the whole text when it is one JSON
+    document (``validate -json``), is decoded, every string in it hidden (:func:`hide`) and, when
+    one changed, encoded again: the secret is matched as the message's reader will see it, and
+    the output stays JSON whatever the secret's characters. Any other line is hidden as text.
+    """
+    found = tuple(s for s in secrets if s)
+    if not found:
+        return text
+    document = _json(text)
+    if document is not None:
+        hidden = _hide_in(document, found)
+        return text if hidden == document else json.dumps(hidden) + "\n"
+    out = []
+    for line in text.splitlines(keepends=True):
+        message = _json(line) if line.lstrip().startswith("{") else None
+        if message is None:
+            out.append(hide(line, found))
+            continue
+        hidden = _hide_in(message, found)
+        out.append(line if hidden == message else json.dumps(hidden) + ("\n" if line.endswith("\n") else ""))
+    return "".join(out)
+
+
+def _json(text: str) -> Any:
+    """``text`` decoded when it is a JSON object or array, else None."""
+    if not text.lstrip().startswith(("{", "[")):
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
 def register(secrets: Iterable[str]) -> None:
     """Remember ``secrets`` for :func:`hide_known` (the sinks' guard) for the life of the process."""
     with _lock:
@@ -101,18 +136,21 @@ def register(secrets: Iterable[str]) -> None:
                 _known.append(secret)
 
 
+def _registered() -> tuple[str, ...]:
+    with _lock:
+        return tuple(_known)
+
+
 def hide_known(text: str) -> str:
     """``text`` with every secret this process registered hidden (a no-op when there is none)."""
-    with _lock:
-        known = tuple(_known)
+    known = _registered()
     return hide(text, known) if known else text
 
 
 def hide_known_in(value: Any) -> Any:
     """``value`` (a JSON-like document: mappings, lists, strings) with :func:`hide_known` applied
     to every string in it, keys included; the document is copied only when a secret is known."""
-    with _lock:
-        known = tuple(_known)
+    known = _registered()
     return _hide_in(value, known) if known else value
 
 
@@ -126,19 +164,14 @@ def _hide_in(value: Any, known: tuple[str, ...]) -> Any:
     return value
 
 
-class HideSecrets(logging.Filter):
-    """A log handler's guard: the record's message (arguments merged) and traceback with every
-    registered secret hidden, before any formatter writes them."""
+class HidingFormatter(logging.Formatter):
+    """A log handler's guard: what ``inner`` writes (message, fields, traceback), with every
+    registered secret hidden; a JSON line is decoded first (:func:`hide_output`), so it stays one."""
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        """Rewrite ``record`` in place when a secret is known; every record passes."""
-        with _lock:
-            known = tuple(_known)
-        if known:
-            record.msg = hide(record.getMessage(), known)
-            record.args = None
-            if record.exc_info and not record.exc_text:
-                record.exc_text = logging.Formatter().formatException(record.exc_info)
-            if record.exc_text:
-                record.exc_text = hide(record.exc_text, known)
-        return True
+    def __init__(self, inner: logging.Formatter) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def format(self, record: logging.LogRecord) -> str:
+        """``inner``'s text of ``record`` without any registered secret."""
+        return hide_output(self.inner.format(record), _registered())

@@ -28,7 +28,7 @@ from orchestrator.clients.terraform._worker import PARENT_FD_ENV
 from orchestrator.clients.terraform.attach import Attachment
 from orchestrator.clients.terraform.mirror import cache_lock, launcher_env
 from orchestrator.errors import TerraformError
-from orchestrator.model.redaction import hide
+from orchestrator.model.redaction import hide_output
 
 # The engine's logger, as before these commands had a module of their own (log filters keep working).
 log = logging.getLogger("orchestrator.clients.terraform.engine")
@@ -207,9 +207,9 @@ class TerraformProcess:
         return done
 
     def hidden(self, text: str) -> str:
-        """``text`` with every secret of this engine replaced by ``***``, also JSON-escaped
-        (``\\u003c``), quoted or percent-encoded, so the decoded messages cannot carry it either."""
-        return hide(text, self.secrets)
+        """``text`` with every secret of this engine replaced by ``***``: matched in the decoded
+        JSON messages, quoted, escaped or percent-encoded (``model/redaction.py``)."""
+        return hide_output(text, self.secrets)
 
     def _run(
         self,
