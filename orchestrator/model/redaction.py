@@ -63,14 +63,21 @@ def _char(char: str) -> str:
 
 
 @lru_cache(maxsize=64)
-def _pattern(secret: str) -> re.Pattern[str]:
-    """The secret whole in any form; and, right after a ``:``, any start of it (or of what follows
-    a ``:`` inside it) of :data:`FRAGMENT_MIN` characters or more."""
+def _whole(secret: str) -> re.Pattern[str]:
+    """The secret whole, in any form."""
+    return re.compile("".join(_char(c) for c in secret))
+
+
+@lru_cache(maxsize=64)
+def _fragments(secret: str) -> re.Pattern[str] | None:
+    """Right after a ``:``, any start of the secret (or of what follows a ``:`` inside it) of
+    :data:`FRAGMENT_MIN` characters or more; None for a URL (its password, a secret of its own,
+    is what may be cut) or a secret too short."""
+    if "://" in secret:
+        return None
     chars = [_char(c) for c in secret]
-    whole = "".join(chars)
-    starts = [0] + [i + 1 for i, c in enumerate(secret) if c == ":"]
     fragments = []
-    for start in starts:
+    for start in [0] + [i + 1 for i, c in enumerate(secret) if c == ":"]:
         rest = chars[start:]
         if len(rest) < FRAGMENT_MIN:
             continue
@@ -80,15 +87,20 @@ def _pattern(secret: str) -> re.Pattern[str]:
         for piece in reversed(rest[FRAGMENT_MIN:]):
             tail = f"(?:{piece}{tail})?"
         fragments.append("".join(rest[:FRAGMENT_MIN]) + tail)
-    alternatives = [whole] + ([rf"(?<=:)(?:{'|'.join(fragments)})"] if fragments else [])
-    return re.compile("|".join(alternatives))
+    return re.compile(rf"(?<=:)(?:{'|'.join(fragments)})") if fragments else None
 
 
 def hide(text: str, secrets: Iterable[str]) -> str:
     """``text`` with every one of ``secrets``, in any written form (see the module), as ``***``."""
-    # Longest first: a password inside a whole connection string goes with the string.
-    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
-        text = _pattern(secret).sub(HIDDEN, text)
+    # Longest first: a password inside a whole connection string goes with the string. Every
+    # whole secret before any cut one: a cut of one must not break another's whole match.
+    ordered = sorted({s for s in secrets if s}, key=len, reverse=True)
+    for secret in ordered:
+        text = _whole(secret).sub(HIDDEN, text)
+    for secret in ordered:
+        fragments = _fragments(secret)
+        if fragments is not None:
+            text = fragments.sub(HIDDEN, text)
     return text
 
 
