@@ -11,7 +11,7 @@ after decoding its JSON messages, so the secret is matched as their reader will 
 A URL parser that refuses a connection string quotes only the part before the character that
 stopped it (Go's cuts the URL at ``#``, and names the "port" after the last ``:``): right after
 a ``:`` (where a URI's password starts), every start of a secret of
-:data:`FRAGMENT_MIN` characters or more is hidden too.
+:data:`FRAGMENT_MIN` characters or more is hidden too, once every secret was hidden whole.
 
 Every sink that writes a message somewhere another person may read it (the audit, the daemon's
 status document and log lines, the command line's error) passes it through :func:`hide_known`:
