@@ -32,6 +32,7 @@ from pydantic import BaseModel, ValidationError
 
 from orchestrator.errors import ConfigError
 from orchestrator.model.config import SYSTEM_TRUST, Config
+from orchestrator.model.provider_mirror import shown as url_shown
 from orchestrator.model.values import OversizedNumber, shown, value_problems
 
 ENV_VAR = "XCEPROV_CONFIG"
@@ -350,6 +351,7 @@ def validation_problems(exc: ValidationError, source: str, data: Any, model: typ
         else:
             message = str(error["msg"]).removeprefix("Value error, ")
             got = error.get("input")
+            got = url_shown(got) if isinstance(got, str) else got  # a URL's credentials never echoed
             value = "" if isinstance(got, dict | list) or got is None else f" (got {shown(got)})"
             lines.append(f"{source}: {path}: {message}{value}")
     return lines

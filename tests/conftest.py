@@ -28,3 +28,11 @@ def conn_str(server: PgServer, monkeypatch: pytest.MonkeyPatch) -> str:
     conn = fresh_database(server)
     monkeypatch.setenv("PG_CONN_STR", conn)
     return conn
+
+
+@pytest.fixture(autouse=True)
+def _no_secret_outlives_its_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The secrets a test registers (reading a connection string does) are its own."""
+    from orchestrator.model import redaction
+
+    monkeypatch.setattr(redaction, "_known", [])

@@ -32,6 +32,7 @@ from orchestrator.cli.context import CliContext
 from orchestrator.cli.conventions import HELP_OPTION_NAMES, add_verbose_option, log_level
 from orchestrator.durable import permission_problem
 from orchestrator.errors import XceprovError
+from orchestrator.model.redaction import HidingFormatter, hide_known
 from orchestrator.model.text import printable
 
 
@@ -61,9 +62,10 @@ class XceprovGroup(click.Group):
 
 def _report(ctx: click.Context, message: str, exc: BaseException) -> None:
     obj = ctx.find_object(CliContext)
+    # hide_known: a database password a message quotes (in any form) is never printed.
     if obj is not None and obj.verbose:
-        traceback.print_exception(exc)
-    for line in message.splitlines() or [""]:
+        sys.stderr.write(hide_known("".join(traceback.format_exception(exc))))
+    for line in hide_known(message).splitlines() or [""]:
         click.echo(f"xceprov: {printable(line)}", err=True)
 
 
@@ -104,11 +106,10 @@ EXIT_CODES_DOC = "docs/exit-codes.md"
 @click.pass_context
 def cli(ctx: click.Context, config_path: str | None, verbose: int) -> None:
     """xceprov: cloud-burst provisioner of the XCE batch scheduler."""
-    logging.basicConfig(
-        level=log_level(verbose),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        handlers=[CurrentStderrHandler()],
-    )
+    handler = CurrentStderrHandler()
+    # A database password a message quotes (in any form) is never printed.
+    handler.setFormatter(HidingFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")))
+    logging.basicConfig(level=log_level(verbose), handlers=[handler])
     ctx.obj = CliContext(config_path=config_path, verbose=verbose)
 
 

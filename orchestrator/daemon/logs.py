@@ -20,6 +20,7 @@ from typing import IO, Any, Literal
 from pythonjsonlogger.json import JsonFormatter
 
 from orchestrator.daemon.timeouts import NamedTimeout
+from orchestrator.model.redaction import HidingFormatter
 from orchestrator.model.text import printable
 
 LogFormat = Literal["text", "json"]
@@ -73,7 +74,8 @@ def json_formatter() -> logging.Formatter:
 def configure_logging(fmt: LogFormat, level: int = logging.INFO, stream: IO[str] | None = None) -> logging.Handler:
     """Replace the root logger's handlers with one writing ``fmt`` to ``stream`` (stderr: the journal)."""
     handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
-    handler.setFormatter(json_formatter() if fmt == "json" else TextFormatter())
+    # HidingFormatter: a database password a message quotes (in any form) never reaches the journal.
+    handler.setFormatter(HidingFormatter(json_formatter() if fmt == "json" else TextFormatter()))
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

@@ -26,6 +26,7 @@ from orchestrator.clients.terraform.providers import (
     changed,
     install_problems,
     lock,
+    lock_env,
     parse_lock,
     read_lock,
     required_providers,
@@ -59,6 +60,9 @@ def lock_site(
             raise UsageError(f"--platform {platform!r}: not an OS_ARCH pair such as linux_arm64")
     config = loaded.config
     engine = engine_for(config)
+    # The site mirror's credentials, when its URL has any, reach Terraform in its environment only.
+    mirror_env = lock_env(config.terraform.provider_mirror)
+    mirror_engine = engine_for(config, extra_env=mirror_env) if mirror_env else engine
     local = {provider.source for provider in LOCAL_PROVIDERS}
     own_mirror = str(terraform_home(config).resolve() / MIRROR_DIR)
     roots: dict[str, ProviderWorkdir] = {}
@@ -82,7 +86,7 @@ def lock_site(
                     shutil.copyfile(workdir.site_lock, stage / LOCK_FILE)
                 lock(engine, stage, [a for a in required if a in local], [PLATFORM], own_mirror)
                 others = [a for a in required if a not in local]
-                lock(engine, stage, others, platforms, config.terraform.provider_mirror)
+                lock(mirror_engine, stage, others, platforms, config.terraform.provider_mirror)
             except TerraformError as exc:
                 raise TerraformError("\n".join(f"{label}: {line}" for line in install_problems(str(exc)))) from None
             new_text = (stage / LOCK_FILE).read_bytes() if (stage / LOCK_FILE).is_file() else b""

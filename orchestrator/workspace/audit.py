@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator import durable
+from orchestrator.model.redaction import hide_known_in
 
 AUDIT_FILE = "audit.log"
 
@@ -29,7 +30,8 @@ def audit(state_dir: Path, action: str, **details: Any) -> Mapping[str, Any]:
         "user": getpass.getuser(),
         "pid": os.getpid(),
         "action": action,
-        **details,
+        # A Terraform error quoting a database password (in any form) is written without it.
+        **hide_known_in(details),
     }
     durable.private_dir(state_dir)
     line = (json.dumps(entry, sort_keys=True, default=str) + "\n").encode()

@@ -21,6 +21,7 @@ from typing import Any, Final
 
 from orchestrator import durable
 from orchestrator.errors import FinalError
+from orchestrator.model.redaction import hide_known_in
 
 STATUS_DIR: Final = "daemon"
 STATUS_FILE: Final = "status.json"
@@ -39,7 +40,8 @@ def write_status(state_dir: Path, document: dict[str, Any]) -> Path:
     """Replace the status file with ``document`` (``format`` is set here); its path."""
     path = status_path(state_dir)
     durable.private_tree(Path(state_dir), STATUS_DIR)
-    durable.write_json_atomic(path, {**document, "format": FORMAT})
+    # Its last errors may quote a database password (in any form): written without it.
+    durable.write_json_atomic(path, {**hide_known_in(document), "format": FORMAT})
     return path
 
 

@@ -20,6 +20,7 @@ from orchestrator.clients.postgres.redact import redact as postgres_redact
 from orchestrator.clients.postgres.redact import secrets_of as secrets_of
 from orchestrator.errors import ConfigError
 from orchestrator.model.config import Config
+from orchestrator.model.redaction import register
 
 PG_CONN_ENV: Final = "PG_CONN_STR"
 
@@ -54,12 +55,17 @@ def pg_conn_str(config: Config, environ: Mapping[str, str] = os.environ) -> str 
 
 
 def _one_line(text: str, where: str) -> str:
-    """``text`` stripped; ConfigError when it is empty or more than one line (never showing it)."""
+    """``text`` stripped; ConfigError when it is empty or more than one line (never showing it).
+
+    The string and its password are registered as this process's secrets: every sink (audit,
+    status document, log line, the command line's error) hides them in whatever form a message
+    carries them (``model/redaction.py``)."""
     value = text.strip()
     if not value:
         raise ConfigError([f"{where}: empty (it must hold the PostgreSQL connection string)"])
     if "\n" in value or "\r" in value:
         raise ConfigError([f"{where}: more than one line (it must hold the connection string alone, on one line)"])
+    register(secrets_of(value))
     return value
 
 

@@ -12,6 +12,8 @@ from orchestrator.clients.terraform.engine import BinaryEngine, BundledEngine, E
 from orchestrator.clients.terraform.mirror import XCESIM, ensure_mirror, plugin_cache_dir
 from orchestrator.model.config import Config
 from orchestrator.model.hostnames import checked_instance
+from orchestrator.model.provider_mirror import credential_secrets
+from orchestrator.model.redaction import register
 from orchestrator.workspace.pgbackend import ensure_remote_state, refuse_mixed_backends
 from orchestrator.workspace.pgconn import PG_CONN_ENV, pg_conn_str, secrets_of
 from orchestrator.workspace.provider_lock import checked_init
@@ -29,23 +31,30 @@ def terraform_home(config: Config) -> Path:
     return config.state_dir / "terraform"
 
 
-def engine_for(config: Config, environ: Mapping[str, str] = os.environ) -> BundledEngine | BinaryEngine:
+def engine_for(
+    config: Config, environ: Mapping[str, str] = os.environ, extra_env: Mapping[str, str] | None = None
+) -> BundledEngine | BinaryEngine:
     """The configured engine, with the toolkit's provider mirror installed and named (and the site's).
 
     With ``terraform.backend: pg`` every command gets the connection string as ``PG_CONN_STR`` in
     its environment (ConfigError, one line, when there is none) and waits up to
-    :data:`PG_LOCK_TIMEOUT` for a state another writer holds.
+    :data:`PG_LOCK_TIMEOUT` for a state another writer holds. The connection string and the
+    credentials of a network mirror's URL are hidden from every output (and registered for the
+    sinks' guard). ``extra_env`` goes into every command's environment too.
     """
     conn_str = pg_conn_str(config, environ)
+    mirror_secrets = credential_secrets(config.terraform.provider_mirror)
+    register(mirror_secrets)
     durable.private_dir(config.state_dir)
     home = terraform_home(config)
     cli_config = ensure_mirror(home, [XCESIM], config.terraform.provider_mirror)
+    env = {**({PG_CONN_ENV: conn_str} if conn_str else {}), **(extra_env or {})}
     return engine_from_settings(
         config.terraform,
         cli_config=cli_config,
         plugin_cache_dir=plugin_cache_dir(home),
-        env={PG_CONN_ENV: conn_str} if conn_str else None,
-        secrets=secrets_of(conn_str) if conn_str else (),
+        env=env or None,
+        secrets=[*(secrets_of(conn_str) if conn_str else ()), *mirror_secrets],
         lock_timeout=PG_LOCK_TIMEOUT if conn_str else None,
     )
 

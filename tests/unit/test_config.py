@@ -218,3 +218,17 @@ def test_the_provider_mirror_is_an_absolute_directory_or_an_https_url() -> None:
         [found] = problems(GOOD + f"terraform: {{provider_mirror: '{mirror}'}}\n")
         assert found.startswith("site.yaml: terraform.provider_mirror: "), found
         assert f"'{mirror}' is neither an absolute directory nor an https:// URL of a network mirror" in found
+
+
+def test_a_mirror_url_with_credentials_is_taken_and_one_terraform_refuses_is_one_line_without_them() -> None:
+    good = "https://xce:s3cr%3Ct%23pw@mirror.example/providers/"
+    loaded = parse_config(GOOD + f"terraform: {{provider_mirror: '{good}'}}\n", "site.yaml", Path("/srv/site"))
+    assert loaded.config.terraform.provider_mirror == good
+    for bad in (
+        "https://xce:s3cr<t@mirror.example/",
+        "https://xce:s3cr%t@mirror.example/",
+        "https://xce:s3/cr@m.example/",
+    ):
+        [found] = problems(GOOD + f"terraform: {{provider_mirror: '{bad}'}}\n")
+        assert found.startswith("site.yaml: terraform.provider_mirror: ") and "percent-encode" in found, found
+        assert "s3" not in found and "\n" not in found, found

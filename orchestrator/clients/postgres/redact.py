@@ -13,7 +13,8 @@ import re
 from typing import Final
 from urllib.parse import unquote
 
-HIDDEN: Final = "***"
+from orchestrator.model.redaction import HIDDEN, hide
+
 CONN_STR_HIDDEN: Final = "[connection string]"
 
 # ``password = value`` in a keyword/value string (the value bare, or quoted with '...').
@@ -47,8 +48,7 @@ def redact(text: str, conn_str: str) -> str:
     ``password=...`` or ``user:...@`` part at all (also of another connection string)."""
     if conn_str:
         text = text.replace(conn_str, CONN_STR_HIDDEN)
-    # Longest first: a password that contains another one is hidden whole.
-    for secret in sorted(_passwords(conn_str), key=len, reverse=True):
-        text = text.replace(secret, HIDDEN)
+    # In any form a message may carry them (escaped, quoted, percent-encoded, cut at a ":").
+    text = hide(text, _passwords(conn_str))
     text = _KEYWORD_PASSWORD.sub(lambda m: m.group(1) + HIDDEN, text)
     return _URI_PASSWORD.sub(lambda m: f"{m.group(1)}:{HIDDEN}@", text)

@@ -31,11 +31,14 @@ from filelock import FileLock
 
 from orchestrator import durable
 from orchestrator.errors import ConfigError
-from orchestrator.model.provider_mirror import is_network
+from orchestrator.model.provider_mirror import is_network, mirror_credentials, shown, without_credentials
 
 REGISTRY = "registry.terraform.io"
 PLATFORM = "linux_amd64"
 CLI_CONFIG_NAME = "terraform.rc"
+# The CLI configuration Terraform reads when the site's network mirror URL carries credentials:
+# the same as terraform.rc with the credentials in the URL, 0600 (terraform.rc never holds them).
+PRIVATE_CLI_CONFIG_NAME = "terraform.private.rc"
 MIRROR_DIR = "mirror"
 CACHE_DIR = "plugin-cache"
 
@@ -95,10 +98,11 @@ def ensure_mirror(root: Path, providers: Sequence[LocalProvider], site_mirror: s
     that does not exist is a configuration error. Idempotent and safe to call from several
     processes at once: every file is written to a temporary name and renamed into place, and
     only when its content differs. Returns the path of the CLI configuration file (for
-    ``TF_CLI_CONFIG_FILE``).
+    ``TF_CLI_CONFIG_FILE``): ``terraform.rc``, or ``terraform.private.rc`` (0600) when the
+    network mirror's URL carries credentials, which ``terraform.rc`` never holds.
     """
     if site_mirror is not None and not is_network(site_mirror) and not Path(site_mirror).is_dir():
-        raise ConfigError([f"terraform.provider_mirror: {site_mirror}: no such directory"])
+        raise ConfigError([f"terraform.provider_mirror: {shown(site_mirror)}: no such directory"])
     root = root.resolve()
     mirror = root / MIRROR_DIR
     cache = plugin_cache_dir(root)
@@ -107,8 +111,17 @@ def ensure_mirror(root: Path, providers: Sequence[LocalProvider], site_mirror: s
     for provider in providers:
         _write_if_changed(mirror / provider.executable_relpath(), _launcher(provider), 0o755)
     config = root / CLI_CONFIG_NAME
-    _write_if_changed(config, _cli_config(mirror, cache, providers, site_mirror), 0o644)
-    return config
+    public = None if site_mirror is None else without_credentials(site_mirror)
+    _write_if_changed(config, _cli_config(mirror, cache, providers, public), 0o644)
+    private = root / PRIVATE_CLI_CONFIG_NAME
+    if mirror_credentials(site_mirror) is None:
+        private.unlink(missing_ok=True)  # credentials dropped from the configuration: gone here too
+        return config
+    # Terraform sends a mirror HTTP basic auth only from the URL's user information (a .netrc is
+    # not read for a mirror's listings; credentials blocks are bearer tokens): the URL with its
+    # credentials is in this private file only, the one Terraform is then pointed at.
+    _write_if_changed(private, _cli_config(mirror, cache, providers, site_mirror), 0o600)
+    return private
 
 
 def launcher_env(providers: Sequence[LocalProvider] = (XCESIM,)) -> dict[str, str]:

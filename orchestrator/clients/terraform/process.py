@@ -28,6 +28,7 @@ from orchestrator.clients.terraform._worker import PARENT_FD_ENV
 from orchestrator.clients.terraform.attach import Attachment
 from orchestrator.clients.terraform.mirror import cache_lock, launcher_env
 from orchestrator.errors import TerraformError
+from orchestrator.model.redaction import hide_output
 
 # The engine's logger, as before these commands had a module of their own (log filters keep working).
 log = logging.getLogger("orchestrator.clients.terraform.engine")
@@ -206,10 +207,9 @@ class TerraformProcess:
         return done
 
     def hidden(self, text: str) -> str:
-        """``text`` with every secret of this engine replaced by ``***``."""
-        for secret in self.secrets:
-            text = text.replace(secret, "***")
-        return text
+        """``text`` with every secret of this engine replaced by ``***``: matched in the decoded
+        JSON messages, quoted, escaped or percent-encoded (``model/redaction.py``)."""
+        return hide_output(text, self.secrets)
 
     def _run(
         self,

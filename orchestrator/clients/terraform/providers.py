@@ -16,7 +16,7 @@ from typing import Protocol
 
 from orchestrator.clients.terraform import messages
 from orchestrator.errors import TerraformError
-from orchestrator.model.provider_mirror import is_network
+from orchestrator.model.provider_mirror import is_network, mirror_credentials
 
 LOCK_FILE = ".terraform.lock.hcl"
 
@@ -78,6 +78,10 @@ class Outcome(Protocol):
     def stderr(self) -> str: ...
 
 
+# Arguments Terraform adds to every ``terraform providers lock`` (its TF_CLI_ARGS_<command>).
+LOCK_ARGS_ENV = "TF_CLI_ARGS_providers_lock"
+
+
 class Runner(Protocol):
     """Runs one Terraform command in a working directory (both engines do)."""
 
@@ -93,17 +97,29 @@ def required_providers(runner: Runner, workdir: Path) -> list[str]:
     return sorted(set(_REQUIRED.findall(done.stdout)))
 
 
+def lock_env(mirror: str | None) -> dict[str, str]:
+    """The environment a runner of :func:`lock` needs for ``mirror``: a network mirror whose URL
+    carries credentials is given as ``-net-mirror`` in ``TF_CLI_ARGS_providers_lock`` (Terraform
+    adds that variable's arguments to the command's), never on a command line that every user
+    of the machine can list. Empty for any other mirror."""
+    if mirror is None or mirror_credentials(mirror) is None:
+        return {}
+    return {LOCK_ARGS_ENV: f"-net-mirror={mirror}"}
+
+
 def lock(runner: Runner, workdir: Path, addresses: Sequence[str], platforms: Sequence[str], mirror: str | None) -> None:
     """``terraform providers lock`` of ``addresses`` into ``workdir``'s lock file.
 
     ``mirror`` is where they come from (a directory or an ``https://`` network mirror; None:
     their registries). A lock file already there keeps its versions: Terraform only adds the
-    checksums of missing platforms, and fails when a locked version is no longer offered.
+    checksums of missing platforms, and fails when a locked version is no longer offered. A
+    network mirror whose URL carries credentials must be in the runner's environment
+    (:func:`lock_env`): it is not put on the command line.
     """
     if not addresses:
         return
     args = ["providers", "lock", "-no-color", *(f"-platform={p}" for p in platforms)]
-    if mirror is not None:
+    if mirror is not None and not lock_env(mirror):
         args.append(f"-net-mirror={mirror}" if is_network(mirror) else f"-fs-mirror={mirror}")
     _checked(runner.run(workdir, [*args, *addresses]), "providers lock")
 

@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import stat
+import string
 import sys
 import threading
 from collections.abc import Iterator
@@ -534,3 +535,33 @@ def test_a_line_read_while_terraform_runs_is_hidden_too(fake: Path, tmp_path: Pa
     lines: list[str] = []
     done = engine.run(tmp_path, ["apply", "-json"], on_line=lines.append)
     assert lines == ['{"@message": "backend ***"}\n'] and SECRET not in done.stdout
+
+
+def go_json(value: object) -> str:
+    """JSON as Terraform (Go) writes it: ``<``, ``>`` and ``&`` escaped as ``\\u003c`` and so on."""
+    return json.dumps(value).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+@pytest.mark.parametrize("punctuation", [string.punctuation, string.punctuation[::-1]])
+def test_a_password_terraform_quotes_json_escaped_reaches_no_error_and_no_line(
+    fake: Path, tmp_path: Path, punctuation: str
+) -> None:
+    password = f"Pw0{punctuation}End7"
+    conn_str = f"postgresql://xce:{password}@db.example/xceprov"
+    # Go's url.Error: the URL quoted (%q), inside a JSON diagnostic, "<" as "\u003c".
+    summary = f"parse {json.dumps(conn_str)}: net/url: invalid userinfo"
+    diagnostic = {"type": "diagnostic", "diagnostic": {"severity": "error", "summary": summary, "detail": ""}}
+    (fake.parent / "stdout").write_text(go_json(diagnostic) + "\n")
+    (fake.parent / "rc").write_text("1")
+    engine = BinaryEngine(str(fake), env={"PG_CONN_STR": conn_str}, secrets=[conn_str, password])
+    with pytest.raises(TerraformError) as planned:
+        engine.plan(tmp_path)
+    events: list[object] = []
+    with pytest.raises(TerraformError) as applied:
+        engine.apply(tmp_path, on_event=events.append)
+    lines: list[str] = []
+    engine.run(tmp_path, ["apply", "-json"], on_line=lines.append)
+    assert "Error: parse " in str(planned.value) and "***" in str(planned.value)
+    for text in (str(planned.value), str(applied.value), *map(str, events), *lines):
+        assert "Pw0" not in text and "End7" not in text, text
+    assert [json.loads(line)["type"] for line in lines] == ["diagnostic"]  # still JSON once hidden

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -117,3 +118,19 @@ def test_a_site_mirror_directory_that_does_not_exist_is_a_configuration_error(tm
         ensure_mirror(tmp_path, [XCESIM], str(tmp_path / "nope"))
     assert raised.value.problems == [f"terraform.provider_mirror: {tmp_path / 'nope'}: no such directory"]
     assert not (tmp_path / "terraform.rc").exists()
+
+
+def test_a_mirror_urls_credentials_are_only_in_the_private_cli_configuration(tmp_path: Path) -> None:
+    url = "https://xce:s3cr%3Ct@mirror.example/providers/"
+    umask = os.umask(0)  # whatever the umask
+    try:
+        used = ensure_mirror(tmp_path, [XCESIM], url)
+    finally:
+        os.umask(umask)
+    assert used == tmp_path.resolve() / "terraform.private.rc"
+    assert stat.S_IMODE(used.stat().st_mode) == 0o600 and f'url = "{url}"' in used.read_text()
+    public = (tmp_path / "terraform.rc").read_text()
+    assert 'url = "https://mirror.example/providers/"' in public and "s3cr" not in public and "xce:" not in public
+    # Credentials dropped from the configuration: the private file goes, terraform.rc is used again.
+    assert ensure_mirror(tmp_path, [XCESIM], "https://mirror.example/providers/") == tmp_path.resolve() / "terraform.rc"
+    assert not used.exists()

@@ -5,7 +5,11 @@ The error texts are Terraform 1.15's own, as the engine reports them (one line p
 
 from __future__ import annotations
 
-from orchestrator.clients.terraform.providers import Locked, changed, install_problems, parse_lock
+from collections.abc import Sequence
+from pathlib import Path
+
+from orchestrator.clients.terraform.process import Completed
+from orchestrator.clients.terraform.providers import Locked, changed, install_problems, lock, lock_env, parse_lock
 
 LOCK = """# This file is maintained automatically by "terraform init".
 
@@ -100,3 +104,25 @@ def test_a_locked_version_outside_the_constraints_says_so_without_terraforms_adv
         "provider registry.terraform.io/xce/xcesim: the site's lock holds 0.0.9, which the root's version "
         "constraints (>= 0.1.0, < 0.2.0) no longer allow; xceprov terraform lock --upgrade selects again"
     ]
+
+
+class _Recorder:
+    """A runner that records the command lines it is given."""
+
+    def __init__(self) -> None:
+        self.argv: list[list[str]] = []
+
+    def run(self, workdir: Path, args: Sequence[str]) -> Completed:
+        self.argv.append(list(args))
+        return Completed(tuple(args), 0, "", "", 0.0)
+
+
+def test_a_mirror_urls_credentials_go_to_the_environment_never_on_the_command_line() -> None:
+    url = "https://xce:s3cr%3Ct@mirror.example/providers/"
+    runner = _Recorder()
+    lock(runner, Path("/w"), ["acme/thing"], ["linux_amd64"], url)
+    lock(runner, Path("/w"), ["acme/thing"], [], "https://mirror.example/providers/")
+    assert [a for a in runner.argv[0] if "mirror" in a] == []  # only in TF_CLI_ARGS_providers_lock
+    assert lock_env(url) == {"TF_CLI_ARGS_providers_lock": f"-net-mirror={url}"}
+    assert "-net-mirror=https://mirror.example/providers/" in runner.argv[1]
+    assert lock_env("https://mirror.example/providers/") == {} and lock_env("/srv/tf-mirror") == {}
