@@ -20,10 +20,13 @@ from orchestrator.services.init import STARTERS
 )
 def init(directory: Path, provider: str) -> None:
     """Write a commented starting DIR/xceprov.yaml (default DIR: here); never overwrite one."""
+    from orchestrator.paths import toolkit_root
     from orchestrator.services.init import write_starting_config
 
     written = write_starting_config(directory, provider)
     click.echo(f"wrote {written.path}")
+    # Installed from a wheel, the unit and the contract scripts are inside the package: say where.
+    click.echo(f"the systemd unit and the provider-contract scripts: {toolkit_root() / 'contrib'}")
     if written.to_fill:
         # One key a line: the checklist of what the site fills in before anything runs.
         click.echo(
