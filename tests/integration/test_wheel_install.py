@@ -118,20 +118,9 @@ def _world(tool: Installed, site: Path, lab: labnet.LabConfig | None) -> Iterato
     _site_config(site, port, lab.gateway if lab is not None else "127.0.0.1")
     down: subprocess.CompletedProcess[str] | None = None
     try:
-        if lab is None:
-            tool.ok(site, "sim", "up", "--only", "controller", "--controller-port", str(port))
-        else:
-            tool.ok(
-                site,
-                "sim",
-                "up",
-                "--lab-name",
-                lab.name,
-                "--lab-subnet",
-                str(lab.subnet),
-                "--controller-port",
-                str(port),
-            )
+        where = ["--only", "controller"] if lab is None else ["--lab-name", lab.name, "--lab-subnet", str(lab.subnet)]
+        tool.ok(site, "sim", "up", *where, "--controller-port", str(port))
+        if lab is not None:
             # The cloud hands out addresses from the start of 10.213.0.0/16; this world's hosts
             # live in the test's own /24 (as tests/sim_world_helpers.py does).
             offset = int(lab.subnet.network_address) - int(labnet.LAB_SPACE.network_address) + 10
