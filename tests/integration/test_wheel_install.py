@@ -100,6 +100,15 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     return Installed(venv=venv, package=package)
 
 
+def _data_files(top: Path) -> set[str]:
+    """The toolkit's data files below ``top`` (links followed, as the build follows them)."""
+    found = set()
+    for root, dirs, files in os.walk(top, followlinks=True):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d != "__pycache__"]
+        found.update(str((Path(root) / f).relative_to(top)) for f in files if not f.startswith("."))
+    return found
+
+
 def _site_config(site: Path, port: int, gateway: str) -> None:
     """The file ``init`` wrote, on this test's own controller port (the defaults are the product's)."""
     path = site / "xceprov.yaml"
@@ -182,6 +191,8 @@ def _lab_if_root(tag: str) -> Iterator[labnet.LabConfig | None]:
 def test_the_installed_wheel_runs_every_verb_from_an_empty_directory(installed: Installed, tmp_path: Path) -> None:
     """As root, ``apply --bootstrap`` bootstraps one simulated host; without root the world has
     no hosts and ``apply`` only creates the instance (everything else is the same)."""
+    # Every file of the checkout's toolkit data is in the package (Terraform, templates, Ansible, contrib).
+    assert _data_files(installed.package / "toolkit-data") == _data_files(ROOT / "orchestrator" / "toolkit-data")
     before = installed.files()
     site = tmp_path / "site"
     site.mkdir()
