@@ -19,6 +19,7 @@ from orchestrator.cli import bootstrap as bootstrap_verb
 from orchestrator.cli import breaker as breaker_verb
 from orchestrator.cli import daemon as daemon_verb
 from orchestrator.cli import destroy as destroy_verb
+from orchestrator.cli import init as init_verb
 from orchestrator.cli import ops as ops_verb
 from orchestrator.cli import orphans as orphans_verb
 from orchestrator.cli import plan as plan_verb
@@ -122,6 +123,7 @@ for _verb in (
     breaker_verb.breaker,
     daemon_verb.daemon,
     destroy_verb.destroy,
+    init_verb.init,
     ops_verb.ops,
     orphans_verb.orphans,
     plan_verb.plan,

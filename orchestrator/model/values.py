@@ -6,7 +6,8 @@ no bound, an unquoted ``2024-01-01`` is a date and ``2024-01-01T10:00:00Z`` a ti
 passed on (to a clock, a Terraform variable, a rendered template, a JSON document) they become
 a deadline that is never reached, an OverflowError or "not JSON serializable" deep inside a
 verb. ``value_problems`` finds every one of them in a parsed document, each with its key path,
-so that they are refused where the document is read, all at once.
+so that they are refused where the document is read, all at once. So is the ``CHANGE-ME`` mark
+of a value left to fill in (``PLACEHOLDER``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from collections.abc import Iterator
 # The largest integer every reader of the values holds exactly: JSON readers (Terraform's
 # variables, the controller's documents) take numbers as 64-bit floats.
 MAX_INTEGER = 2**53 - 1
+# The mark of a value only the site knows in a starting configuration (``xceprov init --provider``):
+# a document holding it anywhere is refused, naming each key, until every one is replaced.
+PLACEHOLDER = "CHANGE-ME"
 
 
 class OversizedNumber(str):
@@ -57,7 +61,12 @@ def scalar_problem(value: object) -> str | None:
         return f"the number {shown(value)} is out of range (at most {MAX_INTEGER} either side of 0)"
     if isinstance(value, str):
         # A path, name or value holding NUL cannot be passed to the system (open, exec) or a host.
-        return "text holding a NUL character (\\0) is no value here" if "\0" in value else None
+        if "\0" in value:
+            return "text holding a NUL character (\\0) is no value here"
+        # `xceprov init --provider ...` marks what only the site knows; such a file is never used.
+        if PLACEHOLDER in value:
+            return f"{shown(value)}: a site-specific value to fill in (xceprov init marked it {PLACEHOLDER})"
+        return None
     if value is None or isinstance(value, bool):
         return None
     if isinstance(value, int):
