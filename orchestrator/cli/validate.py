@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from orchestrator.cli.context import CliContext, pass_ctx
-from orchestrator.errors import ConfigError
 
 
 @click.command("validate")
@@ -22,5 +21,6 @@ def validate(ctx: CliContext, quiet: bool) -> None:
             click.echo(f"ok: {item}")
     for item in report.warnings:
         click.echo(f"warning: {item}", err=True)
-    if report.problems:
-        raise ConfigError(report.problems)
+    error = report.error()  # exit 3, or 75 when only a provider registry could not be reached
+    if error is not None:
+        raise error
