@@ -311,6 +311,8 @@ def test_orphans_return_names_every_guard_dry_runs_and_confirms_only_the_time_gu
         [line] = errors(site.xceprov("orphans", "return", kept))
         assert "refused by protect, settle_window, orphan_grace: " in line, line
 
+        [line] = errors(site.xceprov("orphans", "return", stray, "--dry-run"))
+        assert line.startswith(f"xceprov: orphans return {stray}: not done (dry run): refused by settle_window, "), line
         dry = site.xceprov("orphans", "return", stray, "--dry-run", "--confirm")
         assert dry.returncode == 0, dry.stderr
         assert (

@@ -29,11 +29,12 @@ JUST_NOW = "2027-01-15T08:00:00Z"  # NOW: launched this instant, within any orph
 ADMIN = Admin("alice", 1234, "")
 
 
-def site(tmp_path: Path) -> LoadedConfig:
+def site(tmp_path: Path, orphans: str = "") -> LoadedConfig:
     text = SITE.format(cluster="unit", state=tmp_path / "state").replace(
         "max_instances: 10}", "max_instances: 10, orphan_grace: 1h}"
     )
-    return parse_config(text + "policy: {orphans: {breaker_min: 10}}\n", str(tmp_path / "xceprov.yaml"), tmp_path)
+    policy = f"policy: {{orphans: {{breaker_min: 10{', ' + orphans if orphans else ''}}}}}\n"
+    return parse_config(text + policy, str(tmp_path / "xceprov.yaml"), tmp_path)
 
 
 @pytest.fixture
@@ -194,3 +195,12 @@ def test_the_administrator_is_the_user_and_uid_of_the_process(monkeypatch: pytes
     assert admin.uid == os.getuid()
     assert admin.sudo_user == ("bob" if os.getuid() == 0 else "")
     assert admin.by.startswith(f"administrator {admin.user} (uid {os.getuid()}")
+
+
+def test_with_the_policy_dry_run_on_every_confirmation_is_a_dry_run(tmp_path: Path) -> None:
+    w = world(site(tmp_path, "dry_run: true"))
+    stray(w)
+    before = list(w.facts.committed)
+    finding = confirm(w, "i-stray", waive=True)
+    assert (finding.outcome, finding.reason) == ("would-take", "dry run: nothing changed")
+    assert unchanged(w, before)
