@@ -11,7 +11,11 @@ from orchestrator.cli.context import CliContext, pass_ctx
 @click.option("-q", "--quiet", is_flag=True, help="Print problems only.")
 @pass_ctx
 def validate(ctx: CliContext, quiet: bool) -> None:
-    """Check everything that can be checked without touching a cloud; one line per problem."""
+    """Check everything that can be checked without touching a cloud; one line per problem.
+
+    Exits 3 when anything is wrong, 75 when the only problem is a provider registry that
+    could not be reached (as plan does: retry, or set terraform.provider_mirror).
+    """
     from orchestrator.paths import toolkit_root
     from orchestrator.services.validate import validate_all
 

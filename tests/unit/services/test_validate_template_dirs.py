@@ -55,3 +55,19 @@ def test_plan_refuses_a_missing_template_dir_before_terraform_runs(tmp_path: Pat
         "(the built-in templates are not used in its place)"
     ]
     assert engine.calls == []
+
+
+@pytest.mark.parametrize("verb", [["validate", "-q"], ["plan", "cpu=1"]])
+def test_the_command_line_exits_3_naming_the_entry(tmp_path: Path, verb: list[str]) -> None:
+    from cli_run import xceprov
+
+    (tmp_path / "xceprov.yaml").write_text(
+        SITE.format(cluster="unit", state=tmp_path / "state") + "template_dirs: [site/templates]\n"
+    )
+    done = xceprov(tmp_path, *verb)
+    assert done.returncode == 3, done.stderr
+    problems = [line for line in done.stderr.splitlines() if line.startswith("xceprov: ")]
+    assert problems == [
+        f"xceprov: {tmp_path / 'xceprov.yaml'}: template_dirs.0: {tmp_path / 'site/templates'}: no such directory "
+        "(the built-in templates are not used in its place)"
+    ]
