@@ -59,6 +59,16 @@ class TerraformError(FinalError):
     exit_code = 4
 
 
+class RegistryUnreachable(TerraformError):
+    """``terraform init`` could not reach a provider registry (or the network mirror).
+
+    Exit 75 like every outside service that may answer later, the same in ``validate`` and in
+    every verb that runs Terraform; still a ``TerraformError``, so the loops handle it as before.
+    """
+
+    exit_code = 75
+
+
 class AnsibleError(FinalError):
     """An Ansible run could not start or failed as a whole (per-host failures are results, not errors)."""
 

@@ -1,4 +1,4 @@
-"""``xceprov orphans [--provider P] [--json]``, ``xceprov orphans adopt ID``, ``xceprov orphans return ID``."""
+"""``xceprov orphans [--provider P] [--json]``, ``xceprov orphans adopt|return ID [--dry-run] [--confirm]``."""
 
 from __future__ import annotations
 
@@ -35,13 +35,22 @@ def orphans(click_ctx: click.Context, provider: str | None, as_json: bool) -> No
         raise ScanIncomplete(report.incomplete_line())
 
 
-def _confirm(ctx: CliContext, ref: str, action: str, provider: str | None) -> None:
+def _confirm(ctx: CliContext, ref: str, action: str, provider: str | None, dry_run: bool, waive: bool) -> None:
     from orchestrator.cli.bootstrap import simulated_world
     from orchestrator.errors import FinalError
     from orchestrator.paths import toolkit_root
     from orchestrator.services.orphans import confirm_orphan
 
-    finding = confirm_orphan(ctx.config(), toolkit_root(), ref, action, provider=provider, world=simulated_world())
+    finding = confirm_orphan(
+        ctx.config(),
+        toolkit_root(),
+        ref,
+        action,
+        provider=provider,
+        world=simulated_world(),
+        dry_run=dry_run,
+        waive_time=waive,
+    )
     click.echo(
         printable(
             f"({finding.cls}) {finding.provider} {finding.object_id or finding.instance_key}: "
@@ -49,7 +58,9 @@ def _confirm(ctx: CliContext, ref: str, action: str, provider: str | None) -> No
         )
     )
     if finding.outcome not in ("taken", "would-take"):
-        raise FinalError(f"orphans {action} {ref}: not done: {finding.reason or finding.outcome}")
+        raise FinalError(
+            f"orphans {action} {ref}: not done{' (dry run)' if dry_run else ''}: {finding.reason or finding.outcome}"
+        )
 
 
 def _verb(action: str, doc: str) -> click.Command:
@@ -57,9 +68,21 @@ def _verb(action: str, doc: str) -> click.Command:
     @click.option(
         "--provider", metavar="PROVIDER", default=None, help="The finding's provider (default: every provider)."
     )
+    @click.option(
+        "--dry-run",
+        is_flag=True,
+        help="Judge every guard and say what would be done; change nothing (no lease, no fact, no cloud call).",
+    )
+    @click.option(
+        "--confirm",
+        "waive",
+        is_flag=True,
+        help="Waive the time guards (settle_window, orphan_grace) for this finding, audited with your user "
+        "and uid; never the tags or the protect tag.",
+    )
     @pass_ctx
-    def command(ctx: CliContext, ref: str, provider: str | None) -> None:
-        _confirm(ctx, ref, action, provider)
+    def command(ctx: CliContext, ref: str, provider: str | None, dry_run: bool, waive: bool) -> None:
+        _confirm(ctx, ref, action, provider, dry_run, waive)
 
     command.__doc__ = doc
     return orphans.command(action)(command)
@@ -69,5 +92,7 @@ adopt = _verb(
     "adopt", "Adopt tagged object ID (class b) matching a live host: an orphanAdopted fact; the cloud is unchanged."
 )
 return_ = _verb(
-    "return", "Return the finding ID (object id or instance key): (a) returned, (b) terminated, (c) retired."
+    "return",
+    "Return the finding ID (object id or instance key): (a) returned, (b) terminated, (c) retired. "
+    "Refused with every guard that blocks it named (exit 1).",
 )

@@ -5,14 +5,17 @@ from __future__ import annotations
 import click
 
 from orchestrator.cli.context import CliContext, pass_ctx
-from orchestrator.errors import ConfigError
 
 
 @click.command("validate")
 @click.option("-q", "--quiet", is_flag=True, help="Print problems only.")
 @pass_ctx
 def validate(ctx: CliContext, quiet: bool) -> None:
-    """Check everything that can be checked without touching a cloud; one line per problem."""
+    """Check everything that can be checked without touching a cloud; one line per problem.
+
+    Exits 3 when anything is wrong, 75 when the only problem is a provider registry that
+    could not be reached (as plan does: retry, or set terraform.provider_mirror).
+    """
     from orchestrator.paths import toolkit_root
     from orchestrator.services.validate import validate_all
 
@@ -22,5 +25,6 @@ def validate(ctx: CliContext, quiet: bool) -> None:
             click.echo(f"ok: {item}")
     for item in report.warnings:
         click.echo(f"warning: {item}", err=True)
-    if report.problems:
-        raise ConfigError(report.problems)
+    error = report.error()  # exit 3, or 75 when only a provider registry could not be reached
+    if error is not None:
+        raise error

@@ -1,20 +1,26 @@
 """The guards every automatic orphan action passes, in this order (docs/orphans-json.md, "Guards").
 
+Each has a name (:class:`Blocked`): the automatic action gives the first that refuses as its
+reason, an administrator's confirmation names every one (``xceprov orphans return ID``).
+
 1. ``act``: the scan was asked to act (``xceprov orphans`` only reports; the daemon acts);
 2. ``dry_run`` (policy.orphans.dry_run): the finding says what would be done, nothing is done;
-3. ownership: the object's tags carry this cluster's ``xce:cluster`` and this provider's
+3. ``tags``: the object's tags carry this cluster's ``xce:cluster`` and this provider's
    ``xce:provider`` (an instance with no listing entry is judged by the Terraform state of
    this cluster's own working directory, which holds only what this cluster made);
-4. the protect tag ``xce:protect`` (any value but ``false``) exempts the object;
-5. the provider's lease is valid (its epoch is stamped on every fact the action commits, and
+4. ``protect``: the protect tag ``xce:protect`` (any value but ``false``) exempts the object;
+5. ``lease``: the provider's lease is valid (its epoch is stamped on every fact the action commits, and
    the executor commits the ``returning`` intent before any terminate);
-6. both views read completely this pass: every shard's refresh-only plan and shard 0's
+6. ``views``: both views read completely this pass: every shard's refresh-only plan and shard 0's
    listing, and the controller's status, hosts and facts;
-7. the controller is primary (it answered ``queryStatus``: a standby answers nothing but a
+7. ``settle_window``: the controller is primary (it answered ``queryStatus``: a standby answers nothing but a
    redirect) and the settle window after a failover has passed (below);
-8. a terminate (class (b), opted in) only: the cloud's own launch time is older than ``orphan_grace``;
-9. the breaker of the provider is closed;
-10. the rate limit leaves room.
+8. ``orphan_grace``: a terminate (class (b), opted in) only: the cloud's own launch time is older than ``orphan_grace``;
+9. ``breaker``: the breaker of the provider is closed;
+10. ``rate_limit``: the rate limit leaves room.
+
+An administrator's explicit confirmation (``--confirm``) waives the time guards
+(:data:`TIME_GUARDS`), never the ownership ones (:data:`OWNERSHIP_GUARDS`) nor the others.
 
 The settle window: no automatic action until ``settle_window`` after the controller's term
 started (a restart or failover starts a new term) **and** every worker of the provider that had
@@ -27,10 +33,9 @@ started cannot be judged: nothing automatic happens.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from orchestrator.clients.controller.types import HostInfo
 from orchestrator.model import tags as owner
@@ -67,7 +72,7 @@ def settle(config: Config, controller: ControllerRead, provider: str, now: float
         left = window - (now - started)
         return Settle(
             False,
-            f"term {term} started {now - started:.0f}s ago; settle window {window:.0f}s ({left:.0f}s left)",
+            f"term {term} started {now - started:.0f}s ago, settle window {window:.0f}s ({left:.0f}s left)",
             term,
             started,
         )
@@ -129,32 +134,78 @@ class GuardState:
         return float(own if own is not None else self.config.policy.orphans.grace)
 
 
+# The guards an administrator's explicit confirmation (``--confirm``) may waive: the time guards.
+TIME_GUARDS: Final = ("settle_window", "orphan_grace")
+# Never waived: whether the object is this cluster's and provider's, and whether it is protected.
+OWNERSHIP_GUARDS: Final = ("tags", "protect")
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """One guard that refuses a finding's action: its name (as in docs/orphans-json.md) and why."""
+
+    guard: str
+    reason: str
+
+    def to_json(self) -> dict[str, str]:
+        """The audit entry's form."""
+        return {"guard": self.guard, "reason": self.reason}
+
+
 def refusal(finding: Finding, state: GuardState) -> str:
-    """Why ``finding``'s automatic action may not be taken now ("" when every guard passes)."""
-    return next((why for why in _reasons(finding, state) if why), "")
+    """Why ``finding``'s automatic action may not be taken now ("" when every guard passes): the first guard."""
+    blocked = blocking(finding, state)
+    return blocked[0].reason if blocked else ""
 
 
-def _reasons(finding: Finding, s: GuardState) -> Iterator[str]:
-    # A generator: each guard is judged only when every guard before it passed.
-    yield "" if s.act else "report only: this scan does not act (the daemon acts; or xceprov orphans adopt|return)"
-    yield "dry run (policy.orphans.dry_run): nothing is changed" if s.dry_run else ""
-    yield _ownership(finding, s)
-    yield f"protected by the {owner.PROTECT} tag" if protected(finding.tags) else ""
-    yield "" if s.lease_valid else f"no valid lease on provider {s.provider}"
-    yield s.views_complete()
-    yield "" if s.settle.passed else f"settle window: {s.settle.reason}"
-    yield _grace(finding, s) if finding.action == TERMINATE else ""
-    yield (
-        f"circuit breaker open: {s.breaker.flagged} of {s.breaker.instances} instances look orphaned "
-        f"(more than {s.breaker.share:g}): a view is wrong, not the instances"
-        if s.breaker.open
-        else ""
-    )
-    yield (
-        ""
-        if s.rate.remaining(s.provider) > 0
-        else f"rate limit: {s.rate.limit} actions within {s.rate.interval:.0f}s reached (max_cleanup_per_interval)"
-    )
+def blocking(finding: Finding, s: GuardState) -> list[Blocked]:
+    """Every guard that refuses ``finding``'s action, in the documented order.
+
+    Each guard only reads what the scan already holds, so all are judged: an administrator's
+    confirmation names every one that blocks it in one message, not the first alone.
+    """
+    checks = [
+        Blocked(
+            "act",
+            "" if s.act else "report only: this scan does not act (the daemon acts; or xceprov orphans adopt|return)",
+        ),
+        Blocked("dry_run", "dry run (policy.orphans.dry_run): nothing is changed" if s.dry_run else ""),
+        Blocked("tags", _ownership(finding, s)),
+        Blocked("protect", f"protected by the {owner.PROTECT} tag" if protected(finding.tags) else ""),
+        Blocked("lease", "" if s.lease_valid else f"no valid lease on provider {s.provider}"),
+        Blocked("views", s.views_complete()),
+        Blocked("settle_window", "" if s.settle.passed else f"settle window: {s.settle.reason}"),
+        Blocked("orphan_grace", _grace(finding, s) if finding.action == TERMINATE else ""),
+        Blocked(
+            "breaker",
+            f"circuit breaker open: {s.breaker.flagged} of {s.breaker.instances} instances look orphaned "
+            f"(more than {s.breaker.share:g}): a view is wrong, not the instances"
+            if s.breaker.open
+            else "",
+        ),
+        Blocked(
+            "rate_limit",
+            ""
+            if s.rate.remaining(s.provider) > 0
+            else f"rate limit: {s.rate.limit} actions within {s.rate.interval:.0f}s reached (max_cleanup_per_interval)",
+        ),
+    ]
+    return [b for b in checks if b.reason]
+
+
+def lease_held_elsewhere(controller: ControllerRead, provider: str) -> str:
+    """Why a confirmation would be refused its lease right now ("" when nobody else holds it).
+
+    A dry run takes no lease; it asks the controller's status who holds the provider's lease.
+    """
+    status = controller.status
+    for lease in status.leases if status is not None else ():
+        if lease.provider == provider and lease.holder and lease.expires_in > 0:
+            return (
+                f"the lease of provider {provider} is held by {lease.holder} ({lease.expires_in:.0f}s left): "
+                "the confirmation would be refused (exit 9); stop the daemon first"
+            )
+    return ""
 
 
 def _ownership(finding: Finding, s: GuardState) -> str:

@@ -20,7 +20,6 @@ through the same guards.
 
 from __future__ import annotations
 
-import getpass
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -44,8 +43,9 @@ from orchestrator.orphans.classes import (
     TERMINATE,
     Finding,
 )
+from orchestrator.orphans.confirm import Confirmation, judge
 from orchestrator.orphans.ghosts import lost_instances
-from orchestrator.orphans.guards import GuardState, refusal, settle
+from orchestrator.orphans.guards import GuardState, blocking, refusal, settle
 from orchestrator.orphans.inputs import (
     ControllerRead,
     ProviderRead,
@@ -85,21 +85,23 @@ class OrphanScanner:
         """Scan every provider (or one); act on what the policy and the guards allow when ``act``."""
         return self._run(act, provider, None)
 
-    def confirm(self, ref: str, action: str, provider: str | None = None) -> Finding:
+    def confirm(self, ref: str | Confirmation, action: str = "", provider: str | None = None) -> Finding:
         """The administrator's ``adopt`` or ``return`` of the finding ``ref`` (object id or key).
 
         A fresh scan finds it (so the evidence is this pass's), then the same guards as the
-        daemon's apply to it; ``UsageError`` when there is no such finding or the action does
-        not fit its class.
+        daemon's apply to it, every one that refuses named (:mod:`.confirm`); ``UsageError``
+        when there is no such finding or the action does not fit its class.
         """
-        if action not in ("adopt", "return"):
-            raise UsageError(f"orphans: unknown action {action!r} (adopt or return)")
-        return self._run(True, provider, (ref, action)).findings[0]
+        confirmation = ref if isinstance(ref, Confirmation) else Confirmation(ref, action)
+        if confirmation.action not in ("adopt", "return"):
+            raise UsageError(f"orphans: unknown action {confirmation.action!r} (adopt or return)")
+        return self._run(True, provider, confirmation).findings[0]
 
-    def _run(self, act: bool, provider: str | None, confirm: tuple[str, str] | None) -> ScanReport:
+    def _run(self, act: bool, provider: str | None, confirm: Confirmation | None) -> ScanReport:
         providers = self._providers(provider)
         now = self.clock()
-        dry_run = self.config.policy.orphans.dry_run
+        # A confirmation's --dry-run is a dry run of the whole pass: no suspects counted either.
+        dry_run = self.config.policy.orphans.dry_run or (confirm is not None and confirm.dry_run)
         report = ScanReport(self.config.cluster, now, act=act, dry_run=dry_run)
         ctl = read_controller(self.controller, providers)
         if self.controller is None:
@@ -117,13 +119,16 @@ class OrphanScanner:
             by_provider.append((state, found))
         for state, found in by_provider:
             if confirm is not None:
-                found = self._confirmable(found, *confirm)
+                found = self._confirmable(found, confirm.ref, confirm.action)
             # Ghosts first: a return's plan would re-create a lost key still in the desired set.
             for finding in sorted(found, key=lambda f: f.cls != CLASS_C):
-                self._decide(finding, state, AUTOMATIC if confirm is None else _admin())
+                if confirm is None:
+                    self._decide(finding, state, AUTOMATIC)
+                else:
+                    self._decide_confirmed(finding, state, confirm)
             report.findings.extend(found)
         if confirm is not None and not report.findings:
-            raise UsageError(f"orphans: {confirm[0]} is not a current finding (xceprov orphans lists them)")
+            raise UsageError(f"orphans: {confirm.ref} is not a current finding (xceprov orphans lists them)")
         report.finished = self.clock()
         audit(
             self.state_dir,
@@ -289,6 +294,37 @@ class OrphanScanner:
             finding.outcome, finding.reason = ("would-take" if would else "skipped"), why
             self._audit("orphan-action-skipped" if not would else "orphan-action-dry-run", finding, epoch=epoch)
             return
+        self._act(finding, state, epoch, confirmed_by)
+
+    def _decide_confirmed(self, finding: Finding, state: GuardState, confirm: Confirmation) -> None:
+        """An administrator's confirmation: every refusing guard named, the time guards waived
+        when asked (audited before the action), nothing changed on a dry run."""
+        epoch = self._epoch(finding.provider) if state.lease_valid else ""
+        self._audit("orphan-detected", finding, epoch=epoch)
+        verdict = judge(blocking(finding, state), state, confirm)
+        who = {"confirmed_by": confirm.who.by, "who": confirm.who.to_json()}
+        waived = [b.to_json() for b in verdict.waived]
+        if verdict.refused:
+            finding.outcome, finding.reason = "skipped", verdict.reason(confirm)
+            refused = [b.to_json() for b in verdict.refused]
+            self._audit("orphan-action-skipped", finding, epoch=epoch, dry_run=state.dry_run, refused=refused, **who)
+            return
+        if state.dry_run:
+            finding.outcome = "would-take"
+            finding.reason = "dry run: nothing changed" + (
+                f"; --confirm waives {', '.join(b.guard for b in verdict.waived)}" if waived else ""
+            )
+            self._audit("orphan-action-dry-run", finding, epoch=epoch, waived=waived, **who)
+            return
+        by = confirm.who.by
+        if waived:
+            # Durable before the action: the log says who passed which guard even if it fails.
+            self._audit("orphan-guards-waived", finding, epoch=epoch, waived=waived, **who)
+            by += f", waiving {', '.join(b.guard for b in verdict.waived)}"
+        self._act(finding, state, epoch, by, waived=waived, who=confirm.who.to_json())
+
+    def _act(self, finding: Finding, state: GuardState, epoch: str, confirmed_by: str, **more: Any) -> None:
+        """Take the finding's action through the executor; ``more`` goes into the audit entries."""
         # Held by the executor like an op (the daemon refuses it once stopping).
         with self.executor.action(f"orphan {finding.action} of {finding.object_id or finding.instance_key}"):
             state.rate.take(finding.provider)  # counted before the action: a crash never forgets one
@@ -296,10 +332,10 @@ class OrphanScanner:
                 result = actions.take(self.executor, finding, confirmed_by, automatic=confirmed_by == AUTOMATIC)
             except XceprovError as exc:
                 finding.outcome, finding.reason = "failed", first_line(exc)
-                self._audit("orphan-action-failed", finding, epoch=epoch, confirmed_by=confirmed_by)
+                self._audit("orphan-action-failed", finding, epoch=epoch, confirmed_by=confirmed_by, **more)
                 return
         finding.outcome, finding.reason = "taken", result
-        self._audit("orphan-action", finding, epoch=epoch, confirmed_by=confirmed_by)
+        self._audit("orphan-action", finding, epoch=epoch, confirmed_by=confirmed_by, **more)
 
     def _report(self, finding: Finding, state: GuardState) -> None:
         """A (b) finding the policy only reports: the ``orphanReported`` fact when the scan acts."""
@@ -367,7 +403,3 @@ def _controller_json(ctl: ControllerRead) -> dict[str, Any]:
         "term_started": status.term_started if status else 0.0,
         "hosts": len(ctl.hosts),
     }
-
-
-def _admin() -> str:
-    return f"administrator {getpass.getuser()}"

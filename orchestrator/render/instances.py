@@ -45,8 +45,28 @@ class RenderRequest:
     first_index: int = 0
 
 
-def renderer_for(config: Config, builtin_dir: Path) -> TemplateRenderer:
-    """A renderer searching the site's template directories, then the built-in ones."""
+def template_dir_problems(config: Config, source: str = "") -> list[str]:
+    """One line per ``template_dirs`` entry that is not a directory.
+
+    A missing site directory is an error, never skipped: the template loader would quietly
+    render the built-in templates in its place, and hosts would boot without the site's files.
+    """
+    where = f"{source}: " if source else ""
+    return [
+        f"{where}template_dirs.{i}: {path}: {'not a directory' if path.exists() else 'no such directory'} "
+        "(the built-in templates are not used in its place)"
+        for i, path in enumerate(config.template_dirs)
+        if not path.is_dir()
+    ]
+
+
+def renderer_for(config: Config, builtin_dir: Path, source: str = "") -> TemplateRenderer:
+    """A renderer searching the site's template directories, then the built-in ones.
+
+    ``ConfigError`` (one line per entry, naming ``source`` when given) when a site directory is missing.
+    """
+    if problems := template_dir_problems(config, source):
+        raise ConfigError(problems)
     return TemplateRenderer([*config.template_dirs, builtin_dir])
 
 

@@ -9,7 +9,9 @@
   11); in standalone mode the local fact journal is read instead.
 * :func:`confirm_orphan` is ``xceprov orphans adopt|return ID``: a fenced session holding the
   provider leases (like every verb that changes the cloud), a fresh scan, and the one finding
-  acted on through the same guards as the daemon's scan (docs/orphans-json.md).
+  acted on through the same guards as the daemon's scan (docs/orphans-json.md), every guard
+  that refuses it named; ``--confirm`` waives the time guards (audited), ``--dry-run`` reads
+  as the report does (no lease, nothing changed).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from orchestrator.ops.facts import LinkFacts, NoFacts, standalone_facts
 from orchestrator.ops.fence import ReadOnlyFence
 from orchestrator.ops.hosts import LinkHosts, NoHosts
 from orchestrator.orphans.classes import Finding
+from orchestrator.orphans.confirm import Confirmation
 from orchestrator.orphans.inputs import LinkController, ScanController
 from orchestrator.orphans.report import ScanReport
 from orchestrator.orphans.scan import OrphanScanner, providers_of
@@ -115,13 +118,25 @@ def confirm_orphan(
     provider: str | None = None,
     engine: Engine | None = None,
     world: SimulatedWorld | None = None,
+    dry_run: bool = False,
+    waive_time: bool = False,
 ) -> Finding:
-    """``xceprov orphans adopt|return REF``: under the leases, through the scan's guards."""
+    """``xceprov orphans adopt|return REF [--dry-run] [--confirm]``: through the scan's guards.
+
+    Under the leases; a dry run takes none (it reads as ``xceprov orphans`` does, beside a daemon
+    that holds them, and says whether another holder has the lease the real run needs).
+    """
     config = loaded.config
     providers = providers_of(config, provider)
+    confirmation = Confirmation(ref, action, dry_run=dry_run, waive_time=waive_time)
+    if dry_run:
+        with _reader(loaded, engine or engine_for(config), toolkit_root) as (reader, controller):
+            return OrphanScanner(config, reader, controller, time.time, config.state_dir).confirm(
+                confirmation, provider=provider
+            )
     decommission = playbook_callables(loaded, toolkit_root, world)[1]
     with fenced_session(loaded, providers, toolkit_root, engine=engine, decommission=decommission) as executor:
         facts = executor.facts
         controller = LinkController(facts.link) if isinstance(facts, LinkFacts) else None
         scanner = OrphanScanner(config, executor, controller, time.time, config.state_dir)
-        return scanner.confirm(ref, action, provider)
+        return scanner.confirm(confirmation, provider=provider)

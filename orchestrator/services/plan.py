@@ -40,6 +40,7 @@ from orchestrator.render.instances import (
     render_op,
     render_settings,
     renderer_for,
+    template_dir_problems,
 )
 from orchestrator.services.missing_ca import missing_ca
 from orchestrator.workspace.bundle import BUNDLE_FORMAT, create_bundle, discard_bundle, plan_path, seal_bundle
@@ -135,7 +136,7 @@ def plan_burst(
     )
     desired = {name: workdirs[name].desired.read() for name in targets if name in workdirs}
     choose_ops(config, wanted, provider, {})  # the request itself (templates, counts, provider), before Terraform
-    if problems := settings_problems(config, root, loaded.source):
+    if problems := settings_problems(config, root, loaded.source) + template_dir_problems(config, loaded.source):
         raise ConfigError(problems)
     engine = engine or engine_for(config)
     lost = {name: _lost(engine, workdirs[name], held) for name, held in desired.items()}
@@ -144,7 +145,7 @@ def plan_burst(
     room = {name: provider_count(config, name, root) - len(lost[name]) for name in desired}
     ops = choose_ops(config, wanted, provider, room)
     desired = {name: {k: v for k, v in held.items() if k not in lost[name]} for name, held in desired.items()}
-    renderer = renderer_for(config, root / "templates")
+    renderer = renderer_for(config, root / "templates", loaded.source)
     # A preview needs no CA file (apply renders every op again and does): the same rule as validate.
     controller = controller_context(config, allow_missing_ca=True)
     warnings = [f"{missing}; previewed without it, apply needs it"] if (missing := missing_ca(loaded)) else []

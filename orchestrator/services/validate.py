@@ -20,13 +20,16 @@ from typing import Any
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.clients.terraform.messages import Diagnostic
 from orchestrator.configfile import LoadedConfig
-from orchestrator.errors import ConfigError, TerraformError
+from orchestrator.errors import ConfigError, RegistryUnreachable, TerraformError, XceprovError
+from orchestrator.model.config import Config
+from orchestrator.render.environment import TemplateRenderer
 from orchestrator.render.instances import (
     RenderRequest,
     controller_context,
     render_op,
     render_settings,
     renderer_for,
+    template_dir_problems,
     worker_addresses,
 )
 from orchestrator.services.missing_ca import missing_ca
@@ -46,21 +49,31 @@ class ValidationReport:
     checked: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # Problems of a provider registry that could not be reached (in ``problems`` too): alone,
+    # the exit code of an unreachable registry (75), as ``plan`` and ``apply`` give it.
+    unreachable: list[str] = field(default_factory=list)
+
+    def error(self) -> XceprovError | None:
+        """What ``xceprov validate`` exits with: None when valid; ``RegistryUnreachable`` when
+        an unreachable registry is the only problem, else ``ConfigError`` listing every problem."""
+        if not self.problems:
+            return None
+        if set(self.problems) <= set(self.unreachable):
+            return RegistryUnreachable("\n".join(self.problems))
+        return ConfigError(self.problems)
 
 
 def validate_all(loaded: LoadedConfig, toolkit_root: Path, engine: Engine | None = None) -> ValidationReport:
     """Run every check and collect their problems (``engine``: the configured one unless given)."""
     report = ValidationReport(checked=[f"configuration {loaded.source}"])
     config = loaded.config
-    renderer = renderer_for(config, toolkit_root / "templates")
     controller = _controller(loaded, report)
-    for tname, template in sorted(config.templates.items()):
-        for pname in sorted(template.providers):
-            try:
-                render_op(config, renderer, RenderRequest(pname, tname, SAMPLE_OP, 1), controller)
-                report.checked.append(f"template {tname} on provider {pname}")
-            except ConfigError as exc:
-                report.problems.extend(f"template {tname} on {pname}: {p}" for p in exc.problems)
+    dir_problems = template_dir_problems(config, loaded.source)
+    report.problems.extend(dir_problems)
+    if not dir_problems:
+        # With a site template directory missing the templates are not rendered: the built-in
+        # ones would stand in for the site's and say nothing about what a host would get.
+        _render_templates(config, renderer_for(config, toolkit_root / "templates"), controller, report)
     report.problems.extend(settings_problems(config, toolkit_root, loaded.source))
     for pname in sorted(config.providers):
         try:
@@ -77,7 +90,11 @@ def validate_all(loaded: LoadedConfig, toolkit_root: Path, engine: Engine | None
                 f"terraform/roots/{workdir.module}: no provider lock ({workdir.site_lock}), so provider versions "
                 "may move; xceprov terraform lock pins them"
             )
-        problems = _validate_terraform(engine, workdir)
+        try:
+            problems = _validate_terraform(engine, workdir)
+        except RegistryUnreachable as exc:
+            problems = str(exc).splitlines()
+            report.unreachable.extend(problems)
         if problems:
             report.problems.extend(problems)
         else:
@@ -95,6 +112,19 @@ def validate_all(loaded: LoadedConfig, toolkit_root: Path, engine: Engine | None
         else:
             report.problems.append(problem)
     return report
+
+
+def _render_templates(
+    config: Config, renderer: TemplateRenderer, controller: dict[str, Any], report: ValidationReport
+) -> None:
+    """Every host template rendered with sample values on every provider it names."""
+    for tname, template in sorted(config.templates.items()):
+        for pname in sorted(template.providers):
+            try:
+                render_op(config, renderer, RenderRequest(pname, tname, SAMPLE_OP, 1), controller)
+                report.checked.append(f"template {tname} on provider {pname}")
+            except ConfigError as exc:
+                report.problems.extend(f"template {tname} on {pname}: {p}" for p in exc.problems)
 
 
 def _controller(loaded: LoadedConfig, report: ValidationReport) -> dict[str, Any]:
@@ -123,6 +153,8 @@ def _validate_terraform(engine: Engine, workdir: ProviderWorkdir) -> list[str]:
         try:
             # With backend pg, the real backend of shard 0: validate proves the database answers.
             checked_init(engine, stage, root_label(workdir), workdir.site_lock, workdir.backend_config())
+        except RegistryUnreachable:
+            raise  # its own exit code: the caller keeps its lines apart
         except TerraformError as exc:
             return str(exc).splitlines()
         return [

@@ -15,8 +15,14 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from orchestrator.clients.terraform.engine import Engine
-from orchestrator.clients.terraform.providers import LOCK_FILE, Locked, install_problems, read_lock
-from orchestrator.errors import TerraformError
+from orchestrator.clients.terraform.providers import (
+    LOCK_FILE,
+    Locked,
+    install_problems,
+    read_lock,
+    unreachable_registries,
+)
+from orchestrator.errors import RegistryUnreachable, TerraformError
 from orchestrator.workspace.pgbackend import BACKEND_TF
 
 LOCKS_DIR = "locks"
@@ -39,7 +45,10 @@ def checked_init(
         engine.init(stage, backend_config=backend_config)
     except TerraformError as exc:
         lines = [_about_site_lock(line, site_lock) for line in init_problems(engine, stage, str(exc))]
-        raise TerraformError("\n".join(f"{root}: {line}" for line in lines)) from None
+        # An unreachable registry is an outside service down, not the site's mistake: its own
+        # exit code (75), the same whichever verb ran the init (docs/exit-codes.md).
+        error = RegistryUnreachable if unreachable_registries(str(exc)) else TerraformError
+        raise error("\n".join(f"{root}: {line}" for line in lines)) from None
 
 
 def _about_site_lock(line: str, site_lock: Path) -> str:

@@ -283,3 +283,55 @@ def test_a_cloud_name_with_control_characters_prints_escaped_on_one_line(tmp_pat
         assert not [line for line in lines if line.startswith("forged")]
         as_json = site.xceprov("orphans", "--json")
         assert [f["name"] for f in json.loads(as_json.stdout)["findings"]] == [hostile]
+
+
+def test_orphans_return_names_every_guard_dry_runs_and_confirms_only_the_time_guards(tmp_path: Path) -> None:
+    """Through the command line: a stray just launched, right after the controller started
+    (settle window 300 s, orphan_grace 30 min by default), is refused naming both; one with the
+    protect tag names it too; ``--dry-run`` changes nothing; ``--confirm`` waives the time guards
+    (audited with the user and uid) but never the protect tag."""
+    with site_with(tmp_path) as site:
+        made = [
+            site.xceprov(*FAULT_CREATE, "--name", name, *OURS, *more)
+            for name, more in (("stray", ()), ("kept", ("--tag=xce:protect=true",)))
+        ]
+        assert all(m.returncode == 0 for m in made), [m.stderr for m in made]
+        stray, kept = (m.stdout.split()[0] for m in made)
+
+        def errors(done: subprocess.CompletedProcess[str]) -> list[str]:
+            return [line for line in done.stderr.splitlines() if line.startswith("xceprov: ")]
+
+        refused = site.xceprov("orphans", "return", stray)
+        assert refused.returncode == 1, refused.stderr
+        [line] = errors(refused)
+        assert line.startswith(
+            f"xceprov: orphans return {stray}: not done: refused by settle_window, orphan_grace: "
+        ), line
+        assert line.endswith("(--confirm waives settle_window and orphan_grace)"), line
+        [line] = errors(site.xceprov("orphans", "return", kept))
+        assert "refused by protect, settle_window, orphan_grace: " in line, line
+
+        [line] = errors(site.xceprov("orphans", "return", stray, "--dry-run"))
+        assert line.startswith(f"xceprov: orphans return {stray}: not done (dry run): refused by settle_window, "), line
+        dry = site.xceprov("orphans", "return", stray, "--dry-run", "--confirm")
+        assert dry.returncode == 0, dry.stderr
+        assert (
+            "terminate: would-take (dry run: nothing changed; --confirm waives settle_window, orphan_grace)"
+            in dry.stdout
+        )
+        assert set(site.live()) == {stray, kept}
+
+        never = site.xceprov("orphans", "return", kept, "--confirm")
+        assert never.returncode == 1
+        [line] = errors(never)
+        assert "refused by protect: " in line and line.endswith("(tags and the protect tag are never waived)"), line
+
+        done = site.xceprov("orphans", "return", stray, "--confirm")
+        assert done.returncode == 0, done.stderr
+        assert "terminate: taken" in done.stdout
+        assert set(site.live()) == {kept}
+        waiver = next(e for e in site.audit() if e["action"] == "orphan-guards-waived")
+        assert waiver["who"]["uid"] == os.getuid() and waiver["finding"]["object_id"] == stray
+        assert [g["guard"] for g in waiver["waived"]] == ["settle_window", "orphan_grace"]
+        actions = [e["action"] for e in site.audit()]
+        assert actions.index("orphan-guards-waived") < actions.index("fact-returning")

@@ -234,3 +234,21 @@ def test_an_unreachable_registry_is_one_line_naming_root_and_provider(tmp_path: 
         plan_burst(loaded, {"cpu": 1}, toolkit_root=toolkit)
     [line] = str(raised.value).splitlines()
     assert line.startswith(expected_start), line
+
+
+def test_an_unreachable_registry_exits_75_in_validate_and_plan_alike(tmp_path: Path) -> None:
+    # Before: validate called it a configuration problem (3), plan a Terraform error (4).
+    toolkit = toolkit_with(tmp_path, "registry.xce-test.invalid/example/xcesim")
+    loaded = parse_config((mirrored_site(tmp_path, None) / "xceprov.yaml").read_text(), "xceprov.yaml", tmp_path)
+    error = validate_all(loaded, toolkit).error()  # what xceprov validate raises
+    assert error is not None and error.exit_code == 75, error
+    from orchestrator.services.plan import plan_burst
+
+    with pytest.raises(TerraformError) as raised:
+        plan_burst(loaded, {"cpu": 1}, toolkit_root=toolkit)
+    assert raised.value.exit_code == error.exit_code == 75
+    # With a configuration problem beside it, validate says 3: the file is to be fixed first.
+    (tmp_path / "site.txt").write_text("")
+    text = (tmp_path / "xceprov.yaml").read_text() + "template_dirs: [site.txt]\n"
+    mixed = validate_all(parse_config(text, "xceprov.yaml", tmp_path), toolkit).error()
+    assert mixed is not None and mixed.exit_code == 3 and len(str(mixed).splitlines()) == 2

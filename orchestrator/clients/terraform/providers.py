@@ -156,6 +156,11 @@ def install_problems(error: str) -> list[str]:
     return list(dict.fromkeys(lines))
 
 
+def unreachable_registries(error: str) -> list[str]:
+    """The registries (or network mirrors) Terraform's installer errors in ``error`` could not connect to."""
+    return sorted(set(_UNREACHABLE.findall(error)))
+
+
 def _without_advice(reason: str) -> str:
     for advice in _ADVICE:
         reason = reason.split(advice, 1)[0]

@@ -18,7 +18,7 @@ from typing import Any
 
 from tffake import FakeEngine, FakeFence, FakeHosts, MemoryFacts, unit_executor
 
-from orchestrator.clients.controller.types import ControllerStatus, DemandSnapshot, HostInfo
+from orchestrator.clients.controller.types import ControllerStatus, DemandSnapshot, HostInfo, LeaseInfo
 from orchestrator.clients.terraform.messages import ResourceChange
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import ControllerError, TerraformError
@@ -142,6 +142,7 @@ class FakeController:
     term: int = 3
     term_started: float = NOW - 3600
     reachable: bool = True
+    leases: tuple[LeaseInfo, ...] = ()
 
     def connected(self) -> bool:
         return self.reachable
@@ -153,7 +154,7 @@ class FakeController:
             "ctl",
             self.term,
             "",
-            (),
+            self.leases,
             DemandSnapshot(seq=0, term=self.term, time=NOW, templates=()),
             (),
             term_started=self.term_started,

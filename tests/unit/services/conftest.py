@@ -11,7 +11,7 @@ from orchestrator.configfile import LoadedConfig
 
 # --import-mode=importlib: the fake engine lives in tests/, beside the other shared helpers.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from tffake import FakeEngine, site_config
+from tffake import ROOT, FakeEngine, site_config
 
 
 @pytest.fixture
@@ -22,3 +22,13 @@ def loaded(tmp_path: Path) -> LoadedConfig:
 @pytest.fixture
 def engine() -> FakeEngine:
     return FakeEngine()
+
+
+@pytest.fixture
+def toolkit(tmp_path: Path) -> Path:
+    """The real Terraform modules and templates, without playbooks (their syntax is tested elsewhere)."""
+    root = tmp_path / "toolkit"
+    (root / "ansible" / "playbooks").mkdir(parents=True)
+    for part in ("terraform", "templates"):
+        (root / part).symlink_to(ROOT / part)
+    return root

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-from tffake import ROOT, FakeEngine
+from tffake import FakeEngine
 
 from orchestrator.configfile import LoadedConfig, parse_config
 from orchestrator.services.validate import validate_all
@@ -17,16 +16,6 @@ controller: {{ca: {ca}}}
 providers: {{sim: {{module: xcesim}}}}
 templates: {{cpu: {{providers: {{sim: {{flavor: c8.large, image: debian-12}}}}}}}}
 """
-
-
-@pytest.fixture
-def toolkit(tmp_path: Path) -> Path:
-    """The real Terraform modules and templates, without playbooks (their syntax is tested elsewhere)."""
-    root = tmp_path / "toolkit"
-    (root / "ansible" / "playbooks").mkdir(parents=True)
-    for part in ("terraform", "templates"):
-        (root / part).symlink_to(ROOT / part)
-    return root
 
 
 def site(tmp_path: Path, ca: str) -> LoadedConfig:
