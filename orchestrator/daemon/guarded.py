@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -97,6 +98,7 @@ class DaemonExecutor(Executor):
     def _held(self, name: str, provider: str, kind: OpKind) -> Iterator[None]:
         with held_unless_stopping(self.lifecycle, name):
             outcome = OpOutcome.FAILED
+            began = time.monotonic()  # a duration, not a date: the wall clock may step
             try:
                 yield
                 outcome = OpOutcome.SUCCEEDED
@@ -104,7 +106,7 @@ class DaemonExecutor(Executor):
                 outcome = OpOutcome.PARKED
                 raise
             finally:
-                self.metrics.op_finished(provider, kind, outcome)
+                self.metrics.op_finished(provider, kind, outcome, time.monotonic() - began)
 
     def create(self, provider: str, template: str, count: int, op_id: str | None = None) -> CreateResult:
         """:meth:`Executor.create`, held in flight under its op id; refused once stopping."""
