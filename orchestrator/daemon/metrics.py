@@ -160,9 +160,7 @@ class DaemonMetrics:
             ["provider", "template"],
             registry=r,
         )
-        self.interval = Gauge(
-            "xceprov_reconcile_interval_seconds", "daemon.reconcile_interval in force", registry=r
-        )
+        self.interval = Gauge("xceprov_reconcile_interval_seconds", "daemon.reconcile_interval in force", registry=r)
         self.lease_valid = Gauge(
             "xceprov_lease_valid", "1 while the provider's lease is valid", ["provider"], registry=r
         )
@@ -303,7 +301,8 @@ class DaemonMetrics:
         blocked = set(blocked)
         with self._lock:
             for provider, template in self._blocks | set(pairs) | blocked:
-                self.backoff.labels(provider=provider, template=template).set(1 if (provider, template) in blocked else 0)
+                value = 1 if (provider, template) in blocked else 0
+                self.backoff.labels(provider=provider, template=template).set(value)
             self._blocks |= blocked
 
     def set_interval(self, seconds: float) -> None:

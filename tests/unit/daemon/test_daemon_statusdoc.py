@@ -9,8 +9,8 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from orchestrator.clients.controller.lease import LeaseStatus
-from orchestrator.configfile import parse_config
 from orchestrator.clients.controller.types import HostInfo
+from orchestrator.configfile import parse_config
 from orchestrator.daemon.metrics import DaemonMetrics
 from orchestrator.daemon.statusdoc import (
     bootstrap_share,
