@@ -564,8 +564,14 @@ def test_a_daemon_serving_tls_with_client_certificates_scrapes_clean_in_promtool
         "tls_client_ca": str(tmp_path / "ca.pem"),
     }
     configure(world, metrics={"listen": "127.0.0.1:0", **tls})
-    with running_daemon(world, "daemon-tls") as daemon:
+    # Its stderr is the journal stream systemd would name (the file keeps its inode when reopened).
+    (world.site / "daemon-tls.log").touch()
+    st = os.stat(world.site / "daemon-tls.log")
+    with running_daemon(world, "daemon-tls", env={"JOURNAL_STREAM": f"{st.st_dev}:{st.st_ino}"}) as daemon:
         daemon.wait_status("the daemon's lease of sim", leased)
+        # Every line carries its priority for journald: INFO is <6>.
+        served = [line for line in daemon.log().splitlines() if "metrics served on https://" in line]
+        assert len(served) == 1 and served[0].startswith("<6>"), daemon.log()
         [(host, port)] = re.findall(r"metrics served on https://([\d.]+):(\d+)/metrics", daemon.log())
         url = f"https://{host}:{port}/metrics"
         scraper = ssl.create_default_context(cafile=str(tmp_path / "ca.pem"))
