@@ -29,7 +29,8 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   fi
   # The simulated hosts run their own sshd; the distribution's service must not hold port 22.
   if command -v systemctl >/dev/null && systemctl is-active --quiet ssh 2>/dev/null; then :; fi
-  # promtool checks a scrape of a running daemon (tests/integration/test_daemon.py). Debian ships
+  # promtool checks a scrape of a running daemon (tests/integration/test_daemon.py) and the shipped
+  # alert rules (tests/integration/test_monitoring.py). Debian ships
   # it only in the prometheus package (19 MB, no other package provides it); the server that
   # package would start is not wanted here.
   if ! command -v promtool >/dev/null; then

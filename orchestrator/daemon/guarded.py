@@ -8,7 +8,9 @@ the pass needs to know nothing about signals:
   pass resumes takes its first step only while not stopping (:meth:`DaemonExecutor.gate`);
 - once stopping, a new op is refused before its intent with :class:`NotStarted`, a ``LeaseLost``
   (what the pass already treats as "leave this provider alone, nothing to close");
-- each op that ends is counted on ``xceprov_ops_total`` (``parked`` when the fence stopped it);
+- each op that ends is counted on ``xceprov_ops_total`` (``parked`` when the fence stopped it),
+  its duration observed on ``xceprov_op_duration_seconds``, and logged in one line: what it was,
+  how it ended, how long it took, what it did or why it failed (INFO; WARNING unless it succeeded);
 - every audit entry the executor writes is proof that the loop is making progress, so it beats
   the watchdog's heartbeat: a long burst is not taken for a stuck loop;
 - the decommission play and the drain's waits are refused or cut short the same way
@@ -21,13 +23,15 @@ the pass needs to know nothing about signals:
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from orchestrator.clients.ansible.runner import PlayStop
 from orchestrator.clients.controller.types import HostInfo
-from orchestrator.daemon.lifecycle import Lifecycle, Stopping
+from orchestrator.daemon.lifecycle import Lifecycle, Stopping, error_line
 from orchestrator.daemon.metrics import DaemonMetrics, OpKind, OpOutcome
 from orchestrator.daemon.systemd import Heartbeat
 from orchestrator.errors import LeaseLost
@@ -35,6 +39,8 @@ from orchestrator.model.facts import Epoch
 from orchestrator.model.instances import new_op_id
 from orchestrator.ops.drain import Decommission
 from orchestrator.ops.executor import Bootstrap, Created, CreateResult, Executor, ReturnResult
+
+log = logging.getLogger(__name__)
 
 
 class NotStarted(LeaseLost):
@@ -94,29 +100,50 @@ class DaemonExecutor(Executor):
         return super().gate(provider, op_id, step)
 
     @contextlib.contextmanager
-    def _held(self, name: str, provider: str, kind: OpKind) -> Iterator[None]:
+    def _held(self, name: str, provider: str, kind: OpKind, what: str, fields: dict[str, str]) -> Iterator[list[str]]:
+        """The op held in flight under ``name``; counted, timed and logged as ``what`` when it
+        ends, with what the body appended to the yielded list (what the op did)."""
         with held_unless_stopping(self.lifecycle, name):
             outcome = OpOutcome.FAILED
+            began = time.monotonic()  # a duration, not a date: the wall clock may step
+            did: list[str] = []
             try:
-                yield
+                yield did
                 outcome = OpOutcome.SUCCEEDED
-            except LeaseLost:
+            except LeaseLost as exc:
                 outcome = OpOutcome.PARKED
+                did.append(error_line(exc))
+                raise
+            except Exception as exc:
+                did.append(error_line(exc))
                 raise
             finally:
-                self.metrics.op_finished(provider, kind, outcome)
+                took = time.monotonic() - began
+                self.metrics.op_finished(provider, kind, outcome, took)
+                level = logging.INFO if outcome is OpOutcome.SUCCEEDED else logging.WARNING
+                # ``did`` may quote the cloud's text: an argument, never the format.
+                log.log(level, "%s: %s after %.1fs: %s", what, outcome.value, took, "; ".join(did), extra=fields)
 
     def create(self, provider: str, template: str, count: int, op_id: str | None = None) -> CreateResult:
         """:meth:`Executor.create`, held in flight under its op id; refused once stopping."""
         op_id = op_id or new_op_id(self.clock())
-        with self._held(op_id, provider, OpKind.CREATE):
-            return super().create(provider, template, count, op_id)
+        what = f"op {op_id} (create of {count} {template} on {provider})"
+        fields = {"op_id": op_id, "provider": provider, "template": template}
+        with self._held(op_id, provider, OpKind.CREATE, what, fields) as did:
+            result = super().create(provider, template, count, op_id)
+            did.append(f"{len(result.created)} instances created")
+            return result
 
     def return_instances(self, provider: str, keys: Sequence[str], **kwargs: Any) -> ReturnResult:
         """:meth:`Executor.return_instances`, held in flight; refused once stopping."""
         name = f"return of {len(set(keys))} instances on {provider}"
-        with self._held(name, provider, OpKind.RETURN):
-            return super().return_instances(provider, keys, **kwargs)
+        reason = str(kwargs.get("reason", ""))
+        what = f"{name} ({reason})" if reason else name
+        with self._held(name, provider, OpKind.RETURN, what, {"provider": provider}) as did:
+            result = super().return_instances(provider, keys, **kwargs)
+            done = "would return" if result.dry_run else "returned"
+            did.append(f"op {result.op_id} {done} {len(result.deleted or result.keys)}")
+            return result
 
     @contextlib.contextmanager
     def action(self, name: str) -> Iterator[None]:

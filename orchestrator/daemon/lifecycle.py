@@ -224,8 +224,8 @@ class Lifecycle:
             status = self._reload_now()
             return status.startswith(RELOADED)
         except Exception as exc:  # a reload must never end the daemon (nor leave systemd waiting)
-            log.exception("SIGHUP: configuration not reloaded, keeping the previous one: %s", _line(exc))
-            status = f"reload failed: {_line(exc)}"
+            log.exception("SIGHUP: configuration not reloaded, keeping the previous one: %s", error_line(exc))
+            status = f"reload failed: {error_line(exc)}"
             return False
         finally:
             if started:
@@ -255,10 +255,10 @@ class Lifecycle:
                     "SIGHUP: the configuration from %s could not be applied (%s: %s), keeping the previous one",
                     new.source,
                     name,
-                    _line(exc),
+                    error_line(exc),
                 )
                 self._give_back(old, applied)
-                return f"reload failed: {_line(exc)}"
+                return f"reload failed: {error_line(exc)}"
             applied.append(callback)
         with self._cond:
             self._loaded = new
@@ -313,7 +313,7 @@ class Lifecycle:
         return 0
 
 
-def _line(exc: BaseException) -> str:
+def error_line(exc: BaseException) -> str:
     """The error's type and the first line of its text (for one log or status line)."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

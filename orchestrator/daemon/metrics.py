@@ -42,6 +42,10 @@ log = logging.getLogger(__name__)
 # A pass with nothing to do over 1000 hosts is well under a second; one with applies can take
 # minutes (the loop waits for nothing, but the phases do).
 PASS_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+# An op is one Terraform apply (a few seconds on the simulated cloud, minutes on a real one, up
+# to launch_timeout); a bootstrap play runs its batch for minutes on a slow image.
+OP_BUCKETS = (1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0)
+BOOTSTRAP_BUCKETS = (5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0)
 
 
 class OpKind(StrEnum):
@@ -118,6 +122,45 @@ class DaemonMetrics:
         self.instances = Gauge(
             "xceprov_instances", "Instances of this orchestrator by state", ["provider", "state"], registry=r
         )
+        self.op_duration = Histogram(
+            "xceprov_op_duration_seconds",
+            "Duration of ops that ended, by outcome",
+            ["provider", "kind", "outcome"],
+            buckets=OP_BUCKETS,
+            registry=r,
+        )
+        self.bootstrap_duration = Histogram(
+            "xceprov_bootstrap_duration_seconds",
+            "Duration of the bootstrap play of each host, by the host's outcome (ok, failed, stopped)",
+            ["provider", "outcome"],
+            buckets=BOOTSTRAP_BUCKETS,
+            registry=r,
+        )
+        self.cost = Gauge(
+            "xceprov_cost_per_hour",
+            "Cost per hour of this orchestrator's instances not gone, as the budgets count them",
+            ["provider", "template"],
+            registry=r,
+        )
+        self.provider_budget = Gauge(
+            "xceprov_provider_budget_per_hour",
+            "The provider's budget_per_hour (no series when it has none)",
+            ["provider"],
+            registry=r,
+        )
+        self.cluster_budget = Gauge(
+            "xceprov_cluster_budget_per_hour",
+            "policy.budget_per_hour of the cluster (no series when unset)",
+            ["cluster"],
+            registry=r,
+        )
+        self.backoff = Gauge(
+            "xceprov_provider_backoff",
+            "1 while the provider is passed over for the template after failures (template *: every template)",
+            ["provider", "template"],
+            registry=r,
+        )
+        self.interval = Gauge("xceprov_reconcile_interval_seconds", "daemon.reconcile_interval in force", registry=r)
         self.lease_valid = Gauge(
             "xceprov_lease_valid", "1 while the provider's lease is valid", ["provider"], registry=r
         )
@@ -168,6 +211,9 @@ class DaemonMetrics:
         )
         self._states: dict[str, set[str]] = {}
         self._templates: set[str] = set()
+        self._costs: set[tuple[str, str]] = set()
+        self._blocks: set[tuple[str, str]] = set()
+        self._budgets: tuple[set[str], set[str]] = (set(), set())
         self._lock = threading.Lock()
 
     def started(self, version: str, at: float) -> None:
@@ -213,9 +259,55 @@ class DaemonMetrics:
             if failed:
                 child.inc()
 
-    def op_finished(self, provider: str, kind: OpKind, outcome: OpOutcome) -> None:
-        """Count one op that ended."""
+    def op_finished(self, provider: str, kind: OpKind, outcome: OpOutcome, duration_s: float) -> None:
+        """Count one op that ended after ``duration_s``."""
         self.ops.labels(provider=provider, kind=kind.value, outcome=outcome.value).inc()
+        self.op_duration.labels(provider=provider, kind=kind.value, outcome=outcome.value).observe(duration_s)
+
+    def bootstrap_played(self, provider: str, outcomes: Iterable[str], duration_s: float) -> None:
+        """A bootstrap play of ``provider`` ended after ``duration_s``: one observation per host,
+        labelled by the first word of its outcome line (``ok``, ``failed: ...``, ``stopped: ...``)."""
+        for line in outcomes:
+            outcome = line.split(":", 1)[0].strip() or "failed"
+            self.bootstrap_duration.labels(provider=provider, outcome=outcome).observe(duration_s)
+
+    def set_costs(self, costs: Mapping[tuple[str, str], float]) -> None:
+        """Cost per hour per ``(provider, template)``, as a whole: a pair no longer named reads 0."""
+        with self._lock:
+            for provider, template in self._costs - set(costs):
+                self.cost.labels(provider=provider, template=template).set(0)
+            for (provider, template), cost in costs.items():
+                self.cost.labels(provider=provider, template=template).set(cost)
+            self._costs |= set(costs)
+
+    def set_budgets(self, cluster: str, cluster_budget: float | None, providers: Mapping[str, float | None]) -> None:
+        """The budgets in force; one removed at a reload loses its series (no budget is no cap, not 0)."""
+        with self._lock:
+            old_clusters, old_providers = self._budgets
+            clusters = {cluster} if cluster_budget is not None else set()
+            named = {p for p, budget in providers.items() if budget is not None}
+            for gone in old_clusters - clusters:
+                self.cluster_budget.remove(gone)
+            for gone in old_providers - named:
+                self.provider_budget.remove(gone)
+            if cluster_budget is not None:
+                self.cluster_budget.labels(cluster=cluster).set(cluster_budget)
+            for provider in named:
+                self.provider_budget.labels(provider=provider).set(providers[provider] or 0.0)
+            self._budgets = (clusters, named)
+
+    def set_backoff(self, pairs: Iterable[tuple[str, str]], blocked: Iterable[tuple[str, str]]) -> None:
+        """Every ``(provider, template)`` of ``pairs`` reads 0, those ``blocked`` 1; a block that ended reads 0."""
+        blocked = set(blocked)
+        with self._lock:
+            for provider, template in self._blocks | set(pairs) | blocked:
+                value = 1 if (provider, template) in blocked else 0
+                self.backoff.labels(provider=provider, template=template).set(value)
+            self._blocks |= blocked
+
+    def set_interval(self, seconds: float) -> None:
+        """``daemon.reconcile_interval`` in force (the alert on a daemon that stopped passing reads it)."""
+        self.interval.set(seconds)
 
     def set_instances(self, provider: str, counts: Mapping[str, int]) -> None:
         """The provider's instances by state, as a whole: a state no longer present reads 0, not its old value."""

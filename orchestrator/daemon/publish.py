@@ -69,7 +69,7 @@ class StatusPublishing:
         """``play`` whose hosts the status shows as running while it runs; the status is written
         when each batch starts (with the outcomes of the batches before)."""
         if self._bootstrapping is None:
-            self._bootstrapping = Bootstrapping()
+            self._bootstrapping = Bootstrapping(self.metrics.bootstrap_played)
         return self._bootstrapping.around(play, lambda: self.publish_status(self._last_report, None))
 
     def publish_status(self, report: dict[str, Any] | None, duration: float | None) -> None:
@@ -77,7 +77,7 @@ class StatusPublishing:
         try:
             document = self._build(report, "stopping" if self.lifecycle.stopping else "running")
             write_status(self.config.state_dir, document)
-            update_metrics(self.metrics, document, self.config.templates, duration)
+            update_metrics(self.metrics, document, self.config, duration)
             self._document = document
         except Exception:  # a status that cannot be written must not stop the loop
             log.exception("daemon status not written")
@@ -117,6 +117,7 @@ class StatusPublishing:
             store=self.membership.to_json() if self.membership is not None else None,
             bootstrap_records=self.shown_bootstrap_records(),
             bootstrapping=self._bootstrapping.running() if self._bootstrapping is not None else None,
+            config=self.config,
         )
 
     def shown_bootstrap_records(self) -> list[BootstrapRecord]:

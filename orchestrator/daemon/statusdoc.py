@@ -20,12 +20,14 @@ from orchestrator.clients.controller.lease import LeaseStatus
 from orchestrator.clients.controller.types import HostInfo
 from orchestrator.daemon.metrics import DaemonMetrics
 from orchestrator.daemon.timeouts import NamedTimeout
+from orchestrator.model.config import Config
 from orchestrator.model.facts import Fact
 from orchestrator.model.progress import STOPPED
 from orchestrator.ops.hosts import JOINED_STATES
 from orchestrator.ops.openops import open_ops
 from orchestrator.reconcile.bootstraps import BootstrapRecord
 from orchestrator.reconcile.breaker import Breakers, Position
+from orchestrator.reconcile.budget import unit_cost
 from orchestrator.reconcile.ledger import ledger
 
 # Instance states only the facts know (the controller has no host for the key yet):
@@ -74,6 +76,25 @@ def instance_states(facts: Mapping[str, Sequence[Fact]], hosts: Iterable[HostInf
             else:
                 counts[REQUESTED] += 1
         out[provider] = dict(sorted(counts.items()))
+    return out
+
+
+# Every state an instance of this orchestrator can be in: each provider has a metric sample for
+# each from the start (0 when none), so a dashboard shows 0, not "no data", for an idle provider.
+INSTANCE_STATES = (REQUESTED, CREATED, "expected", *sorted(JOINED_STATES))
+
+
+def cost_per_hour(facts: Mapping[str, Sequence[Fact]], config: Config) -> dict[str, dict[str, float]]:
+    """Per provider and template, ``cost_per_hour`` summed over the instances the budgets count
+    (``reconcile.budget``: not gone, live, in flight or of an op whose outcome is unknown); every
+    template the provider offers is named, 0 when none runs."""
+    out: dict[str, dict[str, float]] = {}
+    for provider, provider_facts in sorted(facts.items()):
+        row = {name: 0.0 for name, template in sorted(config.templates.items()) if provider in template.providers}
+        for record in ledger(provider_facts).values():
+            if record.counted:
+                row[record.template] = row.get(record.template, 0.0) + unit_cost(config, provider, record.template)
+        out[provider] = {template: round(cost, 6) for template, cost in row.items()}
     return out
 
 
@@ -171,10 +192,11 @@ def build_document(
     store: Mapping[str, Any] | None = None,
     bootstrap_records: Iterable[BootstrapRecord] = (),
     bootstrapping: Mapping[str, Collection[str]] | None = None,
+    config: Config | None = None,
 ) -> dict[str, Any]:
     """The status document (docs/daemon.md, "Status file"); ``daemon`` is its ``daemon`` member;
     ``bootstrap_records`` and ``bootstrapping`` (the keys in a play now, per provider) make its
-    ``bootstrap`` member."""
+    ``bootstrap`` member; ``config`` its ``cost_per_hour`` member (empty without)."""
     hosts = list(hosts)
     return {
         "daemon": {**daemon, "written": now},
@@ -185,6 +207,7 @@ def build_document(
         "open_ops": open_op_rows(facts),
         "instances": instance_states(facts, hosts),
         "bootstrap": bootstrap_share(facts, hosts, bootstrap_records, bootstrapping or {}),
+        "cost_per_hour": cost_per_hour(facts, config) if config is not None else {},
         "timeouts_expired": expired_timeouts(report, facts),
         # The orphan scans' timer and the last scan's summary (orchestrator/daemon/orphanscan.py).
         "orphans": dict(orphans) if orphans is not None else None,
@@ -195,18 +218,35 @@ def build_document(
 
 
 def update_metrics(
-    metrics: DaemonMetrics, document: Mapping[str, Any], templates: Iterable[str], pass_duration: float | None
+    metrics: DaemonMetrics, document: Mapping[str, Any], config: Config, pass_duration: float | None
 ) -> None:
-    """Lease, instance, breaker, pass, phase and per-template metrics from a status document.
+    """Lease, instance, cost, budget, backoff, breaker, pass, phase and per-template metrics from
+    a status document and the configuration in force.
 
     Every configured template gets an ``xceprov_breaker_open`` sample (0 when it has no row) and
-    its demand, in-flight and gap samples; ``pass_duration`` None: no pass ended (a status
-    written after an orphan scan or at stop), the pass metrics stay and nothing is counted again.
+    its demand, in-flight and gap samples; every provider of the document a sample for each
+    instance state; ``pass_duration`` None: no pass ended (a status written after an orphan
+    scan or at stop), the pass metrics stay and nothing is counted again.
     """
+    templates = config.templates
+    metrics.set_interval(config.daemon.reconcile_interval)
+    metrics.set_budgets(
+        config.cluster,
+        config.policy.budget_per_hour,
+        {name: provider.budget_per_hour for name, provider in config.providers.items()},
+    )
     for row in document.get("leases", []):
         metrics.set_lease(str(row["provider"]), bool(row["held"]), float(row["remaining"]))
     for provider, counts in document.get("instances", {}).items():
-        metrics.set_instances(str(provider), {str(k): int(v) for k, v in counts.items()})
+        seeded = dict.fromkeys(INSTANCE_STATES, 0) | {str(k): int(v) for k, v in counts.items()}
+        metrics.set_instances(str(provider), seeded)
+    metrics.set_costs(
+        {
+            (str(provider), str(template)): float(cost)
+            for provider, row in (document.get("cost_per_hour") or {}).items()
+            for template, cost in row.items()
+        }
+    )
     for provider, counts in (document.get("bootstrap") or {}).items():
         metrics.set_bootstrap(str(provider), {str(k): int(v) for k, v in counts.items()})
     open_templates = {
@@ -215,6 +255,12 @@ def update_metrics(
     for template in sorted(set(templates) | open_templates):
         metrics.set_breaker(template, template in open_templates)
     last = document.get("last_pass") or {}
+    if "blocked" in last:
+        providers = document.get("instances", {})
+        metrics.set_backoff(
+            [(str(p), "*") for p in providers],
+            [(str(b["provider"]), str(b["template"])) for b in last["blocked"]],
+        )
     if pass_duration is not None and "finished" in last:
         metrics.pass_finished(float(last["finished"]), pass_duration)
         for item in document.get("timeouts_expired", []):  # counted once: for the pass that acted

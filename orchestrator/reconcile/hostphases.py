@@ -126,13 +126,21 @@ def bootstrap_phase(phases: HostPhases, bootstrap: Bootstrap) -> dict[str, Any]:
             for item in batch:
                 outcome = _normal(outcomes.get(item.name) or "failed: the play reported no outcome for this host")
                 record = phases.tracker.get(item.key, provider, item.template, item.name)
+                host_fields = {"provider": provider, "template": item.template, "instance": item.instance_id}
+                host_fields["phase"] = "bootstrap"
                 if outcome.startswith(STOPPED):
                     phases.tracker.stopped([record], outcome, now)
                     evidence["hosts"][item.name] = {"outcome": outcome, "attempt": record.attempts, "next": "again"}
+                    log.info("host %s not bootstrapped: %s", item.name, outcome, extra=host_fields)
                     continue
                 attempt = phases.tracker.record(
                     record, outcome, now, attempts=retry.attempts, backoff=Backoff.from_settings(retry), rng=phases.rng
                 )
+                if outcome == OK:
+                    log.info("host %s bootstrapped (attempt %d)", item.name, attempt.record.attempts, extra=host_fields)
+                else:  # the play's text is data: an argument, never the format
+                    tries = f"attempt {attempt.record.attempts} of {retry.attempts}, next: {attempt.action}"
+                    log.warning("host %s bootstrap failed (%s): %s", item.name, tries, outcome, extra=host_fields)
                 evidence["hosts"][item.name] = {
                     "outcome": outcome,
                     "attempt": attempt.record.attempts,
@@ -196,6 +204,8 @@ def join_phase(phases: HostPhases) -> dict[str, Any]:
         for record in phases.tracker.joined(first_joins):
             phases.breakers.success(record.template, now)
             evidence["joined"].append(record.host_name)
+            host_fields = {"provider": provider, "template": record.template, "phase": "join-tracking"}
+            log.info("host %s joined the controller", record.host_name, extra=host_fields)
         if not overdue:
             continue
         details = [
@@ -256,10 +266,13 @@ def reclaim_phase(phases: HostPhases) -> dict[str, Any]:
         kept: list[dict[str, Any]] = []
         for c in group:
             answer = _close(phases, provider, epoch, c, known.get(c.key), evidence)
+            host_fields = {"provider": provider, "template": c.template, "phase": "reclaim"}
             if answer == "closed":
                 chosen.append(c)
+                log.info("reclaim: host %s (%s) is returned: %s", c.host_name, c.key, c.reason, extra=host_fields)
             elif answer:
                 kept.append({"host": c.host_name, "key": c.key, "reason": c.reason, "why": answer})
+                log.info("reclaim: host %s (%s) is kept: %s", c.host_name, c.key, answer, extra=host_fields)
         reason = "reclaim: " + ", ".join(sorted({c.reason for c in chosen}))
         op = phases.give_back(provider, [c.key for c in chosen], reason, evidence)
         phases.audit(

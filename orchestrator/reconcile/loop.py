@@ -94,6 +94,9 @@ class PassReport:
     # resume beside the pass ended, see beside.py).
     leased: list[str] = field(default_factory=list)
     decisions: list[dict[str, Any]] = field(default_factory=list)  # scale-out decisions with evidence
+    # Providers passed over after failures at the pass's end (``health.Block.evidence``): the
+    # backoff of docs/daemon.md, "Metrics" (``xceprov_provider_backoff``).
+    blocked: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -118,6 +121,7 @@ class PassReport:
             "reclaim_candidates": list(self.reclaim_candidates),
             "leased": list(self.leased),
             "decisions": list(self.decisions),
+            "blocked": list(self.blocked),
         }
 
 
@@ -220,7 +224,8 @@ class Reconciler:
             self._read_changed(problem)
             phases.append(PhaseOutcome("read", False, error=problem))
             phases += [PhaseOutcome(name, False, skipped=f"read failed: {problem}") for name in PHASES[1:]]
-            return PassReport(trigger, started, self.clock(), phases, {}, [], [])
+            finished = self.clock()
+            return PassReport(trigger, started, finished, phases, {}, [], [], blocked=self._blocked(finished))
         self._read_changed("")
         phases.append(PhaseOutcome("read", True, evidence=ctx.read_evidence()))
         steps: list[tuple[str, Callable[[PassContext], dict[str, Any]]]] = [
@@ -252,17 +257,24 @@ class Reconciler:
             # No resume outlives its pass (one per provider at a time); a stop ends it (beside.py).
             rest = beside.finish()
         self._join(ctx, phases, rest)
+        finished = self.clock()
         return PassReport(
             trigger,
             started,
-            self.clock(),
+            finished,
             phases,
             ctx.gaps,
             list(ctx.ops),
             [c.to_json() for c in ctx.candidates],
             list(ctx.leased),
             list(ctx.decisions),
+            self._blocked(finished),
         )
+
+    def _blocked(self, now: float) -> list[dict[str, Any]]:
+        """The providers passed over now, JSON-ready (the pass's report carries them to the metrics)."""
+        with self._books:
+            return [block.evidence() for block in self.health.blocks(now)]
 
     def reload(self, config: Config) -> None:
         """A good new configuration (SIGHUP): used from the next pass; provider failures forgotten."""

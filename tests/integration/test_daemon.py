@@ -39,6 +39,7 @@ from orchestrator.model.facts import FactKind
 from orchestrator.ops.openops import open_ops
 from orchestrator.sim import pki
 from orchestrator.sim.controller import admin
+from tests.monitoring_helpers import unexposed
 
 pytestmark = pytest.mark.integration
 
@@ -486,9 +487,12 @@ def template_row(got: dict[tuple[str, tuple[tuple[str, str], ...]], float], temp
     return tuple(got[(f"xceprov_template_{name}", labels)] for name in ("demand", "in_flight", "gap"))
 
 
-def test_an_operator_s_scrape_has_process_build_link_reload_template_and_phase_series(world: SimWorld) -> None:
+def test_an_operator_s_scrape_has_every_series_the_shipped_dashboard_and_alerts_read(world: SimWorld) -> None:
     cfg = configure(world, metrics={"listen": "127.0.0.1:0"})
+    cfg["providers"]["sim"]["budget_per_hour"] = 50.0
+    cfg["policy"]["budget_per_hour"] = 80.0
     path = world.site / "xceprov.yaml"
+    path.write_text(yaml.safe_dump(cfg))
     with running_daemon(world, "daemon") as daemon:
         daemon.wait_status("the daemon's lease of sim", leased)
         text = scrape_text(daemon.log())
@@ -506,13 +510,29 @@ def test_an_operator_s_scrape_has_process_build_link_reload_template_and_phase_s
         assert "_created" not in text
         # Nothing wanted yet: every configured template reads 0.
         assert template_row(got, "cpu") == template_row(got, "gpu") == (0, 0, 0)
+        # A provider with no instance has its instance series (0), its cost per template (0),
+        # its budget, the cluster's, and the interval the "not passing" alert reads.
+        assert got[("xceprov_instances", (("provider", "sim"), ("state", "idle")))] == 0
+        assert got[("xceprov_cost_per_hour", (("provider", "sim"), ("template", "cpu")))] == 0
+        assert got[("xceprov_provider_budget_per_hour", (("provider", "sim"),))] == 50
+        assert got[("xceprov_cluster_budget_per_hour", (("cluster", world.cluster),))] == 80
+        assert got[("xceprov_reconcile_interval_seconds", ())] == 2
+        assert got[("xceprov_provider_backoff", (("provider", "sim"), ("template", "*")))] == 0
 
         # A job that wants two hosts: demand 2; once created they are on their way and the gap is 0.
         world.ok("sim", "submit", "--template", "cpu", "--hosts", "2", "--duration", "600s")
         wait_until(
             "the two hosts on their way in the metrics", lambda: template_row(scrape(daemon.log()), "cpu") == (2, 2, 0)
         )
-        assert template_row(scrape(daemon.log()), "gpu") == (0, 0, 0)
+        got = scrape(daemon.log())
+        assert template_row(got, "gpu") == (0, 0, 0)
+        # What runs costs 2 x cpu's cost_per_hour on sim; the create op's duration is observed.
+        assert got[("xceprov_cost_per_hour", (("provider", "sim"), ("template", "cpu")))] == pytest.approx(0.68)
+        create = (("kind", "create"), ("outcome", "succeeded"), ("provider", "sim"))
+        assert got[("xceprov_op_duration_seconds_count", create)] >= 1
+        # Every metric a query of contrib/grafana's dashboard or contrib/prometheus's alert rules
+        # names is exposed (Prometheus's own `up` aside).
+        assert unexposed(scrape_text(daemon.log())) == []
 
         # SIGHUP with a broken file: refused, the metric says so; a good one: taken, and later.
         path.write_text(yaml.safe_dump({**cfg, "daemon": {**cfg["daemon"], "reconcile_intervall": "5s"}}))
@@ -544,8 +564,14 @@ def test_a_daemon_serving_tls_with_client_certificates_scrapes_clean_in_promtool
         "tls_client_ca": str(tmp_path / "ca.pem"),
     }
     configure(world, metrics={"listen": "127.0.0.1:0", **tls})
-    with running_daemon(world, "daemon-tls") as daemon:
+    # Its stderr is the journal stream systemd would name (the file keeps its inode when reopened).
+    (world.site / "daemon-tls.log").touch()
+    st = os.stat(world.site / "daemon-tls.log")
+    with running_daemon(world, "daemon-tls", env={"JOURNAL_STREAM": f"{st.st_dev}:{st.st_ino}"}) as daemon:
         daemon.wait_status("the daemon's lease of sim", leased)
+        # Every line carries its priority for journald: INFO is <6>.
+        served = [line for line in daemon.log().splitlines() if "metrics served on https://" in line]
+        assert len(served) == 1 and served[0].startswith("<6>"), daemon.log()
         [(host, port)] = re.findall(r"metrics served on https://([\d.]+):(\d+)/metrics", daemon.log())
         url = f"https://{host}:{port}/metrics"
         scraper = ssl.create_default_context(cafile=str(tmp_path / "ca.pem"))

@@ -9,6 +9,8 @@ agreement: no open op, no duplicate, no leak.
 from __future__ import annotations
 
 import json
+import logging
+import re
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -182,7 +184,19 @@ def failing_bootstrap(calls: list[list[str]]) -> Callable[[str, Sequence[Created
     return bootstrap
 
 
-def test_a_bootstrap_failing_on_every_host_opens_the_breaker_and_returns_them(tmp_path: Path) -> None:
+def host_lines(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str]]:
+    """The log's lines about hosts (level, message), as the daemon writes them at INFO."""
+    return [
+        (r.levelname, r.getMessage())
+        for r in caplog.records
+        if r.name == "orchestrator.reconcile.hostphases" and r.getMessage().startswith(("host ", "reclaim: host"))
+    ]
+
+
+def test_a_bootstrap_failing_on_every_host_opens_the_breaker_and_returns_them(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
     calls: list[list[str]] = []
     policy = {**FAST_RETRY, "retry": {"base": 1, "max": 2, "attempts": 2}, "breaker": {"failures": 2}}
     with reconcile_world(tmp_path, bootstrap=failing_bootstrap(calls), policy=policy) as world:
@@ -202,6 +216,10 @@ def test_a_bootstrap_failing_on_every_host_opens_the_breaker_and_returns_them(tm
         assert "reconcile-bootstrap-gave-up" in actions(world)
         records = json.loads((world.site / "state" / "bootstrap.json").read_text())["hosts"]
         assert records == {}  # returned hosts are forgotten
+        # The log has a line per host and attempt, with what comes next and the play's text.
+        failed = [text for level, text in host_lines(caplog) if level == "WARNING"]
+        assert len(failed) == 4 and all(" bootstrap failed (attempt " in text for text in failed)
+        assert sum("attempt 2 of 2, next: give-up" in text for text in failed) == 2, failed
 
 
 def test_the_budget_cap_holds_under_retries(tmp_path: Path) -> None:
@@ -276,7 +294,10 @@ class BusyBetweenReadAndClose:
         return hosts
 
 
-def test_bootstrap_join_and_idle_reclaim_keep_a_host_that_turned_busy(tmp_path: Path) -> None:
+def test_bootstrap_join_and_idle_reclaim_keep_a_host_that_turned_busy(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
     holder: list[World] = []
 
     def join_them(provider: str, created: Sequence[Created]) -> Mapping[str, str]:
@@ -313,3 +334,11 @@ def test_bootstrap_join_and_idle_reclaim_keep_a_host_that_turned_busy(tmp_path: 
         assert agree(world) == {}
         returned = [e for e in world.audit() if e["action"] == "reconcile-reclaim" and e["op"]]
         assert [r["reason"] for e in returned for r in e["returned"]] == ["idle", "closed"]
+        # The log tells the story at INFO: a line per host bootstrapped, joined, and per reclaim decision.
+        said = [re.sub(r"\(op-\S+\)", "(K)", re.sub(r"host \S+", "host H", text)) for _, text in host_lines(caplog)]
+        assert said[:4] == ["host H bootstrapped (attempt 1)"] * 2 + ["host H joined the controller"] * 2, said
+        assert sorted(said[4:6]) == [
+            "reclaim: host H (K) is kept: closing: turned busy before the close",
+            "reclaim: host H (K) is returned: idle",
+        ]
+        assert said[6:] == ["reclaim: host H (K) is returned: closed"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -111,6 +113,37 @@ def test_outcomes_parked_and_failed_are_counted(lifecycle: Lifecycle, monkeypatc
     with pytest.raises(FinalError):
         ex.return_instances("sim", ["op-a-000"])
     assert ops_total(metrics) == {("create", "parked"): 1.0, ("return", "failed"): 1.0}
+
+
+def test_every_op_that_ends_is_one_log_line_with_its_outcome_and_duration(
+    lifecycle: Lifecycle, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    created = [Created(f"op-b-00{i}", f"i-{i}", f"h{i}", "10.0.0.1", "cpu", 0.0) for i in range(2)]
+
+    def create(self: Executor, provider: str, template: str, count: int, op_id: str | None = None) -> CreateResult:
+        assert op_id is not None
+        return CreateResult(op_id, provider, template, created)
+
+    def return_instances(self: Executor, provider: str, keys: Sequence[str], **kw: Any) -> ReturnResult:
+        if "op-x-000" in keys:
+            raise FinalError("plan would delete more\nthan asked")
+        return ReturnResult("op-r", provider, list(keys), deleted=list(keys))
+
+    monkeypatch.setattr(Executor, "create", create)
+    monkeypatch.setattr(Executor, "return_instances", return_instances)
+    ex = executor(lifecycle, DaemonMetrics())
+    caplog.set_level(logging.INFO, logger="orchestrator.daemon.guarded")
+    ex.create("sim", "cpu", 2, op_id="op-b")
+    ex.return_instances("sim", ["op-b-000"], reason="reclaim: idle")
+    with pytest.raises(FinalError):
+        ex.return_instances("sim", ["op-x-000"])
+    lines = [(r.levelname, re.sub(r"after [\d.]+s", "after Ns", r.getMessage())) for r in caplog.records]
+    assert lines == [
+        ("INFO", "op op-b (create of 2 cpu on sim): succeeded after Ns: 2 instances created"),
+        ("INFO", "return of 1 instances on sim (reclaim: idle): succeeded after Ns: op op-r returned 1"),
+        ("WARNING", "return of 1 instances on sim: failed after Ns: FinalError: plan would delete more"),
+    ]
+    assert (caplog.records[0].op_id, caplog.records[0].provider) == ("op-b", "sim")  # type: ignore[attr-defined]
 
 
 def test_every_audited_step_beats_the_heartbeat(lifecycle: Lifecycle, tmp_path: Path) -> None:

@@ -5,11 +5,14 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
 
 import pytest
 
-from orchestrator.daemon.logs import configure_logging, timeout_passed
+from orchestrator.daemon.logs import LogFormat, configure_logging, timeout_passed
 from orchestrator.daemon.timeouts import NamedTimeout
 from orchestrator.model.config import DaemonSettings, ProviderSettings
 from orchestrator.model.text import printable
@@ -106,3 +109,53 @@ def test_every_named_timeout_is_a_configuration_key() -> None:
     keys = set(ProviderSettings.model_fields) | set(DaemonSettings.model_fields)
     missing = {t.value for t in NamedTimeout} - keys
     assert missing == set()
+
+
+def journal_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> IO[str]:
+    """A file standing in for the journal stream systemd connects: ``$JOURNAL_STREAM`` names it."""
+    stream = open(tmp_path / "journal", "w+")  # noqa: SIM115 - closed by the test
+    st = os.fstat(stream.fileno())
+    monkeypatch.setenv("JOURNAL_STREAM", f"{st.st_dev}:{st.st_ino}")
+    return stream
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_on_the_journal_stream_every_line_has_its_priority(
+    capture: tuple[io.StringIO, logging.Logger], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: LogFormat
+) -> None:
+    _, log = capture
+    with journal_file(tmp_path, monkeypatch) as stream:
+        configure_logging(fmt, level=logging.DEBUG, stream=stream)
+        log.debug("detail")
+        log.info("host %s bootstrapped", "h1")
+        log.warning("join_deadline passed")
+        try:
+            raise RuntimeError("boom")
+        except RuntimeError:
+            log.exception("phase failed")
+        log.critical("stopped")
+        stream.seek(0)
+        lines = stream.read().splitlines()
+    assert [line[:3] for line in lines[:3]] == ["<7>", "<6>", "<4>"]
+    # The error's traceback lines (text) keep the error's priority: journald reads each line alone.
+    assert len(lines) > 5 if fmt == "text" else len(lines) == 5
+    assert all(line.startswith("<3>") for line in lines[3:-1]) and lines[-1].startswith("<2>")
+    if fmt == "json":  # what follows the prefix is the record, as a collector parses it
+        assert json.loads(lines[1][3:])["message"] == "host h1 bootstrapped"
+
+
+def test_a_stream_that_is_not_the_journal_s_has_no_prefix(
+    capture: tuple[io.StringIO, logging.Logger], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, log = capture
+    with journal_file(tmp_path, monkeypatch), open(tmp_path / "elsewhere", "w+") as stream:
+        # A child that inherited $JOURNAL_STREAM but whose stderr was sent elsewhere.
+        configure_logging("text", stream=stream)
+        log.warning("join_deadline passed")
+        stream.seek(0)
+        assert stream.read().split(" ", 2)[2].startswith("WARNING ")
+    monkeypatch.setenv("JOURNAL_STREAM", "not-a-device-and-inode")
+    stream = io.StringIO()  # no descriptor at all
+    configure_logging("text", stream=stream)
+    log.warning("join_deadline passed")
+    assert " WARNING " in stream.getvalue() and not stream.getvalue().startswith("<")

@@ -35,9 +35,10 @@ def scrape(host: str, port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]]
 
 def filled() -> DaemonMetrics:
     metrics = DaemonMetrics()
-    metrics.op_finished("sim", OpKind.CREATE, OpOutcome.SUCCEEDED)
-    metrics.op_finished("sim", OpKind.CREATE, OpOutcome.SUCCEEDED)
-    metrics.op_finished("sim", OpKind.RETURN, OpOutcome.PARKED)
+    metrics.op_finished("sim", OpKind.CREATE, OpOutcome.SUCCEEDED, 12.0)
+    metrics.op_finished("sim", OpKind.CREATE, OpOutcome.SUCCEEDED, 50.0)
+    metrics.op_finished("sim", OpKind.RETURN, OpOutcome.PARKED, 3.0)
+    metrics.bootstrap_played("sim", ["ok", "failed: unreachable", "ok"], 95.0)
     metrics.set_instances("sim", {"running": 4, "joined": 3})
     metrics.set_lease("sim", valid=True, remaining_s=7.5)
     metrics.set_lease("aws", valid=False, remaining_s=3.0)
@@ -72,6 +73,15 @@ def test_scraped_names_and_values() -> None:
     assert got[("xceprov_reconcile_pass_duration_seconds_bucket", (("le", "0.25"),))] == 0
     assert got[("xceprov_breaker_open", (("template", "gpu"),))] == 1
     assert got[("xceprov_timeouts_expired_total", (("provider", "sim"), ("timeout", "join_deadline")))] == 1
+    # Op and bootstrap durations are histograms (one observation per op; per host of a play).
+    create = (("kind", "create"), ("outcome", "succeeded"), ("provider", "sim"))
+    assert got[("xceprov_op_duration_seconds_count", create)] == 2
+    assert got[("xceprov_op_duration_seconds_sum", create)] == 62
+    assert got[("xceprov_op_duration_seconds_bucket", tuple(sorted((*create, ("le", "30.0")))))] == 1
+    assert got[("xceprov_bootstrap_duration_seconds_count", (("outcome", "ok"), ("provider", "sim")))] == 2
+    assert got[("xceprov_bootstrap_duration_seconds_count", (("outcome", "failed"), ("provider", "sim")))] == 1
+    ok_under_a_minute = (("le", "60.0"), ("outcome", "ok"), ("provider", "sim"))
+    assert got[("xceprov_bootstrap_duration_seconds_bucket", ok_under_a_minute)] == 0
     # The process collector is the daemon's own; the platform and GC collectors of the default
     # registry are not exported, nor any `_created` series.
     assert got[("process_resident_memory_bytes", ())] > 0
@@ -87,9 +97,30 @@ def test_a_state_no_longer_present_reads_zero() -> None:
     assert metrics.registry.get_sample_value("xceprov_instances", {"provider": "sim", "state": "running"}) == 2
 
 
+def test_costs_budgets_and_backoff_read_as_a_whole() -> None:
+    metrics = DaemonMetrics()
+    metrics.set_costs({("sim", "cpu"): 0.68, ("sim", "gpu"): 3.06})
+    metrics.set_costs({("sim", "cpu"): 0.34})
+    cost = metrics.registry.get_sample_value
+    assert cost("xceprov_cost_per_hour", {"provider": "sim", "template": "cpu"}) == 0.34
+    assert cost("xceprov_cost_per_hour", {"provider": "sim", "template": "gpu"}) == 0  # none runs now
+    metrics.set_budgets("site1", 10.0, {"sim": 5.0, "aws": None})
+    assert cost("xceprov_cluster_budget_per_hour", {"cluster": "site1"}) == 10
+    assert cost("xceprov_provider_budget_per_hour", {"provider": "sim"}) == 5
+    assert cost("xceprov_provider_budget_per_hour", {"provider": "aws"}) is None  # no budget: no cap
+    metrics.set_budgets("site1", None, {"sim": None})  # a reload removed both: their series go
+    assert cost("xceprov_cluster_budget_per_hour", {"cluster": "site1"}) is None
+    assert cost("xceprov_provider_budget_per_hour", {"provider": "sim"}) is None
+    metrics.set_backoff([("sim", "*")], [("sim", "cpu")])
+    assert cost("xceprov_provider_backoff", {"provider": "sim", "template": "cpu"}) == 1
+    assert cost("xceprov_provider_backoff", {"provider": "sim", "template": "*"}) == 0
+    metrics.set_backoff([("sim", "*")], [])  # the block ended
+    assert cost("xceprov_provider_backoff", {"provider": "sim", "template": "cpu"}) == 0
+
+
 def test_registries_are_separate() -> None:
     first, second = DaemonMetrics(), DaemonMetrics()
-    first.op_finished("sim", OpKind.CREATE, OpOutcome.FAILED)
+    first.op_finished("sim", OpKind.CREATE, OpOutcome.FAILED, 1.0)
     labels = {"provider": "sim", "kind": "create", "outcome": "failed"}
     assert first.registry.get_sample_value("xceprov_ops_total", labels) == 1
     assert second.registry.get_sample_value("xceprov_ops_total", labels) is None

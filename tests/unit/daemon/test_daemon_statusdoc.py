@@ -10,6 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from orchestrator.clients.controller.lease import LeaseStatus
 from orchestrator.clients.controller.types import HostInfo
+from orchestrator.configfile import parse_config
 from orchestrator.daemon.metrics import DaemonMetrics
 from orchestrator.daemon.statusdoc import (
     bootstrap_share,
@@ -47,6 +48,27 @@ HOSTS = [
     HostInfo("h1", "expected", instance_key="op-a-001", provider="sim"),
     HostInfo("other", "busy", instance_key="not-ours-000", provider="sim"),
 ]
+
+
+CONFIG = parse_config(
+    """
+cluster: site1
+controller: {ca: system}
+daemon: {reconcile_interval: 30s}
+policy: {budget_per_hour: 10}
+providers:
+  sim: {module: xcesim, budget_per_hour: 2.5}
+templates:
+  cpu:
+    providers:
+      sim: {flavor: c8.large, image: debian-12, cost_per_hour: 0.5}
+  gpu:
+    providers:
+      sim: {flavor: g4.xlarge, image: debian-12, cost_per_hour: 3.06}
+""",
+    "site.yaml",
+    Path("/srv/site"),
+).config
 
 
 def samples(metrics: DaemonMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -101,6 +123,8 @@ def test_document_and_metrics_agree(tmp_path: Path) -> None:
             {"host": "h0", "provider": "sim", "key": "op-a-000", "reason": "idle"},
             {"host": "h2", "provider": "sim", "key": "op-c-000", "reason": "closed"},
         ],
+        # gpu on sim refused for capacity: passed over until its backoff ends.
+        "blocked": [{"provider": "sim", "template": "gpu", "class": "capacity", "failures": 1, "until": 2300.0}],
     }
     doc = build_document(
         daemon={"pid": 42, "state": "running"},
@@ -110,6 +134,7 @@ def test_document_and_metrics_agree(tmp_path: Path) -> None:
         facts={"sim": FACTS},
         hosts=HOSTS,
         now=2000.0,
+        config=CONFIG,
     )
     assert doc["daemon"] == {"pid": 42, "state": "running", "written": 2000.0}
     assert doc["reclaim_candidates"] == report["reclaim_candidates"]
@@ -120,14 +145,26 @@ def test_document_and_metrics_agree(tmp_path: Path) -> None:
     assert [(b["template"], b["position"]) for b in doc["breakers"]] == [("gpu", "open")]
 
     metrics = DaemonMetrics()
-    update_metrics(metrics, doc, ["cpu", "gpu"], pass_duration=9.5)
+    update_metrics(metrics, doc, CONFIG, pass_duration=9.5)
     got = samples(metrics)
     assert got[("xceprov_lease_valid", (("provider", "sim"),))] == 1
     assert got[("xceprov_lease_remaining_seconds", (("provider", "sim"),))] == 9.0
     assert got[("xceprov_instances", (("provider", "sim"), ("state", "requested")))] == 1
     assert got[("xceprov_instances", (("provider", "sim"), ("state", "idle")))] == 1
+    # Every state has its sample, 0 when none is in it (a dashboard shows 0, not "no data").
+    assert got[("xceprov_instances", (("provider", "sim"), ("state", "busy")))] == 0
+    # Cost per hour as the budgets count it: op-a's three and op-b's pending one (op-c's is gone);
+    # gpu runs nothing and reads 0. The budgets in force, and the interval, are there too.
+    assert doc["cost_per_hour"] == {"sim": {"cpu": 2.0, "gpu": 0.0}}
+    assert got[("xceprov_cost_per_hour", (("provider", "sim"), ("template", "cpu")))] == 2.0
+    assert got[("xceprov_cost_per_hour", (("provider", "sim"), ("template", "gpu")))] == 0
+    assert got[("xceprov_provider_budget_per_hour", (("provider", "sim"),))] == 2.5
+    assert got[("xceprov_cluster_budget_per_hour", (("cluster", "site1"),))] == 10
+    assert got[("xceprov_reconcile_interval_seconds", ())] == 30
     assert got[("xceprov_breaker_open", (("template", "gpu"),))] == 1
     assert got[("xceprov_breaker_open", (("template", "cpu"),))] == 0
+    assert got[("xceprov_provider_backoff", (("provider", "sim"), ("template", "gpu")))] == 1
+    assert got[("xceprov_provider_backoff", (("provider", "sim"), ("template", "*")))] == 0
     assert got[("xceprov_reconcile_last_pass_timestamp_seconds", ())] == 1999.5
     assert got[("xceprov_reconcile_pass_duration_seconds_count", ())] == 1
     assert got[("xceprov_reconcile_pass_duration_seconds_sum", ())] == 9.5
@@ -151,7 +188,7 @@ def test_document_and_metrics_agree(tmp_path: Path) -> None:
 
     # The next pass: the idle host was returned, the breaker reset. States that emptied read 0.
     later = dict(doc, instances={"sim": {"created": 1, "expected": 1, "requested": 1}}, breakers=[])
-    update_metrics(metrics, later, ["cpu", "gpu"], pass_duration=None)
+    update_metrics(metrics, later, CONFIG, pass_duration=None)
     got = samples(metrics)
     assert got[("xceprov_instances", (("provider", "sim"), ("state", "idle")))] == 0
     assert got[("xceprov_breaker_open", (("template", "gpu"),))] == 0
@@ -170,13 +207,13 @@ def test_document_and_metrics_agree(tmp_path: Path) -> None:
         ],
         "gaps": {},
     }
-    update_metrics(metrics, dict(doc, last_pass=failed_read), ["cpu", "gpu"], pass_duration=1.0)
+    update_metrics(metrics, dict(doc, last_pass=failed_read), CONFIG, pass_duration=1.0)
     got = samples(metrics)
     assert got[("xceprov_reconcile_phase_failures_total", (("phase", "read"),))] == 1
     assert got[("xceprov_reconcile_phase_failures_total", (("phase", "bootstrap"),))] == 1
     assert got[("xceprov_template_demand", (("template", "cpu"),))] == 5
     gone = {**doc["last_pass"], "gaps": {"cpu": doc["last_pass"]["gaps"]["cpu"]}}
-    update_metrics(metrics, dict(doc, last_pass=gone), ["cpu", "gpu"], pass_duration=1.0)
+    update_metrics(metrics, dict(doc, last_pass=gone), CONFIG, pass_duration=1.0)
     assert samples(metrics)[("xceprov_template_demand", (("template", "old"),))] == 0
 
 
@@ -223,13 +260,13 @@ def test_the_bootstrap_share_of_a_burst_waiting_running_done_failed_in_document_
     doc = burst_document(breakers, RECORDS, running)
     assert doc["bootstrap"] == {"sim": {"waiting": 1, "running": 1, "done": 2, "failed": 2}}
     metrics = DaemonMetrics()
-    update_metrics(metrics, doc, ["cpu"], pass_duration=None)
+    update_metrics(metrics, doc, CONFIG, pass_duration=None)
     got = samples(metrics)
     for state, count in (("waiting", 1), ("running", 1), ("done", 2), ("failed", 2)):
         assert got[("xceprov_bootstrap_hosts", (("provider", "sim"), ("state", state)))] == count
     # The play ends and its host is done: running reads 0 again (a state that empties is not left behind).
     done = BootstrapRecord("op-z-005", "sim", "cpu", "z5", attempts=1, outcome="ok")
-    update_metrics(metrics, burst_document(breakers, [*RECORDS, done], {}), ["cpu"], pass_duration=None)
+    update_metrics(metrics, burst_document(breakers, [*RECORDS, done], {}), CONFIG, pass_duration=None)
     got = samples(metrics)
     assert got[("xceprov_bootstrap_hosts", (("provider", "sim"), ("state", "running")))] == 0
     assert got[("xceprov_bootstrap_hosts", (("provider", "sim"), ("state", "done")))] == 3

@@ -180,8 +180,17 @@ def test_a_reload_forgets_provider_failures(loaded: LoadedConfig) -> None:
     refused = Classification(FailureClass.PERMANENT, "InvalidParameterValue", "bad image")
     reconciler.health.failed("sim", "cpu", refused, clock.now)
     assert reconciler.health.blocked("sim", "cpu", clock.now) is not None
+    # The pass's report says so (the daemon's status file and xceprov_provider_backoff).
+    [blocked] = reconciler.run_once().to_json()["blocked"]
+    assert (blocked["provider"], blocked["template"], blocked["class"], blocked["until"]) == (
+        "sim",
+        "cpu",
+        "permanent",
+        None,
+    )
     reconciler.reload(loaded.config)
     assert reconciler.health.blocked("sim", "cpu", clock.now) is None
+    assert reconciler.run_once().to_json()["blocked"] == []
     assert "reconcile-reload" in [e["action"] for e in audited(loaded)]
 
 
