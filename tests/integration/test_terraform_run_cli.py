@@ -172,3 +172,33 @@ def test_a_pg_sites_connection_string_appears_in_no_output(tmp_path: Path) -> No
         assert done.returncode == 75, done.stderr
         [line] = done.stderr.strip().splitlines()
         assert line.startswith("xceprov: shared store: connect failed") and "hunter2-pw" not in line
+
+
+def test_with_a_controller_hold_lease_takes_the_providers_lease(tmp_path: Path) -> None:
+    """Not standalone: ``--hold-lease`` is the controller's lease of the provider; another
+    holder refuses it (exit 9, naming the holder) and reading goes on beside it."""
+    import os
+
+    from sim_world_helpers import sim_world
+
+    from orchestrator.clients.controller.types import LeaseGrant
+
+    with sim_world(tmp_path / "site", f"trc{os.getpid()}") as world:
+        world.ok("apply", str(world.bundle("two", "cpu=2")))
+
+        def listed() -> list[str]:
+            return [ln for ln in world.ok("terraform", "run", "sim", "state", "list").splitlines() if ".this[" in ln]
+
+        first, second = listed()
+        with world._link() as link:  # another orchestrator holding the provider's lease
+            link.open()
+            grant = link.acquire("sim")
+            assert isinstance(grant, LeaseGrant)
+            done = world.xceprov("terraform", "run", "--hold-lease", "sim", "state", "rm", first)
+            assert done.returncode == 9, done.stderr
+            assert "test-reader" in done.stderr
+            assert listed() == [first, second]
+            link.release("sim", grant.epoch)
+        world.ok("terraform", "run", "--hold-lease", "sim", "state", "rm", first)
+        assert listed() == [second]
+        assert "terraform-run" in world.actions()
