@@ -416,7 +416,26 @@ def up(settings: WorldSettings, only: str | None = None) -> WorldStatus:
         return _up(settings, only)
 
 
+def _refuse_other_settings(settings: WorldSettings) -> None:
+    """A running world keeps the lab and port it was started with: ``up`` with others would
+    record and bind them while its processes still use the old ones."""
+    recorded = settings_for(settings.state_dir)
+    if not (settings.run_dir / "world.json").is_file() or (recorded.lab, recorded.controller_port) == (
+        settings.lab,
+        settings.controller_port,
+    ):
+        return
+    markers = ((HOST_MANAGER, _hm_marker(settings)), (CONTROLLER, _ctl_marker(settings)))
+    if any(_running_pid(settings, name, marker) is not None for name, marker in markers):
+        raise UsageError(
+            f"the simulated world in {settings.state_dir} runs on lab {recorded.lab.name} "
+            f"({recorded.lab.subnet}) with controller port {recorded.controller_port}; "
+            "run 'xceprov sim down' before starting it on another lab or port"
+        )
+
+
 def _up(settings: WorldSettings, only: str | None) -> WorldStatus:
+    _refuse_other_settings(settings)
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     _save(settings)
     _bind_cloud(settings)

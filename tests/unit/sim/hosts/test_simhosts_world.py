@@ -67,3 +67,22 @@ def test_up_binds_the_cloud_to_the_lab(tmp_path: Path, monkeypatch: pytest.Monke
     world.up(world.settings_for(tmp_path))
     again = CloudStore(tmp_path / "cloud.sqlite").create_instance("m", "c8.large", "debian-12", {}, "", "tok2")
     assert again.address == "10.213.0.2"
+
+
+def test_up_on_another_lab_while_the_world_runs_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(world, "_is_root", lambda: False)
+    monkeypatch.setattr(world, "_controller_available", lambda: False)
+    monkeypatch.setattr(world, "ensure_toolkit_key", lambda state_dir: state_dir / "ssh" / "id_ed25519")
+    world.up(world.settings_for(tmp_path, lab_name="t3", lab_subnet="10.213.152.0/24", controller_port=17441))
+    monkeypatch.setattr(world, "_running_pid", lambda settings, name, marker: 4242)  # its controller runs
+    other = world.settings_for(tmp_path, lab_name="t4", lab_subnet="10.213.153.0/24")
+    with pytest.raises(UsageError) as refused:
+        world.up(other)
+    assert str(refused.value) == (
+        f"the simulated world in {tmp_path.resolve()} runs on lab t3 (10.213.152.0/24) with controller port "
+        "17441; run 'xceprov sim down' before starting it on another lab or port"
+    )
+    # Nothing was recorded or bound: the cloud still hands out addresses in the running lab.
+    assert world.settings_for(tmp_path).lab.name == "t3"
+    assert str(CloudStore(tmp_path / "cloud.sqlite").network()) == "10.213.152.0/24"
+    world.up(world.settings_for(tmp_path))  # the same settings: idempotent
