@@ -130,10 +130,10 @@ def test_addresses_are_reused_only_after_termination(store: CloudStore) -> None:
 
 
 def test_address_space_exhaustion_is_an_error(store: CloudStore) -> None:
-    with sqlite3.connect(store.path) as conn:
-        conn.execute("UPDATE meta SET value = ? WHERE key = 'next_addr'", (str(65534),))
-    last = _make(store, "last")
-    assert last.address == "10.213.255.254"
+    # The top /29 of 10.213.0.0/16: its addresses end where the whole space ends.
+    store.set_network(ipaddress.IPv4Network("10.213.255.248/29"))
+    made = [_make(store, f"top{i}") for i in range(5)]
+    assert made[-1].address == "10.213.255.254"
     with pytest.raises(AddressSpaceExhausted):
         _make(store, "one-too-many")
 
