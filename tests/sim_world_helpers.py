@@ -13,7 +13,6 @@ import contextlib
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -275,20 +274,12 @@ def sim_world(site: Path, cluster: str, lab: labnet.LabConfig | None = None) -> 
     world = SimWorld(site, cluster, port, lab)
     (site / "xceprov.yaml").write_text(yaml.safe_dump(_site_config(site, cluster, port, lab)))
     try:
+        # The controller's port comes from the configuration's controller.addresses, and the
+        # world's cloud hands out addresses inside its lab: nothing else to set.
         if lab is None:
-            world.ok("sim", "up", "--only", "controller", "--controller-port", str(port))
+            world.ok("sim", "up", "--only", "controller")
         else:
-            world.ok(
-                "sim", "up", "--lab-name", lab.name, "--lab-subnet", str(lab.subnet), "--controller-port", str(port)
-            )
-            # The cloud hands out addresses from the start of 10.213.0.0/16; this world's hosts
-            # live in the test's own /24, so its allocator starts there (as the e2e test does).
-            world.store.close()
-            offset = int(lab.subnet.network_address) - int(labnet.LAB_SPACE.network_address) + 10
-            conn = sqlite3.connect(world.sim / "cloud.sqlite")
-            with conn:
-                conn.execute("UPDATE meta SET value = ? WHERE key = 'next_addr'", (str(offset),))
-            conn.close()
+            world.ok("sim", "up", "--lab-name", lab.name, "--lab-subnet", str(lab.subnet))
         assert (world.sim / "tls" / "ca.pem").exists(), "the simulated controller did not start"
         yield world
     finally:

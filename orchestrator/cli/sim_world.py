@@ -6,7 +6,6 @@ The click layer only parses options and prints; ``orchestrator.sim.world`` does 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import click
@@ -16,8 +15,9 @@ from orchestrator.sim import world
 from orchestrator.sim.hosts.keys import KnownHost, render_ssh_config
 
 
-def _state_dir(ctx: CliContext) -> Path:
-    return ctx.config().config.sim_state_dir()
+def _settings(ctx: CliContext, **explicit: Any) -> world.WorldSettings:
+    config = ctx.config().config
+    return world.settings_for(config.sim_state_dir(), configured_addresses=config.controller.addresses, **explicit)
 
 
 def _print_status(st: world.WorldStatus, as_json: bool) -> None:
@@ -49,8 +49,17 @@ def _print_hosts(hosts: list[dict[str, Any]]) -> None:
 
 @click.command("up")
 @click.option("--lab-name", metavar="LAB", help="Lab name (a-z0-9, at most 8); default xce. For parallel worlds.")
-@click.option("--lab-subnet", metavar="CIDR", help="Lab subnet inside 10.213.0.0/16; default 10.213.0.0/16.")
-@click.option("--controller-port", type=int, metavar="PORT", help="Simulated controller port; default 7441.")
+@click.option(
+    "--lab-subnet",
+    metavar="CIDR",
+    help="Lab subnet inside 10.213.0.0/16 (the cloud's addresses come from it); default 10.213.0.0/16.",
+)
+@click.option(
+    "--controller-port",
+    type=int,
+    metavar="PORT",
+    help="Simulated controller port; default: that of controller.addresses on 127.0.0.1, else 7441.",
+)
 @click.option("--only", type=click.Choice(world.COMPONENTS), help="Start this component alone.")
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 @pass_ctx
@@ -63,10 +72,11 @@ def up(
     as_json: bool,
 ) -> None:
     """Start the simulated world (idempotent): host manager (root) and controller."""
-    settings = world.settings_for(
-        _state_dir(ctx), lab_name=lab_name, lab_subnet=lab_subnet, controller_port=controller_port
-    )
+    settings = _settings(ctx, lab_name=lab_name, lab_subnet=lab_subnet, controller_port=controller_port)
     st = world.up(settings, only)
+    warning = world.lab_unreachable(settings, ctx.config().config.controller.worker_addresses)
+    if warning and st.component(world.HOST_MANAGER).state == "running":
+        click.echo(f"xceprov: warning: {warning}", err=True)
     hm = st.component(world.HOST_MANAGER)
     if hm.state == "unavailable" and not as_json:
         click.echo(f"xceprov: simulated hosts unavailable: {hm.detail}", err=True)
@@ -78,7 +88,7 @@ def up(
 @pass_ctx
 def down(ctx: CliContext, as_json: bool) -> None:
     """Stop the simulated world; no process, namespace, mount or veth of it remains."""
-    _print_status(world.down(world.settings_for(_state_dir(ctx))), as_json)
+    _print_status(world.down(_settings(ctx)), as_json)
 
 
 @click.command("status")
@@ -86,7 +96,7 @@ def down(ctx: CliContext, as_json: bool) -> None:
 @pass_ctx
 def status(ctx: CliContext, as_json: bool) -> None:
     """Show each component of the simulated world and its hosts."""
-    _print_status(world.status(world.settings_for(_state_dir(ctx))), as_json)
+    _print_status(world.status(_settings(ctx)), as_json)
 
 
 @click.group("hosts")
@@ -99,7 +109,7 @@ def hosts() -> None:
 @pass_ctx
 def hosts_list(ctx: CliContext, as_json: bool) -> None:
     """List the simulated hosts and their state (booting, ready, failed, skipped)."""
-    st = world.status(world.settings_for(_state_dir(ctx)))
+    st = world.status(_settings(ctx))
     if as_json:
         click.echo(json.dumps(st.hosts, indent=2))
     else:
@@ -110,7 +120,7 @@ def hosts_list(ctx: CliContext, as_json: bool) -> None:
 @pass_ctx
 def hosts_ssh_config(ctx: CliContext) -> None:
     """Print an ssh_config that reaches every live host by name or address (ssh -F FILE NAME)."""
-    st = world.status(world.settings_for(_state_dir(ctx)))
+    st = world.status(_settings(ctx))
     live = [
         KnownHost(str(h["name"]), str(h["address"]), "")
         for h in st.hosts

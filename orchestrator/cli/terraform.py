@@ -1,5 +1,5 @@
 """``xceprov terraform``: the site's Terraform itself (``lock``: pin provider versions;
-``migrate-state``: local states into the pg backend)."""
+``migrate-state``: local states into the pg backend; ``run``: Terraform in one shard, for debugging)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from orchestrator.cli.context import CliContext, pass_ctx
 
 @click.group("terraform")
 def terraform() -> None:
-    """The site's Terraform: provider versions pinned in lock files, states moved to the pg backend."""
+    """The site's Terraform: provider versions pinned in lock files, states moved to the pg backend,
+    Terraform run in one provider's working directory for debugging."""
 
 
 @terraform.command("lock")
@@ -56,3 +57,34 @@ def migrate_state(ctx: CliContext, dry_run: bool) -> None:
         click.echo(f"copied: {name}")
     if not report.moves:
         click.echo("nothing to move: no working directory holds a local Terraform state")
+
+
+@terraform.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option(
+    "--shard", type=click.IntRange(min=0), default=0, show_default=True, metavar="SHARD", help="The shard of PROVIDER."
+)
+@click.option(
+    "--hold-lease",
+    is_flag=True,
+    help="Hold the provider's lease while state rm, state mv, taint or untaint runs (refused without it).",
+)
+@click.argument("provider")
+@click.argument("args", nargs=-1, required=True, type=click.UNPROCESSED, metavar="TERRAFORM_ARGS...")
+@pass_ctx
+def run(ctx: CliContext, shard: int, hold_lease: bool, provider: str, args: tuple[str, ...]) -> None:
+    """Run Terraform in PROVIDER's working directory with the toolkit's environment.
+
+    Read-only at any time: state list, state show, show, output, validate, fmt (always -check
+    -diff), providers, version. With --hold-lease: state rm, state mv, taint, untaint. Nothing
+    else. Terraform's output is printed as it gave it (secrets hidden); a non-zero exit of
+    Terraform exits 4. Example: xceprov terraform run sim state list
+    """
+    from orchestrator.paths import toolkit_root
+    from orchestrator.services.terraform_run import run_terraform
+
+    done = run_terraform(ctx.config(), toolkit_root(), provider, shard, args, hold_lease=hold_lease)
+    click.echo(done.stdout, nl=False)
+    click.echo(done.stderr, nl=False, err=True)
+    failure = done.failure()
+    if failure is not None:
+        raise failure

@@ -16,7 +16,8 @@ the cluster CA, a provisioner client certificate and key, the worker join key; k
 ``--only host-manager``) starts one component through the same path; there is no other way to
 start one, so ``status`` and ``down`` always see what runs.
 
-``up`` is idempotent: it claims the lab (as root; refused when another world's state directory
+``up`` binds the world's cloud (``cloud.sqlite``) to its lab: new instances get their addresses
+inside the lab's subnet. ``up`` is idempotent: it claims the lab (as root; refused when another world's state directory
 holds it) and creates it before anything listens on the gateway,
 starts what is not running (a pid file whose process is gone or is another program counts as
 not running) and waits until each component is ready. ``down`` stops the controller, then the
@@ -31,13 +32,14 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import importlib.util
+import ipaddress
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +47,8 @@ from typing import Any
 from orchestrator import durable
 from orchestrator.errors import FinalError, UsageError
 from orchestrator.sim import pki
+from orchestrator.sim.cloud.service import store_path
+from orchestrator.sim.cloud.store import CloudStore
 from orchestrator.sim.hosts import lab as labnet
 from orchestrator.sim.hosts.host import port_open
 from orchestrator.sim.hosts.keys import ensure_toolkit_key, known_hosts_path, remove_control_dir, toolkit_key
@@ -97,8 +101,11 @@ def settings_for(
     lab_name: str | None = None,
     lab_subnet: str | None = None,
     controller_port: int | None = None,
+    configured_addresses: Sequence[str] = (),
 ) -> WorldSettings:
-    """Settings from explicit values, else those ``up`` recorded in ``run/world.json``, else defaults."""
+    """Settings from explicit values, else those ``up`` recorded in ``run/world.json``, else the
+    configuration's (the controller port of ``configured_addresses``, see :func:`configured_port`),
+    else defaults."""
     state_dir = state_dir.resolve()
     saved: dict[str, Any] = {}
     with contextlib.suppress(OSError, ValueError):
@@ -108,10 +115,45 @@ def settings_for(
         lab_name or str(saved_lab.get("name", labnet.DEFAULT_LAB_NAME)),
         lab_subnet or str(saved_lab.get("subnet", labnet.LAB_SPACE)),
     )
-    port = controller_port or int(saved.get("controller_port", DEFAULT_CONTROLLER_PORT))
+    port = controller_port or int(
+        saved.get("controller_port") or configured_port(configured_addresses) or DEFAULT_CONTROLLER_PORT
+    )
     if not 1 <= port <= 65535:
         raise UsageError(f"controller port {port} is not a TCP port")
     return WorldSettings(state_dir=state_dir, lab=lab, controller_port=port)
+
+
+def configured_port(addresses: Sequence[str]) -> int | None:
+    """The port of the first loopback address of ``controller.addresses``: where the orchestrator
+    of this configuration looks for the controller, so where the simulated one listens. None when
+    no address is on this machine's loopback (the configuration names a controller elsewhere)."""
+    for address in addresses:
+        host, sep, port = address.rpartition(":")
+        host = host.strip("[]")
+        if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+            continue
+        if host == "localhost" or _loopback(host):
+            return int(port)
+    return None
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def lab_unreachable(settings: WorldSettings, worker_addresses: Sequence[str]) -> str | None:
+    """A warning when the configuration's ``controller.worker_addresses`` do not name the lab
+    gateway's controller address, so node managers inside this world's hosts would not reach it."""
+    expected = f"{settings.lab.gateway}:{settings.controller_port}"
+    if not worker_addresses or expected in worker_addresses:
+        return None
+    return (
+        f"controller.worker_addresses {', '.join(worker_addresses)} does not name {expected}, "
+        f"where this world's controller listens for its hosts (lab {settings.lab.name})"
+    )
 
 
 @dataclass
@@ -374,9 +416,29 @@ def up(settings: WorldSettings, only: str | None = None) -> WorldStatus:
         return _up(settings, only)
 
 
+def _refuse_other_settings(settings: WorldSettings) -> None:
+    """A running world keeps the lab and port it was started with: ``up`` with others would
+    record and bind them while its processes still use the old ones."""
+    recorded = settings_for(settings.state_dir)
+    if not (settings.run_dir / "world.json").is_file() or (recorded.lab, recorded.controller_port) == (
+        settings.lab,
+        settings.controller_port,
+    ):
+        return
+    markers = ((HOST_MANAGER, _hm_marker(settings)), (CONTROLLER, _ctl_marker(settings)))
+    if any(_running_pid(settings, name, marker) is not None for name, marker in markers):
+        raise UsageError(
+            f"the simulated world in {settings.state_dir} runs on lab {recorded.lab.name} "
+            f"({recorded.lab.subnet}) with controller port {recorded.controller_port}; "
+            "run 'xceprov sim down' before starting it on another lab or port"
+        )
+
+
 def _up(settings: WorldSettings, only: str | None) -> WorldStatus:
+    _refuse_other_settings(settings)
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     _save(settings)
+    _bind_cloud(settings)
     ensure_toolkit_key(settings.state_dir)
     # The orchestrator's client certificate and join key exist before the controller that checks them.
     pki.ensure_client_files(settings.state_dir)
@@ -389,6 +451,16 @@ def _up(settings: WorldSettings, only: str | None) -> WorldStatus:
         with_lab = root and labnet.owns_lab(settings.lab, str(settings.state_dir)) and labnet.lab_exists(settings.lab)
         _start_controller(settings, with_lab=with_lab)
     return status(settings)
+
+
+def _bind_cloud(settings: WorldSettings) -> None:
+    """The world's cloud hands out addresses inside the world's lab, so that a second world on a
+    lab of its own gets hosts there (and not in the first world's subnet)."""
+    store = CloudStore(store_path(settings.state_dir))
+    try:
+        store.set_network(settings.lab.subnet)
+    finally:
+        store.close()
 
 
 def down(settings: WorldSettings) -> WorldStatus:

@@ -452,7 +452,6 @@ def test_end_to_end_worker_joins_the_simulated_controller(tmp_path: Path, reques
     manager installed from the simulated artifact joins the simulated controller over the lab."""
     import os
     import socket
-    import sqlite3
     import time
 
     import yaml
@@ -505,11 +504,7 @@ def test_end_to_end_worker_joins_the_simulated_controller(tmp_path: Path, reques
         )
         if not (sim / "tls" / "ca.pem").exists():
             pytest.skip("the simulated controller is not available here")
-        store = CloudStore(sim / "cloud.sqlite")  # creates the schema; then start its allocator in our lab
-        offset = int(lab.subnet.network_address) - int(labnet.LAB_SPACE.network_address) + 10
-        with sqlite3.connect(sim / "cloud.sqlite") as conn:
-            conn.execute("UPDATE meta SET value = ? WHERE key = 'next_addr'", (str(offset),))
-        conn.close()
+        store = CloudStore(sim / "cloud.sqlite")  # sim up bound it to the lab: its addresses are there
         name = f"e2e{os.getpid()}"
         tags = {"xce:template": "cpu", "xce:op_id": "op9", "xce:provider": "sim"}
         inst = store.create_instance(name, "c8.large", "debian-12", tags, "", "tok-e2e")

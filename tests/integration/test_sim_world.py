@@ -10,7 +10,6 @@ import json
 import os
 import signal
 import socket
-import sqlite3
 import subprocess
 import sys
 import time
@@ -46,12 +45,16 @@ class World:
     def __init__(self, tmp_path: Path, lab: labnet.LabConfig) -> None:
         self.lab = lab
         self.sim = tmp_path / "sim"
+        self.port = free_port()
         config = yaml.safe_load(DEFAULTS.read_text())
         config["state_dir"] = str(tmp_path / "state")
         config["sim"] = {"state_dir": str(self.sim)}
+        # Where this world's controller listens: `sim up` takes it from here.
+        config["controller"]["addresses"] = [f"127.0.0.1:{self.port}"]
+        config["controller"]["worker_addresses"] = [f"{lab.gateway}:{self.port}"]
+        tmp_path.mkdir(parents=True, exist_ok=True)
         self.config = tmp_path / "xceprov.yaml"
         self.config.write_text(yaml.safe_dump(config))
-        self.port = free_port()
 
     def run(self, *args: str) -> str:
         result = CliRunner().invoke(cli, ["--config", str(self.config), *args], catch_exceptions=False)
@@ -59,10 +62,7 @@ class World:
         return result.output
 
     def up(self) -> dict[str, Any]:
-        out = self.run(
-            "sim", "up", "--json", "--lab-name", self.lab.name, "--lab-subnet", str(self.lab.subnet),
-            "--controller-port", str(self.port),
-        )  # fmt: skip
+        out = self.run("sim", "up", "--json", "--lab-name", self.lab.name, "--lab-subnet", str(self.lab.subnet))
         return dict(json.loads(out))
 
     def status(self) -> dict[str, Any]:
@@ -72,17 +72,8 @@ class World:
         return dict(next(c for c in status["components"] if c["name"] == name))
 
     def store(self) -> CloudStore:
-        store = CloudStore(self.sim / "cloud.sqlite")
-        # The store hands out addresses from 10.213.0.2 up; this world's lab is another /24,
-        # so start the store's allocator there (its meta key, read at each create).
-        offset = int(self.lab.subnet.network_address) - int(labnet.LAB_SPACE.network_address) + 10
-        conn = sqlite3.connect(self.sim / "cloud.sqlite")
-        try:
-            with conn:
-                conn.execute("UPDATE meta SET value = ? WHERE key = 'next_addr'", (str(offset),))
-        finally:
-            conn.close()
-        return store
+        # `sim up` bound the world's cloud to its lab: addresses come from the lab's subnet.
+        return CloudStore(self.sim / "cloud.sqlite")
 
 
 @pytest.fixture
@@ -194,3 +185,40 @@ def test_down_after_a_crash_leaves_nothing(world: World) -> None:
     os.kill(hm["pid"], signal.SIGKILL)  # no teardown by the manager itself
     world.run("sim", "down")
     assert leftovers(world) == []
+
+
+def test_two_worlds_side_by_side_each_with_its_lab_cloud_and_controller(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Two worlds on one machine, set up only through `sim up` options and the configuration:
+    each cloud hands out addresses in its own lab, each controller listens where its
+    configuration says, and neither world sees the other's hosts."""
+    labs: list[labnet.LabConfig] = []
+    worlds: list[World] = []
+    try:
+        for n in ("a", "b"):
+            labs.append(claim_test_lab(f"{os.getpid()}/{request.node.nodeid}/{n}"))
+            worlds.append(World(tmp_path / n, labs[-1]))
+        for w in worlds:
+            w.up()
+        names = {}
+        for n, w in zip(("a", "b"), worlds, strict=True):
+            names[n] = f"t{os.getpid()}-{n}"
+            inst = w.store().create_instance(names[n], "c8.large", "debian-12", {}, "", f"tok-{n}")
+            assert w.lab.holds(inst.address), (inst.address, str(w.lab.subnet))
+            ctl = w.component(w.status(), "controller")
+            if ctl["state"] != "unavailable":
+                assert ctl["addresses"] == [f"127.0.0.1:{w.port}", f"{w.lab.gateway}:{w.port}"]
+                with socket.create_connection(("127.0.0.1", w.port), timeout=5):
+                    pass
+        for n, w in zip(("a", "b"), worlds, strict=True):
+            [host] = wait_hosts(w, {names[n]: "ready"})
+            assert w.lab.holds(host["address"])
+        for w in worlds:
+            w.run("sim", "down")
+            assert leftovers(w) == []
+    finally:
+        for w in worlds:
+            CliRunner().invoke(cli, ["--config", str(w.config), "sim", "down"])
+        for lab in labs:
+            labnet.destroy_lab(lab)

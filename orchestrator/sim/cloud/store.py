@@ -64,10 +64,12 @@ REASON_STOP: Final = "user-stop"
 # The cloud ended the instance itself at launch_time + xce:max_lifetime (not a caller's delete).
 REASON_EXPIRED: Final = "expired"
 
-# 10.213.0.0/16; .0.0 is the network and .0.1 the lab gateway, .255.255 the broadcast address.
+# Every address the cloud can hand out lies in 10.213.0.0/16 (stored as an offset from its start).
+# The cloud's network (meta key ``network``, set by ``xceprov sim up`` to its lab's subnet; the
+# whole /16 when unset) is where it allocates: its first address is the network, the second the
+# lab gateway and the last the broadcast address, none of which an instance gets.
 NETWORK: Final = ipaddress.IPv4Network("10.213.0.0/16")
 _FIRST_OFFSET: Final = 2
-_LAST_OFFSET: Final = NETWORK.num_addresses - 2
 
 _BUSY_TIMEOUT_MS: Final = 60_000
 _SCHEMA_VERSION: Final = 4
@@ -101,7 +103,7 @@ class InstanceNotFound(CloudError):
 
 
 class AddressSpaceExhausted(CloudError):
-    """Every address of 10.213.0.0/16 is held by a live instance."""
+    """Every address of the cloud's network is held by a live instance."""
 
 
 class InvalidParameterValue(CloudError):
@@ -593,15 +595,49 @@ class CloudStore:
             raise InsufficientCapacity(f"InsufficientCapacity: flavor {flavor} has no capacity (limit {limit})")
 
     def _allocate_address(self, conn: sqlite3.Connection) -> int:
-        row = conn.execute("SELECT addr FROM free_addresses ORDER BY addr LIMIT 1").fetchone()
-        if row is not None:
-            conn.execute("DELETE FROM free_addresses WHERE addr = ?", (row[0],))
-            return int(row[0])
-        nxt = int(self._meta(conn, "next_addr") or _FIRST_OFFSET)
-        if nxt > _LAST_OFFSET:
-            raise AddressSpaceExhausted(f"AddressLimitExceeded: every address of {NETWORK} is in use")
+        net = _network(self._meta(conn, "network"))
+        first, last = _offsets(net)
+        # An address given back inside the network first; one a live instance holds again (the
+        # network moved away and back) is no longer free.
+        for (addr,) in conn.execute(
+            "SELECT addr FROM free_addresses WHERE addr BETWEEN ? AND ? ORDER BY addr", (first, last)
+        ).fetchall():
+            conn.execute("DELETE FROM free_addresses WHERE addr = ?", (addr,))
+            if not self._address_live(conn, int(addr)):
+                return int(addr)
+        nxt = max(int(self._meta(conn, "next_addr") or first), first)
+        while nxt <= last and self._address_live(conn, nxt):
+            nxt += 1
+        if nxt > last:
+            raise AddressSpaceExhausted(f"AddressLimitExceeded: every address of {net} is in use")
         self._set_meta(conn, "next_addr", str(nxt + 1))
+        conn.execute("DELETE FROM free_addresses WHERE addr = ?", (nxt,))
         return nxt
+
+    @staticmethod
+    def _address_live(conn: sqlite3.Connection, addr: int) -> bool:
+        return (
+            conn.execute("SELECT 1 FROM instances WHERE addr = ? AND state != 'terminated'", (addr,)).fetchone()
+            is not None
+        )
+
+    def network(self) -> ipaddress.IPv4Network:
+        """The network new instances get their addresses from."""
+        with self._read() as conn:
+            return _network(self._meta(conn, "network"))
+
+    def set_network(self, network: ipaddress.IPv4Network) -> None:
+        """Hand out new addresses inside ``network`` (a /16 to a /29 of 10.213.0.0/16): the lab of
+        the world this cloud belongs to. Live instances keep theirs; a changed network starts its
+        allocation from its own bottom."""
+        if not network.subnet_of(NETWORK) or network.prefixlen > 29:
+            raise InvalidParameterValue(
+                f"InvalidParameterValue: network {network} must lie inside {NETWORK} (a /16 to a /29)"
+            )
+        with self._write() as conn:
+            if _network(self._meta(conn, "network")) != network:
+                self._set_meta(conn, "network", str(network))
+                self._set_meta(conn, "next_addr", str(_offsets(network)[0]))
 
     def get(self, instance_id: str) -> Instance | None:
         """The instance with this id (terminated ones included), or ``None`` if there is none."""
@@ -930,6 +966,16 @@ def _where(tag_filter: Mapping[str, str] | None, include_terminated: bool) -> tu
         clauses.append("EXISTS (SELECT 1 FROM tags f WHERE f.instance_id = i.id AND f.key = ? AND f.value = ?)")
         params.extend((key, value))
     return (" AND ".join(clauses) or "1"), params
+
+
+def _network(text: str | None) -> ipaddress.IPv4Network:
+    return ipaddress.IPv4Network(text) if text else NETWORK
+
+
+def _offsets(net: ipaddress.IPv4Network) -> tuple[int, int]:
+    """The first and last offset (from 10.213.0.0) an instance may get inside ``net``."""
+    base = int(net.network_address) - int(NETWORK.network_address)
+    return base + _FIRST_OFFSET, base + net.num_addresses - 2
 
 
 def _addr_text(offset: int) -> str:

@@ -130,12 +130,37 @@ def test_addresses_are_reused_only_after_termination(store: CloudStore) -> None:
 
 
 def test_address_space_exhaustion_is_an_error(store: CloudStore) -> None:
-    with sqlite3.connect(store.path) as conn:
-        conn.execute("UPDATE meta SET value = ? WHERE key = 'next_addr'", (str(65534),))
-    last = _make(store, "last")
-    assert last.address == "10.213.255.254"
+    # The top /29 of 10.213.0.0/16: its addresses end where the whole space ends.
+    store.set_network(ipaddress.IPv4Network("10.213.255.248/29"))
+    made = [_make(store, f"top{i}") for i in range(5)]
+    assert made[-1].address == "10.213.255.254"
     with pytest.raises(AddressSpaceExhausted):
         _make(store, "one-too-many")
+
+
+def test_a_cloud_bound_to_a_lab_hands_out_addresses_inside_it(store: CloudStore) -> None:
+    store.set_network(ipaddress.IPv4Network("10.213.150.0/29"))
+    made = [_make(store, f"lab{i}") for i in range(5)]
+    # .0 is the network, .1 the lab gateway, .7 the broadcast address.
+    assert [i.address for i in made] == [f"10.213.150.{n}" for n in range(2, 7)]
+    with pytest.raises(AddressSpaceExhausted, match=r"every address of 10\.213\.150\.0/29 is in use"):
+        _make(store, "lab5")
+    store.delete(made[1].id)
+    assert _make(store, "lab6").address == "10.213.150.3"
+    assert CloudStore(store.path).network() == ipaddress.IPv4Network("10.213.150.0/29")
+
+
+def test_moving_the_network_away_and_back_never_gives_one_address_twice(store: CloudStore) -> None:
+    first = _make(store, "a")  # 10.213.0.2, the whole /16
+    gone = _make(store, "b")
+    store.delete(gone.id)  # 10.213.0.3 given back
+    store.set_network(ipaddress.IPv4Network("10.213.200.0/24"))
+    assert _make(store, "c").address == "10.213.200.2"
+    store.set_network(ipaddress.IPv4Network("10.213.0.0/16"))
+    live = [first.address] + [_make(store, f"d{i}").address for i in range(3)]
+    assert live == ["10.213.0.2", "10.213.0.3", "10.213.0.4", "10.213.0.5"]
+    with pytest.raises(store_mod.InvalidParameterValue, match=r"must lie inside 10\.213\.0\.0/16"):
+        store.set_network(ipaddress.IPv4Network("10.214.0.0/24"))
 
 
 def test_tag_filter_matches_every_pair_and_values_literally(store: CloudStore) -> None:

@@ -60,3 +60,27 @@ def test_bad_lab_subnet_is_one_line(config: Path) -> None:
     code, _, err = run(config, "up", "--lab-subnet", "192.168.0.0/24")
     assert code != 0
     assert err.strip().count("\n") == 0 and "10.213.0.0/16" in err
+
+
+def test_up_warns_when_the_worker_address_misses_the_lab_gateway(config: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = yaml.safe_load(config.read_text())
+    data["controller"]["addresses"] = ["127.0.0.1:17442"]  # worker_addresses stays 10.213.0.1:7441
+    config.write_text(yaml.safe_dump(data))
+    started: list[world.WorldSettings] = []
+
+    def fake_up(settings: world.WorldSettings, only: str | None = None) -> world.WorldStatus:
+        started.append(settings)
+        running = [
+            world.ComponentStatus(world.HOST_MANAGER, "running", 1),
+            world.ComponentStatus(world.CONTROLLER, "running", 2),
+        ]
+        return world.WorldStatus(settings.state_dir, settings.lab, True, running, [], settings.state_dir / "kh")
+
+    monkeypatch.setattr(world, "up", fake_up)
+    code, _, err = run(config, "up", "--lab-name", "t5", "--lab-subnet", "10.213.154.0/24")
+    assert code == 0
+    assert started[0].controller_port == 17442  # from controller.addresses
+    assert err.strip() == (
+        "xceprov: warning: controller.worker_addresses 10.213.0.1:7441 does not name 10.213.154.1:17442, "
+        "where this world's controller listens for its hosts (lab t5)"
+    )
