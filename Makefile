@@ -7,7 +7,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: demo test lint unit integration molecule bench setup clean
 
-$(STAMP): pyproject.toml scripts/setup-env.sh
+$(STAMP): pyproject.toml constraints.txt scripts/setup-env.sh
 	scripts/setup-env.sh
 
 setup: $(STAMP)

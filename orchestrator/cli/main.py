@@ -17,6 +17,7 @@ import click
 from orchestrator.cli import apply as apply_verb
 from orchestrator.cli import bootstrap as bootstrap_verb
 from orchestrator.cli import breaker as breaker_verb
+from orchestrator.cli import completion as completion_verb
 from orchestrator.cli import daemon as daemon_verb
 from orchestrator.cli import destroy as destroy_verb
 from orchestrator.cli import init as init_verb
@@ -121,6 +122,7 @@ for _verb in (
     apply_verb.apply,
     bootstrap_verb.bootstrap,
     breaker_verb.breaker,
+    completion_verb.completion,
     daemon_verb.daemon,
     destroy_verb.destroy,
     init_verb.init,

@@ -53,3 +53,28 @@ def test_every_runtime_dependency_is_documented() -> None:
     documented = (ROOT / "docs" / "dependencies.md").read_text()
     missing = sorted(d for d in _declared() if f"`{d}`" not in documented)
     assert not missing, f"not in docs/dependencies.md: {missing}"
+
+
+def test_every_file_lock_taken_by_hand_is_documented_with_its_reason() -> None:
+    # docs/dependencies.md ("File locks, two styles") says why each of these does not use filelock.
+    documented = (ROOT / "docs" / "dependencies.md").read_text()
+    by_hand = sorted(
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "orchestrator").rglob("*.py")
+        if "fcntl.flock(" in path.read_text()
+    )
+    assert by_hand, "no fcntl.flock found: the search is broken"
+    missing = [path for path in by_hand if f"`{path}`" not in documented]
+    assert not missing, f"fcntl.flock by hand, not in docs/dependencies.md: {missing}"
+
+
+def test_each_hand_made_part_says_why_no_library_does_it() -> None:
+    documented = (ROOT / "docs" / "dependencies.md").read_text()
+    for module, candidates in {
+        "orchestrator/daemon/systemd.py": ("`sdnotify`", "`systemd-python`"),
+        "orchestrator/clients/postgres/migrations.py": ("`alembic`", "`yoyo-migrations`"),
+        "orchestrator/model/durations.py": ("`pytimeparse`", "`humanfriendly`"),
+    }.items():
+        assert (ROOT / module).is_file(), module
+        assert f"`{module}`" in documented, module
+        assert all(candidate in documented for candidate in candidates), (module, candidates)
