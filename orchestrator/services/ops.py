@@ -12,7 +12,7 @@ crash (``kill -9``) the crashed command's lease lapses by its TTL before the nex
 ``xceprov ops`` (the listing) takes no lease: it reads facts, states and the tagged listing.
 With no controller the session is refused unless ``standalone: true``: then a lock per provider
 fences the command, the epoch is ``none`` and facts go to a journal (a local lock file and
-``<state_dir>/facts/<cluster>.jsonl``; with ``terraform.backend: pg`` an advisory lock and the
+``<state_dir>/facts/<cluster>.jsonl``; with ``terraform.backend: pg`` a renewed lease row and the
 journal of the shared store, shared by standalone commands on every machine); the audit log says so.
 """
 
@@ -192,7 +192,7 @@ def fenced_session(
             providers=wanted,
             reason=(
                 "standalone: true in the configuration: "
-                f"{'advisory lock in the shared store' if config.terraform.backend == 'pg' else 'local lock'}, "
+                f"{'lease in the shared store' if config.terraform.backend == 'pg' else 'local lock'}, "
                 "epoch none, no controller"
             ),
         )
