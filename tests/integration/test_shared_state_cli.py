@@ -262,7 +262,7 @@ def test_a_standalone_command_beside_a_live_daemon_is_refused_naming_it(tmp_path
         # Its member row gone (a clean stop), the fence it wrote under the controller's epoch still
         # says the provider is the controller's.
         daemon.leave("inst-1")
-        refused = xceprov(site, "destroy", "--all")
+        refused = xceprov(site, "apply", "one")
         assert refused.returncode == 9, refused.stderr
         [line] = refused.stderr.strip().splitlines()
         assert "held by the controller's lease holder" in line and "epoch 5.3" in line
