@@ -56,6 +56,10 @@ class LeaseRows(Protocol):
         """Grant the provider to ``holder`` (the grant's number) or raise ``LeaseHeld``."""
         ...
 
+    def check(self, provider: str, grace: float) -> None:
+        """``LeaseHeld`` when ``take`` would be refused now (nothing taken)."""
+        ...
+
     def renew(self, provider: str, holder: str, grant_no: int, ttl: float) -> bool:
         """Extend the grant; False when the row names another grant."""
         ...
@@ -111,6 +115,16 @@ class LeasedFence:
         self._grants: dict[str, _Grant] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+
+    def check(self) -> None:
+        """``LeaseHeld`` naming the holder when :meth:`acquire` would be refused now; takes
+        nothing (a verb asks before it reads the working directories), then closes."""
+        try:
+            for provider in self.providers:
+                self.rows.check(provider, self.grace)
+        finally:
+            with contextlib.suppress(XceprovError):
+                self.rows.close()
 
     def acquire(self, start: bool = True) -> LeasedFence:
         """Take every provider's row (``LeaseHeld`` naming the holder: nothing taken), then renew

@@ -37,7 +37,7 @@ from orchestrator.model.text import printable
 from orchestrator.ops.drain import Decommission
 from orchestrator.ops.executor import Bootstrap, Created, Executor, op_scope
 from orchestrator.ops.facts import LinkFacts, standalone_facts
-from orchestrator.ops.fence import ReadOnlyFence, standalone_fence
+from orchestrator.ops.fence import LeasedFence, ReadOnlyFence, standalone_fence
 from orchestrator.ops.hosts import LinkHosts, NoHosts
 from orchestrator.ops.resume import Resolution, resume_provider, survey
 from orchestrator.services.bootstrap_sources import SimulatedWorld
@@ -79,10 +79,15 @@ def refuse_when_leased(loaded: LoadedConfig, providers: Sequence[str]) -> None:
     burst holds them for as long as it applies, and the verb would wait only to be refused.
 
     A look at the controller's status, no lease taken; the fence itself is still the lease
-    that :func:`fenced_session` acquires afterwards. Nothing to check in standalone mode.
+    that :func:`fenced_session` acquires afterwards. Standalone with ``terraform.backend: pg``:
+    a look at the providers' standalone lease rows and the daemons of the cluster
+    (``ops/standalone.py``); standalone with local locks: nothing to check.
     """
     config = loaded.config
     if config.standalone:
+        fence = standalone_fence(config, providers)
+        if isinstance(fence, LeasedFence):
+            fence.check()
         return
     with ControllerLink(config.controller, instance_id=cli_instance_id(config.cluster), cluster=config.cluster) as link:
         try:

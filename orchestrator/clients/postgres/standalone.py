@@ -79,6 +79,17 @@ def _daemon_holding(conn: Connection, cluster: str, provider: str, grace: float)
     return None
 
 
+def _holding(
+    conn: Connection, cluster: str, provider: str, grace: float, row: tuple[str, float], holder: str
+) -> Holding | None:
+    """Who keeps ``holder`` from ``provider``: the row's standalone holder (``row``: its holder and
+    the seconds until its lease and grace end), else a daemon; None when nobody does."""
+    current, left = row
+    if current and current != holder and left > 0:
+        return Holding(current, "is a standalone command whose lease has not run out", left)
+    return _daemon_holding(conn, cluster, provider, grace)
+
+
 def refusal(provider: str, holding: Holding) -> LeaseHeld:
     """The one-line refusal of a standalone command (exit 9), naming the holder."""
     retry = f"; retry in {holding.retry_after:.0f}s" if holding.retry_after > 0 else ""
@@ -125,13 +136,9 @@ class StandaloneLeases:
                 ).fetchone()
                 assert row is not None  # inserted above when missing
                 current, grant_no, left = str(row[0]), int(row[1]), float(row[2])
-                if current and current != holder and left > 0:
-                    raise refusal(
-                        provider, Holding(current, "is a standalone command whose lease has not run out", left)
-                    )
-                daemon = _daemon_holding(conn, self.cluster, provider, grace)
-                if daemon is not None:
-                    raise refusal(provider, daemon)
+                holding = _holding(conn, self.cluster, provider, grace, (current, left), holder)
+                if holding is not None:
+                    raise refusal(provider, holding)
                 conn.execute(
                     "UPDATE xceprov.standalone_leases SET holder = %s, grant_no = %s, "
                     "expires_at = clock_timestamp() + make_interval(secs => %s), grace_s = %s, "
@@ -141,6 +148,22 @@ class StandaloneLeases:
                 return grant_no + 1
 
         return self._run(f"taking the standalone lease of provider {provider!r}", work)
+
+    def check(self, provider: str, grace: float) -> None:
+        """``LeaseHeld`` when :meth:`take` would be refused now (a look: nothing is taken)."""
+
+        def work(conn: Connection) -> Holding | None:
+            row = conn.execute(
+                "SELECT holder, extract(epoch FROM expires_at + make_interval(secs => grace_s) - clock_timestamp()) "
+                "FROM xceprov.standalone_leases WHERE cluster = %s AND provider = %s",
+                (self.cluster, provider),
+            ).fetchone()
+            held = ("", 0.0) if row is None else (str(row[0]), float(row[1]))
+            return _holding(conn, self.cluster, provider, grace, held, "")
+
+        holding = self._run(f"reading the standalone lease of provider {provider!r}", work)
+        if holding is not None:
+            raise refusal(provider, holding)
 
     def renew(self, provider: str, holder: str, grant_no: int, ttl: float) -> bool:
         """Extend the grant to the server's now + ``ttl``; False when the row no longer names this

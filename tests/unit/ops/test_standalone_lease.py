@@ -36,6 +36,9 @@ class Rows:
         self.calls.append(("take", self.clock.now))
         return 7
 
+    def check(self, provider: str, grace: float) -> None:
+        self.calls.append(("check", self.clock.now))
+
     def renew(self, provider: str, holder: str, grant_no: int, ttl: float) -> bool:
         self.calls.append(("renew", self.clock.now))
         if self.down:

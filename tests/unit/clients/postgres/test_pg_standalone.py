@@ -129,3 +129,15 @@ def test_a_write_under_a_controller_epoch_is_refused_while_a_standalone_command_
     standalone.release("p1", "cmd-a", grant)
     store.write_document("p1", "desired/0", b"daemon", Epoch(4, 2))
     assert store.read_document("p1", "desired/0") == b"daemon"
+
+
+def test_check_refuses_as_take_would_and_takes_nothing(leases: NewLeases, store: SharedStore) -> None:
+    first, second = leases("c1"), leases("c1")
+    second.check("p1", grace=15)  # free: no refusal, and nothing taken
+    grant = first.take("p1", "cmd-a", ttl=15, grace=15)
+    assert grant == 1
+    with pytest.raises(LeaseHeld, match="held by cmd-a"):
+        second.check("p1", grace=15)
+    store.heartbeat("inst-9", "c1-daemon-node9", ["p2"], {"p2": "4.2"}, live_for=10)
+    with pytest.raises(LeaseHeld, match="held by daemon c1-daemon-node9"):
+        second.check("p2", grace=15)
