@@ -19,7 +19,7 @@ import contextlib
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from filelock import FileLock, Timeout
 
@@ -30,6 +30,9 @@ from orchestrator.model.config import Config
 from orchestrator.model.facts import Epoch
 from orchestrator.ops.standalone import STANDALONE_EPOCH, STANDALONE_TTL, LeasedFence
 from orchestrator.workspace.pgconn import pg_conn_str
+
+if TYPE_CHECKING:  # psycopg loads only when the pg backend is configured
+    from orchestrator.clients.postgres import StandaloneLeases
 
 __all__ = ["STANDALONE_EPOCH", "Fence", "LeasedFence", "ReadOnlyFence", "StandaloneFence", "epoch_tag"]
 
@@ -116,15 +119,23 @@ def standalone_fence(config: Config, providers: Iterable[str]) -> StandaloneFenc
     """The fence of a standalone command (not yet acquired): the shared store's lease rows with
     ``terraform.backend: pg`` (the gate closing ``controller.lease_margin`` before the row's
     expiry, as the controller's lease does), else local lock files under ``<state_dir>/locks``."""
+    rows = lease_rows(config)
+    if rows is None:
+        return StandaloneFence(config.state_dir / "locks", providers)
+    return LeasedFence(rows, providers, margin=float(config.controller.lease_margin))
+
+
+def lease_rows(config: Config) -> StandaloneLeases | None:
+    """The shared store's standalone lease rows with ``terraform.backend: pg`` (a connection of
+    their own, opened at the first call); None with ``local``."""
     conn_str = pg_conn_str(config)
     if conn_str is None:
-        return StandaloneFence(config.state_dir / "locks", providers)
+        return None
     from orchestrator.clients.postgres import StandaloneLeases  # psycopg loads only with the pg backend
 
-    rows = StandaloneLeases(
+    return StandaloneLeases(
         conn_str, config.cluster, connect_timeout=LEASE_STATEMENT_TIMEOUT, statement_timeout=LEASE_STATEMENT_TIMEOUT
     )
-    return LeasedFence(rows, providers, margin=float(config.controller.lease_margin))
 
 
 def _holder(pid_file: Path) -> str:

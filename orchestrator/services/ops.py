@@ -30,16 +30,17 @@ from orchestrator.clients.controller.link import ControllerLink, join_lease_mana
 from orchestrator.clients.controller.types import HostInfo, LeaseDenied
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.configfile import LoadedConfig
-from orchestrator.errors import ControllerError, LeaseHeld
+from orchestrator.errors import ControllerError, LeaseHeld, UsageError
 from orchestrator.model.instances import op_of_key
 from orchestrator.model.progress import ProgressSink
 from orchestrator.model.text import printable
 from orchestrator.ops.drain import Decommission
 from orchestrator.ops.executor import Bootstrap, Created, Executor, op_scope
 from orchestrator.ops.facts import LinkFacts, standalone_facts
-from orchestrator.ops.fence import LeasedFence, ReadOnlyFence, standalone_fence
+from orchestrator.ops.fence import LeasedFence, ReadOnlyFence, lease_rows, standalone_fence
 from orchestrator.ops.hosts import LinkHosts, NoHosts
 from orchestrator.ops.resume import Resolution, resume_provider, survey
+from orchestrator.ops.standalone import STANDALONE_GRACE
 from orchestrator.services.bootstrap_sources import SimulatedWorld
 from orchestrator.workspace.audit import audit
 from orchestrator.workspace.terraform import engine_for
@@ -316,6 +317,33 @@ def list_ops(loaded: LoadedConfig, toolkit_root: Path, engine: Engine | None = N
                 }
             )
     return OpsReport(out)
+
+
+def hand_over(loaded: LoadedConfig, providers: Sequence[str]) -> list[tuple[str, str | None]]:
+    """Hand ``providers`` from the controller to standalone commands (``xceprov ops hand-over``):
+    the controller epoch each one's shared state was last written under no longer refuses them
+    (``clients/postgres/standalone.py``). For a cluster whose controller is gone for good; refused
+    (``LeaseHeld``, nothing changed) while a daemon's member row holds the provider. Audited.
+    Returns each provider with the epoch handed over (None: there was none)."""
+    config = loaded.config
+    rows = lease_rows(config) if config.standalone else None
+    if rows is None:
+        raise UsageError(
+            f"{loaded.source}: ops hand-over needs standalone: true and terraform.backend: pg "
+            "(it hands a provider of the shared store from the controller to standalone commands)"
+        )
+    unknown = sorted(set(providers) - set(config.providers))
+    if unknown:
+        raise UsageError(f"ops hand-over: provider {unknown[0]!r} is not in {loaded.source}")
+    done: list[tuple[str, str | None]] = []
+    try:
+        for provider in sorted(set(providers)):
+            epoch = rows.hand_over(provider, STANDALONE_GRACE)
+            audit(config.state_dir, "standalone-hand-over", provider=provider, epoch=epoch or "none")
+            done.append((provider, epoch))
+    finally:
+        rows.close()
+    return done
 
 
 def resume_ops(

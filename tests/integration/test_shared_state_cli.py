@@ -256,6 +256,8 @@ def test_a_standalone_command_beside_a_live_daemon_is_refused_naming_it(tmp_path
         assert refused.returncode == 9, refused.stderr
         [line] = refused.stderr.strip().splitlines()
         assert "provider sim: held by daemon beside-daemon-node1 (inst-1)" in line and "epoch 5.3" in line
+        refused = xceprov(site, "ops", "hand-over", "sim")  # never while a daemon holds it
+        assert refused.returncode == 9 and "held by daemon beside-daemon-node1" in refused.stderr, refused.stderr
         assert cloud.list_instances({"xce:cluster": "beside"}) == []
         assert daemon.read_documents("sim", "desired/") == {}
 
@@ -266,6 +268,17 @@ def test_a_standalone_command_beside_a_live_daemon_is_refused_naming_it(tmp_path
         assert refused.returncode == 9, refused.stderr
         [line] = refused.stderr.strip().splitlines()
         assert "held by the controller's lease holder" in line and "epoch 5.3" in line
+        assert "xceprov ops hand-over sim" in line
         assert cloud.list_instances({"xce:cluster": "beside"}) == []
+
+        # The controller is gone for good: the operator hands the provider over, audited.
+        handed = xceprov(site, "ops", "hand-over", "sim")
+        assert handed.returncode == 0, handed.stderr
+        said = "sim: handed over: the controller's epoch 5.3 refuses standalone commands no more"
+        assert handed.stdout.strip() == said
+        assert '"standalone-hand-over"' in (site / "state" / "audit.log").read_text()
+        applied = xceprov(site, "apply", "one")
+        assert applied.returncode == 0, applied.stderr
+        assert len(cloud.list_instances({"xce:cluster": "beside"})) == 1
     finally:
         daemon.close()

@@ -25,10 +25,11 @@ The tables of version 1 (every row carries ``cluster``: several clusters may sha
 
 Version 2 (the standalone lease, docs/scale-out.md "Without a controller"):
 
-- ``standalone_leases(cluster, provider, holder, grant_no, expires_at, grace_s, granted_at)``:
-  the fence of standalone commands, one row per provider: its holder (``''`` once released),
-  a counter of grants to a new holder, the end of the holder's lease by the server's clock and
-  the grace after it before anyone else is admitted (``standalone.py``);
+- ``standalone_leases(cluster, provider, holder, grant_no, expires_at, grace_s, granted_at,
+  released_term, released_seq)``: the fence of standalone commands, one row per provider: its
+  holder (``''`` once released), a counter of grants to a new holder, the end of the holder's
+  lease by the server's clock and the grace after it before anyone else is admitted, and the
+  newest controller epoch an operator handed over to standalone commands (``standalone.py``);
 - ``members.live_for``: how long the member's heartbeat keeps it live (its own live window), so
   a reader that does not know the member's lease TTL (a standalone command) judges it the same
   way the daemons do, and a row long past it is removed (``store.py``).
@@ -113,6 +114,8 @@ CREATE TABLE xceprov.standalone_leases (
     expires_at timestamptz NOT NULL,
     grace_s    double precision NOT NULL,
     granted_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    released_term bigint NOT NULL DEFAULT 0,
+    released_seq  bigint NOT NULL DEFAULT 0,
     PRIMARY KEY (cluster, provider)
 );
 ALTER TABLE xceprov.members ADD COLUMN live_for double precision;

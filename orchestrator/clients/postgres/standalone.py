@@ -50,6 +50,23 @@ class Holding:
 
 def _daemon_holding(conn: Connection, cluster: str, provider: str, grace: float) -> Holding | None:
     """A daemon that holds ``provider`` by the members table or the documents' fence."""
+    member = _live_member(conn, cluster, provider, grace)
+    if member is not None:
+        return member
+    fence = _controller_epoch(conn, cluster, provider)
+    if fence is not None:
+        return Holding(
+            "the controller's lease holder",
+            f"wrote its shared state under the controller's epoch {fence}: the provider is managed by the "
+            "controller (run the command without standalone, or let the daemon do it; if this cluster's "
+            f"controller is gone for good: xceprov ops hand-over {provider})",
+            0.0,
+        )
+    return None
+
+
+def _live_member(conn: Connection, cluster: str, provider: str, grace: float) -> Holding | None:
+    """A member row holding ``provider`` whose heartbeat is younger than its live window plus ``grace``."""
     row = conn.execute(
         "SELECT instance, label, held ->> %s, "
         "extract(epoch FROM heartbeat_at + make_interval(secs => coalesce(live_for, %s) + %s) - clock_timestamp()) "
@@ -65,18 +82,18 @@ def _daemon_holding(conn: Connection, cluster: str, provider: str, grace: float)
             f"holds it under the controller's lease (epoch {epoch}, by the shared store's members)",
             max(0.0, float(left)),
         )
-    fence = conn.execute(
-        "SELECT term, seq FROM xceprov.fences WHERE cluster = %s AND provider = %s AND (term, seq) > (0, 0)",
+    return None
+
+
+def _controller_epoch(conn: Connection, cluster: str, provider: str) -> str | None:
+    """The controller epoch on ``provider``'s document fence newer than any handed over (a tag)."""
+    row = conn.execute(
+        "SELECT f.term, f.seq FROM xceprov.fences f LEFT JOIN xceprov.standalone_leases s "
+        "ON s.cluster = f.cluster AND s.provider = f.provider WHERE f.cluster = %s AND f.provider = %s "
+        "AND (f.term, f.seq) > (coalesce(s.released_term, 0), coalesce(s.released_seq, 0))",
         (cluster, provider),
     ).fetchone()
-    if fence is not None:
-        return Holding(
-            "the controller's lease holder",
-            f"wrote its shared state under the controller's epoch {fence[0]}.{fence[1]}: the provider is "
-            "managed by the controller (run the command without standalone, or let the daemon do it)",
-            0.0,
-        )
-    return None
+    return None if row is None else f"{row[0]}.{row[1]}"
 
 
 def _holding(
@@ -178,6 +195,38 @@ class StandaloneLeases:
             return row is not None
 
         return self._run(f"renewing the standalone lease of provider {provider!r}", work)
+
+    def hand_over(self, provider: str, grace: float) -> str | None:
+        """Hand ``provider`` from the controller to standalone commands: the controller epoch on
+        its document fence (returned as a tag; None when there was none) no longer refuses them.
+        ``LeaseHeld`` while a daemon's member row holds it (nothing changed). A newer controller
+        epoch written later refuses them again."""
+
+        def work(conn: Connection) -> str | None:
+            with conn.transaction():
+                conn.execute(
+                    "INSERT INTO xceprov.standalone_leases (cluster, provider, holder, grant_no, expires_at, grace_s) "
+                    "VALUES (%s, %s, '', 0, 'epoch', 0) ON CONFLICT DO NOTHING",
+                    (self.cluster, provider),
+                )
+                conn.execute(
+                    "SELECT 1 FROM xceprov.standalone_leases WHERE cluster = %s AND provider = %s FOR UPDATE",
+                    (self.cluster, provider),
+                )
+                daemon = _live_member(conn, self.cluster, provider, grace)
+                if daemon is not None:
+                    raise refusal(provider, daemon)
+                epoch = _controller_epoch(conn, self.cluster, provider)
+                if epoch is not None:
+                    term, _, seq = epoch.partition(".")
+                    conn.execute(
+                        "UPDATE xceprov.standalone_leases SET released_term = %s, released_seq = %s "
+                        "WHERE cluster = %s AND provider = %s",
+                        (int(term), int(seq), self.cluster, provider),
+                    )
+                return epoch
+
+        return self._run(f"handing provider {provider!r} over to standalone commands", work)
 
     def release(self, provider: str, holder: str, grant_no: int) -> None:
         """Free the row at once (only this holder's grant: a successor's is left alone)."""

@@ -141,3 +141,22 @@ def test_check_refuses_as_take_would_and_takes_nothing(leases: NewLeases, store:
     store.heartbeat("inst-9", "c1-daemon-node9", ["p2"], {"p2": "4.2"}, live_for=10)
     with pytest.raises(LeaseHeld, match="held by daemon c1-daemon-node9"):
         second.check("p2", grace=15)
+
+
+def test_a_hand_over_lifts_the_controller_epoch_until_a_newer_one_writes(
+    leases: NewLeases, store: SharedStore, conn_str: str
+) -> None:
+    rows = leases("c1")
+    assert rows.hand_over("p1", grace=15) is None  # nothing written under a controller: nothing to lift
+    store.write_document("p1", "desired/0", b"{}", Epoch(4, 2))
+    store.heartbeat("inst-9", "c1-daemon-node9", ["p1"], {"p1": "4.2"}, live_for=10)
+    with pytest.raises(LeaseHeld, match="held by daemon c1-daemon-node9"):  # a live daemon: never
+        rows.hand_over("p1", grace=15)
+    store.leave("inst-9")
+    assert rows.hand_over("p1", grace=15) == "4.2"
+    grant = rows.take("p1", "cmd-a", ttl=15, grace=15)
+    rows.release("p1", "cmd-a", grant)
+
+    store.write_document("p1", "desired/0", b"{}", Epoch(5, 1))  # the controller came back, wrote again
+    with pytest.raises(LeaseHeld, match=r"epoch 5\.1"):
+        rows.take("p1", "cmd-a", ttl=15, grace=15)
