@@ -16,7 +16,7 @@ from typing import Final
 from filelock import FileLock, Timeout
 
 from orchestrator import durable
-from orchestrator.errors import LeaseHeld
+from orchestrator.errors import FinalError, LeaseHeld
 
 LOCK_FILE: Final = "daemon.lock"
 PID_FILE: Final = "daemon.pid"
@@ -25,9 +25,9 @@ PID_FILE: Final = "daemon.pid"
 def hold_state_dir(state_dir: Path, pid: int) -> FileLock:
     """Take the state directory's daemon lock without waiting (kept until the process exits);
     ``LeaseHeld`` naming the daemon that has it."""
-    directory = durable.private_dir(state_dir / "daemon")
-    lock = FileLock(str(directory / LOCK_FILE), timeout=0, mode=durable.PRIVATE_FILE, thread_local=False)
     try:
+        directory = durable.private_tree(state_dir, "daemon")  # as the status file beside it
+        lock = FileLock(str(directory / LOCK_FILE), timeout=0, mode=durable.PRIVATE_FILE, thread_local=False)
         lock.acquire()
     except Timeout:
         try:
@@ -39,5 +39,7 @@ def hold_state_dir(state_dir: Path, pid: int) -> FileLock:
             "or give this one a state_dir of its own",
             holder=holder,
         ) from None
+    except OSError as exc:  # (after Timeout, itself an OSError) a directory this user cannot use
+        raise FinalError(f"state_dir {state_dir}: cannot be used ({exc.strerror or type(exc).__name__})") from None
     durable.write_bytes_atomic(directory / PID_FILE, f"{pid}\n".encode())
     return lock
