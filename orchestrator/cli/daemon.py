@@ -9,6 +9,7 @@ executor's callables (``services.ops.playbook_callables``, with the simulated wo
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -37,12 +38,16 @@ def daemon(ctx: CliContext, log_format: str | None) -> None:
     from orchestrator.daemon.lifecycle import Lifecycle, exit_process
     from orchestrator.daemon.logs import configure_logging
     from orchestrator.daemon.service import Daemon, DaemonOptions
+    from orchestrator.daemon.statelock import hold_state_dir
     from orchestrator.daemon.systemd import take_from_environment
     from orchestrator.paths import toolkit_root
     from orchestrator.services.join_tokens import remove_own_tokens, remove_stale_tokens
     from orchestrator.services.ops import playbook_callables
 
     loaded = ctx.config()
+    # Before anything is read or removed under the state directory: a second daemon there is
+    # refused (exit 9). Kept by this frame until the process exits (exit_process never returns).
+    _state_lock = hold_state_dir(loaded.config.state_dir, os.getpid())
     fmt = log_format or loaded.config.daemon.log_format
     configure_logging("json" if fmt == "json" else "text", logging.DEBUG if ctx.verbose > 1 else logging.INFO)
     notifier, watchdog = take_from_environment()

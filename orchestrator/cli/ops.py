@@ -1,4 +1,5 @@
-"""``xceprov ops [--json]`` and ``xceprov ops resume``: open ops, and their explicit completion."""
+"""``xceprov ops [--json]``, ``ops resume``, ``ops hand-over``: open ops, their explicit completion,
+and a provider handed from the controller to standalone commands."""
 
 from __future__ import annotations
 
@@ -43,6 +44,25 @@ def ops(click_ctx: click.Context, as_json: bool) -> None:
                 printable(
                     f"{provider['provider']}: {' '.join(provider['busy'])} not read: an op is applying there "
                     "(untracked keys of it are not shown)"
+                )
+            )
+
+
+@ops.command("hand-over")
+@click.argument("providers", nargs=-1, required=True, metavar="PROVIDER...")
+@pass_ctx
+def hand_over(ctx: CliContext, providers: tuple[str, ...]) -> None:
+    """Hand PROVIDER... from the controller to standalone commands (standalone: true, backend pg):
+    for a cluster whose controller is gone for good (docs/scale-out.md, "Without a controller")."""
+    from orchestrator.services.ops import hand_over as hand
+
+    for provider, epoch in hand(ctx.config(), providers):
+        if epoch is None:
+            click.echo(printable(f"{provider}: no controller epoch on it: standalone commands were not refused"))
+        else:
+            click.echo(
+                printable(
+                    f"{provider}: handed over: the controller's epoch {epoch} refuses standalone commands no more"
                 )
             )
 

@@ -60,9 +60,16 @@ class DedicatedStore:
             self._store = SharedStore.open(self._conn_str, self._cluster, connect_timeout=self._timeout)
         return self._store
 
-    def heartbeat(self, instance: str, label: str, configured: Sequence[str], held: Mapping[str, str]) -> None:
+    def heartbeat(
+        self,
+        instance: str,
+        label: str,
+        configured: Sequence[str],
+        held: Mapping[str, str],
+        live_for: float | None = None,
+    ) -> None:
         """This member's row (``SharedStore.heartbeat``)."""
-        self._opened().heartbeat(instance, label, configured, held)
+        self._opened().heartbeat(instance, label, configured, held, live_for)
 
     def members(self, live_within: float) -> Sequence[MemberRow]:
         """The live members (``SharedStore.members``)."""
@@ -160,7 +167,9 @@ class Membership:
         return True
 
     def _heartbeat(self, ttl: float) -> list[MemberRow]:
-        self.store.heartbeat(self.instance, self.label, self.configured, dict(self._held()))
+        # The row carries its live window: a standalone command judges it as the daemons do, and
+        # the store removes it once it is long past it (a member killed with kill -9).
+        self.store.heartbeat(self.instance, self.label, self.configured, dict(self._held()), live_window(ttl))
         return list(self.store.members(live_window(ttl)))
 
     def _failed(self, exc: BaseException) -> None:

@@ -54,8 +54,15 @@ class MemberRow(Protocol):
 class MemberStore(Protocol):
     """What the membership and ``xceprov status`` need of the shared store."""
 
-    def heartbeat(self, instance: str, label: str, configured: Sequence[str], held: Mapping[str, str]) -> None:
-        """Write this member's row (the server's clock stamps it)."""
+    def heartbeat(
+        self,
+        instance: str,
+        label: str,
+        configured: Sequence[str],
+        held: Mapping[str, str],
+        live_for: float | None = None,
+    ) -> None:
+        """Write this member's row (the server's clock stamps it), live for ``live_for`` seconds."""
         ...
 
     def members(self, live_within: float) -> Sequence[MemberRow]:

@@ -260,7 +260,7 @@ class SharedFacts:
     nothing) on the store's ``append_facts``/``facts_since``: the journal is read once, then only
     what was appended since (by any orchestrator of the cluster, on any machine). A fact's id is
     its number in the journal. Facts of one provider are appended only by the holder of its
-    advisory lock (:class:`~orchestrator.ops.fence.AdvisoryFence`), so the identity check never
+    standalone lease (:class:`~orchestrator.ops.standalone.LeasedFence`), so the identity check never
     races another writer of the same facts.
     """
 

@@ -7,8 +7,10 @@ provider now, and under which epoch?". Two kinds:
   ``gate`` and ``valid``); the epoch is the lease's ``(term, seq)``;
 - standalone mode (``standalone: true`` in the configuration, no controller at all): a lock
   per provider held for the whole command, epoch :data:`STANDALONE_EPOCH`, tag ``none``: a local
-  lock file (:class:`StandaloneFence`), or with ``terraform.backend: pg`` a PostgreSQL advisory
-  lock (:class:`AdvisoryFence`), so standalone commands on several machines exclude each other.
+  lock file (:class:`StandaloneFence`), or with ``terraform.backend: pg`` a lease row per
+  provider in the shared store, renewed, with an expiry and a grace (:class:`LeasedFence`,
+  ``standalone.py``), so standalone commands on several machines exclude each other, also
+  across a restart of the database, and none runs beside a daemon of the cluster.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import contextlib
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from filelock import FileLock, Timeout
 
@@ -26,13 +28,17 @@ from orchestrator.errors import LeaseHeld, LeaseLost
 from orchestrator.model import tags as owner
 from orchestrator.model.config import Config
 from orchestrator.model.facts import Epoch
+from orchestrator.ops.standalone import STANDALONE_EPOCH, STANDALONE_TTL, LeasedFence
 from orchestrator.workspace.pgconn import pg_conn_str
 
 if TYPE_CHECKING:  # psycopg loads only when the pg backend is configured
-    from orchestrator.clients.postgres import ProviderLocks
+    from orchestrator.clients.postgres import StandaloneLeases
 
-# The epoch of a standalone mutation: no controller granted anything. Tagged ``none``.
-STANDALONE_EPOCH = Epoch(0, 0)
+__all__ = ["STANDALONE_EPOCH", "Fence", "LeasedFence", "ReadOnlyFence", "StandaloneFence", "epoch_tag"]
+
+# The bound of one call of the standalone lease's own connection: a hung call must end well
+# within a renewal period (TTL/3), so that the next try comes before the gate closes.
+LEASE_STATEMENT_TIMEOUT: Final = STANDALONE_TTL / 10.0
 
 
 class Fence(Protocol):
@@ -109,71 +115,27 @@ class StandaloneFence:
         self.close()
 
 
-class AdvisoryFence:
-    """Standalone with ``terraform.backend: pg``: one PostgreSQL advisory lock per provider.
-
-    Two standalone orchestrators on two machines share no lock directory; they share the
-    database, whose session-level advisory lock (``ProviderLocks``) is held on one connection
-    for the whole command. ``gate`` passes while that connection answers: a lost connection
-    lost the lock with it (the server released it), so the gate closes and stays closed.
-    """
-
-    def __init__(self, locks: ProviderLocks, providers: Iterable[str]) -> None:
-        self.locks = locks
-        self.providers = sorted(providers)
-        self._taken: set[str] = set()
-
-    def acquire(self) -> AdvisoryFence:
-        """Take every provider's lock without waiting; ``LeaseHeld`` when another command holds one."""
-        try:
-            for provider in self.providers:
-                if not self.locks.try_lock(provider):
-                    holder = "another standalone command (the shared store's advisory lock)"
-                    raise LeaseHeld(
-                        f"provider {provider}: the standalone lock is held by {holder}; "
-                        "retry when that command has finished",
-                        holder=holder,
-                    )
-                self._taken.add(provider)
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def gate(self, provider: str) -> Epoch:
-        """:data:`STANDALONE_EPOCH` while this process holds the provider's advisory lock."""
-        if not self.valid(provider):
-            raise LeaseLost(
-                f"provider {provider!r}: the standalone lock is not held by this process "
-                "(its connection to the shared store is gone)"
-            )
-        return STANDALONE_EPOCH
-
-    def valid(self, provider: str) -> bool:
-        """Whether the provider's lock is held: taken here and its connection alive."""
-        return provider in self._taken and self.locks.holds(provider)
-
-    def close(self) -> None:
-        """Release every lock (the connection closes)."""
-        self._taken.clear()
-        self.locks.close()
-
-    def __enter__(self) -> AdvisoryFence:
-        return self.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+def standalone_fence(config: Config, providers: Iterable[str]) -> StandaloneFence | LeasedFence:
+    """The fence of a standalone command (not yet acquired): the shared store's lease rows with
+    ``terraform.backend: pg`` (the gate closing ``controller.lease_margin`` before the row's
+    expiry, as the controller's lease does), else local lock files under ``<state_dir>/locks``."""
+    rows = lease_rows(config)
+    if rows is None:
+        return StandaloneFence(config.state_dir / "locks", providers)
+    return LeasedFence(rows, providers, margin=float(config.controller.lease_margin))
 
 
-def standalone_fence(config: Config, providers: Iterable[str]) -> StandaloneFence | AdvisoryFence:
-    """The fence of a standalone command (not yet acquired): the shared store's advisory locks
-    with ``terraform.backend: pg``, else local lock files under ``<state_dir>/locks``."""
+def lease_rows(config: Config) -> StandaloneLeases | None:
+    """The shared store's standalone lease rows with ``terraform.backend: pg`` (a connection of
+    their own, opened at the first call); None with ``local``."""
     conn_str = pg_conn_str(config)
     if conn_str is None:
-        return StandaloneFence(config.state_dir / "locks", providers)
-    from orchestrator.clients.postgres import ProviderLocks
+        return None
+    from orchestrator.clients.postgres import StandaloneLeases  # psycopg loads only with the pg backend
 
-    return AdvisoryFence(ProviderLocks(conn_str, config.cluster), providers)
+    return StandaloneLeases(
+        conn_str, config.cluster, connect_timeout=LEASE_STATEMENT_TIMEOUT, statement_timeout=LEASE_STATEMENT_TIMEOUT
+    )
 
 
 def _holder(pid_file: Path) -> str:

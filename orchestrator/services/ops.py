@@ -12,7 +12,7 @@ crash (``kill -9``) the crashed command's lease lapses by its TTL before the nex
 ``xceprov ops`` (the listing) takes no lease: it reads facts, states and the tagged listing.
 With no controller the session is refused unless ``standalone: true``: then a lock per provider
 fences the command, the epoch is ``none`` and facts go to a journal (a local lock file and
-``<state_dir>/facts/<cluster>.jsonl``; with ``terraform.backend: pg`` an advisory lock and the
+``<state_dir>/facts/<cluster>.jsonl``; with ``terraform.backend: pg`` a renewed lease row and the
 journal of the shared store, shared by standalone commands on every machine); the audit log says so.
 """
 
@@ -30,16 +30,17 @@ from orchestrator.clients.controller.link import ControllerLink, join_lease_mana
 from orchestrator.clients.controller.types import HostInfo, LeaseDenied
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.configfile import LoadedConfig
-from orchestrator.errors import ControllerError, LeaseHeld
+from orchestrator.errors import ControllerError, LeaseHeld, UsageError
 from orchestrator.model.instances import op_of_key
 from orchestrator.model.progress import ProgressSink
 from orchestrator.model.text import printable
 from orchestrator.ops.drain import Decommission
 from orchestrator.ops.executor import Bootstrap, Created, Executor, op_scope
 from orchestrator.ops.facts import LinkFacts, standalone_facts
-from orchestrator.ops.fence import ReadOnlyFence, standalone_fence
+from orchestrator.ops.fence import LeasedFence, ReadOnlyFence, lease_rows, standalone_fence
 from orchestrator.ops.hosts import LinkHosts, NoHosts
 from orchestrator.ops.resume import Resolution, resume_provider, survey
+from orchestrator.ops.standalone import STANDALONE_GRACE
 from orchestrator.services.bootstrap_sources import SimulatedWorld
 from orchestrator.workspace.audit import audit
 from orchestrator.workspace.terraform import engine_for
@@ -79,10 +80,15 @@ def refuse_when_leased(loaded: LoadedConfig, providers: Sequence[str]) -> None:
     burst holds them for as long as it applies, and the verb would wait only to be refused.
 
     A look at the controller's status, no lease taken; the fence itself is still the lease
-    that :func:`fenced_session` acquires afterwards. Nothing to check in standalone mode.
+    that :func:`fenced_session` acquires afterwards. Standalone with ``terraform.backend: pg``:
+    a look at the providers' standalone lease rows and the daemons of the cluster
+    (``ops/standalone.py``); standalone with local locks: nothing to check.
     """
     config = loaded.config
     if config.standalone:
+        fence = standalone_fence(config, providers)
+        if isinstance(fence, LeasedFence):
+            fence.check()
         return
     with ControllerLink(config.controller, instance_id=cli_instance_id(config.cluster), cluster=config.cluster) as link:
         try:
@@ -192,7 +198,7 @@ def fenced_session(
             providers=wanted,
             reason=(
                 "standalone: true in the configuration: "
-                f"{'advisory lock in the shared store' if config.terraform.backend == 'pg' else 'local lock'}, "
+                f"{'lease in the shared store' if config.terraform.backend == 'pg' else 'local lock'}, "
                 "epoch none, no controller"
             ),
         )
@@ -311,6 +317,33 @@ def list_ops(loaded: LoadedConfig, toolkit_root: Path, engine: Engine | None = N
                 }
             )
     return OpsReport(out)
+
+
+def hand_over(loaded: LoadedConfig, providers: Sequence[str]) -> list[tuple[str, str | None]]:
+    """Hand ``providers`` from the controller to standalone commands (``xceprov ops hand-over``):
+    the controller epoch each one's shared state was last written under no longer refuses them
+    (``clients/postgres/standalone.py``). For a cluster whose controller is gone for good; refused
+    (``LeaseHeld``, nothing changed) while a daemon's member row holds the provider. Audited.
+    Returns each provider with the epoch handed over (None: there was none)."""
+    config = loaded.config
+    rows = lease_rows(config) if config.standalone else None
+    if rows is None:
+        raise UsageError(
+            f"{loaded.source}: ops hand-over needs standalone: true and terraform.backend: pg "
+            "(it hands a provider of the shared store from the controller to standalone commands)"
+        )
+    unknown = sorted(set(providers) - set(config.providers))
+    if unknown:
+        raise UsageError(f"ops hand-over: provider {unknown[0]!r} is not in {loaded.source}")
+    done: list[tuple[str, str | None]] = []
+    try:
+        for provider in sorted(set(providers)):
+            epoch = rows.hand_over(provider, STANDALONE_GRACE)
+            audit(config.state_dir, "standalone-hand-over", provider=provider, epoch=epoch or "none")
+            done.append((provider, epoch))
+    finally:
+        rows.close()
+    return done
 
 
 def resume_ops(

@@ -436,6 +436,29 @@ def test_join_tokens_left_by_a_dead_run_go_when_the_daemon_starts(shared_world: 
         live.close()
 
 
+def test_a_second_daemon_on_the_same_state_dir_is_refused_in_one_line(shared_world: SimWorld) -> None:
+    """Issue 27 item 8: both ran, each taking the other's join tokens for a dead run's."""
+    world = shared_world
+    configure(world)
+    with running_daemon(world, "daemon-first") as first:
+        first.wait_status("the first daemon's lease of sim", leased)
+        second = subprocess.run(
+            [sys.executable, "-m", "orchestrator.cli", "daemon"],
+            cwd=world.site,
+            env=world.env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert second.returncode == 9, second.stderr
+        [line] = second.stderr.splitlines()
+        assert f"another xceprov daemon (process {first.pid}) runs on it; stop that one first" in line
+        assert first.alive(), first.log()
+        code, _took = first.terminate()
+        assert code == 0, first.log()
+
+
 def test_verbs_beside_a_running_daemon_are_refused_and_never_take_or_release_its_lease(world: SimWorld) -> None:
     cfg = configure(world)
     cfg["terraform"] = {"parallelism": 1}  # one create at a time: the burst is long and observable

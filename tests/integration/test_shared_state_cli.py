@@ -21,12 +21,15 @@ from pathlib import Path
 import pytest
 from cli_run import xceprov
 
+from orchestrator.clients.postgres import SharedStore
 from orchestrator.configfile import ENV_VAR, load_config
-from orchestrator.model.facts import FactKind
+from orchestrator.model.facts import Epoch, FactKind
 from orchestrator.ops.facts import standalone_facts
 from orchestrator.ops.fence import standalone_fence
+from orchestrator.ops.standalone import STANDALONE_GRACE, STANDALONE_TTL
 from orchestrator.sim.cloud.store import CloudStore
 from orchestrator.workspace.sharedstore import store_for
+from tests.pg_server import PgServer
 
 pytestmark = pytest.mark.integration
 
@@ -71,6 +74,16 @@ def planned(site: Path, *args: str) -> dict[str, object]:
     [provider] = json.loads(done.stdout)["providers"]
     assert isinstance(provider, dict)
     return provider
+
+
+def resume_when_admitted(site: Path) -> subprocess.CompletedProcess[str]:
+    """``ops resume``, again while another command's standalone lease holds it off (exit 9)."""
+    deadline = time.monotonic() + STANDALONE_TTL + STANDALONE_GRACE + 90
+    while True:
+        done = xceprov(site, "ops", "resume")
+        if done.returncode != 9 or time.monotonic() > deadline:
+            return done
+        time.sleep(1)
 
 
 def test_a_second_instance_sees_and_acts_on_everything_with_nothing_local(tmp_path: Path, conn_str: str) -> None:
@@ -119,12 +132,12 @@ def test_a_second_standalone_command_on_the_provider_is_refused(tmp_path: Path, 
     store = store_for(load_config(other / "xceprov.yaml").config)
     assert store is not None and store.read_documents("sim", "") == {}
     assert xceprov(other, "plan", "cpu=1", "--out", "one").returncode == 0
-    # Another machine's standalone command holds the provider (the advisory lock in the database).
-    with standalone_fence(load_config(holder / "xceprov.yaml").config, ["sim"]):
+    # Another machine's standalone command holds the provider (its lease row in the database).
+    with standalone_fence(load_config(holder / "xceprov.yaml").config, ["sim"]) as held:
         refused = xceprov(other, "apply", "one")
         assert refused.returncode == 9, refused.stderr
         [line] = refused.stderr.strip().splitlines()
-        assert "provider sim: the standalone lock is held by another standalone command" in line
+        assert f"provider sim: held by {held.holder}" in line
         assert "Traceback" not in refused.stderr
         assert cloud.list_instances({"xce:cluster": "fenced"}) == []
     # Its lock released, the same command goes through.
@@ -134,8 +147,8 @@ def test_a_second_standalone_command_on_the_provider_is_refused(tmp_path: Path, 
 
 
 def test_a_killed_standalone_command_is_resumed_by_another_instance(tmp_path: Path, conn_str: str) -> None:
-    """``kill -9`` mid-apply on one machine: its advisory lock dies with its connection, and another
-    machine's ``ops resume`` finishes the op from the shared facts, desired sets and states."""
+    """``kill -9`` mid-apply on one machine: once its lease row has run out, and the grace after it,
+    another machine's ``ops resume`` finishes the op from the shared facts, desired sets and states."""
     first, second = instance(tmp_path, "a", "resumed"), instance(tmp_path, "b", "resumed")
     cloud = CloudStore(tmp_path / "cloud.sqlite")
     assert xceprov(first, "plan", "cpu=2", "--out", "burst").returncode == 0
@@ -161,7 +174,12 @@ def test_a_killed_standalone_command_is_resumed_by_another_instance(tmp_path: Pa
 
     [op] = ops(second)["open"]
     assert isinstance(op, dict) and op["kind"] == "create"
-    resumed = xceprov(second, "ops", "resume")
+    # Its lease row outlives it: another command is admitted once its lease and the grace after it
+    # have run out (its Terraform, interrupted, may still be finishing a call until then).
+    refused = xceprov(second, "ops", "resume")
+    assert refused.returncode == 9, refused.stderr
+    assert f"held by standalone command {proc.pid}@" in refused.stderr
+    resumed = resume_when_admitted(second)
     assert resumed.returncode == 0, resumed.stderr
     assert ops(second)["open"] == []
 
@@ -171,3 +189,96 @@ def test_a_killed_standalone_command_is_resumed_by_another_instance(tmp_path: Pa
     assert len(created) == len(set(created)) == 2 and set(created) == set(alive)
     every = cloud.list_instances({"xce:cluster": "resumed"}, include_terminated=True)
     assert len(every) == 2  # nothing created twice
+
+
+def started_apply(site: Path, bundle: str) -> subprocess.Popen[str]:
+    """``xceprov apply BUNDLE`` of ``site`` in the background, returned once its apply runs."""
+    env = {**os.environ, ENV_VAR: str(site / "xceprov.yaml")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "apply", bundle],
+        cwd=site,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    audit = site / "state" / "audit.log"
+    deadline = time.monotonic() + 120
+    while '"op-apply"' not in (audit.read_text() if audit.exists() else ""):
+        assert proc.poll() is None, f"ended before its apply: {proc.communicate()}"
+        assert time.monotonic() < deadline, "the apply never started"
+        time.sleep(0.05)
+    return proc
+
+
+def test_a_database_restart_mid_apply_admits_no_second_standalone_command(
+    tmp_path: Path, conn_str: str, server: PgServer
+) -> None:
+    """Issue 27 item 5: the advisory lock died with the server's session, and another machine's
+    ``ops resume`` applied the first one's open op while that apply still ran."""
+    first, second = instance(tmp_path, "a", "restart"), instance(tmp_path, "b", "restart")
+    cloud = CloudStore(tmp_path / "cloud.sqlite")
+    assert xceprov(first, "plan", "cpu=2", "--out", "burst").returncode == 0
+    cloud.set_slow_launch(30.0)  # the apply outlasts the restart and the second command by far
+    proc = started_apply(first, "burst")
+    try:
+        server.stop()
+        server.start()
+        refused = xceprov(second, "ops", "resume")
+        still_running = proc.poll() is None
+    finally:
+        cloud.set_slow_launch(0.0)
+    assert refused.returncode == 9, refused.stderr
+    [line] = refused.stderr.strip().splitlines()
+    assert f"provider sim: held by standalone command {proc.pid}@" in line
+    assert still_running, "the first apply ended before the second command was refused: nothing was shown"
+    proc.communicate(timeout=300)
+    # Whatever the first command's end (the restart may have failed one of its writes), the op is
+    # completed once, and nothing was created twice.
+    resumed = resume_when_admitted(second)
+    assert resumed.returncode == 0, resumed.stderr
+    assert ops(second)["open"] == []
+    every = cloud.list_instances({"xce:cluster": "restart"}, include_terminated=True)
+    assert len(every) == 2 and all(i.state != "terminated" for i in every)
+
+
+def test_a_standalone_command_beside_a_live_daemon_is_refused_naming_it(tmp_path: Path, conn_str: str) -> None:
+    """Issue 27 item 6: an operator who cannot reach the controller sets ``standalone: true``
+    beside a daemon of the cluster: nothing is created and the daemon's state is not touched."""
+    site = instance(tmp_path, "a", "beside")
+    cloud = CloudStore(tmp_path / "cloud.sqlite")
+    assert xceprov(site, "plan", "cpu=1", "--out", "one").returncode == 0
+    daemon = SharedStore.open(conn_str, "beside")
+    try:
+        daemon.heartbeat("inst-1", "beside-daemon-node1", ["sim"], {"sim": "5.3"}, live_for=10)
+        daemon.write_document("sim", "lost-suspects/0", b"{}", Epoch(5, 3))  # written under its lease
+        refused = xceprov(site, "apply", "one")
+        assert refused.returncode == 9, refused.stderr
+        [line] = refused.stderr.strip().splitlines()
+        assert "provider sim: held by daemon beside-daemon-node1 (inst-1)" in line and "epoch 5.3" in line
+        refused = xceprov(site, "ops", "hand-over", "sim")  # never while a daemon holds it
+        assert refused.returncode == 9 and "held by daemon beside-daemon-node1" in refused.stderr, refused.stderr
+        assert cloud.list_instances({"xce:cluster": "beside"}) == []
+        assert daemon.read_documents("sim", "desired/") == {}
+
+        # Its member row gone (a clean stop), the fence it wrote under the controller's epoch still
+        # says the provider is the controller's.
+        daemon.leave("inst-1")
+        refused = xceprov(site, "apply", "one")
+        assert refused.returncode == 9, refused.stderr
+        [line] = refused.stderr.strip().splitlines()
+        assert "held by the controller's lease holder" in line and "epoch 5.3" in line
+        assert "xceprov ops hand-over sim" in line
+        assert cloud.list_instances({"xce:cluster": "beside"}) == []
+
+        # The controller is gone for good: the operator hands the provider over, audited.
+        handed = xceprov(site, "ops", "hand-over", "sim")
+        assert handed.returncode == 0, handed.stderr
+        said = "sim: handed over: the controller's epoch 5.3 refuses standalone commands no more"
+        assert handed.stdout.strip() == said
+        assert '"standalone-hand-over"' in (site / "state" / "audit.log").read_text()
+        applied = xceprov(site, "apply", "one")
+        assert applied.returncode == 0, applied.stderr
+        assert len(cloud.list_instances({"xce:cluster": "beside"})) == 1
+    finally:
+        daemon.close()

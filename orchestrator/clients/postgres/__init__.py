@@ -2,13 +2,15 @@
 
 ``SharedStore`` (``store.py``): documents fenced by lease epochs, members and their heartbeats,
 the standalone fact journal, in the toolkit's own schema ``xceprov`` with versioned migrations
-(``migrations.py``). ``ProviderLocks`` (``locks.py``): the standalone fence, one advisory lock
-per provider. ``redact`` (``redact.py``): keeps the connection string and its password out of
+(``migrations.py``). ``ProviderLocks`` (``locks.py``): session advisory locks (the daemons'
+scale-out lock). ``StandaloneLeases`` (``standalone.py``): the standalone fence, a lease row per
+provider. ``redact`` (``redact.py``): keeps the connection string and its password out of
 every message. The behaviour is documented in ``docs/shared-store.md``.
 """
 
 from orchestrator.clients.postgres.locks import ProviderLocks
 from orchestrator.clients.postgres.redact import redact
+from orchestrator.clients.postgres.standalone import StandaloneLeases
 from orchestrator.clients.postgres.store import Member, SharedStore
 
-__all__ = ["Member", "ProviderLocks", "SharedStore", "redact"]
+__all__ = ["Member", "ProviderLocks", "SharedStore", "StandaloneLeases", "redact"]

@@ -1,8 +1,9 @@
-"""The standalone fence with the ``pg`` backend: one PostgreSQL advisory lock per provider.
+"""Session-level PostgreSQL advisory locks under names of one cluster (the daemons' scale-out lock).
 
-Without a controller there is no lease epoch; two standalone orchestrators on two machines are
-kept off one provider by a session-level advisory lock (``pg_try_advisory_lock``) whose 64-bit
-key comes from ``sha256('xceprov/<cluster>/<provider>')``. The locks live on a dedicated
+A name is locked with ``pg_try_advisory_lock``, its 64-bit key from
+``sha256('xceprov/<cluster>/<name>')``. These locks are not a fence for cloud mutations: they die
+with the server's session (a restart frees them at once), so the standalone fence is a lease
+row with an expiry instead (``standalone.py``). The locks live on a dedicated
 connection and die with it (server restart, network cut, process killed), so a lock is only as
 good as its connection: :meth:`ProviderLocks.alive` asks the server (bounded like every call,
 ``session.py``, ``watchdog.py``), and once the connection is lost every lock counts as lost: only a

@@ -22,6 +22,17 @@ The tables of version 1 (every row carries ``cluster``: several clusters may sha
 - ``facts(cluster, seq, body, appended_at)``: the standalone fact journal; ``seq`` counts 1, 2,
   ... per cluster in commit order; ``body`` is the fact as a JSON object, stored as written
   (type ``json``, not ``jsonb``, which refuses a ``\\u0000`` that text from outside may hold).
+
+Version 2 (the standalone lease, docs/scale-out.md "Without a controller"):
+
+- ``standalone_leases(cluster, provider, holder, grant_no, expires_at, grace_s, granted_at,
+  released_term, released_seq)``: the fence of standalone commands, one row per provider: its
+  holder (``''`` once released), a counter of grants to a new holder, the end of the holder's
+  lease by the server's clock and the grace after it before anyone else is admitted, and the
+  newest controller epoch an operator handed over to standalone commands (``standalone.py``);
+- ``members.live_for``: how long the member's heartbeat keeps it live (its own live window), so
+  a reader that does not know the member's lease TTL (a standalone command) judges it the same
+  way the daemons do, and a row long past it is removed (``store.py``).
 """
 
 from __future__ import annotations
@@ -89,6 +100,25 @@ CREATE TABLE xceprov.facts (
     appended_at timestamptz NOT NULL DEFAULT clock_timestamp(),
     PRIMARY KEY (cluster, seq)
 );
+""",
+    ),
+    (
+        2,
+        "standalone leases, members' live window",
+        """
+CREATE TABLE xceprov.standalone_leases (
+    cluster    text NOT NULL,
+    provider   text NOT NULL,
+    holder     text NOT NULL,
+    grant_no   bigint NOT NULL,
+    expires_at timestamptz NOT NULL,
+    grace_s    double precision NOT NULL,
+    granted_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    released_term bigint NOT NULL DEFAULT 0,
+    released_seq  bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (cluster, provider)
+);
+ALTER TABLE xceprov.members ADD COLUMN live_for double precision;
 """,
     ),
 )

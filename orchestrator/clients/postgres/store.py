@@ -19,7 +19,12 @@ wait. Every cluster-wide document several orchestrators write records into (boot
 breakers, orphan action times) is changed this way, never by a plain write of a copy read before.
 
 Members heartbeat with the server's clock (``clock_timestamp()``), never the caller's, so
-orchestrators on machines whose clocks disagree still agree on who is live.
+orchestrators on machines whose clocks disagree still agree on who is live. A row whose heartbeat
+is :data:`MEMBER_EXPIRY` past its own live window (a member killed with ``kill -9`` never leaves)
+is removed by the next heartbeat or clean stop of any member of the cluster.
+
+A write under a controller epoch is also refused while a standalone command holds the provider
+(``standalone.py``): the two fences never admit two holders of one provider at once.
 """
 
 from __future__ import annotations
@@ -27,12 +32,23 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from orchestrator.clients.postgres.migrations import advisory_key, migrate
 from orchestrator.clients.postgres.session import STATEMENT_TIMEOUT, Connection, Session
+from orchestrator.clients.postgres.standalone import DEFAULT_LIVE_FOR, standalone_holding
 from orchestrator.errors import LeaseLost, StoreUnavailable
 from orchestrator.model.facts import Epoch
+
+# How long past its own live window a member's row is kept before any member's heartbeat or clean
+# stop removes it: far longer than anyone asks about it (the deal: the live window; a standalone
+# command: the live window plus its grace), short enough that the table does not keep the dead.
+MEMBER_EXPIRY: Final = 60.0
+
+_EXPIRE_MEMBERS: Final = (
+    "DELETE FROM xceprov.members WHERE cluster = %s AND instance <> %s "
+    "AND heartbeat_at < clock_timestamp() - make_interval(secs => coalesce(live_for, %s) + %s)"
+)
 
 
 @dataclass(frozen=True)
@@ -48,6 +64,12 @@ class Member:
 
 def _fence(conn: Connection, cluster: str, provider: str, name: str, epoch: Epoch) -> None:
     """Check ``epoch`` against the provider's fence and raise it (inside the caller's transaction)."""
+    standalone = standalone_holding(conn, cluster, provider)
+    if standalone is not None:
+        raise LeaseLost(
+            f"provider {provider}: the standalone command {standalone} holds it (the shared store's "
+            f"standalone lease); {name} not changed"
+        )
     conn.execute(
         "INSERT INTO xceprov.fences (cluster, provider, term, seq) VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
         (cluster, provider, epoch.term, epoch.seq),
@@ -196,20 +218,32 @@ class SharedStore:
 
     # -- members -----------------------------------------------------------------------------
 
-    def heartbeat(self, instance: str, label: str, configured: Sequence[str], held: Mapping[str, str]) -> None:
+    def heartbeat(
+        self,
+        instance: str,
+        label: str,
+        configured: Sequence[str],
+        held: Mapping[str, str],
+        live_for: float | None = None,
+    ) -> None:
         """Record that ``instance`` is alive now (server clock), configured for ``configured``
-        and holding ``held`` (provider -> epoch tag)."""
+        and holding ``held`` (provider -> epoch tag), live for ``live_for`` seconds (its live
+        window; None: :data:`~orchestrator.clients.postgres.standalone.DEFAULT_LIVE_FOR`); rows
+        long past theirs go (module docstring)."""
         configured_json = json.dumps(sorted(configured))
         held_json = json.dumps(dict(sorted(held.items())))
 
         def work(conn: Connection) -> None:
-            conn.execute(
-                "INSERT INTO xceprov.members (cluster, instance, label, configured, held, heartbeat_at) "
-                "VALUES (%s, %s, %s, %s::jsonb, %s::jsonb, clock_timestamp()) "
-                "ON CONFLICT (cluster, instance) DO UPDATE SET label = excluded.label, "
-                "configured = excluded.configured, held = excluded.held, heartbeat_at = excluded.heartbeat_at",
-                (self.cluster, instance, label, configured_json, held_json),
-            )
+            with conn.transaction():
+                conn.execute(
+                    "INSERT INTO xceprov.members (cluster, instance, label, configured, held, heartbeat_at, live_for) "
+                    "VALUES (%s, %s, %s, %s::jsonb, %s::jsonb, clock_timestamp(), %s) "
+                    "ON CONFLICT (cluster, instance) DO UPDATE SET label = excluded.label, "
+                    "configured = excluded.configured, held = excluded.held, heartbeat_at = excluded.heartbeat_at, "
+                    "live_for = excluded.live_for",
+                    (self.cluster, instance, label, configured_json, held_json, live_for),
+                )
+                conn.execute(_EXPIRE_MEMBERS, (self.cluster, instance, DEFAULT_LIVE_FOR, MEMBER_EXPIRY))
 
         self._session.run(f"heartbeat of {instance}", work)
 
@@ -239,13 +273,17 @@ class SharedStore:
         return self._session.run("reading the members", work)
 
     def leave(self, instance: str) -> None:
-        """Remove ``instance``'s row at once (a clean stop: its providers are dealt out at once)."""
-        self._session.run(
-            f"leave of {instance}",
-            lambda conn: conn.execute(
-                "DELETE FROM xceprov.members WHERE cluster = %s AND instance = %s", (self.cluster, instance)
-            ),
-        )
+        """Remove ``instance``'s row at once (a clean stop: its providers are dealt out at once),
+        and the rows long past their live window (module docstring)."""
+
+        def work(conn: Connection) -> None:
+            with conn.transaction():
+                conn.execute(
+                    "DELETE FROM xceprov.members WHERE cluster = %s AND instance = %s", (self.cluster, instance)
+                )
+                conn.execute(_EXPIRE_MEMBERS, (self.cluster, instance, DEFAULT_LIVE_FOR, MEMBER_EXPIRY))
+
+        self._session.run(f"leave of {instance}", work)
 
     # -- the standalone fact journal ---------------------------------------------------------
 

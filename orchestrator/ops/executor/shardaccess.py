@@ -89,7 +89,7 @@ class ShardAccess:
         """The epoch a write of the provider's shared state carries: the fence's, right now.
 
         A closed fence writes nothing (``LeaseLost``); the shared store refuses an epoch older
-        than one it has seen. Standalone (no epoch): None, the advisory lock is the fence.
+        than one it has seen. Standalone (no epoch): None, the standalone lease is the fence.
         """
         epoch = self.fence.gate(provider)
         return None if epoch == STANDALONE_EPOCH else epoch

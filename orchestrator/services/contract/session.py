@@ -2,7 +2,7 @@
 fence, and how a request's worker is started.
 
 The fence is the command line's (``services.ops.fenced_session``): the provider's lease with a
-controller, its standalone lock (a local lock file, or the shared store's advisory lock) with
+controller, its standalone lock (a local lock file, or the shared store's standalone lease) with
 ``standalone: true``. The contract's calls and workers join under a label of their own,
 ``<cluster>-contract-<host>`` (:func:`contract_instance_id`), so a lease holder names them.
 

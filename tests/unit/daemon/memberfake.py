@@ -32,7 +32,14 @@ class FakeStore:
         if self.down:
             raise ConnectionError(self.down)
 
-    def heartbeat(self, instance: str, label: str, configured: Sequence[str], held: Mapping[str, str]) -> None:
+    def heartbeat(
+        self,
+        instance: str,
+        label: str,
+        configured: Sequence[str],
+        held: Mapping[str, str],
+        live_for: float | None = None,
+    ) -> None:
         self._check("heartbeat")
         with self.lock:
             self.rows[instance] = (label, tuple(configured), dict(held), self.clock())

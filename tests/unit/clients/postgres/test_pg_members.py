@@ -64,3 +64,20 @@ def test_members_of_another_cluster_are_not_seen(store: SharedStore, conn_str: s
         assert [m.label for m in store.members(60)] == ["node1"]
     finally:
         other.close()
+
+
+def test_a_killed_members_row_is_removed_by_a_later_heartbeat_or_clean_stop(store: SharedStore, conn_str: str) -> None:
+    """A daemon killed with ``kill -9`` never leaves: its row goes once it is a minute past its
+    live window, at the next heartbeat or clean stop of any member of the cluster."""
+    store.heartbeat("killed", "node1", ["p1"], {"p1": "3.1"}, live_for=10)
+    store.heartbeat("recent", "node2", ["p1"], {}, live_for=10)
+    store.heartbeat("alive", "node3", ["p1"], {}, live_for=10)
+    age_heartbeat(conn_str, "killed", 71)  # its live window (10 s) and a minute past it
+    age_heartbeat(conn_str, "recent", 50)  # gone from the live members, not yet expired
+    store.heartbeat("alive", "node3", ["p1"], {}, live_for=10)
+    rows = sql(conn_str, "SELECT instance FROM xceprov.members ORDER BY instance")
+    assert rows == [("alive",), ("recent",)]
+
+    age_heartbeat(conn_str, "recent", 71)
+    store.leave("alive")  # a clean stop
+    assert sql(conn_str, "SELECT instance FROM xceprov.members") == []

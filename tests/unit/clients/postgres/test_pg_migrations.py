@@ -13,7 +13,7 @@ from orchestrator.model.facts import Epoch
 from tests.pg_server import PgServer
 from tests.unit.clients.postgres.pg_helpers import fresh_database, sql
 
-TABLES = ["documents", "facts", "fences", "members", "migrations"]
+TABLES = ["documents", "facts", "fences", "members", "migrations", "standalone_leases"]
 
 
 def tables(conn_str: str) -> list[str]:
