@@ -41,6 +41,13 @@ _KEPT_TF_VARS = frozenset({"TF_LOG", "TF_LOG_PATH", "TF_LOG_CORE", "TF_LOG_PROVI
 # same in -json diagnostics and in plain output (whose detail text is wrapped, this line is not).
 PROVIDERS_NOT_INSTALLED = "Required plugins are not installed"
 
+# The umask of every Terraform process: Terraform (and the providers it starts) create their
+# files with the process umask, and what it writes in a working directory holds settings and
+# user data: its state, the state's backup, errored.tfstate after a backend write failed, the
+# backend record .terraform/terraform.tfstate, saved plans. 0600 files and 0700 directories
+# whatever the umask of the orchestrator (docs/security.md).
+PRIVATE_UMASK = 0o077
+
 
 @dataclass(frozen=True)
 class Completed:
@@ -240,6 +247,7 @@ class TerraformProcess:
                 encoding="utf-8",
                 errors="replace",
                 start_new_session=True,
+                umask=PRIVATE_UMASK,
                 pass_fds=((watch_r,) if watch_r >= 0 else ()) + attachment.fds,
             )
         except BaseException:
