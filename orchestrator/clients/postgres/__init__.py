@@ -9,6 +9,7 @@ every message. The behaviour is documented in ``docs/shared-store.md``.
 
 from orchestrator.clients.postgres.locks import ProviderLocks
 from orchestrator.clients.postgres.redact import redact
+from orchestrator.clients.postgres.session import unreachable
 from orchestrator.clients.postgres.store import Member, SharedStore
 
-__all__ = ["Member", "ProviderLocks", "SharedStore", "redact"]
+__all__ = ["Member", "ProviderLocks", "SharedStore", "redact", "unreachable"]

@@ -95,6 +95,21 @@ def connect(conn_str: str, connect_timeout: float, statement_timeout: float) -> 
     return conn
 
 
+def unreachable(conn_str: str, connect_timeout: float = 5.0) -> str | None:
+    """Why the server cannot be reached now (one line, redacted), None when it answers.
+
+    A connection string it refuses to parse, or a server that refuses the session, is no outage:
+    None (the error that follows says what is wrong)."""
+    try:
+        conn = connect(conn_str, connect_timeout, STATEMENT_TIMEOUT)
+    except StoreUnavailable as exc:
+        return str(exc)
+    except XceprovError:
+        return None
+    conn.close()
+    return None
+
+
 class Session:
     """A lazily (re)connected connection used by one caller at a time."""
 

@@ -26,6 +26,7 @@ from filelock import Timeout
 
 from orchestrator.clients.terraform._worker import PARENT_FD_ENV
 from orchestrator.clients.terraform.attach import Attachment
+from orchestrator.clients.terraform.backend import BackendProbe, store_unavailable
 from orchestrator.clients.terraform.mirror import cache_lock, launcher_env
 from orchestrator.errors import TerraformError
 
@@ -81,6 +82,7 @@ class TerraformProcess:
         env: Mapping[str, str] | None = None,
         poll_interval: float = 0.2,
         secrets: Sequence[str] = (),
+        backend_probe: BackendProbe | None = None,
     ) -> None:
         """Configure an engine.
 
@@ -93,6 +95,8 @@ class TerraformProcess:
         to every command's environment (the pg backend's ``PG_CONN_STR``: never a command-line
         argument); every one of ``secrets`` found in a command's output is replaced by ``***``
         before anything reads it, so no error, log or progress line can carry it.
+        ``backend_probe`` (a remote state backend): asked after a command failed whether the
+        backend answers; when it does not, the failure is ``StoreUnavailable`` (:mod:`.backend`).
         """
         # Absolute: Terraform runs in the working directory, not in ours.
         self.cli_config = cli_config.resolve() if cli_config is not None else None
@@ -105,6 +109,7 @@ class TerraformProcess:
         self.poll_interval = poll_interval
         # Longest first: a password inside the whole connection string goes with the string.
         self.secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+        self.backend_probe = backend_probe
 
     # --- how to run -----------------------------------------------------------------
 
@@ -210,6 +215,10 @@ class TerraformProcess:
             done = self._run(workdir, argv, args, env, started, attachment, should_stop, reader)
         if self.secrets:
             done = dataclasses.replace(done, stdout=self.hidden(done.stdout), stderr=self.hidden(done.stderr))
+        if done.returncode != 0 and not done.interrupted:
+            away = store_unavailable(self.name, args, Path(workdir), self.backend_probe)
+            if away is not None:
+                raise away
         return done
 
     def hidden(self, text: str) -> str:

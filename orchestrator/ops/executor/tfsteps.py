@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from orchestrator.ops.fence import epoch_tag
 from orchestrator.ops.plancheck import check_delete, resource_keys
 from orchestrator.ops.progress import ApplyTracker
 from orchestrator.render.instances import render_settings
+from orchestrator.workspace.scratch import op_scratch
 from orchestrator.workspace.terraform import instances_output
 from orchestrator.workspace.workdir import ProviderWorkdir
 
@@ -113,9 +113,11 @@ class TerraformSteps(Recording):
         variables = workdir.variables(instances, render_settings(self.config, workdir.provider))
         report = self.progress or no_progress
         fenced = {**variables, FENCE_VARIABLE: self.plan_fence(workdir.provider)}
-        with tempfile.TemporaryDirectory(prefix="xceprov-op-") as tmp:
-            plan_file = Path(tmp) / "op.tfplan"
-            with reported_phase(report, "plan", scope, 1), workdir.candidate_var_file(fenced) as var_file:
+        # Under the state directory, not $TMPDIR: a run killed mid-apply leaves it private, and
+        # the next op removes it (workspace.scratch).
+        with op_scratch(self.config) as scratch:
+            plan_file = scratch / "op.tfplan"
+            with reported_phase(report, "plan", scope, 1), workdir.candidate_var_file(fenced, scratch) as var_file:
                 result = self.engine.plan(workdir.path, var_files=[var_file], out=plan_file)
                 report(PlanDone(scope, result.summary.add, result.summary.change, result.summary.remove))
             yield result, plan_file, variables
