@@ -184,6 +184,9 @@ class ProviderWorkdir:
                         durable.replace(src, dst)
             else:
                 durable.replace(stage, self.path)
+            # The copied sources keep their shipped modes, and Terraform writes its lock file
+            # 0644 whatever the umask: the promise is 0600 files and 0700 directories here.
+            durable.seal(self.path)
         finally:
             if stage.exists():
                 shutil.rmtree(stage, ignore_errors=True)
