@@ -3,7 +3,9 @@
 Checks, in order: the configuration (already validated on load), every host template rendered
 with sample values on every provider it names, every provider's Terraform root and
 module (``terraform init`` from the local mirror and ``terraform validate`` on a throw-away
-copy), and the playbooks (syntax check). Returns one line per problem; an empty list means valid.
+copy), with ``terraform.backend: pg`` the shared store's schema version (read only: one newer than
+the toolkit is refused, as every other verb refuses it), and the playbooks (syntax check).
+Returns one line per problem; an empty list means valid.
 """
 
 from __future__ import annotations
