@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -45,6 +48,17 @@ templates:
 """
 
 
+@pytest.fixture
+def tmpdir_of_run() -> Iterator[Path]:
+    """The ``$TMPDIR`` of the apply: short, since the attached provider's socket is made in it
+    (a Unix socket path has ~100 bytes), and the test's own."""
+    path = Path(tempfile.mkdtemp(prefix="xt-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def site(tmp_path: Path, cluster: str, backend: str) -> Path:
     path = tmp_path / "site"
     path.mkdir()
@@ -54,7 +68,6 @@ def site(tmp_path: Path, cluster: str, backend: str) -> Path:
 
 def start_apply(path: Path, tmpdir: Path) -> subprocess.Popen[str]:
     """``xceprov apply burst`` in the background, with its own ``$TMPDIR``."""
-    tmpdir.mkdir(exist_ok=True)
     env = {**os.environ, ENV_VAR: str(path / "xceprov.yaml"), "TMPDIR": str(tmpdir)}
     return subprocess.Popen(
         [sys.executable, "-m", "orchestrator.cli", "apply", "burst"],
@@ -87,13 +100,13 @@ def not_private(root: Path) -> dict[str, str]:
 
 
 def test_the_state_terraform_could_not_write_is_private_and_written_back_by_the_resume(
-    tmp_path: Path, server: PgServer, conn_str: str
+    tmp_path: Path, server: PgServer, conn_str: str, tmpdir_of_run: Path
 ) -> None:
     path = site(tmp_path, "errored", "pg")
     cloud = CloudStore(tmp_path / "cloud.sqlite")
     assert xceprov(path, "plan", "cpu=2", "--out", "burst").returncode == 0
     cloud.set_slow_launch(8)  # one create at a time (parallelism 1), 8 s each
-    proc = start_apply(path, tmp_path / "tmp")
+    proc = start_apply(path, tmpdir_of_run)
     try:
         # The first instance is in the state Terraform holds, the second is being created.
         wait_for(lambda: len(cloud.list_instances({"xce:cluster": "errored"})) == 1, proc, "the first create")
@@ -126,12 +139,14 @@ def test_the_state_terraform_could_not_write_is_private_and_written_back_by_the_
     assert listed.returncode == 0 and json.loads(listed.stdout)["providers"][0]["open"] == []
 
 
-def test_a_killed_apply_leaves_no_plan_in_tmpdir_and_the_next_op_removes_its_scratch(tmp_path: Path) -> None:
+def test_a_killed_apply_leaves_no_plan_in_tmpdir_and_the_next_op_removes_its_scratch(
+    tmp_path: Path, tmpdir_of_run: Path
+) -> None:
     path = site(tmp_path, "killed", "local")
     cloud = CloudStore(tmp_path / "cloud.sqlite")
     assert xceprov(path, "plan", "cpu=1", "--out", "burst").returncode == 0
     cloud.set_slow_launch(5)
-    tmpdir = tmp_path / "tmp"
+    tmpdir = tmpdir_of_run
     proc = start_apply(path, tmpdir)
     audit = path / "state" / "audit.log"
     try:
