@@ -215,7 +215,8 @@ class TerraformProcess:
             done = self._run(workdir, argv, args, env, started, attachment, should_stop, reader)
         if self.secrets:
             done = dataclasses.replace(done, stdout=self.hidden(done.stdout), stderr=self.hidden(done.stderr))
-        if done.returncode != 0 and not done.interrupted:
+        # Terraform's error exit is 1 (2 is a plan's "changes present", 3 fmt's "not formatted").
+        if done.returncode == 1 and not done.interrupted:
             away = store_unavailable(self.name, args, Path(workdir), self.backend_probe)
             if away is not None:
                 raise away
