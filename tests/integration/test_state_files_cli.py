@@ -1,7 +1,8 @@
 """What an interrupted apply leaves on disk, through the command line as a user runs it.
 
-The database of ``terraform.backend: pg`` stopped mid-apply: Terraform's ``errored.tfstate`` is
-private and ``xceprov ops resume`` writes it back before anything else, then removes it. An
+The database of ``terraform.backend: pg`` stopped mid-apply of a standalone site (its lock is in
+that database): exit 75 with the toolkit's advice, Terraform's ``errored.tfstate`` is private,
+and ``xceprov ops resume`` writes it back before anything else, then removes it. An
 apply killed with ``kill -9``: its saved plan never reaches ``$TMPDIR``, and what it left in the
 state directory is removed by the next op.
 """
@@ -118,10 +119,14 @@ def test_the_state_terraform_could_not_write_is_private_and_written_back_by_the_
             proc.communicate()
         if not server.running:
             server.start()
-    assert proc.returncode != 0, stderr
     work = path / "state" / "work" / "errored" / "sim"
     errored = work / "errored.tfstate"
     assert errored.is_file(), stderr
+    # The standalone lock went with the database: the store's outage (75), the toolkit's advice.
+    assert proc.returncode == 75, stderr
+    [line] = [ln for ln in stderr.splitlines() if ln.startswith("xceprov:")]
+    assert "shared store stopped answering" in line and str(errored) in line and "xceprov ops resume" in line
+    assert "force-unlock" not in stderr and conn_str not in stderr
     assert not_private(path / "state" / "work") == {}
     recorded = json.loads(errored.read_text())
     assert recorded["resources"], "the state Terraform could not write records the first instance"
