@@ -163,6 +163,20 @@ def permission_problem(exc: PermissionError) -> str:
     return f"{target}: permission denied: uid {os.geteuid()} may not use it"
 
 
+def seal(directory: Path) -> None:
+    """Make ``directory`` and everything under it private: directories 0700, files 0600.
+
+    Symbolic links are left alone (their targets are not ours to change)."""
+    if not directory.exists():
+        return
+    os.chmod(directory, PRIVATE_DIR)
+    for root, dirs, files in os.walk(directory):
+        for name, mode in [(d, PRIVATE_DIR) for d in dirs] + [(f, PRIVATE_FILE) for f in files]:
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
+                os.chmod(path, mode)
+
+
 def private_tree(base: Path, *parts: str) -> Path:
     """``base/part1/part2/...`` with ``base`` and every component below it private (0700)."""
     current = private_dir(base)

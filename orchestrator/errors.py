@@ -96,6 +96,14 @@ class LeaseLost(XceprovError):
     exit_code = 6
 
 
+class StoreLost(LeaseLost):
+    """The fence closed during an apply because the shared store stopped answering: Terraform
+    stopped and kept the state it could not write (``errored.tfstate``). A lost fence to every
+    loop (the op stays open), the store's outage to the user: exit 75, retry later."""
+
+    exit_code = 75
+
+
 class StaleState(FinalError):
     """A saved plan no longer matches the state it was made against."""
 

@@ -3,7 +3,9 @@
 Checks, in order: the configuration (already validated on load), every host template rendered
 with sample values on every provider it names, every provider's Terraform root and
 module (``terraform init`` from the local mirror and ``terraform validate`` on a throw-away
-copy), and the playbooks (syntax check). Returns one line per problem; an empty list means valid.
+copy), with ``terraform.backend: pg`` the shared store's schema version (read only: one newer than
+the toolkit is refused, as every other verb refuses it), and the playbooks (syntax check).
+Returns one line per problem; an empty list means valid.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.clients.terraform.messages import Diagnostic
 from orchestrator.configfile import LoadedConfig
-from orchestrator.errors import ConfigError, RegistryUnreachable, TerraformError, XceprovError
+from orchestrator.errors import ConfigError, RegistryUnreachable, StoreUnavailable, TerraformError, XceprovError
 from orchestrator.model.config import Config
 from orchestrator.render.environment import TemplateRenderer
 from orchestrator.render.instances import (
@@ -35,6 +37,7 @@ from orchestrator.render.instances import (
 from orchestrator.services.missing_ca import missing_ca
 from orchestrator.workspace.module_settings import settings_problems
 from orchestrator.workspace.pgbackend import refuse_unmigrated
+from orchestrator.workspace.pgconn import pg_conn_str
 from orchestrator.workspace.provider_lock import checked_init
 from orchestrator.workspace.terraform import engine_for, root_label
 from orchestrator.workspace.workdir import ProviderWorkdir
@@ -105,6 +108,7 @@ def validate_all(loaded: LoadedConfig, toolkit_root: Path, engine: Engine | None
         refuse_unmigrated(config)
     except ConfigError as exc:
         report.problems.extend(exc.problems)
+    report.problems.extend(_store_schema(loaded))
     for playbook in sorted((toolkit_root / "ansible" / "playbooks").glob("*.yml")):
         problem = _syntax_check(playbook, toolkit_root / "ansible")
         if problem is None:
@@ -145,6 +149,21 @@ def _controller(loaded: LoadedConfig, report: ValidationReport) -> dict[str, Any
     return context
 
 
+def _store_schema(loaded: LoadedConfig) -> list[str]:
+    """The shared store's schema, read only: one newer than this toolkit knows is refused by
+    every other verb, so it is a problem here too (the store is not migrated by a check)."""
+    conn_str = pg_conn_str(loaded.config)
+    if conn_str is None:
+        return []
+    from orchestrator.clients.postgres import check_schema  # psycopg loads only with the pg backend
+
+    try:
+        check_schema(conn_str)
+    except XceprovError as exc:
+        return [str(exc)]
+    return []
+
+
 def _validate_terraform(engine: Engine, workdir: ProviderWorkdir) -> list[str]:
     """``terraform init`` + ``validate`` of a throw-away copy of the provider's configuration."""
     with tempfile.TemporaryDirectory(prefix="xceprov-validate-") as tmp:
@@ -155,7 +174,7 @@ def _validate_terraform(engine: Engine, workdir: ProviderWorkdir) -> list[str]:
             checked_init(engine, stage, root_label(workdir), workdir.site_lock, workdir.backend_config())
         except RegistryUnreachable:
             raise  # its own exit code: the caller keeps its lines apart
-        except TerraformError as exc:
+        except (TerraformError, StoreUnavailable) as exc:
             return str(exc).splitlines()
         return [
             f"{root_label(workdir)}: {_diagnostic_line(d)}" for d in engine.validate(stage) if d.severity == "error"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -56,7 +56,19 @@ def engine_for(
         env=env or None,
         secrets=[*(secrets_of(conn_str) if conn_str else ()), *mirror_secrets],
         lock_timeout=PG_LOCK_TIMEOUT if conn_str else None,
+        backend_probe=_store_probe(conn_str) if conn_str else None,
     )
+
+
+def _store_probe(conn_str: str) -> Callable[[], str | None]:
+    """Whether the database of Terraform's pg backend answers (asked after a failed command)."""
+
+    def probe() -> str | None:
+        from orchestrator.clients.postgres import unreachable  # psycopg loads only with the pg backend
+
+        return unreachable(conn_str)
+
+    return probe
 
 
 def prepared_workdir(engine: Engine, workdir: ProviderWorkdir) -> Path:

@@ -184,6 +184,9 @@ class ProviderWorkdir:
                         durable.replace(src, dst)
             else:
                 durable.replace(stage, self.path)
+            # The copied sources keep their shipped modes, and Terraform writes its lock file
+            # 0644 whatever the umask: the promise is 0600 files and 0700 directories here.
+            durable.seal(self.path)
         finally:
             if stage.exists():
                 shutil.rmtree(stage, ignore_errors=True)
@@ -197,10 +200,11 @@ class ProviderWorkdir:
         }
 
     @contextlib.contextmanager
-    def candidate_var_file(self, variables: Mapping[str, Any]) -> Iterator[Path]:
-        """A temporary variables file for a plan (0600, like every file here), removed afterwards."""
-        durable.private_dir(self.path)
-        fd, name = tempfile.mkstemp(prefix=".candidate-", suffix=".tfvars.json", dir=self.path)
+    def candidate_var_file(self, variables: Mapping[str, Any], directory: Path | None = None) -> Iterator[Path]:
+        """A temporary variables file for a plan (0600, like every file here), removed afterwards;
+        in ``directory`` (an op's scratch, ``workspace.scratch``) or the working directory."""
+        directory = durable.private_dir(directory if directory is not None else self.path)
+        fd, name = tempfile.mkstemp(prefix=".candidate-", suffix=".tfvars.json", dir=directory)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 json.dump(variables, handle)

@@ -16,10 +16,12 @@ none).
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
+
+# Everything a run writes is made private by the same rule as the rest of the state directory.
+from orchestrator.durable import seal as seal
 
 # Inherited from our environment because Ansible, ssh or Python need them; nothing else is.
 _INHERITED = frozenset(
@@ -58,18 +60,6 @@ def run_environment(
         if name in ours or name in _INHERITED or name.startswith(_PASSED_PREFIXES) or inherited.get(name) != value:
             out[name] = value
     return out
-
-
-def seal(directory: Path) -> None:
-    """Make ``directory`` and everything under it private: directories 0700, files 0600."""
-    if not directory.exists():
-        return
-    os.chmod(directory, 0o700)
-    for root, dirs, files in os.walk(directory):
-        for name, mode in [(d, 0o700) for d in dirs] + [(f, 0o600) for f in files]:
-            path = os.path.join(root, name)
-            if not os.path.islink(path):  # a symlink's target is not ours to change
-                os.chmod(path, mode)
 
 
 def rotate_artifacts(directory: Path, keep: int) -> list[Path]:

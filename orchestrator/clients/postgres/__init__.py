@@ -9,8 +9,10 @@ every message. The behaviour is documented in ``docs/shared-store.md``.
 """
 
 from orchestrator.clients.postgres.locks import ProviderLocks
+from orchestrator.clients.postgres.migrations import check_schema
 from orchestrator.clients.postgres.redact import redact
+from orchestrator.clients.postgres.session import unreachable
 from orchestrator.clients.postgres.standalone import StandaloneLeases
 from orchestrator.clients.postgres.store import Member, SharedStore
 
-__all__ = ["Member", "ProviderLocks", "SharedStore", "StandaloneLeases", "redact"]
+__all__ = ["Member", "ProviderLocks", "SharedStore", "StandaloneLeases", "check_schema", "redact", "unreachable"]

@@ -40,7 +40,7 @@ from __future__ import annotations
 import hashlib
 from typing import Final
 
-from orchestrator.clients.postgres.session import Connection
+from orchestrator.clients.postgres.session import Connection, Session
 from orchestrator.errors import FinalError
 
 SCHEMA: Final = "xceprov"
@@ -161,3 +161,24 @@ def migrate(conn: Connection) -> int:
                 conn.execute(statements)
                 conn.execute("INSERT INTO xceprov.migrations (version, name) VALUES (%s, %s)", (version, name))
     return found
+
+
+def check_schema(conn_str: str, connect_timeout: float = 5.0) -> int:
+    """The version of the database's schema (0: none yet), read without changing anything.
+
+    What ``xceprov validate`` checks, as every other verb does when it opens the store:
+    ``FinalError`` for a schema newer than this toolkit knows, ``StoreUnavailable`` when the
+    server cannot be reached."""
+
+    def read(conn: Connection) -> int:
+        if conn.execute("SELECT to_regclass('xceprov.migrations')").fetchone() == (None,):
+            return 0
+        return _version(conn)
+
+    session = Session(conn_str, connect_timeout)
+    try:
+        version = session.run("reading the schema version", read)
+    finally:
+        session.close()
+    _refuse_newer(version)
+    return version

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 import threading
 from collections.abc import Callable
 from typing import Final, TypeVar
@@ -36,6 +37,13 @@ from orchestrator.errors import FinalError, StoreUnavailable, XceprovError
 
 STATEMENT_TIMEOUT: Final = 10.0
 CLIENT_MARGIN: Final = 5.0  # the server's timeout acts first when it can: its message is clearer
+# libpq's refusals of a connection option's value (``invalid sslmode value: "bogus"``, ``invalid
+# integer value "x" for connection option "port"``, ``could not match 2 port numbers to 3 hosts``,
+# ``weak sslmode ... may not be used with sslrootcert=system``), made before any network traffic:
+# the same string meets them again on every try, so they are final, never an outage to wait out.
+_OPTION_REFUSED: Final = re.compile(
+    r"^(?:connection is bad: )?(?:invalid \S+(?: \S+)? value|could not match |weak sslmode)"
+)
 _KEEPALIVES: Final = {"keepalives": "1", "keepalives_idle": "5", "keepalives_interval": "2", "keepalives_count": "3"}
 
 T = TypeVar("T")
@@ -84,6 +92,8 @@ def connect(conn_str: str, connect_timeout: float, statement_timeout: float) -> 
     try:
         conn = psycopg.connect(conninfo.make_conninfo("", **params), autocommit=True)
     except psycopg.Error as exc:
+        if _OPTION_REFUSED.match(str(exc)):
+            raise FinalError(f"shared store: the connection string is refused: {_cause(exc, conn_str)}") from None
         raise unavailable("connect", exc, conn_str) from None
     try:
         with bounded(conn, statement_timeout + CLIENT_MARGIN) as watchdog:
@@ -93,6 +103,21 @@ def connect(conn_str: str, connect_timeout: float, statement_timeout: float) -> 
         bound = watchdog.seconds if watchdog.fired else None
         raise failed("connect", exc, conn_str, no_answer_within=bound) from None
     return conn
+
+
+def unreachable(conn_str: str, connect_timeout: float = 5.0) -> str | None:
+    """Why the server cannot be reached now (one line, redacted), None when it answers.
+
+    A connection string it refuses to parse, or a server that refuses the session, is no outage:
+    None (the error that follows says what is wrong)."""
+    try:
+        conn = connect(conn_str, connect_timeout, STATEMENT_TIMEOUT)
+    except StoreUnavailable as exc:
+        return str(exc)
+    except XceprovError:
+        return None
+    conn.close()
+    return None
 
 
 class Session:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from orchestrator.clients.terraform.attach import Attachment, attached
+from orchestrator.clients.terraform.backend import BackendProbe
 from orchestrator.clients.terraform.commands import CliEngine
 from orchestrator.clients.terraform.messages import ApplyEventFn, ApplyResult, Diagnostic, PlanResult
 from orchestrator.clients.terraform.mirror import LOCAL_PROVIDERS
@@ -182,12 +183,14 @@ def engine_from_settings(
     env: Mapping[str, str] | None = None,
     secrets: Sequence[str] = (),
     lock_timeout: float | None = None,
+    backend_probe: BackendProbe | None = None,
 ) -> BundledEngine | BinaryEngine:
     """The engine a site configured, with its parallelism.
 
     ``env`` goes into every command's environment (never onto a command line); ``secrets`` are
     hidden from every output; ``lock_timeout`` is how long a command waits for a state lock
-    another writer holds (the engine's default when None).
+    another writer holds (the engine's default when None); ``backend_probe`` says whether a
+    remote state backend answers, asked after a failed command (:mod:`.backend`).
     """
     common: dict[str, Any] = {
         "cli_config": cli_config,
@@ -196,6 +199,7 @@ def engine_from_settings(
         "timeout": timeout,
         "env": env,
         "secrets": secrets,
+        "backend_probe": backend_probe,
     }
     if lock_timeout is not None:
         common["lock_timeout"] = lock_timeout

@@ -26,6 +26,7 @@ from filelock import Timeout
 
 from orchestrator.clients.terraform._worker import PARENT_FD_ENV
 from orchestrator.clients.terraform.attach import Attachment
+from orchestrator.clients.terraform.backend import BackendProbe, store_unavailable
 from orchestrator.clients.terraform.mirror import cache_lock, launcher_env
 from orchestrator.errors import TerraformError
 from orchestrator.model.redaction import hide_output
@@ -41,6 +42,13 @@ _KEPT_TF_VARS = frozenset({"TF_LOG", "TF_LOG_PATH", "TF_LOG_CORE", "TF_LOG_PROVI
 # .terraform/providers links into the plugin cache) do not match its dependency lock file: the
 # same in -json diagnostics and in plain output (whose detail text is wrapped, this line is not).
 PROVIDERS_NOT_INSTALLED = "Required plugins are not installed"
+
+# The umask of every Terraform process: Terraform (and the providers it starts) create their
+# files with the process umask, and what it writes in a working directory holds settings and
+# user data: its state, the state's backup, errored.tfstate after a backend write failed, the
+# backend record .terraform/terraform.tfstate, saved plans. 0600 files and 0700 directories
+# whatever the umask of the orchestrator (docs/security.md).
+PRIVATE_UMASK = 0o077
 
 
 @dataclass(frozen=True)
@@ -75,6 +83,7 @@ class TerraformProcess:
         env: Mapping[str, str] | None = None,
         poll_interval: float = 0.2,
         secrets: Sequence[str] = (),
+        backend_probe: BackendProbe | None = None,
     ) -> None:
         """Configure an engine.
 
@@ -87,6 +96,8 @@ class TerraformProcess:
         to every command's environment (the pg backend's ``PG_CONN_STR``: never a command-line
         argument); every one of ``secrets`` found in a command's output is replaced by ``***``
         before anything reads it, so no error, log or progress line can carry it.
+        ``backend_probe`` (a remote state backend): asked after a command failed whether the
+        backend answers; when it does not, the failure is ``StoreUnavailable`` (:mod:`.backend`).
         """
         # Absolute: Terraform runs in the working directory, not in ours.
         self.cli_config = cli_config.resolve() if cli_config is not None else None
@@ -99,6 +110,7 @@ class TerraformProcess:
         self.poll_interval = poll_interval
         # Longest first: a password inside the whole connection string goes with the string.
         self.secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+        self.backend_probe = backend_probe
 
     # --- how to run -----------------------------------------------------------------
 
@@ -204,6 +216,11 @@ class TerraformProcess:
             done = self._run(workdir, argv, args, env, started, attachment, should_stop, reader)
         if self.secrets:
             done = dataclasses.replace(done, stdout=self.hidden(done.stdout), stderr=self.hidden(done.stderr))
+        # Terraform's error exit is 1 (2 is a plan's "changes present", 3 fmt's "not formatted").
+        if done.returncode == 1 and not done.interrupted:
+            away = store_unavailable(self.name, args, Path(workdir), self.backend_probe)
+            if away is not None:
+                raise away
         return done
 
     def hidden(self, text: str) -> str:
@@ -240,6 +257,7 @@ class TerraformProcess:
                 encoding="utf-8",
                 errors="replace",
                 start_new_session=True,
+                umask=PRIVATE_UMASK,
                 pass_fds=((watch_r,) if watch_r >= 0 else ()) + attachment.fds,
             )
         except BaseException:

@@ -20,6 +20,8 @@ from orchestrator.ops.facts import FactLog
 from orchestrator.ops.fence import STANDALONE_EPOCH, Fence
 from orchestrator.ops.hosts import HostControl
 from orchestrator.ops.losses import LossObserver, observer_for
+from orchestrator.workspace.audit import audit
+from orchestrator.workspace.erroredstate import has_errored_state, recover_errored_state
 from orchestrator.workspace.shards import ProviderShards
 from orchestrator.workspace.sharedstore import provider_documents
 from orchestrator.workspace.terraform import ready_workdir
@@ -96,14 +98,34 @@ class ShardAccess:
 
     def workdir(self, provider: str) -> ProviderWorkdir:
         """The provider's shard 0 (its listing shard), built and initialised."""
-        workdir = self.shards(provider).listing_shard()
-        ready_workdir(self.engine, workdir)
-        return workdir
+        return self.prepared(self.shards(provider).listing_shard())
 
     def prepared(self, shard: ProviderWorkdir) -> ProviderWorkdir:
-        """``shard`` built and initialised (a new shard is made on its first use)."""
+        """``shard`` built and initialised (a new shard is made on its first use), with the state
+        an earlier apply could not write to its backend written there first."""
         ready_workdir(self.engine, shard)
+        self.recover_state(shard)
         return shard
+
+    def recover_state(self, shard: ProviderWorkdir) -> None:
+        """The shard's ``errored.tfstate`` pushed to its backend (or found superseded), audited.
+
+        Only under the fence: the push writes the provider's state, which a holder elsewhere may
+        be changing; a read-only user (a listing, a dry run) leaves it for the next op.
+        """
+        if not has_errored_state(shard.path) or not self.fence.valid(shard.provider):
+            return
+        with shard.lock():
+            recovered = recover_errored_state(self.engine, shard.path)
+        if recovered is not None:
+            with self.serial:
+                audit(
+                    self.config.state_dir,
+                    f"errored-state-{recovered.outcome}",
+                    provider=shard.provider,
+                    shard=shard_index(shard),
+                    **recovered.evidence(),
+                )
 
     def shard_list(self, provider: str) -> list[ProviderWorkdir]:
         """Every shard of the provider on disk, shard 0 first, each built and initialised."""

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from orchestrator.clients.terraform.backend import ERRORED_STATE
 from orchestrator.clients.terraform.messages import ApplyResult, PlanResult
-from orchestrator.errors import FinalError, LeaseLost
+from orchestrator.errors import FinalError, LeaseLost, StoreLost
 from orchestrator.model.instances import InstanceSpec
 from orchestrator.model.progress import PlanDone, no_progress, reported_phase
 from orchestrator.ops.executor.recording import Recording
@@ -18,6 +18,8 @@ from orchestrator.ops.fence import epoch_tag
 from orchestrator.ops.plancheck import check_delete, resource_keys
 from orchestrator.ops.progress import ApplyTracker
 from orchestrator.render.instances import render_settings
+from orchestrator.workspace.erroredstate import has_errored_state
+from orchestrator.workspace.scratch import op_scratch
 from orchestrator.workspace.terraform import instances_output
 from orchestrator.workspace.workdir import ProviderWorkdir
 
@@ -113,9 +115,11 @@ class TerraformSteps(Recording):
         variables = workdir.variables(instances, render_settings(self.config, workdir.provider))
         report = self.progress or no_progress
         fenced = {**variables, FENCE_VARIABLE: self.plan_fence(workdir.provider)}
-        with tempfile.TemporaryDirectory(prefix="xceprov-op-") as tmp:
-            plan_file = Path(tmp) / "op.tfplan"
-            with reported_phase(report, "plan", scope, 1), workdir.candidate_var_file(fenced) as var_file:
+        # Under the state directory, not $TMPDIR: a run killed mid-apply leaves it private, and
+        # the next op removes it (workspace.scratch).
+        with op_scratch(self.config) as scratch:
+            plan_file = scratch / "op.tfplan"
+            with reported_phase(report, "plan", scope, 1), workdir.candidate_var_file(fenced, scratch) as var_file:
                 result = self.engine.plan(workdir.path, var_files=[var_file], out=plan_file)
                 report(PlanDone(scope, result.summary.add, result.summary.change, result.summary.remove))
             yield result, plan_file, variables
@@ -180,6 +184,22 @@ class TerraformSteps(Recording):
                 error=str(exc).splitlines()[0:1],
             )
             raise
+        if result.interrupted and has_errored_state(workdir.path):
+            # Terraform could not write the state its stop wrote: the store went away, and the
+            # fence (a standalone lock in the same database, say) with it.
+            self.audit(
+                "op-apply-interrupted",
+                provider=provider,
+                op=op_id,
+                shard=shard_index(workdir),
+                reason="the shared store stopped answering",
+            )
+            raise StoreLost(
+                f"provider {provider}: the shared store stopped answering during the apply of op {op_id}, "
+                "and the fence with it; Terraform stopped after its calls in flight and kept the state it could "
+                f"not write in {workdir.path / ERRORED_STATE}, which the resume writes back first; nothing needs "
+                "unlocking: xceprov ops resume once the database answers"
+            )
         if result.interrupted:
             self.audit(
                 "op-apply-interrupted",
