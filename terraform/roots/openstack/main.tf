@@ -3,6 +3,8 @@
 # ./module, and writes desired.tfvars.json (instances, common_tags, settings). Local backend:
 # the state lives next to it. Credentials come from clouds.yaml (settings.cloud) or the OS_*
 # environment, never from settings.
+# This part (terraform and provider blocks) is written by hand; the variables, the module call
+# and the outputs below it are generated from terraform/contract by scripts/tf_contract.py.
 
 terraform {
   required_version = ">= 1.5.0"

@@ -2,6 +2,8 @@
 # for the simulated cloud. The orchestrator copies this file there, the xcesim module into
 # ./module, and writes desired.tfvars.json (instances, common_tags, settings). Local backend:
 # the state lives next to it.
+# This part (terraform and provider blocks) is written by hand; the variables, the module call
+# and the outputs below it are generated from terraform/contract by scripts/tf_contract.py.
 
 terraform {
   required_version = ">= 1.5.0"
