@@ -261,6 +261,10 @@ class Contract:
     def read(cls, tree: Path, modules: list[str]) -> Contract:
         source = tree / CONTRACT
         contract = variables(load(source / "variables.tf", tree), f"{CONTRACT}/variables.tf")
+        for name, item in contract.items():
+            given = {s.name for s in item.body if s.kind == "attribute"}
+            if not {"type", "description"} <= given:
+                raise SourceError(f"{CONTRACT}/variables.tf: variable {name} needs a type and a description")
         roots = variables(load(source / "root.tf", tree), f"{CONTRACT}/root.tf")
         for name, item in roots.items():
             if name in contract:

@@ -240,8 +240,22 @@ def test_the_hand_written_part_of_a_root_is_kept(
             "    list_tagged = optional(bool, true\n",
             "terraform/contract/variables.tf: unbalanced brackets",
         ),
+        (
+            "terraform/contract/variables.tf",
+            "  type        = map(string)\n",
+            "",
+            "terraform/contract/variables.tf: variable common_tags needs a type and a description",
+        ),
     ],
-    ids=["unknown-variable", "field-twice", "module-default", "type-changed", "root-validation", "unbalanced"],
+    ids=[
+        "unknown-variable",
+        "field-twice",
+        "module-default",
+        "type-changed",
+        "root-validation",
+        "unbalanced",
+        "untyped",
+    ],
 )
 def test_a_wrong_source_is_one_line_and_nothing_is_written(
     generator: ModuleType, tree: Path, capsys: pytest.CaptureFixture[str], path: str, old: str, new: str, message: str
