@@ -23,8 +23,8 @@ from orchestrator.sim.cloud.store import (
     IdempotentParameterMismatch,
     InstanceNotFound,
     InsufficientCapacity,
-    seeded_draw,
 )
+from orchestrator.sim.cloud.faults import seeded_draw
 
 HOSTILE = 'a"b ${var.x} %{ if true }x%{ endif }\nresource "x" "y" {}\t\\'
 
