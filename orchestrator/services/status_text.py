@@ -12,6 +12,7 @@ from typing import Any
 from orchestrator.model.text import printable
 from orchestrator.services.status import DaemonView, HolderRow, StatusReport
 
+
 def term_since(started: float) -> str:
     """`` since <UTC time>`` of a term start in unix seconds ("" when the controller did not say)."""
     if started <= 0:

@@ -16,6 +16,7 @@ import pytest
 import orchestrator
 from orchestrator.errors import RetryableError
 from orchestrator.sim.cloud import store as store_mod
+from orchestrator.sim.cloud.faults import seeded_draw
 from orchestrator.sim.cloud.store import (
     AddressSpaceExhausted,
     CloudApiError,
@@ -24,7 +25,6 @@ from orchestrator.sim.cloud.store import (
     InstanceNotFound,
     InsufficientCapacity,
 )
-from orchestrator.sim.cloud.faults import seeded_draw
 
 HOSTILE = 'a"b ${var.x} %{ if true }x%{ endif }\nresource "x" "y" {}\t\\'
 
