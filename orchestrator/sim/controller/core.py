@@ -287,9 +287,7 @@ class ControllerCore:
             if host.session is not None:
                 host.session.close(f"instance {f.kind}")
                 host.session = None
-            for w in self.works:
-                if host.hid in w.host_ids:
-                    w.host_ids.remove(host.hid)
+            workload.release_host(self.works, host.hid)
             if host.record_fact_id:
                 self.store.forget_record(host.record_fact_id)
             del self.hosts[host.hid]
@@ -451,9 +449,7 @@ class ControllerCore:
                 host.session.send(wire.push_worker_stop(reason or "decommissioned"))
                 host.session.close("decommissioned")
                 host.session = None
-            for w in self.works:
-                if host.hid in w.host_ids:
-                    w.host_ids.remove(host.hid)
+            workload.release_host(self.works, host.hid)
             host.busy_work = 0
             self._host_event("decommissioned", host)
             self.update_demand()

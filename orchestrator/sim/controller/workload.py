@@ -52,6 +52,13 @@ def run(works: list[Work], hosts: dict[int, Host], now: float, now_ms: int, even
             event("busy", host)
 
 
+def release_host(works: list[Work], hid: int) -> None:
+    """Take a host out of the work it runs (it is gone or decommissioned); the work goes on."""
+    for w in works:
+        if hid in w.host_ids:
+            w.host_ids.remove(hid)
+
+
 def compute_demand(works: list[Work], hosts: dict[int, Host]) -> tuple[TemplateDemandV, ...]:
     """Per template: pending work against idle, busy, joined and in-flight hosts."""
     names = {w.template for w in works} | {
