@@ -19,7 +19,8 @@ def status(ctx: CliContext, as_json: bool) -> None:
     who holds what by its members, then the error (exit code 75).
     """
     from orchestrator.errors import ControllerError
-    from orchestrator.services.status import collect_status, offline_json, offline_state, render_offline, render_text
+    from orchestrator.services.status import collect_status, offline_json, offline_state
+    from orchestrator.services.status_text import render_offline, render_text
 
     loaded = ctx.config()
     try:

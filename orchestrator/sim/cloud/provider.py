@@ -59,13 +59,9 @@ from tf.iface import (
 from tf.runner import run_provider
 from tf.utils import Diagnostics
 
-from orchestrator.sim.cloud.store import (
-    TERMINATED,
-    CloudApiError,
-    CloudError,
-    CloudStore,
-    Instance,
-)
+from orchestrator.sim.cloud.errors import CloudApiError, CloudError
+from orchestrator.sim.cloud.records import TERMINATED, Instance
+from orchestrator.sim.cloud.store import CloudStore
 
 FULL_NAME: Final = "registry.terraform.io/xce/xcesim"
 PREFIX: Final = "xcesim_"

@@ -14,13 +14,10 @@ from typing import Final
 
 from orchestrator.errors import UsageError
 from orchestrator.model import tags as owner
-from orchestrator.sim.cloud.store import (
-    CloudError,
-    CloudStore,
-    FaultSettings,
-    Instance,
-    Mutation,
-)
+from orchestrator.sim.cloud.errors import CloudError
+from orchestrator.sim.cloud.faults import FaultSettings
+from orchestrator.sim.cloud.records import Instance, Mutation
+from orchestrator.sim.cloud.store import CloudStore
 
 STORE_NAME: Final = "cloud.sqlite"
 

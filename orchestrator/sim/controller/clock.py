@@ -11,6 +11,11 @@ import time
 from typing import Protocol
 
 
+def to_ms(seconds: float) -> int:
+    """Seconds as whole milliseconds (the protocol's unit)."""
+    return round(seconds * 1000)
+
+
 class Clock(Protocol):
     """What the controller needs to know about time."""
 

@@ -1,4 +1,10 @@
-"""The simulated controller's rules: leases and epochs, facts, hosts, workload and demand.
+"""The simulated controller's state behind one lock: terms, sessions, leases, facts, hosts, work.
+
+The rules live beside it, one concern each: ``leases`` (validity, fencing, renewals),
+``facts`` (what a fact must carry), ``hosts`` (matching a worker to its record, what a fact, a
+join or a restart writes into it, loss and overdue joins) and ``workload`` (work placement and
+the demand picture); this module applies them under its lock and makes the durable writes and
+pushes that go with them.
 
 One lock guards everything; no method blocks on I/O (frames go to per-connection queues through
 ``Session.send``), so the core can be driven directly by tests with a :class:`FakeClock`.
@@ -20,13 +26,14 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import replace
-from typing import Final
 
 from orchestrator.model.facts import GONE_KINDS, FactKind
-from orchestrator.sim.controller import wire
-from orchestrator.sim.controller.clock import Clock
+from orchestrator.sim.controller import hosts as host_rules
+from orchestrator.sim.controller import leases as lease_rules
+from orchestrator.sim.controller import wire, workload
+from orchestrator.sim.controller.clock import Clock, to_ms
+from orchestrator.sim.controller.facts import invalid_fact, page_size
 from orchestrator.sim.controller.state import (
-    NO_EPOCH,
     DemandV,
     Epoch,
     ErrorV,
@@ -43,15 +50,6 @@ from orchestrator.sim.controller.state import (
 from orchestrator.sim.controller.store import ControllerStore, FactRecord
 
 log = logging.getLogger(__name__)
-
-MAX_DETAIL_BYTES: Final = 4096
-MAX_TEXT_BYTES: Final = 1024
-DEFAULT_FACT_PAGE: Final = 1000
-
-
-def to_ms(seconds: float) -> int:
-    """Seconds as whole milliseconds (the protocol's unit)."""
-    return round(seconds * 1000)
 
 
 class ControllerCore:
@@ -159,10 +157,7 @@ class ControllerCore:
     # -- leases ----------------------------------------------------------------------------
 
     def _live(self, provider: str, now: float) -> Lease | None:
-        lease = self.leases.get(provider)
-        if lease is not None and lease.expires > now:
-            return lease
-        return None
+        return lease_rules.live(self.leases, provider, now)
 
     def acquire(self, holder: str, provider: str) -> LeaseGrantV | LeaseDenyV:
         """Grant ``provider`` to ``holder`` if free (respecting the grace), renew if already its."""
@@ -170,15 +165,7 @@ class ControllerCore:
             now = self.clock.monotonic()
             lease = self._live(provider, now)
             if lease is not None:
-                if lease.holder == holder and not lease.revoked:
-                    lease.expires = now + self.ttl
-                    return LeaseGrantV(provider, lease.epoch, to_ms(self.ttl), holder)
-                return LeaseDenyV(
-                    provider,
-                    "" if lease.revoked else lease.holder,
-                    max(1, to_ms(lease.expires - now)),
-                    "revoked" if lease.revoked else "held",
-                )
+                return lease_rules.acquire_live(lease, holder, provider, now, self.ttl)
             if now < self.grace_end():
                 previous = self.store.last_holder(provider)
                 if previous != holder:
@@ -193,17 +180,7 @@ class ControllerCore:
         """Extend a valid lease held by ``holder`` with ``epoch``."""
         with self.lock:
             now = self.clock.monotonic()
-            lease = self._live(provider, now)
-            if lease is None:
-                return LeaseDenyV(provider, "", 0, "expired")
-            if lease.revoked:
-                return LeaseDenyV(provider, "", max(1, to_ms(lease.expires - now)), "revoked")
-            if lease.holder != holder:
-                return LeaseDenyV(provider, lease.holder, max(1, to_ms(lease.expires - now)), "notHolder")
-            if lease.epoch != epoch:
-                return LeaseDenyV(provider, lease.holder, 0, "staleEpoch")
-            lease.expires = now + self.ttl
-            return LeaseGrantV(provider, lease.epoch, to_ms(self.ttl), holder)
+            return lease_rules.renew(self._live(provider, now), holder, provider, epoch, now, self.ttl)
 
     def release(self, holder: str, provider: str, epoch: Epoch) -> LeaseDenyV | None:
         """Free the lease at once (``None``) if ``holder`` holds it with ``epoch``."""
@@ -212,10 +189,9 @@ class ControllerCore:
             lease = self._live(provider, now)
             if lease is None or lease.revoked:
                 return None  # nothing valid to release: releasing is idempotent
-            if lease.holder != holder:
-                return LeaseDenyV(provider, lease.holder, max(1, to_ms(lease.expires - now)), "notHolder")
-            if lease.epoch != epoch:
-                return LeaseDenyV(provider, lease.holder, 0, "staleEpoch")
+            refused = lease_rules.release_refusal(lease, holder, provider, epoch, now)
+            if refused is not None:
+                return refused
             del self.leases[provider]
             log.info("lease %s released by %s", provider, holder)
             return None
@@ -244,22 +220,13 @@ class ControllerCore:
                 s.send(frame)
 
     def _fence(self, holder: str, provider: str, epoch: Epoch) -> RejectV | None:
-        lease = self._live(provider, self.clock.monotonic())
-        current = lease.epoch if lease is not None and not lease.revoked else NO_EPOCH
-        if lease is None or lease.revoked or lease.holder != holder or lease.epoch != epoch:
-            return RejectV(
-                "staleEpoch",
-                f"epoch {epoch[0]}.{epoch[1]} is not the current lease epoch of {provider!r} "
-                f"held by {holder!r} (current {current[0]}.{current[1]})",
-                current_epoch=current,
-            )
-        return None
+        return lease_rules.fence(self._live(provider, self.clock.monotonic()), holder, provider, epoch)
 
     # -- facts -----------------------------------------------------------------------------
 
     def commit_fact(self, holder: str, fact: FactRecord) -> FactRecord | RejectV:
         """Validate, fence by epoch, commit durably, apply its effect on hosts."""
-        problem = self._invalid_fact(fact)
+        problem = invalid_fact(fact)
         if problem:
             return RejectV("invalid", problem)
         with self.lock:
@@ -276,7 +243,7 @@ class ControllerCore:
         """``commitFacts``: every fact validated and fenced first, then all committed in one
         durable write (or, on the first invalid or stale one, none); effects applied after."""
         for i, fact in enumerate(facts):
-            problem = self._invalid_fact(fact)
+            problem = invalid_fact(fact)
             if problem:
                 return RejectV("invalid", f"fact {i} ({fact.kind} {fact.instance_key or fact.op_id}): {problem}")
         with self.lock:
@@ -293,38 +260,8 @@ class ControllerCore:
                 self.update_demand()
             return [committed for committed, _ in results]
 
-    @staticmethod
-    def _invalid_fact(f: FactRecord) -> str:
-        if not f.provider or not f.op_id:
-            return "fact needs provider and opId"
-        if (f.term, f.seq) == NO_EPOCH:
-            return "fact needs an epoch"
-        if len(f.detail.encode()) > MAX_DETAIL_BYTES:
-            return f"fact detail longer than {MAX_DETAIL_BYTES} bytes"
-        for value in (f.provider, f.op_id, f.instance_key, f.instance_id, f.template, f.host_name, f.address):
-            if len(value.encode()) > MAX_TEXT_BYTES:
-                return f"fact field longer than {MAX_TEXT_BYTES} bytes"
-        if f.kind == FactKind.EXPECTED_HOST:
-            if not (f.instance_id or f.host_name) or not f.template:
-                return "expectedHost needs instanceId or hostName, and template"
-            if f.join_deadline_ms <= 0:
-                return "expectedHost needs joinDeadlineUnixMs"
-        return ""
-
     def _find_host(self, instance_id: str, host_name: str, instance_key: str = "") -> Host | None:
-        if instance_id:
-            for h in self.hosts.values():
-                if h.instance_id == instance_id and not h.decommissioned:
-                    return h
-        if instance_key:
-            for h in self.hosts.values():
-                if h.instance_key == instance_key and not h.decommissioned:
-                    return h
-        if host_name:
-            for h in self.hosts.values():
-                if h.host_name == host_name and not h.decommissioned:
-                    return h
-        return None
+        return host_rules.find_host(self.hosts, instance_id, host_name, instance_key)
 
     def _apply_fact(self, f: FactRecord, *, replay: bool = False) -> None:
         if f.kind == FactKind.EXPECTED_HOST:
@@ -333,19 +270,7 @@ class ControllerCore:
                 host = Host(hid=self._next_hid)
                 self._next_hid += 1
                 self.hosts[host.hid] = host
-            # The first expectedHost fact of a record names it for good: replaying the facts
-            # after a restart gives the record the same key, which finds its joins again.
-            new_record = not host.record_fact_id
-            host.record_fact_id = host.record_fact_id or f.fact_id
-            host.instance_id = f.instance_id or host.instance_id
-            host.host_name = f.host_name or host.host_name
-            host.instance_key = f.instance_key or host.instance_key
-            host.op_id = f.op_id
-            host.provider = f.provider
-            host.template = f.template
-            host.address = f.address or host.address
-            host.join_deadline_ms = f.join_deadline_ms
-            host.overdue = False
+            new_record = host_rules.expect(host, f)
             if new_record and host.ever_joined and not replay:
                 # A worker that joined before its record existed (as a static host): the record
                 # starts joined, durably, like one the worker joined afterwards.
@@ -362,9 +287,7 @@ class ControllerCore:
             if host.session is not None:
                 host.session.close(f"instance {f.kind}")
                 host.session = None
-            for w in self.works:
-                if host.hid in w.host_ids:
-                    w.host_ids.remove(host.hid)
+            workload.release_host(self.works, host.hid)
             if host.record_fact_id:
                 self.store.forget_record(host.record_fact_id)
             del self.hosts[host.hid]
@@ -378,22 +301,13 @@ class ControllerCore:
         for h in self.hosts.values():
             record = records.get(h.record_fact_id)
             if record is not None:
-                h.closed = record.closed_ms > 0
-                if record.joined_ms:
-                    # Joined before the restart: no live worker yet, so disconnected (never
-                    # expected or overdue), and lost if it does not rejoin within the loss timeout
-                    # counted from now, as if its connection had just dropped (it did).
-                    h.ever_joined = True
-                    h.joined_ms = record.joined_ms
-                    h.instance_id = record.instance_id or h.instance_id
-                    h.host_name = record.host_name or h.host_name
-                    h.disconnected_at = now
+                host_rules.restore(h, record, now)
             if self.store.is_decommissioned(h.host_name, h.instance_id):
                 h.decommissioned = True
 
     def query_facts(self, provider: str, after: int, limit: int) -> tuple[list[FactRecord], bool]:
         """A page of a provider's facts and whether more remain."""
-        page = min(limit or DEFAULT_FACT_PAGE, DEFAULT_FACT_PAGE)
+        page = page_size(limit)
         facts = self.store.facts(provider, after, page + 1)
         return facts[:page], len(facts) > page
 
@@ -421,18 +335,6 @@ class ControllerCore:
         with self.lock:
             return self._join_worker(session, host_name, instance_id, template, extra, credential_key)
 
-    def _match_worker(self, host_name: str, instance_id: str, credential_key: str | None) -> Host | None:
-        if credential_key:
-            live = (h for h in self.hosts.values() if not h.decommissioned)
-            host = next((h for h in live if h.instance_key == credential_key), None)
-            if host is not None:
-                return host
-        if instance_id:
-            host = next((h for h in self.hosts.values() if h.instance_id == instance_id), None)
-            if host is not None:
-                return host
-        return next((h for h in self.hosts.values() if h.host_name == host_name and not h.decommissioned), None)
-
     def _join_worker(
         self,
         session: Session,
@@ -446,12 +348,11 @@ class ControllerCore:
             return ErrorV("invalid", "joinWorker needs hostName")
         if self.store.is_decommissioned(host_name, instance_id):
             return ErrorV("refused", f"host {host_name!r} ({instance_id or 'no instance id'}) was decommissioned")
-        host = self._match_worker(host_name, instance_id, credential_key)
+        host = host_rules.match_worker(self.hosts, host_name, instance_id, credential_key)
         if host is not None and credential_key is not None:
-            if host.instance_key and host.instance_key != credential_key:
-                return ErrorV("refused", f"host {host_name!r}: its credential is for another host's instance key")
-            if host.host_name and host.host_name != host_name:
-                return ErrorV("refused", f"host {host_name!r}: its credential names another host")
+            refused = host_rules.credential_refusal(host, host_name, credential_key)
+            if refused is not None:
+                return refused
         if host is None:
             host = Host(hid=self._next_hid, host_name=host_name, instance_id=instance_id, template=template)
             self._next_hid += 1
@@ -461,22 +362,7 @@ class ControllerCore:
         if host.session is not None and host.session is not session:
             host.session.close("replaced by a new join of the same host")
         now_ms = to_ms(self.clock.wall())
-        host.session = session
-        host.host_name = host_name
-        if credential_key is None:
-            host.instance_id = instance_id or host.instance_id
-        else:  # authenticated: the recorded id wins over the one the worker asserts
-            host.instance_id = host.instance_id or instance_id
-        host.template = host.template or template
-        host.address = host.address or extra.get("address", "")
-        host.instance_key = host.instance_key or credential_key or extra.get("instance_key", "")
-        host.op_id = host.op_id or extra.get("op_id", "")
-        host.lost = False
-        host.overdue = False
-        host.disconnected_at = 0.0
-        if not host.ever_joined or not host.joined_ms:
-            host.joined_ms = now_ms
-        host.ever_joined = True
+        host_rules.attach_worker(host, session, host_name, instance_id, template, extra, credential_key, now_ms)
         if host.record_fact_id:
             # Durable before the joined reply: a restart must not make this host look never-joined.
             self.store.record_join(host.record_fact_id, host.provider, host.instance_id, host.host_name, now_ms)
@@ -563,9 +449,7 @@ class ControllerCore:
                 host.session.send(wire.push_worker_stop(reason or "decommissioned"))
                 host.session.close("decommissioned")
                 host.session = None
-            for w in self.works:
-                if host.hid in w.host_ids:
-                    w.host_ids.remove(host.hid)
+            workload.release_host(self.works, host.hid)
             host.busy_work = 0
             self._host_event("decommissioned", host)
             self.update_demand()
@@ -598,41 +482,9 @@ class ControllerCore:
             self.update_demand()
             return work.wid
 
-    def _available(self, template: str) -> list[Host]:
-        return [
-            h
-            for h in sorted(self.hosts.values(), key=lambda h: h.idle_since_ms)
-            if h.template == template and h.state() == "idle"
-        ]
-
     def run_workload(self) -> None:
         """Finish due work (hosts become idle) and start pending work first-in first-out."""
-        now = self.clock.monotonic()
-        now_ms = to_ms(self.clock.wall())
-        for work in list(self.works):
-            if work.started and now >= work.started + work.duration:
-                self.works.remove(work)
-                for hid in work.host_ids:
-                    host = self.hosts.get(hid)
-                    if host is not None and host.busy_work == work.wid:
-                        host.busy_work = 0
-                        host.idle_since_ms = now_ms
-                        # A closing host is drained now: closed (and idle), never offered for work.
-                        self._host_event("closed" if host.closed else "idleSince", host)
-        blocked: set[str] = set()
-        for work in self.works:
-            if work.started or work.template in blocked:
-                continue
-            free = self._available(work.template)
-            if len(free) < work.hosts:
-                blocked.add(work.template)  # first-in first-out per template
-                continue
-            work.started = now
-            for host in free[: work.hosts]:
-                host.busy_work = work.wid
-                host.idle_since_ms = 0
-                work.host_ids.append(host.hid)
-                self._host_event("busy", host)
+        workload.run(self.works, self.hosts, self.clock.monotonic(), to_ms(self.clock.wall()), self._host_event)
 
     def demand(self) -> DemandV:
         """The current demand picture (without pushing)."""
@@ -643,20 +495,7 @@ class ControllerCore:
             return DemandV(self.demand_seq, self.term, self._demand_time_ms, templates)
 
     def _compute_demand(self) -> tuple[TemplateDemandV, ...]:
-        names = {w.template for w in self.works} | {
-            h.template for h in self.hosts.values() if h.template and not h.decommissioned and not h.lost
-        }
-        out = []
-        for t in sorted(names):
-            pending = sum(w.hosts for w in self.works if w.template == t and not w.started)
-            hosts = [h for h in self.hosts.values() if h.template == t]
-            states = [h.state() for h in hosts]
-            idle = states.count("idle")
-            busy = states.count("busy")
-            joined = sum(1 for h in hosts if h.session is not None and not h.decommissioned)
-            in_flight = states.count("expected")
-            out.append(TemplateDemandV(t, max(0, pending - idle), pending, in_flight, joined, idle, busy))
-        return tuple(out)
+        return workload.compute_demand(self.works, self.hosts)
 
     def update_demand(self, *, force_to: Session | None = None) -> None:
         """Push a new snapshot to provisioners if the picture changed (or to ``force_to`` anyway)."""
@@ -690,15 +529,7 @@ class ControllerCore:
             for s in list(self.sessions.values()):
                 if s.role == "worker" and now - s.last_seen > self.lost_after:
                     s.close("no heartbeat")
-            now_ms = to_ms(self.clock.wall())
-            for h in list(self.hosts.values()):
-                gone = h.session is None and h.ever_joined and not h.lost and not h.decommissioned
-                if gone and h.disconnected_at and now - h.disconnected_at >= self.lost_after:
-                    h.lost = True
-                    self._host_event("lost", h)
-                if not h.ever_joined and not h.overdue and h.join_deadline_ms and now_ms > h.join_deadline_ms:
-                    h.overdue = True
-                    self._host_event("joinOverdue", h)
+            host_rules.mark_absent(self.hosts, now, to_ms(self.clock.wall()), self.lost_after, self._host_event)
             self.run_workload()
             self.update_demand()
 
@@ -708,11 +539,7 @@ class ControllerCore:
         """Leases for status (live ones, and providers still in grace)."""
         with self.lock:
             now = self.clock.monotonic()
-            grace = max(0, to_ms(self.grace_end() - now))
-            return [
-                LeaseInfoV(p, "" if lease.revoked else lease.holder, lease.epoch, to_ms(lease.expires - now), grace)
-                for p, lease in sorted(self.leases.items())
-            ]
+            return lease_rules.infos(self.leases, now, max(0, to_ms(self.grace_end() - now)))
 
     def status_frame(self, rid: int) -> bytes:
         """A ``status`` reply."""

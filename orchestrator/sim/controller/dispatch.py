@@ -14,7 +14,8 @@ from orchestrator.protocol.framing import WrongMessageType, which
 from orchestrator.protocol.holder import holder_key, instance_refusal
 from orchestrator.protocol.schema import ADMIN_REQUESTS, MAX_BATCH_FACTS, REQUESTS
 from orchestrator.sim.controller import auth, wire
-from orchestrator.sim.controller.core import ControllerCore, to_ms
+from orchestrator.sim.controller.clock import to_ms
+from orchestrator.sim.controller.core import ControllerCore
 from orchestrator.sim.controller.state import ErrorV, Host, RejectV, Session
 
 

@@ -20,7 +20,7 @@ from orchestrator.ops.hosts import NoHosts
 from orchestrator.orphans.classes import Finding
 from orchestrator.orphans.report import ProviderSummary, ScanReport
 from orchestrator.reconcile.breaker import Breakers
-from orchestrator.services.status import orphans_line
+from orchestrator.services.status_text import orphans_line
 from tests.unit.daemon.daemon_helpers import site_text
 
 T0 = 1_800_000_000.0

@@ -15,14 +15,8 @@ from click.testing import CliRunner
 from orchestrator.cli.main import cli
 from orchestrator.clients.controller.types import LinkState
 from orchestrator.configfile import LoadedConfig
-from orchestrator.services.status import (
-    DaemonView,
-    StatusReport,
-    daemon_view,
-    local_state,
-    render_breakers,
-    render_text,
-)
+from orchestrator.services.status import DaemonView, StatusReport, daemon_view, local_state
+from orchestrator.services.status_text import render_breakers, render_text
 from orchestrator.workspace.daemonstatus import write_status
 from tests.unit.daemon.daemon_helpers import loaded
 

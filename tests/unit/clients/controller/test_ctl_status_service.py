@@ -14,7 +14,8 @@ from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.clients.controller.messages import controller_status
 from orchestrator.clients.controller.types import Epoch, Fact, LinkState
 from orchestrator.model.config import ControllerSettings
-from orchestrator.services.status import DemandRow, LeaseRow, OpenOp, StatusReport, open_ops, render_text
+from orchestrator.services.status import DemandRow, LeaseRow, OpenOp, StatusReport, open_ops
+from orchestrator.services.status_text import render_text
 
 E = Epoch(2, 5)
 

@@ -126,7 +126,7 @@ def test_data_source_lists_recent_terminations_with_their_reason(provider: XceSi
     store.delete_out_of_band(deleted.id)
     store.delete_out_of_band(old.id)
     # Terminated two hours ago: past the hour a listing keeps terminated instances.
-    conn = store._conn()
+    conn = store._db.conn()
     conn.execute("UPDATE instances SET terminated_at = '2000-01-01T00:00:00Z' WHERE id = ?", (old.id,))
     source = InstancesDataSource(provider)
     diags = Diagnostics()

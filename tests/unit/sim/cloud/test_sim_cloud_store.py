@@ -15,7 +15,9 @@ import pytest
 
 import orchestrator
 from orchestrator.errors import RetryableError
+from orchestrator.sim.cloud import faults as faults_mod
 from orchestrator.sim.cloud import store as store_mod
+from orchestrator.sim.cloud.faults import seeded_draw
 from orchestrator.sim.cloud.store import (
     AddressSpaceExhausted,
     CloudApiError,
@@ -23,7 +25,6 @@ from orchestrator.sim.cloud.store import (
     IdempotentParameterMismatch,
     InstanceNotFound,
     InsufficientCapacity,
-    seeded_draw,
 )
 
 HOSTILE = 'a"b ${var.x} %{ if true }x%{ endif }\nresource "x" "y" {}\t\\'
@@ -308,7 +309,7 @@ def test_lost_response_creates_the_instance_and_a_retry_returns_it(tmp_path: Pat
 
 def test_slow_launch_sleeps_on_api_creates_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     slept: list[float] = []
-    monkeypatch.setattr(store_mod.time, "sleep", slept.append)
+    monkeypatch.setattr(faults_mod.time, "sleep", slept.append)  # the fault controls sleep
     path = tmp_path / "cloud.sqlite"
     api = CloudStore(path, api_faults=True)
     api.set_slow_launch(2.5)

@@ -1,0 +1,33 @@
+"""The simulated cloud API's errors: retryable (an injected fault) or final (the call is refused)."""
+
+from __future__ import annotations
+
+from orchestrator.errors import FinalError, RetryableError
+
+
+class CloudError(FinalError):
+    """A simulated cloud API call failed in a way retrying will not fix."""
+
+
+class CloudApiError(RetryableError):
+    """An injected, retryable API failure (the simulated ``InternalError``/throttling)."""
+
+
+class InsufficientCapacity(CloudError):
+    """A flavor's capacity limit is reached; the message names the flavor."""
+
+
+class IdempotentParameterMismatch(CloudError):
+    """A create reused a live instance's client token with different name, flavor or image."""
+
+
+class InstanceNotFound(CloudError):
+    """No instance has this id."""
+
+
+class AddressSpaceExhausted(CloudError):
+    """Every address of the cloud's network is held by a live instance."""
+
+
+class InvalidParameterValue(CloudError):
+    """A create or tag update carried a value the cloud refuses (a malformed ``xce:max_lifetime``)."""
