@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.clients.terraform.messages import Diagnostic, diagnostic
-from orchestrator.reconcile.classify import FailureClass, classify, classify_text
+from orchestrator.model.modules import FailureClass
+from orchestrator.ops.refusal import classify, classify_text
 
 CAPACITY, QUOTA, TRANSIENT, PERMANENT = (
     FailureClass.CAPACITY,
