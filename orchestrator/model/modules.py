@@ -23,6 +23,8 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Final
 
+from orchestrator.model import tags as owner
+
 
 class FailureClass(StrEnum):
     """What kind of failure a create met; the order here is the order rules are checked in.
@@ -239,7 +241,20 @@ def _merged(groups: Iterable[tuple[ErrorRule, ...]]) -> tuple[ErrorRule, ...]:
     return tuple(ErrorRule(kind, tuple(codes[kind])) for kind in FailureClass if codes[kind])
 
 
-def owner_labels(name: str, tags: Mapping[str, str]) -> dict[str, str]:
-    """Owner ``tags`` as module ``name``'s cloud labels (keys mapped by its ``tag_keys``)."""
-    entry = MODULES.get(name)
-    return {entry.label_key(k) if entry else k: v for k, v in tags.items()}
+def label_refusal(entry: ProviderModule, common: Mapping[str, str]) -> str | None:
+    """Why module ``entry``'s cloud cannot carry the owner tags (None when it can).
+
+    ``common``: the tags every instance of the provider carries (cluster and provider). Every
+    owner tag key and those values must fit the module's ``tag_chars``. Owner tags written
+    under other label keys (``tag_keys``) are not supported yet: the desired set, the state and
+    the listing are read back by the owner keys themselves, so such a module is refused here
+    rather than losing its hosts' ownership.
+    """
+    mapped = {k: v for k, v in entry.tag_keys.items() if k != v}
+    if mapped:
+        return f"module {entry.name}: owner tags under other label keys ({mapped}) are not supported yet"
+    for key in (*owner.OWNER_TAGS, owner.PROTECT, owner.MAX_LIFETIME):
+        problem = entry.label_problem(key, common.get(key, ""))
+        if problem is not None:
+            return problem
+    return None

@@ -33,7 +33,7 @@ from orchestrator.errors import ConfigError
 from orchestrator.model import tags as owner
 from orchestrator.model.config import Config
 from orchestrator.model.instances import InstanceSpec
-from orchestrator.model.modules import ProviderModule, provider_module
+from orchestrator.model.modules import ProviderModule, label_refusal, provider_module
 from orchestrator.workspace.desired import DESIRED, DesiredSet
 from orchestrator.workspace.documents import Document, ProviderDocuments
 from orchestrator.workspace.pgbackend import BACKEND_BLOCK, BACKEND_TF, schema_name
@@ -91,6 +91,9 @@ class ProviderWorkdir:
             )
         # What the toolkit knows of the module beyond its Terraform (orchestrator/model/modules.py).
         self.entry: ProviderModule = entry
+        problem = label_refusal(entry, self.common_tags())
+        if problem is not None:
+            raise ConfigError([f"providers.{provider}.module: {problem}"])
 
     @property
     def backend(self) -> str:

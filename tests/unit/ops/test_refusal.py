@@ -138,3 +138,21 @@ def test_a_module_without_a_registry_entry_is_refused_in_one_line(
         "providers.sim.module: 'xcesim' has no entry in the provider-module registry "
         '(orchestrator/model/modules.py; CONTRIBUTING.md, "Adding a provider module")'
     )
+
+
+def test_a_cloud_whose_labels_refuse_the_owner_tags_is_refused_in_one_line(
+    loaded: LoadedConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Labels of lower-case letters, digits, "_" and "-" only (no ":"), as some clouds have.
+    narrow = dataclasses.replace(MODULES["xcesim"], tag_chars="[a-z0-9_-]")
+    monkeypatch.setitem(MODULES, "xcesim", narrow)
+    with pytest.raises(ConfigError) as caught:
+        ProviderWorkdir(loaded.config, "sim", ROOT)
+    assert (
+        str(caught.value)
+        == "providers.sim.module: module xcesim: tag key 'xce:cluster' has characters outside [a-z0-9_-]"
+    )
+    mapped = dataclasses.replace(narrow, tag_keys={"xce:cluster": "xce-cluster"})
+    monkeypatch.setitem(MODULES, "xcesim", mapped)
+    with pytest.raises(ConfigError, match=r"under other label keys .* are not supported yet"):
+        ProviderWorkdir(loaded.config, "sim", ROOT)
