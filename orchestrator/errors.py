@@ -69,6 +69,45 @@ class RegistryUnreachable(TerraformError):
     exit_code = 75
 
 
+class CloudRefusal(TerraformError):
+    """A create's Terraform run failed, classified once where the op meets Terraform by the
+    provider module's error rules (``orchestrator/model/modules.py``): the class says what the
+    reconcile loop does next, so no loop reads the text. Still a ``TerraformError`` (exit 4, the
+    same message): only the class is new. ``matched`` is the rule's code ("" when none matched).
+    """
+
+    failure = "transient"
+
+    def __init__(self, message: str, matched: str = "", text: str = "") -> None:
+        super().__init__(message)
+        self.matched = matched
+        self.text = text or message
+
+
+class CapacityRefused(CloudRefusal):
+    """The cloud has no room for the flavor now: the template falls back to the next provider."""
+
+    failure = "capacity"
+
+
+class QuotaRefused(CloudRefusal):
+    """The account's limit is reached: every template on the provider falls back."""
+
+    failure = "quota"
+
+
+class RequestRefused(CloudRefusal):
+    """The request itself is wrong (parameter, image, permission, configuration): never retried as is."""
+
+    failure = "permanent"
+
+
+class CloudUnsettled(CloudRefusal):
+    """Throttling, a timeout, an internal error, or a text no rule names: retried in place after a backoff."""
+
+    failure = "transient"
+
+
 class AnsibleError(FinalError):
     """An Ansible run could not start or failed as a whole (per-host failures are results, not errors)."""
 

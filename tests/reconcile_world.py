@@ -163,9 +163,13 @@ def reconcile_world(
     templates: Mapping[str, Any] = CPU,
     bootstrap: Bootstrap | None = None,
     seed: int = 7,
+    root: Path = ROOT,
     **extra: Any,
 ) -> Iterator[World]:
-    """The world above, torn down on exit (workers, leases, link, controller process)."""
+    """The world above, torn down on exit (workers, leases, link, controller process).
+
+    ``root``: the toolkit tree the executor takes its Terraform and templates from.
+    """
 
     with controller_process(tmp_path, ttl=TTL, heartbeat=60) as (ctl_state, address, _proc):
         site = tmp_path / "site"
@@ -184,7 +188,7 @@ def reconcile_world(
         try:
             assert link.wait_connected(20), "the link never joined"
             engine = engine_for(config)
-            executor = Executor(config, ROOT, engine, leases, LinkFacts(link), LinkHosts(link), clock=clock)
+            executor = Executor(config, root, engine, leases, LinkFacts(link), LinkHosts(link), clock=clock)
             reconciler = Reconciler(
                 config,
                 executor,

@@ -16,13 +16,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from orchestrator.model.durations import Duration
+from orchestrator.model.modules import provider_module
 from orchestrator.model.provider_mirror import ProviderMirror
 from orchestrator.model.values import scalar_problem, value_problems
 
 NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,39}$"
-# Settings a module gets unless the site says otherwise: the simulated cloud's store lives in
-# the simulated world's state directory, which only the orchestrator knows.
-MODULE_DEFAULT_SETTINGS: dict[str, dict[str, Any]] = {"xcesim": {"store": "{{ sim_state_dir }}/cloud.sqlite"}}
 SHARD_SIZE = 250  # instances per Terraform state (providers.<name>.shard_size); see docs/performance.md
 SYSTEM_TRUST = "system"  # ``controller.ca: system``: trust the system store, said explicitly
 
@@ -220,7 +218,9 @@ class ProviderSettings(Strict):
 
     def module_settings(self) -> dict[str, Any]:
         """``settings`` over the module's defaults (templates such as ``{{ sim_state_dir }}`` unrendered)."""
-        return {**MODULE_DEFAULT_SETTINGS.get(self.module, {}), **self.settings}
+        # Settings a module gets unless the site says otherwise (its registry entry).
+        entry = provider_module(self.module)
+        return {**(entry.default_settings if entry else {}), **self.settings}
 
 
 # The SIGTERM bound (daemon.stop_timeout): in-flight work gets this long to finish or park

@@ -3,7 +3,7 @@
 What lives here: ``TEMPLATE=N`` requests → ops for ``xceprov plan`` (``policy``); the exact gap
 per template (``gap``, over the facts' ``ledger``); the daemon's scale-out policy (``scaleout``:
 breaker, cooldown, providers by priority with fallback, room under ``max_instances`` and the
-budgets in ``budget``, granularity); failure classes of Terraform diagnostics (``classify``),
+budgets in ``budget``, granularity); failure classes of a create, by the error's type (``classify``),
 provider health and backoff (``health``, ``backoff``, ``retry``); the per-template circuit
 breaker (``breaker``); ``max_lifetime`` selection (``lifetime``). Each takes its time as an
 argument and returns its evidence. The pass itself: ``loop`` (``Reconciler.run_once()`` → a

@@ -32,11 +32,8 @@ from orchestrator.clients.terraform.engine import Engine
 from orchestrator.clients.terraform.messages import PlanResult
 from orchestrator.errors import TerraformError
 from orchestrator.model.hostnames import address_problem
+from orchestrator.model.modules import drift_types
 from orchestrator.workspace.desired import DESIRED
-
-# The instance resource of each provider module (docs/provider-modules.md); drift of anything
-# else (a data source, an auxiliary resource) says nothing about hosts and is not reported.
-INSTANCE_TYPES = frozenset({"xcesim_instance", "aws_instance", "openstack_compute_instance_v2"})
 
 # Caps on what is believed. Far above any real cluster, low enough that a hostile or broken
 # state or cloud cannot make the orchestrator hold gigabytes.
@@ -144,7 +141,10 @@ def drift_from_stream(result: PlanResult, ids: Callable[[], Mapping[str, str]]) 
     state), asked only when something was deleted; ``changed`` lists the keys without attribute
     names.
     """
-    drifted = [c for c in result.drift if c.type in INSTANCE_TYPES and not c.addr.startswith("data.")]
+    # Only the registered modules' host resources (orchestrator/model/modules.py): drift of
+    # anything else (a data source, an auxiliary resource) says nothing about hosts.
+    hosts = drift_types()
+    drifted = [c for c in result.drift if c.type in hosts and not c.addr.startswith("data.")]
     if len(drifted) > MAX_OBJECTS:
         raise TerraformError(f"plan: {len(drifted)} drifted resources, more than {MAX_OBJECTS}")
     deleted_keys: list[str] = []
@@ -170,10 +170,11 @@ def drift_from_plan(document: Mapping[str, Any]) -> Drift:
         raise TerraformError(f"refresh-only plan: {len(entries)} drifted resources, more than {MAX_OBJECTS}")
     deleted: dict[str, str] = {}
     changed: dict[str, list[str]] = {}
+    hosts = drift_types()  # as in drift_from_stream
     for entry in entries:
         if not isinstance(entry, Mapping) or entry.get("mode") != "managed":
             continue
-        if entry.get("type") not in INSTANCE_TYPES:
+        if entry.get("type") not in hosts:
             continue
         where = f"refresh-only plan: {_text(entry.get('address'), 'address', MAX_TEXT)}"
         key = entry.get("index")

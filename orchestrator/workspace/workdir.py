@@ -33,6 +33,7 @@ from orchestrator.errors import ConfigError
 from orchestrator.model import tags as owner
 from orchestrator.model.config import Config
 from orchestrator.model.instances import InstanceSpec
+from orchestrator.model.modules import ProviderModule, label_refusal, provider_module
 from orchestrator.workspace.desired import DESIRED, DesiredSet
 from orchestrator.workspace.documents import Document, ProviderDocuments
 from orchestrator.workspace.pgbackend import BACKEND_BLOCK, BACKEND_TF, schema_name
@@ -78,6 +79,21 @@ class ProviderWorkdir:
                     f"(expected terraform/modules/{self.module} and terraform/roots/{self.module})"
                 ]
             )
+        entry = provider_module(self.module)
+        if entry is None:
+            # Without its entry the toolkit would not see the module's hosts drift (no host loss,
+            # no ghost orphans) nor read its refusals: refused rather than half-known.
+            raise ConfigError(
+                [
+                    f"providers.{provider}.module: {self.module!r} has no entry in the provider-module "
+                    'registry (orchestrator/model/modules.py; CONTRIBUTING.md, "Adding a provider module")'
+                ]
+            )
+        # What the toolkit knows of the module beyond its Terraform (orchestrator/model/modules.py).
+        self.entry: ProviderModule = entry
+        problem = label_refusal(entry, self.common_tags())
+        if problem is not None:
+            raise ConfigError([f"providers.{provider}.module: {problem}"])
 
     @property
     def backend(self) -> str:

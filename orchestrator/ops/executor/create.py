@@ -18,6 +18,7 @@ from orchestrator.ops.executor.results import Created, CreateResult
 from orchestrator.ops.executor.shardaccess import op_scope, shard_index
 from orchestrator.ops.fence import epoch_tag
 from orchestrator.ops.plancheck import check_create
+from orchestrator.ops.refusal import refusals
 from orchestrator.render.instances import RenderRequest, controller_context, render_op, render_settings, renderer_for
 from orchestrator.workspace.workdir import ProviderWorkdir
 
@@ -50,12 +51,14 @@ class CreateOp(HostLossPath):
             raise UsageError(f"count must be at least 1, not {count}")
         op_id = op_id or new_op_id()
         shards = self.shards(provider)
-        self.workdir(provider)
         # Held until every shard the op touches wrote its desired set (and applied): two
-        # placements never read the same free room. Returns do not take it.
-        with shards.placement_lock():
-            work = self.intend(provider, template, count, op_id)
-            created = self.grow_shards(provider, op_id, template, work)
+        # placements never read the same free room. Returns do not take it. A Terraform
+        # failure on the way (an init too) leaves as its typed refusal.
+        with refusals(self.config.providers[provider].module):
+            self.workdir(provider)
+            with shards.placement_lock():
+                work = self.intend(provider, template, count, op_id)
+                created = self.grow_shards(provider, op_id, template, work)
         return self.finish_create(provider, op_id, template, created)
 
     def intend(
@@ -116,7 +119,9 @@ class CreateOp(HostLossPath):
         def one(shard: ProviderWorkdir, item: ShardWork) -> list[Created]:
             specs, keys = item
             with shard.lock():
-                grown = self.grow(provider, shard, op_id, specs) if specs else Grown()
+                # Terraform's failure becomes its typed refusal here, by the module's rules.
+                with refusals(self.config.providers[provider].module):
+                    grown = self.grow(provider, shard, op_id, specs) if specs else Grown()
                 # A key of this op found lost on the way (a resume of a half-applied op) has its
                 # ``lost`` fact: it is accounted for, there is no instance to record.
                 mine = sorted(k for k in keys if k not in grown.retired)

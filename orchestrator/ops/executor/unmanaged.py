@@ -12,7 +12,6 @@ from orchestrator.model.instances import instance_key, new_op_id
 from orchestrator.ops.executor.create import CreateOp
 from orchestrator.ops.executor.returnop import ReturnOp
 from orchestrator.render.instances import render_settings
-from orchestrator.workspace.modulemeta import instance_address
 
 
 class UnmanagedTermination(CreateOp, ReturnOp):
@@ -45,7 +44,7 @@ class UnmanagedTermination(CreateOp, ReturnOp):
             desired = self.desired(workdir)
             spec = self.render(provider, template, 1, op_id, epoch)[key]
             variables = workdir.variables({**desired, key: spec}, render_settings(self.config, provider))
-            address = instance_address(self.config.providers[provider].module, key)
+            address = workdir.entry.instance_address(key)
             self.gate(provider, op_id, "import")
             self.audit("op-import", provider=provider, op=op_id, key=key, instance=object_id, reason=reason)
             with workdir.candidate_var_file(variables) as var_file:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.clients.terraform.messages import Diagnostic, diagnostic
-from orchestrator.reconcile.classify import FailureClass, classify, classify_text
+from orchestrator.model.modules import FailureClass, error_rules
+from orchestrator.ops.refusal import classify, classify_text
 
 CAPACITY, QUOTA, TRANSIENT, PERMANENT = (
     FailureClass.CAPACITY,
@@ -161,3 +162,20 @@ def test_from_terraform_json_diagnostic() -> None:
     }
     assert classify([diagnostic(value)]).kind == CAPACITY
     assert classify([]).kind == TRANSIENT
+
+
+@pytest.mark.parametrize(
+    ("module", "text", "expected"),
+    [
+        ("xcesim", "InsufficientCapacity: flavor c8 has no capacity (limit 5)", CAPACITY),
+        ("xcesim", "AddressLimitExceeded: every address of 10.213.0.0/16 is in use", QUOTA),
+        ("aws", "creating EC2 Instance: InsufficientInstanceCapacity: ... status code: 500", CAPACITY),
+        ("openstack", "Request forbidden: Quota exceeded for instances: Requested 1", QUOTA),
+        ("openstack", "No valid host was found. There are not enough hosts available.", CAPACITY),
+        # A code of another cloud is not this module's: transient, with no rule matched.
+        ("openstack", "creating EC2 Instance: InsufficientInstanceCapacity: ...", TRANSIENT),
+    ],
+)
+def test_each_module_reads_its_own_clouds_codes(module: str, text: str, expected: FailureClass) -> None:
+    # The provider-module registry holds each module's rules (orchestrator/model/modules.py).
+    assert classify_text(text, error_rules(module)).kind == expected

@@ -10,8 +10,8 @@ from reconcile_support import FactLog, FakeClock, site
 from orchestrator.clients.terraform.messages import Diagnostic
 from orchestrator.model.backoff import Backoff
 from orchestrator.model.config import RetrySettings
+from orchestrator.ops.refusal import classify
 from orchestrator.reconcile.budget import Usage
-from orchestrator.reconcile.classify import classify
 from orchestrator.reconcile.health import ProviderHealth
 from orchestrator.reconcile.ledger import ledger
 from orchestrator.reconcile.retry import retry_decision

@@ -12,8 +12,8 @@ from orchestrator.clients.terraform.messages import Diagnostic
 from orchestrator.model.config import Config
 from orchestrator.model.demand import DemandSnapshot, TemplateDemand
 from orchestrator.model.ops import OpRequest
+from orchestrator.ops.refusal import classify
 from orchestrator.reconcile.breaker import Breakers
-from orchestrator.reconcile.classify import classify
 from orchestrator.reconcile.gap import gaps_from_ledger
 from orchestrator.reconcile.health import ProviderHealth
 from orchestrator.reconcile.ledger import ledger

