@@ -129,6 +129,7 @@ def _check_what_a_newcomer_saw(site: Path, lab: labnet.LabConfig, out: str, log:
     # apply --bootstrap: two hosts, in this world's lab, bootstrapped.
     bootstrapped = re.findall(r"\s(10\.213\.\d+\.\d+)\s+bootstrap (?:ok|changed)\n", out)
     assert len(bootstrapped) == 2 and all(lab.holds(a) for a in bootstrapped), out
+    assert re.search(r"^spot: op op-\S+: 2 cpu instances created$", out, re.M), out  # the preferred region
     assert "returned 2 instances, drained 2" in out, out
     # orphans: the stray is reported, the dry run refused with its guards named, --confirm takes it.
     assert re.search(r"^\(b\) sim i-\w+ stray .*report", out, re.M), out
