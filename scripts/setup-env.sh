@@ -15,6 +15,8 @@ DEBS+=(logrotate)
 # The tests of several orchestrators start a private throw-away PostgreSQL server from these
 # binaries (tests/pg_server.py); the cluster the package makes is not used.
 DEBS+=(postgresql)
+# docs/quickstart.md picks values out of --json output with jq (tests/integration/test_quickstart.py runs it).
+DEBS+=(jq)
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   missing=()

@@ -48,11 +48,22 @@ def _print_hosts(hosts: list[dict[str, Any]]) -> None:
 
 
 @click.command("up")
-@click.option("--lab-name", metavar="LAB", help="Lab name (a-z0-9, at most 8); default xce. For parallel worlds.")
+# Also from the environment, as `xceprov init --lab-subnet` takes it: a second world's commands
+# are then the quickstart's as written (docs/simulated-world.md, "Two worlds on one machine").
+@click.option(
+    "--lab-name",
+    metavar="LAB",
+    envvar="XCEPROV_LAB_NAME",
+    help="Lab name (a-z0-9, at most 8); default xce, or $XCEPROV_LAB_NAME. For parallel worlds.",
+)
 @click.option(
     "--lab-subnet",
     metavar="CIDR",
-    help="Lab subnet inside 10.213.0.0/16 (the cloud's addresses come from it); default 10.213.0.0/16.",
+    envvar="XCEPROV_LAB_SUBNET",
+    help=(
+        "Lab subnet inside 10.213.0.0/16 (the cloud's addresses come from it); default 10.213.0.0/16, "
+        "or $XCEPROV_LAB_SUBNET."
+    ),
 )
 @click.option(
     "--controller-port",

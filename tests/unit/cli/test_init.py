@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from orchestrator.cli.main import cli
 from orchestrator.configfile import parse_config
 from orchestrator.paths import toolkit_root
+from orchestrator.services.init import starting_text
 from orchestrator.workspace.module_settings import settings_problems
 
 
@@ -106,3 +107,55 @@ def test_init_into_a_file_is_one_line(tmp_path: Path) -> None:
     code, _out, err = _invoke("init", str(blocker / "site"))
     assert code == 1
     assert err.splitlines() == [f"xceprov: {blocker / 'site' / 'xceprov.yaml'}: cannot write: Not a directory"]
+
+
+def _controller(written: Path) -> tuple[list[str], list[str]]:
+    controller = yaml.safe_load(written.read_text())["controller"]
+    return controller["addresses"], controller["worker_addresses"]
+
+
+def test_init_puts_a_second_world_s_controller_where_its_lab_and_port_say(tmp_path: Path) -> None:
+    """A second simulated world on one machine (docs/simulated-world.md): the file names its own
+    port and its lab's gateway, so `sim up --lab-subnet` agrees with it unedited."""
+    code, _out, err = _invoke("init", str(tmp_path), "--controller-port", "7542", "--lab-subnet", "10.213.200.0/24")
+    assert code == 0, err
+    written = tmp_path / "xceprov.yaml"
+    assert _controller(written) == (["127.0.0.1:7542"], ["10.213.200.1:7542"])
+    assert "# the simulated lab gateway, as seen from simulated hosts" in written.read_text()  # comments kept
+    code, out, err = _invoke("--config", str(written), "validate", "-q")
+    assert (code, out) == (0, ""), err
+
+
+def test_init_and_sim_up_take_the_world_from_the_environment(tmp_path: Path) -> None:
+    env = {"XCEPROV_CONTROLLER_PORT": "7643", "XCEPROV_LAB_SUBNET": "10.213.201.0/24"}
+    result = CliRunner(env=env).invoke(cli, ["init", str(tmp_path)])
+    assert result.exit_code == 0, result.stderr
+    assert _controller(tmp_path / "xceprov.yaml") == (["127.0.0.1:7643"], ["10.213.201.1:7643"])
+    # The same variables reach `sim up`: a subnet outside the lab space is refused, naming it,
+    # before anything starts.
+    bad = {"XCEPROV_CONFIG": str(tmp_path / "xceprov.yaml"), "XCEPROV_LAB_SUBNET": "10.99.0.0/24"}
+    result = CliRunner(env=bad).invoke(cli, ["sim", "up", "--only", "controller"])
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        "xceprov: lab subnet 10.99.0.0/24 must lie inside 10.213.0.0/16 (a /16 to a /29)"
+    ]
+    assert not (tmp_path / ".xceprov" / "sim" / "run").exists()
+
+
+def test_the_world_s_place_is_for_the_simulated_world_s_file_only(tmp_path: Path) -> None:
+    code, out, err = _invoke("init", "--provider", "aws", "--controller-port", "7542", str(tmp_path))
+    assert (code, out) == (2, "")
+    assert err.splitlines() == ["xceprov: --controller-port: only for the simulated world's file (--provider sim)"]
+    assert not (tmp_path / "xceprov.yaml").exists()
+    # Exported for a simulated world, the variables leave a real provider's skeleton as it is.
+    env = {"XCEPROV_CONTROLLER_PORT": "7542", "XCEPROV_LAB_SUBNET": "10.213.200.0/24"}
+    result = CliRunner(env=env).invoke(cli, ["init", "--provider", "aws", str(tmp_path)])
+    assert result.exit_code == 0, result.stderr
+    assert (tmp_path / "xceprov.yaml").read_text() == starting_text("aws")
+
+
+def test_a_lab_subnet_outside_the_lab_space_writes_nothing(tmp_path: Path) -> None:
+    code, _out, err = _invoke("init", str(tmp_path), "--lab-subnet", "192.168.0.0/24")
+    assert code == 1
+    assert err.splitlines() == ["xceprov: lab subnet 192.168.0.0/24 must lie inside 10.213.0.0/16 (a /16 to a /29)"]
+    assert not (tmp_path / "xceprov.yaml").exists()
