@@ -37,6 +37,7 @@ from orchestrator.model.members import MemberRow, MemberStore
 
 if TYPE_CHECKING:
     from orchestrator.clients.postgres import SharedStore
+    from orchestrator.workspace.pgsite import PgSite
 
 log = logging.getLogger(__name__)
 
@@ -47,17 +48,14 @@ class DedicatedStore:
     after a failed open, so a daemon started while the database is down runs with its fence
     closed and joins when the database answers."""
 
-    def __init__(self, conn_str: str, cluster: str, connect_timeout: float = 5.0) -> None:
-        self._conn_str = conn_str
-        self._cluster = cluster
+    def __init__(self, site: PgSite, connect_timeout: float = 5.0) -> None:
+        self._site = site
         self._timeout = connect_timeout
         self._store: SharedStore | None = None
 
     def _opened(self) -> SharedStore:
         if self._store is None:
-            from orchestrator.clients.postgres import SharedStore  # psycopg loads only with the pg backend
-
-            self._store = SharedStore.open(self._conn_str, self._cluster, connect_timeout=self._timeout)
+            self._store = self._site.open_store(connect_timeout=self._timeout)
         return self._store
 
     def heartbeat(

@@ -24,6 +24,7 @@ from orchestrator.model.config import Config
 from orchestrator.model.members import MemberStore
 from orchestrator.ops.drain import Decommission
 from orchestrator.ops.executor import Bootstrap
+from orchestrator.workspace.pgsite import pg_site
 
 
 class PassReporting(Protocol):
@@ -104,10 +105,9 @@ MemberStoreFactory = Callable[[Config], MemberStore | None]
 def default_member_store(config: Config) -> MemberStore | None:
     """With ``terraform.backend: pg``, the shared store on a connection of the heartbeat's own."""
     from orchestrator.daemon.members import DedicatedStore
-    from orchestrator.workspace.pgconn import pg_conn_str
 
-    conn_str = pg_conn_str(config)
-    return None if conn_str is None else DedicatedStore(conn_str, config.cluster)
+    site = pg_site(config)
+    return None if site is None else DedicatedStore(site)
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Final
 
 from orchestrator.model.config import Config
 from orchestrator.reconcile.deciding import ScaleOutLock
-from orchestrator.workspace.pgconn import pg_conn_str
+from orchestrator.workspace.pgsite import PgSite, pg_site
 
 if TYPE_CHECKING:
     from orchestrator.clients.postgres import ProviderLocks
@@ -24,17 +24,14 @@ SCALE_OUT: Final = "*scale-out"
 class SharedScaleOutLock:
     """:class:`~orchestrator.reconcile.deciding.ScaleOutLock` over the shared store."""
 
-    def __init__(self, conn_str: str, cluster: str) -> None:
-        self._conn_str = conn_str
-        self._cluster = cluster
+    def __init__(self, site: PgSite) -> None:
+        self._site = site
         self._locks: ProviderLocks | None = None
 
     def try_acquire(self) -> bool:
         """Take the lock without waiting; ``StoreUnavailable`` when the store does not answer."""
         if self._locks is None:
-            from orchestrator.clients.postgres import ProviderLocks  # psycopg loads only with the pg backend
-
-            self._locks = ProviderLocks(self._conn_str, self._cluster)
+            self._locks = self._site.provider_locks()
         return self._locks.try_lock(SCALE_OUT)
 
     def release(self) -> None:
@@ -51,5 +48,5 @@ class SharedScaleOutLock:
 
 def scale_out_lock(config: Config) -> ScaleOutLock | None:
     """The shared store's scale-out lock with ``terraform.backend: pg``; None with ``local``."""
-    conn_str = pg_conn_str(config)
-    return None if conn_str is None else SharedScaleOutLock(conn_str, config.cluster)
+    site = pg_site(config)
+    return None if site is None else SharedScaleOutLock(site)

@@ -29,7 +29,7 @@ from orchestrator.model.facts import Epoch, Fact, FactKind
 from orchestrator.protocol.schema import MAX_BATCH_FACTS
 from orchestrator.workspace.sharedstore import store_for
 
-if TYPE_CHECKING:  # psycopg loads only when the pg backend is configured
+if TYPE_CHECKING:  # the type only: the store is opened by orchestrator.workspace.pgsite
     from orchestrator.clients.postgres import SharedStore
 
 

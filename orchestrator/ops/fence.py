@@ -29,9 +29,9 @@ from orchestrator.model import tags as owner
 from orchestrator.model.config import Config
 from orchestrator.model.facts import Epoch
 from orchestrator.ops.standalone import STANDALONE_EPOCH, STANDALONE_TTL, LeasedFence
-from orchestrator.workspace.pgconn import pg_conn_str
+from orchestrator.workspace.pgsite import pg_site
 
-if TYPE_CHECKING:  # psycopg loads only when the pg backend is configured
+if TYPE_CHECKING:  # the type only: the store is opened by orchestrator.workspace.pgsite
     from orchestrator.clients.postgres import StandaloneLeases
 
 __all__ = ["STANDALONE_EPOCH", "Fence", "LeasedFence", "ReadOnlyFence", "StandaloneFence", "epoch_tag"]
@@ -128,14 +128,10 @@ def standalone_fence(config: Config, providers: Iterable[str]) -> StandaloneFenc
 def lease_rows(config: Config) -> StandaloneLeases | None:
     """The shared store's standalone lease rows with ``terraform.backend: pg`` (a connection of
     their own, opened at the first call); None with ``local``."""
-    conn_str = pg_conn_str(config)
-    if conn_str is None:
+    site = pg_site(config)
+    if site is None:
         return None
-    from orchestrator.clients.postgres import StandaloneLeases  # psycopg loads only with the pg backend
-
-    return StandaloneLeases(
-        conn_str, config.cluster, connect_timeout=LEASE_STATEMENT_TIMEOUT, statement_timeout=LEASE_STATEMENT_TIMEOUT
-    )
+    return site.standalone_leases(connect_timeout=LEASE_STATEMENT_TIMEOUT, statement_timeout=LEASE_STATEMENT_TIMEOUT)
 
 
 def _holder(pid_file: Path) -> str:

@@ -45,7 +45,7 @@ from orchestrator.ops.openops import open_ops as find_open_ops
 from orchestrator.protocol.holder import holder_parts
 from orchestrator.reconcile.breaker import Breakers
 from orchestrator.workspace.daemonstatus import read_status
-from orchestrator.workspace.pgconn import pg_conn_str
+from orchestrator.workspace.pgsite import pg_site
 from orchestrator.workspace.sharedstore import cluster_documents
 
 
@@ -216,12 +216,8 @@ def open_member_store(config: Config) -> MemberStore | None:
     """The shared store of ``terraform.backend: pg`` on a connection of its own (None with
     ``local``); ``ConfigError`` when its connection string is missing, ``StoreUnavailable`` when
     it does not answer."""
-    conn_str = pg_conn_str(config)
-    if conn_str is None:
-        return None
-    from orchestrator.clients.postgres import SharedStore  # psycopg loads only with the pg backend
-
-    return SharedStore.open(conn_str, config.cluster)
+    site = pg_site(config)
+    return None if site is None else site.open_store()
 
 
 def store_holders(

@@ -37,7 +37,7 @@ from orchestrator.render.instances import (
 from orchestrator.services.missing_ca import missing_ca
 from orchestrator.workspace.module_settings import settings_problems
 from orchestrator.workspace.pgbackend import refuse_unmigrated
-from orchestrator.workspace.pgconn import pg_conn_str
+from orchestrator.workspace.pgsite import pg_site
 from orchestrator.workspace.provider_lock import checked_init
 from orchestrator.workspace.terraform import engine_for, root_label
 from orchestrator.workspace.workdir import ProviderWorkdir
@@ -152,13 +152,11 @@ def _controller(loaded: LoadedConfig, report: ValidationReport) -> dict[str, Any
 def _store_schema(loaded: LoadedConfig) -> list[str]:
     """The shared store's schema, read only: one newer than this toolkit knows is refused by
     every other verb, so it is a problem here too (the store is not migrated by a check)."""
-    conn_str = pg_conn_str(loaded.config)
-    if conn_str is None:
+    site = pg_site(loaded.config)
+    if site is None:
         return []
-    from orchestrator.clients.postgres import check_schema  # psycopg loads only with the pg backend
-
     try:
-        check_schema(conn_str)
+        site.schema_version()
     except XceprovError as exc:
         return [str(exc)]
     return []

@@ -18,7 +18,7 @@ from orchestrator.errors import LeaseLost
 from orchestrator.model.facts import Epoch
 from orchestrator.workspace.documents import Change
 
-if TYPE_CHECKING:  # psycopg loads only when the pg backend is configured (workspace.sharedstore)
+if TYPE_CHECKING:  # the type only: the store is opened by orchestrator.workspace.pgsite
     from orchestrator.clients.postgres import SharedStore
 
 # The epoch a write is fenced by, asked right before the write (None: not fenced).

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 
 from orchestrator.model.config import Config
 from orchestrator.workspace.documents import Documents, LocalDocuments, ProviderDocuments, local_provider_documents
-from orchestrator.workspace.pgconn import pg_conn_str
+from orchestrator.workspace.pgsite import pg_site
 from orchestrator.workspace.shareddocs import EpochSource, SharedDocuments, refused
 
-if TYPE_CHECKING:  # psycopg loads only when the pg backend is configured
+if TYPE_CHECKING:
     from orchestrator.clients.postgres import SharedStore
 
 _opened: dict[tuple[str, str], SharedStore] = {}
@@ -30,16 +30,14 @@ def store_for(config: Config) -> SharedStore | None:
     """The cluster's shared store (opened on the first call of the process, then the same
     object); None with ``terraform.backend: local``. ``StoreUnavailable`` when it cannot be
     reached (the next call tries again)."""
-    conn_str = pg_conn_str(config)
-    if conn_str is None:
+    site = pg_site(config)
+    if site is None:
         return None
-    key = (config.cluster, conn_str)
+    key = (site.cluster, site.conn_str)
     with _opening:
         store = _opened.get(key)
         if store is None:
-            from orchestrator.clients.postgres import SharedStore
-
-            store = SharedStore.open(conn_str, config.cluster)
+            store = site.open_store()
             _opened[key] = store
         return store
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -15,7 +15,8 @@ from orchestrator.model.hostnames import checked_instance
 from orchestrator.model.provider_mirror import credential_secrets
 from orchestrator.model.redaction import register
 from orchestrator.workspace.pgbackend import ensure_remote_state, refuse_mixed_backends
-from orchestrator.workspace.pgconn import PG_CONN_ENV, pg_conn_str, secrets_of
+from orchestrator.workspace.pgconn import PG_CONN_ENV, secrets_of
+from orchestrator.workspace.pgsite import pg_site
 from orchestrator.workspace.provider_lock import checked_init
 from orchestrator.workspace.workdir import ProviderWorkdir
 
@@ -42,7 +43,8 @@ def engine_for(
     credentials of a network mirror's URL are hidden from every output (and registered for the
     sinks' guard). ``extra_env`` goes into every command's environment too.
     """
-    conn_str = pg_conn_str(config, environ)
+    site = pg_site(config, environ)
+    conn_str = None if site is None else site.conn_str
     mirror_secrets = credential_secrets(config.terraform.provider_mirror)
     register(mirror_secrets)
     durable.private_dir(config.state_dir)
@@ -56,19 +58,9 @@ def engine_for(
         env=env or None,
         secrets=[*(secrets_of(conn_str) if conn_str else ()), *mirror_secrets],
         lock_timeout=PG_LOCK_TIMEOUT if conn_str else None,
-        backend_probe=_store_probe(conn_str) if conn_str else None,
+        # Whether the database of Terraform's pg backend answers (asked after a failed command).
+        backend_probe=None if site is None else site.unreachable,
     )
-
-
-def _store_probe(conn_str: str) -> Callable[[], str | None]:
-    """Whether the database of Terraform's pg backend answers (asked after a failed command)."""
-
-    def probe() -> str | None:
-        from orchestrator.clients.postgres import unreachable  # psycopg loads only with the pg backend
-
-        return unreachable(conn_str)
-
-    return probe
 
 
 def prepared_workdir(engine: Engine, workdir: ProviderWorkdir) -> Path:

@@ -2,8 +2,9 @@
 
 ``lint-imports`` (``.importlinter``) enforces the layers and the sibling-level cycles; these
 tests add what its contracts cannot say: no cycle between any two modules (a package's
-``__init__`` and its own submodules included), and no top-level package that escapes the
-layers contract because nobody listed it.
+``__init__`` and its own submodules included), no top-level package that escapes the
+layers contract because nobody listed it, no module outside ``clients.postgres`` that the
+psycopg contract leaves unwatched, and one module that opens the shared store.
 """
 
 from __future__ import annotations
@@ -16,7 +17,29 @@ import grimp
 ROOT = Path(__file__).resolve().parents[2]
 # Outside the layers on purpose: errors is importable from every layer and imports nothing;
 # sim is kept apart by its own forbidden contracts.
-OUTSIDE_LAYERS = {"orchestrator.errors", "orchestrator.durable", "orchestrator.sim"}
+OUTSIDE_LAYERS = {"orchestrator.errors", "orchestrator.sim"}
+POSTGRES = "orchestrator.clients.postgres"
+# The modules outside it that may import ``clients.postgres`` at run time, and why.
+POSTGRES_USERS = {
+    # the one way from a configuration to the shared store, its locks, lease rows and schema
+    "orchestrator.workspace.pgsite": "opens the shared store",
+    # the connection string's secrets, registered where it is read
+    "orchestrator.workspace.pgconn": "redaction",
+    # Terraform's own tables, read for the inventory plugin too, which has no configuration
+    "orchestrator.workspace.tfstates": "Terraform's state rows",
+}
+
+
+def _contracts() -> configparser.ConfigParser:
+    contracts = configparser.ConfigParser()
+    contracts.read(ROOT / ".importlinter")
+    return contracts
+
+
+def _listed(contract: str, key: str) -> set[str]:
+    """The module names of one contract's list (``|`` separates siblings of a layer)."""
+    text = _contracts()[f"importlinter:contract:{contract}"][key]
+    return {name.strip() for line in text.splitlines() for name in line.split("|") if name.strip()}
 
 
 def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
@@ -79,11 +102,43 @@ def test_cycle_finder_sees_a_cycle() -> None:
 
 
 def test_every_top_level_package_is_in_the_layers() -> None:
-    contracts = configparser.ConfigParser()
-    contracts.read(ROOT / ".importlinter")
-    layers = contracts["importlinter:contract:layers"]["layers"]
-    layered = {name.strip() for line in layers.splitlines() for name in line.split("|") if name.strip()}
+    layered = _listed("layers", "layers")
     graph = grimp.build_graph("orchestrator")
     top_level = set(graph.find_children("orchestrator"))
     missing = sorted(top_level - layered - OUTSIDE_LAYERS)
     assert missing == [], f"add these to the layers contract in .importlinter: {missing}"
+
+
+# The checks below build their graph afresh (``cache_dir=None``): grimp's cache may lag an edit.
+def test_psycopg_is_imported_only_under_clients_postgres() -> None:
+    graph = grimp.build_graph("orchestrator", include_external_packages=True, cache_dir=None)
+    importers = sorted(graph.find_modules_that_directly_import("psycopg"))
+    assert importers, "nothing imports psycopg: the check below would pass whatever the code does"
+    outside = [name for name in importers if name != POSTGRES and not name.startswith(POSTGRES + ".")]
+    assert outside == [], f"psycopg imported outside {POSTGRES} (move the SQL there): {outside}"
+
+
+def test_the_psycopg_contract_watches_every_module_but_clients_postgres() -> None:
+    # lint-imports checks only the source modules a contract lists: a new package (or client) left
+    # off the list could import psycopg unseen.
+    contract = _contracts()["importlinter:contract:psycopg-in-postgres"]
+    assert contract["forbidden_modules"].split() == ["psycopg"]
+    watched = _listed("psycopg-in-postgres", "source_modules")
+    graph = grimp.build_graph("orchestrator")
+    top_level = set(graph.find_children("orchestrator")) - {"orchestrator.clients"}
+    clients = set(graph.find_children("orchestrator.clients")) - {POSTGRES}
+    assert sorted(top_level | clients) == sorted(watched)
+
+
+def test_one_module_opens_the_shared_store() -> None:
+    # Every user of the shared store (its documents, members, locks, lease rows, schema check)
+    # goes from its configuration through one opener; its value types may be named elsewhere
+    # for type checking only.
+    graph = grimp.build_graph("orchestrator", exclude_type_checking_imports=True, cache_dir=None)
+    importers = set()
+    for module in graph.find_children(POSTGRES) | {POSTGRES}:
+        importers |= graph.find_modules_that_directly_import(module)
+    outside = sorted(name for name in importers if not name.startswith(POSTGRES))
+    assert outside == sorted(POSTGRES_USERS), (
+        f"open the shared store through orchestrator.workspace.pgsite; these import {POSTGRES}: {outside}"
+    )

@@ -10,6 +10,7 @@ from orchestrator.daemon.members import DedicatedStore, Membership
 from orchestrator.daemon.parts import default_member_store
 from orchestrator.daemon.scaleoutlock import SharedScaleOutLock, scale_out_lock
 from orchestrator.model.config import Config
+from orchestrator.workspace.pgsite import PgSite
 from tests.pg_server import PgServer
 from tests.unit.clients.postgres.pg_helpers import fresh_database
 
@@ -18,7 +19,7 @@ FOUR = ["p1", "p2", "p3", "p4"]
 
 def member(conn_str: str, instance: str) -> Membership:
     return Membership(
-        DedicatedStore(conn_str, "c1", connect_timeout=2.0),
+        DedicatedStore(PgSite(conn_str, "c1"), connect_timeout=2.0),
         instance=instance,
         label=f"label-{instance}",
         configured=FOUR,
@@ -72,8 +73,8 @@ def test_the_default_store_is_none_with_the_local_backend_and_dedicated_with_pg(
 
 def test_the_scale_out_lock_is_one_daemon_s_at_a_time_and_dies_with_its_connection(server: PgServer) -> None:
     conn_str = fresh_database(server)
-    first, second = SharedScaleOutLock(conn_str, "c1"), SharedScaleOutLock(conn_str, "c1")
-    other_cluster = SharedScaleOutLock(conn_str, "c2")
+    first, second = SharedScaleOutLock(PgSite(conn_str, "c1")), SharedScaleOutLock(PgSite(conn_str, "c1"))
+    other_cluster = SharedScaleOutLock(PgSite(conn_str, "c2"))
     try:
         assert first.try_acquire() and not second.try_acquire()
         assert other_cluster.try_acquire()  # clusters sharing a database decide apart
