@@ -27,7 +27,7 @@ from orchestrator.ops.executor import Bootstrap
 
 
 class PassReporting(Protocol):
-    """What the daemon needs from a pass's report (``orchestrator.reconcile.loop.PassReport``)."""
+    """What the daemon needs from a pass's report (``orchestrator.reconcile.report.PassReport``)."""
 
     def to_json(self) -> dict[str, Any]:
         """The report as JSON values."""

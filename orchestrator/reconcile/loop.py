@@ -24,7 +24,7 @@ import logging
 import random
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,7 @@ from orchestrator.ops.executor import Bootstrap, Executor
 from orchestrator.ops.openops import OpenOp, open_ops
 from orchestrator.ops.resume import Seen, resume_op, survey
 from orchestrator.reconcile import hostphases
-from orchestrator.reconcile.beside import GAIN_POLL, BesideResumes, Hold, Resumed, no_hold
+from orchestrator.reconcile.beside import GAIN_POLL, BesideResumes, Hold, no_hold
 from orchestrator.reconcile.bootstraps import BootstrapTracker
 from orchestrator.reconcile.breaker import Breakers
 from orchestrator.reconcile.budget import Usage
@@ -46,7 +46,10 @@ from orchestrator.reconcile.deciding import ScaleOutLock, coordinated
 from orchestrator.reconcile.gap import gaps_from_ledger
 from orchestrator.reconcile.health import ProviderHealth
 from orchestrator.reconcile.passctx import PassContext, ReadFailed, read_inputs
+from orchestrator.reconcile.phases import beside_failed, join_beside, run_phase
+from orchestrator.reconcile.phases import one_line as _one_line
 from orchestrator.reconcile.refused import StillLaunched, close_refused
+from orchestrator.reconcile.report import PHASES, PassReport, PhaseOutcome
 from orchestrator.reconcile.retry import retry_decision
 from orchestrator.reconcile.scaleout import PolicyInputs, ScaleOutDecision, scale_out
 from orchestrator.reconcile.view import Clock, ControllerView
@@ -55,74 +58,8 @@ from orchestrator.workspace.sharedstore import cluster_documents
 
 log = logging.getLogger(__name__)
 
-PHASES = ("read", "resume", "scale-out", "bootstrap", "join-tracking", "reclaim")
-
-
-@dataclass(frozen=True)
-class PhaseOutcome:
-    """How one phase of a pass went."""
-
-    name: str  # "read" | "resume" | "scale-out" | "bootstrap" | "join-tracking" | "reclaim"
-    ok: bool
-    skipped: str = ""  # why the phase did not run (e.g. "read failed: controller unreachable")
-    error: str = ""  # one line; the loop goes on
-    evidence: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON-ready."""
-        return {
-            "name": self.name,
-            "ok": self.ok,
-            "skipped": self.skipped,
-            "error": self.error,
-            "evidence": self.evidence,
-        }
-
-
-@dataclass(frozen=True)
-class PassReport:
-    """What one pass saw and did: the daemon's status and metrics are made from it."""
-
-    trigger: str  # "start" | "interval" | "demand" | "host-event" | "reload"
-    started: float
-    finished: float
-    phases: list[PhaseOutcome]
-    gaps: dict[str, dict[str, Any]]  # template -> TemplateGap.evidence()
-    ops: list[str]  # op ids started this pass
-    reclaim_candidates: list[dict[str, Any]]  # host, provider, key, reason, idle_since, age
-    # Providers whose lease was valid at the read, or came during the pass (joined once their
-    # resume beside the pass ended, see beside.py).
-    leased: list[str] = field(default_factory=list)
-    decisions: list[dict[str, Any]] = field(default_factory=list)  # scale-out decisions with evidence
-    # Providers passed over after failures at the pass's end (``health.Block.evidence``): the
-    # backoff of docs/daemon.md, "Metrics" (``xceprov_provider_backoff``).
-    blocked: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        """Every phase that ran went through."""
-        return all(p.ok for p in self.phases)
-
-    def phase(self, name: str) -> PhaseOutcome:
-        """The outcome of the phase ``name``."""
-        return next(p for p in self.phases if p.name == name)
-
-    def to_json(self) -> dict[str, Any]:
-        """The document the daemon writes to ``status.json`` (``pass`` member)."""
-        return {
-            "trigger": self.trigger,
-            "started": self.started,
-            "finished": self.finished,
-            "duration": round(self.finished - self.started, 6),
-            "ok": self.ok,
-            "phases": [p.to_json() for p in self.phases],
-            "gaps": self.gaps,
-            "ops": list(self.ops),
-            "reclaim_candidates": list(self.reclaim_candidates),
-            "leased": list(self.leased),
-            "decisions": list(self.decisions),
-            "blocked": list(self.blocked),
-        }
+# Re-exported: the pass's report types lived here before report.py.
+__all__ = ["PHASES", "FailedOp", "PassReport", "PhaseOutcome", "Reconciler"]
 
 
 @dataclass
@@ -242,7 +179,7 @@ class Reconciler:
             not_leased,
             self.executor.fence.valid,
             partial(self._resume_beside, ctx),
-            self._beside_failed,
+            partial(beside_failed, self.state_dir),
             hold=self.hold,
             poll=self.gain_poll,
             limit=self.config.terraform.parallel_states,
@@ -250,13 +187,13 @@ class Reconciler:
         beside.start()
         try:
             for name, step in steps:
-                outcome = self._run_phase(name, step, ctx)
-                self._join(ctx, phases, beside.collect())  # they ended during the phase: before it
+                outcome = run_phase(self.state_dir, name, step, ctx)
+                join_beside(ctx, phases, beside.collect())  # they ended during the phase: before it
                 phases.append(outcome)
         finally:
             # No resume outlives its pass (one per provider at a time); a stop ends it (beside.py).
             rest = beside.finish()
-        self._join(ctx, phases, rest)
+        join_beside(ctx, phases, rest)
         finished = self.clock()
         return PassReport(
             trigger,
@@ -290,20 +227,6 @@ class Reconciler:
 
     # -- phases ----------------------------------------------------------------------------------
 
-    def _run_phase(self, name: str, step: Callable[[PassContext], dict[str, Any]], ctx: PassContext) -> PhaseOutcome:
-        try:
-            evidence = step(ctx)
-        except Exception as exc:  # isolation: one phase's failure never stops the others
-            error = f"{type(exc).__name__}: {_one_line(exc)}"
-            log.exception("reconcile phase %s failed", name)
-            audit(self.state_dir, "phase-failed", phase=name, error=error)
-            return PhaseOutcome(name, False, error=error)
-        skipped = str(evidence.pop("skipped", ""))
-        errors = evidence.get("errors") or []
-        if errors:
-            audit(self.state_dir, "phase-failed", phase=name, error=errors[0], errors=errors)
-        return PhaseOutcome(name, not errors, skipped=skipped, error=errors[0] if errors else "", evidence=evidence)
-
     def _resume(self, ctx: PassContext) -> dict[str, Any]:
         """Open ops: all of them once per lease gained; later only failed ones past their backoff."""
         return self._resume_providers(ctx, list(ctx.leased))
@@ -321,23 +244,9 @@ class Reconciler:
             ended.append(True)
             return evidence
 
-        outcome = self._run_phase("resume", step, ctx)
+        outcome = run_phase(self.state_dir, "resume", step, ctx)
         outcome = replace(outcome, evidence={"gained": [provider], **outcome.evidence})
         return outcome, bool(ended) and provider in ctx.leased
-
-    def _beside_failed(self, provider: str, error: str, skipped: str) -> PhaseOutcome:
-        """The resume of ``provider`` beside the pass did not run its phase to the end."""
-        if error:
-            audit(self.state_dir, "phase-failed", phase="resume", provider=provider, error=error)
-        return PhaseOutcome("resume", not error, skipped=skipped, error=error, evidence={"gained": [provider]})
-
-    @staticmethod
-    def _join(ctx: PassContext, phases: list[PhaseOutcome], done: list[Resumed[PhaseOutcome]]) -> None:
-        """Resumes that ended beside the pass: reported, and their providers leased from now on."""
-        for resumed in done:
-            phases.append(resumed.outcome)
-            if resumed.joined:
-                ctx.joined(resumed.provider)
 
     def _resume_providers(self, ctx: PassContext, providers: list[str]) -> dict[str, Any]:
         evidence: dict[str, Any] = {"resumed": [], "waiting": [], "closed": [], "errors": [], "untracked": {}}
@@ -613,7 +522,3 @@ class Reconciler:
         else:
             audit(self.state_dir, "reconcile-read-ok", previous=self._read_problem)
         self._read_problem = problem
-
-
-def _one_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
