@@ -1,0 +1,194 @@
+"""The status document made from one pass's report is exactly the recorded one (docs/daemon.md, "Status file").
+
+The report below has every phase's evidence in every shape it takes (a resume beside the pass,
+one that failed, a skipped phase, a phase that raised, both shapes of a kept reclaim host); the
+document built from it, written as ``status.json`` is, must equal ``golden/status.json``
+byte for byte, and the metrics read from it the values the document states.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from orchestrator.clients.controller.lease import LeaseStatus
+from orchestrator.daemon.metrics import DaemonMetrics
+from orchestrator.daemon.statusdoc import build_document, update_metrics
+from orchestrator.model.config import BreakerSettings
+from orchestrator.model.facts import Epoch
+from orchestrator.reconcile.breaker import Breakers
+from orchestrator.reconcile.classify import FailureClass
+from orchestrator.reconcile.gap import TemplateGap
+from orchestrator.reconcile.health import Block
+from orchestrator.reconcile.loop import PassReport, PhaseOutcome
+from orchestrator.reconcile.reclaim import ReclaimCandidate
+from tests.unit.daemon.test_daemon_statusdoc import CONFIG, FACTS, HOSTS, samples
+
+GOLDEN = Path(__file__).parent / "golden" / "status.json"
+
+IDLE = ReclaimCandidate("op-a-000", "sim", "cpu", "h0", "idle", "idle", 1500.0, 3600.0, {"idle_for": 499.0})
+CLOSED = ReclaimCandidate("op-c-000", "sim", "cpu", "h2", "closed", "closed", 0.0, 42.123456)
+GAP = TemplateGap("cpu", 5, 1, 1, 1, {"op-b": 1})
+BLOCK = Block("sim", "gpu", FailureClass.CAPACITY, 1, 2300.0, "InsufficientInstanceCapacity")
+GIVEN_UP = Block("sim", "*", FailureClass.QUOTA, 3, float("inf"), "quota exceeded")
+
+
+def report() -> PassReport:
+    """One pass that did a bit of everything."""
+    phases = [
+        PhaseOutcome(
+            "read",
+            True,
+            evidence={
+                "snapshot": {"term": 2, "seq": 17, "time": 1989.5},
+                "hosts": 3,
+                "facts": {"sim": 11},
+                "leased": ["sim"],
+            },
+        ),
+        PhaseOutcome(
+            "resume",
+            False,
+            error="op op-x: terraform apply failed",
+            evidence={
+                "resumed": [{"op": "op-a", "outcome": "completed", "reason": "all created"}],
+                "waiting": [{"op": "op-w", "retry_at": 2100.0}],
+                "closed": ["op-r"],
+                "errors": ["op op-x: terraform apply failed"],
+                "untracked": {"sim": ["op-zz-000"]},
+            },
+        ),
+        PhaseOutcome(
+            "resume",
+            True,
+            evidence={
+                "gained": ["aws"],
+                "resumed": [],
+                "waiting": [],
+                "closed": [],
+                "errors": [],
+                "untracked": {},
+            },
+        ),
+        PhaseOutcome("resume", True, skipped="stopping: not started", evidence={"gained": ["gcp"]}),
+        PhaseOutcome(
+            "scale-out",
+            True,
+            evidence={
+                "rounds": 2,
+                "created": [{"op": "op-b", "provider": "sim", "template": "cpu", "count": 1}],
+                "failed": [{"op": "op-f", "provider": "aws", "error": "capacity", "closed": True}],
+                "errors": [],
+            },
+        ),
+        PhaseOutcome(
+            "bootstrap",
+            True,
+            evidence={
+                "hosts": {
+                    "h1": {"outcome": "ok", "attempt": 1, "next": "done"},
+                    "h3": {"outcome": "failed: unreachable", "attempt": 3, "next": "give-up"},
+                },
+                "returned": ["op-a-003"],
+                "errors": [],
+                "breakers": {"cpu": "closed"},
+            },
+        ),
+        PhaseOutcome(
+            "join-tracking",
+            True,
+            evidence={
+                "joined": ["h0"],
+                "overdue": ["h1"],
+                "returned": ["op-a-001"],
+                "errors": [],
+                "forgotten": ["op-q-000"],
+            },
+        ),
+        PhaseOutcome(
+            "reclaim",
+            False,
+            error="close of h9: controller said no",
+            evidence={
+                "candidates": 2,
+                "returned": ["op-a-000", "op-c-000"],
+                "kept": [
+                    {"host": "h7", "why": "no valid lease"},
+                    {"host": "h8", "key": "op-a-008", "reason": "idle", "why": "closing: its work still runs"},
+                ],
+                "errors": ["close of h9: controller said no"],
+            },
+        ),
+    ]
+    decision = {
+        "template": "cpu",
+        "outcome": "ops",
+        "evidence": {"gap": GAP.evidence(), "now": 1990.0},
+        "ops": [{"provider": "sim", "count": 1}],
+    }
+    return PassReport(
+        "demand",
+        1990.0,
+        1999.5,
+        phases,
+        {"cpu": GAP.evidence()},
+        ["op-b"],
+        [IDLE.to_json(), CLOSED.to_json()],
+        ["sim"],
+        [decision],
+        [BLOCK.evidence(), GIVEN_UP.evidence()],
+    )
+
+
+def failed_read() -> PassReport:
+    """A pass whose read raised: every later phase skipped."""
+    phases = [PhaseOutcome("read", False, error="controller not connected")]
+    phases += [PhaseOutcome(n, False, skipped="read failed: controller not connected") for n in ("resume", "reclaim")]
+    return PassReport("interval", 2000.0, 2000.25, phases, {}, [], [])
+
+
+def document(tmp_path: Path) -> dict[str, object]:
+    breakers = Breakers.load(tmp_path, BreakerSettings(failures=1, window=600, cool_off=3600))
+    breakers.failure("gpu", "bootstrap", "unreachable", now=1000.0)
+    return build_document(
+        daemon={"pid": 42, "state": "running"},
+        report=report().to_json(),
+        leases=[LeaseStatus("sim", True, Epoch(3, 2), 15.0, 9.0, "me", "")],
+        breakers=breakers,
+        facts={"sim": FACTS},
+        hosts=HOSTS,
+        now=2000.0,
+        config=CONFIG,
+    )
+
+
+def test_the_status_document_of_a_pass_is_the_recorded_one(tmp_path: Path) -> None:
+    got = json.dumps(document(tmp_path), indent=2, sort_keys=True) + "\n"
+    assert got == GOLDEN.read_text()
+
+
+def test_a_failed_read_reports_every_later_phase_skipped_with_the_reason() -> None:
+    assert failed_read().to_json()["phases"] == [
+        {"name": "read", "ok": False, "skipped": "", "error": "controller not connected", "evidence": {}},
+        *[
+            {"name": n, "ok": False, "skipped": "read failed: controller not connected", "error": "", "evidence": {}}
+            for n in ("resume", "reclaim")
+        ],
+    ]
+
+
+def test_the_metrics_of_the_recorded_document(tmp_path: Path) -> None:
+    metrics = DaemonMetrics()
+    update_metrics(metrics, document(tmp_path), CONFIG, pass_duration=9.5)
+    got = samples(metrics)
+    # Both failed phases count one; the skipped beside resume is no failure.
+    assert got[("xceprov_reconcile_phase_failures_total", (("phase", "resume"),))] == 1
+    assert got[("xceprov_reconcile_phase_failures_total", (("phase", "reclaim"),))] == 1
+    assert got[("xceprov_reconcile_phase_failures_total", (("phase", "scale-out"),))] == 0
+    assert got[("xceprov_provider_backoff", (("provider", "sim"), ("template", "gpu")))] == 1
+    assert got[("xceprov_provider_backoff", (("provider", "sim"), ("template", "*")))] == 1
+    assert got[("xceprov_timeouts_expired_total", (("provider", "sim"), ("timeout", "join_deadline")))] == 1
+    assert got[("xceprov_timeouts_expired_total", (("provider", "sim"), ("timeout", "idle_time")))] == 1
+    for name, value in (("demand", 5), ("in_flight", 3), ("gap", 2)):
+        assert got[(f"xceprov_template_{name}", (("template", "cpu"),))] == value
+    assert got[("xceprov_reconcile_last_pass_timestamp_seconds", ())] == 1999.5
