@@ -16,12 +16,29 @@ from orchestrator.daemon.metrics import DaemonMetrics
 from orchestrator.daemon.statusdoc import build_document, update_metrics
 from orchestrator.model.config import BreakerSettings
 from orchestrator.model.facts import Epoch
+from orchestrator.model.ops import OpRequest
 from orchestrator.reconcile.breaker import Breakers
 from orchestrator.reconcile.classify import FailureClass
 from orchestrator.reconcile.gap import TemplateGap
 from orchestrator.reconcile.health import Block
 from orchestrator.reconcile.loop import PassReport, PhaseOutcome
 from orchestrator.reconcile.reclaim import ReclaimCandidate
+from orchestrator.reconcile.results import (
+    BootstrapResult,
+    CreatedOp,
+    FailedCreate,
+    GainedResume,
+    HostBootstrap,
+    JoinResult,
+    KeptHost,
+    ReadResult,
+    ReclaimResult,
+    ResumedOp,
+    ResumeResult,
+    ScaleOutResult,
+    WaitingOp,
+)
+from orchestrator.reconcile.scaleout import ScaleOutDecision
 from tests.unit.daemon.test_daemon_statusdoc import CONFIG, FACTS, HOSTS, samples
 
 GOLDEN = Path(__file__).parent / "golden" / "status.json"
@@ -36,107 +53,74 @@ GIVEN_UP = Block("sim", "*", FailureClass.QUOTA, 3, float("inf"), "quota exceede
 def report() -> PassReport:
     """One pass that did a bit of everything."""
     phases = [
-        PhaseOutcome(
-            "read",
-            True,
-            evidence={
-                "snapshot": {"term": 2, "seq": 17, "time": 1989.5},
-                "hosts": 3,
-                "facts": {"sim": 11},
-                "leased": ["sim"],
-            },
-        ),
+        PhaseOutcome("read", True, evidence=ReadResult(2, 17, 1989.5, 3, {"sim": 11}, ["sim"])),
         PhaseOutcome(
             "resume",
             False,
             error="op op-x: terraform apply failed",
-            evidence={
-                "resumed": [{"op": "op-a", "outcome": "completed", "reason": "all created"}],
-                "waiting": [{"op": "op-w", "retry_at": 2100.0}],
-                "closed": ["op-r"],
-                "errors": ["op op-x: terraform apply failed"],
-                "untracked": {"sim": ["op-zz-000"]},
-            },
+            evidence=ResumeResult(
+                resumed=[ResumedOp("op-a", "completed", "all created")],
+                waiting=[WaitingOp("op-w", 2100.0)],
+                closed=["op-r"],
+                errors=["op op-x: terraform apply failed"],
+                untracked={"sim": ["op-zz-000"]},
+            ),
         ),
-        PhaseOutcome(
-            "resume",
-            True,
-            evidence={
-                "gained": ["aws"],
-                "resumed": [],
-                "waiting": [],
-                "closed": [],
-                "errors": [],
-                "untracked": {},
-            },
-        ),
-        PhaseOutcome("resume", True, skipped="stopping: not started", evidence={"gained": ["gcp"]}),
+        PhaseOutcome("resume", True, evidence=ResumeResult(gained=["aws"])),
+        PhaseOutcome("resume", True, skipped="stopping: not started", evidence=GainedResume(["gcp"])),
         PhaseOutcome(
             "scale-out",
             True,
-            evidence={
-                "rounds": 2,
-                "created": [{"op": "op-b", "provider": "sim", "template": "cpu", "count": 1}],
-                "failed": [{"op": "op-f", "provider": "aws", "error": "capacity", "closed": True}],
-                "errors": [],
-            },
+            evidence=ScaleOutResult(
+                rounds=2,
+                created=[CreatedOp("op-b", "sim", "cpu", 1)],
+                failed=[FailedCreate("op-f", "aws", "capacity", True)],
+            ),
         ),
         PhaseOutcome(
             "bootstrap",
             True,
-            evidence={
-                "hosts": {
-                    "h1": {"outcome": "ok", "attempt": 1, "next": "done"},
-                    "h3": {"outcome": "failed: unreachable", "attempt": 3, "next": "give-up"},
+            evidence=BootstrapResult(
+                hosts={
+                    "h1": HostBootstrap("ok", 1, "done"),
+                    "h3": HostBootstrap("failed: unreachable", 3, "give-up"),
                 },
-                "returned": ["op-a-003"],
-                "errors": [],
-                "breakers": {"cpu": "closed"},
-            },
+                returned=["op-a-003"],
+                breakers={"cpu": "closed"},
+            ),
         ),
         PhaseOutcome(
             "join-tracking",
             True,
-            evidence={
-                "joined": ["h0"],
-                "overdue": ["h1"],
-                "returned": ["op-a-001"],
-                "errors": [],
-                "forgotten": ["op-q-000"],
-            },
+            evidence=JoinResult(joined=["h0"], overdue=["h1"], returned=["op-a-001"], forgotten=["op-q-000"]),
         ),
         PhaseOutcome(
             "reclaim",
             False,
             error="close of h9: controller said no",
-            evidence={
-                "candidates": 2,
-                "returned": ["op-a-000", "op-c-000"],
-                "kept": [
-                    {"host": "h7", "why": "no valid lease"},
-                    {"host": "h8", "key": "op-a-008", "reason": "idle", "why": "closing: its work still runs"},
+            evidence=ReclaimResult(
+                candidates=2,
+                returned=["op-a-000", "op-c-000"],
+                kept=[
+                    KeptHost("h7", "no valid lease"),
+                    KeptHost("h8", "closing: its work still runs", "op-a-008", "idle"),
                 ],
-                "errors": ["close of h9: controller said no"],
-            },
+                errors=["close of h9: controller said no"],
+            ),
         ),
     ]
-    decision = {
-        "template": "cpu",
-        "outcome": "ops",
-        "evidence": {"gap": GAP.evidence(), "now": 1990.0},
-        "ops": [{"provider": "sim", "count": 1}],
-    }
+    decision = ScaleOutDecision("cpu", "ops", (OpRequest("cpu", "sim", 1, 1),), {"gap": GAP.evidence(), "now": 1990.0})
     return PassReport(
         "demand",
         1990.0,
         1999.5,
         phases,
-        {"cpu": GAP.evidence()},
+        {"cpu": GAP},
         ["op-b"],
-        [IDLE.to_json(), CLOSED.to_json()],
+        [IDLE, CLOSED],
         ["sim"],
         [decision],
-        [BLOCK.evidence(), GIVEN_UP.evidence()],
+        [BLOCK, GIVEN_UP],
     )
 
 
