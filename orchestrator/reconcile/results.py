@@ -156,7 +156,7 @@ class HostBootstrap:
 
     outcome: str
     attempt: int
-    next: str  # "again" (stopped), "done", "retry", "give-up"
+    next: str  # "done" | "retry" | "give-up", or "again" when the play was stopped (no attempt)
 
 
 @dataclass(frozen=True)

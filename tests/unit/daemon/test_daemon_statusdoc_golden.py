@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from orchestrator.clients.controller.lease import LeaseStatus
 from orchestrator.daemon.metrics import DaemonMetrics
+from orchestrator.daemon.passfigures import PassFigures
 from orchestrator.daemon.statusdoc import build_document, update_metrics
 from orchestrator.model.config import BreakerSettings
 from orchestrator.model.facts import Epoch
@@ -131,12 +135,13 @@ def failed_read() -> PassReport:
     return PassReport("interval", 2000.0, 2000.25, phases, {}, [], [])
 
 
-def document(tmp_path: Path) -> dict[str, object]:
+def document(tmp_path: Path, last: PassReport | dict[str, Any] | None = None) -> dict[str, Any]:
+    """The status document of the pass ``last`` (the typed report above by default)."""
     breakers = Breakers.load(tmp_path, BreakerSettings(failures=1, window=600, cool_off=3600))
     breakers.failure("gpu", "bootstrap", "unreachable", now=1000.0)
     return build_document(
         daemon={"pid": 42, "state": "running"},
-        report=report().to_json(),
+        report=report() if last is None else last,
         leases=[LeaseStatus("sim", True, Epoch(3, 2), 15.0, 9.0, "me", "")],
         breakers=breakers,
         facts={"sim": FACTS},
@@ -149,6 +154,17 @@ def document(tmp_path: Path) -> dict[str, object]:
 def test_the_status_document_of_a_pass_is_the_recorded_one(tmp_path: Path) -> None:
     got = json.dumps(document(tmp_path), indent=2, sort_keys=True) + "\n"
     assert got == GOLDEN.read_text()
+    # The same document from the report's JSON (a ``last_pass`` written before).
+    assert document(tmp_path / "again", report().to_json()) == json.loads(got)
+
+
+def test_the_figures_of_a_typed_report_are_those_read_back_from_its_document() -> None:
+    for made in (report(), failed_read()):
+        assert PassFigures.of(made) == PassFigures.from_json(made.to_json())
+    figures = PassFigures.of(report())
+    assert (figures.unjoined, figures.reclaimed) == (("op-a-001",), ("op-a-000", "op-c-000"))
+    assert [p.name for p in figures.phases if p.failed] == ["resume", "reclaim"]
+    assert figures.blocked == (("sim", "gpu"), ("sim", "*"))
 
 
 def test_a_failed_read_reports_every_later_phase_skipped_with_the_reason() -> None:
@@ -161,9 +177,11 @@ def test_a_failed_read_reports_every_later_phase_skipped_with_the_reason() -> No
     ]
 
 
-def test_the_metrics_of_the_recorded_document(tmp_path: Path) -> None:
+@pytest.mark.parametrize("typed", [True, False], ids=["typed-report", "document-alone"])
+def test_the_metrics_of_the_recorded_document(tmp_path: Path, typed: bool) -> None:
     metrics = DaemonMetrics()
-    update_metrics(metrics, document(tmp_path), CONFIG, pass_duration=9.5)
+    figures = PassFigures.of(report()) if typed else None
+    update_metrics(metrics, document(tmp_path), CONFIG, pass_duration=9.5, figures=figures)
     got = samples(metrics)
     # Both failed phases count one; the skipped beside resume is no failure.
     assert got[("xceprov_reconcile_phase_failures_total", (("phase", "resume"),))] == 1
