@@ -1,9 +1,10 @@
-"""The status document made from one pass's report is exactly the recorded one (docs/daemon.md, "Status file").
+"""The status document made from typed results is exactly the recorded one (docs/daemon.md, "Status file").
 
 The report below has every phase's evidence in every shape it takes (a resume beside the pass,
 one that failed, a skipped phase, a phase that raised, both shapes of a kept reclaim host); the
 document built from it, written as ``status.json`` is, must equal ``golden/status.json``
-byte for byte, and the metrics read from it the values the document states.
+byte for byte, and the metrics read from it the values the document states; so must the last
+orphan scan's member (``orphans.last_scan``, ``golden/orphans_last_scan.json``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 from orchestrator.clients.controller.lease import LeaseStatus
 from orchestrator.daemon.metrics import DaemonMetrics
 from orchestrator.daemon.passfigures import PassFigures
+from orchestrator.daemon.scansummary import failed_summary, summary
 from orchestrator.daemon.statusdoc import build_document, update_metrics
 from orchestrator.model.config import BreakerSettings
 from orchestrator.model.facts import Epoch
@@ -43,9 +45,11 @@ from orchestrator.reconcile.results import (
     WaitingOp,
 )
 from orchestrator.reconcile.scaleout import ScaleOutDecision
+from tests.unit.daemon.test_daemon_orphan_scans import T0, stray_report
 from tests.unit.daemon.test_daemon_statusdoc import CONFIG, FACTS, HOSTS, samples
 
 GOLDEN = Path(__file__).parent / "golden" / "status.json"
+SCAN_GOLDEN = Path(__file__).parent / "golden" / "orphans_last_scan.json"
 
 IDLE = ReclaimCandidate("op-a-000", "sim", "cpu", "h0", "idle", "idle", 1500.0, 3600.0, {"idle_for": 499.0})
 CLOSED = ReclaimCandidate("op-c-000", "sim", "cpu", "h2", "closed", "closed", 0.0, 42.123456)
@@ -194,3 +198,13 @@ def test_the_metrics_of_the_recorded_document(tmp_path: Path, typed: bool) -> No
     for name, value in (("demand", 5), ("in_flight", 3), ("gap", 2)):
         assert got[(f"xceprov_template_{name}", (("template", "cpu"),))] == value
     assert got[("xceprov_reconcile_last_pass_timestamp_seconds", ())] == 1999.5
+
+
+def test_the_last_orphan_scan_member_is_the_recorded_one() -> None:
+    report = stray_report(T0)
+    report.finished = T0 + 3
+    got = {
+        "ok": summary(report, "start").to_json(),
+        "failed": failed_summary("interval", T0, T0 + 1, "terraform exploded").to_json(),
+    }
+    assert json.dumps(got, indent=2, sort_keys=True) + "\n" == SCAN_GOLDEN.read_text()
