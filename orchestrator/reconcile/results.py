@@ -17,8 +17,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-JsonObject = dict[str, Any]
-
 
 class PhaseResult(Protocol):
     """What every phase's result offers the pass: its errors and its ``evidence`` document."""
@@ -28,7 +26,7 @@ class PhaseResult(Protocol):
         """One line per error; the first is the phase's ``error`` (none: the phase went through)."""
         ...
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, Any]:
         """The phase's ``evidence`` member of the status document."""
         ...
 
@@ -40,7 +38,7 @@ class Skipped:
     reason: str
     errors: Sequence[str] = ()
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, Any]:
         """Nothing ran: no evidence (the reason is the phase's ``skipped``)."""
         return {}
 
@@ -57,7 +55,7 @@ class ReadResult:
     leased: Sequence[str]
     errors: Sequence[str] = ()
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, Any]:
         """``snapshot``, ``hosts``, ``facts`` (count per provider), ``leased``."""
         return {
             "snapshot": {"term": self.term, "seq": self.seq, "time": self.time},
@@ -97,7 +95,7 @@ class ResumeResult:
     untracked: dict[str, list[str]] = field(default_factory=dict)
     gained: Sequence[str] = ()
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, Any]:
         """``gained`` (beside the pass only), ``resumed``, ``waiting``, ``closed``, ``errors``, ``untracked``."""
         out = asdict(self)
         del out["gained"]
@@ -111,7 +109,7 @@ class GainedResume:
     gained: Sequence[str]
     errors: Sequence[str] = ()
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, Any]:
         """Only ``gained``: nothing else is known."""
         return {"gained": list(self.gained)}
 
@@ -145,7 +143,7 @@ class ScaleOutResult:
     failed: list[FailedCreate] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, Any]:
         """``rounds``, ``created``, ``failed``, ``errors``: the fields, in their order."""
         return asdict(self)
 
@@ -168,7 +166,7 @@ class BootstrapResult:
     errors: list[str] = field(default_factory=list)
     breakers: dict[str, str] = field(default_factory=dict)  # template -> position
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, Any]:
         """``hosts``, ``returned``, ``errors``, and ``breakers`` when a host was given up."""
         out = asdict(self)
         if not self.breakers:
@@ -186,7 +184,7 @@ class JoinResult:
     errors: list[str] = field(default_factory=list)
     forgotten: list[str] = field(default_factory=list)
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, Any]:
         """``joined``, ``overdue`` (host names), ``returned`` (keys), ``errors``, ``forgotten``."""
         return asdict(self)
 
@@ -200,7 +198,7 @@ class KeptHost:
     key: str = ""
     reason: str = ""
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, Any]:
         """``host`` and ``why``; ``key`` and ``reason`` between them when known."""
         if not self.key:
             return {"host": self.host, "why": self.why}
@@ -216,6 +214,6 @@ class ReclaimResult:
     kept: list[KeptHost] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, Any]:
         """``candidates``, ``returned`` (keys), ``kept``, ``errors``."""
         return {**asdict(self), "kept": [k.to_json() for k in self.kept]}
