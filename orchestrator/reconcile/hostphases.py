@@ -31,7 +31,7 @@ from orchestrator.clients.controller.types import HostInfo
 from orchestrator.errors import LeaseLost
 from orchestrator.model.backoff import Backoff
 from orchestrator.model.config import Config
-from orchestrator.model.facts import Fact
+from orchestrator.model.facts import Epoch, Fact
 from orchestrator.model.progress import GOOD_HOST_OUTCOMES, STOPPED
 from orchestrator.ops.drain import DrainSettings
 from orchestrator.ops.executor import Bootstrap, Created, Executor
@@ -290,7 +290,7 @@ def reclaim_phase(phases: HostPhases) -> ReclaimResult:
 def _close(
     phases: HostPhases,
     provider: str,
-    epoch: Any,
+    epoch: Epoch,
     candidate: ReclaimCandidate,
     host: HostInfo | None,
     errors: list[str],

@@ -8,7 +8,8 @@ methods give exactly the documented keys, in the documented order: where a resul
 named and ordered as its document's keys, ``to_json`` is :func:`dataclasses.asdict` of it.
 
 The list and mapping members are filled while the phase runs (the result is made when the phase
-starts, so that a helper can add an error to it); the result object itself is never replaced.
+starts, so that a helper can add an error to it); a scalar member that is only known at the end
+(the scale-out's ``rounds``, a resume's ``gained``) is set with :func:`dataclasses.replace`.
 """
 
 from __future__ import annotations
