@@ -5,14 +5,13 @@ A scan is the one of ``xceprov orphans`` (``orchestrator/orphans/scan.py``) with
 never beside a pass (they share the executor and the leases), held as work in flight: a SIGTERM
 waits for it, and its actions go through the daemon's executor, which refuses a new one once
 stopping. A scan that raises is logged and audited (``phase-failed``, phase ``orphans``) and the
-loop goes on; the next one is due an interval later. :func:`summary` is the status file's
-``orphans.last_scan`` (docs/daemon.md).
+loop goes on; the next one is due an interval later. :func:`~.scansummary.summary` is the status
+file's ``orphans.last_scan`` (docs/daemon.md).
 """
 
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final, Protocol
@@ -21,6 +20,7 @@ from orchestrator.daemon.guarded import NotStarted, PassAborted, held_unless_sto
 from orchestrator.daemon.lifecycle import Lifecycle
 from orchestrator.daemon.metrics import DaemonMetrics
 from orchestrator.daemon.orphantimer import OrphanTimer
+from orchestrator.daemon.scansummary import FailedScan, ScanSummary, failed_summary, summary
 from orchestrator.model.config import Config
 from orchestrator.orphans.classes import CLASS_NAMES
 from orchestrator.orphans.inputs import first_line
@@ -30,10 +30,6 @@ from orchestrator.workspace.audit import audit
 log = logging.getLogger(__name__)
 
 PHASE: Final = "orphans"
-# The status file lists at most this many findings (every one is in the audit log and in
-# ``xceprov orphans``): a broken view flagging thousands must not bloat a file written each pass.
-LISTED: Final = 20
-OUTCOMES: Final = ("taken", "skipped", "would-take", "reported", "failed")
 
 
 class Scanning(Protocol):
@@ -42,55 +38,6 @@ class Scanning(Protocol):
     def scan(self, act: bool = False, provider: str | None = None) -> ScanReport:
         """One scan of every provider."""
         ...
-
-
-def summary(report: ScanReport, trigger: str) -> dict[str, Any]:
-    """The last scan as the status file shows it: findings per class, outcomes, a few findings."""
-    by_class: Counter[str] = Counter({cls: 0 for cls in CLASS_NAMES})
-    by_class.update(f.cls for f in report.findings)
-    outcomes: Counter[str] = Counter({o: 0 for o in OUTCOMES})
-    outcomes.update(f.outcome for f in report.findings)
-    return {
-        "trigger": trigger,
-        "ok": True,
-        "error": "",
-        "started": report.started,
-        "finished": report.finished,
-        "act": report.act,
-        "dry_run": report.dry_run,
-        "controller": {k: report.controller.get(k) for k in ("read", "error", "term", "term_started")},
-        "complete": report.complete,
-        "findings": dict(by_class),
-        "outcomes": dict(outcomes),
-        "providers": {
-            p.provider: {
-                "findings": sum(1 for f in report.findings if f.provider == p.provider),
-                "not_scanned": dict(p.not_scanned),
-                "unread": list(p.unread),
-                "settle": p.settle.get("passed", False),
-                "breaker_open": bool(p.breaker.get("open")),
-            }
-            for p in report.providers
-        },
-        "listed": [
-            {
-                "class": f.cls,
-                "provider": f.provider,
-                "object_id": f.object_id,
-                "instance_key": f.instance_key,
-                "name": f.name,
-                "action": f.action,
-                "outcome": f.outcome,
-                "reason": f.reason,
-            }
-            for f in report.findings[:LISTED]
-        ],
-    }
-
-
-def failed_summary(trigger: str, started: float, finished: float, error: str) -> dict[str, Any]:
-    """A scan that raised: when, and its error (no findings: nothing it found can be trusted)."""
-    return {"trigger": trigger, "ok": False, "error": error, "started": started, "finished": finished}
 
 
 def class_counts(report: ScanReport) -> dict[str, dict[str, int]]:
@@ -119,7 +66,7 @@ class OrphanScans:
         self.clock = clock
         self.scanner = scanner
         self.timer = OrphanTimer.at_start(float(orphans.interval), float(orphans.settle_window), clock())
-        self.last: dict[str, Any] | None = None
+        self.last: ScanSummary | FailedScan | None = None
 
     @property
     def state_dir(self) -> Path:
@@ -181,16 +128,16 @@ class OrphanScans:
         self.metrics.orphan_scan(
             finished, class_counts(report), [(f.provider, f.action, f.outcome) for f in report.findings]
         )
-        found = self.last["findings"]
+        found = self.last.findings
         log.info(
             "orphan scan (%s): %d findings (%s); %s",
             trigger,
             len(report.findings),
             ", ".join(f"{c} {n}" for c, n in found.items() if n) or "none",
-            ", ".join(f"{o} {n}" for o, n in self.last["outcomes"].items() if n) or "no action",
+            ", ".join(f"{o} {n}" for o, n in self.last.outcomes.items() if n) or "no action",
         )
         return True
 
     def to_json(self) -> dict[str, Any]:
         """The status file's ``orphans`` member."""
-        return {**self.timer.to_json(), "last_scan": self.last}
+        return {**self.timer.to_json(), "last_scan": self.last.to_json() if self.last is not None else None}

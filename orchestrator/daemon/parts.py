@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from orchestrator.clients.controller.factreader import FactReader
 from orchestrator.clients.controller.link import ControllerLink
@@ -24,21 +24,14 @@ from orchestrator.model.config import Config
 from orchestrator.model.members import MemberStore
 from orchestrator.ops.drain import Decommission
 from orchestrator.ops.executor import Bootstrap
+from orchestrator.reconcile.report import PassReport
 from orchestrator.workspace.pgsite import pg_site
-
-
-class PassReporting(Protocol):
-    """What the daemon needs from a pass's report (``orchestrator.reconcile.loop.PassReport``)."""
-
-    def to_json(self) -> dict[str, Any]:
-        """The report as JSON values."""
-        ...
 
 
 class Reconciling(Protocol):
     """What the daemon needs from the reconciler (``orchestrator.reconcile.loop.Reconciler``)."""
 
-    def run_once(self, trigger: str = "interval") -> PassReporting:
+    def run_once(self, trigger: str = "interval") -> PassReport:
         """One pass, in ordered phases."""
         ...
 

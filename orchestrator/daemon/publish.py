@@ -26,6 +26,7 @@ from orchestrator.daemon.members import Membership
 from orchestrator.daemon.metrics import DaemonMetrics
 from orchestrator.daemon.orphanscan import OrphanScans
 from orchestrator.daemon.parts import DaemonOptions
+from orchestrator.daemon.passfigures import PassFigures
 from orchestrator.daemon.statusdoc import build_document, update_metrics
 from orchestrator.errors import ControllerError, StoreUnavailable, XceprovError
 from orchestrator.model.config import Config
@@ -33,6 +34,7 @@ from orchestrator.model.facts import Fact
 from orchestrator.ops.executor import Bootstrap
 from orchestrator.reconcile.bootstraps import BootstrapRecord, BootstrapTracker
 from orchestrator.reconcile.breaker import Breakers
+from orchestrator.reconcile.report import PassReport
 from orchestrator.workspace.daemonstatus import write_status
 from orchestrator.workspace.sharedstore import cluster_documents
 
@@ -63,7 +65,7 @@ class StatusPublishing:
     # The hosts in a bootstrap play now, and the bootstrap records as last read (same reason).
     _bootstrapping: Bootstrapping | None = None
     _records_seen: list[BootstrapRecord] | None = None
-    _last_report: dict[str, Any] | None
+    _last_report: PassReport | None
 
     def watched_bootstrap(self, play: Bootstrap) -> Bootstrap:
         """``play`` whose hosts the status shows as running while it runs; the status is written
@@ -72,24 +74,25 @@ class StatusPublishing:
             self._bootstrapping = Bootstrapping(self.metrics.bootstrap_played)
         return self._bootstrapping.around(play, lambda: self.publish_status(self._last_report, None))
 
-    def publish_status(self, report: dict[str, Any] | None, duration: float | None) -> None:
+    def publish_status(self, report: PassReport | None, duration: float | None) -> None:
         """The status file, the metrics and systemd's status line after a pass (``duration``) or a scan."""
         try:
             document = self._build(report, "stopping" if self.lifecycle.stopping else "running")
             write_status(self.config.state_dir, document)
-            update_metrics(self.metrics, document, self.config, duration)
+            figures = PassFigures.of(report) if report is not None else None
+            update_metrics(self.metrics, document, self.config, duration, figures)
             self._document = document
         except Exception:  # a status that cannot be written must not stop the loop
             log.exception("daemon status not written")
             return
         held = sum(1 for row in document["leases"] if row["held"])
-        ops = len((report or {}).get("ops", []))
+        ops = len(report.ops) if report is not None else 0
         self.options.notifier.status(
-            f"pass {self.passes} ({(report or {}).get('trigger', '-')}): {ops} ops started; "
+            f"pass {self.passes} ({report.trigger if report is not None else '-'}): {ops} ops started; "
             f"leases {held}/{len(self.providers)}"
         )
 
-    def _build(self, report: dict[str, Any] | None, state: str) -> dict[str, Any]:
+    def _build(self, report: PassReport | None, state: str) -> dict[str, Any]:
         assert self.link is not None and self.keeper is not None and self.fact_reader is not None
         link, reader = self.link, self.fact_reader
         facts: dict[str, Sequence[Fact]]

@@ -59,7 +59,6 @@ from orchestrator.daemon.orphanscan import OrphanScans, Scanning
 from orchestrator.daemon.parts import (
     DaemonOptions,
     LoopParts,
-    PassReporting,
     ReconcilerFactory,
     Reconciling,
     ScannerFactory,
@@ -75,6 +74,7 @@ from orchestrator.errors import UsageError, XceprovError
 from orchestrator.model.config import Config
 from orchestrator.ops.facts import LinkFacts
 from orchestrator.ops.hosts import LinkHosts
+from orchestrator.reconcile.report import PassReport
 from orchestrator.workspace.pgbackend import refuse_unmigrated
 from orchestrator.workspace.terraform import engine_for
 
@@ -83,7 +83,6 @@ __all__ = [
     "Daemon",
     "DaemonOptions",
     "LoopParts",
-    "PassReporting",
     "ReconcilerFactory",
     "Reconciling",
     "ScannerFactory",
@@ -164,7 +163,7 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing):
         self.membership: Membership | None = None
         self._share_applied: tuple[set[str], int] | None = None
         self._share_lock = threading.Lock()
-        self._last_report: dict[str, Any] | None = None
+        self._last_report: PassReport | None = None
 
     # -- start ---------------------------------------------------------------------------------
 
@@ -364,9 +363,9 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing):
                 assert self.executor is not None
                 self.executor.new_pass()
                 began = time.monotonic()
-                report: dict[str, Any] | None = None
+                report: PassReport | None = None
                 try:
-                    report = self.reconciler.run_once(trigger).to_json()
+                    report = self.reconciler.run_once(trigger)
                 except PassAborted as exc:
                     log.info("reconcile pass (%s) ended early: %s", trigger, exc)
                     return False

@@ -19,6 +19,7 @@ from typing import Any
 from orchestrator.clients.controller.lease import LeaseStatus
 from orchestrator.clients.controller.types import HostInfo
 from orchestrator.daemon.metrics import DaemonMetrics
+from orchestrator.daemon.passfigures import PassFigures, TemplateRow
 from orchestrator.daemon.timeouts import NamedTimeout
 from orchestrator.model.config import Config
 from orchestrator.model.facts import Fact
@@ -29,6 +30,7 @@ from orchestrator.reconcile.bootstraps import BootstrapRecord
 from orchestrator.reconcile.breaker import Breakers, Position
 from orchestrator.reconcile.budget import unit_cost
 from orchestrator.reconcile.ledger import ledger
+from orchestrator.reconcile.report import PassReport
 
 # Instance states only the facts know (the controller has no host for the key yet):
 REQUESTED = "requested"  # intent committed, no instanceCreated yet
@@ -155,34 +157,30 @@ def breaker_rows(breakers: Breakers, now: float) -> list[dict[str, Any]]:
 _RECLAIM_TIMEOUTS = {"idle": NamedTimeout.IDLE_TIME, "lifetime": NamedTimeout.MAX_LIFETIME}
 
 
-def expired_timeouts(report: Mapping[str, Any] | None, facts: Mapping[str, Sequence[Fact]]) -> list[dict[str, str]]:
+def expired_timeouts(figures: PassFigures, facts: Mapping[str, Sequence[Fact]]) -> list[dict[str, str]]:
     """The named timeouts the pass acted on, one entry per host returned for one:
     ``join_deadline`` (the join-tracking phase's ``returned`` keys, their provider from the
     facts) and ``idle_time`` or ``max_lifetime`` (the reclaim phase's ``returned`` keys, by the
     reason of their reclaim candidate)."""
-    phases = {p.get("name"): p for p in (report or {}).get("phases", [])}
     out: list[dict[str, str]] = []
-    unjoined = (phases.get("join-tracking") or {}).get("evidence", {}).get("returned", [])
-    if unjoined:
+    if figures.unjoined:
         provider_of = {key: r.provider for records in facts.values() for key, r in ledger(records).items()}
         out += [
-            {"provider": provider_of.get(str(key), ""), "timeout": NamedTimeout.JOIN_DEADLINE.value, "key": str(key)}
-            for key in unjoined
+            {"provider": provider_of.get(key, ""), "timeout": NamedTimeout.JOIN_DEADLINE.value, "key": key}
+            for key in figures.unjoined
         ]
-    reclaimed = (phases.get("reclaim") or {}).get("evidence", {}).get("returned", [])
-    candidates = {str(c.get("key")): c for c in (report or {}).get("reclaim_candidates", []) if isinstance(c, dict)}
-    for key in reclaimed:
-        candidate = candidates.get(str(key), {})
-        timeout = _RECLAIM_TIMEOUTS.get(str(candidate.get("reason", "")))
-        if timeout is not None:
-            out.append({"provider": str(candidate.get("provider", "")), "timeout": timeout.value, "key": str(key)})
+    for key in figures.reclaimed:
+        candidate = figures.candidates.get(key)
+        timeout = _RECLAIM_TIMEOUTS.get(candidate.reason) if candidate is not None else None
+        if candidate is not None and timeout is not None:
+            out.append({"provider": candidate.provider, "timeout": timeout.value, "key": key})
     return out
 
 
 def build_document(
     *,
     daemon: Mapping[str, Any],
-    report: Mapping[str, Any] | None,
+    report: PassReport | Mapping[str, Any] | None,
     leases: Iterable[LeaseStatus],
     breakers: Breakers,
     facts: Mapping[str, Sequence[Fact]],
@@ -195,20 +193,23 @@ def build_document(
     config: Config | None = None,
 ) -> dict[str, Any]:
     """The status document (docs/daemon.md, "Status file"); ``daemon`` is its ``daemon`` member;
+    ``report`` the last pass's (typed, or its ``last_pass`` document as written before);
     ``bootstrap_records`` and ``bootstrapping`` (the keys in a play now, per provider) make its
     ``bootstrap`` member; ``config`` its ``cost_per_hour`` member (empty without)."""
     hosts = list(hosts)
+    last = report.to_json() if isinstance(report, PassReport) else dict(report) if report is not None else None
+    figures = PassFigures.of(report) if isinstance(report, PassReport) else PassFigures.from_json(last)
     return {
         "daemon": {**daemon, "written": now},
-        "last_pass": dict(report) if report is not None else None,
+        "last_pass": last,
         "leases": lease_rows(leases),
         "breakers": breaker_rows(breakers, now),
-        "reclaim_candidates": list((report or {}).get("reclaim_candidates", [])),
+        "reclaim_candidates": list((last or {}).get("reclaim_candidates", [])),
         "open_ops": open_op_rows(facts),
         "instances": instance_states(facts, hosts),
         "bootstrap": bootstrap_share(facts, hosts, bootstrap_records, bootstrapping or {}),
         "cost_per_hour": cost_per_hour(facts, config) if config is not None else {},
-        "timeouts_expired": expired_timeouts(report, facts),
+        "timeouts_expired": expired_timeouts(figures, facts),
         # The orphan scans' timer and the last scan's summary (orchestrator/daemon/orphanscan.py).
         "orphans": dict(orphans) if orphans is not None else None,
         # With a shared store (terraform.backend: pg): reachable or since when not, the live
@@ -218,10 +219,17 @@ def build_document(
 
 
 def update_metrics(
-    metrics: DaemonMetrics, document: Mapping[str, Any], config: Config, pass_duration: float | None
+    metrics: DaemonMetrics,
+    document: Mapping[str, Any],
+    config: Config,
+    pass_duration: float | None,
+    figures: PassFigures | None = None,
 ) -> None:
     """Lease, instance, cost, budget, backoff, breaker, pass, phase and per-template metrics from
     a status document and the configuration in force.
+
+    ``figures``: those of the typed report the document was made from (the daemon's, after a
+    pass); without, they are read from the document's ``last_pass``.
 
     Every configured template gets an ``xceprov_breaker_open`` sample (0 when it has no row) and
     its demand, in-flight and gap samples; every provider of the document a sample for each
@@ -254,31 +262,24 @@ def update_metrics(
     }
     for template in sorted(set(templates) | open_templates):
         metrics.set_breaker(template, template in open_templates)
-    last = document.get("last_pass") or {}
-    if "blocked" in last:
+    last = figures if figures is not None else PassFigures.from_json(document.get("last_pass"))
+    if last.blocked is not None:
         providers = document.get("instances", {})
-        metrics.set_backoff(
-            [(str(p), "*") for p in providers],
-            [(str(b["provider"]), str(b["template"])) for b in last["blocked"]],
-        )
-    if pass_duration is not None and "finished" in last:
-        metrics.pass_finished(float(last["finished"]), pass_duration)
+        metrics.set_backoff([(str(p), "*") for p in providers], last.blocked)
+    if pass_duration is not None and last.finished is not None:
+        metrics.pass_finished(last.finished, pass_duration)
         for item in document.get("timeouts_expired", []):  # counted once: for the pass that acted
             metrics.timeout_passed(str(item["provider"]), NamedTimeout(item["timeout"]))
-        phases = last.get("phases", [])
-        metrics.phases_ran((str(p["name"]), not p.get("ok", True) and not p.get("skipped")) for p in phases)
-        if any(
-            p["name"] == "read" and p.get("ok", True) for p in phases
-        ):  # a failed read knows no demand: the last stays
-            metrics.set_templates(template_rows(last.get("gaps", {}), templates))
+        metrics.phases_ran((p.name, p.failed) for p in last.phases)
+        if last.read_ok:  # a failed read knows no demand: the last stays
+            metrics.set_templates(template_rows(last.templates, templates))
 
 
-def template_rows(gaps: Mapping[str, Mapping[str, Any]], templates: Iterable[str]) -> dict[str, tuple[int, int, int]]:
-    """``(demand, in flight, gap)`` per template from a pass report's ``gaps`` (``TemplateGap.evidence``);
-    in flight is every host on its way (the controller's in flight, the awaited and the unreflected
-    ones), so that the gap is the demand minus it; a configured template the pass did not name is 0s."""
-    rows = dict.fromkeys(templates, (0, 0, 0))
-    for template, gap in gaps.items():
-        supply = int(gap["in_flight"]) + int(gap.get("awaited", 0)) + int(gap.get("unreflected", 0))
-        rows[str(template)] = (int(gap["wanted"]), supply, int(gap["gap"]))
-    return rows
+def template_rows(rows: Mapping[str, TemplateRow], templates: Iterable[str]) -> dict[str, tuple[int, int, int]]:
+    """``(demand, in flight, gap)`` per template from a pass's template rows; in flight is every
+    host on its way (the controller's in flight, the awaited and the unreflected ones), so that
+    the gap is the demand minus it; a configured template the pass did not name is 0s."""
+    out = dict.fromkeys(templates, (0, 0, 0))
+    for template, row in rows.items():
+        out[template] = (row.wanted, row.supply, row.gap)
+    return out

@@ -7,8 +7,9 @@ budgets in ``budget``, granularity); failure classes of a create, by the error's
 provider health and backoff (``health``, ``backoff``, ``retry``); the per-template circuit
 breaker (``breaker``); ``max_lifetime`` selection (``lifetime``). Each takes its time as an
 argument and returns its evidence. The pass itself: ``loop`` (``Reconciler.run_once()`` → a
-``PassReport``, ordered isolated phases on an injected clock) over what ``view`` reads of the
-controller (``passctx``: the inputs of one pass); a refused create is closed by ``refused``;
+``PassReport`` of ``report``, ordered phases isolated by ``phases``, each returning its typed
+result of ``results``, on an injected clock) over what ``view`` reads of the controller
+(``passctx``: the inputs of one pass); a refused create is closed by ``refused``;
 the bootstrap, join-tracking and reclaim phases are ``hostphases``, with per-host bootstrap
 records in ``bootstraps`` and the reclaim selection in ``reclaim``; ``statefile`` keeps the
 breakers' and bootstraps' files.

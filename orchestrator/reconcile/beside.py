@@ -21,7 +21,7 @@ The rules that keep one actor per provider:
   stay open for the next holder), and the executor's fence and gate still guard every write in it, as
   they do the pass's (the daemon's stop closes the fence, an apply in flight parks).
 
-Every outcome comes back as a ``resume`` :class:`~orchestrator.reconcile.loop.PhaseOutcome`: an
+Every outcome comes back as a ``resume`` :class:`~orchestrator.reconcile.report.PhaseOutcome`: an
 exception that escaped the resume (even one past the phase's own isolation) is reported as a
 failed resume, never lost with its thread.
 """

@@ -13,10 +13,13 @@ dies with the holder's connection (a daemon killed mid-burst frees it at once).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import Protocol, TypeVar
 
 from orchestrator.errors import XceprovError
 from orchestrator.reconcile.passctx import PassContext
+from orchestrator.reconcile.results import Skipped
+
+R = TypeVar("R")
 
 
 class ScaleOutLock(Protocol):
@@ -36,8 +39,8 @@ def coordinated(
     lock: ScaleOutLock | None,
     ctx: PassContext,
     providers: Iterable[str],
-    decide: Callable[[PassContext], dict[str, Any]],
-) -> dict[str, Any]:
+    decide: Callable[[PassContext], R],
+) -> R | Skipped:
     """``decide(ctx)`` under ``lock`` with every provider's facts read again (as is without a lock);
     the phase skipped, saying why, when the lock is another's or cannot be asked for."""
     if lock is None:
@@ -45,9 +48,9 @@ def coordinated(
     try:
         taken = lock.try_acquire()
     except XceprovError as exc:
-        return {"skipped": f"the shared store's scale-out lock could not be asked for: {exc}"}
+        return Skipped(f"the shared store's scale-out lock could not be asked for: {exc}")
     if not taken:
-        return {"skipped": "another orchestrator is scaling out (the shared store's scale-out lock); next pass"}
+        return Skipped("another orchestrator is scaling out (the shared store's scale-out lock); next pass")
     try:
         for provider in providers:
             ctx.stale(provider)  # what the previous holder committed counts as on its way

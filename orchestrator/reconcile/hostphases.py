@@ -31,7 +31,7 @@ from orchestrator.clients.controller.types import HostInfo
 from orchestrator.errors import LeaseLost
 from orchestrator.model.backoff import Backoff
 from orchestrator.model.config import Config
-from orchestrator.model.facts import Fact
+from orchestrator.model.facts import Epoch, Fact
 from orchestrator.model.progress import GOOD_HOST_OUTCOMES, STOPPED
 from orchestrator.ops.drain import DrainSettings
 from orchestrator.ops.executor import Bootstrap, Created, Executor
@@ -40,6 +40,7 @@ from orchestrator.reconcile.bootstraps import OK, BootstrapRecord, BootstrapTrac
 from orchestrator.reconcile.breaker import Breakers
 from orchestrator.reconcile.passctx import PassContext
 from orchestrator.reconcile.reclaim import ReclaimCandidate, hosts_by_key, reclaim_candidates
+from orchestrator.reconcile.results import BootstrapResult, HostBootstrap, JoinResult, KeptHost, ReclaimResult
 from orchestrator.reconcile.view import Clock
 from orchestrator.workspace.audit import audit
 
@@ -71,7 +72,7 @@ class HostPhases:
         """The controller's hosts (as read by the pass) by instance key and id."""
         return hosts_by_key(self.ctx.hosts)
 
-    def give_back(self, provider: str, keys: Sequence[str], reason: str, evidence: dict[str, Any]) -> str:
+    def give_back(self, provider: str, keys: Sequence[str], reason: str, errors: list[str]) -> str:
         """Return ``keys`` of ``provider`` through the executor; the op id ("" when it failed)."""
         if not keys:
             return ""
@@ -80,7 +81,7 @@ class HostPhases:
         result = self.guarded(
             provider,
             what,
-            evidence,
+            errors,
             lambda: self.executor.return_instances(provider, sorted(keys), drain=NO_WAIT, reason=reason),
         )
         if result is None:
@@ -88,15 +89,15 @@ class HostPhases:
         self.ctx.ops.append(result.op_id)
         return result.op_id
 
-    def guarded(self, provider: str, what: str, evidence: dict[str, Any], call: Callable[[], T]) -> T | None:
-        """``call()``, or None with the error in ``evidence`` (a lost lease ends the provider's pass)."""
+    def guarded(self, provider: str, what: str, errors: list[str], call: Callable[[], T]) -> T | None:
+        """``call()``, or None with the error in ``errors`` (a lost lease ends the provider's pass)."""
         try:
             return call()
         except LeaseLost as exc:
             self.ctx.lost(provider)
-            evidence["errors"].append(f"{what}: {_line(exc)}")
+            errors.append(f"{what}: {_line(exc)}")
         except Exception as exc:  # one host's or provider's failure never stops the phase
-            evidence["errors"].append(f"{what}: {_line(exc)}")
+            errors.append(f"{what}: {_line(exc)}")
         return None
 
 
@@ -105,9 +106,9 @@ def joined(host: HostInfo | None) -> bool:
     return host is not None and (host.joined_at > 0 or host.state in JOINED_STATES)
 
 
-def bootstrap_phase(phases: HostPhases, bootstrap: Bootstrap) -> dict[str, Any]:
+def bootstrap_phase(phases: HostPhases, bootstrap: Bootstrap) -> BootstrapResult:
     """Bootstrap the due hosts of every leased provider (see the module docstring)."""
-    evidence: dict[str, Any] = {"hosts": {}, "returned": [], "errors": []}
+    evidence = BootstrapResult()
     known = phases.known()
     retry = phases.config.policy.retry
     for provider in list(phases.ctx.leased):
@@ -130,7 +131,7 @@ def bootstrap_phase(phases: HostPhases, bootstrap: Bootstrap) -> dict[str, Any]:
                 host_fields["phase"] = "bootstrap"
                 if outcome.startswith(STOPPED):
                     phases.tracker.stopped([record], outcome, now)
-                    evidence["hosts"][item.name] = {"outcome": outcome, "attempt": record.attempts, "next": "again"}
+                    evidence.hosts[item.name] = HostBootstrap(outcome, record.attempts, "again")
                     log.info("host %s not bootstrapped: %s", item.name, outcome, extra=host_fields)
                     continue
                 attempt = phases.tracker.record(
@@ -141,15 +142,11 @@ def bootstrap_phase(phases: HostPhases, bootstrap: Bootstrap) -> dict[str, Any]:
                 else:  # the play's text is data: an argument, never the format
                     tries = f"attempt {attempt.record.attempts} of {retry.attempts}, next: {attempt.action}"
                     log.warning("host %s bootstrap failed (%s): %s", item.name, tries, outcome, extra=host_fields)
-                evidence["hosts"][item.name] = {
-                    "outcome": outcome,
-                    "attempt": attempt.record.attempts,
-                    "next": attempt.action,
-                }
+                evidence.hosts[item.name] = HostBootstrap(outcome, attempt.record.attempts, attempt.action)
                 if attempt.action == "give-up":
                     give_up.append(item.key)
                     state = phases.breakers.failure(item.template, "bootstrap", f"{item.name}: {outcome}", now)
-                    evidence.setdefault("breakers", {})[item.template] = state.position.value
+                    evidence.breakers[item.template] = state.position.value
             phases.audit(
                 "reconcile-bootstrap",
                 provider=provider,
@@ -158,12 +155,12 @@ def bootstrap_phase(phases: HostPhases, bootstrap: Bootstrap) -> dict[str, Any]:
             )
         if give_up:
             reason = f"bootstrap failed {retry.attempts} times"
-            op = phases.give_back(provider, give_up, reason, evidence)
+            op = phases.give_back(provider, give_up, reason, evidence.errors)
             phases.audit("reconcile-bootstrap-gave-up", provider=provider, keys=sorted(give_up), op=op, reason=reason)
             fields = {"provider": provider, "op_id": op, "phase": "bootstrap"}
             log.warning("%d hosts given up after %s; returned by op %s", len(give_up), reason, op or "-", extra=fields)
             if op:
-                evidence["returned"] += sorted(give_up)
+                evidence.returned.extend(sorted(give_up))
     return evidence
 
 
@@ -184,9 +181,9 @@ def _run_bootstrap(bootstrap: Bootstrap, provider: str, batch: Sequence[Created]
         return {c.name: f"failed: {type(exc).__name__}: {_line(exc)}" for c in batch}
 
 
-def join_phase(phases: HostPhases) -> dict[str, Any]:
+def join_phase(phases: HostPhases) -> JoinResult:
     """Count first joins; return expected hosts past their ``join_deadline`` (class (a))."""
-    evidence: dict[str, Any] = {"joined": [], "overdue": [], "returned": [], "errors": []}
+    evidence = JoinResult()
     known = phases.known()
     for provider in list(phases.ctx.leased):
         now = phases.clock()
@@ -203,7 +200,7 @@ def join_phase(phases: HostPhases) -> dict[str, Any]:
         # One write for all first joins (after a restart they can be every host of the site).
         for record in phases.tracker.joined(first_joins):
             phases.breakers.success(record.template, now)
-            evidence["joined"].append(record.host_name)
+            evidence.joined.append(record.host_name)
             host_fields = {"provider": provider, "template": record.template, "phase": "join-tracking"}
             log.info("host %s joined the controller", record.host_name, extra=host_fields)
         if not overdue:
@@ -221,7 +218,7 @@ def join_phase(phases: HostPhases) -> dict[str, Any]:
             for f in overdue
         ]
         reason = "orphan class (a): never joined by its join_deadline"
-        op = phases.give_back(provider, [f.instance_key for f in overdue], reason, evidence)
+        op = phases.give_back(provider, [f.instance_key for f in overdue], reason, evidence.errors)
         phases.audit("reconcile-join-overdue", provider=provider, hosts=details, op=op, reason=reason)
         for d in details:
             fields = {
@@ -231,60 +228,60 @@ def join_phase(phases: HostPhases) -> dict[str, Any]:
                 "phase": "join-tracking",
             }
             log.warning("join_deadline passed: %s never joined; returned by op %s", d["host"], op or "-", extra=fields)
-        evidence["overdue"] += [d["host"] for d in details]
+        evidence.overdue.extend(f.host_name for f in overdue)
         if op:
-            evidence["returned"] += [f.instance_key for f in overdue]
+            evidence.returned.extend(f.instance_key for f in overdue)
             for f in overdue:
                 phases.breakers.failure(f.template, "join", f"{f.host_name}: not joined by {f.join_deadline:.0f}", now)
     # Records of hosts that are gone (returned, lost) are of no more use: the file stays small.
     live = (r.key for r in phases.ctx.records() if not r.gone)
-    evidence["forgotten"] = phases.tracker.prune(live, phases.config.providers)
+    evidence.forgotten.extend(phases.tracker.prune(live, phases.config.providers))
     return evidence
 
 
-def reclaim_phase(phases: HostPhases) -> dict[str, Any]:
+def reclaim_phase(phases: HostPhases) -> ReclaimResult:
     """Close and return idle, old and closed hosts; keep those that turned busy."""
     now = phases.clock()
     candidates = reclaim_candidates(phases.config, phases.ctx.records(), phases.ctx.hosts, now)
     phases.ctx.candidates = candidates
-    evidence: dict[str, Any] = {"candidates": len(candidates), "returned": [], "kept": [], "errors": []}
+    evidence = ReclaimResult(candidates=len(candidates))
     known = phases.known()
     by_provider: dict[str, list[ReclaimCandidate]] = {}
     for c in candidates:
         by_provider.setdefault(c.provider, []).append(c)
     for provider, group in sorted(by_provider.items()):
         if provider not in phases.ctx.leased:
-            evidence["kept"] += [{"host": c.host_name, "why": "no valid lease"} for c in group]
+            evidence.kept.extend(KeptHost(c.host_name, "no valid lease") for c in group)
             continue
         try:
             epoch = phases.executor.fence.gate(provider)
         except LeaseLost as exc:
             phases.ctx.lost(provider)
-            evidence["errors"].append(f"reclaim on {provider}: {_line(exc)}")
+            evidence.errors.append(f"reclaim on {provider}: {_line(exc)}")
             continue
         chosen: list[ReclaimCandidate] = []
-        kept: list[dict[str, Any]] = []
+        kept: list[KeptHost] = []
         for c in group:
-            answer = _close(phases, provider, epoch, c, known.get(c.key), evidence)
+            answer = _close(phases, provider, epoch, c, known.get(c.key), evidence.errors)
             host_fields = {"provider": provider, "template": c.template, "phase": "reclaim"}
             if answer == "closed":
                 chosen.append(c)
                 log.info("reclaim: host %s (%s) is returned: %s", c.host_name, c.key, c.reason, extra=host_fields)
             elif answer:
-                kept.append({"host": c.host_name, "key": c.key, "reason": c.reason, "why": answer})
+                kept.append(KeptHost(c.host_name, answer, c.key, c.reason))
                 log.info("reclaim: host %s (%s) is kept: %s", c.host_name, c.key, answer, extra=host_fields)
         reason = "reclaim: " + ", ".join(sorted({c.reason for c in chosen}))
-        op = phases.give_back(provider, [c.key for c in chosen], reason, evidence)
+        op = phases.give_back(provider, [c.key for c in chosen], reason, evidence.errors)
         phases.audit(
             "reconcile-reclaim",
             provider=provider,
             op=op,
             returned=[c.to_json() for c in chosen],
-            kept=kept,
+            kept=[k.to_json() for k in kept],
         )
-        evidence["kept"] += kept
+        evidence.kept.extend(kept)
         if op:
-            evidence["returned"] += [c.key for c in chosen]
+            evidence.returned.extend(c.key for c in chosen)
             fields = {"provider": provider, "op_id": op, "phase": "reclaim"}
             log.info("%d hosts returned by op %s (%s); %d kept", len(chosen), op, reason, len(kept), extra=fields)
     return evidence
@@ -293,10 +290,10 @@ def reclaim_phase(phases: HostPhases) -> dict[str, Any]:
 def _close(
     phases: HostPhases,
     provider: str,
-    epoch: Any,
+    epoch: Epoch,
     candidate: ReclaimCandidate,
     host: HostInfo | None,
-    evidence: dict[str, Any],
+    errors: list[str],
 ) -> str:
     """``closed`` when the host may be returned now, else why it is kept ("" after an error)."""
     if host is None or not joined(host) or candidate.state == "closed":
@@ -308,7 +305,7 @@ def _close(
     answer = phases.guarded(
         provider,
         f"close of {candidate.host_name}",
-        evidence,
+        errors,
         lambda: phases.executor.hosts.close(provider, epoch, host, f"reclaim: {candidate.reason}"),
     )
     if answer is None:

@@ -24,10 +24,9 @@ import logging
 import random
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from orchestrator.errors import ControllerError, LeaseLost
 from orchestrator.model.backoff import Backoff
@@ -37,16 +36,33 @@ from orchestrator.ops.executor import Bootstrap, Executor
 from orchestrator.ops.openops import OpenOp, open_ops
 from orchestrator.ops.resume import Seen, resume_op, survey
 from orchestrator.reconcile import hostphases
-from orchestrator.reconcile.beside import GAIN_POLL, BesideResumes, Hold, Resumed, no_hold
+from orchestrator.reconcile.beside import GAIN_POLL, BesideResumes, Hold, no_hold
 from orchestrator.reconcile.bootstraps import BootstrapTracker
 from orchestrator.reconcile.breaker import Breakers
 from orchestrator.reconcile.budget import Usage
 from orchestrator.reconcile.classify import FailureClass, classify_error
 from orchestrator.reconcile.deciding import ScaleOutLock, coordinated
 from orchestrator.reconcile.gap import gaps_from_ledger
-from orchestrator.reconcile.health import ProviderHealth
+from orchestrator.reconcile.health import Block, ProviderHealth
 from orchestrator.reconcile.passctx import PassContext, ReadFailed, read_inputs
+from orchestrator.reconcile.phases import beside_failed, join_beside, run_phase
+from orchestrator.reconcile.phases import one_line as _one_line
 from orchestrator.reconcile.refused import StillLaunched, close_refused
+from orchestrator.reconcile.report import PHASES, PassReport, PhaseOutcome, decision_json
+from orchestrator.reconcile.results import (
+    BootstrapResult,
+    CreatedOp,
+    FailedCreate,
+    GainedResume,
+    JoinResult,
+    PhaseResult,
+    ReclaimResult,
+    ResumedOp,
+    ResumeResult,
+    ScaleOutResult,
+    Skipped,
+    WaitingOp,
+)
 from orchestrator.reconcile.retry import retry_decision
 from orchestrator.reconcile.scaleout import PolicyInputs, ScaleOutDecision, scale_out
 from orchestrator.reconcile.view import Clock, ControllerView
@@ -55,74 +71,8 @@ from orchestrator.workspace.sharedstore import cluster_documents
 
 log = logging.getLogger(__name__)
 
-PHASES = ("read", "resume", "scale-out", "bootstrap", "join-tracking", "reclaim")
-
-
-@dataclass(frozen=True)
-class PhaseOutcome:
-    """How one phase of a pass went."""
-
-    name: str  # "read" | "resume" | "scale-out" | "bootstrap" | "join-tracking" | "reclaim"
-    ok: bool
-    skipped: str = ""  # why the phase did not run (e.g. "read failed: controller unreachable")
-    error: str = ""  # one line; the loop goes on
-    evidence: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON-ready."""
-        return {
-            "name": self.name,
-            "ok": self.ok,
-            "skipped": self.skipped,
-            "error": self.error,
-            "evidence": self.evidence,
-        }
-
-
-@dataclass(frozen=True)
-class PassReport:
-    """What one pass saw and did: the daemon's status and metrics are made from it."""
-
-    trigger: str  # "start" | "interval" | "demand" | "host-event" | "reload"
-    started: float
-    finished: float
-    phases: list[PhaseOutcome]
-    gaps: dict[str, dict[str, Any]]  # template -> TemplateGap.evidence()
-    ops: list[str]  # op ids started this pass
-    reclaim_candidates: list[dict[str, Any]]  # host, provider, key, reason, idle_since, age
-    # Providers whose lease was valid at the read, or came during the pass (joined once their
-    # resume beside the pass ended, see beside.py).
-    leased: list[str] = field(default_factory=list)
-    decisions: list[dict[str, Any]] = field(default_factory=list)  # scale-out decisions with evidence
-    # Providers passed over after failures at the pass's end (``health.Block.evidence``): the
-    # backoff of docs/daemon.md, "Metrics" (``xceprov_provider_backoff``).
-    blocked: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        """Every phase that ran went through."""
-        return all(p.ok for p in self.phases)
-
-    def phase(self, name: str) -> PhaseOutcome:
-        """The outcome of the phase ``name``."""
-        return next(p for p in self.phases if p.name == name)
-
-    def to_json(self) -> dict[str, Any]:
-        """The document the daemon writes to ``status.json`` (``pass`` member)."""
-        return {
-            "trigger": self.trigger,
-            "started": self.started,
-            "finished": self.finished,
-            "duration": round(self.finished - self.started, 6),
-            "ok": self.ok,
-            "phases": [p.to_json() for p in self.phases],
-            "gaps": self.gaps,
-            "ops": list(self.ops),
-            "reclaim_candidates": list(self.reclaim_candidates),
-            "leased": list(self.leased),
-            "decisions": list(self.decisions),
-            "blocked": list(self.blocked),
-        }
+# Re-exported: the pass's report types lived here before report.py.
+__all__ = ["PHASES", "FailedOp", "PassReport", "PhaseOutcome", "Reconciler"]
 
 
 @dataclass
@@ -227,8 +177,8 @@ class Reconciler:
             finished = self.clock()
             return PassReport(trigger, started, finished, phases, {}, [], [], blocked=self._blocked(finished))
         self._read_changed("")
-        phases.append(PhaseOutcome("read", True, evidence=ctx.read_evidence()))
-        steps: list[tuple[str, Callable[[PassContext], dict[str, Any]]]] = [
+        phases.append(PhaseOutcome("read", True, evidence=ctx.read_result()))
+        steps: list[tuple[str, Callable[[PassContext], PhaseResult]]] = [
             ("resume", self._resume),
             ("scale-out", self._scale_out),
             ("bootstrap", self._bootstrap),
@@ -242,7 +192,7 @@ class Reconciler:
             not_leased,
             self.executor.fence.valid,
             partial(self._resume_beside, ctx),
-            self._beside_failed,
+            partial(beside_failed, self.state_dir),
             hold=self.hold,
             poll=self.gain_poll,
             limit=self.config.terraform.parallel_states,
@@ -250,13 +200,13 @@ class Reconciler:
         beside.start()
         try:
             for name, step in steps:
-                outcome = self._run_phase(name, step, ctx)
-                self._join(ctx, phases, beside.collect())  # they ended during the phase: before it
+                outcome = run_phase(self.state_dir, name, step, ctx)
+                join_beside(ctx, phases, beside.collect())  # they ended during the phase: before it
                 phases.append(outcome)
         finally:
             # No resume outlives its pass (one per provider at a time); a stop ends it (beside.py).
             rest = beside.finish()
-        self._join(ctx, phases, rest)
+        join_beside(ctx, phases, rest)
         finished = self.clock()
         return PassReport(
             trigger,
@@ -265,16 +215,16 @@ class Reconciler:
             phases,
             ctx.gaps,
             list(ctx.ops),
-            [c.to_json() for c in ctx.candidates],
+            list(ctx.candidates),
             list(ctx.leased),
             list(ctx.decisions),
             self._blocked(finished),
         )
 
-    def _blocked(self, now: float) -> list[dict[str, Any]]:
-        """The providers passed over now, JSON-ready (the pass's report carries them to the metrics)."""
+    def _blocked(self, now: float) -> list[Block]:
+        """The providers passed over now (the pass's report carries them to the metrics)."""
         with self._books:
-            return [block.evidence() for block in self.health.blocks(now)]
+            return list(self.health.blocks(now))
 
     def reload(self, config: Config) -> None:
         """A good new configuration (SIGHUP): used from the next pass; provider failures forgotten."""
@@ -290,21 +240,7 @@ class Reconciler:
 
     # -- phases ----------------------------------------------------------------------------------
 
-    def _run_phase(self, name: str, step: Callable[[PassContext], dict[str, Any]], ctx: PassContext) -> PhaseOutcome:
-        try:
-            evidence = step(ctx)
-        except Exception as exc:  # isolation: one phase's failure never stops the others
-            error = f"{type(exc).__name__}: {_one_line(exc)}"
-            log.exception("reconcile phase %s failed", name)
-            audit(self.state_dir, "phase-failed", phase=name, error=error)
-            return PhaseOutcome(name, False, error=error)
-        skipped = str(evidence.pop("skipped", ""))
-        errors = evidence.get("errors") or []
-        if errors:
-            audit(self.state_dir, "phase-failed", phase=name, error=errors[0], errors=errors)
-        return PhaseOutcome(name, not errors, skipped=skipped, error=errors[0] if errors else "", evidence=evidence)
-
-    def _resume(self, ctx: PassContext) -> dict[str, Any]:
+    def _resume(self, ctx: PassContext) -> ResumeResult:
         """Open ops: all of them once per lease gained; later only failed ones past their backoff."""
         return self._resume_providers(ctx, list(ctx.leased))
 
@@ -316,31 +252,18 @@ class Reconciler:
         ctx = parent.beside(provider)  # its facts read again: the previous holder wrote since the read
         ended: list[bool] = []
 
-        def step(c: PassContext) -> dict[str, Any]:
-            evidence = self._resume_providers(c, [provider])
+        def step(c: PassContext) -> ResumeResult:
+            result = self._resume_providers(c, [provider])
             ended.append(True)
-            return evidence
+            return result
 
-        outcome = self._run_phase("resume", step, ctx)
-        outcome = replace(outcome, evidence={"gained": [provider], **outcome.evidence})
+        outcome = run_phase(self.state_dir, "resume", step, ctx)
+        gained = replace(outcome.evidence, gained=[provider]) if isinstance(outcome.evidence, ResumeResult) else None
+        outcome = replace(outcome, evidence=gained or GainedResume([provider]))
         return outcome, bool(ended) and provider in ctx.leased
 
-    def _beside_failed(self, provider: str, error: str, skipped: str) -> PhaseOutcome:
-        """The resume of ``provider`` beside the pass did not run its phase to the end."""
-        if error:
-            audit(self.state_dir, "phase-failed", phase="resume", provider=provider, error=error)
-        return PhaseOutcome("resume", not error, skipped=skipped, error=error, evidence={"gained": [provider]})
-
-    @staticmethod
-    def _join(ctx: PassContext, phases: list[PhaseOutcome], done: list[Resumed[PhaseOutcome]]) -> None:
-        """Resumes that ended beside the pass: reported, and their providers leased from now on."""
-        for resumed in done:
-            phases.append(resumed.outcome)
-            if resumed.joined:
-                ctx.joined(resumed.provider)
-
-    def _resume_providers(self, ctx: PassContext, providers: list[str]) -> dict[str, Any]:
-        evidence: dict[str, Any] = {"resumed": [], "waiting": [], "closed": [], "errors": [], "untracked": {}}
+    def _resume_providers(self, ctx: PassContext, providers: list[str]) -> ResumeResult:
+        evidence = ResumeResult()
         for provider in providers:
             with self._books:
                 full = provider not in self._resumed
@@ -351,7 +274,7 @@ class Reconciler:
                 found = survey(self.executor, provider)
                 seen = found.seen
                 if found.untracked:
-                    evidence["untracked"][provider] = found.untracked
+                    evidence.untracked[provider] = list(found.untracked)
             ops = open_ops(ctx.facts(provider))
             still_open = {o.op_id for o in ops}
             with self._books:
@@ -363,12 +286,12 @@ class Reconciler:
                 if failed is not None and not full:
                     action = self._retry_action(ctx, failed)
                     if action == "wait":
-                        evidence["waiting"].append({"op": op.op_id, "retry_at": failed.retry_at})
+                        evidence.waiting.append(WaitingOp(op.op_id, failed.retry_at))
                         continue
                     listing = failed.failure == FailureClass.TRANSIENT.value
                     reason = f"not retried: {failed.error}"
                     if action == "abandon" and self._close(ctx, op, reason, check_listing=listing):
-                        evidence["closed"].append(op.op_id)
+                        evidence.closed.append(op.op_id)
                         continue
                 self._attempt(ctx, op, evidence, seen)
                 seen = None  # read before this op's changes: never for the next op
@@ -386,45 +309,46 @@ class Reconciler:
             decision = retry_decision(self.config, usage, self.health, failed.provider, failed.template, now)
         return decision.action
 
-    def _attempt(self, ctx: PassContext, op: OpenOp, evidence: dict[str, Any], seen: Seen | None = None) -> None:
+    def _attempt(self, ctx: PassContext, op: OpenOp, evidence: ResumeResult, seen: Seen | None = None) -> None:
         ctx.stale(op.provider)  # before the change: a failure handler reads the facts again
         try:
             resolution = resume_op(self.executor, op, seen)
         except LeaseLost as exc:
             self._fenced(ctx, op.provider, op.op_id, exc)
-            evidence["errors"].append(f"op {op.op_id}: {_one_line(exc)}")
+            evidence.errors.append(f"op {op.op_id}: {_one_line(exc)}")
             return
         except ControllerError as exc:
             self._unreachable(op.provider, op.op_id, op.template, op.kind, exc)
-            evidence["errors"].append(f"op {op.op_id}: {_one_line(exc)}")
+            evidence.errors.append(f"op {op.op_id}: {_one_line(exc)}")
             return
         except Exception as exc:
             self._op_failed(ctx, op.provider, op.op_id, op.template, op.kind, exc)
-            evidence["errors"].append(f"op {op.op_id}: {_one_line(exc)}")
+            evidence.errors.append(f"op {op.op_id}: {_one_line(exc)}")
             return
         with self._books:
             self.failed.pop(op.op_id, None)
             if op.kind == "create":
                 self.health.succeeded(op.provider, op.template)
-        evidence["resumed"].append({"op": op.op_id, "outcome": resolution.outcome, "reason": resolution.reason})
+        evidence.resumed.append(ResumedOp(op.op_id, resolution.outcome, resolution.reason))
 
-    def _scale_out(self, ctx: PassContext) -> dict[str, Any]:
+    def _scale_out(self, ctx: PassContext) -> ScaleOutResult | Skipped:
         """The scale-out phase, under the shared store's scale-out lock when there is one."""
         return coordinated(self.scale_out_lock, ctx, sorted(self.config.providers), self._scale_out_now)
 
-    def _scale_out_now(self, ctx: PassContext) -> dict[str, Any]:
+    def _scale_out_now(self, ctx: PassContext) -> ScaleOutResult:
         """Gap → policy → creates; a refused create is closed and the next round falls back."""
-        evidence: dict[str, Any] = {"rounds": 0, "created": [], "failed": [], "errors": []}
+        evidence = ScaleOutResult()
+        rounds = 0
         # Every round decides as of the phase's start: a provider that refused in round one is
         # still passed over in round two even when closing the refused op outlasted its backoff.
         now = self.clock()
         fallback: set[str] = set()
         for _round in range(len(self.config.providers) + 1):
-            evidence["rounds"] += 1
+            rounds += 1
             records = ctx.records()
             gaps = gaps_from_ledger(ctx.snapshot, records)
             if not ctx.gaps:
-                ctx.gaps = {t: g.evidence() for t, g in gaps.items()}
+                ctx.gaps = dict(gaps)
             with self._books:  # the policy reads health and the failed ops a resume beside may change
                 inputs = PolicyInputs(
                     gaps, records, self.health, self.breakers, now, self._unavailable(ctx), frozenset(fallback)
@@ -441,7 +365,7 @@ class Reconciler:
                     fallback.add(request.template)
             if not refused:
                 break
-        return evidence
+        return replace(evidence, rounds=rounds)
 
     def _unavailable(self, ctx: PassContext) -> dict[str, str]:
         """Providers the policy must pass over in this round, and why (under ``_books``)."""
@@ -454,20 +378,14 @@ class Reconciler:
 
     def _audit_decisions(self, ctx: PassContext, decisions: list[ScaleOutDecision]) -> None:
         for decision in decisions:
-            entry: dict[str, Any] = {
-                "template": decision.template,
-                "outcome": decision.outcome,
-                "evidence": dict(decision.evidence),
-                "ops": [{"provider": o.provider, "count": o.count} for o in decision.ops],
-            }
-            ctx.decisions.append(entry)
+            ctx.decisions.append(decision)
             # Every decision that asks for hosts is audited; a standing one (cooldown, no room,
             # breaker open) only when it changes, or the log would repeat it every pass.
             if decision.ops or self._last_outcomes.get(decision.template) != decision.outcome:
-                audit(self.state_dir, "reconcile-scale-out", **entry)
+                audit(self.state_dir, "reconcile-scale-out", **decision_json(decision))
             self._last_outcomes[decision.template] = decision.outcome
 
-    def _create(self, ctx: PassContext, provider: str, template: str, count: int, evidence: dict[str, Any]) -> bool:
+    def _create(self, ctx: PassContext, provider: str, template: str, count: int, evidence: ScaleOutResult) -> bool:
         """One create; True when it was refused and closed (its hosts may be asked for elsewhere)."""
         op_id = new_op_id()
         ctx.stale(provider)  # before the change: the failure handler reads the op's facts
@@ -475,26 +393,24 @@ class Reconciler:
             result = self.executor.create(provider, template, count, op_id=op_id)
         except LeaseLost as exc:
             self._fenced(ctx, provider, op_id, exc)
-            evidence["errors"].append(f"op {op_id}: {_one_line(exc)}")
+            evidence.errors.append(f"op {op_id}: {_one_line(exc)}")
             return False
         except ControllerError as exc:
             ctx.ops.append(op_id)
             self._unreachable(provider, op_id, template, "create", exc)
-            evidence["errors"].append(f"op {op_id}: {_one_line(exc)}")
+            evidence.errors.append(f"op {op_id}: {_one_line(exc)}")
             return False
         except Exception as exc:
             ctx.ops.append(op_id)
             closed = self._op_failed(ctx, provider, op_id, template, "create", exc)
-            evidence["failed"].append({"op": op_id, "provider": provider, "error": _one_line(exc), "closed": closed})
+            evidence.failed.append(FailedCreate(op_id, provider, _one_line(exc), closed))
             return closed
         ctx.ops.append(op_id)
         with self._books:
             self.health.succeeded(provider, template)
         fields = {"op_id": op_id, "provider": provider, "template": template, "phase": "scale-out"}
         log.info("op %s created %d hosts of %s on %s", op_id, len(result.created), template, provider, extra=fields)
-        evidence["created"].append(
-            {"op": op_id, "provider": provider, "template": template, "count": len(result.created)}
-        )
+        evidence.created.append(CreatedOp(op_id, provider, template, len(result.created)))
         return False
 
     def _op_failed(self, ctx: PassContext, provider: str, op_id: str, template: str, kind: str, exc: Exception) -> bool:
@@ -581,15 +497,15 @@ class Reconciler:
             self._resumed.discard(provider)
         audit(self.state_dir, "reconcile-op-fenced", provider=provider, op=op_id, reason=_one_line(exc))
 
-    def _bootstrap(self, ctx: PassContext) -> dict[str, Any]:
+    def _bootstrap(self, ctx: PassContext) -> BootstrapResult | Skipped:
         if self.bootstrap is None:
-            return {"skipped": "no bootstrap play configured: hosts join by themselves"}
+            return Skipped("no bootstrap play configured: hosts join by themselves")
         return hostphases.bootstrap_phase(self._host_phases(ctx), self.bootstrap)
 
-    def _join_tracking(self, ctx: PassContext) -> dict[str, Any]:
+    def _join_tracking(self, ctx: PassContext) -> JoinResult:
         return hostphases.join_phase(self._host_phases(ctx))
 
-    def _reclaim(self, ctx: PassContext) -> dict[str, Any]:
+    def _reclaim(self, ctx: PassContext) -> ReclaimResult:
         return hostphases.reclaim_phase(self._host_phases(ctx))
 
     def _host_phases(self, ctx: PassContext) -> hostphases.HostPhases:
@@ -613,7 +529,3 @@ class Reconciler:
         else:
             audit(self.state_dir, "reconcile-read-ok", previous=self._read_problem)
         self._read_problem = problem
-
-
-def _one_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]

@@ -20,15 +20,17 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from orchestrator.clients.controller.types import DemandSnapshot, Fact, HostInfo
 from orchestrator.errors import XceprovError
 from orchestrator.model.config import Config
 from orchestrator.model.facts import GONE_KINDS, FactKind
 from orchestrator.ops.executor import Executor
+from orchestrator.reconcile.gap import TemplateGap
 from orchestrator.reconcile.ledger import InstanceRecord, ledger
 from orchestrator.reconcile.reclaim import ReclaimCandidate
+from orchestrator.reconcile.results import ReadResult
+from orchestrator.reconcile.scaleout import ScaleOutDecision
 from orchestrator.reconcile.view import Clock, ControllerView
 
 
@@ -47,9 +49,9 @@ class PassContext:
     read_at: float
     _facts: dict[str, list[Fact]]
     _stale: set[str] = field(default_factory=set)
-    gaps: dict[str, dict[str, Any]] = field(default_factory=dict)
+    gaps: dict[str, TemplateGap] = field(default_factory=dict)
     ops: list[str] = field(default_factory=list)
-    decisions: list[dict[str, Any]] = field(default_factory=list)
+    decisions: list[ScaleOutDecision] = field(default_factory=list)
     candidates: list[ReclaimCandidate] = field(default_factory=list)
     # Held while the caches change and while :meth:`beside` copies them (never over a read of the
     # controller: the copy is what a takeover's resume waits for).
@@ -107,14 +109,11 @@ class PassContext:
                 latest[fact.instance_key] = fact
         return [latest[k] for k in sorted(latest)]
 
-    def read_evidence(self) -> dict[str, Any]:
+    def read_result(self) -> ReadResult:
         """What the read saw: the snapshot's order and time, counts, leases."""
-        return {
-            "snapshot": {"term": self.snapshot.term, "seq": self.snapshot.seq, "time": self.snapshot.time},
-            "hosts": len(self.hosts),
-            "facts": {p: len(f) for p, f in sorted(self._facts.items())},
-            "leased": list(self.leased),
-        }
+        facts = {p: len(f) for p, f in sorted(self._facts.items())}
+        snapshot = self.snapshot
+        return ReadResult(snapshot.term, snapshot.seq, snapshot.time, len(self.hosts), facts, list(self.leased))
 
 
 def read_inputs(config: Config, executor: Executor, view: ControllerView, clock: Clock) -> PassContext:

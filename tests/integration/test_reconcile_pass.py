@@ -24,6 +24,7 @@ from orchestrator.model.facts import FactKind
 from orchestrator.ops.executor import Created
 from orchestrator.ops.openops import open_ops
 from orchestrator.reconcile.loop import PassReport
+from orchestrator.reconcile.results import BootstrapResult, JoinResult, ReclaimResult, ScaleOutResult
 from orchestrator.sim.controller import admin
 
 pytestmark = pytest.mark.integration
@@ -46,7 +47,12 @@ def settle(world: World, wanted: int, passes: int, step: float = 5.0) -> list[Pa
     for _ in range(passes):
         reports.append(world.reconciler.run_once())
         facts = world.facts()
-        if len(world.alive()) == wanted and not open_ops(facts) and reports[-1].gaps.get("cpu", {}).get("gap") == 0:
+        if (
+            len(world.alive()) == wanted
+            and not open_ops(facts)
+            and "cpu" in reports[-1].gaps
+            and reports[-1].gaps["cpu"].gap == 0
+        ):
             return reports
         world.clock.advance(step)
     raise AssertionError(f"not settled after {passes} passes: {[r.to_json() for r in reports[-3:]]}")
@@ -64,11 +70,11 @@ def test_steady_demand_creates_exactly_the_missing_hosts(tmp_path: Path) -> None
         assert len(agree(world)) == 3
         created = [op for r in reports for op in r.ops]
         assert len(created) == 1, [r.to_json() for r in reports]
-        assert reports[0].gaps["cpu"]["gap"] == 3
+        assert reports[0].gaps["cpu"].gap == 3
         assert all(r.ok for r in reports), [p for r in reports for p in r.phases if not p.ok]
-        assert reports[-1].gaps["cpu"]["gap"] == 0
+        assert reports[-1].gaps["cpu"].gap == 0
         # Steady: the hosts asked for are counted (in flight at the controller) in every later pass.
-        assert {r.gaps["cpu"]["in_flight"] + r.gaps["cpu"]["unreflected"] for r in reports[1:]} == {3}
+        assert {r.gaps["cpu"].in_flight + r.gaps["cpu"].unreflected for r in reports[1:]} == {3}
 
 
 def test_demand_that_falls_mid_op_does_not_cancel_it(tmp_path: Path) -> None:
@@ -88,7 +94,7 @@ def test_demand_that_falls_mid_op_does_not_cancel_it(tmp_path: Path) -> None:
         later = world.passes(3)
         assert len(agree(world)) == 2  # the op finished: both hosts exist, none cancelled
         assert [op for r in later for op in r.ops] == []
-        assert later[-1].gaps["cpu"]["surplus"] == 2
+        assert later[-1].gaps["cpu"].surplus == 2
 
 
 def test_cloud_api_errors_at_30_percent_end_in_exactly_the_demand(tmp_path: Path) -> None:
@@ -102,7 +108,7 @@ def test_cloud_api_errors_at_30_percent_end_in_exactly_the_demand(tmp_path: Path
         assert all(e["failure"]["class"] == "transient" for e in failures)
         world.store.set_error_rate(0.0)
         assert len(agree(world)) == 2
-        assert reports[-1].gaps["cpu"]["gap"] == 0
+        assert reports[-1].gaps["cpu"].gap == 0
 
 
 TWO_PROVIDERS = {
@@ -127,10 +133,10 @@ def test_capacity_exhausted_on_the_first_provider_falls_back_by_priority(tmp_pat
         [report] = world.passes(1)
         alive = agree(world)
         assert sorted(i.flavor for i in alive.values()) == ["c4.large"] * 3
-        [failed] = report.phase("scale-out").evidence["failed"]
-        assert failed["provider"] == "sim" and failed["closed"] is True
-        [created] = report.phase("scale-out").evidence["created"]
-        assert created["provider"] == "sim2" and created["count"] == 3
+        [failed] = report.result("scale-out", ScaleOutResult).failed
+        assert failed.provider == "sim" and failed.closed is True
+        [created] = report.result("scale-out", ScaleOutResult).created
+        assert created.provider == "sim2" and created.count == 3
         [entry] = [e for e in world.audit() if e["action"] == "reconcile-op-failed"]
         assert entry["failure"]["class"] == "capacity" and entry["decision"] == "abandon"
         # Steady afterwards: nothing more is asked of either provider.
@@ -171,7 +177,7 @@ def test_a_lease_lost_mid_op_stops_creates_and_the_next_pass_finishes(tmp_path: 
         world.store.set_slow_launch(0.0)
         world.wait_lease("sim")
         resumed = world.passes(3)
-        assert [r["op"] for r in resumed[0].phase("resume").evidence["resumed"]] == [op.op_id]
+        assert [r.op for r in resumed[0].phase("resume").evidence.resumed] == [op.op_id]
         assert len(agree(world)) == 3
         assert [o for r in resumed for o in r.ops] == []  # finished by resume, not asked again
 
@@ -210,9 +216,9 @@ def test_a_bootstrap_failing_on_every_host_opens_the_breaker_and_returns_them(
         assert [len(c) for c in calls] == [2, 2]  # two attempts each, then given up
         breakers = json.loads((world.site / "state" / "breakers.json").read_text())["breakers"]
         assert breakers["cpu"]["position"] == "open"
-        opened = next(i for i, r in enumerate(reports) if r.phase("bootstrap").evidence.get("breakers"))
+        opened = next(i for i, r in enumerate(reports) if r.result("bootstrap", BootstrapResult).breakers)
         assert [op for r in reports[opened + 1 :] for op in r.ops] == []  # no more requests
-        assert {d["outcome"] for r in reports[opened + 1 :] for d in r.decisions} == {"breaker-open"}
+        assert {d.outcome for r in reports[opened + 1 :] for d in r.decisions} == {"breaker-open"}
         assert "reconcile-bootstrap-gave-up" in actions(world)
         records = json.loads((world.site / "state" / "bootstrap.json").read_text())["hosts"]
         assert records == {}  # returned hosts are forgotten
@@ -243,9 +249,9 @@ def test_the_budget_cap_holds_under_retries(tmp_path: Path) -> None:
         intents = [f for f in world.facts() if f.kind == FactKind.REQUEST_INTENT]
         assert sum(f.count for f in intents) == 2, intents
         assert len(agree(world)) == 2
-        [decision] = [d for d in report.decisions if d["template"] == "cpu"]
-        assert decision["outcome"] == "no-room"
-        assert decision["evidence"]["providers"][0]["room"]["limit"] == "cluster budget"
+        [decision] = [d for d in report.decisions if d.template == "cpu"]
+        assert decision.outcome == "no-room"
+        assert decision.evidence["providers"][0]["room"]["limit"] == "cluster budget"
 
 
 def test_a_controller_failover_during_a_burst_ends_in_agreement(tmp_path: Path) -> None:
@@ -311,11 +317,11 @@ def test_bootstrap_join_and_idle_reclaim_keep_a_host_that_turned_busy(
         admin.submit(world.ctl_state, "cpu", 2, 1.0)
         world.wait_demand(lambda wanted: wanted.get("cpu") == 2)
         [first] = world.passes(1)
-        assert first.phase("bootstrap").evidence["hosts"] and len(world.alive()) == 2
+        assert first.result("bootstrap", BootstrapResult).hosts and len(world.alive()) == 2
         states = lambda: {h.instance_key: h.state for h in world.link.host_status(provider="sim")}  # noqa: E731
         wait_until("the work ran and ended", lambda: sorted(states().values()) == ["idle", "idle"], timeout=30)
         [second] = world.passes(1)
-        assert len(second.phase("join-tracking").evidence["joined"]) == 2
+        assert len(second.result("join-tracking", JoinResult).joined) == 2
         assert second.reclaim_candidates == []  # idle, but not yet past idle_time and hold_time
         world.clock.advance(180)
         view = BusyBetweenReadAndClose(world, world.reconciler.controller)
@@ -323,14 +329,14 @@ def test_bootstrap_join_and_idle_reclaim_keep_a_host_that_turned_busy(
         view.armed = True
         [third] = world.passes(1)
         assert len(third.reclaim_candidates) == 2
-        kept = third.phase("reclaim").evidence["kept"]
-        assert len(kept) == 1 and "closing" in kept[0]["why"]
-        assert len(third.phase("reclaim").evidence["returned"]) == 1
-        busy_key = kept[0]["key"]
+        kept = third.result("reclaim", ReclaimResult).kept
+        assert len(kept) == 1 and "closing" in kept[0].why
+        assert len(third.result("reclaim", ReclaimResult).returned) == 1
+        busy_key = kept[0].key
         assert set(world.alive()) == {busy_key}  # kept: its work ran on (closing, then closed)
         wait_until("the kept host's work ended", lambda: states().get(busy_key) == "closed", timeout=30)
         [fourth] = world.passes(1)
-        assert fourth.phase("reclaim").evidence["returned"] == [busy_key]
+        assert fourth.result("reclaim", ReclaimResult).returned == [busy_key]
         assert agree(world) == {}
         returned = [e for e in world.audit() if e["action"] == "reconcile-reclaim" and e["op"]]
         assert [r["reason"] for e in returned for r in e["returned"]] == ["idle", "closed"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import socket
 import time
 from pathlib import Path
-from typing import Any
 
 from orchestrator.configfile import LoadedConfig, parse_config
+from orchestrator.reconcile.report import PassReport
 
 SITE = """
 cluster: {cluster}
@@ -65,12 +65,9 @@ class NotifySocket:
         return False
 
 
-class Report:
-    """A pass report of a stand-in reconciler: its trigger, no ops."""
+class Report(PassReport):
+    """A pass report of a stand-in reconciler: its trigger, no phases, no ops."""
 
     def __init__(self, trigger: str) -> None:
-        self.trigger = trigger
-
-    def to_json(self) -> dict[str, Any]:
         now = time.time()
-        return {"trigger": self.trigger, "started": now, "finished": now, "ops": [], "reclaim_candidates": []}
+        super().__init__(trigger, now, now, [], {}, [], [])

@@ -97,7 +97,7 @@ def test_the_lock_s_next_holder_counts_the_intent_its_predecessor_committed(load
     # The other daemon asked for the 3 hosts while this pass waited: nothing more is asked for.
     assert report.ops == [] and lock.taken == 1 and not lock.held
     assert [f.op_id for f in facts.committed if f.kind == FactKind.REQUEST_INTENT] == ["op-other"]
-    assert {d["outcome"] for d in report.decisions} == {"no-gap"}
+    assert {d.outcome for d in report.decisions} == {"no-gap"}
 
 
 def test_with_the_lock_free_the_pass_fills_the_gap_and_lets_it_go(loaded: LoadedConfig) -> None:

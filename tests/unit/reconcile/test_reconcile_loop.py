@@ -30,6 +30,7 @@ from orchestrator.reconcile.bootstraps import BootstrapTracker
 from orchestrator.reconcile.breaker import Breakers
 from orchestrator.reconcile.classify import Classification, FailureClass
 from orchestrator.reconcile.loop import PHASES, Reconciler
+from orchestrator.reconcile.results import ResumeResult
 
 
 class FakeView:
@@ -166,8 +167,8 @@ def test_the_gap_is_asked_for_once_over_many_passes(loaded: LoadedConfig) -> Non
     assert len(reports[0].ops) == 2 and all(r.ops == [] for r in reports[1:])
     created = [f for f in facts.committed if f.kind == FactKind.INSTANCE_CREATED]
     assert sorted(f.template for f in created) == ["cpu", "cpu", "cpu", "gpu"]
-    assert reports[0].gaps["cpu"]["gap"] == 3 and reports[-1].gaps["cpu"]["gap"] == 0
-    assert {d["outcome"] for d in reports[-1].decisions} == {"no-gap"}
+    assert reports[0].gaps["cpu"].gap == 3 and reports[-1].gaps["cpu"].gap == 0
+    assert {d.outcome for d in reports[-1].decisions} == {"no-gap"}
     # What the daemon writes to its status file: plain JSON, the numbers of the decision in it.
     doc = json.loads(json.dumps(reports[0].to_json(), allow_nan=False))
     assert doc["ops"] == reports[0].ops and doc["ok"] is True
@@ -199,11 +200,11 @@ def test_a_breaker_reset_by_another_process_is_honoured_by_the_next_pass(loaded:
     view.want(cpu=1)
     for _ in range(loaded.config.policy.breaker.failures):
         reconciler.breakers.failure("cpu", "join", "never joined", clock.now)
-    assert {d["template"]: d["outcome"] for d in reconciler.run_once().decisions} == {"cpu": "breaker-open"}
+    assert {d.template: d.outcome for d in reconciler.run_once().decisions} == {"cpu": "breaker-open"}
     # `xceprov breaker reset cpu`, in its own process: only the file is shared.
     Breakers.load(loaded.config.state_dir, loaded.config.policy.breaker).reset("cpu")
     report = reconciler.run_once()
-    assert {d["template"]: d["outcome"] for d in report.decisions} == {"cpu": "ops"} and len(report.ops) == 1
+    assert {d.template: d.outcome for d in report.decisions} == {"cpu": "ops"} and len(report.ops) == 1
 
 
 def test_bootstrap_records_another_orchestrator_wrote_are_read_by_the_next_pass(loaded: LoadedConfig) -> None:
@@ -264,10 +265,11 @@ def test_an_op_left_open_on_a_provider_whose_lease_comes_during_the_pass_is_resu
     report = reconciler.run_once("interval")
     assert report.leased == ["sim"]
     # The pass's own resume (nothing leased at its read) and the one beside it, for the lease gained.
-    own = [p for p in report.phases if p.name == "resume" and "gained" not in p.evidence]
-    beside = [p for p in report.phases if p.name == "resume" and p.evidence.get("gained") == ["sim"]]
-    assert len(own) == 1 and own[0].evidence["resumed"] == []
-    assert len(beside) == 1 and [r["op"] for r in beside[0].evidence["resumed"]] == ["op-6b49d200-0123456789ab"]
+    resumes = [p.evidence for p in report.phases if p.name == "resume" and isinstance(p.evidence, ResumeResult)]
+    own = [r for r in resumes if not r.gained]
+    beside = [r for r in resumes if list(r.gained) == ["sim"]]
+    assert len(own) == 1 and own[0].resumed == []
+    assert len(beside) == 1 and [r.op for r in beside[0].resumed] == ["op-6b49d200-0123456789ab"]
     created = {f.instance_key for f in facts.facts("sim") if f.kind == FactKind.INSTANCE_CREATED}
     assert created == set(keys)  # made by this pass, not the next one
     assert open_ops(facts.facts("sim")) == []

@@ -131,7 +131,7 @@ class Site:
 
 def gained(report: PassReport) -> list[PhaseOutcome]:
     """The resume phases of leases gained during the pass."""
-    return [p for p in report.phases if p.name == "resume" and p.evidence.get("gained") == [TAKEN]]
+    return [p for p in report.phases if p.name == "resume" and list(getattr(p.evidence, "gained", ())) == [TAKEN]]
 
 
 def test_a_lease_gained_during_a_long_create_is_resumed_before_that_create_ends(tmp_path: Path) -> None:
@@ -151,8 +151,8 @@ def test_a_lease_gained_during_a_long_create_is_resumed_before_that_create_ends(
     assert seen_in_flight == [True]
     assert site.taken_open() == []
     [resume] = gained(report)
-    assert resume.ok and [r["op"] for r in resume.evidence["resumed"]] == [TAKEN_OP]
-    assert [c["provider"] for c in report.phase("scale-out").evidence["created"]] == ["sim"]
+    assert resume.ok and [r.op for r in resume.evidence.resumed] == [TAKEN_OP]
+    assert [c.provider for c in report.phase("scale-out").evidence.created] == ["sim"]
     assert report.leased == ["sim", TAKEN]  # joined once its resume ended
 
 
@@ -181,13 +181,13 @@ def test_the_pass_never_acts_on_a_provider_while_its_resume_runs(tmp_path: Path)
     # bootstrap ran while it did, and neither acted on sim2.
     assert release.is_set() and booted == [("sim", True)]
     scale_out = report.phase("scale-out").evidence
-    assert [(c["provider"], c["count"]) for c in scale_out["created"]] == [("sim", 1)]
+    assert [(c.provider, c.count) for c in scale_out.created] == [("sim", 1)]
     assert site.applies(TAKEN) == 1 and site.taken_open() == []
     assert report.leased == ["sim", TAKEN]
     # The next pass holds sim2 from its read: the rest of the demand goes there now.
     release.set()
     following = site.reconciler.run_once("interval")
-    assert [(c["provider"], c["count"]) for c in following.phase("scale-out").evidence["created"]] == [(TAKEN, 2)]
+    assert [(c.provider, c.count) for c in following.phase("scale-out").evidence.created] == [(TAKEN, 2)]
     assert gained(following) == []
 
 
