@@ -18,7 +18,8 @@ from orchestrator.ops.executor.results import Created, CreateResult
 from orchestrator.ops.executor.shardaccess import op_scope, shard_index
 from orchestrator.ops.fence import epoch_tag
 from orchestrator.ops.plancheck import check_create
-from orchestrator.render.instances import RenderRequest, controller_context, render_op, render_settings, renderer_for
+from orchestrator.ops.steps import desired_variables, render_instances
+from orchestrator.render.instances import RenderRequest
 from orchestrator.workspace.workdir import ProviderWorkdir
 
 # The instances one shard of an op grows by, and the keys whose facts it records afterwards.
@@ -37,12 +38,10 @@ class CreateOp(HostLossPath):
     """Creates hosts of a template on a provider as one op (see :mod:`orchestrator.ops.executor`)."""
 
     def render(self, provider: str, template: str, count: int, op_id: str, epoch: Epoch) -> dict[str, InstanceSpec]:
-        """The op's instances, tagged with its op id and the real epoch."""
-        if template not in self.config.templates or provider not in self.config.templates[template].providers:
-            raise UsageError(f"template {template!r} cannot run on provider {provider!r}")
-        renderer = renderer_for(self.config, self.root / "templates")
+        """The op's instances, tagged with its op id and the real epoch (the shared step the plan
+        preview renders with, :func:`orchestrator.ops.steps.render_instances`)."""
         request = RenderRequest(provider, template, op_id, count, epoch=epoch_tag(epoch))
-        return render_op(self.config, renderer, request, controller_context(self.config))
+        return render_instances(self.config, self.root, request)
 
     def create(self, provider: str, template: str, count: int, op_id: str | None = None) -> CreateResult:
         """Create ``count`` hosts of ``template`` on ``provider`` as one op (see the module docstring)."""
@@ -96,7 +95,7 @@ class CreateOp(HostLossPath):
                 with shard.lock():
                     desired = self.desired(shard)
                     self.gate(provider, op_id, "desired set")
-                    shard.desired.write(shard.variables({**desired, **specs}, render_settings(self.config, provider)))
+                    shard.desired.write(desired_variables(self.config, shard, {**desired, **specs}))
 
             self.run_shards(work.items(), write)
         keys = sorted(k for _specs, keys in work.values() for k in keys)

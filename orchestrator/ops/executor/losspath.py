@@ -10,7 +10,7 @@ from orchestrator.model.facts import Fact, FactKind
 from orchestrator.model.instances import InstanceSpec
 from orchestrator.ops.executor.tfsteps import TerraformSteps
 from orchestrator.ops.hostloss import LostInstance
-from orchestrator.render.instances import render_settings
+from orchestrator.ops.steps import desired_variables
 from orchestrator.workspace.workdir import ProviderWorkdir
 
 
@@ -59,6 +59,6 @@ class HostLossPath(TerraformSteps):
             )
         self.commit_many(facts)
         remaining = {k: v for k, v in desired.items() if k not in {i.instance_key for i in lost}}
-        workdir.desired.write(workdir.variables(remaining, render_settings(self.config, provider)))
+        workdir.desired.write(desired_variables(self.config, workdir, remaining))
         self.audit("desired-lost-removed", provider=provider, keys=sorted(i.instance_key for i in lost))
         return remaining

@@ -17,14 +17,11 @@ from orchestrator.ops.executor.shardaccess import op_scope, shard_index
 from orchestrator.ops.fence import epoch_tag
 from orchestrator.ops.plancheck import check_delete, resource_keys
 from orchestrator.ops.progress import ApplyTracker
-from orchestrator.render.instances import render_settings
+from orchestrator.ops.steps import desired_variables, plan_desired
 from orchestrator.workspace.erroredstate import has_errored_state
 from orchestrator.workspace.scratch import op_scratch
 from orchestrator.workspace.terraform import instances_output
 from orchestrator.workspace.workdir import ProviderWorkdir
-
-# The root variable every provider root declares for the plan's epoch (docs/provider-modules.md).
-FENCE_VARIABLE = "fence"
 
 
 class TerraformSteps(Recording):
@@ -97,7 +94,7 @@ class TerraformSteps(Recording):
         needs): a read, with or without the lease, never writes the store."""
         if workdir.desired.exists() or self.state_instances(workdir):
             return
-        empty = workdir.variables({}, render_settings(self.config, workdir.provider))
+        empty = desired_variables(self.config, workdir, {})
         if workdir.desired.cached:
             workdir.desired.write_cache(empty)
         else:
@@ -109,20 +106,23 @@ class TerraformSteps(Recording):
     ) -> Iterator[tuple[PlanResult, Path, dict[str, Any]]]:
         """A saved plan of ``instances`` as the whole desired set: (result, plan file, variables).
 
-        The plan is reported as one unit of the ``plan`` phase of ``scope``. It also carries the
-        root variable ``fence`` (:meth:`plan_fence`), which is not part of the desired set.
+        The plan is the shared step (:func:`orchestrator.ops.steps.plan_desired`, which the plan
+        preview runs too), reported as one unit of the ``plan`` phase of ``scope``, with the root
+        variable ``fence`` of this op (:meth:`plan_fence`), which is not part of the desired set.
         """
-        variables = workdir.variables(instances, render_settings(self.config, workdir.provider))
         report = self.progress or no_progress
-        fenced = {**variables, FENCE_VARIABLE: self.plan_fence(workdir.provider)}
+        fence = self.plan_fence(workdir.provider)
         # Under the state directory, not $TMPDIR: a run killed mid-apply leaves it private, and
         # the next op removes it (workspace.scratch).
         with op_scratch(self.config) as scratch:
             plan_file = scratch / "op.tfplan"
-            with reported_phase(report, "plan", scope, 1), workdir.candidate_var_file(fenced, scratch) as var_file:
-                result = self.engine.plan(workdir.path, var_files=[var_file], out=plan_file)
-                report(PlanDone(scope, result.summary.add, result.summary.change, result.summary.remove))
-            yield result, plan_file, variables
+            with reported_phase(report, "plan", scope, 1):
+                plan = plan_desired(
+                    self.config, self.engine, workdir, instances, out=plan_file, fence=fence, scratch=scratch
+                )
+                summary = plan.result.summary
+                report(PlanDone(scope, summary.add, summary.change, summary.remove))
+            yield plan.result, plan_file, plan.variables
 
     def plan_fence(self, provider: str) -> str:
         """The epoch tag a plan hands its provider configuration (root variable ``fence``).

@@ -11,7 +11,7 @@ from orchestrator.model.facts import Fact, FactKind
 from orchestrator.model.instances import instance_key, new_op_id
 from orchestrator.ops.executor.create import CreateOp
 from orchestrator.ops.executor.returnop import ReturnOp
-from orchestrator.render.instances import render_settings
+from orchestrator.ops.steps import desired_variables
 from orchestrator.workspace.modulemeta import instance_address
 
 
@@ -44,7 +44,7 @@ class UnmanagedTermination(CreateOp, ReturnOp):
         with workdir.lock():
             desired = self.desired(workdir)
             spec = self.render(provider, template, 1, op_id, epoch)[key]
-            variables = workdir.variables({**desired, key: spec}, render_settings(self.config, provider))
+            variables = desired_variables(self.config, workdir, {**desired, key: spec})
             address = instance_address(self.config.providers[provider].module, key)
             self.gate(provider, op_id, "import")
             self.audit("op-import", provider=provider, op=op_id, key=key, instance=object_id, reason=reason)
