@@ -10,14 +10,12 @@ but for what only an op under the fence carries: the epoch in the owner tags and
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tffake import ROOT, FakeEngine, unit_executor
 
-from orchestrator.clients.terraform.messages import PlanResult
 from orchestrator.configfile import LoadedConfig
 from orchestrator.model import tags as owner
 from orchestrator.services import plan as plan_service
@@ -25,28 +23,6 @@ from orchestrator.services.plan import plan_burst
 from orchestrator.workspace.bundle import plan_path
 
 OP_ID = "op-same-request"
-
-
-class RecordingEngine(FakeEngine):
-    """The fake engine, keeping the variables of every plan it is asked for."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.planned: list[dict[str, Any]] = []
-
-    def plan(
-        self,
-        workdir: Path,
-        var_files: Sequence[Path] = (),
-        out: Path | None = None,
-        refresh_only: bool = False,
-        destroy: bool = False,
-    ) -> PlanResult:
-        variables: dict[str, Any] = {}
-        for var_file in var_files:
-            variables.update(json.loads(Path(workdir, var_file).read_text()))
-        self.planned.append(variables)
-        return super().plan(workdir, var_files, out, refresh_only, destroy)
 
 
 def without_epoch(variables: dict[str, Any]) -> dict[str, Any]:
@@ -62,17 +38,17 @@ def test_the_preview_plans_what_the_create_op_plans_for_the_same_request(
     loaded: LoadedConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(plan_service, "new_op_id", lambda: OP_ID)
-    preview_engine = RecordingEngine()
+    preview_engine = FakeEngine()
     preview = plan_burst(loaded, {"cpu": 2}, out=tmp_path / "bundle", toolkit_root=ROOT, engine=preview_engine)
-    [previewed] = preview_engine.planned
+    [previewed] = preview_engine.plan_variables
     saved = json.loads(plan_path(tmp_path / "bundle", "sim").read_text())["variables"]
     assert saved == previewed  # the bundle holds the plan of exactly those variables
     assert previewed["fence"] == ""  # a preview plans outside the fence
     assert [i.key for i in preview.providers[0].instances] == sorted(previewed["instances"])
 
-    op_engine = RecordingEngine()
+    op_engine = FakeEngine()
     made = unit_executor(loaded, op_engine).create("sim", "cpu", 2, op_id=OP_ID)
-    [op_planned] = op_engine.planned  # nothing lost: the op's one plan before its apply
+    [op_planned] = op_engine.plan_variables  # nothing lost: the op's one plan before its apply
     assert op_planned["fence"] == "3.7"
     assert sorted(c.key for c in made.created) == sorted(previewed["instances"])
     assert without_epoch(op_planned) == without_epoch(previewed)
