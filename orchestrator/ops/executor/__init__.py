@@ -37,14 +37,42 @@ holds). ``tests/unit/test_private_names.py`` keeps every module off another's pr
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Sequence
+from typing import Any
+
+from orchestrator.model.facts import Epoch, Fact
 from orchestrator.ops.executor.create import ShardWork
 from orchestrator.ops.executor.results import Created, CreateResult, ReturnResult
 from orchestrator.ops.executor.shardaccess import Bootstrap, LossFactory, op_scope, shard_index
 from orchestrator.ops.executor.unmanaged import UnmanagedTermination
+from orchestrator.ops.recorder import OpRecorder, Recorder
 
 
 class Executor(UnmanagedTermination):
     """Carries out ops on the providers of one configuration (see the module docstring)."""
+
+    # -- the recorder, for the callers that record a step of their own (drain, resume, orphans) --
+
+    def gate(self, provider: str, op_id: str, step: str) -> Epoch:
+        """The recorder's gate (:meth:`Recorder.gate`)."""
+        return self.recorder.gate(provider, op_id, step)
+
+    def audit(self, action: str, **details: Any) -> None:
+        """The recorder's audit entry (:meth:`Recorder.audit`)."""
+        self.recorder.audit(action, **details)
+
+    def action(self, name: str) -> contextlib.AbstractContextManager[None]:
+        """The recorder's orphan action (:meth:`Recorder.action`)."""
+        return self.recorder.action(name)
+
+    def commit(self, fact: Fact) -> None:
+        """The recorder's commit (:meth:`Recorder.commit`)."""
+        self.recorder.commit(fact)
+
+    def commit_many(self, facts: Sequence[Fact]) -> None:
+        """The recorder's batch commit (:meth:`Recorder.commit_many`)."""
+        self.recorder.commit_many(facts)
 
 
 __all__ = [
@@ -53,6 +81,8 @@ __all__ = [
     "Created",
     "Executor",
     "LossFactory",
+    "OpRecorder",
+    "Recorder",
     "ReturnResult",
     "ShardWork",
     "op_scope",

@@ -62,16 +62,18 @@ class CreateOp(HostLossPath):
     ) -> dict[ProviderWorkdir, ShardWork]:
         """The op's instances rendered and placed on shards, and its ``requestIntent`` committed
         (``detail`` on the fact); the placement lock is held. What each shard grows by."""
-        epoch = self.gate(provider, op_id, "intent")
+        epoch = self.recorder.gate(provider, op_id, "intent")
         specs = self.render(provider, template, count, op_id, epoch)
         placement = self.shards(provider).place(op_id, sorted(specs))
         # New shards are built and initialised side by side; a missing desired set refuses
         # the op before its intent.
         self.run_shards(placement.items(), lambda shard, _keys: self.checked_desired(self.prepared(shard)))
-        self.commit(
+        self.recorder.commit(
             Fact(FactKind.REQUEST_INTENT, provider, op_id, epoch, template=template, count=count, detail=detail)
         )
-        self.audit("op-placed", provider=provider, op=op_id, shards={str(s.path): len(k) for s, k in placement.items()})
+        self.recorder.audit(
+            "op-placed", provider=provider, op=op_id, shards={str(s.path): len(k) for s, k in placement.items()}
+        )
         return {shard: ({k: specs[k] for k in keys}, keys) for shard, keys in placement.items()}
 
     def place(self, provider: str, template: str, count: int, op_id: str, detail: str = "") -> list[str]:
@@ -94,12 +96,14 @@ class CreateOp(HostLossPath):
                 specs, _keys = item
                 with shard.lock():
                     desired = self.desired(shard)
-                    self.gate(provider, op_id, "desired set")
+                    self.recorder.gate(provider, op_id, "desired set")
                     shard.desired.write(desired_variables(self.config, shard, {**desired, **specs}))
 
             self.run_shards(work.items(), write)
         keys = sorted(k for _specs, keys in work.values() for k in keys)
-        self.audit("op-desired", provider=provider, op=op_id, add=keys, planned="by the resume that applies it")
+        self.recorder.audit(
+            "op-desired", provider=provider, op=op_id, add=keys, planned="by the resume that applies it"
+        )
         return keys
 
     def checked_desired(self, shard: ProviderWorkdir) -> dict[str, InstanceSpec]:
@@ -145,7 +149,7 @@ class CreateOp(HostLossPath):
             deleted = sorted(observer.record(plan).deleted) if desired else []
             if not deleted:
                 return Grown(set(), self.apply_grown(provider, workdir, op_id, specs, plan, plan_file, variables))
-        self.audit("op-drift-deleted", provider=provider, op=op_id, shard=shard_index(workdir), keys=deleted)
+        self.recorder.audit("op-drift-deleted", provider=provider, op=op_id, shard=shard_index(workdir), keys=deleted)
         lost = list(observer.observe())
         desired = self.retire_lost(provider, workdir, desired, lost, op_id)
         retired = {item.instance_key for item in lost}
@@ -168,7 +172,7 @@ class CreateOp(HostLossPath):
         the outputs the apply reported (:meth:`apply`)."""
         check_create(plan, set(specs), f"op {op_id} on provider {provider}")
         workdir.desired.write(variables)  # the op's instances are durable before the cloud call
-        self.audit(
+        self.recorder.audit(
             "op-desired",
             provider=provider,
             op=op_id,
@@ -191,7 +195,7 @@ class CreateOp(HostLossPath):
         held = self.state_instances(workdir, applied)
         missing = [k for k in keys if k not in held]
         if missing:
-            self.audit("op-incomplete", provider=provider, op=op_id, missing=missing)
+            self.recorder.audit("op-incomplete", provider=provider, op=op_id, missing=missing)
             raise FinalError(
                 f"op {op_id}: Terraform holds no instance for {', '.join(missing)} after the apply; "
                 "the op stays open (xceprov ops resume)"
@@ -200,14 +204,16 @@ class CreateOp(HostLossPath):
         # One gate and one batch for the shard's keys (the link splits it into requests within
         # the protocol's limit): both facts of a key sit side by side, so a crash between two
         # requests leaves whole keys recorded or not, and resume records the rest.
-        epoch = self.gate(provider, op_id, "instance facts")
+        epoch = self.recorder.gate(provider, op_id, "instance facts")
         created: list[Created] = []
         facts: list[Fact] = []
         for key in keys:
             inst = held[key]
             if inst.get(ADDRESS_REFUSED):
                 # Recorded unaddressed; the bootstrap gives the host its failed result.
-                self.audit("address-refused", provider=provider, op=op_id, key=key, reason=inst[ADDRESS_REFUSED])
+                self.recorder.audit(
+                    "address-refused", provider=provider, op=op_id, key=key, reason=inst[ADDRESS_REFUSED]
+                )
             item = Created(
                 key,
                 str(inst.get("id", "")),
@@ -228,13 +234,13 @@ class CreateOp(HostLossPath):
                 Fact(FactKind.EXPECTED_HOST, provider, op_id, epoch, join_deadline=item.join_deadline, **common)
             )
             created.append(item)
-        self.commit_many(facts)
+        self.recorder.commit_many(facts)
         return created
 
     def finish_create(self, provider: str, op_id: str, template: str, created: list[Created]) -> CreateResult:
         """Bootstrap (when wired) and the op's closing audit entry."""
         result = CreateResult(op_id, provider, template, created)
-        self.audit(
+        self.recorder.audit(
             "op-created",
             provider=provider,
             op=op_id,
@@ -243,5 +249,5 @@ class CreateOp(HostLossPath):
         )
         if self.bootstrap is not None and created:
             result.bootstrap = dict(self.bootstrap(provider, created))
-            self.audit("op-bootstrap", provider=provider, op=op_id, hosts=result.bootstrap)
+            self.recorder.audit("op-bootstrap", provider=provider, op=op_id, hosts=result.bootstrap)
         return result

@@ -40,7 +40,7 @@ class HostLossPath(TerraformSteps):
         by the orphan scan's reads): ``lost`` facts, keys out of the desired set (lock held)."""
         if not lost:
             return desired
-        epoch = self.gate(provider, op_id, "lost facts")
+        epoch = self.recorder.gate(provider, op_id, "lost facts")
         facts: list[Fact] = []
         for item in lost:
             spec = desired.get(item.instance_key)
@@ -57,8 +57,8 @@ class HostLossPath(TerraformSteps):
                     detail=detail[:4000],
                 )
             )
-        self.commit_many(facts)
+        self.recorder.commit_many(facts)
         remaining = {k: v for k, v in desired.items() if k not in {i.instance_key for i in lost}}
         workdir.desired.write(desired_variables(self.config, workdir, remaining))
-        self.audit("desired-lost-removed", provider=provider, keys=sorted(i.instance_key for i in lost))
+        self.recorder.audit("desired-lost-removed", provider=provider, keys=sorted(i.instance_key for i in lost))
         return remaining

@@ -53,7 +53,7 @@ class ReturnOp(HostLossPath):
         # --max counts Terraform's deletions over every shard of the op.
         self._check_max(result.deleted, max_delete)
         result.plan = result.plans[0] if result.plans else None
-        self.audit(
+        self.recorder.audit(
             "op-return-dry-run" if dry_run else "op-return",
             provider=provider,
             op=op_id,
@@ -107,7 +107,7 @@ class ReturnOp(HostLossPath):
         """``returning`` facts, desired set without ``keys``, planned, checked, applied, ``returned``."""
         desired = self.drop_lost(provider, workdir, self.desired(workdir), op_id)
         held = self.state_instances(workdir)
-        epoch = self.gate(provider, op_id, "returning facts")
+        epoch = self.recorder.gate(provider, op_id, "returning facts")
         returning: list[Fact] = []
         for key in keys:
             spec = desired.get(key)
@@ -124,7 +124,7 @@ class ReturnOp(HostLossPath):
                     host_name=spec.name if spec else "",
                 )
             )
-        self.commit_many(returning)  # every intent is durable before the desired set shrinks
+        self.recorder.commit_many(returning)  # every intent is durable before the desired set shrinks
         self.remove(provider, workdir, op_id, keys, desired, max_delete)
 
     def remove(
@@ -142,7 +142,7 @@ class ReturnOp(HostLossPath):
             deletes = check_delete(plan, set(keys), f"op {op_id} on provider {provider}")
             self._check_max(deletes, max_delete)
             workdir.desired.write(variables)
-            self.audit("op-desired", provider=provider, op=op_id, remove=sorted(keys), deletes=deletes)
+            self.recorder.audit("op-desired", provider=provider, op=op_id, remove=sorted(keys), deletes=deletes)
             outputs = None
             if deletes:
                 names = {k: desired[k].name for k in keys if k in desired}
@@ -151,8 +151,8 @@ class ReturnOp(HostLossPath):
         still = [k for k in keys if k in held]
         if still:
             raise FinalError(f"op {op_id}: {', '.join(still)} still in the Terraform state after the apply")
-        epoch = self.gate(provider, op_id, "returned facts")
-        self.commit_many(
+        epoch = self.recorder.gate(provider, op_id, "returned facts")
+        self.recorder.commit_many(
             [
                 Fact(
                     FactKind.RETURNED,
@@ -165,5 +165,5 @@ class ReturnOp(HostLossPath):
                 for key in keys
             ]
         )
-        self.audit("op-returned", provider=provider, op=op_id, keys=list(keys))
+        self.recorder.audit("op-returned", provider=provider, op=op_id, keys=list(keys))
         return deletes

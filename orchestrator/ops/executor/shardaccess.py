@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -20,7 +19,7 @@ from orchestrator.ops.facts import FactLog
 from orchestrator.ops.fence import STANDALONE_EPOCH, Fence
 from orchestrator.ops.hosts import HostControl
 from orchestrator.ops.losses import LossObserver, observer_for
-from orchestrator.workspace.audit import audit
+from orchestrator.ops.recorder import OpRecorder, Recorder
 from orchestrator.workspace.erroredstate import has_errored_state, recover_errored_state
 from orchestrator.workspace.shards import ProviderShards
 from orchestrator.workspace.sharedstore import provider_documents
@@ -60,6 +59,7 @@ class ShardAccess:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
         progress: ProgressSink | None = None,
+        recorder: OpRecorder | None = None,
     ) -> None:
         self.config = config
         self.root = toolkit_root
@@ -74,9 +74,10 @@ class ShardAccess:
         self.sleep = sleep
         # Plans made and instances applied are reported here (the command line shows them).
         self.progress: ProgressSink | None = progress
+        # The gate, the facts and the audit entries of every step (a wrapper of a Recorder where
+        # the caller watches the steps: the daemon's stop guard).
+        self.recorder: OpRecorder = recorder if recorder is not None else Recorder(config.state_dir, fence, facts)
         self._shards: dict[str, ProviderShards] = {}
-        # Shards of one op run in threads: facts and audit entries are written one at a time.
-        self.serial = threading.RLock()
 
     # -- small steps -----------------------------------------------------------------------------
 
@@ -118,14 +119,12 @@ class ShardAccess:
         with shard.lock():
             recovered = recover_errored_state(self.engine, shard.path)
         if recovered is not None:
-            with self.serial:
-                audit(
-                    self.config.state_dir,
-                    f"errored-state-{recovered.outcome}",
-                    provider=shard.provider,
-                    shard=shard_index(shard),
-                    **recovered.evidence(),
-                )
+            self.recorder.audit(
+                f"errored-state-{recovered.outcome}",
+                provider=shard.provider,
+                shard=shard_index(shard),
+                **recovered.evidence(),
+            )
 
     def shard_list(self, provider: str) -> list[ProviderWorkdir]:
         """Every shard of the provider on disk, shard 0 first, each built and initialised."""

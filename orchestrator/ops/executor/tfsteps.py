@@ -12,8 +12,7 @@ from orchestrator.clients.terraform.messages import ApplyResult, PlanResult
 from orchestrator.errors import FinalError, LeaseLost, StoreLost
 from orchestrator.model.instances import InstanceSpec
 from orchestrator.model.progress import PlanDone, no_progress, reported_phase
-from orchestrator.ops.executor.recording import Recording
-from orchestrator.ops.executor.shardaccess import op_scope, shard_index
+from orchestrator.ops.executor.shardaccess import ShardAccess, op_scope, shard_index
 from orchestrator.ops.fence import epoch_tag
 from orchestrator.ops.plancheck import check_delete, resource_keys
 from orchestrator.ops.progress import ApplyTracker
@@ -24,7 +23,7 @@ from orchestrator.workspace.terraform import instances_output
 from orchestrator.workspace.workdir import ProviderWorkdir
 
 
-class TerraformSteps(Recording):
+class TerraformSteps(ShardAccess):
     """Terraform on one shard (the shard's lock is held by the caller where it matters)."""
 
     def provider_desired(self, provider: str) -> dict[str, InstanceSpec]:
@@ -153,8 +152,8 @@ class TerraformSteps(Recording):
         root outputs from the apply's own stream when they hold the ``instances`` output (None
         otherwise: the caller then asks ``terraform output``).
         """
-        epoch = self.gate(provider, op_id, "apply")
-        self.audit("op-apply", provider=provider, op=op_id, shard=shard_index(workdir), epoch=epoch_tag(epoch))
+        epoch = self.recorder.gate(provider, op_id, "apply")
+        self.recorder.audit("op-apply", provider=provider, op=op_id, shard=shard_index(workdir), epoch=epoch_tag(epoch))
         tracker = None
         extra: dict[str, Any] = {}
         if self.progress is not None and plan is not None:
@@ -176,7 +175,7 @@ class TerraformSteps(Recording):
                 workdir.path, plan_file=plan_file, should_stop=lambda: not self.fence.valid(provider), **extra
             )
         except Exception as exc:
-            self.audit(
+            self.recorder.audit(
                 "op-apply-failed",
                 provider=provider,
                 op=op_id,
@@ -187,7 +186,7 @@ class TerraformSteps(Recording):
         if result.interrupted and has_errored_state(workdir.path):
             # Terraform could not write the state its stop wrote: the store went away, and the
             # fence (a standalone lock in the same database, say) with it.
-            self.audit(
+            self.recorder.audit(
                 "op-apply-interrupted",
                 provider=provider,
                 op=op_id,
@@ -201,7 +200,7 @@ class TerraformSteps(Recording):
                 "unlocking: xceprov ops resume once the database answers"
             )
         if result.interrupted:
-            self.audit(
+            self.recorder.audit(
                 "op-apply-interrupted",
                 provider=provider,
                 op=op_id,

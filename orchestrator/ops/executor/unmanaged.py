@@ -38,16 +38,16 @@ class UnmanagedTermination(CreateOp, ReturnOp):
         op_id = new_op_id()
         key = instance_key(op_id, 0)
         workdir = self.workdir(provider)
-        epoch = self.gate(provider, op_id, "returning intent")
+        epoch = self.recorder.gate(provider, op_id, "returning intent")
         detail = json.dumps({"unmanaged": True, "reason": reason})[:4000]
-        self.commit(Fact(FactKind.RETURNING, provider, op_id, epoch, key, object_id, template, detail=detail))
+        self.recorder.commit(Fact(FactKind.RETURNING, provider, op_id, epoch, key, object_id, template, detail=detail))
         with workdir.lock():
             desired = self.desired(workdir)
             spec = self.render(provider, template, 1, op_id, epoch)[key]
             variables = desired_variables(self.config, workdir, {**desired, key: spec})
             address = instance_address(self.config.providers[provider].module, key)
-            self.gate(provider, op_id, "import")
-            self.audit("op-import", provider=provider, op=op_id, key=key, instance=object_id, reason=reason)
+            self.recorder.gate(provider, op_id, "import")
+            self.recorder.audit("op-import", provider=provider, op=op_id, key=key, instance=object_id, reason=reason)
             with workdir.candidate_var_file(variables) as var_file:
                 self.engine.import_resource(workdir.path, address, object_id, var_files=[var_file])
             self.remove(provider, workdir, op_id, [key], {**desired, key: spec})

@@ -23,7 +23,7 @@ from orchestrator.daemon.parts import LoopParts, default_reconciler
 from orchestrator.daemon.systemd import Heartbeat
 from orchestrator.errors import FinalError, LeaseLost
 from orchestrator.model.facts import Epoch
-from orchestrator.ops.executor import Created, CreateResult, Executor, ReturnResult
+from orchestrator.ops.executor import Created, CreateResult, Executor, Recorder, ReturnResult
 from orchestrator.reconcile.loop import Reconciler
 from tests.unit.daemon.daemon_helpers import loaded, site_text
 
@@ -181,7 +181,7 @@ def test_plays_and_drain_waits_stop_with_the_daemon(lifecycle: Lifecycle) -> Non
 def test_once_stopping_an_op_takes_a_step_only_if_it_already_took_one(
     lifecycle: Lifecycle, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(Executor, "gate", lambda self, provider, op_id, step: Epoch(1, 1))
+    monkeypatch.setattr(Recorder, "gate", lambda self, provider, op_id, step: Epoch(1, 1))
     ex = executor(lifecycle, DaemonMetrics())
     ex.new_pass()
     assert ex.gate("sim", "op-running", "intent") == Epoch(1, 1)
