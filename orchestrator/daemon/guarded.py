@@ -28,24 +28,18 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from orchestrator.clients.ansible.runner import PlayStop
 from orchestrator.clients.controller.types import HostInfo
-from orchestrator.clients.terraform.engine import Engine
 from orchestrator.daemon.lifecycle import Lifecycle, Stopping, error_line
 from orchestrator.daemon.metrics import DaemonMetrics, OpKind, OpOutcome
 from orchestrator.daemon.systemd import Heartbeat
 from orchestrator.errors import LeaseLost
-from orchestrator.model.config import Config
 from orchestrator.model.facts import Epoch, Fact
 from orchestrator.model.instances import new_op_id
 from orchestrator.ops.drain import Decommission
-from orchestrator.ops.executor import Bootstrap, Created, CreateResult, Executor, OpRecorder, Recorder, ReturnResult
-from orchestrator.ops.facts import FactLog
-from orchestrator.ops.fence import Fence
-from orchestrator.ops.hosts import HostControl
+from orchestrator.ops.executor import Bootstrap, Created, CreateResult, Executor, OpRecorder, ReturnResult
 
 log = logging.getLogger(__name__)
 
@@ -149,20 +143,16 @@ class DaemonExecutor(Executor):
 
     def __init__(
         self,
-        config: Config,
-        toolkit_root: Path,
-        engine: Engine,
-        fence: Fence,
-        facts: FactLog,
-        hosts: HostControl,
-        *,
+        *args: Any,
         lifecycle: Lifecycle,
         metrics: DaemonMetrics,
         heartbeat: Heartbeat | None = None,
         **kwargs: Any,
     ) -> None:
-        self.guard = StopGuard(Recorder(config.state_dir, fence, facts), lifecycle, heartbeat)
-        super().__init__(config, toolkit_root, engine, fence, facts, hosts, recorder=self.guard, **kwargs)
+        super().__init__(*args, **kwargs)
+        # The executor's own recorder, wrapped: every step it records passes the guard first.
+        self.guard = StopGuard(self.recorder, lifecycle, heartbeat)
+        self.recorder = self.guard
         self.lifecycle = lifecycle
         self.metrics = metrics
         self.heartbeat = heartbeat
