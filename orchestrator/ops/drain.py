@@ -22,14 +22,28 @@ Decommission = Callable[[str, Sequence[HostInfo]], Mapping[str, str]]
 
 
 class ReturnContext(Protocol):
-    """What draining needs from the executor (``orchestrator.ops.executor.Executor`` fits)."""
+    """What draining needs of the executor: its parts (``orchestrator.ops.executor.OpParts`` and
+    ``Executor`` fit), read-only."""
 
-    config: Config
-    hosts: HostControl
-    decommission: Decommission | None
-    clock: Callable[[], float]
-    sleep: Callable[[float], None]
-    recorder: OpRecorder  # the gate and the audit entries of the op's steps
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def hosts(self) -> HostControl: ...
+
+    @property
+    def decommission(self) -> Decommission | None: ...
+
+    @property
+    def clock(self) -> Callable[[], float]: ...
+
+    @property
+    def sleep(self) -> Callable[[float], None]: ...
+
+    @property
+    def recorder(self) -> OpRecorder:
+        """The gate and the audit entries of the op's steps."""
+        ...
 
 
 @dataclass(frozen=True)

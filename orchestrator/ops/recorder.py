@@ -12,10 +12,10 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any, Protocol
 
 from orchestrator.errors import LeaseLost
+from orchestrator.model.config import Config
 from orchestrator.model.facts import Epoch, Fact
 from orchestrator.ops.facts import FactLog
 from orchestrator.ops.fence import Fence, epoch_tag
@@ -46,20 +46,27 @@ class OpRecorder(Protocol):
         ...
 
 
+class RecordedParts(Protocol):
+    """Where a recorder finds the configuration, the fence and the fact log, read at each step
+    (the daemon's reload sets a new configuration on them): the executor's parts."""
+
+    config: Config
+    fence: Fence
+    facts: FactLog
+
+
 class Recorder:
     """The gate, the facts and the audit entries of the executor's steps."""
 
-    def __init__(self, state_dir: Path, fence: Fence, facts: FactLog) -> None:
-        self.state_dir = state_dir
-        self.fence = fence
-        self.facts = facts
+    def __init__(self, parts: RecordedParts) -> None:
+        self.parts = parts
         # Shards of one op run in threads: facts and audit entries are written one at a time.
         self.serial = threading.RLock()
 
     def audit(self, action: str, **details: Any) -> None:
         """One audit entry (the log is the operator's evidence of every step)."""
         with self.serial:
-            audit(self.state_dir, action, **details)
+            audit(self.parts.config.state_dir, action, **details)
 
     @contextlib.contextmanager
     def action(self, name: str) -> Iterator[None]:
@@ -73,7 +80,7 @@ class Recorder:
     def gate(self, provider: str, op_id: str, step: str) -> Epoch:
         """The fence's epoch, or ``LeaseLost`` (audited) naming the op, which stays resumable."""
         try:
-            return self.fence.gate(provider)
+            return self.parts.fence.gate(provider)
         except LeaseLost as exc:
             self.audit("op-fenced", provider=provider, op=op_id, step=step, reason=str(exc))
             raise LeaseLost(f"{exc}; op {op_id} stopped before {step} (resumable: xceprov ops resume)") from None
@@ -81,7 +88,7 @@ class Recorder:
     def commit(self, fact: Fact) -> None:
         """Commit one fact and audit it."""
         with self.serial:
-            self.facts.commit(fact)
+            self.parts.facts.commit(fact)
         self.audit(
             f"fact-{fact.kind}",
             provider=fact.provider,
@@ -98,7 +105,7 @@ class Recorder:
         if not facts:
             return
         with self.serial:
-            self.facts.commit_many(facts)
+            self.parts.facts.commit_many(facts)
         first = facts[0]
         # Named by its kinds, as a single fact's entry is ("fact-returning",
         # "fact-instanceCreated+expectedHost"), so one search finds both.

@@ -28,63 +28,182 @@ A crash at any point leaves an op that :mod:`orchestrator.ops.resume` finds from
 completes.
 
 This package is the executor's public face: callers import from here only (the names in
-``__all__``). Its rooms, one concern each, build on one another, each a class the next extends:
-``shardaccess`` (the executor's parts, the shards, the parallel runner), ``recording`` (facts and
-audit entries under the gate), ``tfsteps`` (Terraform on one shard), ``losspath`` (the host-loss
-path), ``create`` and ``returnop`` (the two ops), ``unmanaged`` (terminating an object no state
-holds). ``tests/unit/test_private_names.py`` keeps every module off another's private names.
+``__all__``). Its rooms are collaborators, one concern each, handed to one another (none extends
+another): ``parts`` (:class:`OpParts`: the configuration, clients and hooks every collaborator
+is handed), ``shardset`` (the shards of each provider, the parallel runner), ``tfsteps``
+(Terraform on one shard), ``losspath`` (the host-loss path), ``create`` and ``returnop`` (the
+two ops), ``unmanaged`` (terminating an object no state holds); the recorder (gate, facts,
+audit entries) is :mod:`orchestrator.ops.recorder`. :class:`Executor` builds them and offers
+the operations; a caller that needs one step of its own (``ops resume``, the orphan scan)
+reaches the collaborator that owns it (``executor.terraform``, ``executor.shardset``,
+``executor.recorder``...). ``tests/unit/test_private_names.py`` keeps every module off
+another's private names.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Sequence
-from typing import Any
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
-from orchestrator.model.facts import Epoch, Fact
-from orchestrator.ops.executor.create import ShardWork
+from orchestrator.clients.terraform.engine import Engine
+from orchestrator.model.config import Config
+from orchestrator.model.progress import ProgressSink
+from orchestrator.ops.drain import Decommission, DrainSettings
+from orchestrator.ops.executor.create import CreateOp, ShardWork
+from orchestrator.ops.executor.losspath import LossPath
+from orchestrator.ops.executor.parts import Bootstrap, LossFactory, OpParts, op_scope, shard_index
 from orchestrator.ops.executor.results import Created, CreateResult, ReturnResult
-from orchestrator.ops.executor.shardaccess import Bootstrap, LossFactory, op_scope, shard_index
+from orchestrator.ops.executor.returnop import ReturnOp
+from orchestrator.ops.executor.shardset import ShardSet
+from orchestrator.ops.executor.tfsteps import TerraformSteps
 from orchestrator.ops.executor.unmanaged import UnmanagedTermination
+from orchestrator.ops.facts import FactLog
+from orchestrator.ops.fence import Fence
+from orchestrator.ops.hosts import HostControl
+from orchestrator.ops.losses import observer_for
 from orchestrator.ops.recorder import OpRecorder, Recorder
 
 
-class Executor(UnmanagedTermination):
+class Executor:
     """Carries out ops on the providers of one configuration (see the module docstring)."""
 
-    # -- the recorder, for the callers that record a step of their own (drain, resume, orphans) --
+    def __init__(
+        self,
+        config: Config,
+        toolkit_root: Path,
+        engine: Engine,
+        fence: Fence,
+        facts: FactLog,
+        hosts: HostControl,
+        *,
+        bootstrap: Bootstrap | None = None,
+        decommission: Decommission | None = None,
+        losses: LossFactory = observer_for,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+        progress: ProgressSink | None = None,
+    ) -> None:
+        self.parts = OpParts(
+            config, toolkit_root, engine, fence, facts, hosts, bootstrap, decommission, losses, clock, sleep, progress
+        )
+        self.shardset = ShardSet(self.parts)
+        self.terraform = TerraformSteps(self.parts, self.shardset)
+        self.losspath = LossPath(self.parts)
+        self.creates = CreateOp(self.parts, self.shardset, self.terraform, self.losspath)
+        self.returns = ReturnOp(self.parts, self.shardset, self.terraform, self.losspath)
+        self.unmanaged = UnmanagedTermination(self.parts, self.shardset, self.terraform, self.creates, self.returns)
 
-    def gate(self, provider: str, op_id: str, step: str) -> Epoch:
-        """The recorder's gate (:meth:`Recorder.gate`)."""
-        return self.recorder.gate(provider, op_id, step)
+    # -- the operations --------------------------------------------------------------------------
 
-    def audit(self, action: str, **details: Any) -> None:
-        """The recorder's audit entry (:meth:`Recorder.audit`)."""
-        self.recorder.audit(action, **details)
+    def create(self, provider: str, template: str, count: int, op_id: str | None = None) -> CreateResult:
+        """Create ``count`` hosts of ``template`` on ``provider`` as one op (:meth:`CreateOp.create`)."""
+        return self.creates.create(provider, template, count, op_id)
 
-    def action(self, name: str) -> contextlib.AbstractContextManager[None]:
-        """The recorder's orphan action (:meth:`Recorder.action`)."""
-        return self.recorder.action(name)
+    def place(self, provider: str, template: str, count: int, op_id: str, detail: str = "") -> list[str]:
+        """An op's intent and desired sets without its apply; its keys (:meth:`CreateOp.place`)."""
+        return self.creates.place(provider, template, count, op_id, detail)
 
-    def commit(self, fact: Fact) -> None:
-        """The recorder's commit (:meth:`Recorder.commit`)."""
-        self.recorder.commit(fact)
+    def return_instances(
+        self,
+        provider: str,
+        keys: Sequence[str],
+        *,
+        drain: DrainSettings | None = None,
+        dry_run: bool = False,
+        max_delete: int | None = None,
+        reason: str = "requested by the operator",
+    ) -> ReturnResult:
+        """Return the instances ``keys`` of ``provider`` as one op (:meth:`ReturnOp.return_instances`)."""
+        return self.returns.return_instances(
+            provider, keys, drain=drain, dry_run=dry_run, max_delete=max_delete, reason=reason
+        )
 
-    def commit_many(self, facts: Sequence[Fact]) -> None:
-        """The recorder's batch commit (:meth:`Recorder.commit_many`)."""
-        self.recorder.commit_many(facts)
+    def terminate_unmanaged(self, provider: str, object_id: str, tags: dict[str, str], reason: str) -> str:
+        """Terminate a cloud object no state holds; the op id (:meth:`UnmanagedTermination.terminate_unmanaged`)."""
+        return self.unmanaged.terminate_unmanaged(provider, object_id, tags, reason)
+
+    # -- the parts, shared by every collaborator (a reload sets a new configuration here) --------
+
+    @property
+    def config(self) -> Config:
+        """The configuration every step reads."""
+        return self.parts.config
+
+    @config.setter
+    def config(self, config: Config) -> None:
+        self.parts.config = config
+
+    @property
+    def recorder(self) -> OpRecorder:
+        """The gate, the facts and the audit entries of every step."""
+        return self.parts.recorder
+
+    @recorder.setter
+    def recorder(self, recorder: OpRecorder) -> None:
+        self.parts.recorder = recorder
+
+    @property
+    def engine(self) -> Engine:
+        """The Terraform engine."""
+        return self.parts.engine
+
+    @property
+    def fence(self) -> Fence:
+        """The fence every mutation passes."""
+        return self.parts.fence
+
+    @property
+    def facts(self) -> FactLog:
+        """Where facts are committed."""
+        return self.parts.facts
+
+    @property
+    def hosts(self) -> HostControl:
+        """Drain and decommission at the controller."""
+        return self.parts.hosts
+
+    @hosts.setter
+    def hosts(self, hosts: HostControl) -> None:
+        self.parts.hosts = hosts
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        """The wall clock of join deadlines."""
+        return self.parts.clock
+
+    @property
+    def sleep(self) -> Callable[[float], None]:
+        """A drain's wait."""
+        return self.parts.sleep
+
+    @sleep.setter
+    def sleep(self, sleep: Callable[[float], None]) -> None:
+        self.parts.sleep = sleep
+
+    @property
+    def decommission(self) -> Decommission | None:
+        """The decommission play, when wired."""
+        return self.parts.decommission
 
 
 __all__ = [
     "Bootstrap",
+    "CreateOp",
     "CreateResult",
     "Created",
     "Executor",
     "LossFactory",
+    "LossPath",
+    "OpParts",
     "OpRecorder",
     "Recorder",
+    "ReturnOp",
     "ReturnResult",
+    "ShardSet",
     "ShardWork",
+    "TerraformSteps",
+    "UnmanagedTermination",
     "op_scope",
     "shard_index",
 ]

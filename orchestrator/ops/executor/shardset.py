@@ -1,91 +1,34 @@
-"""The executor's parts, the shards of each provider and the runner that works on several shards at once."""
+"""The shard set: the shards of each provider, built and initialised, and the runner that works on several at once."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
-from orchestrator.clients.terraform.engine import Engine
 from orchestrator.errors import LeaseLost
-from orchestrator.model.config import Config
 from orchestrator.model.facts import Epoch
-from orchestrator.model.progress import ProgressSink
-from orchestrator.ops.drain import Decommission
-from orchestrator.ops.executor.results import Created
-from orchestrator.ops.facts import FactLog
-from orchestrator.ops.fence import STANDALONE_EPOCH, Fence
-from orchestrator.ops.hosts import HostControl
-from orchestrator.ops.losses import LossObserver, observer_for
-from orchestrator.ops.recorder import OpRecorder, Recorder
+from orchestrator.ops.executor.parts import OpParts, shard_index
+from orchestrator.ops.fence import STANDALONE_EPOCH
 from orchestrator.workspace.erroredstate import has_errored_state, recover_errored_state
 from orchestrator.workspace.shards import ProviderShards
 from orchestrator.workspace.sharedstore import provider_documents
 from orchestrator.workspace.terraform import ready_workdir
 from orchestrator.workspace.workdir import ProviderWorkdir
 
-# provider, the instances just created → host name → outcome ("ok", "failed: ...").
-Bootstrap = Callable[[str, Sequence[Created]], Mapping[str, str]]
-LossFactory = Callable[[Engine, ProviderWorkdir], LossObserver]
 
+class ShardSet:
+    """The shards of the executor's providers (docs/architecture.md, "Bursts that scale")."""
 
-def op_scope(provider: str, op_id: str) -> str:
-    """How an op is named in progress reports: ``<provider> <op id>``."""
-    return f"{provider} {op_id}"
-
-
-def shard_index(shard: ProviderWorkdir) -> int:
-    """The shard's index (0 for a plain working directory: it is shard 0)."""
-    return int(getattr(shard, "index", 0))
-
-
-class ShardAccess:
-    """The executor's parts and the shards of its providers (the rooms above build on it)."""
-
-    def __init__(
-        self,
-        config: Config,
-        toolkit_root: Path,
-        engine: Engine,
-        fence: Fence,
-        facts: FactLog,
-        hosts: HostControl,
-        *,
-        bootstrap: Bootstrap | None = None,
-        decommission: Decommission | None = None,
-        losses: LossFactory = observer_for,
-        clock: Callable[[], float] = time.time,
-        sleep: Callable[[float], None] = time.sleep,
-        progress: ProgressSink | None = None,
-        recorder: OpRecorder | None = None,
-    ) -> None:
-        self.config = config
-        self.root = toolkit_root
-        self.engine = engine
-        self.fence = fence
-        self.facts = facts
-        self.hosts = hosts
-        self.bootstrap = bootstrap
-        self.decommission = decommission
-        self.losses = losses
-        self.clock = clock
-        self.sleep = sleep
-        # Plans made and instances applied are reported here (the command line shows them).
-        self.progress: ProgressSink | None = progress
-        # The gate, the facts and the audit entries of every step (a wrapper of a Recorder where
-        # the caller watches the steps: the daemon's stop guard).
-        self.recorder: OpRecorder = recorder if recorder is not None else Recorder(config.state_dir, fence, facts)
+    def __init__(self, parts: OpParts) -> None:
+        self.parts = parts
         self._shards: dict[str, ProviderShards] = {}
-
-    # -- small steps -----------------------------------------------------------------------------
 
     def shards(self, provider: str) -> ProviderShards:
         """The provider's shards (one object per provider, so its desired-set cache is shared)."""
         if provider not in self._shards:
-            documents = provider_documents(self.config, provider, lambda: self.document_epoch(provider))
-            self._shards[provider] = ProviderShards(self.config, provider, self.root, documents)
+            documents = provider_documents(self.parts.config, provider, lambda: self.document_epoch(provider))
+            self._shards[provider] = ProviderShards(self.parts.config, provider, self.parts.root, documents)
         return self._shards[provider]
 
     def document_epoch(self, provider: str) -> Epoch | None:
@@ -94,7 +37,7 @@ class ShardAccess:
         A closed fence writes nothing (``LeaseLost``); the shared store refuses an epoch older
         than one it has seen. Standalone (no epoch): None, the standalone lease is the fence.
         """
-        epoch = self.fence.gate(provider)
+        epoch = self.parts.fence.gate(provider)
         return None if epoch == STANDALONE_EPOCH else epoch
 
     def workdir(self, provider: str) -> ProviderWorkdir:
@@ -104,7 +47,7 @@ class ShardAccess:
     def prepared(self, shard: ProviderWorkdir) -> ProviderWorkdir:
         """``shard`` built and initialised (a new shard is made on its first use), with the state
         an earlier apply could not write to its backend written there first."""
-        ready_workdir(self.engine, shard)
+        ready_workdir(self.parts.engine, shard)
         self.recover_state(shard)
         return shard
 
@@ -114,12 +57,12 @@ class ShardAccess:
         Only under the fence: the push writes the provider's state, which a holder elsewhere may
         be changing; a read-only user (a listing, a dry run) leaves it for the next op.
         """
-        if not has_errored_state(shard.path) or not self.fence.valid(shard.provider):
+        if not has_errored_state(shard.path) or not self.parts.fence.valid(shard.provider):
             return
         with shard.lock():
-            recovered = recover_errored_state(self.engine, shard.path)
+            recovered = recover_errored_state(self.parts.engine, shard.path)
         if recovered is not None:
-            self.recorder.audit(
+            self.parts.recorder.audit(
                 f"errored-state-{recovered.outcome}",
                 provider=shard.provider,
                 shard=shard_index(shard),
@@ -143,7 +86,7 @@ class ShardAccess:
         items = list(work)
         if len(items) <= 1:
             return [step(shard, item) for shard, item in items]
-        workers = min(self.config.terraform.parallel_states, len(items))
+        workers = min(self.parts.config.terraform.parallel_states, len(items))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="xceprov-shard") as pool:
             futures = [pool.submit(step, shard, item) for shard, item in items]
             errors = [f.exception() for f in futures]
