@@ -252,8 +252,7 @@ def _resume_create(executor: Executor, op: OpenOp, seen: Seen | None = None) -> 
             ]
         )
     to_record = sorted(found)
-    created = executor.creates.grow_shards(provider, op.op_id, op.template, work) if work else []
-    executor.creates.finish_create(provider, op.op_id, op.template, created)
+    executor.creates.complete(provider, op.op_id, op.template, work)
     if never and not to_record:
         outcome, reason = "abandoned", "the crash came before the desired set: nothing was created"
     else:
@@ -281,17 +280,8 @@ def _resume_return(executor: Executor, op: OpenOp, seen: Seen | None = None) -> 
 
     def one(shard: ProviderWorkdir, keys: list[str]) -> list[str]:
         with shard.lock():
-            # The host-loss path first, as every return's (``shrink``): an instance the cloud took
-            # back (a spot reclaim) while this op was open is recorded lost and leaves the desired
-            # set, so the plan neither re-creates it (a refused plan, the op open for ever) nor
-            # waits for its deletion; a returning key found lost has its outcome already.
-            before = executor.terraform.desired(shard)
-            desired = executor.losspath.drop_lost(provider, shard, before, op.op_id)
-            lost = [k for k in keys if k in before and k not in desired]
-            left = [k for k in keys if k not in lost]
-            if left:
-                executor.returns.remove(provider, shard, op.op_id, left, desired)
-            return lost
+            # The host-loss path first, as every return's: a returning key found lost has its outcome.
+            return executor.returns.complete_shard(provider, shard, op.op_id, keys)
 
     lost = [k for found in executor.shardset.run_shards(groups.items(), one) for k in found]
     reason = f"{len(op.pending) - len(lost)} returning instances deleted and recorded returned" + (

@@ -74,10 +74,7 @@ def take(executor: Executor, finding: Finding, confirmed_by: str, *, automatic: 
         return f"returned by op {result.op_id}"
     if finding.action == RETIRE:
         assert finding.lost is not None
-        shard = executor.shardset.shards(finding.provider).shard(finding.shard)
-        with shard.lock():
-            desired = executor.terraform.desired(shard)
-            executor.losspath.retire_lost(finding.provider, shard, desired, [finding.lost], finding.op_id)
+        executor.retire(finding.provider, finding.shard, [finding.lost], finding.op_id)
         return "lost fact committed through the host-loss path"
     if finding.action == ADOPT:
         orphan_fact(executor, FactKind.ORPHAN_ADOPTED, finding, "orphan adopt", confirmed_by=confirmed_by)

@@ -60,6 +60,7 @@ from orchestrator.ops.executor.tfsteps import TerraformSteps
 from orchestrator.ops.executor.unmanaged import UnmanagedTermination
 from orchestrator.ops.facts import FactLog
 from orchestrator.ops.fence import Fence
+from orchestrator.ops.hostloss import LostInstance
 from orchestrator.ops.hosts import HostControl
 from orchestrator.ops.losses import observer_for
 from orchestrator.ops.recorder import OpRecorder, Recorder
@@ -118,6 +119,13 @@ class Executor:
         return self.returns.return_instances(
             provider, keys, drain=drain, dry_run=dry_run, max_delete=max_delete, reason=reason
         )
+
+    def retire(self, provider: str, shard: int, lost: Sequence[LostInstance], op_id: str) -> None:
+        """Instances judged lost by another reader (the orphan scan) retired through the host-loss
+        path in shard ``shard``, under its lock (:meth:`LossPath.retire_lost`)."""
+        workdir = self.shardset.shards(provider).shard(shard)
+        with workdir.lock():
+            self.losspath.retire_lost(provider, workdir, self.terraform.desired(workdir), lost, op_id)
 
     def terminate_unmanaged(self, provider: str, object_id: str, tags: dict[str, str], reason: str) -> str:
         """Terminate a cloud object no state holds; the op id (:meth:`UnmanagedTermination.terminate_unmanaged`)."""

@@ -249,6 +249,14 @@ class CreateOp:
         self.parts.recorder.commit_many(facts)
         return created
 
+    def complete(
+        self, provider: str, op_id: str, template: str, work: Mapping[ProviderWorkdir, ShardWork]
+    ) -> CreateResult:
+        """An open create op carried to its end (``ops resume``): each shard grown by its unapplied
+        instances, the facts of its keys recorded, then the bootstrap and the closing entry."""
+        created = self.grow_shards(provider, op_id, template, work) if work else []
+        return self.finish_create(provider, op_id, template, created)
+
     def finish_create(self, provider: str, op_id: str, template: str, created: list[Created]) -> CreateResult:
         """Bootstrap (when wired) and the op's closing audit entry."""
         result = CreateResult(op_id, provider, template, created)

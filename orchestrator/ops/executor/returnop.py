@@ -139,6 +139,23 @@ class ReturnOp:
         self.parts.recorder.commit_many(returning)  # every intent is durable before the desired set shrinks
         self.remove(provider, workdir, op_id, keys, desired, max_delete)
 
+    def complete_shard(self, provider: str, shard: ProviderWorkdir, op_id: str, keys: Sequence[str]) -> list[str]:
+        """An open return op carried to its end on one shard (``ops resume``; its lock held): the
+        host-loss path first, as every return's (:meth:`shrink`), then ``keys`` removed; the keys
+        found lost on the way (their ``lost`` fact is their outcome).
+
+        An instance the cloud took back while the op was open (a spot reclaim) leaves the desired
+        set, so the plan neither re-creates it (a refused plan, the op open for ever) nor waits for
+        its deletion.
+        """
+        before = self.terraform.desired(shard)
+        desired = self.losspath.drop_lost(provider, shard, before, op_id)
+        lost = [k for k in keys if k in before and k not in desired]
+        left = [k for k in keys if k not in lost]
+        if left:
+            self.remove(provider, shard, op_id, left, desired)
+        return lost
+
     def remove(
         self,
         provider: str,
