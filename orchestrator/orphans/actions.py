@@ -6,7 +6,7 @@
   took work after the scan's read is closed and the return fails at once, before any change in
   the cloud, instead of holding the daemon's loop for its ``drain_timeout``; the reclaim phase
   returns it once its work has ended;
-* retire (class (c)): ``Executor.retire_lost``, the host-loss path (``lost`` fact, key out of
+* retire (class (c)): ``Executor.retire``, the host-loss path (``lost`` fact, key out of
   the desired set) under the shard's lock;
 * adopt (class (b), matching a live host): an ``orphanAdopted`` fact naming the object and the
   host; nothing in the cloud changes;

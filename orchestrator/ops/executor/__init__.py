@@ -1,18 +1,18 @@
 """The executor: every cloud mutation of the toolkit, one op at a time, fenced and audited.
 
-One op = one intent. A create (:meth:`Executor.create`): gate → ``requestIntent`` fact →
+One op = one intent. A create (:meth:`Executor.create`, :class:`CreateOp`): gate → ``requestIntent`` fact →
 the desired set grows by the op's keys (durable) → plan, checked (creates exactly those keys) →
 gate → apply (Terraform is stopped gracefully when the fence closes) → ``instanceCreated`` and
 ``expectedHost`` facts per instance, committed as one batch per shard (``FactLog.commit_many``,
 one audit entry per batch, named by its kinds and listing its keys) → bootstrap. A return
-(:meth:`Executor.return_instances`): busy hosts refused or drained (close, wait up to
+(:meth:`Executor.return_instances`, :class:`ReturnOp`): busy hosts refused or drained (close, wait up to
 ``drain_timeout``, then ``drain_policy``) → decommission → ``returning`` facts (one batch) →
 the desired set shrinks → plan, checked (deletes exactly the chosen keys) → gate → apply →
 ``returned`` facts (one batch). The host-loss check (:mod:`.losses`) comes before each apply:
 a create's own plan is its observation (its refresh shows what the cloud deleted, so a create
 where nothing went missing runs one Terraform plan before its apply; a deletion runs the loss
-path and plans again, :meth:`Executor.grow`); a return observes before its plan
-(:meth:`Executor.drop_lost`). Every step is written to the audit log with its evidence;
+path and plans again, :meth:`CreateOp.grow`); a return observes before its plan
+(:meth:`LossPath.drop_lost`). Every step is written to the audit log with its evidence;
 docs/operations.md describes the lifecycle for operators.
 
 Shards (docs/architecture.md, "Bursts that scale"): a provider's instances live in several

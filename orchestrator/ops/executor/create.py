@@ -181,7 +181,7 @@ class CreateOp:
         variables: dict[str, Any],
     ) -> Mapping[str, Any] | None:
         """The create's plan checked (creates exactly ``specs``), the desired set written, applied;
-        the outputs the apply reported (:meth:`apply`)."""
+        the outputs the apply reported (:meth:`TerraformSteps.apply`)."""
         check_create(plan, set(specs), f"op {op_id} on provider {provider}")
         workdir.desired.write(variables)  # the op's instances are durable before the cloud call
         self.parts.recorder.audit(
@@ -203,7 +203,7 @@ class CreateOp:
         applied: Mapping[str, Any] | None = None,
     ) -> list[Created]:
         """``instanceCreated`` and ``expectedHost`` for every key Terraform now holds (``applied``:
-        the outputs of the apply just made, see :meth:`state_instances`)."""
+        the outputs of the apply just made, see :meth:`TerraformSteps.state_instances`)."""
         held = self.terraform.state_instances(workdir, applied)
         missing = [k for k in keys if k not in held]
         if missing:

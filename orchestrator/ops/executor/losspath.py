@@ -25,7 +25,7 @@ class LossPath:
     ) -> dict[str, InstanceSpec]:
         """The host-loss path before a return's plan (the observer reads the cloud itself): ``lost``
         facts, keys out of the desired set, never re-created. A create observes with its own plan
-        instead (:meth:`grow`)."""
+        instead (:meth:`CreateOp.grow`)."""
         if not desired:
             return desired  # nothing managed yet: nothing can have been lost
         observer = self.parts.losses(self.parts.engine, workdir)
