@@ -45,16 +45,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Unpack
 
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.model.config import Config
 from orchestrator.model.progress import ProgressSink
-from orchestrator.ops.drain import Decommission, DrainSettings
+from orchestrator.ops.drain import Decommission
 from orchestrator.ops.executor.create import CreateOp, ShardWork
 from orchestrator.ops.executor.losspath import LossPath
 from orchestrator.ops.executor.parts import Bootstrap, LossFactory, OpParts, op_scope, shard_index
 from orchestrator.ops.executor.results import Created, CreateResult, ReturnResult
-from orchestrator.ops.executor.returnop import ReturnOp
+from orchestrator.ops.executor.returnop import ReturnOp, ReturnOptions
 from orchestrator.ops.executor.shardset import ShardSet
 from orchestrator.ops.executor.tfsteps import TerraformSteps
 from orchestrator.ops.executor.unmanaged import UnmanagedTermination
@@ -105,20 +106,9 @@ class Executor:
         """An op's intent and desired sets without its apply; its keys (:meth:`CreateOp.place`)."""
         return self.creates.place(provider, template, count, op_id, detail)
 
-    def return_instances(
-        self,
-        provider: str,
-        keys: Sequence[str],
-        *,
-        drain: DrainSettings | None = None,
-        dry_run: bool = False,
-        max_delete: int | None = None,
-        reason: str = "requested by the operator",
-    ) -> ReturnResult:
+    def return_instances(self, provider: str, keys: Sequence[str], **options: Unpack[ReturnOptions]) -> ReturnResult:
         """Return the instances ``keys`` of ``provider`` as one op (:meth:`ReturnOp.return_instances`)."""
-        return self.returns.return_instances(
-            provider, keys, drain=drain, dry_run=dry_run, max_delete=max_delete, reason=reason
-        )
+        return self.returns.return_instances(provider, keys, **options)
 
     def retire(self, provider: str, shard: int, lost: Sequence[LostInstance], op_id: str) -> None:
         """Instances judged lost by another reader (the orphan scan) retired through the host-loss
@@ -207,6 +197,7 @@ __all__ = [
     "OpRecorder",
     "Recorder",
     "ReturnOp",
+    "ReturnOptions",
     "ReturnResult",
     "ShardSet",
     "ShardWork",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TypedDict
 
 from orchestrator.clients.controller.types import HostInfo
 from orchestrator.clients.terraform.messages import PlanResult
@@ -17,6 +18,15 @@ from orchestrator.ops.executor.shardset import ShardSet
 from orchestrator.ops.executor.tfsteps import TerraformSteps
 from orchestrator.ops.plancheck import check_delete
 from orchestrator.workspace.workdir import ProviderWorkdir
+
+
+class ReturnOptions(TypedDict, total=False):
+    """How a return is carried out (the keywords of :meth:`ReturnOp.return_instances`)."""
+
+    drain: DrainSettings | None
+    dry_run: bool
+    max_delete: int | None
+    reason: str
 
 
 class ReturnOp:
