@@ -59,7 +59,7 @@ from orchestrator.clients.terraform.mirror import XCESIM, ensure_mirror, launche
 from orchestrator.configfile import LoadedConfig, load_config
 from orchestrator.model.facts import Epoch, Fact, FactKind
 from orchestrator.model.instances import InstanceSpec, new_op_id
-from orchestrator.ops.executor import Executor
+from orchestrator.ops.executor import CreateOp, Executor, OpParts, Recorder
 from orchestrator.ops.facts import FactLog
 from orchestrator.render.instances import render_settings
 from orchestrator.services.ops import fenced_session
@@ -251,34 +251,52 @@ class TimedFacts:
             return self.inner.facts(provider)
 
 
-class ProfiledExecutor(Executor):
-    """The session's executor with timed engine, facts, rendering and audit log."""
+class TimedRecorder(Recorder):
+    """The executor's recorder, its audit entries timed (one fsync'd line each)."""
 
-    def __init__(self, plain: Executor, watch: Stopwatch) -> None:
-        super().__init__(
-            plain.config,
-            plain.root,
-            TimedEngine(plain.engine, watch),  # an Engine by structure (its __getattr__ forwards the rest)
-            plain.fence,
-            TimedFacts(plain.facts, watch),
-            plain.hosts,
-            bootstrap=plain.bootstrap,
-            decommission=plain.decommission,
-            losses=plain.losses,
-            clock=plain.clock,
-            sleep=plain.sleep,
-        )
+    def __init__(self, parts: OpParts, watch: Stopwatch) -> None:
+        super().__init__(parts)
         self.watch = watch
+
+    def audit(self, action: str, **details: Any) -> None:
+        """Timed audit entry (a fact's entry too)."""
+        with self.watch.part("audit log"):
+            super().audit(action, **details)
+
+
+class TimedCreateOp(CreateOp):
+    """The create op, its rendering timed."""
+
+    watch: Stopwatch
 
     def render(self, provider: str, template: str, count: int, op_id: str, epoch: Epoch) -> dict[str, InstanceSpec]:
         """Timed rendering of the op's instances."""
         with self.watch.part("rendering"):
             return super().render(provider, template, count, op_id, epoch)
 
-    def audit(self, action: str, **details: Any) -> None:
-        """Timed audit entry (one fsync'd line each)."""
-        with self.watch.part("audit log"):
-            super().audit(action, **details)
+
+class ProfiledExecutor(Executor):
+    """The session's executor with timed engine, facts, rendering and audit log."""
+
+    def __init__(self, plain: Executor, watch: Stopwatch) -> None:
+        parts = plain.parts
+        super().__init__(
+            parts.config,
+            parts.root,
+            TimedEngine(parts.engine, watch),  # an Engine by structure (its __getattr__ forwards the rest)
+            parts.fence,
+            TimedFacts(parts.facts, watch),
+            parts.hosts,
+            bootstrap=parts.bootstrap,
+            decommission=parts.decommission,
+            losses=parts.losses,
+            clock=parts.clock,
+            sleep=parts.sleep,
+        )
+        self.watch = watch
+        self.recorder = TimedRecorder(self.parts, watch)
+        self.creates = TimedCreateOp(self.parts, self.shardset, self.terraform, self.losspath)
+        self.creates.watch = watch
 
 
 # -- one measurement -----------------------------------------------------------------------------
@@ -326,7 +344,7 @@ def check_burst(executor: Executor, store: Path, op_id: str, n: int) -> None:
 
 def raw_dir(executor: Executor, work: Path, specs: Mapping[str, InstanceSpec], store: Path) -> Path:
     """The op's rendered configuration (root, module, desired set) in a plain directory, initialised."""
-    workdir = ProviderWorkdir(executor.config, PROVIDER, executor.root)
+    workdir = ProviderWorkdir(executor.config, PROVIDER, executor.parts.root)
     workdir.populate(work)
     settings = {**render_settings(executor.config, PROVIDER), "store": str(store)}
     (work / "desired.tfvars.json").write_text(json.dumps(workdir.variables(specs, settings), indent=1))
@@ -352,9 +370,11 @@ def measure(root: Path, n: int, raw_first: bool, profile: bool) -> tuple[Burst, 
         started = time.perf_counter()
         with fenced_session(loaded, [PROVIDER], REPO) as session:
             session_seconds = time.perf_counter() - started
-            session.workdir(PROVIDER)  # build and init the working directory now: not timed
+            session.shardset.workdir(PROVIDER)  # build and init the working directory now: not timed
             op_id = new_op_id()
-            specs = session.render(PROVIDER, TEMPLATE, n, op_id, session.gate(PROVIDER, op_id, "bench"))
+            specs = session.creates.render(
+                PROVIDER, TEMPLATE, n, op_id, session.recorder.gate(PROVIDER, op_id, "bench")
+            )
             raw_store = root / "raw.sqlite"
             work = raw_dir(session, root / "raw", specs, raw_store)
             raw_seconds = raw_apply(work, raw_store, n, loaded.config.terraform.parallelism) if raw_first else 0.0

@@ -60,18 +60,18 @@ REFRESH = ["plan", "-refresh-only", "-input=false", "-no-color", f"-var-file={DE
 
 def build(executor: Executor, n: int, ops: int) -> list[ProviderWorkdir]:
     """``n`` instances as ``ops`` ops over the provider's shards, with their facts; the shards."""
-    shards = executor.shards(PROVIDER)
-    executor.workdir(PROVIDER)
+    shards = executor.shardset.shards(PROVIDER)
+    executor.shardset.workdir(PROVIDER)
     settings = render_settings(executor.config, PROVIDER)
     made: dict[ProviderWorkdir, dict[str, list[str]]] = {}
     per_op = [n // ops + (1 if i < n % ops else 0) for i in range(ops)]
     for count in per_op:
         op_id = new_op_id()
-        epoch = executor.gate(PROVIDER, op_id, "bench")
-        specs = executor.render(PROVIDER, TEMPLATE, count, op_id, epoch)
-        executor.commit(Fact(FactKind.REQUEST_INTENT, PROVIDER, op_id, epoch, template=TEMPLATE, count=count))
+        epoch = executor.recorder.gate(PROVIDER, op_id, "bench")
+        specs = executor.creates.render(PROVIDER, TEMPLATE, count, op_id, epoch)
+        executor.recorder.commit(Fact(FactKind.REQUEST_INTENT, PROVIDER, op_id, epoch, template=TEMPLATE, count=count))
         for shard, keys in shards.place(op_id, sorted(specs)).items():
-            executor.prepared(shard)
+            executor.shardset.prepared(shard)
             current: dict[str, InstanceSpec] = shard.desired.read()
             shard.desired.write(shard.variables({**current, **{k: specs[k] for k in keys}}, settings))
             made.setdefault(shard, {}).setdefault(op_id, []).extend(keys)
@@ -79,7 +79,7 @@ def build(executor: Executor, n: int, ops: int) -> list[ProviderWorkdir]:
         executor.engine.apply(shard.path, var_files=[Path(DESIRED)])
     for shard, by_op in made.items():
         for op_id, keys in by_op.items():
-            executor.record_created(PROVIDER, shard, op_id, TEMPLATE, sorted(keys))
+            executor.creates.record_created(PROVIDER, shard, op_id, TEMPLATE, sorted(keys))
     return sorted(made, key=lambda s: str(s.path))
 
 

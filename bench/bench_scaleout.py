@@ -114,7 +114,7 @@ def _conn_env(conn_str: str | None) -> Iterator[None]:
 def timed_burst(root: Path, backend: str, n: int, databases: Databases) -> float:
     """Seconds of one burst of ``n`` through the executor; the store and the controller then agree."""
     with backend_site(root, backend, n, databases) as loaded, fenced_session(loaded, [PROVIDER], REPO) as session:
-        session.workdir(PROVIDER)  # build and init the working directory now: not timed
+        session.shardset.workdir(PROVIDER)  # build and init the working directory now: not timed
         op_id = new_op_id()
         began = time.perf_counter()
         session.create(PROVIDER, TEMPLATE, n, op_id=op_id)

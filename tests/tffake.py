@@ -56,6 +56,8 @@ class FakeEngine:
         self.planned_creates: list[tuple[Path, list[str]]] = []
         # Per plan: the root variable ``fence`` it was given (None when absent).
         self.plan_fences: list[str | None] = []
+        # Per plan: every variable it was given (the preview and the op plan the same ones).
+        self.plan_variables: list[dict[str, Any]] = []
         # Working directories whose next apply fails (once each), as a cloud error would.
         self.fail_apply: set[Path] = set()
         # Called inside every apply while it counts as running (shard tests synchronise on it).
@@ -136,6 +138,7 @@ class FakeEngine:
         for var_file in var_files:
             variables.update(json.loads(Path(workdir, var_file).read_text()))
         self.plan_fences.append(variables.get("fence"))
+        self.plan_variables.append(variables)
         current = self.state(workdir)
         present = self.present(workdir)
         wanted = {} if destroy else dict(variables.get("instances") or {})

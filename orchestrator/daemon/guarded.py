@@ -5,7 +5,8 @@ the pass needs to know nothing about signals:
 
 - every ``create`` and ``return_instances`` is held in ``Lifecycle.in_flight`` under its op id:
   a SIGTERM waits for it (up to ``daemon.stop_timeout``) and the log names it; an open op the
-  pass resumes takes its first step only while not stopping (:meth:`DaemonExecutor.gate`);
+  pass resumes takes its first step only while not stopping (:meth:`StopGuard.gate`, the
+  daemon's wrapper of the executor's recorder);
 - once stopping, a new op is refused before its intent with :class:`NotStarted`, a ``LeaseLost``
   (what the pass already treats as "leave this provider alone, nothing to close");
 - each op that ends is counted on ``xceprov_ops_total`` (``parked`` when the fence stopped it),
@@ -35,10 +36,10 @@ from orchestrator.daemon.lifecycle import Lifecycle, Stopping, error_line
 from orchestrator.daemon.metrics import DaemonMetrics, OpKind, OpOutcome
 from orchestrator.daemon.systemd import Heartbeat
 from orchestrator.errors import LeaseLost
-from orchestrator.model.facts import Epoch
+from orchestrator.model.facts import Epoch, Fact
 from orchestrator.model.instances import new_op_id
 from orchestrator.ops.drain import Decommission
-from orchestrator.ops.executor import Bootstrap, Created, CreateResult, Executor, ReturnResult
+from orchestrator.ops.executor import Bootstrap, Created, CreateResult, Executor, OpRecorder, ReturnResult
 
 log = logging.getLogger(__name__)
 
@@ -58,20 +59,18 @@ class PassAborted(BaseException):
     """
 
 
-class DaemonExecutor(Executor):
-    """An :class:`Executor` whose ops are held as in-flight work of ``lifecycle`` (module docstring)."""
+class StopGuard:
+    """The daemon's stop guard around the executor's recorder (an :class:`OpRecorder`): the
+    executor calls it as it calls any recorder, and it never calls the executor back.
 
-    def __init__(
-        self,
-        *args: Any,
-        lifecycle: Lifecycle,
-        metrics: DaemonMetrics,
-        heartbeat: Heartbeat | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(*args, **kwargs)
+    - :meth:`gate`: the recorder's gate; once stopping, only for an op that already took a step;
+    - :meth:`action`: an orphan scan's action held in flight; refused once stopping;
+    - :meth:`audit`: the recorder's entry, then a heartbeat (the loop is making progress).
+    """
+
+    def __init__(self, recorder: OpRecorder, lifecycle: Lifecycle, heartbeat: Heartbeat | None = None) -> None:
+        self.recorder = recorder
         self.lifecycle = lifecycle
-        self.metrics = metrics
         self.heartbeat = heartbeat
         # Ops that passed a gate in this pass: once stopping, only they may take another step.
         self._touched: set[str] = set()
@@ -83,7 +82,7 @@ class DaemonExecutor(Executor):
             self._touched.clear()
 
     def gate(self, provider: str, op_id: str, step: str) -> Epoch:
-        """:meth:`Executor.gate`; once stopping, only for an op that already took a step.
+        """The recorder's gate; once stopping, only for an op that already took a step.
 
         A resume of an open op goes through the executor's steps, not through :meth:`create`:
         this is where one the pass is about to start after a SIGTERM is refused, so it stays
@@ -97,7 +96,70 @@ class DaemonExecutor(Executor):
                         "it resumes at the next start"
                     )
                 self._touched.add(op_id)
-        return super().gate(provider, op_id, step)
+        return self.recorder.gate(provider, op_id, step)
+
+    @contextlib.contextmanager
+    def action(self, name: str) -> Iterator[None]:
+        """An orphan scan's action held in flight under ``name``; once stopping, :class:`PassAborted`:
+        no new action starts, and the rest of the scan is not run (its findings wait for the next
+        start's scan; counting each as failed would only hide the stop)."""
+        try:
+            with held_unless_stopping(self.lifecycle, name), self._fresh(), self.recorder.action(name):
+                yield
+        except NotStarted as exc:
+            raise PassAborted(str(exc)) from None
+
+    @contextlib.contextmanager
+    def _fresh(self) -> Iterator[None]:
+        # The action's gates are its own: an op id an earlier action touched (the ``orphans``
+        # op of report facts) must not let a later one through once stopping.
+        with self._touched_lock:
+            before = set(self._touched)
+        try:
+            yield
+        finally:
+            with self._touched_lock:
+                self._touched &= before
+
+    def audit(self, action: str, **details: Any) -> None:
+        """The audit entry, then a heartbeat: the loop is making progress."""
+        self.recorder.audit(action, **details)
+        if self.heartbeat is not None:
+            self.heartbeat.beat()
+
+    def commit(self, fact: Fact) -> None:
+        """The recorder's commit (its audit entry is the recorder's own, no heartbeat of its own)."""
+        self.recorder.commit(fact)
+
+    def commit_many(self, facts: Sequence[Fact]) -> None:
+        """The recorder's batch commit."""
+        self.recorder.commit_many(facts)
+
+
+class DaemonExecutor(Executor):
+    """An :class:`Executor` whose ops are held as in-flight work of ``lifecycle`` (module docstring);
+    its steps are recorded through the :class:`StopGuard` (a wrapper of the recorder, not an
+    override: the executor never calls up into the daemon)."""
+
+    def __init__(
+        self,
+        *args: Any,
+        lifecycle: Lifecycle,
+        metrics: DaemonMetrics,
+        heartbeat: Heartbeat | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        # The executor's own recorder, wrapped: every step it records passes the guard first.
+        self.guard = StopGuard(self.recorder, lifecycle, heartbeat)
+        self.recorder = self.guard
+        self.lifecycle = lifecycle
+        self.metrics = metrics
+        self.heartbeat = heartbeat
+
+    def new_pass(self) -> None:
+        """A pass begins: ops of earlier passes that are not running now are not "in flight"."""
+        self.guard.new_pass()
 
     @contextlib.contextmanager
     def _held(self, name: str, provider: str, kind: OpKind, what: str, fields: dict[str, str]) -> Iterator[list[str]]:
@@ -144,35 +206,6 @@ class DaemonExecutor(Executor):
             done = "would return" if result.dry_run else "returned"
             did.append(f"op {result.op_id} {done} {len(result.deleted or result.keys)}")
             return result
-
-    @contextlib.contextmanager
-    def action(self, name: str) -> Iterator[None]:
-        """An orphan scan's action held in flight under ``name``; once stopping, :class:`PassAborted`:
-        no new action starts, and the rest of the scan is not run (its findings wait for the next
-        start's scan; counting each as failed would only hide the stop)."""
-        try:
-            with held_unless_stopping(self.lifecycle, name), self._fresh():
-                yield
-        except NotStarted as exc:
-            raise PassAborted(str(exc)) from None
-
-    @contextlib.contextmanager
-    def _fresh(self) -> Iterator[None]:
-        # The action's gates are its own: an op id an earlier action touched (the ``orphans``
-        # op of report facts) must not let a later one through once stopping.
-        with self._touched_lock:
-            before = set(self._touched)
-        try:
-            yield
-        finally:
-            with self._touched_lock:
-                self._touched &= before
-
-    def audit(self, action: str, **details: Any) -> None:
-        """The audit entry, then a heartbeat: the loop is making progress."""
-        super().audit(action, **details)
-        if self.heartbeat is not None:
-            self.heartbeat.beat()
 
 
 @contextlib.contextmanager

@@ -10,32 +10,39 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from orchestrator.clients.controller.types import HostInfo
 from orchestrator.errors import HostBusy, RetryableError
 from orchestrator.model.config import Config
-from orchestrator.model.facts import Epoch
 from orchestrator.ops.hosts import BUSY_STATES, JOINED_STATES, HostControl
+from orchestrator.ops.recorder import OpRecorder
 
 Decommission = Callable[[str, Sequence[HostInfo]], Mapping[str, str]]
 
 
 class ReturnContext(Protocol):
-    """What draining needs from the executor (``orchestrator.ops.executor.Executor`` fits)."""
+    """What draining needs of the executor: its parts (``orchestrator.ops.executor.OpParts`` and
+    ``Executor`` fit), read-only."""
 
-    config: Config
-    hosts: HostControl
-    decommission: Decommission | None
-    clock: Callable[[], float]
-    sleep: Callable[[float], None]
+    @property
+    def config(self) -> Config: ...
 
-    def audit(self, action: str, **details: Any) -> None:
-        """One audit entry."""
-        ...
+    @property
+    def hosts(self) -> HostControl: ...
 
-    def gate(self, provider: str, op_id: str, step: str) -> Epoch:
-        """The fence's epoch or ``LeaseLost``."""
+    @property
+    def decommission(self) -> Decommission | None: ...
+
+    @property
+    def clock(self) -> Callable[[], float]: ...
+
+    @property
+    def sleep(self) -> Callable[[float], None]: ...
+
+    @property
+    def recorder(self) -> OpRecorder:
+        """The gate and the audit entries of the op's steps."""
         ...
 
 
@@ -71,10 +78,10 @@ def settle_hosts(
     busy = sorted(k for k, h in joined.items() if h.state in BUSY_STATES)
     if busy and not drain.drain and not drain.force:
         names = ", ".join(joined[k].host_name or k for k in busy)
-        executor.audit("op-return-refused", provider=provider, op=op_id, busy=busy)
+        executor.recorder.audit("op-return-refused", provider=provider, op=op_id, busy=busy)
         raise HostBusy(f"{names}: joined and running work; drain with `xceprov return`, or pass --force")
     if busy and drain.force:
-        executor.audit("op-return-forced", provider=provider, op=op_id, busy=busy)
+        executor.recorder.audit("op-return-forced", provider=provider, op=op_id, busy=busy)
     forced = drain.force
     if drain.drain and joined:
         # drain_policy return at the timeout returns hosts still running work: forced, audited.
@@ -85,10 +92,10 @@ def settle_hosts(
         outcome: Mapping[str, str] = {}
         if executor.decommission is not None:
             outcome = executor.decommission(provider, list(joined.values()))
-        epoch = executor.gate(provider, op_id, "decommission")
+        epoch = executor.recorder.gate(provider, op_id, "decommission")
         for host in joined.values():
             executor.hosts.decommission(provider, epoch, host, f"returned by op {op_id}", force=forced)
-        executor.audit(
+        executor.recorder.audit(
             "op-decommission",
             provider=provider,
             op=op_id,
@@ -108,11 +115,13 @@ def drain_hosts(
     settings = executor.config.providers[provider]
     timeout = float(settings.drain_timeout if drain.timeout is None else drain.timeout)
     policy = drain.policy or settings.drain_policy
-    epoch = executor.gate(provider, op_id, "drain")
+    epoch = executor.recorder.gate(provider, op_id, "drain")
     for host in joined.values():
         if host.state != "closed":
             executor.hosts.close(provider, epoch, host, f"draining for return by op {op_id}")
-    executor.audit("op-drain", provider=provider, op=op_id, hosts=sorted(joined), timeout=timeout, policy=policy)
+    executor.recorder.audit(
+        "op-drain", provider=provider, op=op_id, hosts=sorted(joined), timeout=timeout, policy=policy
+    )
     deadline = executor.clock() + timeout
     while True:
         now_known = host_map(executor, provider)
@@ -120,7 +129,7 @@ def drain_hosts(
         if not running:
             return False
         if executor.clock() >= deadline:
-            executor.audit("op-drain-timeout", provider=provider, op=op_id, running=running, policy=policy)
+            executor.recorder.audit("op-drain-timeout", provider=provider, op=op_id, running=running, policy=policy)
             if policy == "return":
                 return True
             raise RetryableError(

@@ -149,15 +149,15 @@ def survey(executor: Executor, provider: str, wait: float | None = None) -> Prov
     """
     epoch = current_epoch(executor, provider)  # before any read: all of them are newer than the lease
     facts = executor.facts.facts(provider)
-    workdir = executor.workdir(provider)
+    workdir = executor.shardset.workdir(provider)
     held: dict[str, Any] = {}
     by_shard: dict[str, dict[str, Any]] = {}
     desired: set[str] = set()
     busy: list[str] = []
-    for shard in executor.shard_list(provider):
+    for shard in executor.shardset.shard_list(provider):
         try:
             with shard.lock() if wait is None else shard.lock(timeout=wait):
-                by_shard[str(shard.path)] = executor.state_instances(shard)
+                by_shard[str(shard.path)] = executor.terraform.state_instances(shard)
                 held.update(by_shard[str(shard.path)])
                 desired.update(shard.desired.read())
         except filelock.Timeout:
@@ -209,18 +209,18 @@ def _held(executor: Executor, shard: ProviderWorkdir, seen: Seen | None) -> dict
     """The shard's state instances: as the survey read them under the current epoch, or read now."""
     if seen is not None and str(shard.path) in seen.held and seen.usable(executor, shard.provider):
         return seen.held[str(shard.path)]
-    return executor.state_instances(shard)
+    return executor.terraform.state_instances(shard)
 
 
 def _resume_create(executor: Executor, op: OpenOp, seen: Seen | None = None) -> Resolution:
     provider = op.provider
-    workdir = executor.workdir(provider)
+    workdir = executor.shardset.workdir(provider)
     work: dict[ProviderWorkdir, ShardWork] = {}
     found: set[str] = set()
-    for shard in executor.shard_list(provider):
+    for shard in executor.shardset.shard_list(provider):
         with shard.lock():
             held = _held(executor, shard, seen)
-            desired = executor.desired(shard)
+            desired = executor.terraform.desired(shard)
         unapplied = {k: desired[k] for k in op.pending if k in desired and k not in held}
         mine = [k for k in op.pending if k in desired or k in held]
         found.update(mine)
@@ -231,7 +231,7 @@ def _resume_create(executor: Executor, op: OpenOp, seen: Seen | None = None) -> 
     if unapplied_keys:
         status, objects = _listing(executor, workdir, seen)
         tagged = sorted(o["id"] for o in objects if o["tags"].get(owner.OP_ID) == op.op_id)
-        executor.audit(
+        executor.recorder.audit(
             "resume-recreate",
             provider=provider,
             op=op.op_id,
@@ -243,33 +243,32 @@ def _resume_create(executor: Executor, op: OpenOp, seen: Seen | None = None) -> 
         )
     if never:
         _confirm_never_created(executor, op, never, workdir, seen)
-        epoch = executor.gate(provider, op.op_id, "abandon")
+        epoch = executor.recorder.gate(provider, op.op_id, "abandon")
         detail = json.dumps({"abandoned": "intent committed, desired set never written: nothing was created"})
-        executor.commit_many(
+        executor.recorder.commit_many(
             [
                 Fact(FactKind.RETURNED, provider, op.op_id, epoch, instance_key=k, template=op.template, detail=detail)
                 for k in never
             ]
         )
     to_record = sorted(found)
-    created = executor.grow_shards(provider, op.op_id, op.template, work) if work else []
-    executor.finish_create(provider, op.op_id, op.template, created)
+    executor.creates.complete(provider, op.op_id, op.template, work)
     if never and not to_record:
         outcome, reason = "abandoned", "the crash came before the desired set: nothing was created"
     else:
         outcome = "completed"
         reason = f"{len(to_record)} instances recorded" + (f", {len(never)} never created abandoned" if never else "")
-    executor.audit("resume", provider=provider, op=op.op_id, kind="create", outcome=outcome, reason=reason)
+    executor.recorder.audit("resume", provider=provider, op=op.op_id, kind="create", outcome=outcome, reason=reason)
     return Resolution(provider, op.op_id, "create", outcome, reason, list(op.pending))
 
 
 def _resume_return(executor: Executor, op: OpenOp, seen: Seen | None = None) -> Resolution:
     provider = op.provider
-    shards = executor.shard_list(provider)
+    shards = executor.shardset.shard_list(provider)
     groups: dict[ProviderWorkdir, list[str]] = {}
     for shard in shards:
         with shard.lock():
-            there = set(executor.desired(shard)) | set(_held(executor, shard, seen))
+            there = set(executor.terraform.desired(shard)) | set(_held(executor, shard, seen))
         mine = [k for k in op.pending if k in there]
         if mine:
             groups[shard] = mine
@@ -281,23 +280,14 @@ def _resume_return(executor: Executor, op: OpenOp, seen: Seen | None = None) -> 
 
     def one(shard: ProviderWorkdir, keys: list[str]) -> list[str]:
         with shard.lock():
-            # The host-loss path first, as every return's (``shrink``): an instance the cloud took
-            # back (a spot reclaim) while this op was open is recorded lost and leaves the desired
-            # set, so the plan neither re-creates it (a refused plan, the op open for ever) nor
-            # waits for its deletion; a returning key found lost has its outcome already.
-            before = executor.desired(shard)
-            desired = executor.drop_lost(provider, shard, before, op.op_id)
-            lost = [k for k in keys if k in before and k not in desired]
-            left = [k for k in keys if k not in lost]
-            if left:
-                executor.remove(provider, shard, op.op_id, left, desired)
-            return lost
+            # The host-loss path first, as every return's: a returning key found lost has its outcome.
+            return executor.returns.complete_shard(provider, shard, op.op_id, keys)
 
-    lost = [k for found in executor.run_shards(groups.items(), one) for k in found]
+    lost = [k for found in executor.shardset.run_shards(groups.items(), one) for k in found]
     reason = f"{len(op.pending) - len(lost)} returning instances deleted and recorded returned" + (
         f", {len(lost)} found lost" if lost else ""
     )
-    executor.audit("resume", provider=provider, op=op.op_id, kind="return", outcome="completed", reason=reason)
+    executor.recorder.audit("resume", provider=provider, op=op.op_id, kind="return", outcome="completed", reason=reason)
     return Resolution(provider, op.op_id, "return", "completed", reason, list(op.pending))
 
 
@@ -309,7 +299,7 @@ def _live_listing(
         status, objects = seen.listing
     else:
         with workdir.lock():
-            executor.listable(workdir)
+            executor.terraform.listable(workdir)
         status, objects = tagged_objects(executor, workdir)
     if status != "read":
         raise FinalError(
@@ -329,12 +319,12 @@ def _confirm_never_created(
     an apply made it."""
     live = _live_listing(executor, op, never, workdir, seen)
     held_ids: set[str] = set()
-    for shard in executor.shard_list(op.provider):
+    for shard in executor.shardset.shard_list(op.provider):
         with shard.lock():
-            held_ids.update(str(v.get("id", "")) for v in executor.state_instances(shard).values())
+            held_ids.update(str(v.get("id", "")) for v in executor.terraform.state_instances(shard).values())
     stray = sorted(o["id"] for o in live if o["tags"].get(owner.OP_ID) == op.op_id and o["id"] not in held_ids)
     if stray:
-        executor.audit("resume-refused", provider=op.provider, op=op.op_id, keys=never, listed=stray)
+        executor.recorder.audit("resume-refused", provider=op.provider, op=op.op_id, keys=never, listed=stray)
         raise FinalError(
             f"op {op.op_id} on provider {op.provider}: {', '.join(never)} not abandoned: no local file holds them "
             f"but the cloud lists {', '.join(stray)} of this op (another process may be applying it, such as a "
@@ -352,7 +342,7 @@ def _confirm_gone(executor: Executor, op: OpenOp, gone: list[str], workdir: Prov
     }
     still = sorted(f"{k} ({ids.get(k) or k})" for k in gone if (ids.get(k) or k) in live)
     if still:
-        executor.audit("resume-refused", provider=op.provider, op=op.op_id, keys=gone, listed=still)
+        executor.recorder.audit("resume-refused", provider=op.provider, op=op.op_id, keys=gone, listed=still)
         raise FinalError(
             f"op {op.op_id} on provider {op.provider}: {', '.join(still)} not recorded returned: no local file "
             "holds them but the cloud still lists them; the op stays open (the orphan scan decides)"

@@ -6,7 +6,7 @@
   took work after the scan's read is closed and the return fails at once, before any change in
   the cloud, instead of holding the daemon's loop for its ``drain_timeout``; the reclaim phase
   returns it once its work has ended;
-* retire (class (c)): ``Executor.retire_lost``, the host-loss path (``lost`` fact, key out of
+* retire (class (c)): ``Executor.retire``, the host-loss path (``lost`` fact, key out of
   the desired set) under the shard's lock;
 * adopt (class (b), matching a live host): an ``orphanAdopted`` fact naming the object and the
   host; nothing in the cloud changes;
@@ -44,8 +44,8 @@ def _detail(finding: Finding, **more: Any) -> str:
 def orphan_fact(executor: Executor, kind: FactKind, finding: Finding, step: str, **more: Any) -> None:
     """An ``orphanReported`` / ``orphanAdopted`` fact, keyed by the object's cloud id, under the lease."""
     op_id = finding.op_id or NO_OP
-    epoch = executor.gate(finding.provider, op_id, step)
-    executor.commit(
+    epoch = executor.recorder.gate(finding.provider, op_id, step)
+    executor.recorder.commit(
         Fact(
             kind,
             finding.provider,
@@ -74,10 +74,7 @@ def take(executor: Executor, finding: Finding, confirmed_by: str, *, automatic: 
         return f"returned by op {result.op_id}"
     if finding.action == RETIRE:
         assert finding.lost is not None
-        shard = executor.shards(finding.provider).shard(finding.shard)
-        with shard.lock():
-            desired = executor.desired(shard)
-            executor.retire_lost(finding.provider, shard, desired, [finding.lost], finding.op_id)
+        executor.retire(finding.provider, finding.shard, [finding.lost], finding.op_id)
         return "lost fact committed through the host-loss path"
     if finding.action == ADOPT:
         orphan_fact(executor, FactKind.ORPHAN_ADOPTED, finding, "orphan adopt", confirmed_by=confirmed_by)

@@ -151,7 +151,7 @@ def read_shard(executor: Executor, shard: ProviderWorkdir) -> ShardRead:
     try:
         with shard.lock():
             if out.index == 0:
-                executor.listable(shard)
+                executor.terraform.listable(shard)
                 views = read_views(executor.engine, shard.path)
                 out.drift, out.listing = views.drift, views.listing
             else:
@@ -164,14 +164,14 @@ def read_shard(executor: Executor, shard: ProviderWorkdir) -> ShardRead:
 
 def _state_ids(executor: Executor, shard: ProviderWorkdir) -> dict[str, str]:
     """Instance key → cloud id in the shard's Terraform state (asked only when the drift deleted one)."""
-    return {k: str(v.get("id", "")) for k, v in executor.state_instances(shard).items()}
+    return {k: str(v.get("id", "")) for k, v in executor.terraform.state_instances(shard).items()}
 
 
 def read_provider(executor: Executor, provider: str, reader: Callable[..., ShardRead] = read_shard) -> ProviderRead:
     """Every shard of ``provider``, at most ``terraform.parallel_states`` plans at a time."""
     out = ProviderRead(provider)
     try:
-        shards = executor.shard_list(provider)
+        shards = executor.shardset.shard_list(provider)
     except (XceprovError, OSError) as exc:
         out.error = first_line(exc)
         return out

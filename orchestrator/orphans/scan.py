@@ -326,7 +326,7 @@ class OrphanScanner:
     def _act(self, finding: Finding, state: GuardState, epoch: str, confirmed_by: str, **more: Any) -> None:
         """Take the finding's action through the executor; ``more`` goes into the audit entries."""
         # Held by the executor like an op (the daemon refuses it once stopping).
-        with self.executor.action(f"orphan {finding.action} of {finding.object_id or finding.instance_key}"):
+        with self.executor.recorder.action(f"orphan {finding.action} of {finding.object_id or finding.instance_key}"):
             state.rate.take(finding.provider)  # counted before the action: a crash never forgets one
             try:
                 result = actions.take(self.executor, finding, confirmed_by, automatic=confirmed_by == AUTOMATIC)
@@ -359,7 +359,7 @@ class OrphanScanner:
             finding.reason = "reported before (orphanReported fact at the controller)"
             return
         try:
-            with self.executor.action(f"orphan report of {finding.object_id}"):
+            with self.executor.recorder.action(f"orphan report of {finding.object_id}"):
                 actions.orphan_fact(self.executor, FactKind.ORPHAN_REPORTED, finding, "orphan report")
         except XceprovError as exc:
             finding.reason = f"orphanReported fact not committed: {first_line(exc)}"

@@ -45,7 +45,7 @@ def close_refused(executor: Executor, op: OpenOp, reason: str, *, check_listing:
     """
     provider = op.provider
     pending = set(op.pending)
-    shards = executor.shard_list(provider)
+    shards = executor.shardset.shard_list(provider)
     status = "not read: the cloud refused the instances"
     if check_listing:
         status = _check_listing(executor, op, shards)
@@ -54,33 +54,33 @@ def close_refused(executor: Executor, op: OpenOp, reason: str, *, check_listing:
     for shard in shards:
         with shard.lock():
             held = _held(executor, shard, pending)
-            desired = executor.desired(shard)
+            desired = executor.terraform.desired(shard)
             mine_held = sorted(k for k in pending if k in held)
             unapplied = sorted(k for k in pending if k in desired and k not in held)
             if unapplied:
-                executor.remove(provider, shard, op.op_id, unapplied, desired)
+                executor.returns.remove(provider, shard, op.op_id, unapplied, desired)
                 evidence["dropped"] += unapplied
             if mine_held:
-                if not set(mine_held) <= set(executor.state_instances(shard)):
+                if not set(mine_held) <= set(executor.terraform.state_instances(shard)):
                     # The failed apply did create these but never wrote its outputs: an apply
                     # that changes no resource writes them, and the instances are kept.
-                    executor.sync_outputs(provider, shard, op.op_id)
+                    executor.terraform.sync_outputs(provider, shard, op.op_id)
                     evidence["outputs_synced"] = True
-                executor.record_created(provider, shard, op.op_id, op.template, mine_held)
+                executor.creates.record_created(provider, shard, op.op_id, op.template, mine_held)
                 evidence["recorded"] += mine_held
             placed.update(mine_held, unapplied)
     never = sorted(pending - placed)
     if never:
-        epoch = executor.gate(provider, op.op_id, "close refused")
+        epoch = executor.recorder.gate(provider, op.op_id, "close refused")
         detail = json.dumps({"closed": reason, "state": "never in a desired set"})
         for key in never:
-            executor.commit(
+            executor.recorder.commit(
                 Fact(
                     FactKind.RETURNED, provider, op.op_id, epoch, instance_key=key, template=op.template, detail=detail
                 )
             )
         evidence["never"] = never
-    executor.audit("reconcile-op-closed", provider=provider, reason=reason, **evidence)
+    executor.recorder.audit("reconcile-op-closed", provider=provider, reason=reason, **evidence)
     return evidence
 
 
@@ -91,7 +91,7 @@ def _check_listing(executor: Executor, op: OpenOp, shards: list[ProviderWorkdir]
     for shard in shards:
         with shard.lock():
             held.update(k for k in _held(executor, shard, pending) if k in pending)
-    status, objects = tagged_objects(executor, executor.workdir(op.provider))
+    status, objects = tagged_objects(executor, executor.shardset.workdir(op.provider))
     live = [o for o in objects if o["tags"].get(owner.OP_ID) == op.op_id and o["state"] not in ("terminated",)]
     # ``done`` counts the op's keys already accounted for (created, or gone): an upper bound of
     # the live ones Terraform knew before, so only a real surplus stops the close.
@@ -107,7 +107,7 @@ def _check_listing(executor: Executor, op: OpenOp, shards: list[ProviderWorkdir]
 def _held(executor: Executor, shard: ProviderWorkdir, pending: set[str]) -> set[str]:
     """The op's keys Terraform holds in ``shard``: the outputs, or the state's own resources when
     the outputs miss some (a failed apply creates instances without writing its outputs)."""
-    held = set(executor.state_instances(shard))
+    held = set(executor.terraform.state_instances(shard))
     if pending <= held:
         return held
-    return held | executor.state_keys(shard)
+    return held | executor.terraform.state_keys(shard)

@@ -188,7 +188,7 @@ def apply_bundle(
     with _executor(loaded, sorted(planned), toolkit_root, engine, boot, executor, progress) as ex:
         for provider, ops in planned.items():
             results = tuple(ex.create(provider, op.template, op.count, op_id=op.op_id) for op in ops)
-            held = ex.provider_instances(provider)  # every shard of the provider
+            held = ex.terraform.provider_instances(provider)  # every shard of the provider
             audit(config.state_dir, "applied", provider=provider, bundle=str(bundle), instances=len(held))
             applied.append(AppliedProvider(provider, held, results))
     return applied

@@ -47,7 +47,7 @@ def select_keys(
     selected: dict[str, list[str]] = {}
     found_ops: set[str] = set()
     for name in providers:
-        desired = executor.provider_desired(name)
+        desired = executor.terraform.provider_desired(name)
         keys = sorted(k for k in desired if all_instances or op_of_key(k) in ops)
         found_ops.update(op_of_key(k) for k in keys)
         if keys:

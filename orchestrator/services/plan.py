@@ -2,8 +2,10 @@
 
 For each provider the burst touches, the desired set is extended in memory with the rendered
 instances of the new ops, written to a temporary variables file, and planned against the
-provider's current state. Nothing is applied and no lease is needed. With ``out`` the plans
-are saved in a plan bundle (a directory with one Terraform plan per provider and a manifest);
+provider's current state: the create op's own steps (``orchestrator.ops.steps``: render,
+variables, candidate variables file, plan), with the op's fencing and intent not invoked.
+Nothing is applied and no lease is needed. With ``out`` the plans are saved in a plan bundle
+(a directory with one Terraform plan per provider and a manifest);
 ``xceprov apply`` applies exactly those plans or refuses because the state moved.
 
 Host loss (docs/operations.md, "Previews and host loss"): before anything is planned, each
@@ -33,15 +35,9 @@ from orchestrator.model.config import Config
 from orchestrator.model.instances import InstanceSpec, new_op_id
 from orchestrator.model.ops import OpRequest
 from orchestrator.ops.losses import preview_losses
+from orchestrator.ops.steps import plan_desired, render_instances
 from orchestrator.reconcile.policy import choose_ops
-from orchestrator.render.instances import (
-    RenderRequest,
-    controller_context,
-    render_op,
-    render_settings,
-    renderer_for,
-    template_dir_problems,
-)
+from orchestrator.render.instances import RenderRequest, template_dir_problems
 from orchestrator.services.missing_ca import missing_ca
 from orchestrator.workspace.bundle import BUNDLE_FORMAT, create_bundle, discard_bundle, plan_path, seal_bundle
 from orchestrator.workspace.module_settings import settings_problems
@@ -145,14 +141,14 @@ def plan_burst(
     room = {name: provider_count(config, name, root) - len(lost[name]) for name in desired}
     ops = choose_ops(config, wanted, provider, room)
     desired = {name: {k: v for k, v in held.items() if k not in lost[name]} for name, held in desired.items()}
-    renderer = renderer_for(config, root / "templates", loaded.source)
-    # A preview needs no CA file (apply renders every op again and does): the same rule as validate.
-    controller = controller_context(config, allow_missing_ca=True)
     warnings = [f"{missing}; previewed without it, apply needs it"] if (missing := missing_ca(loaded)) else []
     rendered: dict[str, dict[str, tuple[OpRequest, str, dict[str, InstanceSpec]]]] = {}
     for op in ops:
         op_id = new_op_id()
-        specs = render_op(config, renderer, RenderRequest(op.provider, op.template, op_id, op.count), controller)
+        # The op's own render step; a preview needs no CA file (apply renders every op again and
+        # does): the same rule as validate.
+        request = RenderRequest(op.provider, op.template, op_id, op.count)
+        specs = render_instances(config, root, request, source=loaded.source, allow_missing_ca=True)
         rendered.setdefault(op.provider, {})[op_id] = (op, op_id, specs)
     if out is not None:
         create_bundle(out)
@@ -210,11 +206,12 @@ def _plan_provider(
     for _op, _op_id, specs in by_op.values():
         new.update(specs)
     candidate = {**current, **new}
-    variables = workdir.variables(candidate, render_settings(config, workdir.provider))
     plan_file = plan_path(out, workdir.provider) if out is not None else None
     ready_workdir(engine, workdir)
-    with workdir.lock(), workdir.candidate_var_file(variables) as var_file:
-        result = engine.plan(workdir.path, var_files=[var_file], out=plan_file)
+    # The op's own plan step (orchestrator.ops.steps), with none of its fencing: no gate, no
+    # intent, the desired set left as it is, and the root's ``fence`` at its default.
+    with workdir.lock():
+        result = plan_desired(config, engine, workdir, candidate, out=plan_file).result
     cloud = {
         t: config.templates[t].providers[workdir.provider]
         for t in config.templates

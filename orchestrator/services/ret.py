@@ -31,7 +31,7 @@ def resolve_hosts(executor: Executor, names: Sequence[str]) -> dict[str, list[st
     found: dict[str, list[str]] = {}
     seen: set[str] = set()
     for provider in sorted(executor.config.providers):
-        desired = executor.provider_desired(provider)  # every shard of the provider
+        desired = executor.terraform.provider_desired(provider)  # every shard of the provider
         for key, spec in desired.items():
             for ref in (key, spec.name):
                 if ref in names:

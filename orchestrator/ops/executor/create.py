@@ -13,13 +13,16 @@ from orchestrator.model import tags as owner
 from orchestrator.model.facts import Epoch, Fact, FactKind
 from orchestrator.model.hostnames import ADDRESS_REFUSED
 from orchestrator.model.instances import InstanceSpec, new_op_id
-from orchestrator.ops.executor.losspath import HostLossPath
+from orchestrator.ops.executor.losspath import LossPath
+from orchestrator.ops.executor.parts import OpParts, op_scope, shard_index
 from orchestrator.ops.executor.results import Created, CreateResult
-from orchestrator.ops.executor.shardaccess import op_scope, shard_index
+from orchestrator.ops.executor.shardset import ShardSet
+from orchestrator.ops.executor.tfsteps import TerraformSteps
 from orchestrator.ops.fence import epoch_tag
 from orchestrator.ops.plancheck import check_create
 from orchestrator.ops.refusal import refusals
-from orchestrator.render.instances import RenderRequest, controller_context, render_op, render_settings, renderer_for
+from orchestrator.ops.steps import desired_variables, render_instances
+from orchestrator.render.instances import RenderRequest
 from orchestrator.workspace.workdir import ProviderWorkdir
 
 # The instances one shard of an op grows by, and the keys whose facts it records afterwards.
@@ -34,28 +37,32 @@ class Grown:
     outputs: Mapping[str, Any] | None = None
 
 
-class CreateOp(HostLossPath):
+class CreateOp:
     """Creates hosts of a template on a provider as one op (see :mod:`orchestrator.ops.executor`)."""
 
+    def __init__(self, parts: OpParts, shardset: ShardSet, terraform: TerraformSteps, losspath: LossPath) -> None:
+        self.parts = parts
+        self.shardset = shardset
+        self.terraform = terraform
+        self.losspath = losspath
+
     def render(self, provider: str, template: str, count: int, op_id: str, epoch: Epoch) -> dict[str, InstanceSpec]:
-        """The op's instances, tagged with its op id and the real epoch."""
-        if template not in self.config.templates or provider not in self.config.templates[template].providers:
-            raise UsageError(f"template {template!r} cannot run on provider {provider!r}")
-        renderer = renderer_for(self.config, self.root / "templates")
+        """The op's instances, tagged with its op id and the real epoch (the shared step the plan
+        preview renders with, :func:`orchestrator.ops.steps.render_instances`)."""
         request = RenderRequest(provider, template, op_id, count, epoch=epoch_tag(epoch))
-        return render_op(self.config, renderer, request, controller_context(self.config))
+        return render_instances(self.parts.config, self.parts.root, request)
 
     def create(self, provider: str, template: str, count: int, op_id: str | None = None) -> CreateResult:
         """Create ``count`` hosts of ``template`` on ``provider`` as one op (see the module docstring)."""
         if count <= 0:
             raise UsageError(f"count must be at least 1, not {count}")
         op_id = op_id or new_op_id()
-        shards = self.shards(provider)
+        shards = self.shardset.shards(provider)
         # Held until every shard the op touches wrote its desired set (and applied): two
         # placements never read the same free room. Returns do not take it. A Terraform
         # failure on the way (an init too) leaves as its typed refusal.
-        with refusals(self.config.providers[provider].module):
-            self.workdir(provider)
+        with refusals(self.parts.config.providers[provider].module):
+            self.shardset.workdir(provider)
             with shards.placement_lock():
                 work = self.intend(provider, template, count, op_id)
                 created = self.grow_shards(provider, op_id, template, work)
@@ -66,16 +73,20 @@ class CreateOp(HostLossPath):
     ) -> dict[ProviderWorkdir, ShardWork]:
         """The op's instances rendered and placed on shards, and its ``requestIntent`` committed
         (``detail`` on the fact); the placement lock is held. What each shard grows by."""
-        epoch = self.gate(provider, op_id, "intent")
+        epoch = self.parts.recorder.gate(provider, op_id, "intent")
         specs = self.render(provider, template, count, op_id, epoch)
-        placement = self.shards(provider).place(op_id, sorted(specs))
+        placement = self.shardset.shards(provider).place(op_id, sorted(specs))
         # New shards are built and initialised side by side; a missing desired set refuses
         # the op before its intent.
-        self.run_shards(placement.items(), lambda shard, _keys: self.checked_desired(self.prepared(shard)))
-        self.commit(
+        self.shardset.run_shards(
+            placement.items(), lambda shard, _keys: self.checked_desired(self.shardset.prepared(shard))
+        )
+        self.parts.recorder.commit(
             Fact(FactKind.REQUEST_INTENT, provider, op_id, epoch, template=template, count=count, detail=detail)
         )
-        self.audit("op-placed", provider=provider, op=op_id, shards={str(s.path): len(k) for s, k in placement.items()})
+        self.parts.recorder.audit(
+            "op-placed", provider=provider, op=op_id, shards={str(s.path): len(k) for s, k in placement.items()}
+        )
         return {shard: ({k: specs[k] for k in keys}, keys) for shard, keys in placement.items()}
 
     def place(self, provider: str, template: str, count: int, op_id: str, detail: str = "") -> list[str]:
@@ -89,27 +100,29 @@ class CreateOp(HostLossPath):
         """
         if count <= 0:
             raise UsageError(f"count must be at least 1, not {count}")
-        shards = self.shards(provider)
-        self.workdir(provider)
+        shards = self.shardset.shards(provider)
+        self.shardset.workdir(provider)
         with shards.placement_lock():
             work = self.intend(provider, template, count, op_id, detail)
 
             def write(shard: ProviderWorkdir, item: ShardWork) -> None:
                 specs, _keys = item
                 with shard.lock():
-                    desired = self.desired(shard)
-                    self.gate(provider, op_id, "desired set")
-                    shard.desired.write(shard.variables({**desired, **specs}, render_settings(self.config, provider)))
+                    desired = self.terraform.desired(shard)
+                    self.parts.recorder.gate(provider, op_id, "desired set")
+                    shard.desired.write(desired_variables(self.parts.config, shard, {**desired, **specs}))
 
-            self.run_shards(work.items(), write)
+            self.shardset.run_shards(work.items(), write)
         keys = sorted(k for _specs, keys in work.values() for k in keys)
-        self.audit("op-desired", provider=provider, op=op_id, add=keys, planned="by the resume that applies it")
+        self.parts.recorder.audit(
+            "op-desired", provider=provider, op=op_id, add=keys, planned="by the resume that applies it"
+        )
         return keys
 
     def checked_desired(self, shard: ProviderWorkdir) -> dict[str, InstanceSpec]:
         """The shard's desired set read under its lock (refused when missing beside a state)."""
         with shard.lock():
-            return self.desired(shard)
+            return self.terraform.desired(shard)
 
     def grow_shards(
         self, provider: str, op_id: str, template: str, work: Mapping[ProviderWorkdir, ShardWork]
@@ -120,14 +133,14 @@ class CreateOp(HostLossPath):
             specs, keys = item
             with shard.lock():
                 # Terraform's failure becomes its typed refusal here, by the module's rules.
-                with refusals(self.config.providers[provider].module):
+                with refusals(self.parts.config.providers[provider].module):
                     grown = self.grow(provider, shard, op_id, specs) if specs else Grown()
                 # A key of this op found lost on the way (a resume of a half-applied op) has its
                 # ``lost`` fact: it is accounted for, there is no instance to record.
                 mine = sorted(k for k in keys if k not in grown.retired)
                 return self.record_created(provider, shard, op_id, template, mine, grown.outputs) if mine else []
 
-        made = self.run_shards(sorted(work.items(), key=lambda kv: shard_index(kv[0])), one)
+        made = self.shardset.run_shards(sorted(work.items(), key=lambda kv: shard_index(kv[0])), one)
         return sorted((c for part in made for c in part), key=lambda c: c.key)
 
     def grow(self, provider: str, workdir: ProviderWorkdir, op_id: str, specs: Mapping[str, InstanceSpec]) -> Grown:
@@ -143,21 +156,23 @@ class CreateOp(HostLossPath):
         still misses it, its re-create fails the check and the op is refused: never re-created
         silently, and the next op observes again.
         """
-        desired = self.desired(workdir)
+        desired = self.terraform.desired(workdir)
         scope = op_scope(provider, op_id)
-        observer = self.losses(self.engine, workdir)
-        with self.planned(workdir, {**desired, **specs}, scope) as (plan, plan_file, variables):
+        observer = self.parts.losses(self.parts.engine, workdir)
+        with self.terraform.planned(workdir, {**desired, **specs}, scope) as (plan, plan_file, variables):
             # Nothing managed yet: nothing can have been lost (the op's plan observes nothing).
             deleted = sorted(observer.record(plan).deleted) if desired else []
             if not deleted:
                 return Grown(set(), self.apply_grown(provider, workdir, op_id, specs, plan, plan_file, variables))
-        self.audit("op-drift-deleted", provider=provider, op=op_id, shard=shard_index(workdir), keys=deleted)
+        self.parts.recorder.audit(
+            "op-drift-deleted", provider=provider, op=op_id, shard=shard_index(workdir), keys=deleted
+        )
         lost = list(observer.observe())
-        desired = self.retire_lost(provider, workdir, desired, lost, op_id)
+        desired = self.losspath.retire_lost(provider, workdir, desired, lost, op_id)
         retired = {item.instance_key for item in lost}
         # A lost key never comes back under the same key (it is the cloud's idempotency token).
         specs = {k: v for k, v in specs.items() if k not in retired}
-        with self.planned(workdir, {**desired, **specs}, scope) as (plan, plan_file, variables):
+        with self.terraform.planned(workdir, {**desired, **specs}, scope) as (plan, plan_file, variables):
             return Grown(retired, self.apply_grown(provider, workdir, op_id, specs, plan, plan_file, variables))
 
     def apply_grown(
@@ -171,17 +186,17 @@ class CreateOp(HostLossPath):
         variables: dict[str, Any],
     ) -> Mapping[str, Any] | None:
         """The create's plan checked (creates exactly ``specs``), the desired set written, applied;
-        the outputs the apply reported (:meth:`apply`)."""
+        the outputs the apply reported (:meth:`TerraformSteps.apply`)."""
         check_create(plan, set(specs), f"op {op_id} on provider {provider}")
         workdir.desired.write(variables)  # the op's instances are durable before the cloud call
-        self.audit(
+        self.parts.recorder.audit(
             "op-desired",
             provider=provider,
             op=op_id,
             add=sorted(specs),
             planned={"add": plan.summary.add, "change": plan.summary.change, "remove": plan.summary.remove},
         )
-        return self.apply(provider, workdir, plan_file, op_id, plan, {k: v.name for k, v in specs.items()})
+        return self.terraform.apply(provider, workdir, plan_file, op_id, plan, {k: v.name for k, v in specs.items()})
 
     def record_created(
         self,
@@ -193,34 +208,36 @@ class CreateOp(HostLossPath):
         applied: Mapping[str, Any] | None = None,
     ) -> list[Created]:
         """``instanceCreated`` and ``expectedHost`` for every key Terraform now holds (``applied``:
-        the outputs of the apply just made, see :meth:`state_instances`)."""
-        held = self.state_instances(workdir, applied)
+        the outputs of the apply just made, see :meth:`TerraformSteps.state_instances`)."""
+        held = self.terraform.state_instances(workdir, applied)
         missing = [k for k in keys if k not in held]
         if missing:
-            self.audit("op-incomplete", provider=provider, op=op_id, missing=missing)
+            self.parts.recorder.audit("op-incomplete", provider=provider, op=op_id, missing=missing)
             raise FinalError(
                 f"op {op_id}: Terraform holds no instance for {', '.join(missing)} after the apply; "
                 "the op stays open (xceprov ops resume)"
             )
-        deadline_after = float(self.config.providers[provider].join_deadline)
+        deadline_after = float(self.parts.config.providers[provider].join_deadline)
         # One gate and one batch for the shard's keys (the link splits it into requests within
         # the protocol's limit): both facts of a key sit side by side, so a crash between two
         # requests leaves whole keys recorded or not, and resume records the rest.
-        epoch = self.gate(provider, op_id, "instance facts")
+        epoch = self.parts.recorder.gate(provider, op_id, "instance facts")
         created: list[Created] = []
         facts: list[Fact] = []
         for key in keys:
             inst = held[key]
             if inst.get(ADDRESS_REFUSED):
                 # Recorded unaddressed; the bootstrap gives the host its failed result.
-                self.audit("address-refused", provider=provider, op=op_id, key=key, reason=inst[ADDRESS_REFUSED])
+                self.parts.recorder.audit(
+                    "address-refused", provider=provider, op=op_id, key=key, reason=inst[ADDRESS_REFUSED]
+                )
             item = Created(
                 key,
                 str(inst.get("id", "")),
                 str(inst.get("name", "")),
                 str(inst.get("address") or ""),
                 str((inst.get("tags") or {}).get(owner.TEMPLATE, template)),
-                self.clock() + deadline_after,
+                self.parts.clock() + deadline_after,
             )
             common: dict[str, Any] = {
                 "instance_key": key,
@@ -234,20 +251,28 @@ class CreateOp(HostLossPath):
                 Fact(FactKind.EXPECTED_HOST, provider, op_id, epoch, join_deadline=item.join_deadline, **common)
             )
             created.append(item)
-        self.commit_many(facts)
+        self.parts.recorder.commit_many(facts)
         return created
+
+    def complete(
+        self, provider: str, op_id: str, template: str, work: Mapping[ProviderWorkdir, ShardWork]
+    ) -> CreateResult:
+        """An open create op carried to its end (``ops resume``): each shard grown by its unapplied
+        instances, the facts of its keys recorded, then the bootstrap and the closing entry."""
+        created = self.grow_shards(provider, op_id, template, work) if work else []
+        return self.finish_create(provider, op_id, template, created)
 
     def finish_create(self, provider: str, op_id: str, template: str, created: list[Created]) -> CreateResult:
         """Bootstrap (when wired) and the op's closing audit entry."""
         result = CreateResult(op_id, provider, template, created)
-        self.audit(
+        self.parts.recorder.audit(
             "op-created",
             provider=provider,
             op=op_id,
             template=template,
             instances={c.key: c.instance_id for c in created},
         )
-        if self.bootstrap is not None and created:
-            result.bootstrap = dict(self.bootstrap(provider, created))
-            self.audit("op-bootstrap", provider=provider, op=op_id, hosts=result.bootstrap)
+        if self.parts.bootstrap is not None and created:
+            result.bootstrap = dict(self.parts.bootstrap(provider, created))
+            self.parts.recorder.audit("op-bootstrap", provider=provider, op=op_id, hosts=result.bootstrap)
         return result

@@ -8,24 +8,27 @@ from collections.abc import Sequence
 from orchestrator.model import tags as owner
 from orchestrator.model.facts import Fact, FactKind
 from orchestrator.model.instances import InstanceSpec
-from orchestrator.ops.executor.tfsteps import TerraformSteps
+from orchestrator.ops.executor.parts import OpParts
 from orchestrator.ops.hostloss import LostInstance
-from orchestrator.render.instances import render_settings
+from orchestrator.ops.steps import desired_variables
 from orchestrator.workspace.workdir import ProviderWorkdir
 
 
-class HostLossPath(TerraformSteps):
+class LossPath:
     """Retires lost instances before an apply (docs/operations.md, host loss)."""
+
+    def __init__(self, parts: OpParts) -> None:
+        self.parts = parts
 
     def drop_lost(
         self, provider: str, workdir: ProviderWorkdir, desired: dict[str, InstanceSpec], op_id: str
     ) -> dict[str, InstanceSpec]:
         """The host-loss path before a return's plan (the observer reads the cloud itself): ``lost``
         facts, keys out of the desired set, never re-created. A create observes with its own plan
-        instead (:meth:`grow`)."""
+        instead (:meth:`CreateOp.grow`)."""
         if not desired:
             return desired  # nothing managed yet: nothing can have been lost
-        observer = self.losses(self.engine, workdir)
+        observer = self.parts.losses(self.parts.engine, workdir)
         return self.retire_lost(provider, workdir, desired, list(observer.observe()), op_id)
 
     def retire_lost(
@@ -40,7 +43,7 @@ class HostLossPath(TerraformSteps):
         by the orphan scan's reads): ``lost`` facts, keys out of the desired set (lock held)."""
         if not lost:
             return desired
-        epoch = self.gate(provider, op_id, "lost facts")
+        epoch = self.parts.recorder.gate(provider, op_id, "lost facts")
         facts: list[Fact] = []
         for item in lost:
             spec = desired.get(item.instance_key)
@@ -57,8 +60,8 @@ class HostLossPath(TerraformSteps):
                     detail=detail[:4000],
                 )
             )
-        self.commit_many(facts)
+        self.parts.recorder.commit_many(facts)
         remaining = {k: v for k, v in desired.items() if k not in {i.instance_key for i in lost}}
-        workdir.desired.write(workdir.variables(remaining, render_settings(self.config, provider)))
-        self.audit("desired-lost-removed", provider=provider, keys=sorted(i.instance_key for i in lost))
+        workdir.desired.write(desired_variables(self.parts.config, workdir, remaining))
+        self.parts.recorder.audit("desired-lost-removed", provider=provider, keys=sorted(i.instance_key for i in lost))
         return remaining

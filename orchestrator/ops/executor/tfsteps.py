@@ -12,28 +12,30 @@ from orchestrator.clients.terraform.messages import ApplyResult, PlanResult
 from orchestrator.errors import FinalError, LeaseLost, StoreLost
 from orchestrator.model.instances import InstanceSpec
 from orchestrator.model.progress import PlanDone, no_progress, reported_phase
-from orchestrator.ops.executor.recording import Recording
-from orchestrator.ops.executor.shardaccess import op_scope, shard_index
+from orchestrator.ops.executor.parts import OpParts, op_scope, shard_index
+from orchestrator.ops.executor.shardset import ShardSet
 from orchestrator.ops.fence import epoch_tag
 from orchestrator.ops.plancheck import check_delete, resource_keys
 from orchestrator.ops.progress import ApplyTracker
-from orchestrator.render.instances import render_settings
+from orchestrator.ops.steps import desired_variables, plan_desired
 from orchestrator.workspace.erroredstate import has_errored_state
 from orchestrator.workspace.scratch import op_scratch
 from orchestrator.workspace.terraform import instances_output
 from orchestrator.workspace.workdir import ProviderWorkdir
 
-# The root variable every provider root declares for the plan's epoch (docs/provider-modules.md).
-FENCE_VARIABLE = "fence"
 
+class TerraformSteps:
+    """Terraform on one shard (the shard's lock is held by the caller where it matters), and
+    what a provider's shards hold, merged."""
 
-class TerraformSteps(Recording):
-    """Terraform on one shard (the shard's lock is held by the caller where it matters)."""
+    def __init__(self, parts: OpParts, shardset: ShardSet) -> None:
+        self.parts = parts
+        self.shardset = shardset
 
     def provider_desired(self, provider: str) -> dict[str, InstanceSpec]:
         """The desired sets of every shard, merged (each read under its shard's lock)."""
         merged: dict[str, InstanceSpec] = {}
-        for shard in self.shard_list(provider):
+        for shard in self.shardset.shard_list(provider):
             with shard.lock():
                 merged.update(self.desired(shard))
         return merged
@@ -41,7 +43,7 @@ class TerraformSteps(Recording):
     def provider_instances(self, provider: str) -> dict[str, dict[str, Any]]:
         """The instances of every shard's Terraform state, merged (key → id, name, address, tags)."""
         merged: dict[str, dict[str, Any]] = {}
-        for shard in self.shard_list(provider):
+        for shard in self.shardset.shard_list(provider):
             merged.update(self.state_instances(shard))
         return merged
 
@@ -59,11 +61,11 @@ class TerraformSteps(Recording):
         """
         if applied is not None:
             return instances_output(dict(applied))
-        return instances_output(self.engine.output(workdir.path))
+        return instances_output(self.parts.engine.output(workdir.path))
 
     def state_keys(self, workdir: ProviderWorkdir) -> set[str]:
         """Every instance key some resource of the state is indexed by (outputs not needed)."""
-        return resource_keys(self.engine.show_state(workdir.path))
+        return resource_keys(self.parts.engine.show_state(workdir.path))
 
     def sync_outputs(self, provider: str, workdir: ProviderWorkdir, op_id: str) -> dict[str, dict[str, Any]]:
         """Apply the desired set as it is, to write the outputs a failed apply left stale.
@@ -97,7 +99,7 @@ class TerraformSteps(Recording):
         needs): a read, with or without the lease, never writes the store."""
         if workdir.desired.exists() or self.state_instances(workdir):
             return
-        empty = workdir.variables({}, render_settings(self.config, workdir.provider))
+        empty = desired_variables(self.parts.config, workdir, {})
         if workdir.desired.cached:
             workdir.desired.write_cache(empty)
         else:
@@ -109,20 +111,29 @@ class TerraformSteps(Recording):
     ) -> Iterator[tuple[PlanResult, Path, dict[str, Any]]]:
         """A saved plan of ``instances`` as the whole desired set: (result, plan file, variables).
 
-        The plan is reported as one unit of the ``plan`` phase of ``scope``. It also carries the
-        root variable ``fence`` (:meth:`plan_fence`), which is not part of the desired set.
+        The plan is the shared step (:func:`orchestrator.ops.steps.plan_desired`, which the plan
+        preview runs too), reported as one unit of the ``plan`` phase of ``scope``, with the root
+        variable ``fence`` of this op (:meth:`plan_fence`), which is not part of the desired set.
         """
-        variables = workdir.variables(instances, render_settings(self.config, workdir.provider))
-        report = self.progress or no_progress
-        fenced = {**variables, FENCE_VARIABLE: self.plan_fence(workdir.provider)}
+        report = self.parts.progress or no_progress
+        fence = self.plan_fence(workdir.provider)
         # Under the state directory, not $TMPDIR: a run killed mid-apply leaves it private, and
         # the next op removes it (workspace.scratch).
-        with op_scratch(self.config) as scratch:
+        with op_scratch(self.parts.config) as scratch:
             plan_file = scratch / "op.tfplan"
-            with reported_phase(report, "plan", scope, 1), workdir.candidate_var_file(fenced, scratch) as var_file:
-                result = self.engine.plan(workdir.path, var_files=[var_file], out=plan_file)
-                report(PlanDone(scope, result.summary.add, result.summary.change, result.summary.remove))
-            yield result, plan_file, variables
+            with reported_phase(report, "plan", scope, 1):
+                plan = plan_desired(
+                    self.parts.config,
+                    self.parts.engine,
+                    workdir,
+                    instances,
+                    out=plan_file,
+                    fence=fence,
+                    scratch=scratch,
+                )
+                summary = plan.result.summary
+                report(PlanDone(scope, summary.add, summary.change, summary.remove))
+            yield plan.result, plan_file, plan.variables
 
     def plan_fence(self, provider: str) -> str:
         """The epoch tag a plan hands its provider configuration (root variable ``fence``).
@@ -133,7 +144,7 @@ class TerraformSteps(Recording):
         mutation of the run under it; the others ignore it (docs/provider-modules.md).
         """
         try:
-            return epoch_tag(self.fence.gate(provider))
+            return epoch_tag(self.parts.fence.gate(provider))
         except LeaseLost:  # closed: this plan is a preview, or its apply will be refused
             return ""
 
@@ -153,17 +164,21 @@ class TerraformSteps(Recording):
         root outputs from the apply's own stream when they hold the ``instances`` output (None
         otherwise: the caller then asks ``terraform output``).
         """
-        epoch = self.gate(provider, op_id, "apply")
-        self.audit("op-apply", provider=provider, op=op_id, shard=shard_index(workdir), epoch=epoch_tag(epoch))
+        epoch = self.parts.recorder.gate(provider, op_id, "apply")
+        self.parts.recorder.audit(
+            "op-apply", provider=provider, op=op_id, shard=shard_index(workdir), epoch=epoch_tag(epoch)
+        )
         tracker = None
         extra: dict[str, Any] = {}
-        if self.progress is not None and plan is not None:
-            tracker = ApplyTracker(self.progress, op_scope(provider, op_id), plan, names or {})
+        if self.parts.progress is not None and plan is not None:
+            tracker = ApplyTracker(self.parts.progress, op_scope(provider, op_id), plan, names or {})
             # Only asked of the engine when someone listens: an engine without the hook still works.
             extra["on_event"] = tracker
         with contextlib.ExitStack() as stack:
-            if tracker is not None and self.progress is not None:
-                stack.enter_context(reported_phase(self.progress, "apply", op_scope(provider, op_id), tracker.total))
+            if tracker is not None and self.parts.progress is not None:
+                stack.enter_context(
+                    reported_phase(self.parts.progress, "apply", op_scope(provider, op_id), tracker.total)
+                )
                 stack.callback(tracker.finish)
             result = self._apply(provider, workdir, plan_file, op_id, extra)
         return result.outputs if isinstance(result.outputs.get("instances"), dict) else None
@@ -172,11 +187,11 @@ class TerraformSteps(Recording):
         self, provider: str, workdir: ProviderWorkdir, plan_file: Path, op_id: str, extra: Mapping[str, Any]
     ) -> ApplyResult:
         try:
-            result = self.engine.apply(
-                workdir.path, plan_file=plan_file, should_stop=lambda: not self.fence.valid(provider), **extra
+            result = self.parts.engine.apply(
+                workdir.path, plan_file=plan_file, should_stop=lambda: not self.parts.fence.valid(provider), **extra
             )
         except Exception as exc:
-            self.audit(
+            self.parts.recorder.audit(
                 "op-apply-failed",
                 provider=provider,
                 op=op_id,
@@ -187,7 +202,7 @@ class TerraformSteps(Recording):
         if result.interrupted and has_errored_state(workdir.path):
             # Terraform could not write the state its stop wrote: the store went away, and the
             # fence (a standalone lock in the same database, say) with it.
-            self.audit(
+            self.parts.recorder.audit(
                 "op-apply-interrupted",
                 provider=provider,
                 op=op_id,
@@ -201,7 +216,7 @@ class TerraformSteps(Recording):
                 "unlocking: xceprov ops resume once the database answers"
             )
         if result.interrupted:
-            self.audit(
+            self.parts.recorder.audit(
                 "op-apply-interrupted",
                 provider=provider,
                 op=op_id,

@@ -114,7 +114,9 @@ def _busy(executor: Executor, op_id: str, todo: Sequence[Machine], force: bool) 
                 )
         if mine:
             action = "op-return-forced" if force else "op-return-refused"
-            executor.audit(action, provider=provider, op=op_id, busy=sorted(mine), reason=f"{ACTION}, force {force}")
+            executor.recorder.audit(
+                action, provider=provider, op=op_id, busy=sorted(mine), reason=f"{ACTION}, force {force}"
+            )
     return {} if force else busy
 
 
@@ -130,8 +132,8 @@ def _commit(
     record, with the machines ``refused`` (the fence is held)."""
     now = session.clock()
     for provider in sorted({m.provider for m in todo}):
-        epoch = executor.gate(provider, op_id, "returning facts")
-        executor.commit_many(
+        epoch = executor.recorder.gate(provider, op_id, "returning facts")
+        executor.recorder.commit_many(
             [
                 Fact(
                     FactKind.RETURNING,

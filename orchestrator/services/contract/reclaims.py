@@ -46,7 +46,7 @@ LISTING_WAIT = 2.0
 
 def _listing(executor: Executor, provider: str) -> tuple[dict[str, CloudObject], str]:
     """The provider's tagged objects by cloud id, and "" or why they were not read."""
-    workdir = executor.workdir(provider)
+    workdir = executor.shardset.workdir(provider)
     if not workdir.desired.exists():
         return {}, ""  # never used: nothing to list
     try:

@@ -23,7 +23,7 @@ from orchestrator.daemon.parts import LoopParts, default_reconciler
 from orchestrator.daemon.systemd import Heartbeat
 from orchestrator.errors import FinalError, LeaseLost
 from orchestrator.model.facts import Epoch
-from orchestrator.ops.executor import Created, CreateResult, Executor, ReturnResult
+from orchestrator.ops.executor import Created, CreateResult, Executor, Recorder, ReturnResult
 from orchestrator.reconcile.loop import Reconciler
 from tests.unit.daemon.daemon_helpers import loaded, site_text
 
@@ -153,7 +153,7 @@ def test_every_audited_step_beats_the_heartbeat(lifecycle: Lifecycle, tmp_path: 
     ex.config = ex.config.model_copy(update={"state_dir": tmp_path})
     now[0] = 11.0
     assert not heartbeat.healthy()
-    ex.audit("op-apply", provider="sim", op="op-1")  # a long burst's steps keep the watchdog fed
+    ex.recorder.audit("op-apply", provider="sim", op="op-1")  # a long burst's steps keep the watchdog fed
     assert heartbeat.healthy()
 
 
@@ -181,16 +181,16 @@ def test_plays_and_drain_waits_stop_with_the_daemon(lifecycle: Lifecycle) -> Non
 def test_once_stopping_an_op_takes_a_step_only_if_it_already_took_one(
     lifecycle: Lifecycle, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(Executor, "gate", lambda self, provider, op_id, step: Epoch(1, 1))
+    monkeypatch.setattr(Recorder, "gate", lambda self, provider, op_id, step: Epoch(1, 1))
     ex = executor(lifecycle, DaemonMetrics())
     ex.new_pass()
-    assert ex.gate("sim", "op-running", "intent") == Epoch(1, 1)
+    assert ex.recorder.gate("sim", "op-running", "intent") == Epoch(1, 1)
     lifecycle.request_stop("SIGTERM")
     # The op in flight goes on to its next step (the fence decides when it parks)...
-    assert ex.gate("sim", "op-running", "instance facts") == Epoch(1, 1)
+    assert ex.recorder.gate("sim", "op-running", "instance facts") == Epoch(1, 1)
     # ...an open op the pass was about to resume does not start: it resumes at the next start.
     with pytest.raises(NotStarted, match="op op-parked on provider sim: not started \\(apply\\)"):
-        ex.gate("sim", "op-parked", "apply")
+        ex.recorder.gate("sim", "op-parked", "apply")
 
 
 def test_a_sigterm_stops_a_running_bootstrap_play_within_half_the_bound(lifecycle: Lifecycle) -> None:

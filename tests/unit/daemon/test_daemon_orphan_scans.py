@@ -191,11 +191,11 @@ def test_no_scan_once_stopping_and_the_executor_refuses_a_new_action(tmp_path: P
         metrics=DaemonMetrics(),
     )
     done: list[str] = []
-    with executor.action("orphan report of i-1"):
+    with executor.recorder.action("orphan report of i-1"):
         done.append("before the stop")
     lifecycle.request_stop("SIGTERM")
     assert not scans.run("interval") and scanner.asked == []  # not started
-    with pytest.raises(PassAborted, match="daemon is stopping"), executor.action("orphan return of i-2"):
+    with pytest.raises(PassAborted, match="daemon is stopping"), executor.recorder.action("orphan return of i-2"):
         done.append("after the stop")
     assert done == ["before the stop"]
 

@@ -313,6 +313,6 @@ def test_a_lost_host_gets_a_lost_fact_and_is_never_recreated(loaded: LoadedConfi
 
 def test_record_created_refuses_when_terraform_holds_nothing(loaded: LoadedConfig, engine: FakeEngine) -> None:
     executor: Executor = unit_executor(loaded, engine)
-    wd = executor.workdir("sim")
+    wd = executor.shardset.workdir("sim")
     with pytest.raises(FinalError, match="Terraform holds no instance for op-x-000"):
-        executor.record_created("sim", wd, "op-x", "cpu", ["op-x-000"])
+        executor.creates.record_created("sim", wd, "op-x", "cpu", ["op-x-000"])

@@ -180,9 +180,9 @@ def test_a_resumed_return_beside_an_instance_the_cloud_took_back_records_it_lost
     first = executor(loaded, engine, facts)
     made = first.create("sim", "cpu", 3).created
     returned, reclaimed, kept = sorted(made, key=lambda c: c.key)
-    epoch = first.gate("sim", "op-return", "returning facts")
+    epoch = first.recorder.gate("sim", "op-return", "returning facts")
     intent = Fact(FactKind.RETURNING, "sim", "op-return", epoch, instance_key=returned.key, template="cpu")
-    first.commit_many([intent])
+    first.recorder.commit_many([intent])
     path = workdir(loaded)
     FakeEngine.vanish(path, reclaimed.key)
     engine.listed = {reclaimed.instance_id: ("terminated", "spot-reclaim"), kept.instance_id: ("running", "")}

@@ -22,7 +22,7 @@ def test_a_placed_op_asks_nothing_of_the_cloud_and_resume_creates_it_never_aband
     [intent] = facts.facts("sim")
     assert (intent.kind, intent.count, intent.detail) == (FactKind.REQUEST_INTENT, 3, '{"contract": {}}')
     # The desired sets (two shards of two) hold the op's keys, durably, before any apply.
-    held = {k for shard in executor.shard_list("sim") for k in shard.desired.read()}
+    held = {k for shard in executor.shardset.shard_list("sim") for k in shard.desired.read()}
     assert held == set(keys)
     [op] = open_ops(facts.facts("sim"))
 

@@ -17,7 +17,7 @@ def test_a_shard_an_op_holds_is_reported_busy_and_its_listing_left_unread(
     facts = MemoryFacts()
     executor = unit_executor(loaded, engine, facts=facts)
     made = executor.create("sim", "cpu", 1)
-    shard: ProviderWorkdir = executor.workdir("sim")
+    shard: ProviderWorkdir = executor.shardset.workdir("sim")
     held, release = threading.Event(), threading.Event()
 
     def applying() -> None:  # another lock holder, as a daemon's apply is

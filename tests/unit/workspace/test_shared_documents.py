@@ -67,7 +67,7 @@ def record_everything(loaded: LoadedConfig) -> None:
     record, an orphan action; written the way the executor and the loop write them."""
     config = loaded.config
     executor = unit_executor(loaded, None, fence=FakeFence((3, 7)))  # type: ignore[arg-type]
-    shards = executor.shards("sim")
+    shards = executor.shardset.shards("sim")
     shards.shard(0).desired.write(variables(shards, 0, ["op1-000", "op1-001"]))
     shards.shard(2).desired.write(variables(shards, 2, ["op2-000"]))
     LossTracker(shards.shard(2).suspects).save({"op2-000": SUSPECT})
@@ -154,12 +154,12 @@ def test_a_stale_holders_desired_set_write_is_refused_and_changes_nothing(tmp_pa
     new, old = pg_site(tmp_path, "new"), pg_site(tmp_path, "old")
     successor = unit_executor(new, None, fence=FakeFence((4, 1)))  # type: ignore[arg-type]
     zombie = unit_executor(old, None, fence=FakeFence((3, 7)))  # type: ignore[arg-type]
-    shards = successor.shards("sim")
+    shards = successor.shardset.shards("sim")
     shards.shard(0).desired.write(variables(shards, 0, ["op5-000"]))
 
-    stale = zombie.shards("sim").shard(0)
+    stale = zombie.shardset.shards("sim").shard(0)
     with pytest.raises(LeaseLost, match=r"holds epoch 4\.1, newer than this holder's 3\.7"):
-        stale.desired.write(variables(zombie.shards("sim"), 0, ["op9-000"]))
+        stale.desired.write(variables(zombie.shardset.shards("sim"), 0, ["op9-000"]))
     with pytest.raises(LeaseLost):
         LossTracker(stale.suspects).save({"op5-000": SUSPECT})
     assert sorted(ProviderShards(new.config, "sim", ROOT).shard(0).desired.read()) == ["op5-000"]
@@ -169,7 +169,7 @@ def test_a_stale_holders_desired_set_write_is_refused_and_changes_nothing(tmp_pa
     # A closed fence writes nothing at all, whatever the store holds.
     revoked = FakeFence((5, 0))
     revoked.revoked = True
-    closed = unit_executor(new, None, fence=revoked).shards("sim").shard(0)  # type: ignore[arg-type]
+    closed = unit_executor(new, None, fence=revoked).shardset.shards("sim").shard(0)  # type: ignore[arg-type]
     with pytest.raises(LeaseLost, match="revoked"):
         closed.desired.write(variables(shards, 0, []))
     assert sorted(closed.desired.read()) == ["op5-000"]
