@@ -19,14 +19,13 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_run import xceprov
+from cli_run import resume_when_admitted, xceprov
 
 from orchestrator.clients.postgres import SharedStore
 from orchestrator.configfile import ENV_VAR, load_config
 from orchestrator.model.facts import Epoch, FactKind
 from orchestrator.ops.facts import standalone_facts
 from orchestrator.ops.fence import standalone_fence
-from orchestrator.ops.standalone import STANDALONE_GRACE, STANDALONE_TTL
 from orchestrator.sim.cloud.store import CloudStore
 from orchestrator.workspace.sharedstore import store_for
 from tests.pg_server import PgServer
@@ -74,16 +73,6 @@ def planned(site: Path, *args: str) -> dict[str, object]:
     [provider] = json.loads(done.stdout)["providers"]
     assert isinstance(provider, dict)
     return provider
-
-
-def resume_when_admitted(site: Path) -> subprocess.CompletedProcess[str]:
-    """``ops resume``, again while another command's standalone lease holds it off (exit 9)."""
-    deadline = time.monotonic() + STANDALONE_TTL + STANDALONE_GRACE + 90
-    while True:
-        done = xceprov(site, "ops", "resume")
-        if done.returncode != 9 or time.monotonic() > deadline:
-            return done
-        time.sleep(1)
 
 
 def test_a_second_instance_sees_and_acts_on_everything_with_nothing_local(tmp_path: Path, conn_str: str) -> None:
