@@ -45,6 +45,7 @@ variable "instances" {
     image     = string
     tags      = map(string)
     user_data = string
+    power_state = optional(string)
   }))
 }
 
@@ -61,6 +62,7 @@ resource "xcesim_instance" "this" {
   tags         = each.value.tags
   user_data    = each.value.user_data
   client_token = each.key
+  power_state  = each.value.power_state
 }
 
 data "xcesim_instances" "cluster" {
@@ -182,6 +184,36 @@ def test_tag_change_updates_in_place_and_name_change_replaces(ws: Workspace) -> 
     assert after["op1-1"].id != before["op1-1"].id and after["op1-1"].name == "renamed"
     old = ws.store.get(before["op1-1"].id)
     assert old is not None and old.state == "terminated"
+
+
+def test_an_apply_stops_and_starts_an_instance_in_place(ws: Workspace) -> None:
+    desired = _instances(2)
+    ws.engine.apply(ws.workdir, var_files=[ws.write_vars(desired)])
+    before = {i.client_token: i for i in ws.store.list_instances()}
+
+    desired["op1-0"]["power_state"] = "stopped"
+    plan = ws.engine.plan(ws.workdir, var_files=[ws.write_vars(desired)])
+    resources = {c.addr: c.action for c in plan.changes if c.addr.startswith("xcesim_instance.")}
+    assert resources == {'xcesim_instance.this["op1-0"]': "update"}  # in place, no replacement
+    result = ws.engine.apply(ws.workdir, var_files=[ws.write_vars(desired)])
+    assert (result.summary.add, result.summary.change, result.summary.remove) == (0, 1, 0)
+    stopped = ws.store.get(before["op1-0"].id)
+    assert stopped is not None and stopped.state == "stopped"
+    # Same instance: id, address and tags unchanged; listings by tag still show it.
+    assert (stopped.address, stopped.tags) == (before["op1-0"].address, before["op1-0"].tags)
+    assert {i.id for i in ws.store.list_instances({"xce:cluster": "itest"})} == {i.id for i in before.values()}
+    listed = {o["id"]: o["state"] for o in ws.engine.output(ws.workdir)["listed"]}
+    assert listed[stopped.id] == "stopped"
+    assert not ws.engine.plan(ws.workdir, var_files=[ws.write_vars(desired)]).has_changes
+
+    desired["op1-0"]["power_state"] = "running"
+    ws.engine.apply(ws.workdir, var_files=[ws.write_vars(desired)])
+    started = ws.store.get(before["op1-0"].id)
+    assert started is not None and started.state == "running" and started.address == before["op1-0"].address
+    assert [(m.action, m.client_token) for m in ws.store.mutations() if m.action in ("stop", "start")] == [
+        ("stop", "op1-0"),
+        ("start", "op1-0"),
+    ]
 
 
 def test_capacity_error_reaches_terraform_diagnostics(ws: Workspace) -> None:

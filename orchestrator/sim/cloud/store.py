@@ -309,14 +309,20 @@ class CloudStore:
             return rows.row_to_instance(conn, full)
 
     def stop(self, instance_id: str, *, epoch: str = "") -> Instance:
-        """Stop a running instance (it keeps its address; ``start`` brings it back)."""
+        """Stop a running instance (journalled under ``epoch``; a stopped one is returned as it is).
+
+        It keeps its id, address, tags, capacity and client token; its simulated host is torn
+        down with its disk kept, and ``start`` boots it again from that disk.
+        """
         return self._set_run_state(instance_id, RUNNING, STOPPED, REASON_STOP, epoch)
 
     def start(self, instance_id: str, *, epoch: str = "") -> Instance:
-        """Start a stopped instance."""
+        """Start a stopped instance (journalled under ``epoch``; a running one is returned as it is)."""
         return self._set_run_state(instance_id, STOPPED, RUNNING, "", epoch)
 
     def _set_run_state(self, instance_id: str, before: str, after: str, reason: str, epoch: str) -> Instance:
+        # An API call like delete: the injected error rate applies (through the provider).
+        self._api_call("stop" if after == STOPPED else "start")
         self.expire_due()
         with self._db.write() as conn:
             row = conn.execute("SELECT state FROM instances WHERE id = ?", (instance_id,)).fetchone()
