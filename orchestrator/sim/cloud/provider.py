@@ -20,6 +20,13 @@ through the ``tf`` framework. The contract (``docs/architecture.md``):
   its power as drift); computed ``id``, ``address``, ``launch_time``, ``state``. A read of a
   terminated or unknown instance reports it gone, so a refresh-only plan shows drift ``delete``.
   ``terraform import xcesim_instance.x i-...`` adopts an existing instance.
+- resource ``xcesim_image``: an image of an instance's files (``images.py``): ``instance_id`` and
+  ``name`` force replacement, ``tags`` update in place; computed ``id`` (``img-...``),
+  ``source_image`` (the instance's own image), ``created_at``, ``state``. Destroy deletes it and
+  its files; a read of a deleted or unknown image reports it gone. An ``xcesim_instance`` whose
+  ``image`` is an image's id starts with its files.
+- data source ``xcesim_images``: input ``tags`` (every pair must match); computed ``images``, a
+  list of objects with every attribute of the resource, oldest first, available images only.
 - data source ``xcesim_instances``: input ``tags`` (every pair must match) and optional
   ``recently_terminated`` (bool); computed ``instances``, a list of objects with every
   attribute of the resource plus ``state_reason``, oldest first: live instances only, or also
@@ -64,7 +71,7 @@ from tf.runner import run_provider
 from tf.utils import Diagnostics
 
 from orchestrator.sim.cloud.errors import CloudApiError, CloudError
-from orchestrator.sim.cloud.records import RUNNING, STOPPED, TERMINATED, Instance
+from orchestrator.sim.cloud.records import AVAILABLE, RUNNING, STOPPED, TERMINATED, Image, Instance
 from orchestrator.sim.cloud.store import CloudStore
 
 FULL_NAME: Final = "registry.terraform.io/xce/xcesim"
@@ -123,6 +130,16 @@ class ObjectType(types.TfType):  # type: ignore[misc]
     def tf_type(self) -> bytes:
         inner = ",".join(f'"{k}":{t.tf_type().decode()}' for k, t in self.attributes.items())
         return f'["object",{{{inner}}}]'.encode()
+
+
+# Attribute names of an image, in the order of the ``xcesim_images`` data source's object type.
+_IMAGE_ATTRS: Final = ("id", "name", "instance_id", "source_image", "tags", "created_at", "state")
+
+
+def _image_object_type() -> ObjectType:
+    attrs: dict[str, Any] = {name: types.String() for name in _IMAGE_ATTRS}
+    attrs["tags"] = types.Map(types.String())
+    return ObjectType(attrs)
 
 
 def _instance_object_type() -> ObjectType:
@@ -220,11 +237,11 @@ class XceSimProvider(Provider):  # type: ignore[misc]
 
     def get_resources(self) -> list[type[Resource]]:
         """Resource types."""
-        return [InstanceResource]
+        return [InstanceResource, ImageResource]
 
     def get_data_sources(self) -> list[type[DataSource]]:
         """Data source types."""
-        return [InstancesDataSource]
+        return [InstancesDataSource, ImagesDataSource]
 
     def call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """Call the store, retrying injected retryable errors up to ``max_retries`` times.
@@ -437,6 +454,132 @@ class InstanceResource(Resource):  # type: ignore[misc]
             ctx.diagnostics.add_error(f"InvalidInstanceID.NotFound: no live instance {id}")
             return None
         return _state(inst)
+
+
+def _image_state(image: Image, like: State | None = None) -> State:
+    """The Terraform state of an image; null tags stay null if they were null."""
+    state: State = {k: v for k, v in image.to_json().items() if k in _IMAGE_ATTRS}
+    if like is not None and like.get("tags") is None and not image.tags:
+        state["tags"] = None
+    return state
+
+
+class ImageResource(Resource):  # type: ignore[misc]
+    """``xcesim_image``: an image made from an instance's files."""
+
+    def __init__(self, provider: XceSimProvider) -> None:
+        self.provider = provider
+
+    @classmethod
+    def get_name(cls) -> str:
+        """Type name without the provider prefix."""
+        return "image"
+
+    @classmethod
+    def get_schema(cls) -> schema.Schema:
+        """Resource schema."""
+        s = types.String()
+        return schema.Schema(
+            version=1,
+            attributes=[
+                schema.Attribute("name", s, required=True, requires_replace=True),
+                schema.Attribute(
+                    "instance_id", s, required=True, requires_replace=True, description="Instance to make it from."
+                ),
+                schema.Attribute("tags", types.Map(s), optional=True),
+                schema.Attribute("id", s, computed=True, description="Image id (img-...)."),
+                schema.Attribute("source_image", s, computed=True, description="The instance's own image."),
+                schema.Attribute("created_at", s, computed=True, description="RFC 3339 creation time."),
+                schema.Attribute("state", s, computed=True, description="available or deleted."),
+            ],
+        )
+
+    def create(self, ctx: CreateContext, planned: State) -> State | None:
+        """Make the image of the instance's files."""
+        p = self.provider
+        try:
+            image = p.call(
+                "create image",
+                p.store.create_image,
+                planned["instance_id"],
+                planned["name"],
+                planned.get("tags") or {},
+                epoch=p.fence,
+            )
+        except (CloudError, CloudApiError) as exc:
+            _error(ctx.diagnostics, exc, f"making image {planned.get('name')!r} of {planned.get('instance_id')}")
+            return None
+        return _image_state(image, planned)
+
+    def read(self, ctx: ReadContext, current: State) -> State | None:
+        """Refresh from the store; a deleted or unknown image is reported gone (``None``)."""
+        p = self.provider
+        image_id = current.get("id")
+        if not image_id:
+            return None
+        try:
+            image = p.call("read image", p.store.get_image, image_id)
+        except (CloudError, CloudApiError) as exc:
+            _error(ctx.diagnostics, exc, f"reading image {image_id}")
+            return current
+        if image is None or image.state != AVAILABLE:
+            return None
+        return _image_state(image, current)
+
+    def update(self, ctx: UpdateContext, current: State, planned: State) -> State | None:
+        """Only ``tags`` change in place."""
+        p = self.provider
+        try:
+            image = p.call(
+                "update image", p.store.update_image_tags, current["id"], planned.get("tags") or {}, epoch=p.fence
+            )
+        except (CloudError, CloudApiError) as exc:
+            _error(ctx.diagnostics, exc, f"updating tags of {current.get('id')}")
+            return current
+        return _image_state(image, planned)
+
+    def delete(self, ctx: DeleteContext, current: State) -> None:
+        """Delete the image and its files; already gone is success."""
+        p = self.provider
+        image_id = current.get("id")
+        if not image_id:
+            return
+        try:
+            p.call("delete image", p.store.delete_image, image_id, epoch=p.fence)
+        except (CloudError, CloudApiError) as exc:
+            _error(ctx.diagnostics, exc, f"deleting image {image_id}")
+
+
+class ImagesDataSource(DataSource):  # type: ignore[misc]
+    """``xcesim_images``: available images whose tags contain every pair of ``tags``."""
+
+    def __init__(self, provider: XceSimProvider) -> None:
+        self.provider = provider
+
+    @classmethod
+    def get_name(cls) -> str:
+        """Type name without the provider prefix."""
+        return "images"
+
+    @classmethod
+    def get_schema(cls) -> schema.Schema:
+        """Data source schema."""
+        return schema.Schema(
+            attributes=[
+                schema.Attribute("tags", types.Map(types.String()), optional=True),
+                schema.Attribute("images", types.List(_image_object_type()), computed=True),
+            ]
+        )
+
+    def read(self, ctx: ReadDataContext, config: Config) -> State | None:
+        """List the matching images, oldest first."""
+        p = self.provider
+        try:
+            found = p.call("list images", p.store.list_images, config.get("tags") or {})
+        except (CloudError, CloudApiError) as exc:
+            _error(ctx.diagnostics, exc, "listing images")
+            return None
+        return {"tags": config.get("tags"), "images": [_image_state(i) for i in found]}
 
 
 class InstancesDataSource(DataSource):  # type: ignore[misc]

@@ -19,9 +19,12 @@ from tf.iface import (
 from tf.utils import Diagnostics
 
 from orchestrator.sim.cloud.provider import (
+    ImageResource,
+    ImagesDataSource,
     InstanceResource,
     InstancesDataSource,
     XceSimProvider,
+    _image_object_type,
     _instance_object_type,
     _StopIsNotShutdown,
 )
@@ -315,3 +318,37 @@ def test_a_state_from_before_power_state_upgrades_to_null(provider: XceSimProvid
     diags = Diagnostics()
     old = {k: v for k, v in _planned(id="i-1").items() if k != "power_state"}
     assert InstanceResource(provider).upgrade(UpgradeContext(diags, "t"), 1, old) == {**old, "power_state": None}
+
+
+def test_image_resource_create_read_update_delete_and_listing(provider: XceSimProvider) -> None:
+    diags = Diagnostics()
+    inst = InstanceResource(provider).create(CreateContext(diags, "t"), _planned(tags=OWNER))
+    assert inst is not None
+    res = InstanceResource(provider), ImageResource(provider)
+    planned = {"name": "cpu", "instance_id": inst["id"], "tags": OWNER, "id": None}
+    image = res[1].create(CreateContext(diags, "xcesim_image"), planned)
+    assert image is not None and image["id"].startswith("img-")
+    assert (image["source_image"], image["state"], image["tags"]) == ("debian-12", "available", OWNER)
+    assert res[1].read(ReadContext(diags, "xcesim_image"), image) == image
+    listed = ImagesDataSource(provider).read(ReadDataContext(diags, "d"), {"tags": {"xce:cluster": "demo"}})
+    assert listed is not None and [i["id"] for i in listed["images"]] == [image["id"]]
+    assert set(listed["images"][0]) == set(json.loads(_image_object_type().tf_type())[1])
+    updated = res[1].update(UpdateContext(diags, "xcesim_image"), image, {**image, "tags": {**OWNER, "k": "v"}})
+    assert updated is not None and updated["tags"]["k"] == "v"
+    # An instance launched from it names it as its image.
+    child = res[0].create(CreateContext(diags, "t"), _planned(image=image["id"], client_token="op-1-1"))
+    assert child is not None and child["image"] == image["id"]
+    res[1].delete(DeleteContext(diags, "xcesim_image"), updated)
+    assert res[1].read(ReadContext(diags, "xcesim_image"), updated) is None  # gone: drift "delete"
+    res[1].delete(DeleteContext(diags, "xcesim_image"), updated)  # already gone is success
+    assert not diags.has_errors()
+
+
+def test_image_refusals_are_diagnostics(provider: XceSimProvider) -> None:
+    diags = Diagnostics()
+    planned = {"name": "cpu", "instance_id": "i-000000000000", "tags": None, "id": None}
+    assert ImageResource(provider).create(CreateContext(diags, "xcesim_image"), planned) is None
+    assert [d.summary for d in diags.diagnostics] == ["InvalidInstanceID.NotFound: no live instance i-000000000000"]
+    diags = Diagnostics()
+    assert InstanceResource(provider).create(CreateContext(diags, "t"), _planned(image="img-000000000000")) is None
+    assert [d.summary for d in diags.diagnostics] == ["InvalidAMIID.NotFound: no available image img-000000000000"]
