@@ -30,7 +30,8 @@ reading the journal O(m) in the mutations returned (one append per mutation).
 This module is the store's API (``CloudStore``); its parts live beside it, one concern each:
 ``db`` (connections, transactions, ``meta``), ``schema`` (tables and migrations), ``records``
 and ``errors`` (what the API returns and raises), ``rows`` (instances read back), ``addresses``
-(the network and allocation), ``faults`` (the fault controls) and ``journal`` (the mutation journal).
+(the network and allocation), ``faults`` (the fault controls), ``journal`` (the mutation journal)
+and ``images`` (images: snapshots of an instance's files, and the disks launched from them).
 """
 
 from __future__ import annotations

@@ -138,8 +138,9 @@ def test_an_instance_with_no_host_yet_gives_an_empty_image(store: CloudStore) ->
 
 def test_image_tags_update_in_place(store: CloudStore) -> None:
     image = store.create_image(_builder(store), "cpu", OWNER)
-    assert store.update_image_tags(image.id, {**OWNER, "k": "v"}).tags == {**OWNER, "k": "v"}
+    assert store.update_image_tags(image.id, {**OWNER, "k": "v"}, epoch="6.1").tags == {**OWNER, "k": "v"}
     assert [i.id for i in store.list_images({"k": "v"})] == [image.id]
+    assert (store.mutations()[-1].action, store.mutations()[-1].epoch) == ("update-image-tags", "6.1")
     store.delete_image(image.id)
     with pytest.raises(ImageNotFound):
         store.update_image_tags(image.id, OWNER)
@@ -164,3 +165,17 @@ def test_a_schema_4_store_gets_the_images_table(tmp_path: Path) -> None:
     assert store.list_images() == []
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == ("5",)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="owners and device nodes need root")
+def test_owners_are_kept_and_special_files_left_out_as_root(store: CloudStore) -> None:
+    builder = _builder(store)
+    upper = _disk(store, builder)
+    os.chown(upper / "etc/xce/node.conf", 4321, 4321)
+    os.mknod(upper / "etc/xce/whiteout", 0o600 | 0o020000, os.makedev(0, 0))  # an overlay whiteout
+    image = store.create_image(builder, "cpu", OWNER)
+    inst = store.create_instance("w1", "c8.large", image.id, OWNER, "", "op-1-0")
+    conf = _disk(store, inst.id) / "etc/xce/node.conf"
+    assert (conf.stat().st_uid, conf.stat().st_gid) == (4321, 4321)
+    assert not (_disk(store, inst.id) / "etc/xce/whiteout").exists()
+    assert not (store.path.parent / "images" / image.id / "etc/xce/whiteout").exists()
