@@ -20,10 +20,19 @@ Instances are listed oldest first; terminated ones only with ``--all``.
     {"store": "<path of cloud.sqlite>",
      "mutations": [
        {"seq": 1, "time": "2026-01-02T03:04:05Z", "cluster": "demo", "provider": "sim",
-        "action": "create" | "delete" | "update-tags" | "stop" | "start",
-        "instance_id": "i-0123456789ab", "client_token": "<instance key>",
+        "action": "create" | "delete" | "update-tags" | "stop" | "start"
+                  | "create-image" | "update-image-tags" | "delete-image",
+        "instance_id": "i-0123456789ab" | "img-0123456789ab", "client_token": "<instance key>" | "",
         "epoch": "<term>.<seq>" | "none" | "",
         "reason": "" | "user-terminate" | "out-of-band-delete" | "spot-reclaim" | "expired"}, ...]}
+
+``xceprov sim cloud images --json`` prints the images, oldest first (deleted ones only with ``--all``)::
+
+    {"store": "<path of cloud.sqlite>",
+     "images": [
+       {"id": "img-0123456789ab", "name": "...", "instance_id": "i-0123456789ab",
+        "source_image": "debian-12", "tags": {...}, "created_at": "<RFC 3339>",
+        "state": "available" | "deleted", "deleted_at": "" | "<RFC 3339>"}, ...]}
 
 ``epoch`` is the fence of the Terraform run that made the change (``none`` standalone); "" for
 the cloud's own actions (expiry, spot reclaim) and for this tooling. ``xceprov sim fault show
@@ -34,6 +43,8 @@ the cloud's own actions (expiry, spot reclaim) and for this tooling. ``xceprov s
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
+from typing import Protocol, TypeVar
 
 import click
 
@@ -46,40 +57,65 @@ def _store(ctx: CliContext) -> CloudStore:
     return CloudStore(service.store_path(ctx.config().config.sim_state_dir()))
 
 
+class _Listed(Protocol):
+    def to_json(self) -> dict[str, object]: ...
+
+
+_L = TypeVar("_L", bound=_Listed)
+
+
+def _show(
+    store: CloudStore, key: str, found: Sequence[_L], as_json: bool, table: Callable[[Sequence[_L]], str]
+) -> None:
+    """Print a listing: ``{"store": ..., key: [...]}`` with ``--json``, else the table."""
+    if as_json:
+        doc = {"store": str(store.path), key: [item.to_json() for item in found]}
+        click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+    else:
+        click.echo(table(found))
+
+
+# The options every listing shares.
+_JSON = click.option("--json", "as_json", is_flag=True, help="Machine-readable output (see the module docs).")
+_TAGS = click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Only with this tag (repeatable).")
+
+
 @click.group()
 def cloud() -> None:
     """Inspect the simulated cloud."""
 
 
 @cloud.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (see the module docs).")
-@click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Only with this tag (repeatable).")
+@_JSON
+@_TAGS
 @click.option("--all", "include_terminated", is_flag=True, help="Include terminated instances.")
 @pass_ctx
 def list_cmd(ctx: CliContext, as_json: bool, tags: tuple[str, ...], include_terminated: bool) -> None:
     """List instances: id, name, flavor, state, address, launch time, owner tags."""
     store = _store(ctx)
     found = service.list_instances(store, tags, include_terminated)
-    if as_json:
-        doc = {"store": str(store.path), "instances": [i.to_json() for i in found]}
-        click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
-    else:
-        click.echo(service.format_table(found))
+    _show(store, "instances", found, as_json, service.format_table)
+
+
+@cloud.command("images")
+@_JSON
+@_TAGS
+@click.option("--all", "include_deleted", is_flag=True, help="Include deleted images.")
+@pass_ctx
+def images_cmd(ctx: CliContext, as_json: bool, tags: tuple[str, ...], include_deleted: bool) -> None:
+    """List images: id, name, state, the instance and image they were made from, owner tags."""
+    store = _store(ctx)
+    _show(store, "images", service.list_images(store, tags, include_deleted), as_json, service.format_images)
 
 
 @cloud.command("mutations")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (see the module docs).")
+@_JSON
 @click.option("--provider", default=None, metavar="PROVIDER", help="Only the mutations of this provider.")
 @pass_ctx
 def mutations_cmd(ctx: CliContext, as_json: bool, provider: str | None) -> None:
-    """Show the mutation journal: every create, delete, tag update, stop and start, with its epoch."""
+    """Show the mutation journal: every create, delete, tag update, stop, start and image change, with its epoch."""
     store = _store(ctx)
-    found = service.list_mutations(store, provider)
-    if as_json:
-        doc = {"store": str(store.path), "mutations": [m.to_json() for m in found]}
-        click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
-    else:
-        click.echo(service.format_mutations(found))
+    _show(store, "mutations", service.list_mutations(store, provider), as_json, service.format_mutations)
 
 
 # Negative numbers ("-1") must reach our own validation, not click's "no such option".
@@ -96,7 +132,7 @@ def fault() -> None:
 @click.option("--seed", type=int, metavar="SEED", default=None, help="Make the sequence of failures deterministic.")
 @pass_ctx
 def error_rate_cmd(ctx: CliContext, rate: str, seed: int | None) -> None:
-    """Fail each create/read/delete with a retryable API error with probability RATE (0..1)."""
+    """Fail each create/read/delete/stop/start with a retryable API error with probability RATE (0..1)."""
     click.echo(service.format_faults(service.set_error_rate(_store(ctx), rate, seed)))
 
 
@@ -161,7 +197,7 @@ def spot_reclaim_cmd(ctx: CliContext, instance_id: str | None, flavor: str | Non
 
 
 @fault.command("show")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (see the module docs).")
+@_JSON
 @pass_ctx
 def show_cmd(ctx: CliContext, as_json: bool) -> None:
     """Show the fault controls in force."""

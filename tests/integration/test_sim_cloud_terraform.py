@@ -19,7 +19,7 @@ from orchestrator.sim.cloud.store import REASON_EXPIRED, CloudStore
 pytestmark = pytest.mark.integration
 
 # A tiny root configuration: values only ever enter as variables, never as Terraform code.
-MAIN_TF = """
+REQUIRED_XCESIM = """
 terraform {
   required_providers {
     xcesim = {
@@ -28,7 +28,11 @@ terraform {
     }
   }
 }
+"""
 
+MAIN_TF = (
+    REQUIRED_XCESIM
+    + """
 variable "store" {
   type = string
 }
@@ -45,6 +49,7 @@ variable "instances" {
     image     = string
     tags      = map(string)
     user_data = string
+    power_state = optional(string)
   }))
 }
 
@@ -61,6 +66,7 @@ resource "xcesim_instance" "this" {
   tags         = each.value.tags
   user_data    = each.value.user_data
   client_token = each.key
+  power_state  = each.value.power_state
 }
 
 data "xcesim_instances" "cluster" {
@@ -76,6 +82,7 @@ output "listed" {
   value = data.xcesim_instances.cluster.instances
 }
 """
+)
 
 HOSTILE_NAME = 'web "1" ${var.store} %{ if true }x%{ endif }'
 HOSTILE_TAG = 'resource "null" "x" {}\n${file("/etc/passwd")}\t%{for x in y}z%{endfor} "quoted" \\back'
@@ -182,6 +189,36 @@ def test_tag_change_updates_in_place_and_name_change_replaces(ws: Workspace) -> 
     assert after["op1-1"].id != before["op1-1"].id and after["op1-1"].name == "renamed"
     old = ws.store.get(before["op1-1"].id)
     assert old is not None and old.state == "terminated"
+
+
+def test_an_apply_stops_and_starts_an_instance_in_place(ws: Workspace) -> None:
+    desired = _instances(2)
+    ws.engine.apply(ws.workdir, var_files=[ws.write_vars(desired)])
+    before = {i.client_token: i for i in ws.store.list_instances()}
+
+    desired["op1-0"]["power_state"] = "stopped"
+    plan = ws.engine.plan(ws.workdir, var_files=[ws.write_vars(desired)])
+    resources = {c.addr: c.action for c in plan.changes if c.addr.startswith("xcesim_instance.")}
+    assert resources == {'xcesim_instance.this["op1-0"]': "update"}  # in place, no replacement
+    result = ws.engine.apply(ws.workdir, var_files=[ws.write_vars(desired)])
+    assert (result.summary.add, result.summary.change, result.summary.remove) == (0, 1, 0)
+    stopped = ws.store.get(before["op1-0"].id)
+    assert stopped is not None and stopped.state == "stopped"
+    # Same instance: id, address and tags unchanged; listings by tag still show it.
+    assert (stopped.address, stopped.tags) == (before["op1-0"].address, before["op1-0"].tags)
+    assert {i.id for i in ws.store.list_instances({"xce:cluster": "itest"})} == {i.id for i in before.values()}
+    listed = {o["id"]: o["state"] for o in ws.engine.output(ws.workdir)["listed"]}
+    assert listed[stopped.id] == "stopped"
+    assert not ws.engine.plan(ws.workdir, var_files=[ws.write_vars(desired)]).has_changes
+
+    desired["op1-0"]["power_state"] = "running"
+    ws.engine.apply(ws.workdir, var_files=[ws.write_vars(desired)])
+    started = ws.store.get(before["op1-0"].id)
+    assert started is not None and started.state == "running" and started.address == before["op1-0"].address
+    assert [(m.action, m.client_token) for m in ws.store.mutations() if m.action in ("stop", "start")] == [
+        ("stop", "op1-0"),
+        ("start", "op1-0"),
+    ]
 
 
 def test_capacity_error_reaches_terraform_diagnostics(ws: Workspace) -> None:
@@ -347,3 +384,125 @@ def test_the_cloud_ends_an_instance_past_its_max_lifetime_and_a_refresh_sees_it_
     assert live == {made["op7-1"].id}
     assert (tagged[made["op7-0"].id]["state"], tagged[made["op7-0"].id]["state_reason"]) == ("terminated", "expired")
     store.close()
+
+
+# A builder instance, an image of it and a worker from that image: each step a variable.
+IMAGE_TF = (
+    REQUIRED_XCESIM
+    + """
+variable "store" {
+  type = string
+}
+
+variable "builder_power" {
+  type = string
+}
+
+variable "make_image" {
+  type = bool
+}
+
+variable "from_image" {
+  type = bool
+}
+
+locals {
+  owner = { "xce:cluster" = "itest", "xce:provider" = "sim" }
+}
+
+provider "xcesim" {
+  store = var.store
+  fence = "7.1"
+}
+
+resource "xcesim_instance" "builder" {
+  name         = "builder"
+  flavor       = "c8.large"
+  image        = "debian-12"
+  tags         = local.owner
+  client_token = "bake-cpu"
+  power_state  = var.builder_power
+}
+
+resource "xcesim_image" "cpu" {
+  count       = var.make_image ? 1 : 0
+  name        = "cpu"
+  instance_id = xcesim_instance.builder.id
+  tags        = merge(local.owner, { "xce:template" = "cpu" })
+}
+
+resource "xcesim_instance" "worker" {
+  count        = var.from_image ? 1 : 0
+  name         = "worker"
+  flavor       = "c8.large"
+  image        = xcesim_image.cpu[0].id
+  tags         = local.owner
+  client_token = "op-1-0"
+}
+
+data "xcesim_images" "mine" {
+  tags       = local.owner
+  depends_on = [xcesim_image.cpu]
+}
+
+output "image_ids" {
+  value = xcesim_image.cpu[*].id
+}
+
+output "listed_images" {
+  value = data.xcesim_images.mine.images
+}
+"""
+)
+
+
+def test_an_image_made_by_terraform_from_a_stopped_builder_starts_a_new_instance_with_its_files(
+    ws: Workspace,
+) -> None:
+    (ws.workdir / "main.tf").write_text(IMAGE_TF)
+    state_dir = ws.store.path.parent
+
+    def apply(power: str, make_image: bool, from_image: bool) -> Any:
+        doc = {"store": str(ws.store.path), "builder_power": power, "make_image": make_image, "from_image": from_image}
+        (ws.workdir / "steps.tfvars.json").write_text(json.dumps(doc))
+        return ws.engine.apply(ws.workdir, var_files=[ws.workdir / "steps.tfvars.json"])
+
+    apply("running", False, False)
+    (builder,) = ws.store.list_instances()
+    # What the builder's host wrote (its disk, as the host manager keeps it; tests/integration/
+    # test_sim_hosts.py checks the same through a real host and SSH).
+    upper = state_dir / "hosts" / builder.id / "upper"
+    (upper / "etc/xce").mkdir(parents=True)
+    (upper / "etc/xce/node.conf").write_text("baked\n")
+    (upper / "opt/xce").mkdir(parents=True)
+    (upper / "opt/xce/VERSION").write_text("1\n")
+
+    # Stop the builder in place and make the image of it, in one apply.
+    result = apply("stopped", True, False)
+    assert (result.summary.add, result.summary.change, result.summary.remove) == (1, 1, 0)
+    stopped = ws.store.get(builder.id)
+    assert stopped is not None and stopped.state == "stopped" and stopped.address == builder.address
+    (image_id,) = ws.engine.output(ws.workdir)["image_ids"]
+    image = ws.store.get_image(image_id)
+    assert image is not None and (image.instance_id, image.source_image) == (builder.id, "debian-12")
+    assert image.tags == {"xce:cluster": "itest", "xce:provider": "sim", "xce:template": "cpu"}
+    assert [i["id"] for i in ws.engine.output(ws.workdir)["listed_images"]] == [image_id]
+
+    apply("stopped", True, True)
+    worker = next(i for i in ws.store.list_instances() if i.name == "worker")
+    assert worker.image == image_id
+    assert (state_dir / "hosts" / worker.id / "upper/etc/xce/node.conf").read_text() == "baked\n"
+    assert (state_dir / "hosts" / worker.id / "upper/opt/xce/VERSION").read_text() == "1\n"
+    assert not apply("stopped", True, True).summary.add  # nothing left to do
+
+    plan = ws.engine.plan(
+        ws.workdir, var_files=[ws.workdir / "steps.tfvars.json"], destroy=True, out=Path("destroy.tfplan")
+    )
+    assert plan.summary.remove == 3
+    ws.engine.apply(ws.workdir, plan_file=Path("destroy.tfplan"))
+    gone = ws.store.get_image(image_id)
+    assert gone is not None and gone.state == "deleted"
+    assert not (state_dir / "images" / image_id).exists()
+    assert ws.store.list_instances() == [] and ws.store.list_images() == []
+    journal = [(m.action, m.epoch) for m in ws.store.mutations() if m.instance_id == image_id]
+    assert journal == [("create-image", "7.1"), ("delete-image", "7.1")]

@@ -21,10 +21,11 @@ from sim_labs import claim_test_lab
 
 from orchestrator.clients.ansible.hostkeys import keyscan
 from orchestrator.model.published_keys import published_keys
+from orchestrator.sim.cloud.store import CloudStore
 from orchestrator.sim.hosts import lab as labnet
 from orchestrator.sim.hosts.console import console_output
 from orchestrator.sim.hosts.keys import control_dir, known_hosts_path, toolkit_key
-from orchestrator.sim.hosts.manager import SSH_DELAY_TAG, HostManager, InstanceView
+from orchestrator.sim.hosts.manager import SSH_DELAY_TAG, CloudStoreSource, HostManager, InstanceView
 
 pytestmark = [
     pytest.mark.integration,
@@ -246,6 +247,35 @@ def test_stopped_host_keeps_its_disk_and_host_key(world: tuple[HostManager, Fake
     wait_ready(manager, ["i-s"])
     # Strict host key checking passes again: the host key survived the stop.
     assert ok(ssh(manager, addr(lab, 50), "cat /opt/xce/state")).strip() == "kept"
+
+
+def test_stop_start_and_an_image_through_the_cloud_store_keep_and_carry_the_xce_files(
+    tmp_path: Path, lab: labnet.LabConfig
+) -> None:
+    store = CloudStore(tmp_path / "sim" / "cloud.sqlite")
+    store.set_network(lab.subnet)
+    manager = HostManager(tmp_path / "sim", lab, CloudStoreSource(store.path))
+    manager.start()
+    try:
+        builder = store.create_instance(name(1), "c8.large", "debian-12", {}, "", "bake")
+        wait_ready(manager, [builder.id])
+        write = "mkdir -p /etc/xce /opt/xce/bin && echo baked > /etc/xce/node.conf && echo v1 > /opt/xce/bin/VERSION"
+        ok(ssh(manager, builder.address, write + " && echo mine > /etc/motd.local"))
+        store.stop(builder.id)
+        manager.reconcile_once()
+        assert builder.id not in manager.hosts and ssh(manager, builder.address, "true").returncode == 255
+        image = store.create_image(builder.id, "cpu", {"xce:cluster": "itest"})
+        store.start(builder.id)
+        worker = store.create_instance(name(2), "c8.large", image.id, {}, "", "op-1-0")
+        wait_ready(manager, [builder.id, worker.id])
+        # The builder is back at its address with its files; the worker started with the image's.
+        assert ok(ssh(manager, builder.address, "cat /etc/xce/node.conf /etc/motd.local")) == "baked\nmine\n"
+        assert ok(ssh(manager, worker.address, "cat /etc/xce/node.conf /opt/xce/bin/VERSION")) == "baked\nv1\n"
+        assert ok(ssh(manager, worker.address, "hostname")).strip() == name(2)
+        assert ssh(manager, worker.address, "test -e /etc/motd.local").returncode == 1  # not in an image
+    finally:
+        manager.shutdown(remove_lab=True)
+        store.close()
 
 
 def test_ssh_comes_up_late_when_asked(world: tuple[HostManager, FakeSource]) -> None:

@@ -25,6 +25,10 @@ class InstanceNotFound(CloudError):
     """No instance has this id."""
 
 
+class ImageNotFound(CloudError):
+    """No available image has this id."""
+
+
 class AddressSpaceExhausted(CloudError):
     """Every address of the cloud's network is held by a live instance."""
 

@@ -14,10 +14,19 @@ through the ``tf`` framework. The contract (``docs/architecture.md``):
   outside the orchestrator's executor), which is how the tests prove that two orchestrators
   never mutated one provider under interleaved epochs.
 - resource ``xcesim_instance``: ``name``, ``flavor``, ``image``, ``user_data`` and
-  ``client_token`` force replacement; ``tags`` update in place; computed ``id``, ``address``,
-  ``launch_time``, ``state``. A read of a terminated or unknown instance reports it gone, so a
-  refresh-only plan shows drift ``delete``. ``terraform import xcesim_instance.x i-...`` adopts
-  an existing instance.
+  ``client_token`` force replacement; ``tags`` update in place, and so does ``power_state``
+  (``running`` or ``stopped``: an apply starts or stops the instance, which keeps its id, address,
+  tags and disk; null, the default: the instance is left as it is, and a refresh does not report
+  its power as drift); computed ``id``, ``address``, ``launch_time``, ``state``. A read of a
+  terminated or unknown instance reports it gone, so a refresh-only plan shows drift ``delete``.
+  ``terraform import xcesim_instance.x i-...`` adopts an existing instance.
+- resource ``xcesim_image``: an image of an instance's files (``images.py``): ``instance_id`` and
+  ``name`` force replacement, ``tags`` update in place; computed ``id`` (``img-...``),
+  ``source_image`` (the instance's own image), ``created_at``, ``state``. Destroy deletes it and
+  its files; a read of a deleted or unknown image reports it gone. An ``xcesim_instance`` whose
+  ``image`` is an image's id starts with its files.
+- data source ``xcesim_images``: input ``tags`` (every pair must match); computed ``images``, a
+  list of objects with every attribute of the resource, oldest first, available images only.
 - data source ``xcesim_instances``: input ``tags`` (every pair must match) and optional
   ``recently_terminated`` (bool); computed ``instances``, a list of objects with every
   attribute of the resource plus ``state_reason``, oldest first: live instances only, or also
@@ -49,18 +58,20 @@ from tf.iface import (
     DataSource,
     DeleteContext,
     ImportContext,
+    PlanContext,
     Provider,
     ReadContext,
     ReadDataContext,
     Resource,
     State,
     UpdateContext,
+    UpgradeContext,
 )
 from tf.runner import run_provider
 from tf.utils import Diagnostics
 
 from orchestrator.sim.cloud.errors import CloudApiError, CloudError
-from orchestrator.sim.cloud.records import TERMINATED, Instance
+from orchestrator.sim.cloud.records import AVAILABLE, RUNNING, STOPPED, TERMINATED, Image, Instance
 from orchestrator.sim.cloud.store import CloudStore
 
 FULL_NAME: Final = "registry.terraform.io/xce/xcesim"
@@ -81,6 +92,9 @@ _INSTANCE_ATTRS: Final = (
     "launch_time",
     "state",
 )
+
+# What ``power_state`` may ask for: an apply starts or stops the instance in place.
+POWER_STATES: Final = (RUNNING, STOPPED)
 
 # The data source's objects also say why an instance left ``running`` (``spot-reclaim``...).
 _LISTED_ATTRS: Final = (*_INSTANCE_ATTRS, "state_reason")
@@ -116,6 +130,16 @@ class ObjectType(types.TfType):  # type: ignore[misc]
     def tf_type(self) -> bytes:
         inner = ",".join(f'"{k}":{t.tf_type().decode()}' for k, t in self.attributes.items())
         return f'["object",{{{inner}}}]'.encode()
+
+
+# Attribute names of an image, in the order of the ``xcesim_images`` data source's object type.
+_IMAGE_ATTRS: Final = ("id", "name", "instance_id", "source_image", "tags", "created_at", "state")
+
+
+def _image_object_type() -> ObjectType:
+    attrs: dict[str, Any] = {name: types.String() for name in _IMAGE_ATTRS}
+    attrs["tags"] = types.Map(types.String())
+    return ObjectType(attrs)
 
 
 def _instance_object_type() -> ObjectType:
@@ -213,11 +237,11 @@ class XceSimProvider(Provider):  # type: ignore[misc]
 
     def get_resources(self) -> list[type[Resource]]:
         """Resource types."""
-        return [InstanceResource]
+        return [InstanceResource, ImageResource]
 
     def get_data_sources(self) -> list[type[DataSource]]:
         """Data source types."""
-        return [InstancesDataSource]
+        return [InstancesDataSource, ImagesDataSource]
 
     def call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """Call the store, retrying injected retryable errors up to ``max_retries`` times.
@@ -267,6 +291,9 @@ def _state(inst: Instance, like: State | None = None) -> State:
         "address": inst.address,
         "launch_time": inst.launch_time,
         "state": inst.state,
+        # Null unless the configuration asks for a power state: then what the instance is now
+        # (a refresh shows an instance started or stopped behind Terraform's back as a diff).
+        "power_state": None,
     }
     if like is not None:
         # Optional inputs left out of the configuration are null in Terraform and empty in the
@@ -274,6 +301,8 @@ def _state(inst: Instance, like: State | None = None) -> State:
         for key, empty in (("tags", {}), ("user_data", ""), ("client_token", "")):
             if like.get(key) is None and state[key] == empty:
                 state[key] = None
+        if like.get("power_state") is not None:
+            state["power_state"] = inst.state
     return state
 
 
@@ -293,7 +322,8 @@ class InstanceResource(Resource):  # type: ignore[misc]
         """Resource schema."""
         s, m = types.String(), types.Map(types.String())
         return schema.Schema(
-            version=1,
+            # 2: ``power_state`` (a state of version 1 has it null: see ``upgrade``).
+            version=2,
             attributes=[
                 schema.Attribute("name", s, required=True, requires_replace=True),
                 schema.Attribute("flavor", s, required=True, requires_replace=True),
@@ -301,6 +331,13 @@ class InstanceResource(Resource):  # type: ignore[misc]
                 schema.Attribute("tags", m, optional=True),
                 schema.Attribute("user_data", s, optional=True, requires_replace=True),
                 schema.Attribute("client_token", s, optional=True, requires_replace=True),
+                schema.Attribute(
+                    "power_state",
+                    s,
+                    optional=True,
+                    description="running or stopped: an apply starts or stops the instance in place; "
+                    "null leaves it as it is.",
+                ),
                 schema.Attribute("id", s, computed=True, description="Instance id (i-...)."),
                 schema.Attribute("address", s, computed=True, description="Address in 10.213.0.0/16."),
                 schema.Attribute("launch_time", s, computed=True, description="RFC 3339 launch time."),
@@ -308,8 +345,27 @@ class InstanceResource(Resource):  # type: ignore[misc]
             ],
         )
 
+    def validate(self, diags: Diagnostics, type_name: str, config: Config) -> None:
+        """Refuse a ``power_state`` other than ``running`` or ``stopped``."""
+        power = config.get("power_state")
+        if isinstance(power, str) and power not in POWER_STATES:
+            diags.add_error(
+                f"xcesim: power_state {power!r} is not one of {', '.join(POWER_STATES)}", path=["power_state"]
+            )
+
+    def plan(self, ctx: PlanContext, current: State | None, planned: State) -> State:
+        """A change of ``power_state`` changes ``state`` in place: plan the state it will reach."""
+        power = planned.get("power_state")
+        if current is not None and "power_state" in ctx.changed_fields and power in POWER_STATES:
+            planned["state"] = power
+        return planned
+
+    def upgrade(self, ctx: UpgradeContext, version: int, old: State) -> State:
+        """A state written before ``power_state`` existed: null (the instance is left as it is)."""
+        return {**old, "power_state": old.get("power_state")}
+
     def create(self, ctx: CreateContext, planned: State) -> State | None:
-        """Launch the instance (idempotent by ``client_token``)."""
+        """Launch the instance (idempotent by ``client_token``); stop it if ``power_state`` says so."""
         p = self.provider
         try:
             inst = p.call(
@@ -326,7 +382,21 @@ class InstanceResource(Resource):  # type: ignore[misc]
         except (CloudError, CloudApiError) as exc:
             _error(ctx.diagnostics, exc, f"creating instance {planned.get('name')!r}")
             return None
+        inst = self._power(ctx.diagnostics, inst, planned.get("power_state"))
         return _state(inst, planned)
+
+    def _power(self, diags: Diagnostics, inst: Instance, want: object) -> Instance:
+        """Start or stop ``inst`` to reach ``want`` (``None``: as it is). A refusal is a
+        diagnostic and the instance is returned as it is, so the state says what it really is."""
+        if want not in POWER_STATES or want == inst.state:
+            return inst
+        p = self.provider
+        action = p.store.stop if want == STOPPED else p.store.start
+        try:
+            return p.call(str(want), action, inst.id, epoch=p.fence)  # type: ignore[no-any-return]
+        except (CloudError, CloudApiError) as exc:
+            _error(diags, exc, f"{'stopping' if want == STOPPED else 'starting'} instance {inst.id}")
+            return inst
 
     def read(self, ctx: ReadContext, current: State) -> State | None:
         """Refresh from the store; a terminated or unknown instance is reported gone (``None``)."""
@@ -344,13 +414,21 @@ class InstanceResource(Resource):  # type: ignore[misc]
         return _state(inst, current)
 
     def update(self, ctx: UpdateContext, current: State, planned: State) -> State | None:
-        """Only ``tags`` change in place; everything else forces replacement."""
+        """``tags`` and ``power_state`` change in place (each journalled only when it changes);
+        everything else forces replacement."""
         p = self.provider
         try:
-            inst = p.call("update", p.store.update_tags, current["id"], planned.get("tags") or {}, epoch=p.fence)
+            if (current.get("tags") or {}) != (planned.get("tags") or {}):
+                inst = p.call("update", p.store.update_tags, current["id"], planned.get("tags") or {}, epoch=p.fence)
+            else:
+                inst = p.call("read", p.store.get, current["id"])
         except (CloudError, CloudApiError) as exc:
             _error(ctx.diagnostics, exc, f"updating tags of {current.get('id')}")
             return current
+        if inst is None or inst.state == TERMINATED:
+            ctx.diagnostics.add_error(f"InvalidInstanceID.NotFound: no live instance {current.get('id')}")
+            return current
+        inst = self._power(ctx.diagnostics, inst, planned.get("power_state"))
         return _state(inst, planned)
 
     def delete(self, ctx: DeleteContext, current: State) -> None:
@@ -376,6 +454,132 @@ class InstanceResource(Resource):  # type: ignore[misc]
             ctx.diagnostics.add_error(f"InvalidInstanceID.NotFound: no live instance {id}")
             return None
         return _state(inst)
+
+
+def _image_state(image: Image, like: State | None = None) -> State:
+    """The Terraform state of an image; null tags stay null if they were null."""
+    state: State = {k: v for k, v in image.to_json().items() if k in _IMAGE_ATTRS}
+    if like is not None and like.get("tags") is None and not image.tags:
+        state["tags"] = None
+    return state
+
+
+class ImageResource(Resource):  # type: ignore[misc]
+    """``xcesim_image``: an image made from an instance's files."""
+
+    def __init__(self, provider: XceSimProvider) -> None:
+        self.provider = provider
+
+    @classmethod
+    def get_name(cls) -> str:
+        """Type name without the provider prefix."""
+        return "image"
+
+    @classmethod
+    def get_schema(cls) -> schema.Schema:
+        """Resource schema."""
+        s = types.String()
+        return schema.Schema(
+            version=1,
+            attributes=[
+                schema.Attribute("name", s, required=True, requires_replace=True),
+                schema.Attribute(
+                    "instance_id", s, required=True, requires_replace=True, description="Instance to make it from."
+                ),
+                schema.Attribute("tags", types.Map(s), optional=True),
+                schema.Attribute("id", s, computed=True, description="Image id (img-...)."),
+                schema.Attribute("source_image", s, computed=True, description="The instance's own image."),
+                schema.Attribute("created_at", s, computed=True, description="RFC 3339 creation time."),
+                schema.Attribute("state", s, computed=True, description="available or deleted."),
+            ],
+        )
+
+    def create(self, ctx: CreateContext, planned: State) -> State | None:
+        """Make the image of the instance's files."""
+        p = self.provider
+        try:
+            image = p.call(
+                "create image",
+                p.store.create_image,
+                planned["instance_id"],
+                planned["name"],
+                planned.get("tags") or {},
+                epoch=p.fence,
+            )
+        except (CloudError, CloudApiError) as exc:
+            _error(ctx.diagnostics, exc, f"making image {planned.get('name')!r} of {planned.get('instance_id')}")
+            return None
+        return _image_state(image, planned)
+
+    def read(self, ctx: ReadContext, current: State) -> State | None:
+        """Refresh from the store; a deleted or unknown image is reported gone (``None``)."""
+        p = self.provider
+        image_id = current.get("id")
+        if not image_id:
+            return None
+        try:
+            image = p.call("read image", p.store.get_image, image_id)
+        except (CloudError, CloudApiError) as exc:
+            _error(ctx.diagnostics, exc, f"reading image {image_id}")
+            return current
+        if image is None or image.state != AVAILABLE:
+            return None
+        return _image_state(image, current)
+
+    def update(self, ctx: UpdateContext, current: State, planned: State) -> State | None:
+        """Only ``tags`` change in place."""
+        p = self.provider
+        try:
+            image = p.call(
+                "update image", p.store.update_image_tags, current["id"], planned.get("tags") or {}, epoch=p.fence
+            )
+        except (CloudError, CloudApiError) as exc:
+            _error(ctx.diagnostics, exc, f"updating tags of {current.get('id')}")
+            return current
+        return _image_state(image, planned)
+
+    def delete(self, ctx: DeleteContext, current: State) -> None:
+        """Delete the image and its files; already gone is success."""
+        p = self.provider
+        image_id = current.get("id")
+        if not image_id:
+            return
+        try:
+            p.call("delete image", p.store.delete_image, image_id, epoch=p.fence)
+        except (CloudError, CloudApiError) as exc:
+            _error(ctx.diagnostics, exc, f"deleting image {image_id}")
+
+
+class ImagesDataSource(DataSource):  # type: ignore[misc]
+    """``xcesim_images``: available images whose tags contain every pair of ``tags``."""
+
+    def __init__(self, provider: XceSimProvider) -> None:
+        self.provider = provider
+
+    @classmethod
+    def get_name(cls) -> str:
+        """Type name without the provider prefix."""
+        return "images"
+
+    @classmethod
+    def get_schema(cls) -> schema.Schema:
+        """Data source schema."""
+        return schema.Schema(
+            attributes=[
+                schema.Attribute("tags", types.Map(types.String()), optional=True),
+                schema.Attribute("images", types.List(_image_object_type()), computed=True),
+            ]
+        )
+
+    def read(self, ctx: ReadDataContext, config: Config) -> State | None:
+        """List the matching images, oldest first."""
+        p = self.provider
+        try:
+            found = p.call("list images", p.store.list_images, config.get("tags") or {})
+        except (CloudError, CloudApiError) as exc:
+            _error(ctx.diagnostics, exc, "listing images")
+            return None
+        return {"tags": config.get("tags"), "images": [_image_state(i) for i in found]}
 
 
 class InstancesDataSource(DataSource):  # type: ignore[misc]
@@ -428,7 +632,10 @@ class InstancesDataSource(DataSource):  # type: ignore[misc]
         return {
             "tags": config.get("tags"),
             "recently_terminated": config.get("recently_terminated"),
-            "instances": [{**_state(i), "state_reason": i.state_reason} for i in found],
+            "instances": [
+                {**{k: v for k, v in _state(i).items() if k in _INSTANCE_ATTRS}, "state_reason": i.state_reason}
+                for i in found
+            ],
         }
 
 

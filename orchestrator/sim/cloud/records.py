@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Final, Literal
 
@@ -138,3 +138,33 @@ def expiry_of(launch_time: str, tags: Mapping[str, str]) -> float | None:
     if launched.tzinfo is None:
         launched = launched.replace(tzinfo=UTC)
     return launched.timestamp() + seconds
+
+
+# States of an image (``Image.state``): made from an instance, then deleted by its owner.
+AVAILABLE: Final = "available"
+DELETED: Final = "deleted"
+
+# Journal actions of images (``Mutation.instance_id`` then holds the image id).
+ACTION_IMAGE_CREATE: Final = "create-image"
+ACTION_IMAGE_DELETE: Final = "delete-image"
+ACTION_IMAGE_TAGS: Final = "update-image-tags"
+
+
+@dataclass(frozen=True)
+class Image:
+    """One simulated image as the cloud API reports it: a snapshot of an instance's files."""
+
+    id: str
+    name: str
+    # The instance it was made from, and that instance's own image (what the image was built on).
+    instance_id: str
+    source_image: str
+    tags: Mapping[str, str] = field(hash=False)
+    created_at: str
+    state: Literal["available", "deleted"]
+    # RFC 3339 time of deletion; "" while available.
+    deleted_at: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        """A JSON-ready dict (every field, in order)."""
+        return {**asdict(self), "tags": dict(self.tags)}

@@ -28,13 +28,21 @@ def select(conn: sqlite3.Connection, where: str, params: list[object], order: st
         f"WHERE {where} ORDER BY {order}",
         params,
     ).fetchall()
+    tags = tags_of(conn, "instances i", "i", where, params)
+    return [_instance(row, tags.get(row[1], {})) for row in rows]
+
+
+def tags_of(
+    conn: sqlite3.Connection, table: str, alias: str, where: str, params: list[object]
+) -> dict[str, dict[str, str]]:
+    """The tags of the rows of ``table`` (``"instances i"``, ``"images m"``) matching ``where``, by id."""
     tags: dict[str, dict[str, str]] = {}
-    for instance_id, key, value in conn.execute(
-        f"SELECT t.instance_id, t.key, t.value FROM tags t JOIN instances i ON i.id = t.instance_id WHERE {where}",
+    for owner_id, key, value in conn.execute(
+        f"SELECT t.instance_id, t.key, t.value FROM tags t JOIN {table} ON {alias}.id = t.instance_id WHERE {where}",
         params,
     ):
-        tags.setdefault(instance_id, {})[key] = value
-    return [_instance(row, tags.get(row[1], {})) for row in rows]
+        tags.setdefault(str(owner_id), {})[str(key)] = str(value)
+    return tags
 
 
 def row_to_instance(conn: sqlite3.Connection, row: tuple[object, ...]) -> Instance:

@@ -16,7 +16,7 @@ from orchestrator.sim.cloud.db import meta, set_meta
 from orchestrator.sim.cloud.errors import CloudError
 from orchestrator.sim.cloud.records import expiry_of
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -48,6 +48,7 @@ CREATE UNIQUE INDEX IF NOT EXISTS instances_live_addr
 CREATE INDEX IF NOT EXISTS instances_state ON instances(state);
 CREATE INDEX IF NOT EXISTS instances_flavor_state ON instances(flavor, state);
 CREATE INDEX IF NOT EXISTS instances_version ON instances(version);
+-- Tags of instances and of images (schema 5): an image id (img-...) never equals an instance id (i-...).
 CREATE TABLE IF NOT EXISTS tags (
     instance_id TEXT NOT NULL,
     key         TEXT NOT NULL,
@@ -68,6 +69,17 @@ CREATE TABLE IF NOT EXISTS flavor_live (
 CREATE TABLE IF NOT EXISTS capacity (
     flavor TEXT PRIMARY KEY,
     max_live INTEGER NOT NULL
+);
+-- Images (schema 5): snapshots of an instance's files, kept under <store dir>/images/<id>/.
+CREATE TABLE IF NOT EXISTS images (
+    seq           INTEGER PRIMARY KEY AUTOINCREMENT,
+    id            TEXT NOT NULL UNIQUE,
+    name          TEXT NOT NULL,
+    instance_id   TEXT NOT NULL,
+    source_image  TEXT NOT NULL,
+    created_at    TEXT NOT NULL,
+    state         TEXT NOT NULL,
+    deleted_at    TEXT NOT NULL DEFAULT ''
 );
 -- The mutation journal (schema 4): one row per change of an instance, in commit order.
 CREATE TABLE IF NOT EXISTS mutations (

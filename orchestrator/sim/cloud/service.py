@@ -8,7 +8,7 @@ Every function takes the store (or its path) and plain values and raises
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -16,7 +16,7 @@ from orchestrator.errors import UsageError
 from orchestrator.model import tags as owner
 from orchestrator.sim.cloud.errors import CloudError
 from orchestrator.sim.cloud.faults import FaultSettings
-from orchestrator.sim.cloud.records import Instance, Mutation
+from orchestrator.sim.cloud.records import Image, Instance, Mutation
 from orchestrator.sim.cloud.store import CloudStore
 
 STORE_NAME: Final = "cloud.sqlite"
@@ -74,6 +74,21 @@ def parse_count(text: str) -> int:
 def list_instances(store: CloudStore, tag_pairs: Sequence[str], include_terminated: bool) -> list[Instance]:
     """Instances matching every ``k=v`` of ``tag_pairs`` (live only unless ``include_terminated``)."""
     return store.list_instances(parse_tags(tag_pairs), include_terminated=include_terminated)
+
+
+def list_images(store: CloudStore, tag_pairs: Sequence[str], include_deleted: bool) -> list[Image]:
+    """Images matching every ``k=v`` of ``tag_pairs`` (available only unless ``include_deleted``)."""
+    return store.list_images(parse_tags(tag_pairs), include_deleted=include_deleted)
+
+
+def format_images(images: Sequence[Image]) -> str:
+    """The ``xceprov sim cloud images`` table: one line per image under a header."""
+    header = ("ID", "NAME", "STATE", "INSTANCE", "SOURCE", "CREATED", "OWNER")
+    rows: list[tuple[str, ...]] = [header]
+    for image in images:
+        cells = (image.id, image.name, image.state, image.instance_id, image.source_image, image.created_at)
+        rows.append(tuple(_cell(c) for c in (*cells, _owner(image.tags))))
+    return _aligned(rows)
 
 
 def set_error_rate(store: CloudStore, rate: str, seed: int | None) -> FaultSettings:
@@ -154,7 +169,11 @@ _OWNER_SHORT: Final = {
 
 def owner_summary(inst: Instance) -> str:
     """The owner tags of an instance in short form (``cluster=demo provider=sim op=... ...``)."""
-    parts = [f"{short}={inst.tags[key]}" for key, short in _OWNER_SHORT.items() if key in inst.tags]
+    return _owner(inst.tags)
+
+
+def _owner(tags: Mapping[str, str]) -> str:
+    parts = [f"{short}={tags[key]}" for key, short in _OWNER_SHORT.items() if key in tags]
     return " ".join(parts) if parts else "-"
 
 

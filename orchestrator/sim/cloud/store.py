@@ -30,7 +30,8 @@ reading the journal O(m) in the mutations returned (one append per mutation).
 This module is the store's API (``CloudStore``); its parts live beside it, one concern each:
 ``db`` (connections, transactions, ``meta``), ``schema`` (tables and migrations), ``records``
 and ``errors`` (what the API returns and raises), ``rows`` (instances read back), ``addresses``
-(the network and allocation), ``faults`` (the fault controls) and ``journal`` (the mutation journal).
+(the network and allocation), ``faults`` (the fault controls), ``journal`` (the mutation journal)
+and ``images`` (images: snapshots of an instance's files, and the disks launched from them).
 """
 
 from __future__ import annotations
@@ -38,19 +39,21 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import secrets
+import shutil
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-from orchestrator.sim.cloud import addresses, faults, journal, rows
+from orchestrator.sim.cloud import addresses, faults, images, journal, rows
 from orchestrator.sim.cloud.db import Database, increment, meta
 from orchestrator.sim.cloud.errors import (
     AddressSpaceExhausted,
     CloudApiError,
     CloudError,
     IdempotentParameterMismatch,
+    ImageNotFound,
     InstanceNotFound,
     InsufficientCapacity,
     InvalidParameterValue,
@@ -59,6 +62,9 @@ from orchestrator.sim.cloud.faults import FaultSettings
 from orchestrator.sim.cloud.records import (
     ACTION_CREATE,
     ACTION_DELETE,
+    ACTION_IMAGE_CREATE,
+    ACTION_IMAGE_DELETE,
+    ACTION_IMAGE_TAGS,
     ACTION_START,
     ACTION_STOP,
     ACTION_TAGS,
@@ -70,6 +76,7 @@ from orchestrator.sim.cloud.records import (
     RUNNING,
     STOPPED,
     TERMINATED,
+    Image,
     Instance,
     Mutation,
     expiry_of,
@@ -139,7 +146,9 @@ class CloudStore:
         ``IdempotentParameterMismatch``. A terminated instance releases its token.
         Raises ``InsufficientCapacity`` when the flavor's limit is reached and ``CloudApiError``
         for an injected API fault. A launch is journalled under ``epoch`` (a returned existing
-        instance is no mutation).
+        instance is no mutation). An ``image`` of the form ``img-...`` must name an available
+        image (else ``InvalidParameterValue``): the instance's disk starts with its files
+        (``images.py``); any other ``image`` is a name the cloud takes as it is.
         """
         injected = self._api_call("create")
         when = launch_time or rfc3339(self.clock())
@@ -147,38 +156,48 @@ class CloudStore:
         expires = expiry_of(when, tags)
         # Due instances go first: they give back their capacity, address and client token.
         self.expire_due()
-        with self._db.write() as conn:
-            if client_token:
-                existing = conn.execute(
-                    f"SELECT {rows.COLUMNS} FROM instances WHERE client_token = ? AND state != 'terminated'",
-                    (client_token,),
-                ).fetchone()
-                if existing is not None:
-                    inst = rows.row_to_instance(conn, existing)
-                    if (inst.name, inst.flavor, inst.image) != (name, flavor, image):
-                        raise IdempotentParameterMismatch(
-                            f"IdempotentParameterMismatch: client token {client_token!r} was used for "
-                            f"{inst.id} ({inst.name}, {inst.flavor}, {inst.image})"
-                        )
-                    return inst
-            faults.check_capacity(conn, flavor)
-            addr = addresses.allocate_address(conn)
-            conn.execute(
-                "INSERT INTO flavor_live(flavor, live) VALUES (?, 1) ON CONFLICT(flavor) DO UPDATE SET live = live + 1",
-                (flavor,),
-            )
-            version = increment(conn, "version")
-            instance_id = "i-" + secrets.token_hex(6)
-            conn.execute(
-                "INSERT INTO instances(id, name, flavor, image, user_data, client_token, addr, "
-                "launch_time, state, version, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?)",
-                (instance_id, name, flavor, image, user_data, client_token, addr, when, version, expires),
-            )
-            conn.executemany(
-                "INSERT INTO tags(instance_id, key, value) VALUES (?, ?, ?)",
-                [(instance_id, k, v) for k, v in tags.items()],
-            )
-            self._journal(conn, ACTION_CREATE, instance_id, epoch)
+        instance_id = "i-" + secrets.token_hex(6)
+        try:
+            with self._db.write() as conn:
+                if client_token:
+                    existing = conn.execute(
+                        f"SELECT {rows.COLUMNS} FROM instances WHERE client_token = ? AND state != 'terminated'",
+                        (client_token,),
+                    ).fetchone()
+                    if existing is not None:
+                        inst = rows.row_to_instance(conn, existing)
+                        if (inst.name, inst.flavor, inst.image) != (name, flavor, image):
+                            raise IdempotentParameterMismatch(
+                                f"IdempotentParameterMismatch: client token {client_token!r} was used for "
+                                f"{inst.id} ({inst.name}, {inst.flavor}, {inst.image})"
+                            )
+                        return inst
+                faults.check_capacity(conn, flavor)
+                if images.check_launchable(conn, image):
+                    # Under the write lock: the image cannot be deleted meanwhile, and the host
+                    # manager sees the instance only once its disk is whole.
+                    images.seed(self.path.parent, image, instance_id)
+                addr = addresses.allocate_address(conn)
+                conn.execute(
+                    "INSERT INTO flavor_live(flavor, live) VALUES (?, 1) "
+                    "ON CONFLICT(flavor) DO UPDATE SET live = live + 1",
+                    (flavor,),
+                )
+                version = increment(conn, "version")
+                conn.execute(
+                    "INSERT INTO instances(id, name, flavor, image, user_data, client_token, addr, "
+                    "launch_time, state, version, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?)",
+                    (instance_id, name, flavor, image, user_data, client_token, addr, when, version, expires),
+                )
+                conn.executemany(
+                    "INSERT INTO tags(instance_id, key, value) VALUES (?, ?, ?)",
+                    [(instance_id, k, v) for k, v in tags.items()],
+                )
+                self._journal(conn, ACTION_CREATE, instance_id, epoch)
+        except BaseException:
+            # A launch refused or failed leaves no disk behind (the id is fresh: only a seed made one).
+            shutil.rmtree(images.disk_dir(self.path.parent, instance_id), ignore_errors=True)
+            raise
         if (
             injected is not None
             and injected.lost_response > 0
@@ -309,14 +328,20 @@ class CloudStore:
             return rows.row_to_instance(conn, full)
 
     def stop(self, instance_id: str, *, epoch: str = "") -> Instance:
-        """Stop a running instance (it keeps its address; ``start`` brings it back)."""
+        """Stop a running instance (journalled under ``epoch``; a stopped one is returned as it is).
+
+        It keeps its id, address, tags, capacity and client token; its simulated host is torn
+        down with its disk kept, and ``start`` boots it again from that disk.
+        """
         return self._set_run_state(instance_id, RUNNING, STOPPED, REASON_STOP, epoch)
 
     def start(self, instance_id: str, *, epoch: str = "") -> Instance:
-        """Start a stopped instance."""
+        """Start a stopped instance (journalled under ``epoch``; a running one is returned as it is)."""
         return self._set_run_state(instance_id, STOPPED, RUNNING, "", epoch)
 
     def _set_run_state(self, instance_id: str, before: str, after: str, reason: str, epoch: str) -> Instance:
+        # An API call like delete: the injected error rate applies (through the provider).
+        self._api_call("stop" if after == STOPPED else "start")
         self.expire_due()
         with self._db.write() as conn:
             row = conn.execute("SELECT state FROM instances WHERE id = ?", (instance_id,)).fetchone()
@@ -359,6 +384,95 @@ class CloudStore:
             current = int(meta(conn, "version") or 0)
             changed = rows.select(conn, "i.version > ?", [version], order="i.version")
             return current, changed
+
+    # ---------------------------------------------------------------- images
+
+    def create_image(self, instance_id: str, name: str, tags: Mapping[str, str], *, epoch: str = "") -> Image:
+        """Make an image of a live (running or stopped) instance's files (``images.py``), with
+        ``tags``; journalled under ``epoch``. Raises ``InstanceNotFound`` for a terminated or
+        unknown instance and ``InvalidParameterValue`` for an empty name."""
+        self._api_call("create-image")
+        if not name:
+            raise InvalidParameterValue("InvalidParameterValue: an image needs a name")
+        self.expire_due()
+        source = self._live_image_of(instance_id)
+        image_id = images.new_id()
+        root = self.path.parent
+        # The files first: a row always names a whole snapshot.
+        images.snapshot(root, instance_id, image_id)
+        try:
+            with self._db.write() as conn:
+                if self._live_image_of(instance_id, conn) != source:
+                    raise InstanceNotFound(f"InvalidInstanceID.NotFound: no live instance {instance_id}")
+                conn.execute(
+                    "INSERT INTO images(id, name, instance_id, source_image, created_at, state) "
+                    "VALUES (?, ?, ?, ?, ?, 'available')",
+                    (image_id, name, instance_id, source, rfc3339(self.clock())),
+                )
+                conn.executemany(
+                    "INSERT INTO tags(instance_id, key, value) VALUES (?, ?, ?)",
+                    [(image_id, k, v) for k, v in tags.items()],
+                )
+                self._journal(conn, ACTION_IMAGE_CREATE, image_id, epoch)
+                return images.select(conn, "m.id = ?", [image_id])[0]
+        except BaseException:
+            images.remove_files(root, image_id)
+            raise
+
+    def _live_image_of(self, instance_id: str, conn: sqlite3.Connection | None = None) -> str:
+        """The ``image`` of a live instance; ``InstanceNotFound`` when it is not live."""
+        if conn is None:
+            with self._db.read() as reader:
+                return self._live_image_of(instance_id, reader)
+        row = conn.execute(
+            "SELECT image FROM instances WHERE id = ? AND state != 'terminated'", (instance_id,)
+        ).fetchone()
+        if row is None:
+            raise InstanceNotFound(f"InvalidInstanceID.NotFound: no live instance {instance_id}")
+        return str(row[0])
+
+    def get_image(self, image_id: str) -> Image | None:
+        """The image with this id (deleted ones included), or ``None``."""
+        self._api_call("read")
+        with self._db.read() as conn:
+            found = images.select(conn, "m.id = ?", [image_id])
+            return found[0] if found else None
+
+    def list_images(self, tag_filter: Mapping[str, str] | None = None, include_deleted: bool = False) -> list[Image]:
+        """Images whose tags contain every pair of ``tag_filter``, oldest first."""
+        self._api_call("read")
+        where, params = images.where(tag_filter, include_deleted)
+        with self._db.read() as conn:
+            return images.select(conn, where, params)
+
+    def update_image_tags(self, image_id: str, tags: Mapping[str, str], *, epoch: str = "") -> Image:
+        """Replace the tags of an available image (the whole map); journalled under ``epoch``."""
+        with self._db.write() as conn:
+            found = images.select(conn, "m.id = ? AND m.state = 'available'", [image_id])
+            if not found:
+                raise ImageNotFound(f"InvalidAMIID.NotFound: no available image {image_id}")
+            conn.execute("DELETE FROM tags WHERE instance_id = ?", (image_id,))
+            conn.executemany(
+                "INSERT INTO tags(instance_id, key, value) VALUES (?, ?, ?)",
+                [(image_id, k, v) for k, v in tags.items()],
+            )
+            self._journal(conn, ACTION_IMAGE_TAGS, image_id, epoch)
+            return images.select(conn, "m.id = ?", [image_id])[0]
+
+    def delete_image(self, image_id: str, *, epoch: str = "") -> bool:
+        """Delete an image and its files (journalled under ``epoch``). Idempotent: ``False`` if
+        it was already deleted or never existed. Instances started from it keep their files."""
+        self._api_call("delete-image")
+        with self._db.write() as conn:
+            done = conn.execute(
+                "UPDATE images SET state = 'deleted', deleted_at = ? WHERE id = ? AND state = 'available'",
+                (rfc3339(self.clock()), image_id),
+            ).rowcount
+            if done:
+                self._journal(conn, ACTION_IMAGE_DELETE, image_id, epoch)
+        # After the row: a launch that saw the image available has already copied its files.
+        images.remove_files(self.path.parent, image_id)
+        return bool(done)
 
     # ---------------------------------------------------------------- fault controls
 
@@ -469,6 +583,8 @@ __all__ = [
     "CloudStore",
     "FaultSettings",
     "IdempotentParameterMismatch",
+    "Image",
+    "ImageNotFound",
     "Instance",
     "InstanceNotFound",
     "InsufficientCapacity",

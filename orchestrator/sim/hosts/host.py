@@ -4,7 +4,8 @@ Directory ``<sim_state_dir>/hosts/<instance-id>/``:
 
 - ``upper/<dir>``, ``work/<dir>``: the copy-on-write layers over /etc, /opt, /root, /var, /home,
   /srv and /usr (the host's "disk"; kept while the instance exists, removed when it is
-  terminated);
+  terminated). An instance launched from an image finds ``upper/etc/xce`` and ``upper/opt/xce``
+  already there: the cloud seeds them before the launch is recorded (``sim/cloud/images.py``);
 - ``ssh_host_ed25519_key`` (+ ``.pub``): the host key, recorded in ``hosts/known_hosts``;
 - ``boot.json`` (what the boot process does), ``boot.log`` (its output and sshd's);
 - ``host.json``: pid, namespace and veth of the running host, so that a host manager that

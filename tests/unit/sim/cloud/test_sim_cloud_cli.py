@@ -170,3 +170,27 @@ def test_the_cli_shows_the_journal(config: Path) -> None:
     assert "\x1b" not in table and "x\\x1b[31m" in table  # a hostile tag cannot drive the terminal
     code, _, err = _run(config, "sim", "cloud", "mutations", "--provider", "")
     assert code != 0 and "--provider needs a provider name" in err
+
+
+def test_the_cli_lists_images_by_tag(config: Path) -> None:
+    store = _store(config)
+    owner = {"xce:cluster": "demo", "xce:provider": "sim", "xce:template": "cpu"}
+    builder = store.create_instance("builder", "c8.large", "debian-12", owner, "", "bake-1")
+    kept = store.create_image(builder.id, "cpu\x1b[31m", owner, epoch="2.1")
+    gone = store.create_image(builder.id, "old", {"xce:cluster": "other"})
+    store.delete_image(gone.id)
+    code, out, _ = _run(config, "sim", "cloud", "images")
+    lines = out.splitlines()
+    assert code == 0 and lines[0].split() == ["ID", "NAME", "STATE", "INSTANCE", "SOURCE", "CREATED", "OWNER"]
+    assert len(lines) == 2 and kept.id in lines[1] and builder.id in lines[1] and "debian-12" in lines[1]
+    assert "cluster=demo provider=sim template=cpu" in lines[1] and "\x1b" not in out
+    code, out, _ = _run(config, "sim", "cloud", "images", "--json", "--all")
+    doc = json.loads(out)
+    assert [(i["id"], i["state"]) for i in doc["images"]] == [(kept.id, "available"), (gone.id, "deleted")]
+    code, out, _ = _run(config, "sim", "cloud", "images", "--json", "--tag", "xce:template=cpu", "--all")
+    assert [i["id"] for i in json.loads(out)["images"]] == [kept.id]
+    code, out, _ = _run(config, "sim", "cloud", "mutations", "--json")
+    actions = [(m["action"], m["instance_id"], m["epoch"]) for m in json.loads(out)["mutations"]]
+    assert ("create-image", kept.id, "2.1") in actions and ("delete-image", gone.id, "") in actions
+    code, _, err = _run(config, "sim", "cloud", "images", "--tag", "novalue")
+    assert code != 0 and "bad tag 'novalue': expected KEY=VALUE" in err

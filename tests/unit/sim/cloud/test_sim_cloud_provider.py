@@ -6,13 +6,25 @@ import json
 from pathlib import Path
 
 import pytest
-from tf.iface import CreateContext, DeleteContext, ImportContext, ReadContext, ReadDataContext, UpdateContext
+from tf.iface import (
+    CreateContext,
+    DeleteContext,
+    ImportContext,
+    PlanContext,
+    ReadContext,
+    ReadDataContext,
+    UpdateContext,
+    UpgradeContext,
+)
 from tf.utils import Diagnostics
 
 from orchestrator.sim.cloud.provider import (
+    ImageResource,
+    ImagesDataSource,
     InstanceResource,
     InstancesDataSource,
     XceSimProvider,
+    _image_object_type,
     _instance_object_type,
     _StopIsNotShutdown,
 )
@@ -42,6 +54,7 @@ def _planned(**over: object) -> dict[str, object]:
         "address": None,
         "launch_time": None,
         "state": None,
+        "power_state": None,
     }
     base.update(over)
     return base
@@ -251,3 +264,91 @@ def test_the_provider_refuses_a_malformed_fence(tmp_path: Path, fence: str) -> N
     assert [d.summary for d in diags.diagnostics] == [
         f"xcesim: fence {fence!r} is not an epoch tag <term>.<seq>, none or empty"
     ]
+
+
+def test_power_state_stops_and_starts_in_place_and_journals_under_the_fence(tmp_path: Path) -> None:
+    res = InstanceResource(_fenced_provider(tmp_path, "4.2"))
+    diags = Diagnostics()
+    state = res.create(CreateContext(diags, "xcesim_instance"), _planned(tags=OWNER, power_state="running"))
+    assert state is not None and state["power_state"] == "running"
+    want = {**state, "power_state": "stopped"}
+    # The plan of a power change is an in-place update that reaches the asked state.
+    planned = res.plan(PlanContext(diags, "xcesim_instance", changed_fields={"power_state"}), state, dict(want))
+    assert planned["state"] == "stopped"
+    stopped = res.update(UpdateContext(diags, "xcesim_instance"), state, planned)
+    assert stopped is not None
+    assert (stopped["id"], stopped["address"], stopped["tags"]) == (state["id"], state["address"], state["tags"])
+    assert (stopped["state"], stopped["power_state"]) == ("stopped", "stopped")
+    assert res.read(ReadContext(diags, "xcesim_instance"), stopped) == stopped
+    started = res.update(UpdateContext(diags, "xcesim_instance"), stopped, {**stopped, "power_state": "running"})
+    assert started is not None and started["state"] == "running"
+    assert not diags.has_errors()
+    journal = CloudStore(tmp_path / "cloud.sqlite").mutations()
+    # Only the power changed: no tag update is journalled.
+    assert [(m.action, m.reason, m.epoch) for m in journal] == [
+        ("create", "", "4.2"),
+        ("stop", "", "4.2"),
+        ("start", "", "4.2"),
+    ]
+
+
+def test_power_state_stopped_at_create_and_drift_of_an_out_of_band_start(provider: XceSimProvider) -> None:
+    res = InstanceResource(provider)
+    diags = Diagnostics()
+    state = res.create(CreateContext(diags, "t"), _planned(power_state="stopped"))
+    assert state is not None and (state["state"], state["power_state"]) == ("stopped", "stopped")
+    provider.store.start(state["id"])  # behind Terraform's back
+    refreshed = res.read(ReadContext(diags, "t"), state)
+    assert refreshed is not None and refreshed["power_state"] == "running"  # a diff against "stopped"
+    # Without power_state the instance's power is nobody's business: no diff.
+    plain = res.create(CreateContext(diags, "t"), _planned(client_token="op-1-1"))
+    assert plain is not None and plain["power_state"] is None
+    provider.store.stop(plain["id"])
+    assert res.read(ReadContext(diags, "t"), plain) == {**plain, "state": "stopped"}
+    assert not diags.has_errors()
+
+
+def test_power_state_is_running_or_stopped() -> None:
+    diags = Diagnostics()
+    InstanceResource.validate(InstanceResource(XceSimProvider()), diags, "xcesim_instance", {"power_state": "off"})
+    assert [d.summary for d in diags.diagnostics] == ["xcesim: power_state 'off' is not one of running, stopped"]
+
+
+def test_a_state_from_before_power_state_upgrades_to_null(provider: XceSimProvider) -> None:
+    diags = Diagnostics()
+    old = {k: v for k, v in _planned(id="i-1").items() if k != "power_state"}
+    assert InstanceResource(provider).upgrade(UpgradeContext(diags, "t"), 1, old) == {**old, "power_state": None}
+
+
+def test_image_resource_create_read_update_delete_and_listing(provider: XceSimProvider) -> None:
+    diags = Diagnostics()
+    inst = InstanceResource(provider).create(CreateContext(diags, "t"), _planned(tags=OWNER))
+    assert inst is not None
+    res = InstanceResource(provider), ImageResource(provider)
+    planned = {"name": "cpu", "instance_id": inst["id"], "tags": OWNER, "id": None}
+    image = res[1].create(CreateContext(diags, "xcesim_image"), planned)
+    assert image is not None and image["id"].startswith("img-")
+    assert (image["source_image"], image["state"], image["tags"]) == ("debian-12", "available", OWNER)
+    assert res[1].read(ReadContext(diags, "xcesim_image"), image) == image
+    listed = ImagesDataSource(provider).read(ReadDataContext(diags, "d"), {"tags": {"xce:cluster": "demo"}})
+    assert listed is not None and [i["id"] for i in listed["images"]] == [image["id"]]
+    assert set(listed["images"][0]) == set(json.loads(_image_object_type().tf_type())[1])
+    updated = res[1].update(UpdateContext(diags, "xcesim_image"), image, {**image, "tags": {**OWNER, "k": "v"}})
+    assert updated is not None and updated["tags"]["k"] == "v"
+    # An instance launched from it names it as its image.
+    child = res[0].create(CreateContext(diags, "t"), _planned(image=image["id"], client_token="op-1-1"))
+    assert child is not None and child["image"] == image["id"]
+    res[1].delete(DeleteContext(diags, "xcesim_image"), updated)
+    assert res[1].read(ReadContext(diags, "xcesim_image"), updated) is None  # gone: drift "delete"
+    res[1].delete(DeleteContext(diags, "xcesim_image"), updated)  # already gone is success
+    assert not diags.has_errors()
+
+
+def test_image_refusals_are_diagnostics(provider: XceSimProvider) -> None:
+    diags = Diagnostics()
+    planned = {"name": "cpu", "instance_id": "i-000000000000", "tags": None, "id": None}
+    assert ImageResource(provider).create(CreateContext(diags, "xcesim_image"), planned) is None
+    assert [d.summary for d in diags.diagnostics] == ["InvalidInstanceID.NotFound: no live instance i-000000000000"]
+    diags = Diagnostics()
+    assert InstanceResource(provider).create(CreateContext(diags, "t"), _planned(image="img-000000000000")) is None
+    assert [d.summary for d in diags.diagnostics] == ["InvalidAMIID.NotFound: no available image img-000000000000"]

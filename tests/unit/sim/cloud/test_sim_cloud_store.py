@@ -205,6 +205,26 @@ def test_stop_and_start(store: CloudStore) -> None:
     assert store.start(inst.id).state == "running"
 
 
+def test_stop_and_start_keep_the_instance_and_are_api_calls(tmp_path: Path) -> None:
+    tooling = CloudStore(tmp_path / "cloud.sqlite")
+    inst = _make(tooling, "t", **{"xce:cluster": "demo"})
+    api = CloudStore(tooling.path, api_faults=True)
+    tooling.set_error_rate(1.0)
+    # Like delete, a stop or start through the API can fail with a retryable error...
+    with pytest.raises(CloudApiError, match="during stop"):
+        api.stop(inst.id)
+    with pytest.raises(CloudApiError, match="during start"):
+        api.start(inst.id)
+    tooling.clear_faults()
+    stopped = api.stop(inst.id)
+    # ... and a stopped instance keeps its id, address, tags and client token, listed by its tags.
+    assert (stopped.state, stopped.state_reason) == ("stopped", "user-stop")
+    assert (stopped.address, stopped.tags, stopped.client_token) == (inst.address, inst.tags, "t")
+    assert [i.id for i in api.list_instances({"xce:cluster": "demo"})] == [inst.id]
+    with pytest.raises(IdempotentParameterMismatch):  # its client token stays taken
+        api.create_instance("other", "c8.large", "debian-12", {}, "", "t")
+
+
 def test_out_of_band_delete_and_create(store: CloudStore) -> None:
     inst = _make(store, "t")
     gone = store.delete_out_of_band(inst.id)
