@@ -116,28 +116,37 @@ def private_stdio() -> Iterator[tuple[int, BinaryIO]]:
 
 @contextlib.contextmanager
 def signals_stop(stop: Callable[[str], None]) -> Iterator[None]:
-    """Within the block, SIGTERM and SIGINT call ``stop(signal name)`` (from a thread: the handler
-    only writes the signal's number to a pipe, so it cannot deadlock on a lock it interrupted)."""
+    """Within the block, SIGTERM and SIGINT call ``stop(signal name)`` from a thread.
+
+    The signal's number reaches that thread through ``signal.set_wakeup_fd``: CPython's C-level
+    handler writes it to the pipe in whichever thread the kernel delivered the signal to. A
+    Python-level handler runs only in the main thread, and only once it runs bytecode again: a
+    signal delivered to another thread (a worker, this watcher) while the main thread sat in
+    ``select`` woke nothing, and the server kept reading past a SIGTERM. The Python-level
+    handler does nothing; it is there so the signal does not end the process."""
     read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
     os.set_blocking(write_fd, False)
-
-    def handler(signum: int, _frame: object) -> None:
-        with contextlib.suppress(BlockingIOError):
-            os.write(write_fd, bytes([signum]))
 
     def watch() -> None:
         while data := os.read(read_fd, 64):
             for signum in data:
-                stop(signal.Signals(signum).name)
+                if signum in STOP_SIGNALS:
+                    stop(signal.Signals(signum).name)
 
     watcher = threading.Thread(target=watch, name="provider-serve-signals", daemon=True)
     watcher.start()
-    previous = {signum: signal.signal(signum, handler) for signum in STOP_SIGNALS}
+    previous_wakeup = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    previous = {signum: signal.signal(signum, _noted) for signum in STOP_SIGNALS}
     try:
         yield
     finally:
         for signum, old in previous.items():
             signal.signal(signum, old)
+        signal.set_wakeup_fd(previous_wakeup)
         os.close(write_fd)  # the watcher reads the end of the pipe and ends
         watcher.join()
         os.close(read_fd)
+
+
+def _noted(_signum: int, _frame: object) -> None:
+    """The Python-level handler of a stop signal: the wakeup descriptor already carried it."""
