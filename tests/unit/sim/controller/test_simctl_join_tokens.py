@@ -120,3 +120,18 @@ def test_the_binding_of_a_live_host_outlives_its_expiry(
     bound = store.join_binding(KEY, KEY)
     assert bound is not None and bound.instance_id == "i-1"  # kept: its host still runs
     _refused(worker(core, 3, KEY, "i-evil", credential_key=KEY, token_expires=deadline)[2], "tokenUsed")
+
+
+def test_a_later_token_of_the_host_moves_only_the_expiry(
+    core: ControllerCore, store: ControllerStore, clock: FakeClock
+) -> None:
+    deadline = _expect(core, clock)
+    assert isinstance(worker(core, 1, KEY, "i-1", credential_key=KEY, token_expires=deadline)[2], Host)
+    # A re-run of the bootstrap installs a token expiring later: the same instance rejoins with it.
+    assert isinstance(worker(core, 2, KEY, "i-1", credential_key=KEY, token_expires=deadline + 900)[2], Host)
+    bound = store.join_binding(KEY, KEY)
+    assert bound is not None and (bound.instance_id, bound.expires_ms) == ("i-1", (deadline + 900) * 1000)
+    # An older token does not move it back; the new token is no more usable by another instance.
+    assert isinstance(worker(core, 3, KEY, "i-1", credential_key=KEY, token_expires=deadline)[2], Host)
+    assert store.join_binding(KEY, KEY) == bound
+    _refused(worker(core, 4, KEY, "i-2", credential_key=KEY, token_expires=deadline + 900)[2], "tokenUsed")
