@@ -361,6 +361,9 @@ class ControllerCore:
             refused = host_rules.credential_refusal(host, host_name, credential_key)
             if refused is not None:
                 return refused
+        if host is not None and host.decommissioned:
+            return ErrorV("refused", f"host {host_name!r} was decommissioned")
+        # Last of the refusals: an admitted first join is recorded here, durably.
         if credential_key is not None and token_expires is not None:
             refused = self._token_refusal(credential_key, host_name, instance_id, token_expires)
             if refused is not None:
@@ -369,8 +372,6 @@ class ControllerCore:
             host = Host(hid=self._next_hid, host_name=host_name, instance_id=instance_id, template=template)
             self._next_hid += 1
             self.hosts[host.hid] = host
-        if host.decommissioned:
-            return ErrorV("refused", f"host {host_name!r} was decommissioned")
         if host.session is not None and host.session is not session:
             host.session.close("replaced by a new join of the same host")
         now_ms = to_ms(self.clock.wall())
