@@ -120,9 +120,11 @@ def controller_block(state_dir: Path, address: str, identity: str) -> dict[str, 
     }
 
 
-def worker_token(state_dir: Path, instance_key: str, host_name: str) -> str:
-    """The join token of a host, minted with the controller's join key."""
-    return join_token(read_join_key(state_dir / "tls" / "join.key"), instance_key, host_name)
+def worker_token(state_dir: Path, instance_key: str, host_name: str, expires: int | None = None) -> str:
+    """The join token of a host, minted with the controller's join key (by default valid for a
+    first join during the next hour)."""
+    key = read_join_key(state_dir / "tls" / "join.key")
+    return join_token(key, instance_key, host_name, int(time.time()) + 3600 if expires is None else expires)
 
 
 def connect(

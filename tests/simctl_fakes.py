@@ -60,12 +60,16 @@ def worker(
     template: str = "cpu",
     *,
     credential_key: str | None = None,
+    token_expires: int | None = None,
 ) -> Any:
-    """Join a worker: ``(conn, session, Host or ErrorV)``."""
+    """Join a worker: ``(conn, session, Host or ErrorV)`` (``token_expires``: the expiry of the
+    verified token it presents, unix seconds)."""
     conn = FakeConn(sid)
     s = conn.session()
     core.add_session(s)
-    result = core.join_worker(s, name, instance_id, template, {}, credential_key=credential_key)
+    result = core.join_worker(
+        s, name, instance_id, template, {}, credential_key=credential_key, token_expires=token_expires
+    )
     core.run_workload()
     core.update_demand()
     return conn, s, result

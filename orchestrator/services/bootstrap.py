@@ -251,6 +251,7 @@ def bootstrap(
     world: SimulatedWorld | None = None,
     scope: str | None = None,
     stop: PlayStop | None = None,
+    join_deadlines: Mapping[str, float] | None = None,
 ) -> RunResult:
     """Run ``playbook`` on the selected instances; a result per host (see the module docstring).
 
@@ -262,7 +263,8 @@ def bootstrap(
     cloud get its key and node manager (``bootstrap_sources``). A site's group_vars files still
     override both. ``stop`` ends the play early (``clients.ansible.runner.PlayStop``).
     ``published`` reads host keys instances published (default: the simulated cloud's consoles
-    when ``world`` is given).
+    when ``world`` is given). ``join_deadlines`` (instance key -> unix time) are the expiries
+    of the hosts' join tokens (``services/join_tokens.py``).
     """
     loaded, sim_vars = simulated_sources(loaded, world)
     group_vars = {**sim_vars, **(group_vars or {})}
@@ -301,7 +303,7 @@ def bootstrap(
         evars.update(extra_vars or {})
         settings = runner_settings(config, toolkit_root)
         # Join tokens: only a file path reaches Ansible; the file is gone after the run.
-        with join_token_vars(config, [r for r in chosen if r.name in reachable]) as token_vars:
+        with join_token_vars(config, [r for r in chosen if r.name in reachable], join_deadlines) as token_vars:
             result = run_playbook(
                 settings,
                 settings.ansible_dir / "playbooks" / f"{playbook}.yml",

@@ -1,10 +1,16 @@
 """Worker join tokens for one bootstrap run, handed to Ansible without leaving them at rest.
 
 The controller's join key (``controller.join_key``) mints one token per host
-(``orchestrator.protocol.jointoken``). The tokens go into a JSON file (0600, in a fresh 0700
-directory under ``<state_dir>/ansible``) that only the node manager role reads, on the control
-node, in a ``no_log`` task; the directory is removed when the run ends. So no inventory, extra
-vars file, runner artifact or log holds a token; only the file's path is passed, as an extra var.
+(``orchestrator.protocol.jointoken``), expiring at that host's join deadline (its
+``expectedHost`` fact's, which the op hands over); a host the caller knows no deadline of (a
+re-run of ``xceprov bootstrap``) gets ``providers.<name>.join_deadline`` from now. A host that
+joined already is admitted again with any valid token of its own from the instance it first
+joined from, expired or not (docs/protocol.md, "Authentication and roles").
+
+The tokens go into a JSON file (0600, in a fresh 0700 directory under ``<state_dir>/ansible``)
+that only the node manager role reads, on the control node, in a ``no_log`` task; the directory
+is removed when the run ends. So no inventory, extra vars file, runner artifact or log holds a
+token; only the file's path is passed, as an extra var.
 
 A run that cannot remove it (the process is killed, or exits with ``os._exit`` past the daemon's
 ``stop_timeout``) leaves it behind; the directory's lock (``durable.OwnedDir``) then has no
@@ -16,9 +22,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from orchestrator import durable
@@ -55,8 +63,12 @@ def remove_own_tokens() -> None:
 
 
 @contextlib.contextmanager
-def join_token_vars(config: Config, records: Sequence[InstanceRecord]) -> Iterator[dict[str, str]]:
-    """Extra vars naming this run's tokens file (none without ``controller.join_key``)."""
+def join_token_vars(
+    config: Config, records: Sequence[InstanceRecord], deadlines: Mapping[str, float] | None = None
+) -> Iterator[dict[str, str]]:
+    """Extra vars naming this run's tokens file (none without ``controller.join_key``).
+
+    ``deadlines``: instance key -> its join deadline (unix seconds), each token's expiry."""
     key_path = config.controller.join_key
     if key_path is None:
         yield {}
@@ -72,7 +84,7 @@ def join_token_vars(config: Config, records: Sequence[InstanceRecord]) -> Iterat
         _own.add(secret_dir)
     try:
         path = secret_dir.path / "tokens.json"
-        tokens = {r.name: join_token(key, r.key, r.name) for r in records}
+        tokens = {r.name: join_token(key, r.key, r.name, token_expiry(config, r, deadlines or {})) for r in records}
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(tokens, f)
@@ -81,3 +93,13 @@ def join_token_vars(config: Config, records: Sequence[InstanceRecord]) -> Iterat
         with _own_lock:
             _own.discard(secret_dir)
         secret_dir.close()
+
+
+def token_expiry(config: Config, record: InstanceRecord, deadlines: Mapping[str, float]) -> int:
+    """The expiry of ``record``'s token: its join deadline (rounded up to a whole second), else
+    its provider's ``join_deadline`` from now."""
+    deadline = deadlines.get(record.key)
+    if not deadline:
+        provider = config.providers.get(record.provider)
+        deadline = time.time() + (float(provider.join_deadline) if provider is not None else 900.0)
+    return math.ceil(deadline)

@@ -244,17 +244,28 @@ def playbook_callables(
     from orchestrator.services.bootstrap import Playbook
     from orchestrator.services.bootstrap import bootstrap as run_play
 
-    def _outcome(names: list[str], playbook: Playbook, scope: str) -> Mapping[str, str]:
+    def _outcome(
+        names: list[str], playbook: Playbook, scope: str, deadlines: Mapping[str, float] | None = None
+    ) -> Mapping[str, str]:
         # A decommission is never stopped halfway: the return it belongs to waits for it.
         ends = stop if playbook == "bootstrap" else None
         result = run_play(
-            loaded, toolkit_root, hosts=names, playbook=playbook, world=world, progress=progress, scope=scope, stop=ends
+            loaded,
+            toolkit_root,
+            hosts=names,
+            playbook=playbook,
+            world=world,
+            progress=progress,
+            scope=scope,
+            stop=ends,
+            join_deadlines=deadlines,
         )
         return {name: h.status + (f": {h.message}" if h.message else "") for name, h in result.hosts.items()}
 
     def boot(provider: str, created: Sequence[Created]) -> Mapping[str, str]:
         scope = op_scope(provider, op_of_key(created[0].key)) if created else provider
-        return _outcome([c.name for c in created], "bootstrap", scope)
+        # Each host's token expires at its join deadline (the expectedHost fact's).
+        return _outcome([c.name for c in created], "bootstrap", scope, {c.key: c.join_deadline for c in created})
 
     def decom(provider: str, hosts: Sequence[HostInfo]) -> Mapping[str, str]:
         return _outcome([h.host_name for h in hosts if h.host_name], "decommission", provider)

@@ -482,6 +482,7 @@ def test_end_to_end_worker_joins_the_simulated_controller(tmp_path: Path, reques
     }
     cfg.pop("ansible", None)  # the verb finds the simulated world's key itself
     one_region(cfg)
+    cfg["providers"]["sim"]["join_deadline"] = 600  # the expiry of a re-run's join token, from now
     cfg_file = tmp_path / "xceprov.yaml"
     cfg_file.write_text(yaml.safe_dump(cfg))
 
@@ -521,6 +522,7 @@ def test_end_to_end_worker_joins_the_simulated_controller(tmp_path: Path, reques
                 break
             time.sleep(0.2)
 
+        minted = time.time()
         results = json.loads(xceprov("bootstrap", "--op", "op9", "--json"))
 
         assert results[name]["status"] == "changed", results
@@ -536,8 +538,11 @@ def test_end_to_end_worker_joins_the_simulated_controller(tmp_path: Path, reques
         # The host's join token is on the host (0600) and in no file the orchestrator keeps.
         token_file = sim / "hosts" / inst.id / "upper" / "etc" / "xce" / "join-token"
         token = token_file.read_text().strip()
-        assert len(token) == 64 and token_file.stat().st_mode & 0o777 == 0o600
-        kept = [p for p in (tmp_path / "state").rglob("*") if p.is_file() and token.encode() in p.read_bytes()]
+        # v2, expiring the provider's join_deadline from now (a re-run knows no expectedHost fact).
+        version, expires, mac = token.split(".")
+        assert (version, len(mac)) == ("v2", 64) and token_file.stat().st_mode & 0o777 == 0o600
+        assert minted + 600 <= int(expires) <= time.time() + 601
+        kept = [p for p in (tmp_path / "state").rglob("*") if p.is_file() and mac.encode() in p.read_bytes()]
         assert kept == [], kept
         inventory = json.loads((tmp_path / "state" / "ansible" / "inventory" / "xceprov.yml").read_text())
         assert name in inventory["all"]["children"]["module_xcesim"]["hosts"]

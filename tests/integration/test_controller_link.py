@@ -31,7 +31,15 @@ from orchestrator.sim.nodemanager import build_artifact
 pytestmark = pytest.mark.integration
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from sim_controller_helpers import client_cert, controller_process, free_port, wait_for, worker_token  # noqa: E402
+from sim_controller_helpers import (  # noqa: E402
+    client_cert,
+    connect,
+    controller_process,
+    free_port,
+    join_worker,
+    wait_for,
+    worker_token,
+)
 
 TTL = 3.0
 MARGIN = 0.5
@@ -527,7 +535,20 @@ def test_node_manager_joins_is_matched_restarts_and_decommission_stops_it(
             "the worker's restart",
             lambda: read_state(state).get("restarts") == 1 and read_state(state).get("worker_pid") not in (None, first),
         )
-        wait_for("the rejoin", matched)
+        wait_for("the rejoin", matched)  # the same token again, from the instance that used it
+
+        # The token the worker joined with (v2, single use) admits no other instance, whoever sends it.
+        token = (controller.state_dir.parent / f"{host}.token").read_text().strip()
+        assert token.startswith("v2.")
+        host_port = controller.address.rsplit(":", 1)
+        copy = connect((host_port[0], int(host_port[1])), controller.ca)
+        try:
+            again = join_worker(copy, host, "i-copy", token=token, instance_key="op-00000001-abcdef-000")
+        finally:
+            copy.close()
+        assert (again.kind, again.body["code"]) == ("error", "refused")
+        assert again.body["message"].startswith("tokenUsed: ")
+        assert matched()  # the real worker keeps its host
 
         # Decommission: the controller refuses the host, the role is dropped, SIGHUP.
         state_after = orch.link.decommission_host(

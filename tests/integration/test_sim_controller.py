@@ -115,7 +115,7 @@ def test_issued_credentials_drive_demand_and_only_they_do(world: tuple[Path, Pat
         assert prov.wait_push("demand").body["templates"][0]["wanted"] == 2
         for i, w in enumerate(workers):
             name = f"h{i}"
-            assert join_worker(w, name, f"i-{i}", token=join_token(key, "", name)).kind == "joined"
+            assert join_worker(w, name, f"i-{i}", token=join_token(key, "", name, 2**33)).kind == "joined"
         while True:
             d = prov.wait_push("demand").body["templates"][0]
             if d["busy"] == 2:
@@ -181,7 +181,7 @@ def test_a_restarted_controller_knows_who_joined_and_when_its_term_started(world
 
     files = up()
     ca, cert = Path(files["ca"]), (Path(files["client_cert"]), Path(files["client_key"]))
-    token = join_token(read_join_key(Path(files["join_key"])), "op-1-000", "op-1-000")
+    token = join_token(read_join_key(Path(files["join_key"])), "op-1-000", "op-1-000", 2**33)
     before = status()
     prov = connect(("127.0.0.1", port), ca, cert=cert)
     w = connect(("127.0.0.1", port), ca)

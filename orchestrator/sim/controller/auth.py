@@ -8,14 +8,15 @@ Roles come from credentials, never from what a client says about itself (docs/pr
 - **admin**: the admin Unix socket (its file permissions), or a client certificate naming
   ``xce://admin/<id>`` (the connection is in the admin role from the handshake on, no join);
 - **worker**: no client certificate of those roles, and a join token valid for the instance
-  key and host name it joins with (``orchestrator.protocol.jointoken``).
+  key and host name it joins with (``orchestrator.protocol.jointoken``); whether it is expired
+  or used is the core's to say (``core.ControllerCore.join_worker``: it needs the records).
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-from orchestrator.protocol.jointoken import token_valid
+from orchestrator.protocol.jointoken import TokenProblem, check_token
 from orchestrator.protocol.schema import ADMIN_REQUESTS
 from orchestrator.sim.controller.state import ErrorV, Session
 
@@ -61,14 +62,18 @@ def provisioner_holder(session: Session) -> str | ErrorV:
     return session.cert_identity
 
 
-def worker_refusal(session: Session, join_key: bytes, instance_key: str, host_name: str, token: str) -> ErrorV | None:
-    """Why a worker join with these values is refused (``None``: the credential is valid)."""
+def token_refusal(host_name: str, code: str, message: str) -> ErrorV:
+    """A refused worker join: ``error(refused)`` whose message starts with its reason code."""
+    return ErrorV("refused", f"{code}: host {host_name!r}: {message}")
+
+
+def worker_refusal(session: Session, join_key: bytes, instance_key: str, host_name: str, token: str) -> ErrorV | int:
+    """Why a worker join with these values is refused, else the expiry of its valid token."""
     if session.cert_role:
         return ErrorV("permissionDenied", f"a {session.cert_role} certificate cannot join as a worker")
     if not join_key:
         return ErrorV("refused", "this controller has no join key: worker joins are disabled")
-    if not token:
-        return ErrorV("refused", f"host {host_name!r}: joinWorker without a join token")
-    if not token_valid(join_key, instance_key, host_name, token):
-        return ErrorV("refused", f"host {host_name!r}: the join token is not valid for this host and instance key")
-    return None
+    checked = check_token(join_key, instance_key, host_name, token)
+    if isinstance(checked, TokenProblem):
+        return token_refusal(host_name, checked.code, checked.message)
+    return checked

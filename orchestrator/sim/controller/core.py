@@ -28,9 +28,10 @@ import threading
 from dataclasses import replace
 
 from orchestrator.model.facts import GONE_KINDS, FactKind
+from orchestrator.protocol.jointoken import TOKEN_EXPIRED, TOKEN_USED
+from orchestrator.sim.controller import auth, wire, workload
 from orchestrator.sim.controller import hosts as host_rules
 from orchestrator.sim.controller import leases as lease_rules
-from orchestrator.sim.controller import wire, workload
 from orchestrator.sim.controller.clock import Clock, to_ms
 from orchestrator.sim.controller.facts import invalid_fact, page_size
 from orchestrator.sim.controller.state import (
@@ -47,7 +48,7 @@ from orchestrator.sim.controller.state import (
     TemplateDemandV,
     Work,
 )
-from orchestrator.sim.controller.store import ControllerStore, FactRecord
+from orchestrator.sim.controller.store import ControllerStore, FactRecord, JoinBinding
 
 log = logging.getLogger(__name__)
 
@@ -322,6 +323,7 @@ class ControllerCore:
         extra: dict[str, str],
         *,
         credential_key: str | None = None,
+        token_expires: int | None = None,
     ) -> Host | ErrorV:
         """A worker joins: refuse a decommissioned host, else match it to an expected host.
 
@@ -331,9 +333,14 @@ class ControllerCore:
         self-asserted instance id cannot attach a worker to another host's record. Else matched
         by instance id, then host name; a worker matching nothing becomes a host without a
         provider (a static host). ``extra`` may carry address, instance_key, op_id.
+
+        ``token_expires`` is the expiry (unix seconds) of the verified token: its first join is
+        admitted before it and binds the host identity to the instance id it joined with,
+        durably; later joins of that identity (the node manager presents its token at every
+        reconnect) are admitted from that instance id only, expired or not (:meth:`_token_refusal`).
         """
         with self.lock:
-            return self._join_worker(session, host_name, instance_id, template, extra, credential_key)
+            return self._join_worker(session, host_name, instance_id, template, extra, credential_key, token_expires)
 
     def _join_worker(
         self,
@@ -343,6 +350,7 @@ class ControllerCore:
         template: str,
         extra: dict[str, str],
         credential_key: str | None,
+        token_expires: int | None,
     ) -> Host | ErrorV:
         if not host_name:
             return ErrorV("invalid", "joinWorker needs hostName")
@@ -353,12 +361,17 @@ class ControllerCore:
             refused = host_rules.credential_refusal(host, host_name, credential_key)
             if refused is not None:
                 return refused
+        if host is not None and host.decommissioned:
+            return ErrorV("refused", f"host {host_name!r} was decommissioned")
+        # Last of the refusals: an admitted first join is recorded here, durably.
+        if credential_key is not None and token_expires is not None:
+            refused = self._token_refusal(credential_key, host_name, instance_id, token_expires)
+            if refused is not None:
+                return refused
         if host is None:
             host = Host(hid=self._next_hid, host_name=host_name, instance_id=instance_id, template=template)
             self._next_hid += 1
             self.hosts[host.hid] = host
-        if host.decommissioned:
-            return ErrorV("refused", f"host {host_name!r} was decommissioned")
         if host.session is not None and host.session is not session:
             host.session.close("replaced by a new join of the same host")
         now_ms = to_ms(self.clock.wall())
@@ -374,6 +387,35 @@ class ControllerCore:
             # A closed host rejoins closed: it is not offered as idle supply.
             self._host_event("closed" if host.closed else "idleSince", host)
         return host
+
+    def _token_refusal(self, instance_key: str, host_name: str, instance_id: str, expires: int) -> ErrorV | None:
+        """Single use and expiry of a verified token; records its first join (call under the lock).
+
+        Single use binds, rather than counts: the node manager sends its token at every
+        reconnect (a controller restart, a network cut, a restarted worker whose jobs survive),
+        so a second join from the instance that used it is that host coming back, and is
+        admitted even past the expiry (the join deadline is about the first join). A join of
+        the same identity from any other instance id is a copy of the token: ``tokenUsed``.
+        """
+        now_ms = to_ms(self.clock.wall())
+        bound = self.store.join_binding(instance_key, host_name)
+        if bound is not None:
+            if bound.instance_id != instance_id:
+                return auth.token_refusal(
+                    host_name,
+                    TOKEN_USED,
+                    f"the join token was used by instance {bound.instance_id or '(none)'!r}, "
+                    f"not {instance_id or '(none)'!r}",
+                )
+            if expires * 1000 > bound.expires_ms:
+                self.store.bind_join(replace(bound, expires_ms=expires * 1000))
+            return None
+        if now_ms >= expires * 1000:
+            return auth.token_refusal(host_name, TOKEN_EXPIRED, f"the join token expired at unix time {expires}")
+        self.store.prune_join_bindings(now_ms, {h.instance_key for h in self.hosts.values() if h.instance_key})
+        # Durable before the joined reply: a restarted controller must not admit a copy.
+        self.store.bind_join(JoinBinding(instance_key, host_name, instance_id, expires * 1000, now_ms))
+        return None
 
     def _host_for_ref(self, provider: str, instance_id: str, host_name: str) -> Host | None:
         host = self._find_host(instance_id, "" if instance_id else host_name)

@@ -101,13 +101,19 @@ def _joined(core: ControllerCore, rid: int, role: str, host_state: str = "unknow
 
 def _join_worker(core: ControllerCore, session: Session, rid: int, r: Any) -> None:
     host_name, instance_key = _text(r.hostName), _text(r.instanceKey)
-    refused = auth.worker_refusal(session, core.join_key, instance_key, host_name, _text(r.joinToken))
-    if refused is not None:
-        session.send(wire.reply_error(rid, refused))
+    expires = auth.worker_refusal(session, core.join_key, instance_key, host_name, _text(r.joinToken))
+    if isinstance(expires, ErrorV):
+        session.send(wire.reply_error(rid, expires))
         return
     extra = {"address": _text(r.address), "op_id": _text(r.opId)}
     result = core.join_worker(
-        session, host_name, _text(r.instanceId), _text(r.template), extra, credential_key=instance_key
+        session,
+        host_name,
+        _text(r.instanceId),
+        _text(r.template),
+        extra,
+        credential_key=instance_key,
+        token_expires=expires,
     )
     if isinstance(result, ErrorV):
         session.send(wire.reply_error(rid, result))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from orchestrator.protocol.jointoken import TOKEN_OTHER_HOST
 from orchestrator.sim.controller.state import ErrorV, Host, Session
 from orchestrator.sim.controller.store import FactRecord, HostRecord
 
@@ -48,9 +49,11 @@ def match_worker(hosts: dict[int, Host], host_name: str, instance_id: str, crede
 def credential_refusal(host: Host, host_name: str, credential_key: str) -> ErrorV | None:
     """A worker's credential made for another record (its instance key or host name differs)."""
     if host.instance_key and host.instance_key != credential_key:
-        return ErrorV("refused", f"host {host_name!r}: its credential is for another host's instance key")
+        return ErrorV(
+            "refused", f"{TOKEN_OTHER_HOST}: host {host_name!r}: its credential is for another host's instance key"
+        )
     if host.host_name and host.host_name != host_name:
-        return ErrorV("refused", f"host {host_name!r}: its credential names another host")
+        return ErrorV("refused", f"{TOKEN_OTHER_HOST}: host {host_name!r}: its credential names another host")
     return None
 
 

@@ -57,6 +57,14 @@ CREATE TABLE IF NOT EXISTS decommissioned (
     time_ms INTEGER NOT NULL,
     PRIMARY KEY (host_name, instance_id)
 );
+CREATE TABLE IF NOT EXISTS join_bindings (
+    instance_key TEXT NOT NULL,
+    host_name TEXT NOT NULL,
+    instance_id TEXT NOT NULL,
+    expires_ms INTEGER NOT NULL,
+    used_ms INTEGER NOT NULL,
+    PRIMARY KEY (instance_key, host_name)
+);
 """
 
 _COLUMNS = (
@@ -102,6 +110,18 @@ class HostRecord:
     host_name: str = ""
     joined_ms: int = 0
     closed_ms: int = 0
+
+
+@dataclass(frozen=True)
+class JoinBinding:
+    """The first join a host's join token admitted: who used it (docs/protocol.md,
+    "Authentication and roles"). ``expires_ms``: the latest expiry of a token that joined."""
+
+    instance_key: str
+    host_name: str
+    instance_id: str
+    expires_ms: int
+    used_ms: int
 
 
 @dataclass(frozen=True)
@@ -299,6 +319,41 @@ class ControllerStore:
                 "SELECT record_fact_id, provider, instance_id, host_name, joined_ms, closed_ms FROM host_records"
             ).fetchall()
         return {int(r[0]): HostRecord(int(r[0]), str(r[1]), str(r[2]), str(r[3]), int(r[4]), int(r[5])) for r in rows}
+
+    # -- join tokens: the first join of each host identity -----------------------------------
+
+    def join_binding(self, instance_key: str, host_name: str) -> JoinBinding | None:
+        """The first join recorded for ``(instance_key, host_name)`` (``None``: never joined with a token)."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT instance_id, expires_ms, used_ms FROM join_bindings WHERE instance_key=? AND host_name=?",
+                (instance_key, host_name),
+            ).fetchone()
+        if row is None:
+            return None
+        return JoinBinding(instance_key, host_name, str(row[0]), int(row[1]), int(row[2]))
+
+    def bind_join(self, binding: JoinBinding) -> None:
+        """Durably record a token's join (before the worker's ``joined`` reply); a later token of
+        the same host only moves the expiry forward, never the instance id it is bound to."""
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO join_bindings (instance_key, host_name, instance_id, expires_ms, used_ms) "
+                "VALUES (?,?,?,?,?) ON CONFLICT (instance_key, host_name) DO UPDATE SET "
+                "expires_ms=MAX(expires_ms, excluded.expires_ms)",
+                (binding.instance_key, binding.host_name, binding.instance_id, binding.expires_ms, binding.used_ms),
+            )
+
+    def prune_join_bindings(self, now_ms: int, live_keys: set[str]) -> int:
+        """Forget the joins of expired tokens whose host has no record any more (returned, lost,
+        never recorded): such a token is refused as expired anyway. Returns how many went."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT instance_key, host_name FROM join_bindings WHERE expires_ms<=?", (now_ms,)
+            ).fetchall()
+            gone = [(str(k), str(h)) for k, h in rows if not k or str(k) not in live_keys]
+            self._db.executemany("DELETE FROM join_bindings WHERE instance_key=? AND host_name=?", gone)
+        return len(gone)
 
     # -- decommissioned hosts --------------------------------------------------------------
 

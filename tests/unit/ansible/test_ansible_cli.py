@@ -135,3 +135,23 @@ def test_an_extra_var_nested_too_deep_for_json_is_passed_as_text(
     out = CliRunner().invoke(cli, ["--config", str(_site(tmp_path)), "bootstrap", "-q", "-e", f"a={deep}", "h1"])
     assert out.exit_code == 0, out.output
     assert seen == {"a": deep}
+
+
+def test_an_ops_bootstrap_mints_each_hosts_token_to_its_join_deadline(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from orchestrator.configfile import load_config
+    from orchestrator.ops.executor.results import Created
+    from orchestrator.services.ops import playbook_callables
+
+    seen: dict[str, Any] = {}
+
+    def play(*_a: Any, **kw: Any) -> RunResult:
+        seen.update(kw)
+        return RunResult("id", "x", 2, tmp_path, {"h1": HostResult("h1", "changed")})
+
+    monkeypatch.setattr("orchestrator.services.bootstrap.bootstrap", play)
+    boot = playbook_callables(load_config(_site(tmp_path)), tmp_path)[0]
+    boot("aws", [Created("op1-0", "i-0", "h1", "10.0.0.1", "cpu", 1_800_000_600.5)])
+    # The op's expectedHost deadline reaches the tokens file (services/join_tokens.py).
+    assert seen["join_deadlines"] == {"op1-0": 1_800_000_600.5}

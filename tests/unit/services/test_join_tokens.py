@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 from orchestrator.clients.ansible.inventory import InstanceRecord
 from orchestrator.configfile import LoadedConfig
 from orchestrator.model.config import Config
+from orchestrator.protocol.jointoken import check_token, read_join_key
 from orchestrator.services.join_tokens import TOKENS_VAR, join_token_vars, remove_own_tokens
 
 TESTS = Path(__file__).resolve().parents[2]
@@ -98,3 +100,20 @@ def test_an_exit_that_skips_the_runs_end_removes_its_tokens_first(config: Config
         remove_own_tokens()
         assert not tokens.parent.exists()
     assert [p.name for p in (config.state_dir / "ansible").iterdir()] == []
+
+
+def test_tokens_expire_at_each_hosts_join_deadline_else_the_providers_from_now(config: Config) -> None:
+    other = InstanceRecord("op-1-001", "i-2", "op-1-001", "10.0.0.2", "cpu", "sim", "op-1")
+    before = time.time()
+    with join_token_vars(config, [RECORD, other], {"op-1-000": 1_800_000_000.25}) as extra:
+        tokens = json.loads(Path(extra[TOKENS_VAR]).read_text())
+    after = time.time()
+    assert config.controller.join_key is not None
+    key = read_join_key(config.controller.join_key)
+    # The op's deadline (rounded up: a token never expires before its host's deadline).
+    assert tokens["op-1-000"].startswith("v2.1800000001.")
+    assert check_token(key, "op-1-000", "op-1-000", tokens["op-1-000"]) == 1_800_000_001
+    # No deadline known (a re-run of xceprov bootstrap): the provider's join_deadline from now.
+    expires = check_token(key, "op-1-001", "op-1-001", tokens["op-1-001"])
+    window = float(config.providers["sim"].join_deadline)
+    assert isinstance(expires, int) and before + window <= expires <= after + window + 1

@@ -106,16 +106,21 @@ def test_worker_credentials_missing_or_of_another_host_are_refused(ctl: Running,
         assert r.kind == "ack"
     a_token = ctl.token("op-1-0", "op-1-0")
     tries = {
-        "no token": {"token": ""},
-        "a's token, b's name": {"token": a_token, "instance_key": "op-1-1", "name": "op-1-1"},
-        "a's token and key, b's name": {"token": a_token, "instance_key": "op-1-0", "name": "op-1-1"},
-        "garbage": {"token": "0" * 64, "instance_key": "op-1-1", "name": "op-1-1"},
+        "no token": ({"token": ""}, "tokenMissing"),
+        "a's token, b's name": ({"token": a_token, "instance_key": "op-1-1", "name": "op-1-1"}, "tokenInvalid"),
+        "a's token and key, b's name": (
+            {"token": a_token, "instance_key": "op-1-0", "name": "op-1-1"},
+            "tokenInvalid",
+        ),
+        "a v1 token": ({"token": "0" * 64, "instance_key": "op-1-1", "name": "op-1-1"}, "tokenVersion"),
+        "garbage": ({"token": "v2.x." + "0" * 64, "instance_key": "op-1-1", "name": "op-1-1"}, "tokenMalformed"),
     }
-    for what, t in tries.items():
+    for what, (t, reason) in tries.items():
         w = _keep(clients, ctl.anonymous())
         r = join_worker(w, str(t.get("name", "op-1-1")), "i-1", token=str(t["token"]),
                         instance_key=str(t.get("instance_key", "op-1-1")))  # fmt: skip
         assert _code(r) == "refused", what
+        assert r.body["message"].startswith(f"{reason}: host "), (what, r.body["message"])
     # a's own credential with b's instance id does not attach it to b's record
     w = _keep(clients, ctl.anonymous())
     r = join_worker(w, "op-1-0", "i-1", token=a_token, instance_key="op-1-0")
