@@ -124,9 +124,9 @@ def mirror(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Mirror]:
 
 
 def test_the_lock_authenticates_to_the_mirror_and_the_credentials_are_nowhere_else(
-    tmp_path: Path, mirror: Mirror
+    tmp_path: Path, mirror: Mirror, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    toolkit = toolkit_with(tmp_path, "example/xcesim")
+    toolkit = toolkit_with(tmp_path, "example/xcesim", monkeypatch)
     url = mirror_url(mirror.server_address[1])
     site = mirrored_site(tmp_path, url)  # type: ignore[arg-type]
     loaded = parse_config((site / "xceprov.yaml").read_text(), "xceprov.yaml", site)

@@ -7,6 +7,7 @@ filesystem mirror made here that serves the same Python provider under another s
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from cli_run import xceprov
 from orchestrator.clients.terraform.mirror import LocalProvider, ensure_mirror
 from orchestrator.configfile import parse_config
 from orchestrator.errors import TerraformError
+from orchestrator.model.modules import MODULES
 from orchestrator.services.terraform_lock import lock_site
 from orchestrator.services.validate import validate_all
 from orchestrator.workspace.shards import ProviderShards
@@ -170,8 +172,10 @@ def test_a_relative_or_missing_mirror_is_a_configuration_error(tmp_path: Path) -
 # --- a root whose provider only the site's mirror has -----------------------------------------
 
 
-def toolkit_with(tmp_path: Path, source: str) -> Path:
-    """The toolkit's terraform/ with a root ``mirrored``: xcesim under the provider source ``source``."""
+def toolkit_with(tmp_path: Path, source: str, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The toolkit's terraform/ with a root ``mirrored``: xcesim under the provider source ``source``,
+    registered as a module of its own for the test (CONTRIBUTING.md, "Adding a provider module")."""
+    monkeypatch.setitem(MODULES, "mirrored", dataclasses.replace(MODULES["xcesim"], name="mirrored"))
     toolkit = tmp_path / "toolkit"
     (toolkit / "ansible" / "playbooks").mkdir(parents=True)
     (toolkit / "templates").symlink_to(ROOT / "templates")
@@ -194,8 +198,10 @@ def mirrored_site(tmp_path: Path, mirror: Path | None) -> Path:
     return site
 
 
-def test_providers_come_from_the_site_filesystem_mirror_for_lock_validate_and_plan(tmp_path: Path) -> None:
-    toolkit = toolkit_with(tmp_path, "example/xcesim")
+def test_providers_come_from_the_site_filesystem_mirror_for_lock_validate_and_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    toolkit = toolkit_with(tmp_path, "example/xcesim", monkeypatch)
     # The site's mirror: the Python provider published as example/xcesim 0.1.0 (unpacked layout).
     served = LocalProvider("example", "xcesim", "0.1.0", "orchestrator.sim.cloud.provider")
     mirror = ensure_mirror(tmp_path / "site-mirror", [served]).parent / "mirror"
@@ -215,9 +221,11 @@ def test_providers_come_from_the_site_filesystem_mirror_for_lock_validate_and_pl
     assert [p.add for p in plan.providers] == [2]
 
 
-def test_an_unreachable_registry_is_one_line_naming_root_and_provider(tmp_path: Path) -> None:
+def test_an_unreachable_registry_is_one_line_naming_root_and_provider(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # .invalid never resolves: the registry of this provider cannot be reached from anywhere.
-    toolkit = toolkit_with(tmp_path, "registry.xce-test.invalid/example/xcesim")
+    toolkit = toolkit_with(tmp_path, "registry.xce-test.invalid/example/xcesim", monkeypatch)
     site = mirrored_site(tmp_path, None)
     loaded = parse_config((site / "xceprov.yaml").read_text(), "xceprov.yaml", site)
     expected_start = (
@@ -236,9 +244,11 @@ def test_an_unreachable_registry_is_one_line_naming_root_and_provider(tmp_path: 
     assert line.startswith(expected_start), line
 
 
-def test_an_unreachable_registry_exits_75_in_validate_and_plan_alike(tmp_path: Path) -> None:
+def test_an_unreachable_registry_exits_75_in_validate_and_plan_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Before: validate called it a configuration problem (3), plan a Terraform error (4).
-    toolkit = toolkit_with(tmp_path, "registry.xce-test.invalid/example/xcesim")
+    toolkit = toolkit_with(tmp_path, "registry.xce-test.invalid/example/xcesim", monkeypatch)
     loaded = parse_config((mirrored_site(tmp_path, None) / "xceprov.yaml").read_text(), "xceprov.yaml", tmp_path)
     error = validate_all(loaded, toolkit).error()  # what xceprov validate raises
     assert error is not None and error.exit_code == 75, error

@@ -80,9 +80,10 @@ def test_its_capacity_refusal_falls_back_to_the_next_provider(tmp_path: Path, to
         world.wait_demand(lambda wanted: wanted.get("cpu") == 2)
         [report] = world.passes(1)
         assert sorted(i.flavor for i in agree(world).values()) == ["c4.large"] * 2
-        [failed] = report.phase("scale-out").evidence["failed"]
+        evidence = report.phase("scale-out").evidence.to_json()
+        [failed] = evidence["failed"]
         assert failed["provider"] == "first" and failed["closed"] is True
-        [created] = report.phase("scale-out").evidence["created"]
+        [created] = evidence["created"]
         assert created["provider"] == "sim" and created["count"] == 2
         [entry] = [e for e in world.audit() if e["action"] == "reconcile-op-failed"]
         assert entry["failure"]["class"] == "capacity" and entry["failure"]["matched"] == "InsufficientCapacity"
