@@ -122,3 +122,37 @@ def pg_server() -> Iterator[PgServer]:
         yield server
     finally:
         server.close()
+
+
+def standalone_site(
+    cluster: str,
+    terraform: str = "{backend: pg}",
+    *,
+    max_instances: int = 20,
+    shard_size: int | None = None,
+    store: Path | None = None,
+) -> str:
+    """The ``xceprov.yaml`` the PostgreSQL integration tests write: a standalone site with one
+    simulated provider ``sim`` and a ``cpu`` template, varied by its ``terraform`` block (flow
+    YAML) and the provider's keys."""
+    provider = [f"    max_instances: {max_instances}"]
+    if shard_size is not None:
+        provider.append(f"    shard_size: {shard_size}")
+    if store is not None:
+        provider.append(f"    settings: {{store: {store}}}")
+    lines = [
+        f"cluster: {cluster}",
+        "state_dir: state",
+        "standalone: true",
+        "controller: {ca: system}",
+        f"terraform: {terraform}",
+        "providers:",
+        "  sim:",
+        "    module: xcesim",
+        *provider,
+        "templates:",
+        "  cpu:",
+        "    providers:",
+        "      sim: {flavor: c8.large, image: debian-12, cost_per_hour: 0.5}",
+    ]
+    return "\n".join(lines) + "\n"

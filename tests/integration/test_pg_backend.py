@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 import pytest
 from filelock import FileLock
-from pg_server import PgServer, pg_server
+from pg_server import PgServer, pg_server, standalone_site
 
 from orchestrator.clients.ansible.inventory import records_from_workdirs
 from orchestrator.configfile import ENV_VAR, load_config
@@ -35,23 +35,6 @@ pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 
-SITE = """
-cluster: {cluster}
-state_dir: state
-standalone: true
-controller: {{ca: system}}
-terraform: {{parallel_states: 2, backend: {backend}{extra}}}
-providers:
-  sim:
-    module: xcesim
-    max_instances: 20
-    shard_size: 2
-templates:
-  cpu:
-    providers:
-      sim: {{flavor: c8.large, image: debian-12, cost_per_hour: 0.5}}
-"""
-
 
 @pytest.fixture(scope="module")
 def pg() -> Iterator[PgServer]:
@@ -61,7 +44,9 @@ def pg() -> Iterator[PgServer]:
 
 def write_site(site: Path, cluster: str, backend: str = "pg", extra: str = "") -> Path:
     site.mkdir(parents=True, exist_ok=True)
-    (site / "xceprov.yaml").write_text(SITE.format(cluster=cluster, backend=backend, extra=extra))
+    (site / "xceprov.yaml").write_text(
+        standalone_site(cluster, f"{{parallel_states: 2, backend: {backend}{extra}}}", shard_size=2)
+    )
     return site
 
 

@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 import psycopg
 import pytest
-from pg_server import PgServer, pg_server
+from pg_server import PgServer, pg_server, standalone_site
 
 from orchestrator.configfile import ENV_VAR
 
@@ -34,22 +34,6 @@ PASSWORDS = tuple(
     for chars in (string.punctuation, string.punctuation[::-1])
 )
 ROLES = ("xcesecret1", "xcesecret2")
-
-SITE = """
-cluster: {cluster}
-state_dir: state
-standalone: true
-controller: {{ca: system}}
-terraform: {{backend: pg}}
-providers:
-  sim:
-    module: xcesim
-    max_instances: 20
-templates:
-  cpu:
-    providers:
-      sim: {{flavor: c8.large, image: debian-12, cost_per_hour: 0.5}}
-"""
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +80,7 @@ def test_libpq_takes_the_uri_and_terraform_refuses_it_without_showing_the_passwo
         assert conn.execute("SELECT current_user").fetchone() == (ROLES[n],)
     site = tmp_path / "site"
     site.mkdir()
-    (site / "xceprov.yaml").write_text(SITE.format(cluster=f"pgsecret{n}"))
+    (site / "xceprov.yaml").write_text(standalone_site(f"pgsecret{n}"))
     # Planned with the password fully encoded (Terraform takes that), applied with the URI
     # Terraform refuses: the apply is audited, its failure told.
     planned = run(site, uri(pg, n, string.punctuation), "plan", "cpu=1", "--out", "burst")

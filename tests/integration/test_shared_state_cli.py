@@ -28,34 +28,16 @@ from orchestrator.ops.facts import standalone_facts
 from orchestrator.ops.fence import standalone_fence
 from orchestrator.sim.cloud.store import CloudStore
 from orchestrator.workspace.sharedstore import store_for
-from tests.pg_server import PgServer
+from tests.pg_server import PgServer, standalone_site
 
 pytestmark = pytest.mark.integration
-
-SITE = """
-cluster: {cluster}
-state_dir: state
-standalone: true
-controller: {{ca: system}}
-terraform: {{backend: pg}}
-providers:
-  sim:
-    module: xcesim
-    max_instances: 20
-    shard_size: 2
-    settings: {{store: {store}}}
-templates:
-  cpu:
-    providers:
-      sim: {{flavor: c8.large, image: debian-12, cost_per_hour: 0.5}}
-"""
 
 
 def instance(tmp_path: Path, name: str, cluster: str) -> Path:
     """One orchestrator's site directory (its own state directory) over the test's one cloud."""
     site = tmp_path / name
     site.mkdir()
-    (site / "xceprov.yaml").write_text(SITE.format(cluster=cluster, store=tmp_path / "cloud.sqlite"))
+    (site / "xceprov.yaml").write_text(standalone_site(cluster, shard_size=2, store=tmp_path / "cloud.sqlite"))
     return site
 
 

@@ -23,30 +23,12 @@ from pathlib import Path
 
 import pytest
 from cli_run import resume_when_admitted, xceprov
-from pg_server import PgServer
+from pg_server import PgServer, standalone_site
 
 from orchestrator.configfile import ENV_VAR
 from orchestrator.sim.cloud.store import CloudStore
 
 pytestmark = pytest.mark.integration
-
-SITE = """
-cluster: {cluster}
-state_dir: state
-standalone: true
-controller: {{ca: system}}
-terraform: {{backend: {backend}, parallelism: 1}}
-providers:
-  sim:
-    module: xcesim
-    max_instances: 20
-    shard_size: 2
-    settings: {{store: {store}}}
-templates:
-  cpu:
-    providers:
-      sim: {{flavor: c8.large, image: debian-12, cost_per_hour: 0.5}}
-"""
 
 
 @pytest.fixture
@@ -63,7 +45,11 @@ def tmpdir_of_run() -> Iterator[Path]:
 def site(tmp_path: Path, cluster: str, backend: str) -> Path:
     path = tmp_path / "site"
     path.mkdir()
-    (path / "xceprov.yaml").write_text(SITE.format(cluster=cluster, backend=backend, store=tmp_path / "cloud.sqlite"))
+    (path / "xceprov.yaml").write_text(
+        standalone_site(
+            cluster, f"{{backend: {backend}, parallelism: 1}}", shard_size=2, store=tmp_path / "cloud.sqlite"
+        )
+    )
     return path
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from cli_run import xceprov
-from pg_server import PgServer
+from pg_server import PgServer, standalone_site
 from sim_controller_helpers import controller_block, controller_process
 
 from orchestrator.clients.postgres import SharedStore
@@ -23,27 +23,11 @@ from tests.unit.clients.postgres.pg_helpers import sql
 
 pytestmark = pytest.mark.integration
 
-SITE = """
-cluster: {cluster}
-state_dir: state
-standalone: true
-controller: {{ca: system}}
-terraform: {{backend: pg}}
-providers:
-  sim:
-    module: xcesim
-    max_instances: 4
-templates:
-  cpu:
-    providers:
-      sim: {{flavor: c8.large, image: debian-12, cost_per_hour: 0.5}}
-"""
-
 
 def site(tmp_path: Path, cluster: str) -> Path:
     path = tmp_path / "site"
     path.mkdir()
-    (path / "xceprov.yaml").write_text(SITE.format(cluster=cluster))
+    (path / "xceprov.yaml").write_text(standalone_site(cluster, max_instances=4))
     return path
 
 
