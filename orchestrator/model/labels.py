@@ -20,7 +20,7 @@ A site's tag is written under its own key, never under a toolkit tag's label key
   as it is (every cluster, provider and template name, op id, lifetime and ``true``);
 * any other value is written as the escape, then the value with each character the labels
   refuse, and the escape itself, as the escape and two lower-case hex digits per UTF-8 byte
-  (``_`` escape: epoch ``3.17`` → ``_3_2e17``, ``_x`` → ``_5fx``).
+  (``_`` escape: epoch ``3.17`` → ``_3_2e17``, ``_x`` → ``__5fx``).
 
 The written forms of two different values differ (verbatim ones never start with the escape,
 encoded ones always do, and the escaping is a prefix code), so reading back is exact. A label

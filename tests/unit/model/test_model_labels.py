@@ -50,6 +50,7 @@ def test_every_value_round_trips(value: str) -> None:
 
 
 def test_written_forms_never_collide() -> None:
+    assert (GCP.encode(owner.EPOCH, "3.17"), GCP.encode(owner.EPOCH, "_x")) == ("_3_2e17", "__5fx")
     values = ["_x", "_5fx", "x", "5fx", "_", "", "a.b", "a_2eb", "_a_2eb", "A", "_41", "a"]
     written = [GCP.encode(owner.EPOCH, v) for v in values]
     assert len(set(written)) == len(values), dict(zip(values, written, strict=True))
