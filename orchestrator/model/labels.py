@@ -217,3 +217,8 @@ class LabelMap:
         if not self._all.fullmatch(text):
             return f"the labels take only characters of {self.chars}"
         return f"the labels take at most {self.max_length} characters ({len(text)} here)"
+
+
+# Tags as they are: the labels of a cloud that takes any text under the tags' own keys (a bare
+# working directory path, a module the toolkit does not know).
+AS_IS: Final = LabelMap("")

@@ -25,7 +25,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from orchestrator.model import tags as owner
-from orchestrator.model.labels import ANY_TAG_TEXT, LabelMap
+from orchestrator.model.labels import ANY_TAG_TEXT, AS_IS, LabelMap
 
 
 class FailureClass(StrEnum):
@@ -236,7 +236,7 @@ def _merged(groups: Iterable[tuple[ErrorRule, ...]]) -> tuple[ErrorRule, ...]:
 def labels_of(module: str) -> LabelMap:
     """The label map of module ``module`` (tags as they are for a module the toolkit does not know)."""
     entry = MODULES.get(module)
-    return entry.labels if entry is not None else LabelMap(module)
+    return entry.labels if entry is not None else AS_IS
 
 
 def label_refusal(entry: ProviderModule, common: Mapping[str, str], templates: Iterable[str] = ()) -> str | None:

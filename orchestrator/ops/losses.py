@@ -29,7 +29,7 @@ from typing import Protocol
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.clients.terraform.messages import PlanResult
 from orchestrator.errors import TerraformError
-from orchestrator.model.labels import LabelMap
+from orchestrator.model.labels import AS_IS, LabelMap
 from orchestrator.ops.hostloss import SUSPECTS_FILE, LossTracker, LostInstance, PreviewTracker
 from orchestrator.workspace.cloudview import Drift, Listing, drift_from_stream, read_drift_stream, read_listing
 from orchestrator.workspace.documents import Document, local_document
@@ -63,7 +63,7 @@ class TrackerObserver:
         self.engine = engine
         self.workdir = workdir
         # The module's label map: the listing's tags are read through it (its reasons are by id).
-        self.labels = labels if labels is not None else LabelMap("")
+        self.labels = labels if labels is not None else AS_IS
         self.listing_dir = listing_dir(workdir)
         self.tracker = tracker if tracker is not None else LossTracker(workdir / SUSPECTS_FILE)
 

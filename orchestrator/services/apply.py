@@ -27,7 +27,7 @@ from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import FinalError, StaleState, UsageError
 from orchestrator.model import tags as owner
 from orchestrator.model.instances import InstanceSpec, instance_key
-from orchestrator.model.labels import LabelMap
+from orchestrator.model.labels import AS_IS, LabelMap
 from orchestrator.model.progress import ProgressSink
 from orchestrator.ops.executor import Bootstrap, CreateResult, Executor
 from orchestrator.ops.losses import preview_losses
@@ -83,7 +83,7 @@ def bundle_ops(
     )
     grouped: dict[str, list[str]] = {}
     templates: dict[str, str] = {}
-    back = (labels or LabelMap(provider)).from_labels
+    back = (labels or AS_IS).from_labels
     for key in creates:
         spec = InstanceSpec.model_validate(planned[key]) if key in planned else None
         tags = back(spec.tags) if spec is not None else {}

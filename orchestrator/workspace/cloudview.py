@@ -35,7 +35,7 @@ from orchestrator.clients.terraform.engine import Engine
 from orchestrator.clients.terraform.messages import PlanResult
 from orchestrator.errors import TerraformError
 from orchestrator.model.hostnames import address_problem
-from orchestrator.model.labels import LabelMap
+from orchestrator.model.labels import AS_IS, LabelMap
 from orchestrator.model.modules import drift_types
 from orchestrator.workspace.desired import DESIRED
 
@@ -93,7 +93,7 @@ class CloudViews:
 def read_drift(engine: Engine, workdir: Path) -> Drift:
     """Drift of the working directory's managed instances (one refresh-only plan)."""
     # The drift carries no tags: any label map reads it the same.
-    return read_views(engine, workdir, LabelMap("")).drift
+    return read_views(engine, workdir, AS_IS).drift
 
 
 def read_listing(engine: Engine, workdir: Path, labels: LabelMap) -> Listing:

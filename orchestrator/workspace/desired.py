@@ -31,7 +31,7 @@ from pydantic import ValidationError
 from orchestrator import durable
 from orchestrator.errors import FinalError
 from orchestrator.model.instances import InstanceSpec
-from orchestrator.model.labels import LabelMap
+from orchestrator.model.labels import AS_IS, LabelMap
 from orchestrator.workspace.documents import DESIRED, Document, json_body, local_document
 
 __all__ = ["DESIRED", "DesiredSet", "Snapshot"]
@@ -59,7 +59,7 @@ class DesiredSet:
 
     def __init__(self, path: Path, record: Document | None = None, labels: LabelMap | None = None) -> None:
         self.path = Path(path)
-        self.labels = labels if labels is not None else LabelMap("")
+        self.labels = labels if labels is not None else AS_IS
         self.record = record if record is not None else local_document(self.path)
         # With a record elsewhere (the shared store) the file is only a cache of it.
         self.cached = record is not None and str(record) != str(self.path)

@@ -13,7 +13,7 @@ import pytest
 from orchestrator.clients.terraform.engine import BundledEngine
 from orchestrator.clients.terraform.mirror import XCESIM, ensure_mirror, plugin_cache_dir
 from orchestrator.errors import TerraformError
-from orchestrator.model.labels import LabelMap
+from orchestrator.model.labels import AS_IS  # the simulated cloud labels with the tags as they are
 from orchestrator.ops.hostloss import MISSING, SUSPECTS_FILE, LossTracker
 from orchestrator.sim.cloud.store import CloudStore
 from orchestrator.workspace.cloudview import drift_from_stream, read_drift, read_listing, read_views
@@ -24,9 +24,6 @@ pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = "cvtest"
-
-# The simulated cloud's labels are its tags as they are.
-AS_IS = LabelMap("xcesim")
 
 
 @dataclass

@@ -12,13 +12,10 @@ from tffake import FakeEngine
 
 from orchestrator.clients.terraform.messages import PlanResult
 from orchestrator.errors import TerraformError
-from orchestrator.model.labels import LabelMap
+from orchestrator.model.labels import AS_IS  # the simulated cloud labels with the tags as they are
 from orchestrator.workspace import cloudview
 from orchestrator.workspace.cloudview import drift_from_plan, listing_from_plan, read_views
 from orchestrator.workspace.desired import DESIRED
-
-# The simulated cloud's labels are its tags as they are.
-AS_IS = LabelMap("xcesim")
 
 
 def drifted(
