@@ -24,6 +24,10 @@ MAX_LIFETIME: Final = "xce:max_lifetime"
 
 OWNER_TAGS: Final = (CLUSTER, PROVIDER, OP_ID, EPOCH, TEMPLATE)
 
+# Every tag the toolkit writes or reads back from the cloud: what a provider module's label map
+# (orchestrator/model/labels.py) may put under other label keys and encodes the values of.
+TOOLKIT_TAGS: Final = (*OWNER_TAGS, PROTECT, MAX_LIFETIME)
+
 # The epoch tag value for a plan made without a lease (``xceprov plan`` previews).
 NO_EPOCH: Final = "none"
 

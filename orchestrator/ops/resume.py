@@ -118,7 +118,7 @@ def tagged_objects(executor: Executor, workdir: ProviderWorkdir) -> tuple[str, l
     except ImportError:
         return "unavailable (no cloud view installed)", []
     try:
-        listing = cloudview.read_listing(executor.engine, workdir.path)
+        listing = cloudview.read_listing(executor.engine, workdir.path, workdir.labels)
     except TerraformError as exc:
         return f"unreadable: {str(exc).splitlines()[0]}", []
     if not listing.supported:

@@ -7,7 +7,10 @@ output is parsed and checked before it goes anywhere: invalid JSON or YAML, or a
 owner tags were changed by a site template, is a configuration error naming the file. A
 provider's ``max_lifetime`` becomes the owner tag ``xce:max_lifetime`` and the template context
 ``max_lifetime``; user data that then does not write it to ``/etc/xce/max-lifetime`` (the in-host
-shutdown of the cloud backstop) is refused the same way.
+shutdown of the cloud backstop) is refused the same way. Every tag of an entry must be a label
+the provider module's cloud takes (``orchestrator/model/labels.py``: a site's tags as they are,
+the toolkit's through the module's key map and value encoding); one that cannot be is refused in
+one line naming template, provider, key and value.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from orchestrator.model import tags as owner
 from orchestrator.model.config import Config
 from orchestrator.model.hostnames import MAX_LABEL
 from orchestrator.model.instances import InstanceSpec, instance_key
+from orchestrator.model.labels import LabelError
+from orchestrator.model.modules import labels_of
 from orchestrator.render.environment import TemplateRenderer
 from orchestrator.render.trust import ca_file_present, read_ca_file
 
@@ -103,6 +108,7 @@ def render_op(
     cloud = template.providers[request.provider]
     controller = controller if controller is not None else controller_context(config)
     max_lifetime = provider.max_lifetime_seconds()
+    labels = labels_of(provider.module)
     rendered: dict[str, InstanceSpec] = {}
     for index in range(request.first_index, request.first_index + request.count):
         key = instance_key(request.op_id, index)
@@ -145,7 +151,17 @@ def render_op(
         _check_cloud_config(user_data, max_lifetime)
         context["user_data"] = user_data
         entry_text = renderer.render("instance.json.j2", request.template, context)
-        rendered[key] = _instance_spec(entry_text, owner_tags)
+        spec = _instance_spec(entry_text, owner_tags)
+        try:
+            labels.to_labels(spec.tags)
+        except LabelError as exc:
+            raise ConfigError(
+                [
+                    f"instance.json.j2: template {request.template} on provider {request.provider} "
+                    f"(module {provider.module}): {exc}"
+                ]
+            ) from None
+        rendered[key] = spec
     return rendered
 
 

@@ -46,6 +46,7 @@ from orchestrator.clients.ansible.runner import HostResult, PlayStop, RunnerSett
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import UsageError
 from orchestrator.model.config import Config
+from orchestrator.model.modules import labels_of
 from orchestrator.model.progress import HostDone, ProgressSink, no_progress, reported_phase
 from orchestrator.services.bootstrap_sources import SimulatedWorld, console_keys, simulated_sources
 from orchestrator.services.join_tokens import join_token_vars
@@ -132,7 +133,8 @@ def template_bootstrap(config: Config) -> dict[str, TemplateBootstrap]:
 def load_records(config: Config) -> list[InstanceRecord]:
     """Instances known from Terraform state (local files or pg backend rows), else from the last written inventory."""
     with state_reader(pg_conn_str(config)) as read_state:
-        records = records_from_workdirs(config.state_dir, config.cluster, read_state)
+        labels = {name: labels_of(p.module) for name, p in config.providers.items()}
+        records = records_from_workdirs(config.state_dir, config.cluster, read_state, labels)
     if records:
         return records
     inv = paths_for(config).inventory

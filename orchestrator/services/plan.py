@@ -263,10 +263,11 @@ def _plan_provider(
 
 
 def _merged_tags(workdir: ProviderWorkdir, spec: InstanceSpec | None) -> dict[str, str]:
-    # The module tags every object with merge(common_tags, instance tags); show the same.
+    # The module tags every object with merge(common_tags, instance tags), as the cloud labels
+    # them (the module's label map: keys mapped, values encoded); show the same.
     if spec is None:
         return {}
-    return {**workdir.common_tags(), **spec.tags}
+    return workdir.labels.to_labels({**workdir.common_tags(), **spec.tags})
 
 
 def _key_from_addr(addr: str) -> str | None:

@@ -80,7 +80,7 @@ class ShardWorkdir(ProviderWorkdir):
         self.base = self.path  # <state_dir>/work/<cluster>/<provider>: shard 0
         if index > 0:
             self.path = self.base / SHARDS / str(index)
-            self.desired = DesiredSet(self.path / DESIRED, self.documents.desired(index))
+            self.desired = DesiredSet(self.path / DESIRED, self.documents.desired(index), self.labels)
             self.suspects = self.documents.suspects(index)
 
     def parent_dir(self) -> Path:

@@ -60,8 +60,8 @@ class TerraformSteps:
         0.5 to 0.8 s per shard and op, less).
         """
         if applied is not None:
-            return instances_output(dict(applied))
-        return instances_output(self.parts.engine.output(workdir.path))
+            return instances_output(dict(applied), workdir.labels)
+        return instances_output(self.parts.engine.output(workdir.path), workdir.labels)
 
     def state_keys(self, workdir: ProviderWorkdir) -> set[str]:
         """Every instance key some resource of the state is indexed by (outputs not needed)."""

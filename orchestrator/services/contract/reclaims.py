@@ -51,7 +51,7 @@ def _listing(executor: Executor, provider: str) -> tuple[dict[str, CloudObject],
         return {}, ""  # never used: nothing to list
     try:
         with workdir.lock(timeout=LISTING_WAIT):
-            listing = read_listing(executor.engine, workdir.path)
+            listing = read_listing(executor.engine, workdir.path, workdir.labels)
     except filelock.Timeout:
         return {}, f"{provider}: listing not read (an op is applying)"
     except TerraformError as exc:
