@@ -38,6 +38,7 @@ import tarfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from orchestrator.clients.ansible.hostkeys import KeyTarget, Published
 from orchestrator.model.published_keys import BEGIN, END
@@ -196,9 +197,7 @@ class LoopbackLab:
         self.hosts.clear()
         self._save()
 
-    def inventory(
-        self, host_vars: dict[str, dict[str, object]] | None = None, **extra_vars: object
-    ) -> dict[str, object]:
+    def inventory(self, host_vars: dict[str, dict[str, object]] | None = None, **extra_vars: object) -> dict[str, Any]:
         """A YAML-shaped Ansible inventory of the running hosts (group ``sim``); ``host_vars``:
         more variables of some hosts."""
         hostvars = {
@@ -348,7 +347,7 @@ def _main(argv: list[str]) -> int:
         lab.start(args.name, image_of=args.source)
         lab.wait_ready()
         hosts = inventory["all"]["children"]["sim"]["hosts"]
-        fresh = lab.inventory()["all"]["children"]["sim"]["hosts"]  # type: ignore[index]
+        fresh = lab.inventory()["all"]["children"]["sim"]["hosts"]
         hosts[args.name] = fresh[args.name]
         (args.dir / "inventory.json").write_text(json.dumps(inventory, indent=1))
         return 0
