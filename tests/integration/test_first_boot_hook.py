@@ -87,19 +87,23 @@ class BakedWorld:
             if line.startswith(PREFIX)
         ]
 
-    def node_managers(self, instance_id: str) -> list[int]:
-        """The node manager processes running in that host (its boot process's tree: orphans
-        of the host are reparented to its PID 1, sshd)."""
+    def processes(self, instance_id: str, needle: bytes) -> list[int]:
+        """The processes of that host whose command line holds ``needle`` (its boot process's
+        tree: orphans of the host are reparented to its PID 1, sshd)."""
         proc = self.manager.hosts[instance_id].proc
         assert proc is not None
         found = []
         for pid in process_tree(proc.pid):
             try:
-                if b"xce-node-manager" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                if needle in Path(f"/proc/{pid}/cmdline").read_bytes():
                     found.append(pid)
             except OSError:
                 continue
         return found
+
+    def node_managers(self, instance_id: str) -> list[int]:
+        """The node manager processes running in that host."""
+        return self.processes(instance_id, b"xce-node-manager")
 
     def joined(self, host_name: str) -> bool:
         return any(h.host_name == host_name and h.session is not None for h in self.controller.core.hosts.values())
@@ -107,6 +111,22 @@ class BakedWorld:
 
 def _ssh_args(sim: Path) -> str:
     return f"-o UserKnownHostsFile={known_hosts_path(sim)} -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes"
+
+
+# What a builder host may hold of a node manager of its own (a host that was pushed before it is
+# baked): configuration, CA, token, state, logs, and a "node manager" running under the pidfile.
+LEFTOVERS = (
+    "mkdir -p /etc/xce /var/lib/xce /var/log/xce"
+    ' && echo \'{"host_name": "builder"}\' > /etc/xce/node-manager.json'
+    " && echo CA > /etc/xce/ca.pem && echo v2.1.secret > /etc/xce/join-token"
+    " && echo '{}' > /var/lib/xce/join-result.json && echo log > /var/log/xce/node-manager.log"
+    " && (setsid sleep 1234 </dev/null >/dev/null 2>&1 & echo $! > /run/xce-node-manager.pid)"
+)
+
+
+def _ssh(sim: Path, address: str, command: str) -> subprocess.CompletedProcess[str]:
+    argv = ["ssh", "-F", "/dev/null", "-i", str(toolkit_key(sim)), "-o", "BatchMode=yes", *_ssh_args(sim).split()]
+    return subprocess.run([*argv, f"root@{address}", command], capture_output=True, text=True, timeout=60, check=False)
 
 
 def _bake(world_tmp: Path, sim: Path, address: str, artifact: Path) -> subprocess.CompletedProcess[str]:
@@ -162,6 +182,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BakedWorld]:
                 builder = store.create_instance(f"t{os.getpid()}-builder", "c8.large", "debian-12", {}, "", "bake-0")
                 partial = BakedWorld(tmp, store, manager, controller, "", builder.id)
                 partial.wait_booted(builder.id)
+                seeded = _ssh(manager.state_dir, builder.address, LEFTOVERS)
+                assert seeded.returncode == 0, seeded.stderr
+                assert partial.processes(builder.id, b"sleep\x001234")
                 baked = _bake(tmp, manager.state_dir, builder.address, artifact)
                 assert baked.returncode == 0, baked.stdout[-4000:] + baked.stderr[-2000:]
                 image = store.create_image(builder.id, "cpu", {"xce:cluster": "itest"})
@@ -208,9 +231,12 @@ def test_the_bake_leaves_the_node_manager_and_hook_and_nothing_of_the_builder(wo
         assert not (files / absent).exists(), absent
     text = hook.read_text()
     assert world.controller_address() not in text and "t" + str(os.getpid()) + "-builder" not in text
-    # Nothing started on the builder: no node manager's state or log was left on its disk.
+    # The builder's own node manager was stopped and its traces removed; nothing was started.
     disk = images.disk_dir(world.sim, world.builder_id) / "upper"
-    assert not (disk / "var/lib/xce").exists() and not (disk / "var/log/xce").exists()
+    for gone in ("etc/xce/node-manager.json", "etc/xce/ca.pem", "etc/xce/join-token", "var/lib/xce", "var/log/xce"):
+        assert not (disk / gone).exists(), gone
+    assert world.processes(world.builder_id, b"sleep\x001234") == []
+    assert world.node_managers(world.builder_id) == []
 
 
 def test_a_host_from_the_image_joins_at_boot_and_says_so_on_its_console(world: BakedWorld) -> None:

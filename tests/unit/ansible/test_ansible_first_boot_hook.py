@@ -33,19 +33,28 @@ echo started
 """
 
 
-def _render(tmp_path: Path, timeout: int = 5) -> Path:
+def _jinja() -> jinja2.Environment:
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     env.filters["to_json"] = json.dumps
-    text = env.from_string((ROLE / "templates" / "xce-node-manager-first-boot.py.j2").read_text()).render(
-        ansible_managed="Ansible managed",
-        xce_node_manager_control_python=sys.executable,
-        xce_node_manager_config_file=str(tmp_path / "etc/node-manager.json"),
-        _xce_node_manager_mode="supervised",
-        xce_node_manager_control_script=str(tmp_path / "control"),
-        xce_node_manager_service_name="xce-node-manager",
-        xce_node_manager_pid_file=str(tmp_path / "run/nm.pid"),
-        xce_node_manager_join_result_file=str(tmp_path / "state/join-result.json"),
-        xce_node_manager_first_boot_timeout=timeout,
+    env.filters["ternary"] = lambda value, yes, no: yes if value else no
+    return env
+
+
+def _render(tmp_path: Path, timeout: int = 5, join_result: str = "state/join-result.json") -> Path:
+    text = (
+        _jinja()
+        .from_string((ROLE / "templates" / "xce-node-manager-first-boot.py.j2").read_text())
+        .render(
+            ansible_managed="Ansible managed",
+            xce_node_manager_control_python=sys.executable,
+            xce_node_manager_config_file=str(tmp_path / "etc/node-manager.json"),
+            _xce_node_manager_mode="supervised",
+            xce_node_manager_control_script=str(tmp_path / "control"),
+            xce_node_manager_service_name="xce-node-manager",
+            xce_node_manager_pid_file=str(tmp_path / "run/nm.pid"),
+            xce_node_manager_join_result_file=str(tmp_path / join_result) if join_result else "",
+            xce_node_manager_first_boot_timeout=timeout,
+        )
     )
     hook = tmp_path / "50-xce-node-manager"
     hook.write_text(text)
@@ -184,3 +193,29 @@ def test_the_message_is_bounded_and_the_line_is_one_line(tmp_path: Path) -> None
     code, lines, out = _run(tmp_path, hook, JOIN_RECORD=_record("refused", long, os.getpid()))
     assert code == 1 and len(lines) == 1 and len(lines[0]["message"]) == 1000
     assert len(out.encode()) < 4096 and out.count("\n") == 1
+
+
+def test_without_a_recorded_join_outcome_the_hook_reports_the_start(tmp_path: Path) -> None:
+    hook = _render(tmp_path, join_result="")
+    _configure(tmp_path)
+    code, lines, _ = _run(tmp_path, hook)
+    assert code == 0 and [(line["outcome"], line["step"]) for line in lines] == [("started", "start")]
+
+
+def test_the_systemd_unit_starts_only_where_a_configuration_exists_and_records_the_join() -> None:
+    unit = (
+        _jinja()
+        .from_string((ROLE / "templates" / "xce-node-manager.service.j2").read_text())
+        .render(
+            ansible_managed="Ansible managed",
+            xce_node_manager_interpreter="",
+            xce_node_manager_executable="/opt/xce/bin/xce-node-manager",
+            xce_node_manager_config_file="/etc/xce/node-manager.json",
+            xce_node_manager_join_result_file="/var/lib/xce/join-result.json",
+        )
+    )
+    assert "ConditionPathExists=/etc/xce/node-manager.json\n" in unit
+    assert (
+        "ExecStart=/opt/xce/bin/xce-node-manager run --config /etc/xce/node-manager.json"
+        " --join-result /var/lib/xce/join-result.json\n" in unit
+    )

@@ -171,7 +171,11 @@ def test_per_boot_scripts_run_in_name_order_at_every_boot_and_a_failure_is_recor
     assert log.read_text() == "first\nlast\nfirst\nlast\n"
 
 
-def test_no_per_boot_scripts_no_error(tmp_path: Path) -> None:
+def test_no_per_boot_scripts_no_error_and_a_boots_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
     assert run_cloud_init("", "i-1", tmp_path).errors == []
-    _script(tmp_path, "50-ok", "exit 0")
+    monkeypatch.setenv("PYTHONPATH", "/the/host/managers/venv")
+    _script(tmp_path, "50-ok", 'echo "path=${PYTHONPATH:-none} home=$HOME"')
     assert run_cloud_init("", "i-1", tmp_path).errors == []
+    assert "path=none home=/root" in capfd.readouterr().out

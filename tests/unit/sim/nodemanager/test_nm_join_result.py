@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 from sim_controller_helpers import running_controller
@@ -108,3 +111,18 @@ def test_the_node_manager_passes_the_file_to_the_worker(tmp_path: Path) -> None:
     nm.worker.wait(10)
     assert nm.worker.args == ["true", "--join-result", str(tmp_path / "jr.json")]
     nm.shutdown()
+
+
+def test_a_starting_node_manager_removes_an_earlier_outcome(tmp_path: Path) -> None:
+    result = tmp_path / "join-result.json"
+    result.write_text('{"v": 1, "outcome": "joined", "manager_pid": 1}')
+    argv = [sys.executable, "-m", "orchestrator.sim.nodemanager", "run", "--config", str(tmp_path / "none.json")]
+    proc = subprocess.Popen([*argv, "--join-result", str(result)], stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while result.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not result.exists()
+    finally:
+        proc.terminate()
+        proc.wait(10)
