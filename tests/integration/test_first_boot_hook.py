@@ -130,7 +130,7 @@ def _ssh(sim: Path, address: str, command: str) -> subprocess.CompletedProcess[s
 
 
 def _bake(world_tmp: Path, sim: Path, address: str, artifact: Path) -> subprocess.CompletedProcess[str]:
-    """The role in bake mode on the builder, as an image bake runs it (no controller, no host values)."""
+    """The bootstrap in bake mode on the builder (no controller, no host values)."""
     inventory = {
         "all": {
             "hosts": {
@@ -150,9 +150,6 @@ def _bake(world_tmp: Path, sim: Path, address: str, artifact: Path) -> subproces
         }
     }
     (world_tmp / "inventory.json").write_text(json.dumps(inventory))
-    (world_tmp / "bake.yml").write_text(
-        "- name: Bake\n  hosts: all\n  gather_facts: false\n  roles:\n    - role: xce_node_manager\n"
-    )
     env = {
         **os.environ,
         "ANSIBLE_ROLES_PATH": str(ROOT / "ansible" / "roles"),
@@ -161,7 +158,8 @@ def _bake(world_tmp: Path, sim: Path, address: str, artifact: Path) -> subproces
         "ANSIBLE_LOCAL_TEMP": str(world_tmp / "ansible-local"),
     }
     playbook = Path(sys.executable).with_name("ansible-playbook")
-    argv = [str(playbook), "-i", str(world_tmp / "inventory.json"), str(world_tmp / "bake.yml")]
+    # The bootstrap playbook itself (validate, wait, hooks, role, check), as a bake runs it.
+    argv = [str(playbook), "-i", str(world_tmp / "inventory.json"), str(ROOT / "ansible/playbooks/bootstrap.yml")]
     return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300, check=False)
 
 
