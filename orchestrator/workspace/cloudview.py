@@ -9,7 +9,8 @@ Two views, both from ONE refresh-only plan of the working directory (``terraform
 * :class:`Listing`: the module's ``tagged`` output, every object carrying this cluster's
   ``xce:cluster`` tag whoever made it, with its state and (where the cloud tells) why it left
   ``running``. It sees what the state does not (a twin from a lost create response, a stray),
-  but only where the module can list by tag (``tagged_supported``).
+  but only where the module can list by tag (``tagged_supported``). Its ``images``: the
+  module's ``tagged_images`` output, the cluster's baked images (docs/images.md).
 
 Everything here comes from the cloud and the state, so it is untrusted: types are checked,
 sizes are capped, nothing is evaluated. A view that cannot be read, or reads as malformed,
@@ -32,6 +33,7 @@ from orchestrator.clients.terraform.engine import Engine
 from orchestrator.clients.terraform.messages import PlanResult
 from orchestrator.errors import TerraformError
 from orchestrator.model.hostnames import address_problem
+from orchestrator.model.images import BakedImage
 from orchestrator.model.modules import drift_types
 from orchestrator.workspace.desired import DESIRED
 
@@ -68,10 +70,14 @@ class CloudObject:
 
 @dataclass(frozen=True)
 class Listing:
-    """The cluster's tagged objects. ``supported=False``: the module cannot list; ``objects`` says nothing."""
+    """The cluster's tagged objects. ``supported=False``: the module cannot list; ``objects`` says nothing.
+
+    ``images``: the cluster's tagged images (a root without the ``tagged_images`` output lists none).
+    """
 
     supported: bool
     objects: list[CloudObject] = field(default_factory=list, hash=False)
+    images: list[BakedImage] = field(default_factory=list, hash=False)
 
     def by_id(self) -> dict[str, CloudObject]:
         """The objects keyed by cloud id."""
@@ -218,7 +224,44 @@ def listing_from_plan(document: Mapping[str, Any]) -> Listing:
     if len(tagged) > MAX_OBJECTS:
         raise TerraformError(f"output tagged: {len(tagged)} objects, more than {MAX_OBJECTS}")
     objects = [_cloud_object(key, value) for key, value in tagged.items()]
-    return Listing(supported=True, objects=sorted(objects, key=lambda o: (o.launch_time, o.id)))
+    return Listing(
+        supported=True, objects=sorted(objects, key=lambda o: (o.launch_time, o.id)), images=images_from(outputs)
+    )
+
+
+def images_from(outputs: Mapping[str, Any]) -> list[BakedImage]:
+    """The ``tagged_images`` output of a root's outputs (none when the root has no such output),
+    oldest first; checked like the instance listing (untrusted)."""
+    item = outputs.get("tagged_images")
+    if not isinstance(item, Mapping) or "value" not in item:
+        return []
+    tagged = item["value"] or {}
+    if not isinstance(tagged, Mapping) or len(tagged) > MAX_OBJECTS:
+        raise TerraformError(f"output tagged_images: not a map of at most {MAX_OBJECTS} image ids to objects")
+    images = [_image(key, value) for key, value in tagged.items()]
+    return sorted(images, key=lambda i: (i.created, i.id))
+
+
+def _image(key: object, value: object) -> BakedImage:
+    where = f"output tagged_images[{str(key)[:MAX_ID]!r}]"
+    if not isinstance(value, Mapping):
+        raise TerraformError(f"{where}: not an object")
+    image_id = _text(value.get("id"), f"{where}.id", MAX_ID, empty=False)
+    if image_id != key:
+        raise TerraformError(f"{where}: keyed by another id than its own ({image_id!r})")
+    tags = value.get("tags") or {}
+    if not isinstance(tags, Mapping) or len(tags) > MAX_TAGS:
+        raise TerraformError(f"{where}.tags: not a map of at most {MAX_TAGS} strings")
+    return BakedImage(
+        id=image_id,
+        name=_text(value.get("name"), f"{where}.name", MAX_TEXT),
+        created=_text(value.get("created_at"), f"{where}.created_at", MAX_TEXT),
+        state=_text(value.get("state"), f"{where}.state", MAX_TEXT),
+        tags={
+            _text(k, f"{where}.tags key", MAX_TEXT): _text(v, f"{where}.tags[{str(k)[:64]!r}]", MAX_TEXT)
+            for k, v in tags.items()
+        },
+    )
 
 
 def _output(outputs: Mapping[str, Any], name: str) -> Any:

@@ -32,6 +32,7 @@ from orchestrator.clients.terraform.providers import LOCK_FILE
 from orchestrator.errors import ConfigError
 from orchestrator.model import tags as owner
 from orchestrator.model.config import Config
+from orchestrator.model.images import ImageSpec
 from orchestrator.model.instances import InstanceSpec
 from orchestrator.model.modules import ProviderModule, label_refusal, provider_module
 from orchestrator.workspace.desired import DESIRED, DesiredSet
@@ -207,13 +208,28 @@ class ProviderWorkdir:
             if stage.exists():
                 shutil.rmtree(stage, ignore_errors=True)
 
-    def variables(self, instances: Mapping[str, InstanceSpec], settings: Mapping[str, Any]) -> dict[str, Any]:
-        """The complete Terraform variables document for a desired set."""
-        return {
+    def variables(
+        self,
+        instances: Mapping[str, InstanceSpec],
+        settings: Mapping[str, Any],
+        images: Mapping[str, ImageSpec] | None = None,
+    ) -> dict[str, Any]:
+        """The complete Terraform variables document for a desired set.
+
+        ``images``: the baked images the set keeps (docs/images.md); None keeps those of the
+        current desired set, so that no op on the instances ever plans an image's deletion.
+        Only shard 0 holds images; the key is left out when there are none (the modules default
+        it to none, so a desired set from before images existed plans as it did).
+        """
+        document: dict[str, Any] = {
             "instances": {key: spec.terraform_value() for key, spec in sorted(instances.items())},
             "common_tags": self.common_tags(),
             "settings": dict(settings),
         }
+        kept = self.desired.images() if images is None and self.index == 0 else (images or {})
+        if kept:
+            document["images"] = {key: spec.terraform_value() for key, spec in sorted(kept.items())}
+        return document
 
     @contextlib.contextmanager
     def candidate_var_file(self, variables: Mapping[str, Any], directory: Path | None = None) -> Iterator[Path]:
