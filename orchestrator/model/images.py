@@ -164,14 +164,16 @@ def newest_bake(images: Iterable[BakedImage], cluster: str, provider: str, templ
 def stale_records(image: BakedImage, today: BuiltFrom) -> dict[str, tuple[str, str]]:
     """The records of ``image`` that differ from what a bake would use today: tag → (then, now).
 
-    The base image is compared only when the image records one and today's is known (a template
-    whose ``image:`` is ``bake:newest`` bakes from its newest bake's own base image).
+    A record whose value today is unknown (the base image of a template whose ``image:`` names
+    the bake itself, an archive the configuration does not name) is not compared.
     """
     now = today.tags()
     then = image.records
     out: dict[str, tuple[str, str]] = {}
     for key in RECORD_TAGS:
-        if key == BUILT_FROM_IMAGE and (not today.base_image or key not in then):
+        if key == BUILT_FROM_IMAGE and not today.base_image:
+            continue
+        if key == NODE_MANAGER_SHA256 and now[key] == NONE:
             continue
         if then.get(key, "") != now[key]:
             out[key] = (then.get(key, ""), now[key])

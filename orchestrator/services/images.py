@@ -14,9 +14,16 @@ from pathlib import Path
 
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.configfile import LoadedConfig
-from orchestrator.errors import UsageError
+from orchestrator.errors import UsageError, XceprovError
 from orchestrator.model import tags as owner
-from orchestrator.model.images import BAKE_NEWEST, BUILT_FROM_IMAGE, BakedImage, BuiltFrom, newest_bake
+from orchestrator.model.images import (
+    BAKE_NEWEST,
+    BUILT_FROM_IMAGE,
+    BakedImage,
+    BuiltFrom,
+    newest_bake,
+    stale_records,
+)
 from orchestrator.model.instances import new_op_id
 from orchestrator.model.progress import ProgressSink
 from orchestrator.ops.executor import BakeResult, Created, DeleteResult, Executor
@@ -25,7 +32,8 @@ from orchestrator.services.bootstrap_sources import SimulatedWorld
 from orchestrator.services.image_records import built_from
 from orchestrator.services.ops import fenced_session, read_session, refuse_when_leased
 from orchestrator.workspace.cloudview import read_listing
-from orchestrator.workspace.terraform import engine_for
+from orchestrator.workspace.terraform import engine_for, ready_workdir
+from orchestrator.workspace.workdir import ProviderWorkdir
 
 
 def provider_images(executor: Executor, provider: str) -> list[BakedImage]:
@@ -160,6 +168,51 @@ def delete_image(
                 "refused, nothing deleted"
             )
         return executor.delete_image(provider, found[0], new_op_id(), dry_run)
+
+
+def stale_image_warnings(
+    loaded: LoadedConfig, toolkit_root: Path, engine: Engine, world: SimulatedWorld | None = None
+) -> list[str]:
+    """One line per template whose baked image is older than what a bake would make today (its
+    records differ from today's, :func:`~orchestrator.model.images.stale_records`).
+
+    Only providers used before (a desired set exists: a bake of this cluster keeps its image
+    there) are read: one refresh-only plan of shard 0 each, a cloud read that changes nothing. A
+    listing that cannot be read is a warning too, never a failure.
+    """
+    config = loaded.config
+    out: list[str] = []
+    for provider in sorted(config.providers):
+        templates = sorted(t for t, tm in config.templates.items() if provider in tm.providers)
+        workdir = ProviderWorkdir(config, provider, toolkit_root)
+        if not templates or not _bakes(loaded, provider) or not workdir.desired.exists():
+            continue
+        try:
+            ready_workdir(engine, workdir)
+            with workdir.lock():
+                images = read_listing(engine, workdir.path).images
+        except XceprovError as exc:
+            out.append(
+                f"provider {provider}: baked images not checked: {str(exc).splitlines()[0] if str(exc) else exc}"
+            )
+            continue
+        by_id = {i.id: i for i in images}
+        for template in templates:
+            named = config.templates[template].providers[provider].image
+            image = (
+                newest_bake(images, config.cluster, provider, template) if named == BAKE_NEWEST else by_id.get(named)
+            )
+            if image is None or not image.is_bake():
+                continue
+            # The template's image names the bake itself: its base image is not compared.
+            today = built_from(loaded, toolkit_root, template, "", world)
+            for key, (then, now) in stale_records(image, today).items():
+                out.append(
+                    f"templates.{template}.providers.{provider}.image: {named} ({image.id}) is older than what a bake "
+                    f"would make today: {key} {then or '(none)'}, now {now}; xceprov image bake {template} "
+                    f"--provider {provider}"
+                )
+    return out
 
 
 def image_rows(images: Sequence[BakedImage]) -> list[list[str]]:
