@@ -291,6 +291,18 @@ class BakeOp:
 
     # -- delete ----------------------------------------------------------------------------------
 
+    def kept_images(self, provider: str) -> list[BakedImage]:
+        """The images shard 0's desired set keeps and its state holds (``destroy --all`` deletes them)."""
+        shard = self.shardset.workdir(provider)
+        with shard.lock():
+            images = shard.desired.images()
+            held = images_output(self.parts.engine.output(shard.path)) if images else {}
+        return [
+            BakedImage(held[key]["id"], spec.name, held[key]["created_at"], "available", dict(spec.tags))
+            for key, spec in sorted(images.items())
+            if held.get(key, {}).get("id")
+        ]
+
     def delete_image(self, provider: str, image: BakedImage, op_id: str, dry_run: bool = False) -> DeleteResult:
         """Delete ``image`` (this cluster's and provider's, a bake): fenced, intent first (module docstring)."""
         config = self.parts.config
