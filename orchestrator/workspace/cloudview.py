@@ -217,7 +217,8 @@ def listing_from_plan(document: Mapping[str, Any]) -> Listing:
     if not isinstance(supported, bool):
         raise TerraformError(f"output tagged_supported: {supported!r} is not true or false")
     if not supported:
-        return Listing(supported=False)
+        # The images are listed on their own (a module may list images and not instances).
+        return Listing(supported=False, images=images_from(outputs))
     tagged = _output(outputs, "tagged")
     if not isinstance(tagged, Mapping):
         raise TerraformError("output tagged: not a map of cloud id to object")
