@@ -71,7 +71,7 @@ def test_a_bake_intends_first_makes_one_image_and_returns_its_builder(loaded: Lo
 def test_a_failed_play_returns_the_builder_and_makes_no_image(loaded: LoadedConfig) -> None:
     facts = MemoryFacts()
     executor = unit_executor(loaded, FakeEngine(), facts=facts)
-    with pytest.raises(FinalError, match="did not succeed .*builder is returned"):
+    with pytest.raises(FinalError, match=r"did not succeed .*builder is returned"):
         baked(executor, "op-6b000000-000000000002", "failed: at task 'install': boom")
     assert state(loaded)["instances"] == {} and state(loaded).get("images", {}) == {}
     assert facts.kinds() == ["requestIntent", "instanceCreated", "returning", "returned"]
@@ -89,7 +89,7 @@ def test_an_op_on_the_instances_keeps_the_images(loaded: LoadedConfig) -> None:
 
 
 def _listed(executor: Executor) -> BakedImage:
-    [(key, image)] = state_images(executor).items()
+    [(_key, image)] = state_images(executor).items()
     return BakedImage(image["id"], image["name"], "", "available", dict(image["tags"]))
 
 
