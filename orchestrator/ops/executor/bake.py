@@ -207,6 +207,12 @@ class BakeOp:
                     grown = self.creates.grow(provider, shard, op_id, {key: desired.get(key, spec)})
                     outputs = grown.outputs
                 inst = self.terraform.state_instances(shard, outputs).get(key)
+        return self.record_builder(provider, op_id, template, key, inst)
+
+    def record_builder(
+        self, provider: str, op_id: str, template: str, key: str, inst: Mapping[str, Any] | None
+    ) -> Created:
+        """``instanceCreated`` of the builder (no ``expectedHost``: a builder never joins)."""
         if inst is None:
             raise FinalError(f"op {op_id}: Terraform holds no builder {key} after the apply")
         epoch = self.parts.recorder.gate(provider, op_id, "builder fact")
@@ -228,6 +234,25 @@ class BakeOp:
             )
         )
         return created
+
+    def finish_interrupted(self, provider: str, op_id: str, template: str) -> bool:
+        """An open bake found by ``ops resume`` (its builder's intent without ``instanceCreated``):
+        the builder applied as the op intended (its key is the cloud's idempotency token, so no
+        twin), recorded, and returned; the bake itself is not carried on (bake again). False when
+        no desired set holds the builder (the crash came before it: resume abandons the intent)."""
+        key = instance_key(op_id, 0)
+        shard = self.holder(provider, key)
+        if shard is None:
+            return False
+        with shard.lock(), refusals(self.parts.config.providers[provider].module):
+            outputs = None
+            if key not in self.terraform.state_instances(shard):
+                desired = self.terraform.desired(shard)
+                outputs = self.creates.grow(provider, shard, op_id, {key: desired[key]}).outputs
+            inst = self.terraform.state_instances(shard, outputs).get(key)
+        self.record_builder(provider, op_id, template, key, inst)
+        self.return_builder(provider, op_id, key)
+        return True
 
     def builder_spec(self, provider: str, template: str, op_id: str, base_image: str, epoch: str) -> InstanceSpec:
         """The builder rendered as the template's instance, from ``base_image``, tagged a builder."""

@@ -8,17 +8,20 @@ that is not this cluster's bake; ``bake:newest`` resolves to the newest bake or 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 from tffake import ROOT, FakeEngine, MemoryFacts, unit_executor
 
 from orchestrator.configfile import LoadedConfig
-from orchestrator.errors import FinalError, UsageError
+from orchestrator.errors import FinalError, LeaseLost, UsageError
 from orchestrator.model.facts import FactKind
 from orchestrator.model.images import BakedImage, BuiltFrom, with_template_image
 from orchestrator.ops.executor import Created, Executor
 from orchestrator.ops.images import resolve_baked
+from orchestrator.ops.openops import open_ops
+from orchestrator.ops.resume import resume_provider
 from orchestrator.workspace.workdir import ProviderWorkdir
 
 BUILT = BuiltFrom("debian-12", "1.1.0", "ab" * 32, "none")
@@ -141,3 +144,27 @@ def test_bake_newest_resolves_to_the_newest_bake_or_is_refused(loaded: LoadedCon
     made = executor.create("sim", "cpu", 1)
     desired = ProviderWorkdir(config, "sim", ROOT).desired.read()
     assert desired[made.created[0].key].image == "img-op-6b000000-000000000005-image"
+
+
+def test_resume_returns_the_builder_of_an_interrupted_bake(loaded: LoadedConfig) -> None:
+    facts = MemoryFacts()
+    boots: list[str] = []
+
+    def boot(provider: str, made: Sequence[Created]) -> dict[str, str]:
+        boots.extend(c.key for c in made)
+        return {c.name: "ok" for c in made}
+
+    executor = unit_executor(loaded, FakeEngine(), facts=facts, bootstrap=boot)
+
+    def crash(provider: str, builder: Created) -> str:
+        raise LeaseLost("the lease lapsed during the play (simulated crash)")
+
+    with pytest.raises(LeaseLost):
+        executor.bake("sim", "cpu", "op-6b000000-000000000006", BUILT, crash)
+    # Killed before the builder's fact: the op is open, its builder in the state.
+    facts.committed = [f for f in facts.committed if f.kind == FactKind.REQUEST_INTENT]
+    assert [o.detail.split(":")[0] for o in open_ops(facts.facts("sim"))] == ["bake"]
+    [done] = resume_provider(executor, "sim")
+    assert done.outcome == "completed" and "builder recorded and returned" in done.reason
+    assert state(loaded)["instances"] == {} and boots == []  # never bootstrapped as a host
+    assert "expectedHost" not in facts.kinds() and open_ops(facts.facts("sim")) == []
