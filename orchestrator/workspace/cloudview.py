@@ -250,19 +250,24 @@ def _image(key: object, value: object) -> BakedImage:
     image_id = _text(value.get("id"), f"{where}.id", MAX_ID, empty=False)
     if image_id != key:
         raise TerraformError(f"{where}: keyed by another id than its own ({image_id!r})")
-    tags = value.get("tags") or {}
-    if not isinstance(tags, Mapping) or len(tags) > MAX_TAGS:
-        raise TerraformError(f"{where}.tags: not a map of at most {MAX_TAGS} strings")
     return BakedImage(
         id=image_id,
         name=_text(value.get("name"), f"{where}.name", MAX_TEXT),
         created=_text(value.get("created_at"), f"{where}.created_at", MAX_TEXT),
         state=_text(value.get("state"), f"{where}.state", MAX_TEXT),
-        tags={
-            _text(k, f"{where}.tags key", MAX_TEXT): _text(v, f"{where}.tags[{str(k)[:64]!r}]", MAX_TEXT)
-            for k, v in tags.items()
-        },
+        tags=_tags(value, where),
     )
+
+
+def _tags(value: Mapping[str, Any], where: str) -> dict[str, str]:
+    """The ``tags`` of a listed object: a map of at most ``MAX_TAGS`` strings."""
+    tags = value.get("tags") or {}
+    if not isinstance(tags, Mapping) or len(tags) > MAX_TAGS:
+        raise TerraformError(f"{where}.tags: not a map of at most {MAX_TAGS} strings")
+    return {
+        _text(k, f"{where}.tags key", MAX_TEXT): _text(v, f"{where}.tags[{str(k)[:64]!r}]", MAX_TEXT)
+        for k, v in tags.items()
+    }
 
 
 def _output(outputs: Mapping[str, Any], name: str) -> Any:
@@ -279,18 +284,12 @@ def _cloud_object(key: object, value: object) -> CloudObject:
     object_id = _text(value.get("id"), f"{where}.id", MAX_ID, empty=False)
     if object_id != key:
         raise TerraformError(f"{where}: keyed by another id than its own ({object_id!r})")
-    tags = value.get("tags") or {}
-    if not isinstance(tags, Mapping) or len(tags) > MAX_TAGS:
-        raise TerraformError(f"{where}.tags: not a map of at most {MAX_TAGS} strings")
     return CloudObject(
         id=object_id,
         name=_text(value.get("name"), f"{where}.name", MAX_TEXT),
         # An address that is not one (model.hostnames) matches no host: "" as if unaddressed.
         address=_address(_text(value.get("address"), f"{where}.address", MAX_TEXT)),
-        tags={
-            _text(k, f"{where}.tags key", MAX_TEXT): _text(v, f"{where}.tags[{str(k)[:64]!r}]", MAX_TEXT)
-            for k, v in tags.items()
-        },
+        tags=_tags(value, where),
         state=_text(value.get("state"), f"{where}.state", MAX_TEXT),
         # Not every module can tell why an object stopped (only xcesim does today): "" then.
         state_reason=_text(value.get("state_reason"), f"{where}.state_reason", MAX_TEXT),
