@@ -50,3 +50,26 @@ def test_the_site_roles_digest_follows_their_files(tmp_path: Path) -> None:
     assert len(first) == 64
     (role / "main.yml").write_text("- name: two\n")
     assert built_from(loaded(tmp_path, "motd"), ROOT, "cpu", "b", None).site_roles != first
+
+
+def test_validate_warns_of_a_bake_older_than_today_and_not_of_a_current_one(tmp_path: Path) -> None:
+    import dataclasses
+
+    from tffake import FakeEngine, unit_executor
+
+    from orchestrator.model.images import BuiltFrom, with_template_image
+    from orchestrator.services.images import stale_image_warnings
+
+    site = loaded(tmp_path)
+    engine = FakeEngine()
+    executor = unit_executor(site, engine)
+    today = built_from(site, ROOT, "cpu", "debian-12", None)
+    old = BuiltFrom("debian-12", "0.9.0", today.node_manager_sha256, today.site_roles)
+    executor.bake("sim", "cpu", "op-6b000000-000000000007", old, lambda _p, _b: "changed")
+    newest = dataclasses.replace(site, config=with_template_image(site.config, "cpu", "sim", "bake:newest"))
+    [line] = stale_image_warnings(newest, ROOT, engine)
+    assert line.startswith("templates.cpu.providers.sim.image: bake:newest (img-op-6b000000-000000000007-image)")
+    assert "xce:role-version 0.9.0, now " in line and line.endswith("xceprov image bake cpu --provider sim")
+    # A bake with today's records: nothing to say.
+    executor.bake("sim", "cpu", "op-6b000000-000000000008", today, lambda _p, _b: "changed")
+    assert stale_image_warnings(newest, ROOT, engine) == []
