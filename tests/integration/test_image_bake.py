@@ -82,6 +82,10 @@ def test_bake_list_newest_and_delete(world: SimWorld) -> None:
     # The image holds the builder's /opt/xce: what the bake installed.
     assert (world.sim / "images" / image_id / "opt" / "xce").is_dir()
 
+    # The scan sees the image kept and the builder gone: no bake leftover.
+    scan = json.loads(world.ok("orphans", "--json"))
+    assert [f for f in scan["findings"] if f["class"] == "e"] == [], scan["findings"]
+
     # A failed play: no image, the builder returned all the same, exit 1.
     failed = world.xceprov("image", "bake", "broken", "--provider", "sim", "--json")
     assert failed.returncode == 1, failed.stderr

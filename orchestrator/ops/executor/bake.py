@@ -255,11 +255,13 @@ class BakeOp:
         return True
 
     def builder_spec(self, provider: str, template: str, op_id: str, base_image: str, epoch: str) -> InstanceSpec:
-        """The builder rendered as the template's instance, from ``base_image``, tagged a builder."""
+        """The builder rendered as the template's instance, from ``base_image``, tagged a builder,
+        with no user data: the template's would write the builder's own node-manager
+        configuration, the CA and the in-host lifetime files, which the image must not hold."""
         config = with_template_image(self.parts.config, template, provider, base_image)
         request = RenderRequest(provider, template, op_id, 1, epoch=epoch)
         [spec] = render_instances(config, self.parts.root, request).values()
-        return spec.model_copy(update={"tags": {**spec.tags, KIND: KIND_BUILDER}})
+        return spec.model_copy(update={"tags": {**spec.tags, KIND: KIND_BUILDER}, "user_data": ""})
 
     def holder(self, provider: str, key: str) -> ProviderWorkdir | None:
         """The shard whose desired set holds ``key`` already (None: no shard)."""

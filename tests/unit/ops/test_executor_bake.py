@@ -55,6 +55,11 @@ def test_a_bake_intends_first_makes_one_image_and_returns_its_builder(loaded: Lo
     first_apply = next(i for i, (call, _path) in enumerate(engine.calls) if call == "apply")
     assert first_apply > 0 and facts.facts("sim")[0].detail.startswith("bake: image")
     assert "expectedHost" not in facts.kinds()
+    # The builder starts from the base image, tagged a builder, with no user data (nothing per-host to bake in).
+    [builder] = [v["instances"]["op-6b000000-000000000001-000"] for v in engine.plan_variables if v.get("instances")][
+        :1
+    ]
+    assert builder["image"] == "debian-12" and builder["user_data"] == "" and builder["tags"]["xce:kind"] == "builder"
     # The image is in the state, tagged; the builder is gone (returned).
     images = state(loaded)["images"]
     assert list(images) == ["op-6b000000-000000000001-image"]
