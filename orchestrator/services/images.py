@@ -3,8 +3,8 @@
 A bake is one op of the executor (:mod:`orchestrator.ops.executor.bake`) under the provider's
 lease; its play is the push bootstrap in the role's bake mode (``services/bootstrap.py``,
 ``bake=True``). The list reads shard 0's refresh-only plan (the module's ``tagged_images``
-output) without a lease. A delete is fenced as every mutation, and refuses an image without this
-cluster's and provider's owner tags.
+output) without a lease and without the controller. A delete is fenced as every mutation, and
+refuses an image without this cluster's and provider's owner tags.
 """
 
 from __future__ import annotations
@@ -28,9 +28,12 @@ from orchestrator.model.instances import new_op_id
 from orchestrator.model.progress import ProgressSink
 from orchestrator.ops.executor import BakeResult, Created, DeleteResult, Executor
 from orchestrator.ops.executor.bake import bake_module
+from orchestrator.ops.facts import NoFacts
+from orchestrator.ops.fence import ReadOnlyFence
+from orchestrator.ops.hosts import NoHosts
 from orchestrator.services.bootstrap_sources import SimulatedWorld
 from orchestrator.services.image_records import built_from
-from orchestrator.services.ops import fenced_session, read_session, refuse_when_leased
+from orchestrator.services.ops import fenced_session, refuse_when_leased
 from orchestrator.workspace.cloudview import read_listing
 from orchestrator.workspace.terraform import engine_for, ready_workdir
 from orchestrator.workspace.workdir import ProviderWorkdir
@@ -124,15 +127,12 @@ def list_images(
     config = loaded.config
     if provider is not None and provider not in config.providers:
         raise UsageError(f"--provider {provider}: no such provider in {loaded.source}")
-    wanted = [provider] if provider else sorted(config.providers)
-    out: list[BakedImage] = []
-    with read_session(loaded, engine or engine_for(config), toolkit_root) as executor:
-        for name in wanted:
-            if provider is None and not _bakes(loaded, name):
-                continue
-            bake_module(config.providers[name].module, name)
-            out.extend(provider_images(executor, name))
-    return out
+    if provider is not None:
+        bake_module(config.providers[provider].module, provider)  # refused before anything is read
+    wanted = [provider] if provider else [name for name in sorted(config.providers) if _bakes(loaded, name)]
+    # A read of the cloud alone: no lease, no controller (the images' records are their tags).
+    reader = Executor(config, toolkit_root, engine or engine_for(config), ReadOnlyFence(), NoFacts(), NoHosts())
+    return [image for name in wanted for image in provider_images(reader, name)]
 
 
 def _bakes(loaded: LoadedConfig, provider: str) -> bool:
