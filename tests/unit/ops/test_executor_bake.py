@@ -173,3 +173,19 @@ def test_resume_returns_the_builder_of_an_interrupted_bake(loaded: LoadedConfig)
     assert done.outcome == "completed" and "builder recorded and returned" in done.reason
     assert state(loaded)["instances"] == {} and boots == []  # never bootstrapped as a host
     assert "expectedHost" not in facts.kinds() and open_ops(facts.facts("sim")) == []
+
+
+def test_destroy_all_deletes_the_kept_images_after_the_instances(loaded: LoadedConfig) -> None:
+    from orchestrator.services.destroy import destroy
+
+    facts = MemoryFacts()
+    executor = unit_executor(loaded, FakeEngine(), facts=facts)
+    baked(executor, "op-6b000000-000000000009")
+    made = executor.create("sim", "cpu", 1)
+    dry = destroy(loaded, ROOT, all_instances=True, dry_run=True, executor=executor)
+    assert dry.images == {"sim": ["img-op-6b000000-000000000009-image"]} and state_images(executor)
+    done = destroy(loaded, ROOT, all_instances=True, executor=executor)
+    assert done.removed == {"sim": [made.created[0].key]}
+    assert done.images == {"sim": ["img-op-6b000000-000000000009-image"]}
+    assert state_images(executor) == {} and state(loaded)["instances"] == {}
+    assert [f.kind for f in facts.committed if f.detail == "image"] == [FactKind.RETURNING, FactKind.RETURNED]
