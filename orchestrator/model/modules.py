@@ -79,7 +79,9 @@ class ProviderModule:
     value ("": none, values must fit as they are); ``tag_max_length``: the longest label key or
     value (0: no limit); ``default_settings``: settings the module gets unless the site sets
     them. ``labels`` is the :class:`LabelMap` of the ``tag_*`` fields (ValueError here when it
-    is not collision-free).
+    is not collision-free). ``image_types``: the resource type of a baked image (``xceprov image
+    bake``, docs/images.md; empty: the module makes no images, and ``image_refusal`` says what a
+    site does instead).
     """
 
     name: str
@@ -92,6 +94,8 @@ class ProviderModule:
     tag_max_length: int = 0
     default_settings: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     labels: LabelMap = field(init=False, repr=False, compare=False)
+    image_types: tuple[str, ...] = ()
+    image_refusal: str = "it makes no images"
 
     def __post_init__(self) -> None:
         if not self.instance_types:
@@ -197,12 +201,24 @@ MODULES: dict[str, ProviderModule] = {
         # The simulated cloud's store lives in the simulated world's state directory, which only
         # the orchestrator knows.
         default_settings=MappingProxyType({"store": "{{ sim_state_dir }}/cloud.sqlite"}),
+        image_types=("xcesim_image",),
     ),
-    "aws": ProviderModule(name="aws", instance_types=("aws_instance",), error_rules=EC2_RULES + TERRAFORM_RULES),
+    "aws": ProviderModule(
+        name="aws",
+        instance_types=("aws_instance",),
+        error_rules=EC2_RULES + TERRAFORM_RULES,
+        image_types=("aws_ami_from_instance",),
+    ),
     "openstack": ProviderModule(
         name="openstack",
         instance_types=("openstack_compute_instance_v2",),
         error_rules=OPENSTACK_RULES + TERRAFORM_RULES,
+        # The OpenStack provider has no resource that snapshots a server (docs/images.md).
+        image_refusal=(
+            "the Terraform OpenStack provider has no resource that makes an image from a server; "
+            "snapshot a builder server yourself (openstack server image create) and set the template's image "
+            "to its id (docs/images.md)"
+        ),
     ),
 }
 
@@ -210,6 +226,11 @@ MODULES: dict[str, ProviderModule] = {
 def provider_module(name: str) -> ProviderModule | None:
     """The registry entry of module ``name`` (None for a module the toolkit does not know)."""
     return MODULES.get(name)
+
+
+def image_types() -> frozenset[str]:
+    """Every resource type that is a baked image, over all modules (read at call time)."""
+    return frozenset(t for m in MODULES.values() for t in m.image_types)
 
 
 def drift_types() -> frozenset[str]:

@@ -24,9 +24,17 @@ MAX_LIFETIME: Final = "xce:max_lifetime"
 
 OWNER_TAGS: Final = (CLUSTER, PROVIDER, OP_ID, EPOCH, TEMPLATE)
 
+# A bake's objects (docs/images.md): ``image`` or ``builder``, and what an image was built from.
+KIND: Final = "xce:kind"
+BUILT_FROM_IMAGE: Final = "xce:built-from-image"
+ROLE_VERSION: Final = "xce:role-version"
+NODE_MANAGER_SHA256: Final = "xce:node-manager-sha256"
+SITE_ROLES: Final = "xce:site-roles"
+IMAGE_TAGS: Final = (KIND, BUILT_FROM_IMAGE, ROLE_VERSION, NODE_MANAGER_SHA256, SITE_ROLES)
+
 # Every tag the toolkit writes or reads back from the cloud: what a provider module's label map
 # (orchestrator/model/labels.py) may put under other label keys and encodes the values of.
-TOOLKIT_TAGS: Final = (*OWNER_TAGS, PROTECT, MAX_LIFETIME)
+TOOLKIT_TAGS: Final = (*OWNER_TAGS, PROTECT, MAX_LIFETIME, *IMAGE_TAGS)
 
 # The epoch tag value for a plan made without a lease (``xceprov plan`` previews).
 NO_EPOCH: Final = "none"

@@ -29,6 +29,8 @@ class OpenOp:
     since: float
     # The instance keys still without an outcome.
     pending: tuple[str, ...] = field(default=())
+    # The intent's detail (a bake's builder: ``bake: ...``, docs/images.md); "" for a return.
+    detail: str = ""
 
 
 def _key(fact: Fact) -> str:
@@ -64,6 +66,7 @@ def open_ops(facts: Iterable[Fact]) -> list[OpenOp]:
                         intent.epoch.tag(),
                         intent.committed,
                         pending,
+                        intent.detail,
                     )
                 )
         returning = [f for f in op_facts if f.kind == FactKind.RETURNING]

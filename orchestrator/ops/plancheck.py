@@ -13,6 +13,7 @@ from typing import Any
 
 from orchestrator.clients.terraform.messages import PlanResult, ResourceChange
 from orchestrator.errors import UnsafePlan
+from orchestrator.model.modules import image_types
 
 _KEY_IN_ADDR = re.compile(r'\["(?P<key>(?:[^"\\]|\\.)*)"\]$')
 
@@ -66,3 +67,21 @@ def check_delete(plan: PlanResult, keys: Set[str], what: str) -> list[str]:
     if wrong:
         raise UnsafePlan(f"{what}: the plan would also {_describe(wrong)}; refused, nothing applied")
     return sorted(change_key(c) for c in changes)
+
+
+def check_images(
+    plan: PlanResult, what: str, *, create: Set[str] = frozenset(), delete: Set[str] = frozenset()
+) -> None:
+    """Refuse unless the plan only creates the images ``create`` and deletes the images ``delete``
+    (keys of the ``images`` variable, docs/images.md): no instance, no other image, no update."""
+    kinds = image_types()
+    wrong = [
+        c
+        for c in _effective(plan)
+        if c.type not in kinds
+        or not (
+            (c.action == "create" and change_key(c) in create) or (c.action == "delete" and change_key(c) in delete)
+        )
+    ]
+    if wrong:
+        raise UnsafePlan(f"{what}: the plan would also {_describe(wrong)}; refused, nothing applied")

@@ -15,6 +15,10 @@ instance key still without an outcome:
   holds nothing of the op (another process, a daemon mid-burst, may be about to write them). An
   unreadable listing, or a listing with an object of the op that no shard's state holds, refuses
   the abandonment (:class:`~orchestrator.errors.FinalError` saying why) and the op stays open;
+- bake op (an intent whose detail is ``bake: ...``, docs/images.md), key desired or held: the
+  builder is applied as intended (no twin: the key is the idempotency token), recorded
+  ``instanceCreated`` (never ``expectedHost``, never bootstrapped as a host) and returned; the
+  bake is not carried on (the operator bakes again). Key neither desired nor held: as a create;
 - return op: the host-loss path first, as every return's (an instance the cloud took back while
   the op was open, such as a spot reclaim, is recorded ``lost`` and leaves the desired set: the
   plan never re-creates it, and a returning key found so has its outcome); then the key is
@@ -55,6 +59,7 @@ import filelock
 from orchestrator.errors import FinalError, LeaseLost, TerraformError
 from orchestrator.model import tags as owner
 from orchestrator.model.facts import Fact, FactKind
+from orchestrator.model.images import is_bake_detail
 from orchestrator.model.instances import op_of_key
 from orchestrator.ops.executor import Executor, ShardWork
 from orchestrator.ops.fence import epoch_tag
@@ -195,6 +200,17 @@ def resume_op(executor: Executor, op: OpenOp, seen: Seen | None = None) -> Resol
     """
     if seen is not None and not seen.usable(executor, op.provider):
         seen = None
+    if (
+        op.kind == "create"
+        and is_bake_detail(op.detail)
+        and executor.bakes.finish_interrupted(op.provider, op.op_id, op.template)
+    ):
+        # An interrupted bake: its builder is recorded and returned, never bootstrapped as a host.
+        reason = "bake interrupted: its builder recorded and returned (run xceprov image bake again)"
+        executor.recorder.audit(
+            "resume", provider=op.provider, op=op.op_id, kind="bake", outcome="completed", reason=reason
+        )
+        return Resolution(op.provider, op.op_id, "create", "completed", reason, list(op.pending))
     return _resume_create(executor, op, seen) if op.kind == "create" else _resume_return(executor, op, seen)
 
 

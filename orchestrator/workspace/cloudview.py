@@ -12,7 +12,9 @@ Two views, both from ONE refresh-only plan of the working directory (``terraform
   but only where the module can list by tag (``tagged_supported``). Its tags are the cloud's
   labels read back through the module's label map (``orchestrator/model/labels.py``), so an
   object's ``tags`` are under the toolkit's keys (``xce:cluster``...) whatever the cloud calls
-  them, and a label that is no written form of a toolkit value stays its own text.
+  them, and a label that is no written form of a toolkit value stays its own text. Its
+  ``images``: the module's ``tagged_images`` output, the cluster's baked images (docs/images.md),
+  their labels read back the same way.
 
 Everything here comes from the cloud and the state, so it is untrusted: types are checked,
 sizes are capped, nothing is evaluated. A view that cannot be read, or reads as malformed,
@@ -35,6 +37,7 @@ from orchestrator.clients.terraform.engine import Engine
 from orchestrator.clients.terraform.messages import PlanResult
 from orchestrator.errors import TerraformError
 from orchestrator.model.hostnames import address_problem
+from orchestrator.model.images import BakedImage
 from orchestrator.model.labels import AS_IS, LabelMap
 from orchestrator.model.modules import drift_types
 from orchestrator.workspace.desired import DESIRED
@@ -72,10 +75,14 @@ class CloudObject:
 
 @dataclass(frozen=True)
 class Listing:
-    """The cluster's tagged objects. ``supported=False``: the module cannot list; ``objects`` says nothing."""
+    """The cluster's tagged objects. ``supported=False``: the module cannot list; ``objects`` says nothing.
+
+    ``images``: the cluster's tagged images (a root without the ``tagged_images`` output lists none).
+    """
 
     supported: bool
     objects: list[CloudObject] = field(default_factory=list, hash=False)
+    images: list[BakedImage] = field(default_factory=list, hash=False)
 
     def by_id(self) -> dict[str, CloudObject]:
         """The objects keyed by cloud id."""
@@ -218,14 +225,61 @@ def listing_from_plan(document: Mapping[str, Any], labels: LabelMap) -> Listing:
     if not isinstance(supported, bool):
         raise TerraformError(f"output tagged_supported: {supported!r} is not true or false")
     if not supported:
-        return Listing(supported=False)
+        # The images are listed on their own (a module may list images and not instances).
+        return Listing(supported=False, images=images_from(outputs, labels))
     tagged = _output(outputs, "tagged")
     if not isinstance(tagged, Mapping):
         raise TerraformError("output tagged: not a map of cloud id to object")
     if len(tagged) > MAX_OBJECTS:
         raise TerraformError(f"output tagged: {len(tagged)} objects, more than {MAX_OBJECTS}")
     objects = [_cloud_object(key, value, labels) for key, value in tagged.items()]
-    return Listing(supported=True, objects=sorted(objects, key=lambda o: (o.launch_time, o.id)))
+    return Listing(
+        supported=True,
+        objects=sorted(objects, key=lambda o: (o.launch_time, o.id)),
+        images=images_from(outputs, labels),
+    )
+
+
+def images_from(outputs: Mapping[str, Any], labels: LabelMap) -> list[BakedImage]:
+    """The ``tagged_images`` output of a root's outputs (none when the root has no such output),
+    oldest first; checked like the instance listing (untrusted)."""
+    item = outputs.get("tagged_images")
+    if not isinstance(item, Mapping) or "value" not in item:
+        return []
+    tagged = item["value"] or {}
+    if not isinstance(tagged, Mapping) or len(tagged) > MAX_OBJECTS:
+        raise TerraformError(f"output tagged_images: not a map of at most {MAX_OBJECTS} image ids to objects")
+    images = [_image(key, value, labels) for key, value in tagged.items()]
+    return sorted(images, key=lambda i: (i.created, i.id))
+
+
+def _image(key: object, value: object, labels: LabelMap) -> BakedImage:
+    where = f"output tagged_images[{str(key)[:MAX_ID]!r}]"
+    if not isinstance(value, Mapping):
+        raise TerraformError(f"{where}: not an object")
+    image_id = _text(value.get("id"), f"{where}.id", MAX_ID, empty=False)
+    if image_id != key:
+        raise TerraformError(f"{where}: keyed by another id than its own ({image_id!r})")
+    return BakedImage(
+        id=image_id,
+        name=_text(value.get("name"), f"{where}.name", MAX_TEXT),
+        created=_text(value.get("created_at"), f"{where}.created_at", MAX_TEXT),
+        state=_text(value.get("state"), f"{where}.state", MAX_TEXT),
+        tags=_tags(value, where, labels),
+    )
+
+
+def _tags(value: Mapping[str, Any], where: str, labels: LabelMap) -> dict[str, str]:
+    """The ``tags`` of a listed object: a map of at most ``MAX_TAGS`` strings, read back through ``labels``."""
+    tags = value.get("tags") or {}
+    if not isinstance(tags, Mapping) or len(tags) > MAX_TAGS:
+        raise TerraformError(f"{where}.tags: not a map of at most {MAX_TAGS} strings")
+    return labels.from_labels(
+        {
+            _text(k, f"{where}.tags key", MAX_TEXT): _text(v, f"{where}.tags[{str(k)[:64]!r}]", MAX_TEXT)
+            for k, v in tags.items()
+        }
+    )
 
 
 def _output(outputs: Mapping[str, Any], name: str) -> Any:
@@ -242,20 +296,12 @@ def _cloud_object(key: object, value: object, labels: LabelMap) -> CloudObject:
     object_id = _text(value.get("id"), f"{where}.id", MAX_ID, empty=False)
     if object_id != key:
         raise TerraformError(f"{where}: keyed by another id than its own ({object_id!r})")
-    tags = value.get("tags") or {}
-    if not isinstance(tags, Mapping) or len(tags) > MAX_TAGS:
-        raise TerraformError(f"{where}.tags: not a map of at most {MAX_TAGS} strings")
     return CloudObject(
         id=object_id,
         name=_text(value.get("name"), f"{where}.name", MAX_TEXT),
         # An address that is not one (model.hostnames) matches no host: "" as if unaddressed.
         address=_address(_text(value.get("address"), f"{where}.address", MAX_TEXT)),
-        tags=labels.from_labels(
-            {
-                _text(k, f"{where}.tags key", MAX_TEXT): _text(v, f"{where}.tags[{str(k)[:64]!r}]", MAX_TEXT)
-                for k, v in tags.items()
-            }
-        ),
+        tags=_tags(value, where, labels),
         state=_text(value.get("state"), f"{where}.state", MAX_TEXT),
         # Not every module can tell why an object stopped (only xcesim does today): "" then.
         state_reason=_text(value.get("state_reason"), f"{where}.state_reason", MAX_TEXT),

@@ -30,6 +30,7 @@ from pydantic import ValidationError
 
 from orchestrator import durable
 from orchestrator.errors import FinalError
+from orchestrator.model.images import ImageSpec
 from orchestrator.model.instances import InstanceSpec
 from orchestrator.model.labels import AS_IS, LabelMap
 from orchestrator.workspace.documents import DESIRED, Document, json_body, local_document
@@ -83,6 +84,22 @@ class DesiredSet:
         except (OSError, ValueError, AttributeError, ValidationError) as exc:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise FinalError(f"{self.record}: unreadable desired set: {first}") from None
+
+    def images(self) -> dict[str, ImageSpec]:
+        """The desired baked images keyed by image key (only shard 0 holds any; docs/images.md)."""
+        raw = self.record.read()
+        try:
+            if raw is None:
+                return {}
+            images = durable.parse_json(raw).get("images") or {}
+            specs = {str(key): ImageSpec.model_validate(value) for key, value in images.items()}
+            if self.labels.identity:
+                return specs
+            back = self.labels.from_labels
+            return {key: spec.model_copy(update={"tags": back(spec.tags)}) for key, spec in specs.items()}
+        except (OSError, ValueError, AttributeError, ValidationError) as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise FinalError(f"{self.record}: unreadable images of the desired set: {first}") from None
 
     def exists(self) -> bool:
         """Whether a desired set was ever written (an empty one counts)."""

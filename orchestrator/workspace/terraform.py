@@ -111,3 +111,17 @@ def instances_output(outputs: dict[str, Any], labels: LabelMap) -> dict[str, dic
             if isinstance(inst.get("tags"), dict):
                 inst["tags"] = labels.from_labels({str(k): str(v) for k, v in inst["tags"].items()})
     return found
+    return {str(k): checked_instance(v) for k, v in value.items() if isinstance(v, dict)}
+
+
+def images_output(outputs: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """The ``images`` output of a provider root (image key → {id, name, instance_id, created_at});
+    none when the root has no such output (docs/images.md)."""
+    value = outputs.get("images") or {}
+    if not isinstance(value, dict):
+        return {}
+    return {
+        str(k): {f: str(v.get(f) or "") for f in ("id", "name", "instance_id", "created_at")}
+        for k, v in value.items()
+        if isinstance(v, dict)
+    }

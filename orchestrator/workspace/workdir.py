@@ -35,6 +35,7 @@ from orchestrator.clients.terraform.providers import LOCK_FILE
 from orchestrator.errors import ConfigError
 from orchestrator.model import tags as owner
 from orchestrator.model.config import Config
+from orchestrator.model.images import ImageSpec
 from orchestrator.model.instances import InstanceSpec
 from orchestrator.model.labels import LabelError, LabelMap
 from orchestrator.model.modules import ProviderModule, label_refusal, provider_module
@@ -217,8 +218,18 @@ class ProviderWorkdir:
             if stage.exists():
                 shutil.rmtree(stage, ignore_errors=True)
 
-    def variables(self, instances: Mapping[str, InstanceSpec], settings: Mapping[str, Any]) -> dict[str, Any]:
+    def variables(
+        self,
+        instances: Mapping[str, InstanceSpec],
+        settings: Mapping[str, Any],
+        images: Mapping[str, ImageSpec] | None = None,
+    ) -> dict[str, Any]:
         """The complete Terraform variables document for a desired set, tags as the cloud's labels.
+
+        ``images``: the baked images the set keeps (docs/images.md); None keeps those of the
+        current desired set, so that no op on the instances ever plans an image's deletion.
+        Only shard 0 holds images; the key is left out when there are none (the modules default
+        it to none, so a desired set from before images existed plans as it did).
 
         A tag the labels cannot carry was refused where the instance was rendered; one met here
         (a desired set written under another map) is refused the same way, naming the provider.
@@ -226,11 +237,18 @@ class ProviderWorkdir:
         labels = self.labels
         entries = {key: spec.terraform_value() for key, spec in sorted(instances.items())}
         common = self.common_tags()
+        kept = self.desired.images() if images is None and self.index == 0 else (images or {})
+        image_entries = {key: spec.terraform_value() for key, spec in sorted(kept.items())}
         if not labels.identity:
             common = self._labelled("common_tags", common)
             for key, entry in entries.items():
                 entry["tags"] = self._labelled(f"instance {key}", entry["tags"])
-        return {"instances": entries, "common_tags": common, "settings": dict(settings)}
+            for key, entry in image_entries.items():
+                entry["tags"] = self._labelled(f"image {key}", entry["tags"])
+        document: dict[str, Any] = {"instances": entries, "common_tags": common, "settings": dict(settings)}
+        if image_entries:
+            document["images"] = image_entries
+        return document
 
     def _labelled(self, where: str, tags: Mapping[str, str]) -> dict[str, str]:
         try:

@@ -32,7 +32,8 @@ This package is the executor's public face: callers import from here only (the n
 another): ``parts`` (:class:`OpParts`: the configuration, clients and hooks every collaborator
 is handed), ``shardset`` (the shards of each provider, the parallel runner), ``tfsteps``
 (Terraform on one shard), ``losspath`` (the host-loss path), ``create`` and ``returnop`` (the
-two ops), ``unmanaged`` (terminating an object no state holds); the recorder (gate, facts,
+two ops), ``bake`` (a baked image: a builder created, baked, imaged and returned; an image
+deleted; docs/images.md), ``unmanaged`` (terminating an object no state holds); the recorder (gate, facts,
 audit entries) is :mod:`orchestrator.ops.recorder`. :class:`Executor` builds them and offers
 the operations; a caller that needs one step of its own (``ops resume``, the orphan scan)
 reaches the collaborator that owns it (``executor.terraform``, ``executor.shardset``,
@@ -49,8 +50,10 @@ from typing import Unpack
 
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.model.config import Config
+from orchestrator.model.images import BakedImage, BuiltFrom
 from orchestrator.model.progress import ProgressSink
 from orchestrator.ops.drain import Decommission
+from orchestrator.ops.executor.bake import BakeOp, BakeResult, BakeRun, DeleteResult
 from orchestrator.ops.executor.create import CreateOp, ShardWork
 from orchestrator.ops.executor.losspath import LossPath
 from orchestrator.ops.executor.parts import Bootstrap, LossFactory, OpParts, op_scope, shard_index
@@ -94,6 +97,7 @@ class Executor:
         self.losspath = LossPath(self.parts)
         self.creates = CreateOp(self.parts, self.shardset, self.terraform, self.losspath)
         self.returns = ReturnOp(self.parts, self.shardset, self.terraform, self.losspath)
+        self.bakes = BakeOp(self.parts, self.shardset, self.terraform, self.creates, self.returns)
         self.unmanaged = UnmanagedTermination(self.parts, self.shardset, self.terraform, self.creates, self.returns)
 
     # -- the operations --------------------------------------------------------------------------
@@ -109,6 +113,14 @@ class Executor:
     def return_instances(self, provider: str, keys: Sequence[str], **options: Unpack[ReturnOptions]) -> ReturnResult:
         """Return the instances ``keys`` of ``provider`` as one op (:meth:`ReturnOp.return_instances`)."""
         return self.returns.return_instances(provider, keys, **options)
+
+    def bake(self, provider: str, template: str, op_id: str, built: BuiltFrom, run: BakeRun) -> BakeResult:
+        """Bake an image of ``template`` on ``provider`` as one op (:meth:`BakeOp.bake`)."""
+        return self.bakes.bake(provider, template, op_id, built, run)
+
+    def delete_image(self, provider: str, image: BakedImage, op_id: str, dry_run: bool = False) -> DeleteResult:
+        """Delete a baked image of this cluster as one op (:meth:`BakeOp.delete_image`)."""
+        return self.bakes.delete_image(provider, image, op_id, dry_run)
 
     def retire(self, provider: str, shard: int, lost: Sequence[LostInstance], op_id: str) -> None:
         """Instances judged lost by another reader (the orphan scan) retired through the host-loss
@@ -186,10 +198,14 @@ class Executor:
 
 
 __all__ = [
+    "BakeOp",
+    "BakeResult",
+    "BakeRun",
     "Bootstrap",
     "CreateOp",
     "CreateResult",
     "Created",
+    "DeleteResult",
     "Executor",
     "LossFactory",
     "LossPath",

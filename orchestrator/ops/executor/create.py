@@ -19,6 +19,7 @@ from orchestrator.ops.executor.results import Created, CreateResult
 from orchestrator.ops.executor.shardset import ShardSet
 from orchestrator.ops.executor.tfsteps import TerraformSteps
 from orchestrator.ops.fence import epoch_tag
+from orchestrator.ops.images import resolve_baked
 from orchestrator.ops.plancheck import check_create
 from orchestrator.ops.refusal import refusals
 from orchestrator.ops.steps import desired_variables, render_instances
@@ -46,11 +47,18 @@ class CreateOp:
         self.terraform = terraform
         self.losspath = losspath
 
-    def render(self, provider: str, template: str, count: int, op_id: str, epoch: Epoch) -> dict[str, InstanceSpec]:
+    def render(
+        self, provider: str, template: str, count: int, op_id: str, epoch: Epoch, *, resolve: bool = True
+    ) -> dict[str, InstanceSpec]:
         """The op's instances, tagged with its op id and the real epoch (the shared step the plan
         preview renders with, :func:`orchestrator.ops.steps.render_instances`)."""
         request = RenderRequest(provider, template, op_id, count, epoch=epoch_tag(epoch))
-        return render_instances(self.parts.config, self.parts.root, request)
+        # ``bake:newest`` becomes the newest bake's id first (docs/images.md); ``resolve`` False
+        # for a caller holding shard 0's lock whose image is never launched (an import).
+        config = self.parts.config
+        if resolve:
+            config = resolve_baked(config, self.parts.engine, self.shardset.workdir(provider), template)
+        return render_instances(config, self.parts.root, request)
 
     def create(self, provider: str, template: str, count: int, op_id: str | None = None) -> CreateResult:
         """Create ``count`` hosts of ``template`` on ``provider`` as one op (see the module docstring)."""

@@ -10,6 +10,7 @@ from typing import Any
 from orchestrator.clients.terraform.backend import ERRORED_STATE
 from orchestrator.clients.terraform.messages import ApplyResult, PlanResult
 from orchestrator.errors import FinalError, LeaseLost, StoreLost
+from orchestrator.model.images import ImageSpec
 from orchestrator.model.instances import InstanceSpec
 from orchestrator.model.progress import PlanDone, no_progress, reported_phase
 from orchestrator.ops.executor.parts import OpParts, op_scope, shard_index
@@ -107,13 +108,18 @@ class TerraformSteps:
 
     @contextlib.contextmanager
     def planned(
-        self, workdir: ProviderWorkdir, instances: Mapping[str, InstanceSpec], scope: str = ""
+        self,
+        workdir: ProviderWorkdir,
+        instances: Mapping[str, InstanceSpec],
+        scope: str = "",
+        images: Mapping[str, ImageSpec] | None = None,
     ) -> Iterator[tuple[PlanResult, Path, dict[str, Any]]]:
         """A saved plan of ``instances`` as the whole desired set: (result, plan file, variables).
 
         The plan is the shared step (:func:`orchestrator.ops.steps.plan_desired`, which the plan
         preview runs too), reported as one unit of the ``plan`` phase of ``scope``, with the root
         variable ``fence`` of this op (:meth:`plan_fence`), which is not part of the desired set.
+        ``images``: the baked images planned (None: the current ones, unchanged).
         """
         report = self.parts.progress or no_progress
         fence = self.plan_fence(workdir.provider)
@@ -130,6 +136,7 @@ class TerraformSteps:
                     out=plan_file,
                     fence=fence,
                     scratch=scratch,
+                    images=images,
                 )
                 summary = plan.result.summary
                 report(PlanDone(scope, summary.add, summary.change, summary.remove))

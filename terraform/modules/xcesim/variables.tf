@@ -70,6 +70,39 @@ variable "instances" {
   }
 }
 
+variable "images" {
+  description = <<-EOT
+    Images this provider should keep, keyed by image key (<op_id>-image): each made once from
+    the builder instance instance_id (a baked image, `xceprov image bake`, docs/images.md) and
+    never remade (what it was made from is frozen). name is the image's name; tags are its own
+    tags (owner tags xce:op_id, xce:epoch, xce:template, xce:kind=image and the built-from
+    records), merged over common_tags. Only shard 0 of a provider holds images.
+  EOT
+  type = map(object({
+    name        = string
+    instance_id = string
+    tags        = map(string)
+  }))
+  # Defaulted, unlike the other contract variables: a desired set written before images existed
+  # (or any shard but shard 0) holds none, and must plan exactly as before.
+  default = {}
+
+  validation {
+    condition     = alltrue([for k, i in var.images : startswith(k, "${lookup(i.tags, "xce:op_id", "")}-") && lookup(i.tags, "xce:op_id", "") != ""])
+    error_message = "Every image key must be <op_id>-image, where op_id is the image's non-empty xce:op_id tag."
+  }
+
+  validation {
+    condition     = alltrue([for k, i in var.images : lookup(i.tags, "xce:kind", "") == "image" && lookup(i.tags, "xce:template", "") != ""])
+    error_message = "Every image's tags must carry xce:kind=image and a non-empty xce:template."
+  }
+
+  validation {
+    condition     = alltrue([for k, i in var.images : trimspace(i.name) != "" && i.instance_id != ""])
+    error_message = "Every image needs a non-empty name and the id of the instance it is made from."
+  }
+}
+
 variable "common_tags" {
   description = <<-EOT
     Tags every object this module creates carries: the owner tags xce:cluster and xce:provider

@@ -302,7 +302,7 @@ def test_a_new_module_gets_the_contract_and_its_root_the_rest(
     assert variables == contract
     loaded, diagnostics = TerraformConfig.load_config_dir(str(root))
     assert not diagnostics
-    assert sorted(loaded["Variables"]) == ["common_tags", "fence", "instances", "settings"]
+    assert sorted(loaded["Variables"]) == ["common_tags", "fence", "images", "instances", "settings"]
     assert sorted(loaded["Outputs"]) == ["instances"]
     assert loaded["Outputs"]["instances"]["Description"] == "All."
 
