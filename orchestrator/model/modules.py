@@ -79,7 +79,8 @@ class ProviderModule:
     checked in :class:`FailureClass` order; ``tag_keys``: owner tag key → the cloud's label key
     (identity where the cloud takes ``xce:`` keys); ``tag_chars``: one character class every
     label key and value must match; ``default_settings``: settings the module gets unless the
-    site sets them.
+    site sets them; ``power_state``: whether the module stops and starts an instance in place
+    from its ``power_state`` input (what a warm pool needs, docs/configuration.md).
     """
 
     name: str
@@ -89,6 +90,7 @@ class ProviderModule:
     tag_keys: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     tag_chars: str = ANY_TAG_TEXT
     default_settings: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    power_state: bool = False
 
     def __post_init__(self) -> None:
         if not self.instance_types:
@@ -205,6 +207,8 @@ MODULES: dict[str, ProviderModule] = {
         # The simulated cloud's store lives in the simulated world's state directory, which only
         # the orchestrator knows.
         default_settings=MappingProxyType({"store": "{{ sim_state_dir }}/cloud.sqlite"}),
+        # xcesim_instance.power_state: stopped and started in place (the warm pool).
+        power_state=True,
     ),
     "aws": ProviderModule(name="aws", instance_types=("aws_instance",), error_rules=EC2_RULES + TERRAFORM_RULES),
     "openstack": ProviderModule(

@@ -21,6 +21,9 @@ PROTECT: Final = "xce:protect"
 # Present only when the provider sets ``max_lifetime``; like the owner tags, no site template can
 # drop it.
 MAX_LIFETIME: Final = "xce:max_lifetime"
+# ``warm`` while the instance waits stopped in its template's warm pool (orchestrator/model/pool.py);
+# removed when demand takes it.
+POOL: Final = "xce:pool"
 
 OWNER_TAGS: Final = (CLUSTER, PROVIDER, OP_ID, EPOCH, TEMPLATE)
 

@@ -13,6 +13,7 @@ from orchestrator.model import tags as owner
 from orchestrator.model.facts import Epoch, Fact, FactKind
 from orchestrator.model.hostnames import ADDRESS_REFUSED
 from orchestrator.model.instances import InstanceSpec, new_op_id
+from orchestrator.model.pool import FILL_DETAIL, in_pool, pooled
 from orchestrator.ops.executor.losspath import LossPath
 from orchestrator.ops.executor.parts import OpParts, op_scope, shard_index
 from orchestrator.ops.executor.results import Created, CreateResult
@@ -46,14 +47,21 @@ class CreateOp:
         self.terraform = terraform
         self.losspath = losspath
 
-    def render(self, provider: str, template: str, count: int, op_id: str, epoch: Epoch) -> dict[str, InstanceSpec]:
+    def render(
+        self, provider: str, template: str, count: int, op_id: str, epoch: Epoch, pool: bool = False
+    ) -> dict[str, InstanceSpec]:
         """The op's instances, tagged with its op id and the real epoch (the shared step the plan
-        preview renders with, :func:`orchestrator.ops.steps.render_instances`)."""
+        preview renders with, :func:`orchestrator.ops.steps.render_instances`); ``pool``: as
+        warm-pool instances (launched stopped, tagged ``xce:pool=warm``)."""
         request = RenderRequest(provider, template, op_id, count, epoch=epoch_tag(epoch))
-        return render_instances(self.parts.config, self.parts.root, request)
+        specs = render_instances(self.parts.config, self.parts.root, request)
+        return {k: pooled(v) for k, v in specs.items()} if pool else specs
 
-    def create(self, provider: str, template: str, count: int, op_id: str | None = None) -> CreateResult:
-        """Create ``count`` hosts of ``template`` on ``provider`` as one op (see the module docstring)."""
+    def create(
+        self, provider: str, template: str, count: int, op_id: str | None = None, *, pool: bool = False
+    ) -> CreateResult:
+        """Create ``count`` hosts of ``template`` on ``provider`` as one op (see the module docstring);
+        ``pool``: into the template's warm pool (stopped, no ``expectedHost``, no bootstrap)."""
         if count <= 0:
             raise UsageError(f"count must be at least 1, not {count}")
         op_id = op_id or new_op_id()
@@ -64,7 +72,7 @@ class CreateOp:
         with refusals(self.parts.config.providers[provider].module):
             self.shardset.workdir(provider)
             with shards.placement_lock():
-                work = self.intend(provider, template, count, op_id)
+                work = self.intend(provider, template, count, op_id, FILL_DETAIL if pool else "")
                 created = self.grow_shards(provider, op_id, template, work)
         return self.finish_create(provider, op_id, template, created)
 
@@ -72,9 +80,10 @@ class CreateOp:
         self, provider: str, template: str, count: int, op_id: str, detail: str = ""
     ) -> dict[ProviderWorkdir, ShardWork]:
         """The op's instances rendered and placed on shards, and its ``requestIntent`` committed
-        (``detail`` on the fact); the placement lock is held. What each shard grows by."""
+        (``detail`` on the fact; :data:`~orchestrator.model.pool.FILL_DETAIL` renders pool
+        instances); the placement lock is held. What each shard grows by."""
         epoch = self.parts.recorder.gate(provider, op_id, "intent")
-        specs = self.render(provider, template, count, op_id, epoch)
+        specs = self.render(provider, template, count, op_id, epoch, pool=detail == FILL_DETAIL)
         placement = self.shardset.shards(provider).place(op_id, sorted(specs))
         # New shards are built and initialised side by side; a missing desired set refuses
         # the op before its intent.
@@ -208,7 +217,11 @@ class CreateOp:
         applied: Mapping[str, Any] | None = None,
     ) -> list[Created]:
         """``instanceCreated`` and ``expectedHost`` for every key Terraform now holds (``applied``:
-        the outputs of the apply just made, see :meth:`TerraformSteps.state_instances`)."""
+        the outputs of the apply just made, see :meth:`TerraformSteps.state_instances`).
+
+        A warm-pool instance (its state's tags say ``xce:pool=warm``, so a resume reads the same)
+        gets ``instanceCreated`` only: it is not expected to join while stopped, so no join
+        deadline runs for it; the start op that takes it commits its ``expectedHost``."""
         held = self.terraform.state_instances(workdir, applied)
         missing = [k for k in keys if k not in held]
         if missing:
@@ -238,6 +251,7 @@ class CreateOp:
                 str(inst.get("address") or ""),
                 str((inst.get("tags") or {}).get(owner.TEMPLATE, template)),
                 self.parts.clock() + deadline_after,
+                pool=in_pool(inst.get("tags")),
             )
             common: dict[str, Any] = {
                 "instance_key": key,
@@ -247,9 +261,10 @@ class CreateOp:
                 "address": item.address,
             }
             facts.append(Fact(FactKind.INSTANCE_CREATED, provider, op_id, epoch, **common))
-            facts.append(
-                Fact(FactKind.EXPECTED_HOST, provider, op_id, epoch, join_deadline=item.join_deadline, **common)
-            )
+            if not item.pool:
+                facts.append(
+                    Fact(FactKind.EXPECTED_HOST, provider, op_id, epoch, join_deadline=item.join_deadline, **common)
+                )
             created.append(item)
         self.parts.recorder.commit_many(facts)
         return created
@@ -272,7 +287,8 @@ class CreateOp:
             template=template,
             instances={c.key: c.instance_id for c in created},
         )
-        if self.parts.bootstrap is not None and created:
-            result.bootstrap = dict(self.parts.bootstrap(provider, created))
+        hosts = [c for c in created if not c.pool]  # pool instances are bootstrapped once started
+        if self.parts.bootstrap is not None and hosts:
+            result.bootstrap = dict(self.parts.bootstrap(provider, hosts))
             self.parts.recorder.audit("op-bootstrap", provider=provider, op=op_id, hosts=result.bootstrap)
         return result

@@ -33,7 +33,7 @@ CONTRACT_OUTPUTS = ("instances", "tagged", "tagged_supported")
 INSTANCES_TYPE = (
     "map(object({name=string,template=string,flavor=string,image=string,tags=map(string),"
     "user_data=string,disk_gb=optional(number),network=optional(string),"
-    "extra=optional(map(string),{})}))"
+    "extra=optional(map(string),{}),power_state=optional(string)}))"
 )
 
 # Every resource type a module may create, with the attributes that must carry the owner tags.
@@ -369,11 +369,12 @@ def test_root_loads_with_the_bundled_engine(name: str) -> None:
                 "image": "string",
                 "name": "string",
                 "network": "string",
+                "power_state": "string",
                 "tags": ["map", "string"],
                 "template": "string",
                 "user_data": "string",
             },
-            ["disk_gb", "extra", "network"],
+            ["disk_gb", "extra", "network", "power_state"],
         ],
     ]
 
