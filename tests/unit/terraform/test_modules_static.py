@@ -284,6 +284,15 @@ def test_one_instance_per_key_with_the_key_as_token_where_possible(name: str) ->
     assert len(body["lifecycle"][0]["precondition"]) >= 1
 
 
+@pytest.mark.parametrize("name", MODULES)
+def test_a_module_keeps_a_warm_pool_only_if_its_instances_take_power_state(name: str) -> None:
+    # The registry's power_state (what lets a site configure warm_pool) must be what the module
+    # does: its instance resource gets the entry's power_state, else a pool would run.
+    body = typed(parse_dir(module_dir(name))["resource"])[(INSTANCE_RESOURCE[name], "this")]
+    assert REGISTRY[name].power_state == (body.get("power_state") == "${each.value.power_state}")
+    assert "power_state" not in body["lifecycle"][0]["ignore_changes"]
+
+
 @pytest.mark.parametrize("name", sorted(TAGGED_LISTING))
 def test_tagged_listing_filters_on_the_cluster_tag(name: str) -> None:
     data = typed(parse_dir(module_dir(name))["data"])
