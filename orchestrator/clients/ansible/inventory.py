@@ -203,6 +203,8 @@ def records_from_tfstate(state: Mapping[str, Any], provider: str | None = None) 
         if not inst.get("address") and not inst.get(ADDRESS_REFUSED):
             continue  # not yet addressed: nothing to bootstrap
         inst_tags = inst.get("tags") or {}
+        if inst_tags.get(tags.POOL) == "warm":
+            continue  # stopped in a warm pool: nothing to reach until a start takes it
         port = inst.get("port")
         records.append(
             InstanceRecord(

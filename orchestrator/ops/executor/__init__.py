@@ -96,7 +96,7 @@ class Executor:
         self.losspath = LossPath(self.parts)
         self.creates = CreateOp(self.parts, self.shardset, self.terraform, self.losspath)
         self.returns = ReturnOp(self.parts, self.shardset, self.terraform, self.losspath)
-        self.starts = StartOp(self.parts, self.shardset, self.terraform, self.losspath, self.returns)
+        self.starts = StartOp(self.parts, self.shardset, self.terraform, self.losspath, (self.creates, self.returns))
         self.unmanaged = UnmanagedTermination(self.parts, self.shardset, self.terraform, self.creates, self.returns)
 
     # -- the operations --------------------------------------------------------------------------

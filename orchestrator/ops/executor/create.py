@@ -277,11 +277,14 @@ class CreateOp:
         created = self.grow_shards(provider, op_id, template, work) if work else []
         return self.finish_create(provider, op_id, template, created)
 
-    def finish_create(self, provider: str, op_id: str, template: str, created: list[Created]) -> CreateResult:
-        """Bootstrap (when wired) and the op's closing audit entry."""
+    def finish_create(
+        self, provider: str, op_id: str, template: str, created: list[Created], closing: str = "op-created"
+    ) -> CreateResult:
+        """Bootstrap (when wired) and the op's closing audit entry (``closing``: a warm-pool start
+        closes with ``op-started`` and its hosts take this very step, as new ones do)."""
         result = CreateResult(op_id, provider, template, created)
         self.parts.recorder.audit(
-            "op-created",
+            closing,
             provider=provider,
             op=op_id,
             template=template,

@@ -23,6 +23,7 @@ from orchestrator.model.facts import Fact, FactKind
 from orchestrator.model.hostnames import ADDRESS_REFUSED
 from orchestrator.model.instances import InstanceSpec, new_op_id
 from orchestrator.model.pool import MAX_START_KEYS, start_detail, started
+from orchestrator.ops.executor.create import CreateOp
 from orchestrator.ops.executor.losspath import LossPath
 from orchestrator.ops.executor.parts import OpParts, op_scope, shard_index
 from orchestrator.ops.executor.results import Created, CreateResult
@@ -38,13 +39,18 @@ class StartOp:
     """Starts warm-pool instances of a provider as one op (see the module docstring)."""
 
     def __init__(
-        self, parts: OpParts, shardset: ShardSet, terraform: TerraformSteps, losspath: LossPath, returns: ReturnOp
+        self,
+        parts: OpParts,
+        shardset: ShardSet,
+        terraform: TerraformSteps,
+        losspath: LossPath,
+        ops: tuple[CreateOp, ReturnOp],
     ) -> None:
         self.parts = parts
         self.shardset = shardset
         self.terraform = terraform
         self.losspath = losspath
-        self.returns = returns
+        self.creates, self.returns = ops
 
     def start(self, provider: str, template: str, keys: Sequence[str], op_id: str | None = None) -> CreateResult:
         """Start the pool instances ``keys`` of ``template`` on ``provider`` as one op."""
@@ -75,19 +81,8 @@ class StartOp:
 
         made = self.shardset.run_shards(sorted(groups.items(), key=lambda kv: shard_index(kv[0])), one)
         created = sorted((c for part in made for c in part), key=lambda c: c.key)
-        result = CreateResult(op_id, provider, template, created)
-        self.parts.recorder.audit(
-            "op-started",
-            provider=provider,
-            op=op_id,
-            template=template,
-            instances={c.key: c.instance_id for c in created},
-        )
-        if self.parts.bootstrap is not None and created:
-            # The very step a new host goes through (the executor's bootstrap hook).
-            result.bootstrap = dict(self.parts.bootstrap(provider, created))
-            self.parts.recorder.audit("op-bootstrap", provider=provider, op=op_id, hosts=result.bootstrap)
-        return result
+        # The very step a new host goes through: the closing entry, then the bootstrap hook.
+        return self.creates.finish_create(provider, op_id, template, created, closing="op-started")
 
     def power_on(
         self, provider: str, shard: ProviderWorkdir, op_id: str, keys: Sequence[str]
