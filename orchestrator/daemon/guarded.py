@@ -204,7 +204,7 @@ class DaemonExecutor(Executor):
         op_id = op_id or new_op_id(self.clock())
         what = f"op {op_id} (start of {len(keys)} {template} from the warm pool on {provider})"
         fields = {"op_id": op_id, "provider": provider, "template": template}
-        with self._held(op_id, provider, OpKind.CREATE, what, fields) as did:
+        with self._held(op_id, provider, OpKind.START, what, fields) as did:
             result = super().start_pool(provider, template, keys, op_id)
             did.append(f"{len(result.created)} instances started")
             return result

@@ -53,6 +53,7 @@ class OpKind(StrEnum):
 
     CREATE = "create"
     RETURN = "return"
+    START = "start"  # warm-pool instances started (docs/daemon.md, "The warm pool")
 
 
 class OpOutcome(StrEnum):
