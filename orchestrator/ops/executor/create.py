@@ -238,36 +238,32 @@ class CreateOp:
         created: list[Created] = []
         facts: list[Fact] = []
         for key in keys:
-            inst = held[key]
-            if inst.get(ADDRESS_REFUSED):
-                # Recorded unaddressed; the bootstrap gives the host its failed result.
-                self.parts.recorder.audit(
-                    "address-refused", provider=provider, op=op_id, key=key, reason=inst[ADDRESS_REFUSED]
-                )
-            item = Created(
-                key,
-                str(inst.get("id", "")),
-                str(inst.get("name", "")),
-                str(inst.get("address") or ""),
-                str((inst.get("tags") or {}).get(owner.TEMPLATE, template)),
-                self.parts.clock() + deadline_after,
-                pool=in_pool(inst.get("tags")),
-            )
-            common: dict[str, Any] = {
-                "instance_key": key,
-                "instance_id": item.instance_id,
-                "template": item.template,
-                "host_name": item.name,
-                "address": item.address,
-            }
-            facts.append(Fact(FactKind.INSTANCE_CREATED, provider, op_id, epoch, **common))
+            item = self.held_host(provider, op_id, key, held[key], template, self.parts.clock() + deadline_after)
+            facts.append(Fact(FactKind.INSTANCE_CREATED, provider, op_id, epoch, **host_fields(item)))
             if not item.pool:
-                facts.append(
-                    Fact(FactKind.EXPECTED_HOST, provider, op_id, epoch, join_deadline=item.join_deadline, **common)
-                )
+                facts.append(expected_host(provider, op_id, epoch, item))
             created.append(item)
         self.parts.recorder.commit_many(facts)
         return created
+
+    def held_host(
+        self, provider: str, op_id: str, key: str, inst: Mapping[str, Any], template: str, deadline: float
+    ) -> Created:
+        """What the state holds of ``key`` as a host with join deadline ``deadline`` (a refused
+        address audited: recorded unaddressed, the bootstrap gives the host its failed result)."""
+        if inst.get(ADDRESS_REFUSED):
+            self.parts.recorder.audit(
+                "address-refused", provider=provider, op=op_id, key=key, reason=inst[ADDRESS_REFUSED]
+            )
+        return Created(
+            key,
+            str(inst.get("id", "")),
+            str(inst.get("name", "")),
+            str(inst.get("address") or ""),
+            str((inst.get("tags") or {}).get(owner.TEMPLATE, template)),
+            deadline,
+            pool=in_pool(inst.get("tags")),
+        )
 
     def complete(
         self, provider: str, op_id: str, template: str, work: Mapping[ProviderWorkdir, ShardWork]
@@ -295,3 +291,19 @@ class CreateOp:
             result.bootstrap = dict(self.parts.bootstrap(provider, hosts))
             self.parts.recorder.audit("op-bootstrap", provider=provider, op=op_id, hosts=result.bootstrap)
         return result
+
+
+def host_fields(item: Created) -> dict[str, Any]:
+    """The fields an instance's facts carry about it."""
+    return {
+        "instance_key": item.key,
+        "instance_id": item.instance_id,
+        "template": item.template,
+        "host_name": item.name,
+        "address": item.address,
+    }
+
+
+def expected_host(provider: str, op_id: str, epoch: Epoch, item: Created) -> Fact:
+    """The ``expectedHost`` fact of ``item`` (of op ``op_id``: a create, or a warm-pool start)."""
+    return Fact(FactKind.EXPECTED_HOST, provider, op_id, epoch, join_deadline=item.join_deadline, **host_fields(item))

@@ -18,12 +18,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from orchestrator.errors import FinalError, UsageError
-from orchestrator.model import tags as owner
 from orchestrator.model.facts import Fact, FactKind
-from orchestrator.model.hostnames import ADDRESS_REFUSED
 from orchestrator.model.instances import InstanceSpec, new_op_id
 from orchestrator.model.pool import MAX_START_KEYS, start_detail, started
-from orchestrator.ops.executor.create import CreateOp
+from orchestrator.ops.executor.create import CreateOp, expected_host
 from orchestrator.ops.executor.losspath import LossPath
 from orchestrator.ops.executor.parts import OpParts, op_scope, shard_index
 from orchestrator.ops.executor.results import Created, CreateResult
@@ -153,39 +151,7 @@ class StartOp:
             raise FinalError(f"op {op_id}: Terraform holds no instance for {', '.join(missing)}; the op stays open")
         deadline = self.parts.clock() + float(self.parts.config.providers[provider].join_deadline)
         epoch = self.parts.recorder.gate(provider, op_id, "instance facts")
-        created: list[Created] = []
-        for key in keys:
-            inst = held[key]
-            if inst.get(ADDRESS_REFUSED):
-                self.parts.recorder.audit(
-                    "address-refused", provider=provider, op=op_id, key=key, reason=inst[ADDRESS_REFUSED]
-                )
-            tags = inst.get("tags") or {}
-            created.append(
-                Created(
-                    key,
-                    str(inst.get("id", "")),
-                    str(inst.get("name", "")),
-                    str(inst.get("address") or ""),
-                    str(tags.get(owner.TEMPLATE, template)),
-                    deadline,
-                )
-            )
-        self.parts.recorder.commit_many(
-            [
-                Fact(
-                    FactKind.EXPECTED_HOST,
-                    provider,
-                    op_id,
-                    epoch,
-                    instance_key=c.key,
-                    instance_id=c.instance_id,
-                    template=c.template,
-                    host_name=c.name,
-                    address=c.address,
-                    join_deadline=c.join_deadline,
-                )
-                for c in created
-            ]
-        )
+        # A started instance's state no longer carries the pool tag: a host like a new one.
+        created = [self.creates.held_host(provider, op_id, k, held[k], template, deadline) for k in keys]
+        self.parts.recorder.commit_many([expected_host(provider, op_id, epoch, c) for c in created])
         return created
