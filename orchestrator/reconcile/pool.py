@@ -4,8 +4,9 @@ Per template and provider, ``warm_pool`` instances are kept stopped (docs/daemon
 pool"). In the scale-out phase, in this order:
 
 1. **take** (:func:`takes`): each template's gap is first served from its pools, providers by
-   priority, oldest pool instance first. A provider the loop cannot ask (no lease, a failed op
-   awaiting its retry) or that :mod:`.health` passes over is skipped; an open breaker takes
+   priority, oldest pool instance first, in start ops of at most 50 keys. A provider the loop
+   cannot ask (no lease, a failed op awaiting its retry) or that :mod:`.health` passes over is
+   skipped; an open breaker takes
    nothing, a half-open one one instance; a start must fit the budgets (it adds the running
    price less the stopped price; ``max_instances`` counted the instance already). Only pool
    instances the cloud made (``instanceCreated``) are taken. No cooldown: a start is not a
@@ -87,11 +88,13 @@ def takes(config: Config, inputs: PolicyInputs) -> list[PoolTake]:
                 continue
             ready = [r.key for r in members(records, provider, name) if r.created is not None]
             fits = start_room(config, usage, provider, name)
-            count = min(wanted, len(ready), fits.fits, MAX_START_KEYS)
+            count = min(wanted, len(ready), fits.fits)
             if count <= 0:
                 continue
             evidence = {"gap": gap.evidence(), "pool": len(ready), "room": fits.evidence, "count": count}
-            out.append(PoolTake(provider, name, tuple(ready[:count]), evidence))
+            # One start op names at most MAX_START_KEYS keys (its intent's detail is bounded).
+            for at in range(0, count, MAX_START_KEYS):
+                out.append(PoolTake(provider, name, tuple(ready[at : min(count, at + MAX_START_KEYS)]), evidence))
             usage.start(config, provider, name, count)
             wanted -= count
     return out

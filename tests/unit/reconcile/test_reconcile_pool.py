@@ -111,3 +111,11 @@ def test_a_warm_pool_on_a_module_that_cannot_stop_instances_is_refused() -> None
     dear = SITE.replace("stopped_cost_per_hour: 0.25", "stopped_cost_per_hour: 2")
     with pytest.raises(ConfigError, match="stopped_cost_per_hour: 2 is more than cost_per_hour 1"):
         site(dear)
+
+
+def test_a_large_pool_is_taken_in_start_ops_of_at_most_50_keys(tmp_path: Path) -> None:
+    world = Pool(tmp_path, SITE.replace("max_instances: 6, budget_per_hour: 4.5", "max_instances: 200"))
+    pool = world.log.pool("op-fill", "sim", "cpu", 120)
+    chunks = takes(world.config, world.inputs(110))
+    assert [len(t.keys) for t in chunks] == [50, 50, 10]
+    assert [k for t in chunks for k in t.keys] == pool[:110]
