@@ -269,10 +269,12 @@ class TimedCreateOp(CreateOp):
 
     watch: Stopwatch
 
-    def render(self, provider: str, template: str, count: int, op_id: str, epoch: Epoch) -> dict[str, InstanceSpec]:
+    def render(
+        self, provider: str, template: str, count: int, op_id: str, epoch: Epoch, pool: bool = False
+    ) -> dict[str, InstanceSpec]:
         """Timed rendering of the op's instances."""
         with self.watch.part("rendering"):
-            return super().render(provider, template, count, op_id, epoch)
+            return super().render(provider, template, count, op_id, epoch, pool)
 
 
 class ProfiledExecutor(Executor):

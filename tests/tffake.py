@@ -9,10 +9,11 @@ recorded in ``calls`` so tests can assert what was (not) asked of Terraform.
 A cloud behind the state is modelled only as far as host loss needs it: :meth:`FakeEngine.vanish`
 deletes an instance behind Terraform's back, so every plan's refresh reports it as drift
 ``delete`` (a normal plan also plans its re-create while it is desired), as Terraform does; the
-next apply drops it from the state. ``listed`` is the tagged listing a ``show -json`` of a plan
-carries (none by default: ``tagged_supported`` false). Baked images (the ``images`` variable)
-are planned, applied and output beside the instances; the images of a state are its
-``tagged_images`` listing.
+next apply drops it from the state. A key whose desired ``tags`` or ``power_state`` differ from
+the state's is planned as an in-place ``update`` (a warm-pool start). ``listed`` is the tagged
+listing a ``show -json`` of a plan carries (none by default: ``tagged_supported`` false). Baked
+images (the ``images`` variable) are planned, applied and output beside the instances; the
+images of a state are its ``tagged_images`` listing.
 """
 
 from __future__ import annotations
@@ -148,11 +149,13 @@ class FakeEngine:
         current = self.state(workdir)
         present = self.present(workdir)
         wanted = {} if destroy else dict(variables.get("instances") or {})
+        held = current["instances"]
         changes = tuple(
             ResourceChange(ADDR.format(key=k), "module.instances", "xcesim_instance", "this", k, action)
             for k, action in sorted(
                 [(k, "create") for k in wanted if k not in present]
                 + [(k, "delete") for k in present if k not in wanted]
+                + [(k, "update") for k in wanted if k in present and _updated(held[k], wanted[k])]
             )
         )
         wanted_images = {} if destroy else dict(variables.get("images") or {})
@@ -173,13 +176,14 @@ class FakeEngine:
                 json.dumps({"serial": current["serial"], "variables": variables, "changes": [c.key for c in changes]})
             )
         adds = sum(c.action == "create" for c in changes)
+        updates = sum(c.action == "update" for c in changes)
         if not refresh_only:
             self.planned_creates.append((workdir, [str(c.key) for c in changes if c.action == "create"]))
         return PlanResult(
             changes=changes,
             drift=drift,
             diagnostics=(),
-            summary=Summary(add=adds, remove=len(changes) - adds),
+            summary=Summary(add=adds, change=updates, remove=len(changes) - adds - updates),
             has_changes=bool(changes or drift),
             plan_file=str(out) if out is not None else None,
         )
@@ -228,6 +232,9 @@ class FakeEngine:
             key: {"id": f"i-{key}", "name": spec["name"], "address": self.address_of(key), "tags": spec["tags"]}
             for key, spec in (saved["variables"].get("instances") or {}).items()
         }
+        for key, spec in (saved["variables"].get("instances") or {}).items():
+            if spec.get("power_state") is not None:
+                instances[key]["power_state"] = spec["power_state"]
         before = self.state(workdir)["instances"]
         held_images = self.state(workdir).get("images", {})
         images = {
@@ -300,6 +307,12 @@ class FakeEngine:
 
     def validate(self, workdir: Path) -> list[Diagnostic]:
         return []
+
+
+def _updated(held: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    """Whether a desired entry changes a held instance in place (its tags or its power)."""
+    power = wanted.get("power_state")
+    return held.get("tags") != wanted.get("tags") or (power is not None and held.get("power_state") != power)
 
 
 SITE = """

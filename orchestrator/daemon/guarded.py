@@ -186,14 +186,27 @@ class DaemonExecutor(Executor):
                 # ``did`` may quote the cloud's text: an argument, never the format.
                 log.log(level, "%s: %s after %.1fs: %s", what, outcome.value, took, "; ".join(did), extra=fields)
 
-    def create(self, provider: str, template: str, count: int, op_id: str | None = None) -> CreateResult:
+    def create(
+        self, provider: str, template: str, count: int, op_id: str | None = None, *, pool: bool = False
+    ) -> CreateResult:
         """:meth:`Executor.create`, held in flight under its op id; refused once stopping."""
         op_id = op_id or new_op_id(self.clock())
-        what = f"op {op_id} (create of {count} {template} on {provider})"
+        into = " into the warm pool" if pool else ""
+        what = f"op {op_id} (create of {count} {template} on {provider}{into})"
         fields = {"op_id": op_id, "provider": provider, "template": template}
         with self._held(op_id, provider, OpKind.CREATE, what, fields) as did:
-            result = super().create(provider, template, count, op_id)
+            result = super().create(provider, template, count, op_id, pool=pool)
             did.append(f"{len(result.created)} instances created")
+            return result
+
+    def start_pool(self, provider: str, template: str, keys: Sequence[str], op_id: str | None = None) -> CreateResult:
+        """:meth:`Executor.start_pool`, held in flight under its op id; refused once stopping."""
+        op_id = op_id or new_op_id(self.clock())
+        what = f"op {op_id} (start of {len(keys)} {template} from the warm pool on {provider})"
+        fields = {"op_id": op_id, "provider": provider, "template": template}
+        with self._held(op_id, provider, OpKind.START, what, fields) as did:
+            result = super().start_pool(provider, template, keys, op_id)
+            did.append(f"{len(result.created)} instances started")
             return result
 
     def return_instances(self, provider: str, keys: Sequence[str], **kwargs: Any) -> ReturnResult:

@@ -53,6 +53,7 @@ class OpKind(StrEnum):
 
     CREATE = "create"
     RETURN = "return"
+    START = "start"  # warm-pool instances started (docs/daemon.md, "The warm pool")
 
 
 class OpOutcome(StrEnum):
@@ -142,6 +143,18 @@ class DaemonMetrics:
             ["provider", "template"],
             registry=r,
         )
+        self.pool = Gauge(
+            "xceprov_warm_pool_instances",
+            "Warm-pool instances waiting stopped for the template on the provider",
+            ["provider", "template"],
+            registry=r,
+        )
+        self.pool_target = Gauge(
+            "xceprov_warm_pool_target",
+            "The template's warm_pool on the provider",
+            ["provider", "template"],
+            registry=r,
+        )
         self.provider_budget = Gauge(
             "xceprov_provider_budget_per_hour",
             "The provider's budget_per_hour (no series when it has none)",
@@ -212,6 +225,7 @@ class DaemonMetrics:
         self._states: dict[str, set[str]] = {}
         self._templates: set[str] = set()
         self._costs: set[tuple[str, str]] = set()
+        self._pools: set[tuple[str, str]] = set()
         self._blocks: set[tuple[str, str]] = set()
         self._budgets: tuple[set[str], set[str]] = (set(), set())
         self._lock = threading.Lock()
@@ -279,6 +293,17 @@ class DaemonMetrics:
             for (provider, template), cost in costs.items():
                 self.cost.labels(provider=provider, template=template).set(cost)
             self._costs |= set(costs)
+
+    def set_pools(self, sizes: Mapping[tuple[str, str], tuple[int, int]]) -> None:
+        """``(stopped, target)`` per ``(provider, template)`` pool, as a whole: a pool no longer named reads 0."""
+        with self._lock:
+            for provider, template in self._pools - set(sizes):
+                self.pool.labels(provider=provider, template=template).set(0)
+                self.pool_target.labels(provider=provider, template=template).set(0)
+            for (provider, template), (stopped, want) in sizes.items():
+                self.pool.labels(provider=provider, template=template).set(stopped)
+                self.pool_target.labels(provider=provider, template=template).set(want)
+            self._pools |= set(sizes)
 
     def set_budgets(self, cluster: str, cluster_budget: float | None, providers: Mapping[str, float | None]) -> None:
         """The budgets in force; one removed at a reload loses its series (no budget is no cap, not 0)."""

@@ -30,11 +30,13 @@ from orchestrator.reconcile.bootstraps import BootstrapRecord
 from orchestrator.reconcile.breaker import Breakers, Position
 from orchestrator.reconcile.budget import unit_cost
 from orchestrator.reconcile.ledger import ledger
+from orchestrator.reconcile.pool import pools, target
 from orchestrator.reconcile.report import PassReport
 
 # Instance states only the facts know (the controller has no host for the key yet):
 REQUESTED = "requested"  # intent committed, no instanceCreated yet
 CREATED = "created"  # instanceCreated committed, expectedHost not yet
+POOL = "pool"  # waiting stopped in a warm pool (or on its way there)
 
 
 def lease_rows(statuses: Iterable[LeaseStatus]) -> list[dict[str, Any]]:
@@ -71,6 +73,8 @@ def instance_states(facts: Mapping[str, Sequence[Fact]], hosts: Iterable[HostInf
             host = by_key.get(record.key)
             if host is not None and host.state:
                 counts[host.state] += 1
+            elif record.in_pool:
+                counts[POOL] += 1
             elif record.expected is not None:
                 counts["expected"] += 1
             elif record.created is not None:
@@ -83,7 +87,7 @@ def instance_states(facts: Mapping[str, Sequence[Fact]], hosts: Iterable[HostInf
 
 # Every state an instance of this orchestrator can be in: each provider has a metric sample for
 # each from the start (0 when none), so a dashboard shows 0, not "no data", for an idle provider.
-INSTANCE_STATES = (REQUESTED, CREATED, "expected", *sorted(JOINED_STATES))
+INSTANCE_STATES = (REQUESTED, CREATED, POOL, "expected", *sorted(JOINED_STATES))
 
 
 def cost_per_hour(facts: Mapping[str, Sequence[Fact]], config: Config) -> dict[str, dict[str, float]]:
@@ -95,8 +99,21 @@ def cost_per_hour(facts: Mapping[str, Sequence[Fact]], config: Config) -> dict[s
         row = {name: 0.0 for name, template in sorted(config.templates.items()) if provider in template.providers}
         for record in ledger(provider_facts).values():
             if record.counted:
-                row[record.template] = row.get(record.template, 0.0) + unit_cost(config, provider, record.template)
+                cost = unit_cost(config, provider, record.template, stopped=record.in_pool)
+                row[record.template] = row.get(record.template, 0.0) + cost
         out[provider] = {template: round(cost, 6) for template, cost in row.items()}
+    return out
+
+
+def pool_sizes(facts: Mapping[str, Sequence[Fact]], config: Config) -> dict[str, dict[str, dict[str, int]]]:
+    """Per provider and template, its warm pool: ``stopped`` (made, waiting), ``pending`` (a fill
+    on its way) and ``target`` (``warm_pool``); every pool with a target or a member."""
+    records = [r for provider_facts in facts.values() for r in ledger(provider_facts).values()]
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    for (provider, template), members in pools(config, records).items():
+        made = sum(r.created is not None for r in members)
+        row = {"stopped": made, "pending": len(members) - made, "target": target(config, provider, template)}
+        out.setdefault(provider, {})[template] = row
     return out
 
 
@@ -209,6 +226,7 @@ def build_document(
         "instances": instance_states(facts, hosts),
         "bootstrap": bootstrap_share(facts, hosts, bootstrap_records, bootstrapping or {}),
         "cost_per_hour": cost_per_hour(facts, config) if config is not None else {},
+        "pools": pool_sizes(facts, config) if config is not None else {},
         "timeouts_expired": expired_timeouts(figures, facts),
         # The orphan scans' timer and the last scan's summary (orchestrator/daemon/orphanscan.py).
         "orphans": dict(orphans) if orphans is not None else None,
@@ -253,6 +271,13 @@ def update_metrics(
             (str(provider), str(template)): float(cost)
             for provider, row in (document.get("cost_per_hour") or {}).items()
             for template, cost in row.items()
+        }
+    )
+    metrics.set_pools(
+        {
+            (str(provider), str(template)): (int(row.get("stopped", 0)), int(row.get("target", 0)))
+            for provider, by_template in (document.get("pools") or {}).items()
+            for template, row in by_template.items()
         }
     )
     for provider, counts in (document.get("bootstrap") or {}).items():

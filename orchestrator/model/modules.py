@@ -81,7 +81,8 @@ class ProviderModule:
     them. ``labels`` is the :class:`LabelMap` of the ``tag_*`` fields (ValueError here when it
     is not collision-free). ``image_types``: the resource type of a baked image (``xceprov image
     bake``, docs/images.md; empty: the module makes no images, and ``image_refusal`` says what a
-    site does instead).
+    site does instead). ``power_state``: whether the module stops and starts an instance in
+    place from its ``power_state`` input (what a warm pool needs, docs/configuration.md).
     """
 
     name: str
@@ -96,6 +97,7 @@ class ProviderModule:
     labels: LabelMap = field(init=False, repr=False, compare=False)
     image_types: tuple[str, ...] = ()
     image_refusal: str = "it makes no images"
+    power_state: bool = False
 
     def __post_init__(self) -> None:
         if not self.instance_types:
@@ -202,6 +204,8 @@ MODULES: dict[str, ProviderModule] = {
         # the orchestrator knows.
         default_settings=MappingProxyType({"store": "{{ sim_state_dir }}/cloud.sqlite"}),
         image_types=("xcesim_image",),
+        # xcesim_instance.power_state: stopped and started in place (the warm pool).
+        power_state=True,
     ),
     "aws": ProviderModule(
         name="aws",

@@ -21,6 +21,9 @@ PROTECT: Final = "xce:protect"
 # Present only when the provider sets ``max_lifetime``; like the owner tags, no site template can
 # drop it.
 MAX_LIFETIME: Final = "xce:max_lifetime"
+# ``warm`` while the instance waits stopped in its template's warm pool (orchestrator/model/pool.py);
+# removed when demand takes it.
+POOL: Final = "xce:pool"
 
 OWNER_TAGS: Final = (CLUSTER, PROVIDER, OP_ID, EPOCH, TEMPLATE)
 
@@ -34,7 +37,7 @@ IMAGE_TAGS: Final = (KIND, BUILT_FROM_IMAGE, ROLE_VERSION, NODE_MANAGER_SHA256, 
 
 # Every tag the toolkit writes or reads back from the cloud: what a provider module's label map
 # (orchestrator/model/labels.py) may put under other label keys and encodes the values of.
-TOOLKIT_TAGS: Final = (*OWNER_TAGS, PROTECT, MAX_LIFETIME, *IMAGE_TAGS)
+TOOLKIT_TAGS: Final = (*OWNER_TAGS, PROTECT, MAX_LIFETIME, POOL, *IMAGE_TAGS)
 
 # The epoch tag value for a plan made without a lease (``xceprov plan`` previews).
 NO_EPOCH: Final = "none"

@@ -1,7 +1,8 @@
 """The check between ``terraform plan`` and ``terraform apply``: a plan does what the op asked, only.
 
 A create may create exactly the op's instance keys: no delete, no replacement, no update, no
-other key. A return may delete exactly the chosen keys and nothing else. Anything else is
+other key. A return may delete exactly the chosen keys and nothing else. A warm-pool start may
+update exactly its keys in place (power and tags) and nothing else. Anything else is
 refused before the apply (``UnsafePlan``), naming what the plan would have done.
 """
 
@@ -85,3 +86,13 @@ def check_images(
     ]
     if wrong:
         raise UnsafePlan(f"{what}: the plan would also {_describe(wrong)}; refused, nothing applied")
+
+
+def check_start(plan: PlanResult, keys: Set[str], what: str) -> list[str]:
+    """Refuse unless the plan only updates in place, and only keys of ``keys`` (a warm-pool start:
+    power and tags); the keys it updates."""
+    changes = _effective(plan)
+    wrong = [c for c in changes if c.action != "update" or change_key(c) not in keys]
+    if wrong:
+        raise UnsafePlan(f"{what}: the plan would also {_describe(wrong)}; refused, nothing applied")
+    return sorted(change_key(c) for c in changes)

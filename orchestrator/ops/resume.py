@@ -211,7 +211,21 @@ def resume_op(executor: Executor, op: OpenOp, seen: Seen | None = None) -> Resol
             "resume", provider=op.provider, op=op.op_id, kind="bake", outcome="completed", reason=reason
         )
         return Resolution(op.provider, op.op_id, "create", "completed", reason, list(op.pending))
+    if op.kind == "start":
+        return _resume_start(executor, op)
     return _resume_create(executor, op, seen) if op.kind == "create" else _resume_return(executor, op, seen)
+
+
+def _resume_start(executor: Executor, op: OpenOp) -> Resolution:
+    """A warm-pool start carried to its end: its keys' desired entries started (again: the same
+    entries plan no change once applied), applied, expected, bootstrapped (docs/operations.md)."""
+    groups = executor.returns.group_by_shard(op.provider, op.pending)
+    result = executor.starts.complete(op.provider, op.op_id, op.template, groups)
+    reason = f"{len(result.created)} pool instances started and expected"
+    executor.recorder.audit(
+        "resume", provider=op.provider, op=op.op_id, kind="start", outcome="completed", reason=reason
+    )
+    return Resolution(op.provider, op.op_id, "start", "completed", reason, list(op.pending))
 
 
 def _listing(executor: Executor, workdir: ProviderWorkdir, seen: Seen | None) -> Listing:

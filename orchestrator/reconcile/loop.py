@@ -47,6 +47,7 @@ from orchestrator.reconcile.health import Block, ProviderHealth
 from orchestrator.reconcile.passctx import PassContext, ReadFailed, read_inputs
 from orchestrator.reconcile.phases import beside_failed, join_beside, run_phase
 from orchestrator.reconcile.phases import one_line as _one_line
+from orchestrator.reconcile.poolphase import PoolPhase
 from orchestrator.reconcile.refused import StillLaunched, close_refused
 from orchestrator.reconcile.report import PHASES, PassReport, PhaseOutcome, decision_json
 from orchestrator.reconcile.results import (
@@ -343,16 +344,16 @@ class Reconciler:
         # still passed over in round two even when closing the refused op outlasted its backoff.
         now = self.clock()
         fallback: set[str] = set()
+        pool = PoolPhase(
+            self.config, self.executor, self.state_dir, self._inputs, self._create, self._op_failed, self._fenced,
+            self._unreachable,
+        )  # fmt: skip
+        ctx.gaps = dict(gaps_from_ledger(ctx.snapshot, ctx.records()))  # before the pool serves any of it
+        pool.take(ctx, now, evidence)  # the warm pool first (docs/daemon.md, "The warm pool")
         for _round in range(len(self.config.providers) + 1):
             rounds += 1
-            records = ctx.records()
-            gaps = gaps_from_ledger(ctx.snapshot, records)
-            if not ctx.gaps:
-                ctx.gaps = dict(gaps)
             with self._books:  # the policy reads health and the failed ops a resume beside may change
-                inputs = PolicyInputs(
-                    gaps, records, self.health, self.breakers, now, self._unavailable(ctx), frozenset(fallback)
-                )
+                inputs = self._inputs(ctx, now, frozenset(fallback))
                 decisions = scale_out(self.config, inputs)
             self._audit_decisions(ctx, decisions)
             requests = [op for d in decisions for op in d.ops]
@@ -365,7 +366,15 @@ class Reconciler:
                     fallback.add(request.template)
             if not refused:
                 break
+        pool.refill(ctx, now, evidence)  # after the creates of the burst, never before them
         return replace(evidence, rounds=rounds)
+
+    def _inputs(self, ctx: PassContext, now: float, fallback: frozenset[str] = frozenset()) -> PolicyInputs:
+        """The policy's inputs as the facts are now (the gap recomputed from them)."""
+        records = ctx.records()
+        gaps = gaps_from_ledger(ctx.snapshot, records)
+        with self._books:
+            return PolicyInputs(gaps, records, self.health, self.breakers, now, self._unavailable(ctx), fallback)
 
     def _unavailable(self, ctx: PassContext) -> dict[str, str]:
         """Providers the policy must pass over in this round, and why (under ``_books``)."""
@@ -385,12 +394,15 @@ class Reconciler:
                 audit(self.state_dir, "reconcile-scale-out", **decision_json(decision))
             self._last_outcomes[decision.template] = decision.outcome
 
-    def _create(self, ctx: PassContext, provider: str, template: str, count: int, evidence: ScaleOutResult) -> bool:
-        """One create; True when it was refused and closed (its hosts may be asked for elsewhere)."""
+    def _create(
+        self, ctx: PassContext, provider: str, template: str, count: int, evidence: ScaleOutResult, pool: bool = False
+    ) -> bool:
+        """One create (``pool``: into the warm pool); True when it was refused and closed (its
+        hosts may be asked for elsewhere)."""
         op_id = new_op_id()
         ctx.stale(provider)  # before the change: the failure handler reads the op's facts
         try:
-            result = self.executor.create(provider, template, count, op_id=op_id)
+            result = self.executor.create(provider, template, count, op_id=op_id, pool=pool)
         except LeaseLost as exc:
             self._fenced(ctx, provider, op_id, exc)
             evidence.errors.append(f"op {op_id}: {_one_line(exc)}")
@@ -410,7 +422,9 @@ class Reconciler:
             self.health.succeeded(provider, template)
         fields = {"op_id": op_id, "provider": provider, "template": template, "phase": "scale-out"}
         log.info("op %s created %d hosts of %s on %s", op_id, len(result.created), template, provider, extra=fields)
-        evidence.created.append(CreatedOp(op_id, provider, template, len(result.created)))
+        (evidence.pooled if pool else evidence.created).append(
+            CreatedOp(op_id, provider, template, len(result.created))
+        )
         return False
 
     def _op_failed(self, ctx: PassContext, provider: str, op_id: str, template: str, kind: str, exc: Exception) -> bool:

@@ -137,16 +137,24 @@ class FailedCreate:
 
 @dataclass(frozen=True)
 class ScaleOutResult:
-    """The scale-out phase: its rounds (a refusal falls back to the next provider), creates, failures."""
+    """The scale-out phase: its rounds (a refusal falls back to the next provider), creates, failures;
+    and the warm pool's start ops (``started``), fill ops (``pooled``) and returned keys."""
 
     rounds: int = 0
     created: list[CreatedOp] = field(default_factory=list)
     failed: list[FailedCreate] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    started: list[CreatedOp] = field(default_factory=list)
+    pooled: list[CreatedOp] = field(default_factory=list)
+    pool_returned: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        """``rounds``, ``created``, ``failed``, ``errors``: the fields, in their order."""
-        return asdict(self)
+        """``rounds``, ``created``, ``failed``, ``errors``, and the pool's fields when it did anything."""
+        out = asdict(self)
+        for name in ("started", "pooled", "pool_returned"):
+            if not out[name]:
+                del out[name]  # a site without a warm pool reads the document it always read
+        return out
 
 
 @dataclass(frozen=True)

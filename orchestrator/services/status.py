@@ -8,7 +8,10 @@ own view ends ``margin`` earlier.
 
 Open ops are derived from facts: a ``requestIntent`` with fewer instances accounted for
 (``instanceCreated``, or ``lost``/``returned`` before a creation was recorded) than its count,
-and a ``returning`` without its ``returned`` or ``lost``.
+and a ``returning`` without its ``returned`` or ``lost``; a warm-pool start while one of its
+keys has no ``expectedHost``. The warm pools (docs/daemon.md, "The warm pool") come from the
+facts too: per template and provider, the target (``warm_pool``), the instances waiting stopped
+and those of a fill still on their way.
 
 Who holds which provider: with ``terraform.backend: pg`` from the live members of the shared
 store (each daemon heartbeats what it holds, docs/daemon.md); otherwise, or when the store does not
@@ -44,6 +47,8 @@ from orchestrator.model.members import DEFAULT_LEASE_TTL, MemberStore, holders, 
 from orchestrator.ops.openops import open_ops as find_open_ops
 from orchestrator.protocol.holder import holder_parts
 from orchestrator.reconcile.breaker import Breakers
+from orchestrator.reconcile.ledger import ledger
+from orchestrator.reconcile.pool import pools
 from orchestrator.workspace.daemonstatus import read_status
 from orchestrator.workspace.pgsite import pg_site
 from orchestrator.workspace.sharedstore import cluster_documents
@@ -95,6 +100,18 @@ class OpenOp:
     done: int
     epoch: str
     since: float  # unix seconds of the intent fact
+
+
+@dataclass(frozen=True)
+class PoolRow:
+    """The warm pool of one template on one provider."""
+
+    provider: str
+    template: str
+    target: int  # warm_pool
+    stopped: int  # made and waiting stopped
+    pending: int  # of a fill op still on its way (no instanceCreated yet)
+    instances: tuple[str, ...]  # host names of those waiting, oldest first
 
 
 @dataclass(frozen=True)
@@ -190,10 +207,25 @@ class StatusReport:
     holders: tuple[HolderRow, ...] = ()
     holders_from: str = "controller"
     store: dict[str, Any] | None = None  # with a shared store: {"reachable", "error", "members"}
+    pools: tuple[PoolRow, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The report as plain JSON values (``xceprov status --json``)."""
         return asdict(self)
+
+
+def pool_rows(config: Config, facts: dict[str, list[Fact]]) -> tuple[PoolRow, ...]:
+    """Every warm pool with a target or a member, from the facts (``orchestrator.reconcile.pool``)."""
+    records = [r for provider_facts in facts.values() for r in ledger(provider_facts).values()]
+    rows = []
+    for (provider, template), members in pools(config, records).items():
+        made = [r for r in members if r.created is not None]
+        on = config.templates.get(template)
+        side = on.providers.get(provider) if on is not None else None
+        target = side.warm_pool if side is not None else 0
+        names = tuple(r.host_name or r.key for r in made)
+        rows.append(PoolRow(provider, template, target, len(made), len(members) - len(made), names))
+    return tuple(rows)
 
 
 def open_ops(facts: list[Fact]) -> list[OpenOp]:
@@ -301,6 +333,7 @@ def collect_status(loaded: LoadedConfig, member_source: MemberSource | None = No
         holders=by_members if by_members is not None else lease_holders(leases),
         holders_from="store" if by_members is not None else "controller",
         store=store,
+        pools=pool_rows(config, facts),
         **local_state(loaded),
     )
 

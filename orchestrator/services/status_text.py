@@ -55,8 +55,20 @@ def render_text(report: StatusReport, providers: list[str]) -> str:
             f"  {op.provider:<10} {op.op_id}  {op.action:<6} {op.template or '-':<12}"
             f" {op.done}/{op.wanted}  epoch {op.epoch}"
         )
+    lines += pool_lines(report)
     lines += ["", *local_lines(report.daemon, report.breakers, report.unreadable)]
     return "\n".join(printable(line) for line in lines)  # controller and cloud text: one line each
+
+
+def pool_lines(report: StatusReport) -> list[str]:
+    """The warm pools (none shown when the site keeps none and none is left)."""
+    if not report.pools:
+        return []
+    lines = ["", "warm pools", f"  {'template':<16}{'provider':<12}{'stopped':>8}{'target':>8}{'on way':>8}  instances"]
+    for row in report.pools:
+        names = " ".join(row.instances) or "-"
+        lines.append(f"  {row.template:<16}{row.provider:<12}{row.stopped:>8}{row.target:>8}{row.pending:>8}  {names}")
+    return lines
 
 
 def holder_lines(

@@ -11,7 +11,10 @@ variable "instances" {
     Every instance this provider should run, keyed by instance key (<op_id>-<index>). name,
     flavor and image are the cloud side of the host template; tags are the instance's own tags
     (owner tags xce:op_id, xce:template, xce:epoch, ... plus template tags), merged over
-    common_tags. disk_gb, network and extra have a module-specific meaning.
+    common_tags. disk_gb, network and extra have a module-specific meaning. power_state
+    (running or stopped; null: leave the instance as it is) is set only for warm-pool
+    instances, and only on modules that can stop and start an instance in place (xcesim); the
+    orchestrator refuses a warm pool on any other module.
   EOT
   type = map(object({
     name      = string
@@ -23,6 +26,8 @@ variable "instances" {
     disk_gb   = optional(number)
     network   = optional(string)
     extra     = optional(map(string), {})
+    # Optional and last: a module that cannot stop instances never sees it set.
+    power_state = optional(string)
   }))
 
   validation {
@@ -56,6 +61,11 @@ variable "instances" {
       for k, i in var.instances : can(regex("^[1-9][0-9]{0,9}$", i.tags["xce:max_lifetime"])) if contains(keys(i.tags), "xce:max_lifetime")
     ])
     error_message = "An instance's xce:max_lifetime tag must be a whole number of seconds: 1 to 10 digits, no unit, sign or leading zero."
+  }
+
+  validation {
+    condition     = alltrue([for k, i in var.instances : i.power_state == null || contains(["running", "stopped"], coalesce(i.power_state, "running"))])
+    error_message = "An instance's power_state must be running, stopped or null."
   }
 
   validation {

@@ -211,6 +211,8 @@ def records_from_tfstate(
         if not inst.get("address") and not inst.get(ADDRESS_REFUSED):
             continue  # not yet addressed: nothing to bootstrap
         inst_tags = back({str(k): str(v) for k, v in (inst.get("tags") or {}).items()})
+        if inst_tags.get(tags.POOL) == "warm":
+            continue  # stopped in a warm pool: nothing to reach until a start takes it
         port = inst.get("port")
         records.append(
             InstanceRecord(

@@ -33,7 +33,8 @@ another): ``parts`` (:class:`OpParts`: the configuration, clients and hooks ever
 is handed), ``shardset`` (the shards of each provider, the parallel runner), ``tfsteps``
 (Terraform on one shard), ``losspath`` (the host-loss path), ``create`` and ``returnop`` (the
 two ops), ``bake`` (a baked image: a builder created, baked, imaged and returned; an image
-deleted; docs/images.md), ``unmanaged`` (terminating an object no state holds); the recorder (gate, facts,
+deleted; docs/images.md), ``startop`` (warm-pool instances started, docs/daemon.md "The warm
+pool"), ``unmanaged`` (terminating an object no state holds); the recorder (gate, facts,
 audit entries) is :mod:`orchestrator.ops.recorder`. :class:`Executor` builds them and offers
 the operations; a caller that needs one step of its own (``ops resume``, the orphan scan)
 reaches the collaborator that owns it (``executor.terraform``, ``executor.shardset``,
@@ -60,6 +61,7 @@ from orchestrator.ops.executor.parts import Bootstrap, LossFactory, OpParts, op_
 from orchestrator.ops.executor.results import Created, CreateResult, ReturnResult
 from orchestrator.ops.executor.returnop import ReturnOp, ReturnOptions
 from orchestrator.ops.executor.shardset import ShardSet
+from orchestrator.ops.executor.startop import StartOp
 from orchestrator.ops.executor.tfsteps import TerraformSteps
 from orchestrator.ops.executor.unmanaged import UnmanagedTermination
 from orchestrator.ops.facts import FactLog
@@ -98,13 +100,21 @@ class Executor:
         self.creates = CreateOp(self.parts, self.shardset, self.terraform, self.losspath)
         self.returns = ReturnOp(self.parts, self.shardset, self.terraform, self.losspath)
         self.bakes = BakeOp(self.parts, self.shardset, self.terraform, self.creates, self.returns)
+        self.starts = StartOp(self.parts, self.shardset, self.terraform, self.losspath, (self.creates, self.returns))
         self.unmanaged = UnmanagedTermination(self.parts, self.shardset, self.terraform, self.creates, self.returns)
 
     # -- the operations --------------------------------------------------------------------------
 
-    def create(self, provider: str, template: str, count: int, op_id: str | None = None) -> CreateResult:
-        """Create ``count`` hosts of ``template`` on ``provider`` as one op (:meth:`CreateOp.create`)."""
-        return self.creates.create(provider, template, count, op_id)
+    def create(
+        self, provider: str, template: str, count: int, op_id: str | None = None, *, pool: bool = False
+    ) -> CreateResult:
+        """Create ``count`` hosts of ``template`` on ``provider`` as one op (:meth:`CreateOp.create`);
+        ``pool``: into the template's warm pool."""
+        return self.creates.create(provider, template, count, op_id, pool=pool)
+
+    def start_pool(self, provider: str, template: str, keys: Sequence[str], op_id: str | None = None) -> CreateResult:
+        """Start warm-pool instances ``keys`` as one op (:meth:`StartOp.start`)."""
+        return self.starts.start(provider, template, keys, op_id)
 
     def place(self, provider: str, template: str, count: int, op_id: str, detail: str = "") -> list[str]:
         """An op's intent and desired sets without its apply; its keys (:meth:`CreateOp.place`)."""
@@ -217,6 +227,7 @@ __all__ = [
     "ReturnResult",
     "ShardSet",
     "ShardWork",
+    "StartOp",
     "TerraformSteps",
     "UnmanagedTermination",
     "op_scope",

@@ -17,6 +17,8 @@ class Created:
     address: str
     template: str
     join_deadline: float
+    # Launched into its template's warm pool (stopped, not expected to join): no bootstrap.
+    pool: bool = False
 
 
 # The outcomes of a bootstrap play (``clients.ansible.runner``) that leave a host bootstrapped; the

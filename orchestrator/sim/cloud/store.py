@@ -495,7 +495,7 @@ class CloudStore:
         faults.set_lost_response(self._db, rate)
 
     def set_slow_launch(self, seconds: float) -> None:
-        """Add ``seconds`` to every create made through the API (0 turns it off)."""
+        """Add ``seconds`` to every create and start made through the API (0 turns it off)."""
         faults.set_slow_launch(self._db, seconds)
 
     def clear_faults(self) -> None:

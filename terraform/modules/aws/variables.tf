@@ -24,6 +24,8 @@ variable "instances" {
     disk_gb   = optional(number)
     network   = optional(string)
     extra     = optional(map(string), {})
+    # Optional and last: a module that cannot stop instances never sees it set.
+    power_state = optional(string)
   }))
 
   validation {
@@ -57,6 +59,11 @@ variable "instances" {
       for k, i in var.instances : can(regex("^[1-9][0-9]{0,9}$", i.tags["xce:max_lifetime"])) if contains(keys(i.tags), "xce:max_lifetime")
     ])
     error_message = "An instance's xce:max_lifetime tag must be a whole number of seconds: 1 to 10 digits, no unit, sign or leading zero."
+  }
+
+  validation {
+    condition     = alltrue([for k, i in var.instances : i.power_state == null || contains(["running", "stopped"], coalesce(i.power_state, "running"))])
+    error_message = "An instance's power_state must be running, stopped or null."
   }
 
   validation {

@@ -14,6 +14,9 @@ resource "xcesim_instance" "this" {
   # A second create with the same key returns the same instance: a retried apply after a
   # crash between the cloud call and the state write does not launch a twin.
   client_token = each.key
+  # Warm-pool instances only (null elsewhere: the instance's power is left as it is); a change
+  # is an in-place stop or start, never a replacement.
+  power_state = each.value.power_state
 
   lifecycle {
     # What an instance was launched with stays: a changed template (image, flavor, cloud-init,

@@ -33,7 +33,7 @@ CONTRACT_OUTPUTS = ("instances", "tagged", "tagged_supported")
 INSTANCES_TYPE = (
     "map(object({name=string,template=string,flavor=string,image=string,tags=map(string),"
     "user_data=string,disk_gb=optional(number),network=optional(string),"
-    "extra=optional(map(string),{})}))"
+    "extra=optional(map(string),{}),power_state=optional(string)}))"
 )
 
 # Every resource type a module may create, with the attributes that must carry the owner tags.
@@ -287,6 +287,15 @@ def test_one_instance_per_key_with_the_key_as_token_where_possible(name: str) ->
     assert len(body["lifecycle"][0]["precondition"]) >= 1
 
 
+@pytest.mark.parametrize("name", MODULES)
+def test_a_module_keeps_a_warm_pool_only_if_its_instances_take_power_state(name: str) -> None:
+    # The registry's power_state (what lets a site configure warm_pool) must be what the module
+    # does: its instance resource gets the entry's power_state, else a pool would run.
+    body = typed(parse_dir(module_dir(name))["resource"])[(INSTANCE_RESOURCE[name], "this")]
+    assert REGISTRY[name].power_state == (body.get("power_state") == "${each.value.power_state}")
+    assert "power_state" not in body["lifecycle"][0]["ignore_changes"]
+
+
 @pytest.mark.parametrize("name", sorted(TAGGED_LISTING))
 def test_tagged_listing_filters_on_the_cluster_tag(name: str) -> None:
     data = typed(parse_dir(module_dir(name))["data"])
@@ -372,11 +381,12 @@ def test_root_loads_with_the_bundled_engine(name: str) -> None:
                 "image": "string",
                 "name": "string",
                 "network": "string",
+                "power_state": "string",
                 "tags": ["map", "string"],
                 "template": "string",
                 "user_data": "string",
             },
-            ["disk_gb", "extra", "network"],
+            ["disk_gb", "extra", "network", "power_state"],
         ],
     ]
 
