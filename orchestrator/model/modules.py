@@ -79,7 +79,9 @@ class ProviderModule:
     checked in :class:`FailureClass` order; ``tag_keys``: owner tag key → the cloud's label key
     (identity where the cloud takes ``xce:`` keys); ``tag_chars``: one character class every
     label key and value must match; ``default_settings``: settings the module gets unless the
-    site sets them.
+    site sets them; ``join_tokens``: whether the module's root takes the ephemeral root variable
+    ``join_tokens`` (instance key -> token) and delivers each token to its host's first boot
+    without Terraform storing it (what ``bootstrap: {mode: first-boot}`` needs, docs/bootstrap.md).
     """
 
     name: str
@@ -89,6 +91,7 @@ class ProviderModule:
     tag_keys: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     tag_chars: str = ANY_TAG_TEXT
     default_settings: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    join_tokens: bool = False
 
     def __post_init__(self) -> None:
         if not self.instance_types:
@@ -205,6 +208,9 @@ MODULES: dict[str, ProviderModule] = {
         # The simulated cloud's store lives in the simulated world's state directory, which only
         # the orchestrator knows.
         default_settings=MappingProxyType({"store": "{{ sim_state_dir }}/cloud.sqlite"}),
+        # The provider configuration takes the tokens and writes each into its instance's boot copy
+        # of the user data (orchestrator/sim/cloud/provider.py), never into an attribute it stores.
+        join_tokens=True,
     ),
     "aws": ProviderModule(name="aws", instance_types=("aws_instance",), error_rules=EC2_RULES + TERRAFORM_RULES),
     "openstack": ProviderModule(

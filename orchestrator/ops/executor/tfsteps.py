@@ -15,6 +15,7 @@ from orchestrator.model.progress import PlanDone, no_progress, reported_phase
 from orchestrator.ops.executor.parts import OpParts, op_scope, shard_index
 from orchestrator.ops.executor.shardset import ShardSet
 from orchestrator.ops.fence import epoch_tag
+from orchestrator.ops.firstboot import Tokens, ephemeral_beside, write_ephemeral
 from orchestrator.ops.plancheck import check_delete, resource_keys
 from orchestrator.ops.progress import ApplyTracker
 from orchestrator.ops.steps import desired_variables, plan_desired
@@ -107,13 +108,19 @@ class TerraformSteps:
 
     @contextlib.contextmanager
     def planned(
-        self, workdir: ProviderWorkdir, instances: Mapping[str, InstanceSpec], scope: str = ""
+        self,
+        workdir: ProviderWorkdir,
+        instances: Mapping[str, InstanceSpec],
+        scope: str = "",
+        tokens: Tokens | None = None,
     ) -> Iterator[tuple[PlanResult, Path, dict[str, Any]]]:
         """A saved plan of ``instances`` as the whole desired set: (result, plan file, variables).
 
         The plan is the shared step (:func:`orchestrator.ops.steps.plan_desired`, which the plan
         preview runs too), reported as one unit of the ``plan`` phase of ``scope``, with the root
         variable ``fence`` of this op (:meth:`plan_fence`), which is not part of the desired set.
+        ``tokens``: the join tokens of the first-boot hosts the plan creates (``ops.firstboot``),
+        written beside the saved plan for its :meth:`apply` and gone with it.
         """
         report = self.parts.progress or no_progress
         fence = self.plan_fence(workdir.provider)
@@ -121,6 +128,7 @@ class TerraformSteps:
         # the next op removes it (workspace.scratch).
         with op_scratch(self.parts.config) as scratch:
             plan_file = scratch / "op.tfplan"
+            ephemeral = write_ephemeral(plan_file, tokens or Tokens())
             with reported_phase(report, "plan", scope, 1):
                 plan = plan_desired(
                     self.parts.config,
@@ -130,6 +138,7 @@ class TerraformSteps:
                     out=plan_file,
                     fence=fence,
                     scratch=scratch,
+                    ephemeral=[ephemeral] if ephemeral is not None else [],
                 )
                 summary = plan.result.summary
                 report(PlanDone(scope, summary.add, summary.change, summary.remove))
@@ -188,7 +197,12 @@ class TerraformSteps:
     ) -> ApplyResult:
         try:
             result = self.parts.engine.apply(
-                workdir.path, plan_file=plan_file, should_stop=lambda: not self.parts.fence.valid(provider), **extra
+                workdir.path,
+                plan_file=plan_file,
+                # A plan made with ephemeral variables (join tokens) is applied with them again.
+                var_files=ephemeral_beside(plan_file),
+                should_stop=lambda: not self.parts.fence.valid(provider),
+                **extra,
             )
         except Exception as exc:
             self.parts.recorder.audit(
