@@ -24,6 +24,7 @@ import pytest
 from cli_run import xceprov
 
 from orchestrator.configfile import load_config
+from orchestrator.errors import TerraformError
 from orchestrator.model.firstboot import JOIN_TOKEN_FILE, STARTED_OUTCOME, TOKEN_FORM
 from orchestrator.paths import toolkit_root
 from orchestrator.protocol.jointoken import check_token
@@ -68,6 +69,10 @@ class RecordingEngine:
         if plan_file is not None:
             self.plans.append(plan_file.read_bytes())
         self.var_files.append(list(kwargs.get("var_files", ())))
+        if kwargs.get("var_files"):
+            # The saved plan holds no token, and Terraform will not apply it without them again.
+            with pytest.raises(TerraformError, match="must also be set during the apply phase"):
+                self.inner.apply(workdir, plan_file=plan_file, **{**kwargs, "var_files": []})
         return self.inner.apply(workdir, plan_file=plan_file, **kwargs)
 
 
