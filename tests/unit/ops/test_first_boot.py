@@ -211,3 +211,24 @@ def test_boot_copy_holds_the_token_the_api_never_reports(tmp_path: Path) -> None
 def test_boot_copy_refuses_user_data_that_is_no_cloud_config() -> None:
     with pytest.raises(ValueError, match="must be #cloud-config"):
         with_join_token("#!/bin/sh\necho hi\n", "v2.1." + "0" * 64)
+
+
+def test_bootstrap_by_hand_still_pushes_to_first_boot_hosts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``xceprov bootstrap`` (a re-run) pushes to the hosts it is given, first-boot or not."""
+    from orchestrator.clients.ansible.hostkeys import HostKeyStore
+    from orchestrator.clients.ansible.inventory import InstanceRecord
+    from orchestrator.clients.ansible.runner import RunResult
+    from orchestrator.services import bootstrap as bootstrap_service
+
+    loaded = parse_config(_site(tmp_path), "site.yaml", tmp_path)
+    ran: list[list[str]] = []
+
+    def run_playbook(_settings: object, _playbook: Path, _document: object, hosts: list[str], **_kw: object) -> object:
+        ran.append(list(hosts))
+        return RunResult("id", "successful", 0, tmp_path, hosts={})
+
+    monkeypatch.setattr(bootstrap_service, "run_playbook", run_playbook)
+    monkeypatch.setattr(HostKeyStore, "ensure", lambda *_a, **_k: {})
+    record = InstanceRecord("op-1-000", "i-1", "fb-cpu-1", "10.0.0.9", "cpu", "sim", "op-1")
+    bootstrap_service.bootstrap(loaded, BUILTIN.parent, records=[record])
+    assert ran == [["fb-cpu-1"]]
