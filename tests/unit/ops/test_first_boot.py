@@ -232,3 +232,14 @@ def test_bootstrap_by_hand_still_pushes_to_first_boot_hosts(tmp_path: Path, monk
     record = InstanceRecord("op-1-000", "i-1", "fb-cpu-1", "10.0.0.9", "cpu", "sim", "op-1")
     bootstrap_service.bootstrap(loaded, BUILTIN.parent, records=[record])
     assert ran == [["fb-cpu-1"]]
+
+
+def test_a_started_first_boot_host_is_its_own_metric_outcome() -> None:
+    from orchestrator.daemon.metrics import DaemonMetrics
+
+    metrics = DaemonMetrics()
+    metrics.bootstrap_played("sim", [STARTED_OUTCOME], 0.01)
+    count = metrics.registry.get_sample_value(
+        "xceprov_bootstrap_duration_seconds_count", {"provider": "sim", "outcome": "started"}
+    )
+    assert count == 1.0
