@@ -413,9 +413,19 @@ class TemplateOnProvider(Strict):
     extra: dict[str, Any] = Field(default_factory=dict)
 
 
-class BootstrapSide(Strict):
-    """What the bootstrap play does on hosts of a template."""
+BootstrapMode = Literal["push", "first-boot"]
+BOOTSTRAP_MODES: tuple[str, ...] = typing.get_args(BootstrapMode)
 
+
+class BootstrapSide(Strict):
+    """What the bootstrap play does on hosts of a template.
+
+    ``mode``: ``push`` (the control node's Ansible play configures each new host over SSH) or
+    ``first-boot`` (the host starts from an image that holds the node manager and joins by
+    itself from its user data and its join token; no play runs per host: docs/bootstrap.md).
+    """
+
+    mode: BootstrapMode = "push"
     groups: list[str] = Field(default_factory=list)
     vars: dict[str, Any] = Field(default_factory=dict)
     roles: list[str] = Field(default_factory=list)
@@ -469,9 +479,29 @@ class Config(Strict):
                     )
                 elif side.warm_pool > 0:
                     problems += _pool_problems(f"templates.{tname}.providers.{pname}", side, self.providers[pname])
+            problems.extend(self._first_boot_problems(tname, template))
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    def _first_boot_problems(self, tname: str, template: HostTemplate) -> list[str]:
+        """What a ``first-boot`` template needs: a join key to mint its hosts' tokens, and on every
+        provider a module that carries them to the host without storing them (docs/bootstrap.md)."""
+        if template.bootstrap.mode != "first-boot":
+            return []
+        where = f"templates.{tname}.bootstrap.mode: first-boot"
+        problems: list[str] = []
+        if self.controller.join_key is None:
+            problems.append(f"{where} needs controller.join_key (each host joins with its own token)")
+        for pname in template.providers:
+            provider = self.providers.get(pname)
+            entry = provider_module(provider.module) if provider is not None else None
+            if provider is not None and (entry is None or not entry.join_tokens):
+                problems.append(
+                    f"{where} needs a provider module that delivers join tokens at boot; provider {pname} "
+                    f"uses module {provider.module}, which does not (xcesim does; docs/provider-modules.md)"
+                )
+        return problems
 
     def sim_state_dir(self) -> Path:
         """Where the simulated world keeps its durable state."""

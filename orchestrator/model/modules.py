@@ -83,6 +83,9 @@ class ProviderModule:
     bake``, docs/images.md; empty: the module makes no images, and ``image_refusal`` says what a
     site does instead). ``power_state``: whether the module stops and starts an instance in
     place from its ``power_state`` input (what a warm pool needs, docs/configuration.md).
+    ``join_tokens``: whether the module's root takes the ephemeral root variable ``join_tokens``
+    (instance key -> token) and delivers each token to its host's first boot without Terraform
+    storing it (what ``bootstrap: {mode: first-boot}`` needs, docs/bootstrap.md).
     """
 
     name: str
@@ -98,6 +101,7 @@ class ProviderModule:
     image_types: tuple[str, ...] = ()
     image_refusal: str = "it makes no images"
     power_state: bool = False
+    join_tokens: bool = False
 
     def __post_init__(self) -> None:
         if not self.instance_types:
@@ -206,6 +210,9 @@ MODULES: dict[str, ProviderModule] = {
         image_types=("xcesim_image",),
         # xcesim_instance.power_state: stopped and started in place (the warm pool).
         power_state=True,
+        # The provider configuration takes the tokens and writes each into its instance's boot copy
+        # of the user data (orchestrator/sim/cloud/provider.py), never into an attribute it stores.
+        join_tokens=True,
     ),
     "aws": ProviderModule(
         name="aws",

@@ -9,7 +9,7 @@ shows is then what the op plans for the same request, by construction.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,6 +73,7 @@ def plan_desired(
     fence: str = "",
     scratch: Path | None = None,
     images: Mapping[str, ImageSpec] | None = None,
+    ephemeral: Sequence[Path] = (),
 ) -> PlanOf:
     """Plan ``instances`` as the whole desired set of ``workdir`` (its lock held by the caller).
 
@@ -80,9 +81,11 @@ def plan_desired(
     directory), never to the desired set: writing it is the op's step, after its plan is checked.
     ``out``: where Terraform saves the plan. ``fence``: the epoch tag the plan hands the provider
     configuration (an op's, :meth:`TerraformSteps.plan_fence`; "" for a preview). ``images``:
-    the baked images planned (None: the current ones, unchanged).
+    the baked images planned (None: the current ones, unchanged). ``ephemeral``:
+    files of the root's ephemeral variables (an op's join tokens, ``ops.firstboot``; none for a
+    preview), which the apply of the saved plan must be given again.
     """
     variables = desired_variables(config, workdir, instances, images)
     with workdir.candidate_var_file({**variables, FENCE_VARIABLE: fence}, scratch) as var_file:
-        result = engine.plan(workdir.path, var_files=[var_file], out=out)
+        result = engine.plan(workdir.path, var_files=[var_file, *ephemeral], out=out)
     return PlanOf(result, variables)

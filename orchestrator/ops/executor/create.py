@@ -20,6 +20,7 @@ from orchestrator.ops.executor.results import Created, CreateResult
 from orchestrator.ops.executor.shardset import ShardSet
 from orchestrator.ops.executor.tfsteps import TerraformSteps
 from orchestrator.ops.fence import epoch_tag
+from orchestrator.ops.firstboot import mint_tokens
 from orchestrator.ops.images import resolve_baked
 from orchestrator.ops.plancheck import check_create
 from orchestrator.ops.refusal import refusals
@@ -37,6 +38,8 @@ class Grown:
 
     retired: set[str] = field(default_factory=set)
     outputs: Mapping[str, Any] | None = None
+    # Instance key -> join deadline of the first-boot hosts grown (their tokens' expiry).
+    deadlines: Mapping[str, float] = field(default_factory=dict)
 
 
 class CreateOp:
@@ -161,7 +164,9 @@ class CreateOp:
                 # A key of this op found lost on the way (a resume of a half-applied op) has its
                 # ``lost`` fact: it is accounted for, there is no instance to record.
                 mine = sorted(k for k in keys if k not in grown.retired)
-                return self.record_created(provider, shard, op_id, template, mine, grown.outputs) if mine else []
+                if not mine:
+                    return []
+                return self.record_created(provider, shard, op_id, template, mine, grown.outputs, grown.deadlines)
 
         made = self.shardset.run_shards(sorted(work.items(), key=lambda kv: shard_index(kv[0])), one)
         return sorted((c for part in made for c in part), key=lambda c: c.key)
@@ -182,11 +187,18 @@ class CreateOp:
         desired = self.terraform.desired(workdir)
         scope = op_scope(provider, op_id)
         observer = self.parts.losses(self.parts.engine, workdir)
-        with self.terraform.planned(workdir, {**desired, **specs}, scope) as (plan, plan_file, variables):
+        # First-boot hosts: their tokens go to the plan and its apply, never to the desired set.
+        tokens = mint_tokens(self.parts.config, provider, specs, self.parts.clock())
+        with self.terraform.planned(workdir, {**desired, **specs}, scope, tokens=tokens) as (
+            plan,
+            plan_file,
+            variables,
+        ):
             # Nothing managed yet: nothing can have been lost (the op's plan observes nothing).
             deleted = sorted(observer.record(plan).deleted) if desired else []
             if not deleted:
-                return Grown(set(), self.apply_grown(provider, workdir, op_id, specs, plan, plan_file, variables))
+                outputs = self.apply_grown(provider, workdir, op_id, specs, plan, plan_file, variables)
+                return Grown(set(), outputs, tokens.deadlines())
         self.parts.recorder.audit(
             "op-drift-deleted", provider=provider, op=op_id, shard=shard_index(workdir), keys=deleted
         )
@@ -195,8 +207,13 @@ class CreateOp:
         retired = {item.instance_key for item in lost}
         # A lost key never comes back under the same key (it is the cloud's idempotency token).
         specs = {k: v for k, v in specs.items() if k not in retired}
-        with self.terraform.planned(workdir, {**desired, **specs}, scope) as (plan, plan_file, variables):
-            return Grown(retired, self.apply_grown(provider, workdir, op_id, specs, plan, plan_file, variables))
+        with self.terraform.planned(workdir, {**desired, **specs}, scope, tokens=tokens) as (
+            plan,
+            plan_file,
+            variables,
+        ):
+            outputs = self.apply_grown(provider, workdir, op_id, specs, plan, plan_file, variables)
+            return Grown(retired, outputs, tokens.deadlines())
 
     def apply_grown(
         self,
@@ -229,11 +246,14 @@ class CreateOp:
         template: str,
         keys: Sequence[str],
         applied: Mapping[str, Any] | None = None,
+        deadlines: Mapping[str, float] | None = None,
     ) -> list[Created]:
         """``instanceCreated`` and ``expectedHost`` for every key Terraform now holds (``applied``:
         the outputs of the apply just made, see :meth:`TerraformSteps.state_instances`).
 
-        A warm-pool instance (its state's tags say ``xce:pool=warm``, so a resume reads the same)
+        A host's join deadline is the provider's ``join_deadline`` from now, or, for a first-boot
+        host, the one its token expires at (``deadlines``, fixed when the op planned it). A
+        warm-pool instance (its state's tags say ``xce:pool=warm``, so a resume reads the same)
         gets ``instanceCreated`` only: it is not expected to join while stopped, so no join
         deadline runs for it; the start op that takes it commits its ``expectedHost``."""
         held = self.terraform.state_instances(workdir, applied)
@@ -252,7 +272,8 @@ class CreateOp:
         created: list[Created] = []
         facts: list[Fact] = []
         for key in keys:
-            item = self.held_host(provider, op_id, key, held[key], template, self.parts.clock() + deadline_after)
+            deadline = (deadlines or {}).get(key) or self.parts.clock() + deadline_after
+            item = self.held_host(provider, op_id, key, held[key], template, deadline)
             facts.append(Fact(FactKind.INSTANCE_CREATED, provider, op_id, epoch, **host_fields(item)))
             if not item.pool:
                 facts.append(expected_host(provider, op_id, epoch, item))

@@ -22,8 +22,9 @@ class Created:
 
 
 # The outcomes of a bootstrap play (``clients.ansible.runner``) that leave a host bootstrapped; the
-# others (failed, unreachable, skipped, stopped) leave it to be bootstrapped again.
-BOOTSTRAPPED = ("ok", "changed")
+# others (failed, unreachable, skipped, stopped) leave it to be bootstrapped again. A first-boot
+# host is "started" at its creation (ops/firstboot.py): no play runs, its join decides.
+BOOTSTRAPPED = ("ok", "changed", "started")
 
 
 @dataclass

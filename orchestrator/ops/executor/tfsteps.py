@@ -16,6 +16,7 @@ from orchestrator.model.progress import PlanDone, no_progress, reported_phase
 from orchestrator.ops.executor.parts import OpParts, op_scope, shard_index
 from orchestrator.ops.executor.shardset import ShardSet
 from orchestrator.ops.fence import epoch_tag
+from orchestrator.ops.firstboot import Tokens, ephemeral_beside, write_ephemeral
 from orchestrator.ops.plancheck import check_delete, resource_keys
 from orchestrator.ops.progress import ApplyTracker
 from orchestrator.ops.steps import desired_variables, plan_desired
@@ -113,6 +114,7 @@ class TerraformSteps:
         instances: Mapping[str, InstanceSpec],
         scope: str = "",
         images: Mapping[str, ImageSpec] | None = None,
+        tokens: Tokens | None = None,
     ) -> Iterator[tuple[PlanResult, Path, dict[str, Any]]]:
         """A saved plan of ``instances`` as the whole desired set: (result, plan file, variables).
 
@@ -120,6 +122,8 @@ class TerraformSteps:
         preview runs too), reported as one unit of the ``plan`` phase of ``scope``, with the root
         variable ``fence`` of this op (:meth:`plan_fence`), which is not part of the desired set.
         ``images``: the baked images planned (None: the current ones, unchanged).
+        ``tokens``: the join tokens of the first-boot hosts the plan creates (``ops.firstboot``),
+        written beside the saved plan for its :meth:`apply` and gone with it.
         """
         report = self.parts.progress or no_progress
         fence = self.plan_fence(workdir.provider)
@@ -127,6 +131,7 @@ class TerraformSteps:
         # the next op removes it (workspace.scratch).
         with op_scratch(self.parts.config) as scratch:
             plan_file = scratch / "op.tfplan"
+            ephemeral = write_ephemeral(plan_file, tokens or Tokens())
             with reported_phase(report, "plan", scope, 1):
                 plan = plan_desired(
                     self.parts.config,
@@ -137,6 +142,7 @@ class TerraformSteps:
                     fence=fence,
                     scratch=scratch,
                     images=images,
+                    ephemeral=[ephemeral] if ephemeral is not None else [],
                 )
                 summary = plan.result.summary
                 report(PlanDone(scope, summary.add, summary.change, summary.remove))
@@ -195,7 +201,12 @@ class TerraformSteps:
     ) -> ApplyResult:
         try:
             result = self.parts.engine.apply(
-                workdir.path, plan_file=plan_file, should_stop=lambda: not self.parts.fence.valid(provider), **extra
+                workdir.path,
+                plan_file=plan_file,
+                # A plan made with ephemeral variables (join tokens) is applied with them again.
+                var_files=ephemeral_beside(plan_file),
+                should_stop=lambda: not self.parts.fence.valid(provider),
+                **extra,
             )
         except Exception as exc:
             self.parts.recorder.audit(

@@ -25,6 +25,7 @@ from orchestrator.configfile import LoadedConfig, parse_config
 from orchestrator.errors import ControllerError, LeaseLost
 from orchestrator.model.backoff import Backoff
 from orchestrator.model.facts import Epoch, FactKind
+from orchestrator.model.firstboot import STARTED_OUTCOME
 from orchestrator.ops.executor import Created
 from orchestrator.ops.openops import open_ops
 from orchestrator.reconcile.bootstraps import BootstrapTracker
@@ -246,6 +247,29 @@ def test_bootstrap_records_another_orchestrator_wrote_are_read_by_the_next_pass(
     report = reconciler.run_once()
     assert report.phase("bootstrap").ok
     assert booted == []
+
+
+def test_a_first_boot_host_started_at_creation_counts_as_bootstrapped(loaded: LoadedConfig) -> None:
+    """A first-boot host's outcome ("started", no play ran) is a bootstrap done: the next pass
+    does not try it again; its join decides (issue 30, the first-boot join)."""
+    booted: list[list[str]] = []
+
+    def bootstrap(provider: str, created: Sequence[Created]) -> Mapping[str, str]:
+        booted.append([c.name for c in created])
+        return {c.name: STARTED_OUTCOME for c in created}
+
+    reconciler, view, facts, clock = build(loaded, FakeEngine(), bootstrap)
+    view.want(cpu=1)
+    epoch = Epoch(3, 7)
+    facts.commit(Fact(FactKind.REQUEST_INTENT, "sim", "op-1", epoch, template="cpu", count=1))
+    common = {"instance_key": "op-1-000", "instance_id": "i-1", "template": "cpu", "host_name": "h1"}
+    facts.commit(Fact(FactKind.INSTANCE_CREATED, "sim", "op-1", epoch, **common))
+    facts.commit(Fact(FactKind.EXPECTED_HOST, "sim", "op-1", epoch, join_deadline=clock.now + 900, **common))
+    assert reconciler.run_once().phase("bootstrap").ok
+    assert reconciler.run_once().phase("bootstrap").ok
+    assert booted == [["h1"]]
+    record = BootstrapTracker.load(loaded.config.state_dir).get("op-1-000", "sim", "cpu", "h1")
+    assert (record.outcome, record.attempts, record.gave_up) == ("ok", 1, False)
 
 
 class GrantedAfterRead(FakeFence):

@@ -27,6 +27,7 @@ MODULES = ("xcesim", "aws", "openstack")
 CONTRACT_VARIABLES = ("instances", "images", "common_tags", "settings")
 # Roots only: the epoch tag of the plan's lease, set by the executor ("" outside it).
 FENCE_VARIABLE = "fence"
+TOKENS_VARIABLE = "join_tokens"
 CONTRACT_OUTPUTS = ("instances", "tagged", "tagged_supported")
 
 # The `instances` type every module and root declares, whitespace removed.
@@ -158,7 +159,7 @@ def test_contract_variables_are_typed_and_described(kind: str, name: str) -> Non
         assert body.get("type"), f"{kind}/{name}: variable {var} has no type"
         assert str(body.get("description", "")).strip(), f"{kind}/{name}: variable {var} has no description"
         # images: a desired set written before images existed has none (terraform/contract).
-        optional = var in ("settings", "images") or (kind == "roots" and var == FENCE_VARIABLE)
+        optional = var in ("settings", "images") or (kind == "roots" and var in (FENCE_VARIABLE, TOKENS_VARIABLE))
         assert "default" not in body or optional, f"{kind}/{name}: {var} must be given, not defaulted"
     assert squash(variables["instances"]["type"]) == "${" + INSTANCES_TYPE + "}"
     assert squash(variables["common_tags"]["type"]) == "${map(string)}"
@@ -169,13 +170,27 @@ def test_contract_variables_are_typed_and_described(kind: str, name: str) -> Non
 def test_root_variables_have_the_module_types(name: str) -> None:
     module_vars = named(parse_dir(module_dir(name))["variable"])
     root_vars = named(parse_dir(root_dir(name))["variable"])
-    assert set(root_vars) == {*CONTRACT_VARIABLES, FENCE_VARIABLE}
+    tokens = {TOKENS_VARIABLE} if REGISTRY[name].join_tokens else set()
+    assert set(root_vars) == {*CONTRACT_VARIABLES, FENCE_VARIABLE, *tokens}
     # Every root takes the plan's epoch the same way, used or not (docs/provider-modules.md).
     assert squash(root_vars[FENCE_VARIABLE]["type"]) == "string"
     assert root_vars[FENCE_VARIABLE]["default"] == ""
     assert FENCE_VARIABLE not in named(parse_dir(module_dir(name))["variable"])
     for var in CONTRACT_VARIABLES:
         assert squash(root_vars[var]["type"]) == squash(module_vars[var]["type"]), f"{name}: {var} differs"
+
+
+@pytest.mark.parametrize("name", [m for m in MODULES if REGISTRY[m].join_tokens])
+def test_join_tokens_root_variable_is_ephemeral_and_feeds_the_provider(name: str) -> None:
+    """A module that carries first-boot join tokens takes them only where Terraform keeps no copy:
+    an ephemeral, sensitive root variable, read by the provider configuration (docs/bootstrap.md)."""
+    parsed = parse_dir(root_dir(name))
+    body = named(parsed["variable"])[TOKENS_VARIABLE]
+    assert body["ephemeral"] is True and body["sensitive"] is True and body["default"] == {}
+    assert squash(body["type"]) == "${map(string)}"
+    [provider] = parsed["provider"]
+    assert any(v.get(TOKENS_VARIABLE) == f"${{var.{TOKENS_VARIABLE}}}" for v in provider.values())
+    assert TOKENS_VARIABLE not in named(parse_dir(module_dir(name))["variable"])
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -362,7 +377,8 @@ def test_root_loads_with_the_bundled_engine(name: str) -> None:
     module, diagnostics = TerraformConfig.load_config_dir(str(root_dir(name)))
     assert not diagnostics
     assert module["Backend"] is None
-    assert sorted(module["Variables"]) == sorted([*CONTRACT_VARIABLES, FENCE_VARIABLE])
+    tokens = [TOKENS_VARIABLE] if REGISTRY[name].join_tokens else []
+    assert sorted(module["Variables"]) == sorted([*CONTRACT_VARIABLES, FENCE_VARIABLE, *tokens])
     assert set(CONTRACT_OUTPUTS) <= set(module["Outputs"])
     assert set(module["ModuleCalls"]) == {"instances"}
     assert set(module["ModuleCalls"]["instances"]["Config"]["Attributes"]) == {"source", *CONTRACT_VARIABLES}
