@@ -410,6 +410,9 @@ class TemplateOnProvider(Strict):
 class BootstrapSide(Strict):
     """What the bootstrap play does on hosts of a template."""
 
+    # ``push``: the bootstrap play configures each host over SSH; ``first-boot``: the host
+    # configures and joins by itself at boot (docs/bootstrap.md), no play runs on it.
+    mode: Literal["push", "first-boot"] = "push"
     groups: list[str] = Field(default_factory=list)
     vars: dict[str, Any] = Field(default_factory=dict)
     roles: list[str] = Field(default_factory=list)

@@ -6,7 +6,8 @@ entry in :data:`MODULES`, and every reader asks the registry: the cloud view's d
 (``workspace/cloudview.py``: what drift of an instance resource means a host is gone), the
 import of an unmanaged object (``instance_address``), the classification of a failed create
 into capacity, quota, transient or permanent (``ops/refusal.py``, at the op's boundary with
-Terraform), the owner tags as the cloud's labels, and the settings a module gets by default.
+Terraform), the owner tags as the cloud's labels, the settings a module gets by default, and
+the cloud's console output API (``console``: where first-boot results are read, ``ops/firstboot.py``).
 Adding a module is its directories and one entry here (CONTRIBUTING.md, "Adding a provider
 module"); ``tests/unit/terraform/test_modules_static.py`` holds each entry against the
 module's code.
@@ -64,6 +65,23 @@ class Classification:
         return {"class": self.kind.value, "matched": self.matched, "text": self.text}
 
 
+@dataclass(frozen=True)
+class ConsoleApi:
+    """How the module's cloud serves an instance's console output, where first-boot results are
+    read (docs/provider-modules.md, "Console output"; ``orchestrator.model.firstboot``).
+
+    ``call``: the cloud's API; ``limit``: the most it returns, in bytes; ``end``: which end of a
+    longer console it returns (``tail``: the latest output, where a result line is printed);
+    ``built_in``: whether this toolkit reads it (a module whose reader is not built in leaves
+    its first-boot hosts to the controller and the join deadline: no result is read).
+    """
+
+    call: str
+    limit: int
+    end: str = "tail"
+    built_in: bool = False
+
+
 # Characters a tag key or value may hold where the cloud takes any printable text (EC2 tags,
 # Nova metadata, the simulated cloud): the owner tags' ``:`` among them.
 ANY_TAG_TEXT: Final = r"[^\x00-\x1f\x7f]"
@@ -79,7 +97,7 @@ class ProviderModule:
     checked in :class:`FailureClass` order; ``tag_keys``: owner tag key → the cloud's label key
     (identity where the cloud takes ``xce:`` keys); ``tag_chars``: one character class every
     label key and value must match; ``default_settings``: settings the module gets unless the
-    site sets them.
+    site sets them; ``console``: how its cloud serves console output (None: it does not).
     """
 
     name: str
@@ -89,6 +107,7 @@ class ProviderModule:
     tag_keys: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     tag_chars: str = ANY_TAG_TEXT
     default_settings: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    console: ConsoleApi | None = None
 
     def __post_init__(self) -> None:
         if not self.instance_types:
@@ -205,12 +224,22 @@ MODULES: dict[str, ProviderModule] = {
         # The simulated cloud's store lives in the simulated world's state directory, which only
         # the orchestrator knows.
         default_settings=MappingProxyType({"store": "{{ sim_state_dir }}/cloud.sqlite"}),
+        # The host manager keeps each host's boot output; the cloud serves its latest 64 KiB.
+        console=ConsoleApi("the simulated cloud's console output", 64 * 1024, "tail", built_in=True),
     ),
-    "aws": ProviderModule(name="aws", instance_types=("aws_instance",), error_rules=EC2_RULES + TERRAFORM_RULES),
+    "aws": ProviderModule(
+        name="aws",
+        instance_types=("aws_instance",),
+        error_rules=EC2_RULES + TERRAFORM_RULES,
+        # ec2:GetConsoleOutput with Latest=true: the most recent 64 KiB, base64 (Nitro instances).
+        console=ConsoleApi("EC2 GetConsoleOutput (Latest=true)", 64 * 1024, "tail"),
+    ),
     "openstack": ProviderModule(
         name="openstack",
         instance_types=("openstack_compute_instance_v2",),
         error_rules=OPENSTACK_RULES + TERRAFORM_RULES,
+        # POST /servers/{id}/action {"os-getConsoleOutput": {"length": N}}: the last N lines.
+        console=ConsoleApi("Nova os-getConsoleOutput (length: last lines)", 64 * 1024, "tail"),
     ),
 }
 

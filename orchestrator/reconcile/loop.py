@@ -33,6 +33,7 @@ from orchestrator.model.backoff import Backoff
 from orchestrator.model.config import Config
 from orchestrator.model.instances import new_op_id
 from orchestrator.ops.executor import Bootstrap, Executor
+from orchestrator.ops.firstboot import FirstBootOutcomes
 from orchestrator.ops.openops import OpenOp, open_ops
 from orchestrator.ops.resume import Seen, resume_op, survey
 from orchestrator.reconcile import hostphases
@@ -98,6 +99,8 @@ class Reconciler:
     Ansible services; tests script it); without one the bootstrap phase is skipped and hosts are
     expected to join by themselves. The executor must be built with ``bootstrap=None``: the
     pass bootstraps in its own phase, so each host's attempts are counted and retried.
+    ``first_boot`` reads the consoles of first-boot hosts not joined (``ops.firstboot``; None:
+    their results are not read, the join deadline alone returns them).
 
     ``hold`` holds a resume beside the pass as work in flight (the daemon's: a stop waits for it
     and refuses one not started yet); ``gain_poll``: how often a pass looks for a lease gained.
@@ -126,6 +129,7 @@ class Reconciler:
         state_dir: Path,
         rng: random.Random | None = None,
         bootstrap: Bootstrap | None = None,
+        first_boot: FirstBootOutcomes | None = None,
         scale_out_lock: ScaleOutLock | None = None,
         hold: Hold = no_hold,
         gain_poll: float = GAIN_POLL,
@@ -139,6 +143,7 @@ class Reconciler:
         self.state_dir = Path(state_dir)
         self.rng = rng or random.Random()
         self.bootstrap = bootstrap
+        self.first_boot = first_boot
         self.health = ProviderHealth(config.policy.retry, self.rng)
         # Breakers and bootstrap records: files under the state directory, or the shared store's.
         self.documents = cluster_documents(config, self.state_dir)
@@ -518,6 +523,7 @@ class Reconciler:
             self.clock,
             self.rng,
             self.state_dir,
+            self.first_boot,
         )
 
     def _read_changed(self, problem: str) -> None:
