@@ -1,5 +1,6 @@
 """First-boot results without SSH, in the simulated world: a failed boot's console line reaches
-the status file, ``xceprov status``, the metrics and the audit, and the host is returned.
+the status file, ``xceprov status``, the metrics and the audit, and the host is returned; a host
+that started and never joins is returned at its join deadline.
 
 The controller is a real process and the cloud the xcesim module behind real Terraform; the
 consoles are read through the simulated cloud's console reader the command line binds
@@ -112,3 +113,10 @@ def test_a_failed_first_boot_is_read_from_its_console_reported_and_its_host_retu
         shown = "\n".join(render_daemon(type(view)(**{**view.__dict__, "running": True})))
         assert f"{bad.name} (sim, {bad.client_token}): failed at step join: the controller refused the token" in shown
         assert f"{good.name} (sim, {good.client_token}): started, not joined" in shown
+
+        # The join deadline still returns a host that never joins, naming its last outcome.
+        world.clock.advance(config.providers["sim"].join_deadline + 1)
+        world.passes(1)
+        assert good.client_token not in agree(world)  # (the demand stands: new hosts replace them)
+        [overdue] = [e for e in world.audit() if e["action"] == "reconcile-join-overdue"]
+        assert [(h["key"], h["first_boot"]) for h in overdue["hosts"]] == [(good.client_token, "started, not joined")]

@@ -147,6 +147,14 @@ def test_a_slow_or_failing_read_keeps_the_last_outcome_and_does_not_hold_the_cal
     assert {o.kind for o in out.values()} == {FirstBootKind.STARTED}
 
 
+def test_the_documented_bounds() -> None:
+    # docs/bootstrap.md, "Results without SSH": each host at most every 10 s, at most 200 per
+    # call, a call waits at most 10 s for its reads; 64 KiB of the console's end.
+    results = ConsoleResults(config, {})
+    assert (results.reread, results.max_hosts, results.budget) == (10.0, 200, 10.0)
+    assert MODULES["xcesim"].console is not None and MODULES["xcesim"].console.limit == 64 * 1024
+
+
 def test_hosts_no_longer_asked_about_are_forgotten() -> None:
     clock = Clock()
     consoles = Consoles({host(1).instance_id: STARTED})
