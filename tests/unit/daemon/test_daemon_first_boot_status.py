@@ -179,3 +179,17 @@ def test_failures_are_kept_once_each_over_passes() -> None:
     older = [{**FAILED, "key": f"op-z-{n:03d}"} for n in range(25)]
     kept = recent_failures(older, [FAILED, FAILED])
     assert len(kept) == 20 and kept[-1] == FAILED and json.dumps(kept).count('"op-z-009"') == 1
+
+
+def test_a_restarted_daemon_keeps_showing_the_failures_its_last_status_had(tmp_path: Path) -> None:
+    from orchestrator.daemon.publish import StatusPublishing
+
+    config = CONFIG.model_copy(update={"state_dir": tmp_path / "state"})
+    publisher = StatusPublishing()
+    publisher.config, publisher._document = config, None
+    assert publisher.first_boot_failures() == []  # no daemon ran here
+    doc = document(tmp_path, [FAILED])
+    write_status(config.state_dir, {**doc, "daemon": {**doc["daemon"], "written": 2000.0}})  # type: ignore[dict-item]
+    assert publisher.first_boot_failures() == [FAILED]  # at the start: the file a daemon before left
+    (config.state_dir / "daemon" / "status.json").write_text("{not json")
+    assert publisher.first_boot_failures() == []  # a damaged file: written anew without them
