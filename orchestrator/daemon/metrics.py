@@ -120,6 +120,18 @@ class DaemonMetrics:
             ["provider", "state"],
             registry=r,
         )
+        self.first_boot_hosts = Gauge(
+            "xceprov_first_boot_hosts",
+            "First-boot hosts by outcome (no-result, unreadable, started, failed, joined)",
+            ["provider", "outcome"],
+            registry=r,
+        )
+        self.first_boot_failures = Counter(
+            "xceprov_first_boot_failures",
+            "First-boot hosts returned because their console said the boot failed, by failed step",
+            ["provider", "step"],
+            registry=r,
+        )
         self.instances = Gauge(
             "xceprov_instances", "Instances of this orchestrator by state", ["provider", "state"], registry=r
         )
@@ -347,6 +359,15 @@ class DaemonMetrics:
         """The provider's created instances by bootstrap state (every state named, 0 when none)."""
         for state, count in counts.items():
             self.bootstrap_hosts.labels(provider=provider, state=state).set(count)
+
+    def set_first_boot(self, provider: str, counts: Mapping[str, int]) -> None:
+        """The provider's first-boot hosts by outcome (every outcome named, 0 when none)."""
+        for outcome, count in counts.items():
+            self.first_boot_hosts.labels(provider=provider, outcome=outcome).set(count)
+
+    def first_boot_failed(self, provider: str, step: str) -> None:
+        """Count one first-boot host returned after its boot failed at ``step``."""
+        self.first_boot_failures.labels(provider=provider, step=step).inc()
 
     def set_lease(self, provider: str, valid: bool, remaining_s: float) -> None:
         """Lease state of a provider; the remaining validity is never shown below 0 or while invalid."""

@@ -3,7 +3,8 @@
 :func:`build_document` gathers the last pass's report, the leases as the keeper holds them (with
 their remaining validity, and who holds a lease this daemon does not), the breakers from their
 durable file, this orchestrator's instances by state, the bootstrap's share of them
-(:func:`bootstrap_share`), the open ops and the reclaim candidates;
+(:func:`bootstrap_share`), the first-boot hosts' outcomes (:func:`first_boot_share`), the open
+ops and the reclaim candidates;
 ``orchestrator.workspace.daemonstatus`` writes it and ``xceprov status`` reads it.
 :func:`update_metrics` sets the Prometheus metrics from the same document, so the two never
 disagree. Pure functions over their inputs (no I/O), tested in tests/unit/daemon.
@@ -21,6 +22,7 @@ from orchestrator.clients.controller.types import HostInfo
 from orchestrator.daemon.metrics import DaemonMetrics
 from orchestrator.daemon.passfigures import PassFigures, TemplateRow
 from orchestrator.daemon.timeouts import NamedTimeout
+from orchestrator.model.bootresult import FirstBootKind
 from orchestrator.model.config import Config
 from orchestrator.model.facts import Fact
 from orchestrator.model.progress import STOPPED
@@ -154,6 +156,69 @@ def bootstrap_share(
     return out
 
 
+# First-boot hosts by outcome, in the order a boot goes through them (docs/daemon.md, "Status file").
+FIRST_BOOT_OUTCOMES = tuple(kind.value for kind in FirstBootKind)
+FIRST_BOOT_HOST_ROWS = 50  # hosts not joined listed by name (the counts cover all)
+FIRST_BOOT_FAILED_ROWS = 20  # failed first boots kept, the newest last
+
+
+def first_boot_share(
+    facts: Mapping[str, Sequence[Fact]],
+    hosts: Iterable[HostInfo],
+    records: Iterable[BootstrapRecord],
+    config: Config | None,
+    failed: Sequence[Mapping[str, Any]] = (),
+) -> dict[str, Any]:
+    """The ``first_boot`` member: per provider, its created first-boot instances (of a template
+    with ``bootstrap.mode: first-boot``, or with a first-boot outcome recorded) by outcome
+    (``joined`` when the controller matched it; a host never read yet is ``no-result``); the
+    hosts not joined with their outcome line (at most :data:`FIRST_BOOT_HOST_ROWS`); and
+    ``failed``, the last first boots that failed (returned, so no longer among the instances)."""
+    joined = {h.instance_key for h in hosts if h.instance_key and (h.joined_at > 0 or h.state in JOINED_STATES)}
+    by_key = {r.key: r for r in records}
+    templates = config.templates if config is not None else {}
+    counts: dict[str, dict[str, int]] = {}
+    rows: list[dict[str, str]] = []
+    for provider, provider_facts in sorted(facts.items()):
+        row = dict.fromkeys(FIRST_BOOT_OUTCOMES, 0)
+        for record in ledger(provider_facts).values():
+            if record.gone or record.created is None:
+                continue
+            seen = by_key.get(record.key)
+            template = templates.get(record.template)
+            if not (seen is not None and seen.first_boot) and not (
+                template is not None and template.bootstrap.mode == "first-boot"
+            ):
+                continue  # a pushed host: the bootstrap member counts it
+            if record.key in joined or (seen is not None and seen.joined):
+                row[FirstBootKind.JOINED.value] += 1
+                continue
+            outcome = seen.first_boot if seen is not None and seen.first_boot in row else FirstBootKind.NO_RESULT.value
+            row[outcome] += 1
+            line = seen.first_boot_line if seen is not None and seen.first_boot_line else "no result yet"
+            name = seen.host_name if seen is not None else record.host_name
+            rows.append({"provider": provider, "host": name, "key": record.key, "outcome": outcome, "line": line})
+        if any(row.values()):
+            counts[provider] = row
+    return {
+        "counts": counts,
+        "hosts": rows[:FIRST_BOOT_HOST_ROWS],
+        "failed": [dict(f) for f in failed][-FIRST_BOOT_FAILED_ROWS:],
+    }
+
+
+def recent_failures(before: Iterable[Mapping[str, Any]], now: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The failed first boots ``before`` and those of this pass ``now``, once each (by instance
+    key: a status written twice for one pass adds nothing), the newest last."""
+    rows: dict[str, dict[str, Any]] = {}
+    for row in [*before, *now]:
+        if isinstance(row, Mapping):
+            key = str(row.get("key", ""))
+            rows.pop(key, None)
+            rows[key] = dict(row)
+    return list(rows.values())[-FIRST_BOOT_FAILED_ROWS:]
+
+
 def open_op_rows(facts: Mapping[str, Sequence[Fact]]) -> list[dict[str, Any]]:
     """Every provider's open ops (intent without outcome), oldest first per provider."""
     rows = []
@@ -208,11 +273,14 @@ def build_document(
     bootstrap_records: Iterable[BootstrapRecord] = (),
     bootstrapping: Mapping[str, Collection[str]] | None = None,
     config: Config | None = None,
+    first_boot_failed: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The status document (docs/daemon.md, "Status file"); ``daemon`` is its ``daemon`` member;
     ``report`` the last pass's (typed, or its ``last_pass`` document as written before);
     ``bootstrap_records`` and ``bootstrapping`` (the keys in a play now, per provider) make its
-    ``bootstrap`` member; ``config`` its ``cost_per_hour`` member (empty without)."""
+    ``bootstrap`` member; ``config`` its ``cost_per_hour`` member (empty without);
+    ``first_boot_failed``: the failed first boots of the document before (its ``first_boot``
+    member's ``failed``), to which this pass's are added."""
     hosts = list(hosts)
     last = report.to_json() if isinstance(report, PassReport) else dict(report) if report is not None else None
     figures = PassFigures.of(report) if isinstance(report, PassReport) else PassFigures.from_json(last)
@@ -225,6 +293,9 @@ def build_document(
         "open_ops": open_op_rows(facts),
         "instances": instance_states(facts, hosts),
         "bootstrap": bootstrap_share(facts, hosts, bootstrap_records, bootstrapping or {}),
+        "first_boot": first_boot_share(
+            facts, hosts, bootstrap_records, config, recent_failures(first_boot_failed, figures.first_boot_failed)
+        ),
         "cost_per_hour": cost_per_hour(facts, config) if config is not None else {},
         "pools": pool_sizes(facts, config) if config is not None else {},
         "timeouts_expired": expired_timeouts(figures, facts),
@@ -282,6 +353,9 @@ def update_metrics(
     )
     for provider, counts in (document.get("bootstrap") or {}).items():
         metrics.set_bootstrap(str(provider), {str(k): int(v) for k, v in counts.items()})
+    for provider in document.get("instances", {}):  # every provider's outcomes named, 0 when none
+        counts = ((document.get("first_boot") or {}).get("counts") or {}).get(provider, {})
+        metrics.set_first_boot(str(provider), {k: int(counts.get(k, 0)) for k in FIRST_BOOT_OUTCOMES})
     open_templates = {
         str(row["template"]) for row in document.get("breakers", []) if row.get("position") == Position.OPEN.value
     }
@@ -295,6 +369,8 @@ def update_metrics(
         metrics.pass_finished(last.finished, pass_duration)
         for item in document.get("timeouts_expired", []):  # counted once: for the pass that acted
             metrics.timeout_passed(str(item["provider"]), NamedTimeout(item["timeout"]))
+        for failure in last.first_boot_failed:
+            metrics.first_boot_failed(str(failure.get("provider", "")), str(failure.get("step", "")))
         metrics.phases_ran((p.name, p.failed) for p in last.phases)
         if last.read_ok:  # a failed read knows no demand: the last stays
             metrics.set_templates(template_rows(last.templates, templates))

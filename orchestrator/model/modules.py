@@ -8,7 +8,8 @@ import of an unmanaged object (``instance_address``), the classification of a fa
 into capacity, quota, transient or permanent (``ops/refusal.py``, at the op's boundary with
 Terraform), the owner tags as the cloud's labels (:class:`~orchestrator.model.labels.LabelMap`, built from
 the entry's ``tag_*`` fields: the one key map and value encoding every reader and writer of
-tags uses), and the settings a module gets by default.
+tags uses), the settings a module gets by default, and the cloud's console output API
+(``console``: where first-boot results are read, ``ops/consoleresults.py``).
 Adding a module is its directories and one entry here (CONTRIBUTING.md, "Adding a provider
 module"); ``tests/unit/terraform/test_modules_static.py`` holds each entry against the
 module's code.
@@ -67,6 +68,23 @@ class Classification:
 
 
 @dataclass(frozen=True)
+class ConsoleApi:
+    """How the module's cloud serves an instance's console output, where first-boot results are
+    read (docs/provider-modules.md, "Console output"; ``orchestrator.model.bootresult``).
+
+    ``call``: the cloud's API; ``limit``: the most it returns, in bytes; ``end``: which end of a
+    longer console it returns (``tail``: the latest output, where a result line is printed);
+    ``built_in``: whether this toolkit reads it (a module whose reader is not built in leaves
+    its first-boot hosts to the controller and the join deadline: no result is read).
+    """
+
+    call: str
+    limit: int
+    end: str = "tail"
+    built_in: bool = False
+
+
+@dataclass(frozen=True)
 class ProviderModule:
     """One provider module as the orchestrator sees it.
 
@@ -85,7 +103,8 @@ class ProviderModule:
     place from its ``power_state`` input (what a warm pool needs, docs/configuration.md).
     ``join_tokens``: whether the module's root takes the ephemeral root variable ``join_tokens``
     (instance key -> token) and delivers each token to its host's first boot without Terraform
-    storing it (what ``bootstrap: {mode: first-boot}`` needs, docs/bootstrap.md).
+    storing it (what ``bootstrap: {mode: first-boot}`` needs, docs/bootstrap.md). ``console``:
+    how its cloud serves console output (None: it does not).
     """
 
     name: str
@@ -102,6 +121,7 @@ class ProviderModule:
     image_refusal: str = "it makes no images"
     power_state: bool = False
     join_tokens: bool = False
+    console: ConsoleApi | None = None
 
     def __post_init__(self) -> None:
         if not self.instance_types:
@@ -213,12 +233,16 @@ MODULES: dict[str, ProviderModule] = {
         # The provider configuration takes the tokens and writes each into its instance's boot copy
         # of the user data (orchestrator/sim/cloud/provider.py), never into an attribute it stores.
         join_tokens=True,
+        # The host manager keeps each host's boot output; the cloud serves its latest 64 KiB.
+        console=ConsoleApi("the simulated cloud's console output", 64 * 1024, "tail", built_in=True),
     ),
     "aws": ProviderModule(
         name="aws",
         instance_types=("aws_instance",),
         error_rules=EC2_RULES + TERRAFORM_RULES,
         image_types=("aws_ami_from_instance",),
+        # ec2:GetConsoleOutput with Latest=true: the most recent 64 KiB, base64 (Nitro instances).
+        console=ConsoleApi("EC2 GetConsoleOutput (Latest=true)", 64 * 1024, "tail"),
     ),
     "openstack": ProviderModule(
         name="openstack",
@@ -230,6 +254,8 @@ MODULES: dict[str, ProviderModule] = {
             "snapshot a builder server yourself (openstack server image create) and set the template's image "
             "to its id (docs/images.md)"
         ),
+        # POST /servers/{id}/action {"os-getConsoleOutput": {"length": N}}: the last N lines.
+        console=ConsoleApi("Nova os-getConsoleOutput (length: last lines)", 64 * 1024, "tail"),
     ),
 }
 

@@ -5,13 +5,13 @@ logged and audited (``phase-failed`` with its name and the error) and the next p
 lease gained while the pass runs (a takeover) is resumed at once on a thread of its own, beside
 the pass (:mod:`.beside`): the previous holder's open ops wait neither for the unit of work in
 flight (a create, a bootstrap call) nor for the rest of the pass; the provider joins the pass's
-leased ones, between two phases, only once its resume ended. A pass
-that could not read its inputs (controller not connected, no demand snapshot yet, a read that
-raised) runs no later phase at all: nothing is created and nothing returned on a picture it does
-not have. Every cloud mutation goes through the fenced :class:`~orchestrator.ops.executor.Executor`;
-a provider whose lease is not valid is read (its facts count toward the gap and the budget) but
-never changed. Time is the injected clock (wall seconds, the controller's clock); the pass
-returns a :class:`PassReport`, which the daemon writes to its status file and metrics.
+leased ones, between two phases, only once its resume ended. A pass that could not read its
+inputs (controller not connected, no demand snapshot yet, a read that raised) runs no later
+phase at all: nothing is created and nothing returned on a picture it does not have. Every
+cloud mutation goes through the fenced :class:`~orchestrator.ops.executor.Executor`; a provider
+whose lease is not valid is read (its facts count toward the gap and the budget) but never
+changed. Time is the injected clock (wall seconds, the controller's clock); the pass returns a
+:class:`PassReport`, which the daemon writes to its status file and metrics.
 
 The host phases (bootstrap, join tracking, reclaim) live in :mod:`.hostphases`; the state a pass
 reads and refreshes in :class:`~orchestrator.reconcile.passctx.PassContext`. docs/daemon.md ("The
@@ -32,6 +32,7 @@ from orchestrator.errors import ControllerError, LeaseLost
 from orchestrator.model.backoff import Backoff
 from orchestrator.model.config import Config
 from orchestrator.model.instances import new_op_id
+from orchestrator.ops.consoleresults import FirstBootOutcomes
 from orchestrator.ops.executor import Bootstrap, Executor
 from orchestrator.ops.openops import OpenOp, open_ops
 from orchestrator.ops.resume import Seen, resume_op, survey
@@ -99,6 +100,7 @@ class Reconciler:
     Ansible services; tests script it); without one the bootstrap phase is skipped and hosts are
     expected to join by themselves. The executor must be built with ``bootstrap=None``: the
     pass bootstraps in its own phase, so each host's attempts are counted and retried.
+    ``first_boot`` reads the consoles of first-boot hosts not joined (None: the deadline decides).
 
     ``hold`` holds a resume beside the pass as work in flight (the daemon's: a stop waits for it
     and refuses one not started yet); ``gain_poll``: how often a pass looks for a lease gained.
@@ -127,6 +129,7 @@ class Reconciler:
         state_dir: Path,
         rng: random.Random | None = None,
         bootstrap: Bootstrap | None = None,
+        first_boot: FirstBootOutcomes | None = None,
         scale_out_lock: ScaleOutLock | None = None,
         hold: Hold = no_hold,
         gain_poll: float = GAIN_POLL,
@@ -140,6 +143,7 @@ class Reconciler:
         self.state_dir = Path(state_dir)
         self.rng = rng or random.Random()
         self.bootstrap = bootstrap
+        self.first_boot = first_boot
         self.health = ProviderHealth(config.policy.retry, self.rng)
         # Breakers and bootstrap records: files under the state directory, or the shared store's.
         self.documents = cluster_documents(config, self.state_dir)
@@ -532,6 +536,7 @@ class Reconciler:
             self.clock,
             self.rng,
             self.state_dir,
+            self.first_boot,
         )
 
     def _read_changed(self, problem: str) -> None:

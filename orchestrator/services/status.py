@@ -20,7 +20,8 @@ answer, from the controller's leases (the holder's process instance and its labe
 The daemon's own view comes from its status file (``<state_dir>/daemon/status.json``, written
 after every pass and when a bootstrap batch starts): whether it runs and how old its last word
 is, its leases with their remaining validity (or who holds a lease it does not), the bootstrap's
-share of its created hosts per provider (waiting, running, done, failed), and the reclaim
+share of its created hosts per provider (waiting, running, done, failed), its first-boot hosts
+by outcome with those not joined and the recent failed first boots, and the reclaim
 candidates of its last pass. The
 circuit breakers are read from their durable file (``<state_dir>/breakers.json``), so they show
 with or without a daemon.
@@ -134,6 +135,9 @@ class DaemonView:
     store: dict[str, Any] | None = None  # with a shared store: its reachability and this daemon's share
     # Per provider, created hosts by bootstrap state: waiting, running, done, failed (statusdoc.py).
     bootstrap: dict[str, dict[str, int]] | None = None
+    # First-boot hosts: counts by outcome per provider, those not joined, the recent failures
+    # (statusdoc.first_boot_share); None when the file has none.
+    first_boot: dict[str, Any] | None = None
 
 
 def daemon_view(state_dir: Path) -> DaemonView | None:
@@ -158,6 +162,7 @@ def daemon_view(state_dir: Path) -> DaemonView | None:
         orphans=doc.get("orphans") if isinstance(doc.get("orphans"), dict) else None,
         store=doc.get("store") if isinstance(doc.get("store"), dict) else None,
         bootstrap=bootstrap_counts(doc.get("bootstrap")),
+        first_boot=doc.get("first_boot") if isinstance(doc.get("first_boot"), dict) else None,
     )
 
 

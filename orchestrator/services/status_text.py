@@ -154,6 +154,7 @@ def render_daemon(view: DaemonView | None) -> list[str]:
         else:
             lines.append(f"  {row['provider']:<16} not held: {row.get('note') or 'not granted yet'}")
     lines += ["", *bootstrap_lines(view)]
+    lines += first_boot_lines(view)
     lines += ["", "reclaim candidates (last pass)"]
     if not view.reclaim_candidates:
         lines.append("  (none)")
@@ -175,6 +176,38 @@ def bootstrap_lines(view: DaemonView) -> list[str]:
     for provider, counts in view.bootstrap.items():
         cells = "  ".join(f"{name} {counts.get(name, 0)}" for name in BOOTSTRAP_COLUMNS)
         lines.append(f"  {provider:<16} {cells}")
+    return lines
+
+
+FIRST_BOOT_COLUMNS = ("no-result", "unreadable", "started", "failed", "joined")
+
+
+def first_boot_lines(view: DaemonView) -> list[str]:
+    """First-boot hosts: counts by outcome per provider, each host not joined with its outcome,
+    the recent failed first boots (nothing when the daemon has no first-boot host to show)."""
+    member = view.first_boot or {}
+    counts = member.get("counts") or {}
+    failed = [f for f in member.get("failed") or [] if isinstance(f, dict)]
+    if not counts and not failed:
+        return []
+    lines = ["", f"first boot of created hosts (as of {_ago(view.age)})"]
+    for provider, row in sorted(counts.items()):
+        cells = "  ".join(f"{name} {int(row.get(name, 0))}" for name in FIRST_BOOT_COLUMNS)
+        lines.append(f"  {provider:<16} {cells}")
+    for host in member.get("hosts") or []:
+        lines.append(
+            f"  {host.get('host', '-')} ({host.get('provider', '-')}, {host.get('key', '-')}): {host.get('line', '')}"
+        )
+    if failed:
+        lines += ["", "failed first boots (returned; newest last)"]
+    for f in failed:
+        step, message = f.get("step", "?"), f.get("message", "")
+        returned = f"returned by op {f['op']}" if f.get("op") else "return failed: the join deadline returns it"
+        lines.append(
+            f"  {f.get('host', '-')} ({f.get('provider', '-')}, {f.get('key', '-')}): failed at step {step}"
+            + (f": {message}" if message else "")
+            + f"; {returned}"
+        )
     return lines
 
 

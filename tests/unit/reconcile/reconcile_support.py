@@ -17,8 +17,10 @@ EPOCH = Epoch(1, 1)
 
 
 def site(text: str) -> Config:
-    """A configuration from YAML text (``cluster`` and ``controller.ca`` are added)."""
-    return parse_config("cluster: site1\ncontroller: {ca: system}\n" + text, "site.yaml", Path("/")).config
+    """A configuration from YAML text (``cluster`` and ``controller.ca`` are added unless it
+    has its own ``controller``)."""
+    controller = "" if text.lstrip().startswith("controller:") else "controller: {ca: system}\n"
+    return parse_config("cluster: site1\n" + controller + text, "site.yaml", Path("/")).config
 
 
 @dataclass

@@ -132,6 +132,10 @@ def test_the_cloud_shows_a_console_by_instance_id_with_its_address(tmp_path: Pat
     out = console_output(tmp_path, "i-0123abcd")
     assert out is not None and (out.instance_id, out.address) == ("i-0123abcd", "10.213.0.7")
     assert out.text.startswith("boot: x\n") and len(out.text) == CONSOLE_LIMIT
+    # The latest 64 KiB (EC2's Latest=true): where a first boot's result line is.
+    (host / "boot.log").write_bytes(b"boot: x\n" + b"y" * CONSOLE_LIMIT + b"\nXCE-FIRST-BOOT {}\n")
+    latest = console_output(tmp_path, "i-0123abcd", latest=True)
+    assert latest is not None and latest.text.endswith("XCE-FIRST-BOOT {}\n") and len(latest.text) == CONSOLE_LIMIT
     assert console_output(tmp_path, "i-99") is None  # not booted
     assert console_output(tmp_path, "../hosts/i-0123abcd") is None  # not an instance id: names no directory
     (host / "boot.json").write_text(json.dumps({"instance_id": "i-other", "address": "10.213.0.7"}))
