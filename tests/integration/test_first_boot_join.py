@@ -20,6 +20,7 @@ import json
 import os
 import secrets
 import sqlite3
+import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -190,6 +191,12 @@ def test_baked_first_boot_hosts_and_pool_join_by_themselves_a_refused_one_is_ret
         e for e in world.audit()[audit_before:] if e["action"] == "reconcile-bootstrap" and names & set(e["hosts"])
     ]
     assert plays and all(outcome.startswith("started") for e in plays for outcome in e["hosts"].values()), plays
+    # What a login would have left on a console (so that its absence above means something).
+    (world.site / "ssh_config").write_text(world.ok("sim", "hosts", "ssh-config"))
+    probe = by_key[good[0]]
+    login = ["ssh", "-F", str(world.site / "ssh_config"), "-o", "BatchMode=yes", probe.name, "true"]
+    assert subprocess.run(login, capture_output=True, timeout=60, check=False).returncode == 0
+    wait_until("the login on the console", lambda: "Accepted publickey" in console(world, probe.id), timeout=10)
     # No token's text in anything the toolkit keeps (state dir: audit, facts, plans; the daemon's log).
     leaks = [p for p, t in kept_texts(world) if TOKEN_FORM.search(t)]
     assert leaks == []
