@@ -146,7 +146,11 @@ def site_config(
         "cluster": CLUSTER,
         "state_dir": "state",
         "terraform": {"parallelism": 4},
-        "controller": controller_block(ctl_state, address, "daemon"),
+        # With the controller's join key: a first-boot template needs it (its hosts' tokens).
+        "controller": {
+            **controller_block(ctl_state, address, "daemon"),
+            "join_key": str(ctl_state / "tls" / "join.key"),
+        },
         "providers": dict(providers),
         "templates": dict(templates),
         **extra,
