@@ -33,7 +33,7 @@ from orchestrator.clients.controller.lease import LeaseManager
 from orchestrator.clients.controller.link import ControllerLink, join_lease_manager
 from orchestrator.clients.controller.types import Fact
 from orchestrator.configfile import load_config
-from orchestrator.ops.executor import Bootstrap, Created, Executor
+from orchestrator.ops.executor import Bootstrap, Created, Executor, OpParts, Wired
 from orchestrator.ops.facts import LinkFacts
 from orchestrator.ops.hosts import LinkHosts
 from orchestrator.reconcile.loop import PassReport, Reconciler
@@ -71,10 +71,14 @@ class World:
     clock: SkewClock
     link: ControllerLink
     leases: LeaseManager
-    executor: Executor
+    ops: Wired  # the executor and its parts
     reconciler: Reconciler
     workers: list[ProtoClient] = field(default_factory=list)
     cluster: str = CLUSTER
+
+    @property
+    def executor(self) -> Executor:
+        return self.ops.executor
 
     @property
     def store(self) -> CloudStore:
@@ -86,7 +90,7 @@ class World:
 
     def facts(self) -> list[Fact]:
         """Every fact of every provider, asked of the controller now."""
-        providers = sorted(self.executor.config.providers)
+        providers = sorted(self.reconciler.config.providers)
         return sorted((f for p in providers for f in self.link.query_facts(p)), key=lambda f: f.fact_id)
 
     def audit(self) -> list[dict[str, Any]]:
@@ -188,17 +192,17 @@ def reconcile_world(
         try:
             assert link.wait_connected(20), "the link never joined"
             engine = engine_for(config)
-            executor = Executor(config, root, engine, leases, LinkFacts(link), LinkHosts(link), clock=clock)
+            ops = Wired.of(OpParts(config, root, engine, leases, LinkFacts(link), LinkHosts(link), clock=clock))
             reconciler = Reconciler(
                 config,
-                executor,
+                ops,
                 LinkView(link),
                 clock=clock,
                 state_dir=config.state_dir,
                 rng=random.Random(seed),
                 bootstrap=bootstrap,
             )
-            world = World(ctl_state, address, site, clock, link, leases, executor, reconciler, workers)
+            world = World(ctl_state, address, site, clock, link, leases, ops, reconciler, workers)
             for name in names:
                 world.wait_lease(name)
             yield world

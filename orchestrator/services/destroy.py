@@ -21,7 +21,7 @@ from orchestrator.errors import UsageError
 from orchestrator.model.instances import op_of_key
 from orchestrator.model.progress import ProgressSink
 from orchestrator.ops.drain import DrainSettings
-from orchestrator.ops.executor import Executor
+from orchestrator.ops.executor import Executor, OpParts, Wired
 from orchestrator.ops.facts import NoFacts
 from orchestrator.ops.fence import ReadOnlyFence
 from orchestrator.ops.hosts import NoHosts
@@ -47,7 +47,7 @@ def select_keys(
     selected: dict[str, list[str]] = {}
     found_ops: set[str] = set()
     for name in providers:
-        desired = executor.terraform.provider_desired(name)
+        desired = executor.desired(name)
         keys = sorted(k for k in desired if all_instances or op_of_key(k) in ops)
         found_ops.update(op_of_key(k) for k in keys)
         if keys:
@@ -69,7 +69,7 @@ def destroy(
     engine: Engine | None = None,
     *,
     force: bool = False,
-    executor: Executor | None = None,
+    wired: Wired | None = None,
     world: SimulatedWorld | None = None,
     progress: ProgressSink | None = None,
 ) -> DestroyResult:
@@ -83,10 +83,10 @@ def destroy(
     if provider is not None and provider not in config.providers:
         raise UsageError(f"--provider {provider}: no such provider (known: {', '.join(sorted(config.providers))})")
     providers = [provider] if provider else sorted(config.providers)
-    engine = engine or (executor.engine if executor is not None else engine_for(config))
-    if executor is None and not dry_run:
+    engine = engine or (wired.parts.engine if wired is not None else engine_for(config))
+    if wired is None and not dry_run:
         refuse_when_leased(loaded, providers)
-    reader = Executor(config, toolkit_root, engine, ReadOnlyFence(), NoFacts(), NoHosts(), progress=progress)
+    reader = Executor(OpParts(config, toolkit_root, engine, ReadOnlyFence(), NoFacts(), NoHosts(), progress=progress))
     selected = select_keys(reader, providers, ops, all_instances)
     result = DestroyResult(dry_run=dry_run)
     if dry_run:
@@ -98,13 +98,13 @@ def destroy(
     if not selected:
         return result
     budget = max_destroy
-    if executor is None:
+    if wired is None:
         decommission = playbook_callables(loaded, toolkit_root, world, progress)[1]
         with fenced_session(
             loaded, sorted(selected), toolkit_root, engine=engine, decommission=decommission, progress=progress
         ) as session:
-            return _run(session, selected, budget, force, result)
-    return _run(executor, selected, budget, force, result)
+            return _run(session.executor, selected, budget, force, result)
+    return _run(wired.executor, selected, budget, force, result)
 
 
 def _run(

@@ -100,11 +100,11 @@ def test_its_hosts_deleted_behind_terraform_are_ghost_orphans_and_lost(tmp_path:
         kept, gone = world.executor.create("first", "cpu", 2).created
         world.join(kept)
         world.store.delete_out_of_band(gone.instance_id)
-        config = world.executor.config
+        config = world.reconciler.config
         # The drift is read as a host's: the cloud view of the provider's directory names it.
         workdir = ProviderWorkdir(config, "first", toolkit)
         assert read_drift(engine_for(config), workdir.path).deleted == {gone.key: gone.instance_id}
-        scanner = OrphanScanner(config, world.executor, LinkController(world.link), world.clock, config.state_dir)
+        scanner = OrphanScanner(config, world.ops, LinkController(world.link), world.clock, config.state_dir)
         report = scanner.scan(act=True, provider="first")
         outcomes = {(f.cls, f.instance_key): f.outcome for f in report.findings}
         assert outcomes == {("c", gone.key): "taken"}, outcomes
