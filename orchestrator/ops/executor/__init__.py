@@ -24,20 +24,21 @@ shards of one op then run the steps above each under its own lock, at most
 apply; the op's outcome is complete only when every shard it spans applied, and a failed or
 interrupted shard leaves the op open for resume.
 
-A crash at any point leaves an op that :mod:`orchestrator.ops.resume` finds from the facts and
-completes.
+A crash at any point leaves an op that :class:`ResumeOp` (:meth:`Executor.resume`) finds from the
+facts and completes.
 
 This package is the executor's public face: callers import from here only (the names in
 ``__all__``). Its rooms are collaborators, one concern each, handed to one another (none extends
 another): ``parts`` (:class:`OpParts`: the configuration, clients and hooks every collaborator
 is handed), ``shardset`` (the shards of each provider, the parallel runner), ``tfsteps``
 (Terraform on one shard), ``losspath`` (the host-loss path), ``create`` and ``returnop`` (the
-two ops), ``unmanaged`` (terminating an object no state holds); the recorder (gate, facts,
-audit entries) is :mod:`orchestrator.ops.recorder`. :class:`Executor` builds them and offers
-the operations; a caller that needs one step of its own (``ops resume``, the orphan scan)
-reaches the collaborator that owns it (``executor.terraform``, ``executor.shardset``,
-``executor.recorder``...). ``tests/unit/test_private_names.py`` keeps every module off
-another's private names.
+two ops), ``resumeop`` (open ops completed or abandoned), ``refused`` (a refused create closed),
+``unmanaged`` (terminating an object no state holds); the recorder (gate, facts, audit entries)
+is :mod:`orchestrator.ops.recorder`. :class:`Executor` builds them from one :class:`OpParts`
+and offers the operations and reads, nothing else: a caller that records or reads beside the
+ops takes the parts from whoever built the executor (:class:`Wired`), never from it.
+``tests/unit/ops/test_executor_face.py`` holds the face and keeps every other module off the
+collaborators; ``tests/unit/test_private_names.py`` keeps every module off another's private names.
 """
 
 from __future__ import annotations
