@@ -268,14 +268,22 @@ class TimedRecorder(Recorder):
 
 
 def timed_render(watch: Stopwatch) -> Callable[..., dict[str, InstanceSpec]]:
-    """The create op's rendering, timed (set on :class:`CreateOp` while a profiled burst runs)."""
+    """The create op's rendering (pool ops too), timed (set on :class:`CreateOp` while a profiled burst runs)."""
     plain = CreateOp.render
 
     def render(
-        op: CreateOp, provider: str, template: str, count: int, op_id: str, epoch: Epoch
+        op: CreateOp,
+        provider: str,
+        template: str,
+        count: int,
+        op_id: str,
+        epoch: Epoch,
+        pool: bool = False,
+        *,
+        resolve: bool = True,
     ) -> dict[str, InstanceSpec]:
         with watch.part("rendering"):
-            return plain(op, provider, template, count, op_id, epoch)
+            return plain(op, provider, template, count, op_id, epoch, pool, resolve=resolve)
 
     return render
 

@@ -10,4 +10,5 @@ fi
 if [ "$(id -u)" != 0 ]; then
   echo "molecule: skipped (simulated hosts need root)"; exit 0
 fi
-cd molecule/.. && .venv/bin/molecule test -s default
+# default: the push; bake: the bake mode, then a push pass on a host started from its image.
+cd molecule/.. && .venv/bin/molecule test -s default && .venv/bin/molecule test -s bake

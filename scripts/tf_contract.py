@@ -12,7 +12,10 @@ Run from the checkout with the project's environment: ``.venv/bin/python scripts
 From it this writes each ``terraform/modules/<module>/variables.tf`` (the whole file) and, in each
 ``terraform/roots/<module>/main.tf``, the part between its markers: the module's variables
 without validation blocks (roots carry none), the root-only variables, the ``module "instances"``
-call passing every contract variable and every output of the module passed through. The rest of
+call passing every contract variable and every output of the module passed through. A module
+whose registry entry (``orchestrator/model/modules.py``) writes the toolkit's tags under other
+label keys (``tag_keys``) gets its validations with those keys: each quoted toolkit key
+(``"xce:op_id"``) in its variables.tf is its label key (``"xce_op_id"``). The rest of
 a root's ``main.tf`` (``terraform`` and ``provider`` blocks) is written by hand. Modules are the
 directories under ``terraform/modules``. Everything written is formatted by the bundled
 ``terraform fmt``. HCL cannot import variable declarations, hence generation (HCL is kept as it
@@ -296,7 +299,10 @@ class Contract:
             f"# {CONTRACT}/modules/{module}.tf: change those and run",
             f'# `{COMMAND}` (docs/provider-modules.md, "The contract").',
         ]
-        return _join([header, *(render(item) for item in self.module_variables(module))])
+        text = _join([header, *(render(item) for item in self.module_variables(module))])
+        for key, label in label_keys(module).items():
+            text = text.replace(f'"{key}"', f'"{label}"')
+        return text
 
     def root_part(self, module: str) -> str:
         """The generated part of a root's main.tf, markers included."""
@@ -342,6 +348,19 @@ class Contract:
                 raise SourceError(f"{where}: has the BEGIN marker of the generated part but not its END")
             tail = rest.split(END, 1)[1].lstrip("\n")
         return head.rstrip("\n") + "\n\n" + self.root_part(module) + ("\n" + tail if tail else "")
+
+
+def label_keys(module: str) -> dict[str, str]:
+    """Toolkit tag key → label key, for the keys module ``module``'s cloud labels under another key.
+
+    Read from the provider-module registry, the one place the map is written (nothing for a
+    module not registered yet).
+    """
+    from orchestrator.model.modules import labels_of
+    from orchestrator.model.tags import TOOLKIT_TAGS
+
+    labels = labels_of(module)
+    return {key: labels.label_key(key) for key in TOOLKIT_TAGS if labels.label_key(key) != key}
 
 
 def _join(blocks: list[list[str]]) -> str:

@@ -9,8 +9,15 @@ are private per host. Used until (and beside) the real simulated hosts of
 
 Also usable as a script (Molecule's create/destroy playbooks need hosts that outlive them)::
 
-    python tests/loopback_hosts.py up DIR NAME... [--vars-file VARS.json]
+    python tests/loopback_hosts.py up DIR NAME... [--vars-file VARS.json] [--host-vars-file HV.json]
+    python tests/loopback_hosts.py image DIR FROM NAME   # NAME starts from an image of FROM
     python tests/loopback_hosts.py down DIR
+
+An *image* here is what the simulated cloud's images hold (``orchestrator.sim.cloud.images``:
+/etc/xce, /opt/xce and /var/lib/cloud/scripts of a host's disk): the new host starts with those
+files in its overlays. At every boot a host runs cloud-init's per-boot scripts
+(/var/lib/cloud/scripts/per-boot, executable files in name order) beside sshd, before
+boot-finished, as the simulated hosts do.
 
 Layout of DIR mirrors the simulated world's: ``ssh/id_ed25519`` (the toolkit key),
 ``hosts/known_hosts``, ``hosts/<name>/`` (one host), ``hosts.json`` (what is running).
@@ -31,9 +38,11 @@ import tarfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from orchestrator.clients.ansible.hostkeys import KeyTarget, Published
 from orchestrator.model.published_keys import BEGIN, END
+from orchestrator.sim.cloud.images import IMAGE_PATHS
 from orchestrator.sim.hosts.host import port_open
 
 SSHD = "/usr/sbin/sshd"
@@ -65,6 +74,10 @@ ssh-keygen -y -f /etc/xh/ssh_host_ed25519_key
 echo '-----END SSH HOST KEY KEYS-----'
 sleep "$XH_DELAY"
 /usr/sbin/sshd -D -e -f /etc/xh/sshd_config &
+# cloud-init's scripts_per_boot (a baked image's boot hook): a failure does not stop the boot.
+for script in /var/lib/cloud/scripts/per-boot/*; do
+  if [ -f "$script" ] && [ -x "$script" ]; then "$script" || echo "per-boot: $script failed"; fi
+done
 echo "$XH_NAME" > /var/lib/cloud/instance/boot-finished
 wait
 """
@@ -100,10 +113,16 @@ class LoopbackLab:
         # A random /16 inside 127/8 per lab keeps parallel test runs apart.
         self._net = f"127.{random.randint(100, 250)}.{random.randint(1, 250)}"
 
-    def start(self, name: str, delay: float = 0.0, record_key: bool = True) -> LoopbackHost:
-        """Start one host; ``delay`` postpones its sshd and boot-finished (a late host)."""
+    def start(self, name: str, delay: float = 0.0, record_key: bool = True, image_of: str = "") -> LoopbackHost:
+        """Start one host; ``delay`` postpones its sshd and boot-finished (a late host);
+        ``image_of``: the host starts with an image of that host's files (``IMAGE_PATHS``)."""
         hdir = self.root / "hosts" / name
         hdir.mkdir(parents=True)
+        if image_of:
+            for rel in IMAGE_PATHS:
+                src = self.root / "hosts" / image_of / "upper" / rel
+                if src.is_dir():
+                    shutil.copytree(src, hdir / "upper" / rel, symlinks=True)
         address = f"{self._net}.{len(self.hosts) + 2}"
         _keygen(hdir / "ssh_host_ed25519_key", name)
         (hdir / "authorized_keys").write_text(Path(f"{self.key}.pub").read_text())
@@ -178,10 +197,16 @@ class LoopbackLab:
         self.hosts.clear()
         self._save()
 
-    def inventory(self, **extra_vars: object) -> dict[str, object]:
-        """A YAML-shaped Ansible inventory of the running hosts (group ``sim``)."""
+    def inventory(self, host_vars: dict[str, dict[str, object]] | None = None, **extra_vars: object) -> dict[str, Any]:
+        """A YAML-shaped Ansible inventory of the running hosts (group ``sim``); ``host_vars``:
+        more variables of some hosts."""
         hostvars = {
-            h.name: {"ansible_host": h.address, "ansible_port": h.port, "xce_instance_id": h.instance_id}
+            h.name: {
+                "ansible_host": h.address,
+                "ansible_port": h.port,
+                "xce_instance_id": h.instance_id,
+                **(host_vars or {}).get(h.name, {}),
+            }
             for h in self.hosts.values()
         }
         common = {
@@ -196,6 +221,16 @@ class LoopbackLab:
 
     def _save(self) -> None:
         (self.root / "hosts.json").write_text(json.dumps([asdict(h) for h in self.hosts.values()], indent=1))
+
+    @classmethod
+    def reopen(cls, root: Path, port: int = DEFAULT_PORT) -> LoopbackLab:
+        """The lab a script's ``up`` left running (its hosts and their network), to add hosts to."""
+        lab = cls(root, port=port)
+        for record in json.loads((root / "hosts.json").read_text()):
+            host = LoopbackHost(**record)
+            lab.hosts[host.name] = host
+            lab._net = host.address.rsplit(".", 1)[0]
+        return lab
 
 
 class LoopbackConsoles:
@@ -288,6 +323,11 @@ def _main(argv: list[str]) -> int:
     up.add_argument("names", nargs="+")
     up.add_argument("--port", type=int, default=DEFAULT_PORT)
     up.add_argument("--vars-file", type=Path, help="JSON object added to the inventory's all.vars")
+    up.add_argument("--host-vars-file", type=Path, help="JSON object: host name -> its own variables")
+    image = sub.add_parser("image")
+    image.add_argument("dir", type=Path)
+    image.add_argument("source")
+    image.add_argument("name")
     down = sub.add_parser("down")
     down.add_argument("dir", type=Path)
     args = parser.parse_args(argv)
@@ -297,8 +337,19 @@ def _main(argv: list[str]) -> int:
             lab.start(name)
         lab.wait_ready()
         extra = json.loads(args.vars_file.read_text()) if args.vars_file else {}
-        (args.dir / "inventory.json").write_text(json.dumps(lab.inventory(**extra), indent=1))
+        per_host = json.loads(args.host_vars_file.read_text()) if args.host_vars_file else {}
+        (args.dir / "inventory.json").write_text(json.dumps(lab.inventory(per_host, **extra), indent=1))
         # The Popen objects die with this process; the hosts run on in their own sessions.
+        return 0
+    if args.cmd == "image":
+        lab = LoopbackLab.reopen(args.dir)
+        inventory = json.loads((args.dir / "inventory.json").read_text())
+        lab.start(args.name, image_of=args.source)
+        lab.wait_ready()
+        hosts = inventory["all"]["children"]["sim"]["hosts"]
+        fresh = lab.inventory()["all"]["children"]["sim"]["hosts"]
+        hosts[args.name] = fresh[args.name]
+        (args.dir / "inventory.json").write_text(json.dumps(inventory, indent=1))
         return 0
     hosts_file = args.dir / "hosts.json"
     if hosts_file.exists():

@@ -33,6 +33,8 @@ from orchestrator.clients.controller.lease import LeaseManager
 from orchestrator.clients.controller.link import ControllerLink, join_lease_manager
 from orchestrator.clients.controller.types import Fact
 from orchestrator.configfile import load_config
+from orchestrator.model.config import Config
+from orchestrator.ops.consoleresults import FirstBootOutcomes
 from orchestrator.ops.executor import Bootstrap, Created, Executor, OpParts, Wired
 from orchestrator.ops.facts import LinkFacts
 from orchestrator.ops.hosts import LinkHosts
@@ -166,13 +168,15 @@ def reconcile_world(
     providers: Mapping[str, Any] = ONE_PROVIDER,
     templates: Mapping[str, Any] = CPU,
     bootstrap: Bootstrap | None = None,
+    first_boot: Callable[[Config], FirstBootOutcomes] | None = None,
     seed: int = 7,
     root: Path = ROOT,
     **extra: Any,
 ) -> Iterator[World]:
     """The world above, torn down on exit (workers, leases, link, controller process).
 
-    ``root``: the toolkit tree the executor takes its Terraform and templates from.
+    ``root``: the toolkit tree the executor takes its Terraform and templates from;
+    ``first_boot``: makes the reader of first-boot results from the site's configuration.
     """
 
     with controller_process(tmp_path, ttl=TTL, heartbeat=60) as (ctl_state, address, _proc):
@@ -201,6 +205,7 @@ def reconcile_world(
                 state_dir=config.state_dir,
                 rng=random.Random(seed),
                 bootstrap=bootstrap,
+                first_boot=first_boot(config) if first_boot is not None else None,
             )
             world = World(ctl_state, address, site, clock, link, leases, ops, reconciler, workers)
             for name in names:

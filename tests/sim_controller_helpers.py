@@ -251,9 +251,11 @@ def running_controller(
     redirect: str = "",
     max_connections: int = 512,
     limits: ConnectionLimits | None = None,
+    listen: str = "127.0.0.1",
 ) -> Iterator[Running]:
-    """Start a controller on 127.0.0.1:<free port> with a fresh CA; stop it on exit."""
-    files = ensure_server_tls(state_dir / "tls", [])
+    """Start a controller on ``listen``:<free port> (a lab's gateway address for simulated hosts)
+    with a fresh CA; stop it on exit."""
+    files = ensure_server_tls(state_dir / "tls", [listen])
     store = ControllerStore(state_dir)
     core = ControllerCore(
         store, clock or SystemClock(), ttl=ttl, redirect=redirect, join_key=read_join_key(files.join_key)
@@ -261,7 +263,7 @@ def running_controller(
     server = ControllerServer(
         core,
         server_context(files.server_cert, files.server_key, client_ca_file=files.ca_cert),
-        [("127.0.0.1", 0)],
+        [(listen, 0)],
         admin_path=state_dir / "controller.sock",
         max_frame_bytes=max_frame_bytes,
         max_connections=max_connections,

@@ -9,8 +9,11 @@ recorded in ``calls`` so tests can assert what was (not) asked of Terraform.
 A cloud behind the state is modelled only as far as host loss needs it: :meth:`FakeEngine.vanish`
 deletes an instance behind Terraform's back, so every plan's refresh reports it as drift
 ``delete`` (a normal plan also plans its re-create while it is desired), as Terraform does; the
-next apply drops it from the state. ``listed`` is the tagged listing a ``show -json`` of a plan
-carries (none by default: ``tagged_supported`` false).
+next apply drops it from the state. A key whose desired ``tags`` or ``power_state`` differ from
+the state's is planned as an in-place ``update`` (a warm-pool start). ``listed`` is the tagged
+listing a ``show -json`` of a plan carries (none by default: ``tagged_supported`` false). Baked
+images (the ``images`` variable) are planned, applied and output beside the instances; the
+images of a state are its ``tagged_images`` listing.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from orchestrator.workspace.cloudview import Drift, drift_from_stream
 ROOT = Path(__file__).resolve().parents[1]  # the toolkit root: real templates and xcesim module
 STATE = "fake.tfstate.json"
 ADDR = 'module.instances.xcesim_instance.this["{key}"]'
+IMAGE_ADDR = 'module.instances.xcesim_image.this["{key}"]'
 
 
 class FakeEngine:
@@ -83,9 +87,12 @@ class FakeEngine:
             return {"serial": 0, "instances": {}}
 
     @classmethod
-    def _write_state(cls, workdir: Path, instances: dict[str, Any]) -> None:
-        serial = cls.state(workdir)["serial"] + 1
-        (workdir / STATE).write_text(json.dumps({"serial": serial, "instances": instances}))
+    def _write_state(cls, workdir: Path, instances: dict[str, Any], images: dict[str, Any] | None = None) -> None:
+        before = cls.state(workdir)
+        kept = before.get("images", {}) if images is None else images
+        (workdir / STATE).write_text(
+            json.dumps({"serial": before["serial"] + 1, "instances": instances, "images": kept})
+        )
 
     @classmethod
     def vanish(cls, workdir: Path, key: str, back: bool = False) -> None:
@@ -142,11 +149,22 @@ class FakeEngine:
         current = self.state(workdir)
         present = self.present(workdir)
         wanted = {} if destroy else dict(variables.get("instances") or {})
+        held = current["instances"]
         changes = tuple(
             ResourceChange(ADDR.format(key=k), "module.instances", "xcesim_instance", "this", k, action)
             for k, action in sorted(
                 [(k, "create") for k in wanted if k not in present]
                 + [(k, "delete") for k in present if k not in wanted]
+                + [(k, "update") for k in wanted if k in present and _updated(held[k], wanted[k])]
+            )
+        )
+        wanted_images = {} if destroy else dict(variables.get("images") or {})
+        held_images = current.get("images", {})
+        changes += tuple(
+            ResourceChange(IMAGE_ADDR.format(key=k), "module.instances", "xcesim_image", "this", k, action)
+            for k, action in sorted(
+                [(k, "create") for k in wanted_images if k not in held_images]
+                + [(k, "delete") for k in held_images if k not in wanted_images]
             )
         )
         drift = tuple(
@@ -158,13 +176,14 @@ class FakeEngine:
                 json.dumps({"serial": current["serial"], "variables": variables, "changes": [c.key for c in changes]})
             )
         adds = sum(c.action == "create" for c in changes)
+        updates = sum(c.action == "update" for c in changes)
         if not refresh_only:
             self.planned_creates.append((workdir, [str(c.key) for c in changes if c.action == "create"]))
         return PlanResult(
             changes=changes,
             drift=drift,
             diagnostics=(),
-            summary=Summary(add=adds, remove=len(changes) - adds),
+            summary=Summary(add=adds, change=updates, remove=len(changes) - adds - updates),
             has_changes=bool(changes or drift),
             plan_file=str(out) if out is not None else None,
         )
@@ -213,8 +232,23 @@ class FakeEngine:
             key: {"id": f"i-{key}", "name": spec["name"], "address": self.address_of(key), "tags": spec["tags"]}
             for key, spec in (saved["variables"].get("instances") or {}).items()
         }
+        for key, spec in (saved["variables"].get("instances") or {}).items():
+            if spec.get("power_state") is not None:
+                instances[key]["power_state"] = spec["power_state"]
         before = self.state(workdir)["instances"]
-        self._write_state(workdir, instances)
+        held_images = self.state(workdir).get("images", {})
+        images = {
+            key: held_images.get(key)
+            or {
+                "id": f"img-{key}",
+                "name": spec["name"],
+                "instance_id": spec["instance_id"],
+                "created_at": "",
+                "tags": spec["tags"],
+            }
+            for key, spec in (saved["variables"].get("images") or {}).items()
+        }
+        self._write_state(workdir, instances, images)
         if on_event is not None:  # as Terraform reports each instance's change while it applies
             changes: list[tuple[str, Action]] = [(k, "create") for k in instances if k not in before]
             changes += [(k, "delete") for k in before if k not in instances]
@@ -224,7 +258,8 @@ class FakeEngine:
                 on_event(ApplyHook("start", change))
                 on_event(ApplyHook("complete", change))
         # As Terraform's own stream ends: the root outputs after the apply.
-        return ApplyResult(changes=(), failed=(), diagnostics=(), summary=Summary(), outputs={"instances": instances})
+        outputs = {"instances": instances, "images": images}
+        return ApplyResult(changes=(), failed=(), diagnostics=(), summary=Summary(), outputs=outputs)
 
     def show_plan(self, workdir: Path, plan_file: Path) -> dict[str, Any]:
         self.calls.append(("show_plan", workdir))
@@ -240,10 +275,17 @@ class FakeEngine:
             }
             for object_id, (state, why) in self.listed.items()
         }
+        images = {
+            image["id"]: {**image, "state": "available"} for image in self.state(workdir).get("images", {}).values()
+        }
         return {
             "variables": {name: {"value": value} for name, value in saved["variables"].items()},
             "planned_values": {
-                "outputs": {"tagged_supported": {"value": bool(self.listed)}, "tagged": {"value": tagged}}
+                "outputs": {
+                    "tagged_supported": {"value": bool(self.listed)},
+                    "tagged": {"value": tagged},
+                    "tagged_images": {"value": images},
+                }
             },
             "resource_changes": [
                 {"address": ADDR.format(key=key), "index": key, "change": {"actions": ["create"]}}
@@ -257,13 +299,20 @@ class FakeEngine:
 
     def output(self, workdir: Path) -> dict[str, Any]:
         self.calls.append(("output", workdir))
-        return {"instances": self.state(workdir)["instances"]}
+        state = self.state(workdir)
+        return {"instances": state["instances"], "images": state.get("images", {})}
 
     def fmt_check(self, path: Path) -> list[str]:
         return []
 
     def validate(self, workdir: Path) -> list[Diagnostic]:
         return []
+
+
+def _updated(held: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    """Whether a desired entry changes a held instance in place (its tags or its power)."""
+    power = wanted.get("power_state")
+    return held.get("tags") != wanted.get("tags") or (power is not None and held.get("power_state") != power)
 
 
 SITE = """

@@ -28,8 +28,8 @@ def simulated_world() -> SimulatedWorld:
     from orchestrator.sim.hosts.keys import toolkit_key
     from orchestrator.sim.nodemanager.artifact import ARTIFACT_NAME
 
-    def console(sim_dir: Path, instance_id: str) -> Published | None:
-        out = console_output(sim_dir, instance_id)
+    def console(sim_dir: Path, instance_id: str, latest: bool = False) -> Published | None:
+        out = console_output(sim_dir, instance_id, latest=latest)
         return None if out is None else Published(out.instance_id, out.address, out.text)
 
     return SimulatedWorld(
@@ -38,6 +38,7 @@ def simulated_world() -> SimulatedWorld:
         sources=Path(nodemanager.__file__).parent,
         build=nodemanager.build_artifact,
         console=console,
+        console_latest=lambda sim_dir, instance_id: console(sim_dir, instance_id, latest=True),
     )
 
 

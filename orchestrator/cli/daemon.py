@@ -41,6 +41,7 @@ def daemon(ctx: CliContext, log_format: str | None) -> None:
     from orchestrator.daemon.statelock import hold_state_dir
     from orchestrator.daemon.systemd import take_from_environment
     from orchestrator.paths import toolkit_root
+    from orchestrator.services.bootstrap_sources import first_boot_results
     from orchestrator.services.join_tokens import remove_own_tokens, remove_stale_tokens
     from orchestrator.services.ops import playbook_callables
 
@@ -70,7 +71,13 @@ def daemon(ctx: CliContext, log_format: str | None) -> None:
         return playbook_callables(lifecycle.config, root, world)[1](provider, hosts)
 
     options = DaemonOptions(
-        root, bootstrap=boot, decommission=decommission, notifier=notifier, watchdog_interval=watchdog
+        root,
+        bootstrap=boot,
+        decommission=decommission,
+        # First-boot hosts' results from their consoles, by the configuration in force (a SIGHUP's).
+        first_boot=first_boot_results(lambda: lifecycle.config.config, world),
+        notifier=notifier,
+        watchdog_interval=watchdog,
     )
     code = Daemon(lifecycle, options).run()
     exit_process(code)

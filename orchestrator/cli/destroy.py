@@ -10,7 +10,9 @@ from orchestrator.model.text import printable
 
 @click.command("destroy")
 @click.option("--op", "ops", multiple=True, metavar="OP", help="Destroy the instances of this op (repeatable).")
-@click.option("--all", "all_instances", is_flag=True, help="Destroy every instance of the provider(s).")
+@click.option(
+    "--all", "all_instances", is_flag=True, help="Destroy every instance of the provider(s), and their baked images."
+)
 @click.option("--provider", metavar="PROVIDER", help="Only this provider.")
 @click.option("--dry-run", is_flag=True, help="Plan the removal and show it; change nothing.")
 @click.option(
@@ -56,10 +58,14 @@ def destroy(
             progress=view,
         )
     verb = "would destroy" if result.dry_run else "destroyed"
-    if not result.removed:
+    if not result.removed and not result.images:
         click.echo("nothing to destroy")
     for provider_name, keys in sorted(result.removed.items()):
         deletes = result.deletes.get(provider_name, [])
         click.echo(f"{provider_name}: {verb} {len(keys)} instances (Terraform deletes {len(deletes)})")
         for key in keys:
             click.echo(printable(f"  {key}  {result.names.get(key, '')}"))
+    for provider_name, ids in sorted(result.images.items()):
+        click.echo(f"{provider_name}: {verb} {len(ids)} baked images")
+        for image_id in ids:
+            click.echo(printable(f"  {image_id}"))

@@ -158,7 +158,7 @@ def capacity_cmd(ctx: CliContext, flavor: str, count: str | None, clear: bool) -
 @click.argument("seconds")
 @pass_ctx
 def slow_launch_cmd(ctx: CliContext, seconds: str) -> None:
-    """Add SECONDS to every create (0 turns it off)."""
+    """Add SECONDS to every create and start (0 turns it off)."""
     click.echo(service.format_faults(service.set_slow_launch(_store(ctx), seconds)))
 
 

@@ -11,15 +11,19 @@ from orchestrator.cli.context import CliContext, pass_ctx
 @click.option("-q", "--quiet", is_flag=True, help="Print problems only.")
 @pass_ctx
 def validate(ctx: CliContext, quiet: bool) -> None:
-    """Check everything that can be checked without touching a cloud; one line per problem.
+    """Check everything that can be checked without changing a cloud; one line per problem.
+
+    Warns when a template's baked image is older than what a bake would make today (a read of
+    the tagged image listing of each provider used before).
 
     Exits 3 when anything is wrong, 75 when the only problem is a provider registry that
     could not be reached (as plan does: retry, or set terraform.provider_mirror).
     """
+    from orchestrator.cli.bootstrap import simulated_world
     from orchestrator.paths import toolkit_root
     from orchestrator.services.validate import validate_all
 
-    report = validate_all(ctx.config(), toolkit_root())
+    report = validate_all(ctx.config(), toolkit_root(), world=simulated_world())
     if not quiet:
         for item in report.checked:
             click.echo(f"ok: {item}")

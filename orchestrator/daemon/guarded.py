@@ -3,7 +3,7 @@
 The reconcile pass calls the executor as the command line does; what the daemon adds is here, so
 the pass needs to know nothing about signals:
 
-- every ``create`` and ``return_instances`` is held in ``Lifecycle.in_flight`` under its op id
+- every ``create``, ``start_pool`` and ``return_instances`` is held in ``Lifecycle.in_flight`` under its op id
   (:class:`InFlightOps`, the executor's :class:`~orchestrator.ops.executor.OpWatch`):
   a SIGTERM waits for it (up to ``daemon.stop_timeout``) and the log names it; an open op the
   pass resumes takes its first step only while not stopping (:meth:`StopGuard.gate`, the
@@ -137,7 +137,7 @@ class StopGuard:
 
 
 class InFlightOps:
-    """The daemon's :class:`~orchestrator.ops.executor.OpWatch`: every create and return op held
+    """The daemon's :class:`~orchestrator.ops.executor.OpWatch`: every create, start and return op held
     as work in flight of ``lifecycle``, refused once stopping, counted and logged (module
     docstring). The executor calls it around each op, as it calls the :class:`StopGuard` around
     each step; neither calls the executor back."""
@@ -172,14 +172,33 @@ class InFlightOps:
                 log.log(level, "%s: %s after %.1fs: %s", what, outcome.value, took, "; ".join(did), extra=fields)
 
     def create(
-        self, provider: str, template: str, count: int, op_id: str, run: Callable[[], CreateResult]
+        self,
+        provider: str,
+        template: str,
+        count: int,
+        op_id: str,
+        run: Callable[[], CreateResult],
+        *,
+        pool: bool = False,
     ) -> CreateResult:
         """The create op ``op_id`` held in flight under its op id; refused once stopping."""
-        what = f"op {op_id} (create of {count} {template} on {provider})"
+        into = " into the warm pool" if pool else ""
+        what = f"op {op_id} (create of {count} {template} on {provider}{into})"
         fields = {"op_id": op_id, "provider": provider, "template": template}
         with self._held(op_id, provider, OpKind.CREATE, what, fields) as did:
             result = run()
             did.append(f"{len(result.created)} instances created")
+            return result
+
+    def start_pool(
+        self, provider: str, template: str, keys: Sequence[str], op_id: str, run: Callable[[], CreateResult]
+    ) -> CreateResult:
+        """The warm-pool start op ``op_id`` held in flight under its op id (kind ``start``); refused once stopping."""
+        what = f"op {op_id} (start of {len(keys)} {template} from the warm pool on {provider})"
+        fields = {"op_id": op_id, "provider": provider, "template": template}
+        with self._held(op_id, provider, OpKind.START, what, fields) as did:
+            result = run()
+            did.append(f"{len(result.created)} instances started")
             return result
 
     def return_instances(

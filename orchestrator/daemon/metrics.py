@@ -53,6 +53,7 @@ class OpKind(StrEnum):
 
     CREATE = "create"
     RETURN = "return"
+    START = "start"  # warm-pool instances started (docs/daemon.md, "The warm pool")
 
 
 class OpOutcome(StrEnum):
@@ -119,6 +120,18 @@ class DaemonMetrics:
             ["provider", "state"],
             registry=r,
         )
+        self.first_boot_hosts = Gauge(
+            "xceprov_first_boot_hosts",
+            "First-boot hosts by outcome (no-result, unreadable, started, failed, joined)",
+            ["provider", "outcome"],
+            registry=r,
+        )
+        self.first_boot_failures = Counter(
+            "xceprov_first_boot_failures",
+            "First-boot hosts returned because their console said the boot failed, by failed step",
+            ["provider", "step"],
+            registry=r,
+        )
         self.instances = Gauge(
             "xceprov_instances", "Instances of this orchestrator by state", ["provider", "state"], registry=r
         )
@@ -139,6 +152,18 @@ class DaemonMetrics:
         self.cost = Gauge(
             "xceprov_cost_per_hour",
             "Cost per hour of this orchestrator's instances not gone, as the budgets count them",
+            ["provider", "template"],
+            registry=r,
+        )
+        self.pool = Gauge(
+            "xceprov_warm_pool_instances",
+            "Warm-pool instances waiting stopped for the template on the provider",
+            ["provider", "template"],
+            registry=r,
+        )
+        self.pool_target = Gauge(
+            "xceprov_warm_pool_target",
+            "The template's warm_pool on the provider",
             ["provider", "template"],
             registry=r,
         )
@@ -212,6 +237,7 @@ class DaemonMetrics:
         self._states: dict[str, set[str]] = {}
         self._templates: set[str] = set()
         self._costs: set[tuple[str, str]] = set()
+        self._pools: set[tuple[str, str]] = set()
         self._blocks: set[tuple[str, str]] = set()
         self._budgets: tuple[set[str], set[str]] = (set(), set())
         self._lock = threading.Lock()
@@ -280,6 +306,17 @@ class DaemonMetrics:
                 self.cost.labels(provider=provider, template=template).set(cost)
             self._costs |= set(costs)
 
+    def set_pools(self, sizes: Mapping[tuple[str, str], tuple[int, int]]) -> None:
+        """``(stopped, target)`` per ``(provider, template)`` pool, as a whole: a pool no longer named reads 0."""
+        with self._lock:
+            for provider, template in self._pools - set(sizes):
+                self.pool.labels(provider=provider, template=template).set(0)
+                self.pool_target.labels(provider=provider, template=template).set(0)
+            for (provider, template), (stopped, want) in sizes.items():
+                self.pool.labels(provider=provider, template=template).set(stopped)
+                self.pool_target.labels(provider=provider, template=template).set(want)
+            self._pools |= set(sizes)
+
     def set_budgets(self, cluster: str, cluster_budget: float | None, providers: Mapping[str, float | None]) -> None:
         """The budgets in force; one removed at a reload loses its series (no budget is no cap, not 0)."""
         with self._lock:
@@ -322,6 +359,15 @@ class DaemonMetrics:
         """The provider's created instances by bootstrap state (every state named, 0 when none)."""
         for state, count in counts.items():
             self.bootstrap_hosts.labels(provider=provider, state=state).set(count)
+
+    def set_first_boot(self, provider: str, counts: Mapping[str, int]) -> None:
+        """The provider's first-boot hosts by outcome (every outcome named, 0 when none)."""
+        for outcome, count in counts.items():
+            self.first_boot_hosts.labels(provider=provider, outcome=outcome).set(count)
+
+    def first_boot_failed(self, provider: str, step: str) -> None:
+        """Count one first-boot host returned after its boot failed at ``step``."""
+        self.first_boot_failures.labels(provider=provider, step=step).inc()
 
     def set_lease(self, provider: str, valid: bool, remaining_s: float) -> None:
         """Lease state of a provider; the remaining validity is never shown below 0 or while invalid."""

@@ -1,6 +1,7 @@
 """What the daemon is built from: the command line's options and the parts of its loop.
 
-:class:`DaemonOptions` holds what only the command line may build (the bootstrap, the engine,
+:class:`DaemonOptions` holds what only the command line may build (the bootstrap, the
+first-boot results' console readers, the engine,
 the systemd notifier, the reconciler and scanner factories); :class:`LoopParts` is what the
 reconciler and the orphan scan are built from, and the two protocols say what the daemon needs
 of the reconciler and its pass report. The process itself is :mod:`.service`'s.
@@ -22,6 +23,7 @@ from orchestrator.daemon.orphanscan import Scanning
 from orchestrator.daemon.systemd import Notifier
 from orchestrator.model.config import Config
 from orchestrator.model.members import MemberStore
+from orchestrator.ops.consoleresults import FirstBootOutcomes
 from orchestrator.ops.drain import Decommission
 from orchestrator.ops.executor import Bootstrap, Wired
 from orchestrator.reconcile.report import PassReport
@@ -54,6 +56,8 @@ class LoopParts:
     lifecycle: Lifecycle
     # The facts, read incrementally; shared by the pass and the status file after it.
     facts: FactReader | None = None
+    # First-boot hosts' consoles, read by join tracking (ops.firstboot; None: not read).
+    first_boot: FirstBootOutcomes | None = None
 
 
 ReconcilerFactory = Callable[[LoopParts], Reconciling]
@@ -74,6 +78,7 @@ def default_reconciler(parts: LoopParts) -> Reconciling:
         clock=parts.clock,
         state_dir=parts.config.state_dir,
         bootstrap=parts.bootstrap,
+        first_boot=parts.first_boot,
         # Daemons sharing a database decide a scale-out one at a time (reconcile/deciding.py).
         scale_out_lock=scale_out_lock(parts.config),
         # A lease gained during a pass is resumed beside it, held as work in flight like the pass:
@@ -113,6 +118,8 @@ class DaemonOptions:
     toolkit_root: Path
     bootstrap: Bootstrap | None = None
     decommission: Decommission | None = None
+    # Reads the consoles of first-boot hosts not joined (the command line binds the readers).
+    first_boot: FirstBootOutcomes | None = None
     engine: Engine | None = None
     notifier: Notifier = field(default_factory=lambda: Notifier({}))
     watchdog_interval: float | None = None

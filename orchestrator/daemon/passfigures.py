@@ -11,7 +11,7 @@ the figures came from.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from orchestrator.reconcile.report import PassReport
@@ -64,6 +64,8 @@ class PassFigures:
     templates: Mapping[str, TemplateRow]
     # Providers passed over, as (provider, template); None when the report says nothing of them.
     blocked: tuple[tuple[str, str], ...] | None
+    # First-boot hosts returned this pass after a failed boot (``FirstBootFailure`` rows).
+    first_boot_failed: tuple[Mapping[str, str], ...] = ()
 
     @property
     def read_ok(self) -> bool:
@@ -85,6 +87,7 @@ class PassFigures:
             candidates={c.key: Candidate(c.provider, c.reason) for c in report.reclaim_candidates},
             templates={t: TemplateRow(g.wanted, g.supply, g.gap) for t, g in report.gaps.items()},
             blocked=tuple((b.provider, b.template) for b in report.blocked),
+            first_boot_failed=tuple(asdict(f) for f in join.first_boot_failed) if join is not None else (),
         )
 
     @classmethod
@@ -117,6 +120,11 @@ class PassFigures:
             templates={str(t): _row(g) for t, g in gaps.items()},
             blocked=(
                 tuple((str(b["provider"]), str(b["template"])) for b in doc["blocked"]) if "blocked" in doc else None
+            ),
+            first_boot_failed=tuple(
+                {str(k): str(v) for k, v in row.items()}
+                for row in ((by_name.get("join-tracking") or {}).get("evidence") or {}).get("first_boot_failed", [])
+                if isinstance(row, Mapping)
             ),
         )
 

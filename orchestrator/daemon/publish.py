@@ -35,7 +35,7 @@ from orchestrator.ops.executor import Bootstrap
 from orchestrator.reconcile.bootstraps import BootstrapRecord, BootstrapTracker
 from orchestrator.reconcile.breaker import Breakers
 from orchestrator.reconcile.report import PassReport
-from orchestrator.workspace.daemonstatus import write_status
+from orchestrator.workspace.daemonstatus import read_status, write_status
 from orchestrator.workspace.sharedstore import cluster_documents
 
 # The service's logger, as before the status had a module of its own (log filters keep working).
@@ -121,7 +121,22 @@ class StatusPublishing:
             bootstrap_records=self.shown_bootstrap_records(),
             bootstrapping=self._bootstrapping.running() if self._bootstrapping is not None else None,
             config=self.config,
+            first_boot_failed=self.first_boot_failures(),
         )
+
+    def first_boot_failures(self) -> list[Any]:
+        """The failed first boots the status shows so far: those of the last document written,
+        or, at the daemon's start, of the status file a daemon before it left."""
+        document = self._document
+        if document is None:
+            try:
+                found = read_status(self.config.state_dir)
+            except XceprovError:  # a damaged file: it is written anew, without them
+                found = None
+            document = found.document if found is not None else {}
+        member = document.get("first_boot")
+        failed = member.get("failed") if isinstance(member, dict) else None
+        return list(failed) if isinstance(failed, list) else []
 
     def shown_bootstrap_records(self) -> list[BootstrapRecord]:
         """The bootstrap records now; when they cannot be read (the shared store is away), as last read."""

@@ -232,7 +232,7 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing):
         # The status file shows the hosts of a running play (publish.py, watched_bootstrap).
         play = self.watched_bootstrap(guarded_bootstrap(options.bootstrap, lifecycle)) if options.bootstrap else None
         self.reconciler = options.reconciler(
-            LoopParts(config, self.ops, self.link, play, options.clock, lifecycle, self.fact_reader)
+            LoopParts(config, self.ops, self.link, play, options.clock, lifecycle, self.fact_reader, options.first_boot)
         )
         self.orphans = OrphanScans(config, lifecycle, self.metrics, options.clock, self._scanner)
         if options.watchdog_interval is not None:

@@ -3,7 +3,8 @@
 :func:`build_document` gathers the last pass's report, the leases as the keeper holds them (with
 their remaining validity, and who holds a lease this daemon does not), the breakers from their
 durable file, this orchestrator's instances by state, the bootstrap's share of them
-(:func:`bootstrap_share`), the open ops and the reclaim candidates;
+(:func:`bootstrap_share`), the first-boot hosts' outcomes (:func:`first_boot_share`), the open
+ops and the reclaim candidates;
 ``orchestrator.workspace.daemonstatus`` writes it and ``xceprov status`` reads it.
 :func:`update_metrics` sets the Prometheus metrics from the same document, so the two never
 disagree. Pure functions over their inputs (no I/O), tested in tests/unit/daemon.
@@ -21,6 +22,7 @@ from orchestrator.clients.controller.types import HostInfo
 from orchestrator.daemon.metrics import DaemonMetrics
 from orchestrator.daemon.passfigures import PassFigures, TemplateRow
 from orchestrator.daemon.timeouts import NamedTimeout
+from orchestrator.model.bootresult import FirstBootKind
 from orchestrator.model.config import Config
 from orchestrator.model.facts import Fact
 from orchestrator.model.progress import STOPPED
@@ -30,11 +32,13 @@ from orchestrator.reconcile.bootstraps import BootstrapRecord
 from orchestrator.reconcile.breaker import Breakers, Position
 from orchestrator.reconcile.budget import unit_cost
 from orchestrator.reconcile.ledger import ledger
+from orchestrator.reconcile.pool import pools, target
 from orchestrator.reconcile.report import PassReport
 
 # Instance states only the facts know (the controller has no host for the key yet):
 REQUESTED = "requested"  # intent committed, no instanceCreated yet
 CREATED = "created"  # instanceCreated committed, expectedHost not yet
+POOL = "pool"  # waiting stopped in a warm pool (or on its way there)
 
 
 def lease_rows(statuses: Iterable[LeaseStatus]) -> list[dict[str, Any]]:
@@ -71,6 +75,8 @@ def instance_states(facts: Mapping[str, Sequence[Fact]], hosts: Iterable[HostInf
             host = by_key.get(record.key)
             if host is not None and host.state:
                 counts[host.state] += 1
+            elif record.in_pool:
+                counts[POOL] += 1
             elif record.expected is not None:
                 counts["expected"] += 1
             elif record.created is not None:
@@ -83,7 +89,7 @@ def instance_states(facts: Mapping[str, Sequence[Fact]], hosts: Iterable[HostInf
 
 # Every state an instance of this orchestrator can be in: each provider has a metric sample for
 # each from the start (0 when none), so a dashboard shows 0, not "no data", for an idle provider.
-INSTANCE_STATES = (REQUESTED, CREATED, "expected", *sorted(JOINED_STATES))
+INSTANCE_STATES = (REQUESTED, CREATED, POOL, "expected", *sorted(JOINED_STATES))
 
 
 def cost_per_hour(facts: Mapping[str, Sequence[Fact]], config: Config) -> dict[str, dict[str, float]]:
@@ -95,8 +101,21 @@ def cost_per_hour(facts: Mapping[str, Sequence[Fact]], config: Config) -> dict[s
         row = {name: 0.0 for name, template in sorted(config.templates.items()) if provider in template.providers}
         for record in ledger(provider_facts).values():
             if record.counted:
-                row[record.template] = row.get(record.template, 0.0) + unit_cost(config, provider, record.template)
+                cost = unit_cost(config, provider, record.template, stopped=record.in_pool)
+                row[record.template] = row.get(record.template, 0.0) + cost
         out[provider] = {template: round(cost, 6) for template, cost in row.items()}
+    return out
+
+
+def pool_sizes(facts: Mapping[str, Sequence[Fact]], config: Config) -> dict[str, dict[str, dict[str, int]]]:
+    """Per provider and template, its warm pool: ``stopped`` (made, waiting), ``pending`` (a fill
+    on its way) and ``target`` (``warm_pool``); every pool with a target or a member."""
+    records = [r for provider_facts in facts.values() for r in ledger(provider_facts).values()]
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    for (provider, template), members in pools(config, records).items():
+        made = sum(r.created is not None for r in members)
+        row = {"stopped": made, "pending": len(members) - made, "target": target(config, provider, template)}
+        out.setdefault(provider, {})[template] = row
     return out
 
 
@@ -135,6 +154,69 @@ def bootstrap_share(
                 counts["waiting"] += 1
         out[provider] = counts
     return out
+
+
+# First-boot hosts by outcome, in the order a boot goes through them (docs/daemon.md, "Status file").
+FIRST_BOOT_OUTCOMES = tuple(kind.value for kind in FirstBootKind)
+FIRST_BOOT_HOST_ROWS = 50  # hosts not joined listed by name (the counts cover all)
+FIRST_BOOT_FAILED_ROWS = 20  # failed first boots kept, the newest last
+
+
+def first_boot_share(
+    facts: Mapping[str, Sequence[Fact]],
+    hosts: Iterable[HostInfo],
+    records: Iterable[BootstrapRecord],
+    config: Config | None,
+    failed: Sequence[Mapping[str, Any]] = (),
+) -> dict[str, Any]:
+    """The ``first_boot`` member: per provider, its created first-boot instances (of a template
+    with ``bootstrap.mode: first-boot``, or with a first-boot outcome recorded) by outcome
+    (``joined`` when the controller matched it; a host never read yet is ``no-result``); the
+    hosts not joined with their outcome line (at most :data:`FIRST_BOOT_HOST_ROWS`); and
+    ``failed``, the last first boots that failed (returned, so no longer among the instances)."""
+    joined = {h.instance_key for h in hosts if h.instance_key and (h.joined_at > 0 or h.state in JOINED_STATES)}
+    by_key = {r.key: r for r in records}
+    templates = config.templates if config is not None else {}
+    counts: dict[str, dict[str, int]] = {}
+    rows: list[dict[str, str]] = []
+    for provider, provider_facts in sorted(facts.items()):
+        row = dict.fromkeys(FIRST_BOOT_OUTCOMES, 0)
+        for record in ledger(provider_facts).values():
+            if record.gone or record.created is None:
+                continue
+            seen = by_key.get(record.key)
+            template = templates.get(record.template)
+            if not (seen is not None and seen.first_boot) and not (
+                template is not None and template.bootstrap.mode == "first-boot"
+            ):
+                continue  # a pushed host: the bootstrap member counts it
+            if record.key in joined or (seen is not None and seen.joined):
+                row[FirstBootKind.JOINED.value] += 1
+                continue
+            outcome = seen.first_boot if seen is not None and seen.first_boot in row else FirstBootKind.NO_RESULT.value
+            row[outcome] += 1
+            line = seen.first_boot_line if seen is not None and seen.first_boot_line else "no result yet"
+            name = seen.host_name if seen is not None else record.host_name
+            rows.append({"provider": provider, "host": name, "key": record.key, "outcome": outcome, "line": line})
+        if any(row.values()):
+            counts[provider] = row
+    return {
+        "counts": counts,
+        "hosts": rows[:FIRST_BOOT_HOST_ROWS],
+        "failed": [dict(f) for f in failed][-FIRST_BOOT_FAILED_ROWS:],
+    }
+
+
+def recent_failures(before: Iterable[Mapping[str, Any]], now: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The failed first boots ``before`` and those of this pass ``now``, once each (by instance
+    key: a status written twice for one pass adds nothing), the newest last."""
+    rows: dict[str, dict[str, Any]] = {}
+    for row in [*before, *now]:
+        if isinstance(row, Mapping):
+            key = str(row.get("key", ""))
+            rows.pop(key, None)
+            rows[key] = dict(row)
+    return list(rows.values())[-FIRST_BOOT_FAILED_ROWS:]
 
 
 def open_op_rows(facts: Mapping[str, Sequence[Fact]]) -> list[dict[str, Any]]:
@@ -191,11 +273,14 @@ def build_document(
     bootstrap_records: Iterable[BootstrapRecord] = (),
     bootstrapping: Mapping[str, Collection[str]] | None = None,
     config: Config | None = None,
+    first_boot_failed: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The status document (docs/daemon.md, "Status file"); ``daemon`` is its ``daemon`` member;
     ``report`` the last pass's (typed, or its ``last_pass`` document as written before);
     ``bootstrap_records`` and ``bootstrapping`` (the keys in a play now, per provider) make its
-    ``bootstrap`` member; ``config`` its ``cost_per_hour`` member (empty without)."""
+    ``bootstrap`` member; ``config`` its ``cost_per_hour`` member (empty without);
+    ``first_boot_failed``: the failed first boots of the document before (its ``first_boot``
+    member's ``failed``), to which this pass's are added."""
     hosts = list(hosts)
     last = report.to_json() if isinstance(report, PassReport) else dict(report) if report is not None else None
     figures = PassFigures.of(report) if isinstance(report, PassReport) else PassFigures.from_json(last)
@@ -208,7 +293,11 @@ def build_document(
         "open_ops": open_op_rows(facts),
         "instances": instance_states(facts, hosts),
         "bootstrap": bootstrap_share(facts, hosts, bootstrap_records, bootstrapping or {}),
+        "first_boot": first_boot_share(
+            facts, hosts, bootstrap_records, config, recent_failures(first_boot_failed, figures.first_boot_failed)
+        ),
         "cost_per_hour": cost_per_hour(facts, config) if config is not None else {},
+        "pools": pool_sizes(facts, config) if config is not None else {},
         "timeouts_expired": expired_timeouts(figures, facts),
         # The orphan scans' timer and the last scan's summary (orchestrator/daemon/orphanscan.py).
         "orphans": dict(orphans) if orphans is not None else None,
@@ -255,8 +344,18 @@ def update_metrics(
             for template, cost in row.items()
         }
     )
+    metrics.set_pools(
+        {
+            (str(provider), str(template)): (int(row.get("stopped", 0)), int(row.get("target", 0)))
+            for provider, by_template in (document.get("pools") or {}).items()
+            for template, row in by_template.items()
+        }
+    )
     for provider, counts in (document.get("bootstrap") or {}).items():
         metrics.set_bootstrap(str(provider), {str(k): int(v) for k, v in counts.items()})
+    for provider in document.get("instances", {}):  # every provider's outcomes named, 0 when none
+        counts = ((document.get("first_boot") or {}).get("counts") or {}).get(provider, {})
+        metrics.set_first_boot(str(provider), {k: int(counts.get(k, 0)) for k in FIRST_BOOT_OUTCOMES})
     open_templates = {
         str(row["template"]) for row in document.get("breakers", []) if row.get("position") == Position.OPEN.value
     }
@@ -270,6 +369,8 @@ def update_metrics(
         metrics.pass_finished(last.finished, pass_duration)
         for item in document.get("timeouts_expired", []):  # counted once: for the pass that acted
             metrics.timeout_passed(str(item["provider"]), NamedTimeout(item["timeout"]))
+        for failure in last.first_boot_failed:
+            metrics.first_boot_failed(str(failure.get("provider", "")), str(failure.get("step", "")))
         metrics.phases_ran((p.name, p.failed) for p in last.phases)
         if last.read_ok:  # a failed read knows no demand: the last stays
             metrics.set_templates(template_rows(last.templates, templates))

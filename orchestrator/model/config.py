@@ -399,6 +399,12 @@ class TemplateOnProvider(Strict):
     flavor: str = Field(min_length=1)
     image: str = Field(min_length=1)
     cost_per_hour: float = Field(default=0.0, ge=0)
+    # What one instance costs per hour while stopped (a warm-pool instance): its disk only in
+    # the cost model; the budgets count pool instances at this price (docs/configuration.md).
+    stopped_cost_per_hour: float = Field(default=0.0, ge=0)
+    # Instances of the template kept stopped on this provider, started first when demand comes
+    # (docs/daemon.md, "The warm pool"); 0: no pool.
+    warm_pool: int = Field(default=0, ge=0, le=1000)
     # Daemon policy: at most this many instances of the template on the provider (on top of the
     # provider's max_instances); unset = only the provider's limit.
     max_instances: int | None = Field(default=None, ge=1)
@@ -407,9 +413,19 @@ class TemplateOnProvider(Strict):
     extra: dict[str, Any] = Field(default_factory=dict)
 
 
-class BootstrapSide(Strict):
-    """What the bootstrap play does on hosts of a template."""
+BootstrapMode = Literal["push", "first-boot"]
+BOOTSTRAP_MODES: tuple[str, ...] = typing.get_args(BootstrapMode)
 
+
+class BootstrapSide(Strict):
+    """What the bootstrap play does on hosts of a template.
+
+    ``mode``: ``push`` (the control node's Ansible play configures each new host over SSH) or
+    ``first-boot`` (the host starts from an image that holds the node manager and joins by
+    itself from its user data and its join token; no play runs per host: docs/bootstrap.md).
+    """
+
+    mode: BootstrapMode = "push"
     groups: list[str] = Field(default_factory=list)
     vars: dict[str, Any] = Field(default_factory=dict)
     roles: list[str] = Field(default_factory=list)
@@ -455,19 +471,57 @@ class Config(Strict):
                 problems.append(f"templates.{tname}: name must match {NAME_PATTERN}")
             if not template.providers:
                 problems.append(f"templates.{tname}.providers: a template needs at least one provider")
-            for pname in template.providers:
+            for pname, side in template.providers.items():
                 if pname not in self.providers:
                     known = ", ".join(sorted(self.providers)) or "none"
                     problems.append(
                         f"templates.{tname}.providers.{pname}: no provider named {pname!r} (known: {known})"
                     )
+                elif side.warm_pool > 0:
+                    problems += _pool_problems(f"templates.{tname}.providers.{pname}", side, self.providers[pname])
+            problems.extend(self._first_boot_problems(tname, template))
         if problems:
             raise ValueError("; ".join(problems))
         return self
 
+    def _first_boot_problems(self, tname: str, template: HostTemplate) -> list[str]:
+        """What a ``first-boot`` template needs: a join key to mint its hosts' tokens, and on every
+        provider a module that carries them to the host without storing them (docs/bootstrap.md)."""
+        if template.bootstrap.mode != "first-boot":
+            return []
+        where = f"templates.{tname}.bootstrap.mode: first-boot"
+        problems: list[str] = []
+        if self.controller.join_key is None:
+            problems.append(f"{where} needs controller.join_key (each host joins with its own token)")
+        for pname in template.providers:
+            provider = self.providers.get(pname)
+            entry = provider_module(provider.module) if provider is not None else None
+            if provider is not None and (entry is None or not entry.join_tokens):
+                problems.append(
+                    f"{where} needs a provider module that delivers join tokens at boot; provider {pname} "
+                    f"uses module {provider.module}, which does not (xcesim does; docs/provider-modules.md)"
+                )
+        return problems
+
     def sim_state_dir(self) -> Path:
         """Where the simulated world keeps its durable state."""
         return self.sim.state_dir if self.sim.state_dir is not None else self.state_dir / "sim"
+
+
+def _pool_problems(where: str, side: TemplateOnProvider, provider: ProviderSettings) -> list[str]:
+    """Why ``warm_pool`` cannot be kept on this provider (none when it can)."""
+    entry = provider_module(provider.module)
+    if entry is not None and not entry.power_state:
+        return [
+            f"{where}.warm_pool: {side.warm_pool}: module {provider.module!r} cannot keep instances stopped "
+            "(no power_state support); set warm_pool: 0"
+        ]
+    if side.stopped_cost_per_hour > side.cost_per_hour:
+        return [
+            f"{where}.stopped_cost_per_hour: {side.stopped_cost_per_hour:g} is more than cost_per_hour "
+            f"{side.cost_per_hour:g} (a stopped instance costs its disk only)"
+        ]
+    return []
 
 
 def _holds_section(annotation: object) -> bool:

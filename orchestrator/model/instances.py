@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import secrets
 import time
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -29,6 +29,9 @@ class InstanceSpec(BaseModel):
     disk_gb: int | None = Field(default=None, ge=1)
     network: str | None = None
     extra: dict[str, str] = Field(default_factory=dict)
+    # ``stopped``: a warm-pool instance (launched and kept stopped); ``running``: one started
+    # from the pool; unset: the module leaves the instance's power as it is (every other host).
+    power_state: Literal["running", "stopped"] | None = None
 
     def terraform_value(self) -> dict[str, Any]:
         """The JSON value Terraform receives (optional attributes left out when unset)."""

@@ -6,7 +6,10 @@ entry in :data:`MODULES`, and every reader asks the registry: the cloud view's d
 (``workspace/cloudview.py``: what drift of an instance resource means a host is gone), the
 import of an unmanaged object (``instance_address``), the classification of a failed create
 into capacity, quota, transient or permanent (``ops/refusal.py``, at the op's boundary with
-Terraform), the owner tags as the cloud's labels, and the settings a module gets by default.
+Terraform), the owner tags as the cloud's labels (:class:`~orchestrator.model.labels.LabelMap`, built from
+the entry's ``tag_*`` fields: the one key map and value encoding every reader and writer of
+tags uses), the settings a module gets by default, and the cloud's console output API
+(``console``: where first-boot results are read, ``ops/consoleresults.py``).
 Adding a module is its directories and one entry here (CONTRIBUTING.md, "Adding a provider
 module"); ``tests/unit/terraform/test_modules_static.py`` holds each entry against the
 module's code.
@@ -16,7 +19,6 @@ Data only: no I/O, nothing imported but the model.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -24,6 +26,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from orchestrator.model import tags as owner
+from orchestrator.model.labels import ANY_TAG_TEXT, AS_IS, LabelMap
 
 
 class FailureClass(StrEnum):
@@ -64,9 +67,21 @@ class Classification:
         return {"class": self.kind.value, "matched": self.matched, "text": self.text}
 
 
-# Characters a tag key or value may hold where the cloud takes any printable text (EC2 tags,
-# Nova metadata, the simulated cloud): the owner tags' ``:`` among them.
-ANY_TAG_TEXT: Final = r"[^\x00-\x1f\x7f]"
+@dataclass(frozen=True)
+class ConsoleApi:
+    """How the module's cloud serves an instance's console output, where first-boot results are
+    read (docs/provider-modules.md, "Console output"; ``orchestrator.model.bootresult``).
+
+    ``call``: the cloud's API; ``limit``: the most it returns, in bytes; ``end``: which end of a
+    longer console it returns (``tail``: the latest output, where a result line is printed);
+    ``built_in``: whether this toolkit reads it (a module whose reader is not built in leaves
+    its first-boot hosts to the controller and the join deadline: no result is read).
+    """
+
+    call: str
+    limit: int
+    end: str = "tail"
+    built_in: bool = False
 
 
 @dataclass(frozen=True)
@@ -76,10 +91,20 @@ class ProviderModule:
     ``instance_types``: the resource type(s) of a host in the module (the first is ``this``,
     what an import addresses); ``drift_types``: resource types whose drift says a host changed
     or is gone (default: the instance types); ``error_rules``: how the cloud's refusals read,
-    checked in :class:`FailureClass` order; ``tag_keys``: owner tag key → the cloud's label key
-    (identity where the cloud takes ``xce:`` keys); ``tag_chars``: one character class every
-    label key and value must match; ``default_settings``: settings the module gets unless the
-    site sets them.
+    checked in :class:`FailureClass` order; ``tag_keys``: toolkit tag key → the cloud's label
+    key (identity where the cloud takes ``xce:`` keys); ``tag_chars``: one character class every
+    label key and value must match; ``tag_escape``: the character that starts an encoded toolkit
+    value ("": none, values must fit as they are); ``tag_max_length``: the longest label key or
+    value (0: no limit); ``default_settings``: settings the module gets unless the site sets
+    them. ``labels`` is the :class:`LabelMap` of the ``tag_*`` fields (ValueError here when it
+    is not collision-free). ``image_types``: the resource type of a baked image (``xceprov image
+    bake``, docs/images.md; empty: the module makes no images, and ``image_refusal`` says what a
+    site does instead). ``power_state``: whether the module stops and starts an instance in
+    place from its ``power_state`` input (what a warm pool needs, docs/configuration.md).
+    ``join_tokens``: whether the module's root takes the ephemeral root variable ``join_tokens``
+    (instance key -> token) and delivers each token to its host's first boot without Terraform
+    storing it (what ``bootstrap: {mode: first-boot}`` needs, docs/bootstrap.md). ``console``:
+    how its cloud serves console output (None: it does not).
     """
 
     name: str
@@ -88,30 +113,27 @@ class ProviderModule:
     drift_types: tuple[str, ...] = ()
     tag_keys: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     tag_chars: str = ANY_TAG_TEXT
+    tag_escape: str = ""
+    tag_max_length: int = 0
     default_settings: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    labels: LabelMap = field(init=False, repr=False, compare=False)
+    image_types: tuple[str, ...] = ()
+    image_refusal: str = "it makes no images"
+    power_state: bool = False
+    join_tokens: bool = False
+    console: ConsoleApi | None = None
 
     def __post_init__(self) -> None:
         if not self.instance_types:
             raise ValueError(f"provider module {self.name!r}: no instance resource type")
         if not self.drift_types:
             object.__setattr__(self, "drift_types", self.instance_types)
+        labels = LabelMap(self.name, self.tag_keys, self.tag_chars, self.tag_escape, self.tag_max_length)
+        object.__setattr__(self, "labels", labels)
 
     def instance_address(self, key: str) -> str:
         """The address of instance ``key`` in a root of this module, as ``terraform import`` takes it."""
         return f'module.instances.{self.instance_types[0]}.this["{key}"]'
-
-    def label_key(self, key: str) -> str:
-        """The cloud's label key for owner tag ``key`` (the key itself unless mapped)."""
-        return self.tag_keys.get(key, key)
-
-    def label_problem(self, key: str, value: str) -> str | None:
-        """Why the cloud would refuse label ``key`` = ``value`` (None when it fits ``tag_chars``)."""
-        allowed = re.compile(rf"^(?:{self.tag_chars})*$")
-        label = self.label_key(key)
-        for what, text in (("key", label), ("value", value)):
-            if not allowed.match(text):
-                return f"module {self.name}: tag {what} {text!r} has characters outside {self.tag_chars}"
-        return None
 
 
 # Rules every module shares: Terraform's own configuration errors and network failures.
@@ -205,12 +227,35 @@ MODULES: dict[str, ProviderModule] = {
         # The simulated cloud's store lives in the simulated world's state directory, which only
         # the orchestrator knows.
         default_settings=MappingProxyType({"store": "{{ sim_state_dir }}/cloud.sqlite"}),
+        image_types=("xcesim_image",),
+        # xcesim_instance.power_state: stopped and started in place (the warm pool).
+        power_state=True,
+        # The provider configuration takes the tokens and writes each into its instance's boot copy
+        # of the user data (orchestrator/sim/cloud/provider.py), never into an attribute it stores.
+        join_tokens=True,
+        # The host manager keeps each host's boot output; the cloud serves its latest 64 KiB.
+        console=ConsoleApi("the simulated cloud's console output", 64 * 1024, "tail", built_in=True),
     ),
-    "aws": ProviderModule(name="aws", instance_types=("aws_instance",), error_rules=EC2_RULES + TERRAFORM_RULES),
+    "aws": ProviderModule(
+        name="aws",
+        instance_types=("aws_instance",),
+        error_rules=EC2_RULES + TERRAFORM_RULES,
+        image_types=("aws_ami_from_instance",),
+        # ec2:GetConsoleOutput with Latest=true: the most recent 64 KiB, base64 (Nitro instances).
+        console=ConsoleApi("EC2 GetConsoleOutput (Latest=true)", 64 * 1024, "tail"),
+    ),
     "openstack": ProviderModule(
         name="openstack",
         instance_types=("openstack_compute_instance_v2",),
         error_rules=OPENSTACK_RULES + TERRAFORM_RULES,
+        # The OpenStack provider has no resource that snapshots a server (docs/images.md).
+        image_refusal=(
+            "the Terraform OpenStack provider has no resource that makes an image from a server; "
+            "snapshot a builder server yourself (openstack server image create) and set the template's image "
+            "to its id (docs/images.md)"
+        ),
+        # POST /servers/{id}/action {"os-getConsoleOutput": {"length": N}}: the last N lines.
+        console=ConsoleApi("Nova os-getConsoleOutput (length: last lines)", 64 * 1024, "tail"),
     ),
 }
 
@@ -218,6 +263,11 @@ MODULES: dict[str, ProviderModule] = {
 def provider_module(name: str) -> ProviderModule | None:
     """The registry entry of module ``name`` (None for a module the toolkit does not know)."""
     return MODULES.get(name)
+
+
+def image_types() -> frozenset[str]:
+    """Every resource type that is a baked image, over all modules (read at call time)."""
+    return frozenset(t for m in MODULES.values() for t in m.image_types)
 
 
 def drift_types() -> frozenset[str]:
@@ -241,20 +291,35 @@ def _merged(groups: Iterable[tuple[ErrorRule, ...]]) -> tuple[ErrorRule, ...]:
     return tuple(ErrorRule(kind, tuple(codes[kind])) for kind in FailureClass if codes[kind])
 
 
-def label_refusal(entry: ProviderModule, common: Mapping[str, str]) -> str | None:
-    """Why module ``entry``'s cloud cannot carry the owner tags (None when it can).
+def labels_of(module: str) -> LabelMap:
+    """The label map of module ``module`` (tags as they are for a module the toolkit does not know)."""
+    entry = MODULES.get(module)
+    return entry.labels if entry is not None else AS_IS
 
-    ``common``: the tags every instance of the provider carries (cluster and provider). Every
-    owner tag key and those values must fit the module's ``tag_chars``. Owner tags written
-    under other label keys (``tag_keys``) are not supported yet: the desired set, the state and
-    the listing are read back by the owner keys themselves, so such a module is refused here
-    rather than losing its hosts' ownership.
+
+def label_refusal(entry: ProviderModule, common: Mapping[str, str], templates: Iterable[str] = ()) -> str | None:
+    """Why module ``entry``'s cloud cannot carry the toolkit's tags (None when it can).
+
+    ``common``: the tags every instance of the provider carries (cluster and provider);
+    ``templates``: the templates that run on the provider. Every toolkit tag's label key must
+    fit the module's labels, and those values must be labels (as they are or encoded). A
+    template's name must be its ``xce:template`` label as it is: the module contract compares
+    an instance's template with that tag (terraform/contract/variables.tf).
     """
-    mapped = {k: v for k, v in entry.tag_keys.items() if k != v}
-    if mapped:
-        return f"module {entry.name}: owner tags under other label keys ({mapped}) are not supported yet"
-    for key in (*owner.OWNER_TAGS, owner.PROTECT, owner.MAX_LIFETIME):
-        problem = entry.label_problem(key, common.get(key, ""))
+    labels = entry.labels
+    for key in owner.TOOLKIT_TAGS:
+        problem = labels.key_problem(key)
         if problem is not None:
             return problem
+    try:
+        for key, value in common.items():
+            labels.encode(key, value)
+    except ValueError as exc:
+        return f"module {entry.name}: {exc}"
+    for name in templates:
+        if not labels.verbatim(name):
+            return (
+                f"module {entry.name}: template name {name!r} is not a label value as it is, "
+                f"which its {labels.label_key(owner.TEMPLATE)} label must be (the contract compares the two)"
+            )
     return None

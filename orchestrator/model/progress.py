@@ -32,7 +32,8 @@ HOST_PHASES: tuple[Phase, ...] = ("bootstrap", "decommission")
 # bootstrapped, and no failure of the host's either (the next run does it again).
 HostOutcome = Literal["ok", "changed", "failed", "unreachable", "skipped", "stopped"]
 STOPPED: Final = "stopped"
-GOOD_HOST_OUTCOMES = frozenset({"ok", "changed"})
+# "started": a first-boot host at its creation (model/firstboot.py): no play ran, its join decides.
+GOOD_HOST_OUTCOMES = frozenset({"ok", "changed", "started"})
 InstanceAction = Literal["create", "delete"]
 
 

@@ -15,7 +15,10 @@ a ``:`` (where a URI's password starts), every start of a secret of
 
 Every sink that writes a message somewhere another person may read it (the audit, the daemon's
 status document and log lines, the command line's error) passes it through :func:`hide_known`:
-the process's secrets are registered once, where they are read (:func:`register`).
+the process's secrets are registered once, where they are read (:func:`register`). Secrets
+minted by the thousand (join tokens, one per host) are registered by their form instead
+(:func:`register_form`): any text of that form is hidden, and the list of secrets does not grow
+with every host.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ FRAGMENT_MIN: Final = 3
 
 _lock = threading.Lock()
 _known: list[str] = []
+_forms: list[re.Pattern[str]] = []
 
 
 def _hex(byte: int, width: int) -> str:
@@ -148,31 +152,50 @@ def register(secrets: Iterable[str]) -> None:
                 _known.append(secret)
 
 
+def register_form(form: re.Pattern[str]) -> None:
+    """Hide any text matching ``form`` at every sink for the life of the process (a secret minted
+    per host, such as a join token, whose characters need no escaping in any written form)."""
+    with _lock:
+        if form not in _forms:
+            _forms.append(form)
+
+
 def _registered() -> tuple[str, ...]:
     with _lock:
         return tuple(_known)
 
 
+def _registered_forms() -> tuple[re.Pattern[str], ...]:
+    with _lock:
+        return tuple(_forms)
+
+
+def _hide_forms(text: str, forms: tuple[re.Pattern[str], ...]) -> str:
+    for form in forms:
+        text = form.sub(HIDDEN, text)
+    return text
+
+
 def hide_known(text: str) -> str:
     """``text`` with every secret this process registered hidden (a no-op when there is none)."""
     known = _registered()
-    return hide(text, known) if known else text
+    return _hide_forms(hide(text, known) if known else text, _registered_forms())
 
 
 def hide_known_in(value: Any) -> Any:
     """``value`` (a JSON-like document: mappings, lists, strings) with :func:`hide_known` applied
     to every string in it, keys included; the document is copied only when a secret is known."""
-    known = _registered()
-    return _hide_in(value, known) if known else value
+    known, forms = _registered(), _registered_forms()
+    return _hide_in(value, known, forms) if known or forms else value
 
 
-def _hide_in(value: Any, known: tuple[str, ...]) -> Any:
+def _hide_in(value: Any, known: tuple[str, ...], forms: tuple[re.Pattern[str], ...] = ()) -> Any:
     if isinstance(value, str):
-        return hide(value, known)
+        return _hide_forms(hide(value, known), forms)
     if isinstance(value, Mapping):
-        return {_hide_in(k, known): _hide_in(v, known) for k, v in value.items()}
+        return {_hide_in(k, known, forms): _hide_in(v, known, forms) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_hide_in(v, known) for v in value]
+        return [_hide_in(v, known, forms) for v in value]
     return value
 
 
@@ -186,4 +209,5 @@ class HidingFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         """``inner``'s text of ``record`` without any registered secret."""
-        return hide_output(self.inner.format(record), _registered())
+        # A form's characters need no escaping: matched in the JSON line as written.
+        return _hide_forms(hide_output(self.inner.format(record), _registered()), _registered_forms())

@@ -21,8 +21,23 @@ PROTECT: Final = "xce:protect"
 # Present only when the provider sets ``max_lifetime``; like the owner tags, no site template can
 # drop it.
 MAX_LIFETIME: Final = "xce:max_lifetime"
+# ``warm`` while the instance waits stopped in its template's warm pool (orchestrator/model/pool.py);
+# removed when demand takes it.
+POOL: Final = "xce:pool"
 
 OWNER_TAGS: Final = (CLUSTER, PROVIDER, OP_ID, EPOCH, TEMPLATE)
+
+# A bake's objects (docs/images.md): ``image`` or ``builder``, and what an image was built from.
+KIND: Final = "xce:kind"
+BUILT_FROM_IMAGE: Final = "xce:built-from-image"
+ROLE_VERSION: Final = "xce:role-version"
+NODE_MANAGER_SHA256: Final = "xce:node-manager-sha256"
+SITE_ROLES: Final = "xce:site-roles"
+IMAGE_TAGS: Final = (KIND, BUILT_FROM_IMAGE, ROLE_VERSION, NODE_MANAGER_SHA256, SITE_ROLES)
+
+# Every tag the toolkit writes or reads back from the cloud: what a provider module's label map
+# (orchestrator/model/labels.py) may put under other label keys and encodes the values of.
+TOOLKIT_TAGS: Final = (*OWNER_TAGS, PROTECT, MAX_LIFETIME, POOL, *IMAGE_TAGS)
 
 # The epoch tag value for a plan made without a lease (``xceprov plan`` previews).
 NO_EPOCH: Final = "none"

@@ -29,6 +29,7 @@ from typing import Protocol
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.clients.terraform.messages import PlanResult
 from orchestrator.errors import TerraformError
+from orchestrator.model.labels import AS_IS, LabelMap
 from orchestrator.ops.hostloss import SUSPECTS_FILE, LossTracker, LostInstance, PreviewTracker
 from orchestrator.workspace.cloudview import Drift, Listing, drift_from_stream, read_drift_stream, read_listing
 from orchestrator.workspace.documents import Document, local_document
@@ -56,9 +57,13 @@ class LossObserver(Protocol):
 class TrackerObserver:
     """Drift and listing of one working directory fed to the persisted tracker."""
 
-    def __init__(self, engine: Engine, workdir: Path, tracker: LossTracker | None = None) -> None:
+    def __init__(
+        self, engine: Engine, workdir: Path, tracker: LossTracker | None = None, labels: LabelMap | None = None
+    ) -> None:
         self.engine = engine
         self.workdir = workdir
+        # The module's label map: the listing's tags are read through it (its reasons are by id).
+        self.labels = labels if labels is not None else AS_IS
         self.listing_dir = listing_dir(workdir)
         self.tracker = tracker if tracker is not None else LossTracker(workdir / SUSPECTS_FILE)
 
@@ -105,7 +110,9 @@ class TrackerObserver:
 
     def state_ids(self) -> dict[str, str]:
         """Instance key → cloud id in this working directory's Terraform state."""
-        return {k: str(v.get("id", "")) for k, v in instances_output(self.engine.output(self.workdir)).items()}
+        return {
+            k: str(v.get("id", "")) for k, v in instances_output(self.engine.output(self.workdir), self.labels).items()
+        }
 
     def listing(self) -> Listing | None:
         """The cloud's listing for the reasons of a deletion; None when the module has none.
@@ -117,7 +124,7 @@ class TrackerObserver:
         """
         if self.listing_dir != self.workdir:
             return self.shard0_listing()
-        listing = read_listing(self.engine, self.workdir)
+        listing = read_listing(self.engine, self.workdir, self.labels)
         return listing if listing.supported else None
 
     def shard0_listing(self) -> Listing | None:
@@ -126,23 +133,24 @@ class TrackerObserver:
         Unreadable is not fatal here: without reasons the two-observation rule still applies.
         """
         try:
-            listing = read_listing(self.engine, self.listing_dir)
+            listing = read_listing(self.engine, self.listing_dir, self.labels)
         except TerraformError:
             return None
         return listing if listing.supported else None
 
 
-def _located(workdir: ProviderWorkdir | Path) -> tuple[Path, Document]:
-    """The working directory and its suspects' document (a bare path: the local file in it)."""
+def _located(workdir: ProviderWorkdir | Path) -> tuple[Path, Document, LabelMap | None]:
+    """The working directory, its suspects' document and its label map (a bare path: the local
+    file in it, tags as they are)."""
     if isinstance(workdir, ProviderWorkdir):
-        return workdir.path, workdir.suspects
-    return Path(workdir), local_document(Path(workdir) / SUSPECTS_FILE)
+        return workdir.path, workdir.suspects, workdir.labels
+    return Path(workdir), local_document(Path(workdir) / SUSPECTS_FILE), None
 
 
 def observer_for(engine: Engine, workdir: ProviderWorkdir | Path) -> LossObserver:
     """The real loss observer of ``workdir`` (its suspects where the working directory keeps them)."""
-    path, suspects = _located(workdir)
-    return TrackerObserver(engine, path, LossTracker(suspects))
+    path, suspects, labels = _located(workdir)
+    return TrackerObserver(engine, path, LossTracker(suspects), labels)
 
 
 def preview_losses(engine: Engine, workdir: ProviderWorkdir | Path) -> list[LostInstance]:
@@ -157,6 +165,6 @@ def preview_losses(engine: Engine, workdir: ProviderWorkdir | Path) -> list[Lost
     showed other losses than this read finds (docs/operations.md, "Previews and host loss").
     The caller holds the working directory's lock; its desired set must exist.
     """
-    path, suspects = _located(workdir)
-    observer = TrackerObserver(engine, path, PreviewTracker(suspects))
+    path, suspects, labels = _located(workdir)
+    observer = TrackerObserver(engine, path, PreviewTracker(suspects), labels)
     return sorted(observer.observe(), key=lambda item: item.instance_key)

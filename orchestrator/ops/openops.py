@@ -2,7 +2,9 @@
 
 A create op is open while fewer of its ``count`` instances are accounted for (created, returned
 or lost) than it asked for; a return op while one of its ``returning`` instances has no
-``returned`` (or ``lost``) fact. ``xceprov status``, ``xceprov ops`` and resume all read open ops
+``returned`` (or ``lost``) fact; a warm-pool start op (an intent naming its keys,
+:mod:`orchestrator.model.pool`) while one of them has no ``expectedHost`` of that op and is not
+gone. ``xceprov status``, ``xceprov ops`` and resume all read open ops
 from here, so they agree.
 """
 
@@ -13,6 +15,7 @@ from dataclasses import dataclass, field
 
 from orchestrator.model.facts import GONE_KINDS, Fact, FactKind
 from orchestrator.model.instances import instance_key
+from orchestrator.model.pool import start_keys
 
 
 @dataclass(frozen=True)
@@ -21,7 +24,7 @@ class OpenOp:
 
     provider: str
     op_id: str
-    kind: str  # "create" | "return"
+    kind: str  # "create" | "return" | "start"
     template: str
     count: int
     done: int
@@ -29,6 +32,8 @@ class OpenOp:
     since: float
     # The instance keys still without an outcome.
     pending: tuple[str, ...] = field(default=())
+    # The intent's detail (a bake's builder: ``bake: ...``, docs/images.md); "" for a return.
+    detail: str = ""
 
 
 def _key(fact: Fact) -> str:
@@ -46,7 +51,27 @@ def open_ops(facts: Iterable[Fact]) -> list[OpenOp]:
     out: list[OpenOp] = []
     for op_id, op_facts in by_op.items():
         intent = next((f for f in op_facts if f.kind == FactKind.REQUEST_INTENT), None)
-        if intent is not None:
+        starting = start_keys(intent.detail) if intent is not None else None
+        if intent is not None and starting is not None:
+            expected = {_key(f) for f in op_facts if f.kind == FactKind.EXPECTED_HOST}
+            pending = tuple(k for k in starting if k not in expected and k not in gone)
+            if pending:
+                done = len(starting) - len(pending)
+                epoch = intent.epoch.tag()
+                out.append(
+                    OpenOp(
+                        intent.provider,
+                        op_id,
+                        "start",
+                        intent.template,
+                        len(starting),
+                        done,
+                        epoch,
+                        intent.committed,
+                        pending,
+                    )
+                )
+        elif intent is not None:
             # An instance is accounted for once it was created or has an outcome (lost before its
             # creation was recorded). A lost instance does not close the op: the others may still
             # be missing, and crash recovery must see the op to complete it.
@@ -64,6 +89,7 @@ def open_ops(facts: Iterable[Fact]) -> list[OpenOp]:
                         intent.epoch.tag(),
                         intent.committed,
                         pending,
+                        intent.detail,
                     )
                 )
         returning = [f for f in op_facts if f.kind == FactKind.RETURNING]

@@ -9,7 +9,7 @@ shows is then what the op plans for the same request, by construction.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from orchestrator.clients.terraform.engine import Engine
 from orchestrator.clients.terraform.messages import PlanResult
 from orchestrator.errors import UsageError
 from orchestrator.model.config import Config
+from orchestrator.model.images import ImageSpec
 from orchestrator.model.instances import InstanceSpec
 from orchestrator.render.instances import RenderRequest, controller_context, render_op, render_settings, renderer_for
 from orchestrator.workspace.workdir import ProviderWorkdir
@@ -43,10 +44,14 @@ def render_instances(
 
 
 def desired_variables(
-    config: Config, workdir: ProviderWorkdir, instances: Mapping[str, InstanceSpec]
+    config: Config,
+    workdir: ProviderWorkdir,
+    instances: Mapping[str, InstanceSpec],
+    images: Mapping[str, ImageSpec] | None = None,
 ) -> dict[str, Any]:
-    """The whole Terraform variables document of ``instances`` as the shard's desired set."""
-    return workdir.variables(instances, render_settings(config, workdir.provider))
+    """The whole Terraform variables document of ``instances`` as the shard's desired set
+    (``images``: its baked images; None keeps the current ones, :meth:`ProviderWorkdir.variables`)."""
+    return workdir.variables(instances, render_settings(config, workdir.provider), images)
 
 
 @dataclass(frozen=True)
@@ -67,15 +72,20 @@ def plan_desired(
     out: Path | None = None,
     fence: str = "",
     scratch: Path | None = None,
+    images: Mapping[str, ImageSpec] | None = None,
+    ephemeral: Sequence[Path] = (),
 ) -> PlanOf:
     """Plan ``instances`` as the whole desired set of ``workdir`` (its lock held by the caller).
 
     The variables go to a private candidate file (in ``scratch`` when given, else the working
     directory), never to the desired set: writing it is the op's step, after its plan is checked.
     ``out``: where Terraform saves the plan. ``fence``: the epoch tag the plan hands the provider
-    configuration (an op's, :meth:`TerraformSteps.plan_fence`; "" for a preview).
+    configuration (an op's, :meth:`TerraformSteps.plan_fence`; "" for a preview). ``images``:
+    the baked images planned (None: the current ones, unchanged). ``ephemeral``:
+    files of the root's ephemeral variables (an op's join tokens, ``ops.firstboot``; none for a
+    preview), which the apply of the saved plan must be given again.
     """
-    variables = desired_variables(config, workdir, instances)
+    variables = desired_variables(config, workdir, instances, images)
     with workdir.candidate_var_file({**variables, FENCE_VARIABLE: fence}, scratch) as var_file:
-        result = engine.plan(workdir.path, var_files=[var_file], out=out)
+        result = engine.plan(workdir.path, var_files=[var_file, *ephemeral], out=out)
     return PlanOf(result, variables)

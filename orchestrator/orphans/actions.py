@@ -22,6 +22,7 @@ import json
 from dataclasses import replace
 from typing import Any, Final
 
+from orchestrator.model import tags as owner
 from orchestrator.model.facts import Fact, FactKind
 from orchestrator.ops.drain import DrainSettings
 from orchestrator.ops.executor import OpRecorder, Wired
@@ -53,7 +54,7 @@ def orphan_fact(recorder: OpRecorder, kind: FactKind, finding: Finding, step: st
             epoch,
             instance_key=finding.object_id,
             instance_id=finding.object_id,
-            template=finding.tags.get("xce:template", ""),
+            template=finding.tags.get(owner.TEMPLATE, ""),
             host_name=finding.adopt_host or finding.name,
             address=finding.address,
             detail=_detail(finding, **more),

@@ -9,7 +9,11 @@
 * (c) ghost: a fact with no cloud object, the drift showing it deleted on two consecutive reads
   (or the listing showing the cloud ended it) → retirement through the host-loss path;
 * (d) borrowed licence not returned: licences are not provisioned yet, so the class is never
-  found (the report says it was not scanned).
+  found (the report says it was not scanned);
+* (e) bake leftover (docs/images.md): a bake's builder instance (``xce:kind=builder``) still in
+  the cloud, or a baked image (``xce:kind=image``) that no desired set keeps, of no op in
+  flight → always report only, never deleted by the scan (``xceprov return`` a builder,
+  ``xceprov image delete`` an image).
 
 An object without this cluster's tag or this provider's tag is not ours: it is never a finding.
 """
@@ -23,6 +27,7 @@ from typing import Any, Final
 from orchestrator.clients.controller.types import HostInfo
 from orchestrator.model import tags as owner
 from orchestrator.model.facts import Fact, FactKind
+from orchestrator.model.images import KIND, KIND_BUILDER, BakedImage, image_key
 from orchestrator.ops.hostloss import LostInstance
 from orchestrator.ops.openops import open_ops
 from orchestrator.reconcile.ledger import InstanceRecord, ledger
@@ -32,11 +37,13 @@ CLASS_A: Final = "a"
 CLASS_B: Final = "b"
 CLASS_C: Final = "c"
 CLASS_D: Final = "d"
+CLASS_E: Final = "e"
 CLASS_NAMES: Final = {
     CLASS_A: "requested, never joined",
     CLASS_B: "tagged in the cloud, no fact",
     CLASS_C: "ghost: a fact with no cloud object",
     CLASS_D: "borrowed licence not returned",
+    CLASS_E: "bake leftover: a builder or image with no live op",
 }
 
 # The policy's actions (docs/orphans-json.md).
@@ -209,6 +216,8 @@ def tagged_no_fact(
     for obj in objects:
         if not ours(obj, cluster, provider) or obj.state not in LIVE_CLOUD_STATES or obj.id in index.known_ids:
             continue
+        if obj.tags.get(KIND) == KIND_BUILDER:
+            continue  # a bake's builder: class (e), report only
         op_id = obj.tags.get(owner.OP_ID, "")
         if op_id in index.in_flight:
             in_flight.append(obj.id)  # a create still running or to resume: its facts are coming
@@ -266,6 +275,58 @@ def ghosts(provider: str, index: FactIndex, lost: Sequence[tuple[int, LostInstan
                 evidence={"cloud": dict(item.evidence), "facts": {"instance_created": record.created is not None}},
                 shard=shard,
                 lost=item,
+            )
+        )
+    return out
+
+
+def bake_leftovers(
+    provider: str,
+    cluster: str,
+    index: FactIndex,
+    objects: Sequence[CloudObject],
+    images: Sequence[BakedImage],
+    kept: frozenset[str],
+) -> list[Finding]:
+    """Class (e): builders still in the cloud and images no desired set keeps (``kept``: the image
+    keys of shard 0's desired set), of ops not in flight; always :data:`REPORT`."""
+    out: list[Finding] = []
+    for obj in objects:
+        if not ours(obj, cluster, provider) or obj.state not in LIVE_CLOUD_STATES:
+            continue
+        op_id = obj.tags.get(owner.OP_ID, "")
+        if obj.tags.get(KIND) != KIND_BUILDER or op_id in index.in_flight:
+            continue
+        out.append(
+            Finding(
+                CLASS_E,
+                provider,
+                obj.id,
+                REPORT,
+                op_id=op_id,
+                name=obj.name,
+                address=obj.address,
+                tags=dict(obj.tags),
+                launch_time=obj.launch_time,
+                evidence={"cloud": {"state": obj.state, "kind": KIND_BUILDER}, "facts": {"op_in_flight": False}},
+            )
+        )
+    for image in images:
+        if not image.is_bake() or not image.owned_by(cluster, provider) or image.op_id in index.in_flight:
+            continue
+        if image_key(image.op_id) in kept:
+            continue
+        out.append(
+            Finding(
+                CLASS_E,
+                provider,
+                image.id,
+                REPORT,
+                op_id=image.op_id,
+                name=image.name,
+                tags=dict(image.tags),
+                launch_time=image.created,
+                evidence={"cloud": {"state": image.state, "kind": "image"}, "desired": {"kept": False}},
             )
         )
     return out

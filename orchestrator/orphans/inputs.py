@@ -154,7 +154,7 @@ def read_shard(ops: Wired, shard: ProviderWorkdir) -> ShardRead:
         with shard.lock():
             if out.index == 0:
                 executor.listable(shard)
-                views = read_views(engine, shard.path)
+                views = read_views(engine, shard.path, shard.labels)
                 out.drift, out.listing = views.drift, views.listing
             else:
                 # The listing is shard 0's: a drift-only read spares this shard the plan's show -json.

@@ -37,6 +37,7 @@ from orchestrator.orphans.classes import (
     CLASS_B,
     CLASS_C,
     CLASS_D,
+    CLASS_E,
     REPORT,
     RETIRE,
     RETURN,
@@ -170,7 +171,7 @@ class OrphanScanner:
         found: list[Finding] = []
         if facts is None:
             why = f"the controller's facts are unread ({ctl.error})"
-            summary.skip_unread({CLASS_A: why, CLASS_B: why, CLASS_C: why})
+            summary.skip_unread({CLASS_A: why, CLASS_B: why, CLASS_C: why, CLASS_E: why})
         else:
             found += self._class_a(provider, index, ctl, cloud, listed, now, summary)
             found += self._class_b(provider, index, ctl, cloud, summary)
@@ -236,17 +237,21 @@ class OrphanScanner:
     ) -> list[Finding]:
         listing = cloud.listing
         if listing is None:
-            summary.skip_unread({CLASS_B: "the listing is unread: " + ("; ".join(cloud.errors()) or "not read")})
+            why = "the listing is unread: " + ("; ".join(cloud.errors()) or "not read")
+            summary.skip_unread({CLASS_B: why, CLASS_E: why})
             return []
         if not listing.supported:
-            summary.not_scanned[CLASS_B] = NO_LISTING
+            summary.not_scanned[CLASS_B] = summary.not_scanned[CLASS_E] = NO_LISTING
             return []
         action = self.config.providers[provider].orphan_action or self.config.policy.orphans.action
         found, in_flight = classes.tagged_no_fact(
             provider, self.config.cluster, index, ctl.hosts, listing.objects, action
         )
         summary.in_flight = in_flight
-        return found
+        kept = frozenset(self.ops.executor.workdir(provider).desired.images())
+        return found + classes.bake_leftovers(
+            provider, self.config.cluster, index, listing.objects, listing.images, kept
+        )
 
     def _class_c(
         self, provider: str, index: classes.FactIndex, cloud: ProviderRead, *, persist: bool, summary: ProviderSummary
@@ -279,6 +284,11 @@ class OrphanScanner:
             raise UsageError(
                 f"orphans return {ref}: it matches the live host {finding.adopt_host}; adopt it "
                 "(xceprov orphans adopt), or drain and return the host (xceprov return)"
+            )
+        elif finding.cls == CLASS_E:
+            raise UsageError(
+                f"orphans {action} {ref}: class (e) is reported only; return a builder with xceprov return, "
+                "delete an image with xceprov image delete (docs/images.md)"
             )
         else:
             finding.action = {CLASS_A: RETURN, CLASS_B: TERMINATE, CLASS_C: RETIRE}[finding.cls]

@@ -50,6 +50,11 @@ class BootstrapRecord:
     next_at: float = 0.0  # a failed host is not tried again before this
     gave_up: bool = False  # attempts exhausted: the host is (being) returned
     joined: bool = False  # the controller saw its worker join (counted once for the breaker)
+    # A first-boot host (``bootstrap.mode: first-boot``, no play): its outcome as last read from
+    # its console or the controller (``model.firstboot.FirstBootKind``; "" for a pushed host),
+    # and that outcome's line (the failed step and the host's message).
+    first_boot: str = ""
+    first_boot_line: str = ""
 
     @property
     def ok(self) -> bool:
@@ -127,6 +132,11 @@ class BootstrapTracker:
         changed = [replace(r, outcome=line, last_at=now, next_at=0.0) for r in records]
         return self._save(changed) if changed else []
 
+    def first_boot_seen(self, records: Iterable[BootstrapRecord]) -> list[BootstrapRecord]:
+        """First-boot outcomes that changed (``first_boot``, ``first_boot_line``): one write for all."""
+        changed = list(records)
+        return self._save(changed) if changed else []
+
     def joined(self, records: Iterable[BootstrapRecord]) -> list[BootstrapRecord]:
         """The hosts' workers joined (recorded once each; the breaker counts each once)."""
         changed = [replace(r, joined=True) for r in records]
@@ -187,6 +197,9 @@ def _from_json(key: str, r: Any) -> BootstrapRecord:
         next_at=float(r["next_at"]),
         gave_up=bool(r["gave_up"]),
         joined=bool(r["joined"]),
+        # Records written before first-boot hosts existed have neither.
+        first_boot=str(r.get("first_boot", "")),
+        first_boot_line=str(r.get("first_boot_line", "")),
     )
 
 

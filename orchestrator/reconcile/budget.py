@@ -5,7 +5,10 @@ not gone (``returned`` or ``lost``): live, in flight, or of an op whose outcome 
 create that failed midway may have launched it). So a retry never pushes spend over a budget:
 a retry of an op re-applies keys already counted, and a new op after a failure gets room only
 once the failed keys were recorded gone. A key of a template or provider no longer in the
-configuration is costed at 0 and still takes room under ``max_instances``.
+configuration is costed at 0 and still takes room under ``max_instances``. A warm-pool
+instance waiting stopped is costed at its template's ``stopped_cost_per_hour`` (its disk only)
+and takes room under ``max_instances`` like any other; starting it adds the difference
+(:func:`start_room`).
 """
 
 from __future__ import annotations
@@ -32,14 +35,21 @@ class Usage:
         usage = cls()
         for record in records:
             if record.counted:
-                usage.add(config, record.provider, record.template, 1)
+                usage.add(config, record.provider, record.template, 1, stopped=record.in_pool)
         return usage
 
-    def add(self, config: Config, provider: str, template: str, count: int) -> None:
-        """Count ``count`` more instances of ``template`` on ``provider`` (a decided op)."""
+    def add(self, config: Config, provider: str, template: str, count: int, *, stopped: bool = False) -> None:
+        """Count ``count`` more instances of ``template`` on ``provider`` (a decided op);
+        ``stopped``: warm-pool instances, at their stopped price."""
         self.instances[provider] = self.instances.get(provider, 0) + count
         self.by_template[(provider, template)] = self.by_template.get((provider, template), 0) + count
-        self.spend[provider] = self.spend.get(provider, 0.0) + count * unit_cost(config, provider, template)
+        cost = unit_cost(config, provider, template, stopped=stopped)
+        self.spend[provider] = self.spend.get(provider, 0.0) + count * cost
+
+    def start(self, config: Config, provider: str, template: str, count: int) -> None:
+        """``count`` pool instances started: each now costs its running price (room unchanged)."""
+        extra = unit_cost(config, provider, template) - unit_cost(config, provider, template, stopped=True)
+        self.spend[provider] = self.spend.get(provider, 0.0) + count * extra
 
     @property
     def total_spend(self) -> float:
@@ -56,17 +66,36 @@ class Room:
     evidence: dict[str, Any]
 
 
-def unit_cost(config: Config, provider: str, template: str) -> float:
-    """``cost_per_hour`` of one instance of ``template`` on ``provider`` (0 when not configured)."""
+def unit_cost(config: Config, provider: str, template: str, *, stopped: bool = False) -> float:
+    """``cost_per_hour`` of one instance of ``template`` on ``provider`` (0 when not configured);
+    ``stopped``: its ``stopped_cost_per_hour`` (a warm-pool instance)."""
     on = config.templates.get(template)
     side = on.providers.get(provider) if on is not None else None
-    return side.cost_per_hour if side is not None else 0.0
+    if side is None:
+        return 0.0
+    return side.stopped_cost_per_hour if stopped else side.cost_per_hour
 
 
-def room(config: Config, usage: Usage, provider: str, template: str) -> Room:
-    """The most instances of ``template`` that ``provider`` can still take under every limit."""
+def start_room(config: Config, usage: Usage, provider: str, template: str) -> Room:
+    """How many pool instances of ``template`` on ``provider`` the budgets let start now: each adds
+    its running price less its stopped price (``max_instances`` counted them already)."""
+    extra = unit_cost(config, provider, template) - unit_cost(config, provider, template, stopped=True)
+    limits: list[tuple[int, str]] = [(1 << 31, "")]
+    budget = config.providers[provider].budget_per_hour
+    if budget is not None:
+        limits.append((_affordable(budget - usage.spend.get(provider, 0.0), extra), "provider budget"))
+    if config.policy.budget_per_hour is not None:
+        limits.append((_affordable(config.policy.budget_per_hour - usage.total_spend, extra), "cluster budget"))
+    fits, limit = min(limits, key=lambda item: item[0])
+    evidence = {"provider": provider, "template": template, "extra_cost_per_hour": extra, "fits": max(0, fits)}
+    return Room(max(0, fits), limit, {**evidence, "limit": limit})
+
+
+def room(config: Config, usage: Usage, provider: str, template: str, *, stopped: bool = False) -> Room:
+    """The most instances of ``template`` that ``provider`` can still take under every limit;
+    ``stopped``: warm-pool instances, costed at their stopped price."""
     settings = config.providers[provider]
-    cost = unit_cost(config, provider, template)
+    cost = unit_cost(config, provider, template, stopped=stopped)
     used = usage.instances.get(provider, 0)
     limits: list[tuple[int, str]] = [(settings.max_instances - used, "max_instances")]
     side = config.templates[template].providers.get(provider)

@@ -8,7 +8,9 @@
   and is due again at the next start; that counts as no attempt.
 * **join tracking**: a host's first join closes its template's breaker count
   (``breaker.success``); an expected host past its ``join_deadline`` that never joined is
-  returned (orphan class (a): no job can be on it) and counts as a join failure.
+  returned (orphan class (a): no job can be on it) and counts as a join failure. First-boot
+  hosts not joined yet have their consoles read (:mod:`.firstboot`): one whose boot failed is
+  returned and counts as a bootstrap failure.
 * **reclaim** (:mod:`.reclaim` selects): each chosen host that runs no work is closed at the
   controller; the controller's answer decides. ``closed``: it is returned at once. ``closing``:
   work arrived between the decision and the close, so the host is kept, its work runs on, and the
@@ -33,11 +35,13 @@ from orchestrator.model.backoff import Backoff
 from orchestrator.model.config import Config
 from orchestrator.model.facts import Epoch, Fact
 from orchestrator.model.progress import GOOD_HOST_OUTCOMES, STOPPED
+from orchestrator.ops.consoleresults import FirstBootOutcomes
 from orchestrator.ops.drain import DrainSettings
 from orchestrator.ops.executor import Bootstrap, Created, Executor, OpParts
 from orchestrator.ops.hosts import JOINED_STATES
 from orchestrator.reconcile.bootstraps import OK, BootstrapRecord, BootstrapTracker
 from orchestrator.reconcile.breaker import Breakers
+from orchestrator.reconcile.firstboot import joined_record, read_first_boot
 from orchestrator.reconcile.passctx import PassContext
 from orchestrator.reconcile.reclaim import ReclaimCandidate, hosts_by_key, reclaim_candidates
 from orchestrator.reconcile.results import BootstrapResult, HostBootstrap, JoinResult, KeptHost, ReclaimResult
@@ -64,6 +68,8 @@ class HostPhases:
     clock: Clock
     rng: random.Random
     state_dir: Path
+    # Reads first-boot hosts' consoles (ops.firstboot); None: their results are not read.
+    first_boot: FirstBootOutcomes | None = None
 
     def audit(self, action: str, **details: Any) -> None:
         """One audit entry."""
@@ -189,15 +195,20 @@ def join_phase(phases: HostPhases) -> JoinResult:
     for provider in list(phases.ctx.leased):
         now = phases.clock()
         overdue: list[Fact] = []
+        waiting: list[Fact] = []
         first_joins: list[BootstrapRecord] = []
         for fact in phases.ctx.expected(provider):
             record = phases.tracker.get(fact.instance_key, provider, fact.template, fact.host_name)
             if joined(known.get(fact.instance_key)):
                 if not record.joined:
-                    first_joins.append(record)
+                    first_joins.append(joined_record(phases.config, record))
                 continue
             if fact.join_deadline and now > fact.join_deadline:
                 overdue.append(fact)
+            else:
+                waiting.append(fact)
+        # First-boot hosts still waited for: what their consoles say (reconcile/firstboot.py).
+        read_first_boot(phases, provider, waiting, evidence)
         # One write for all first joins (after a restart they can be every host of the site).
         for record in phases.tracker.joined(first_joins):
             phases.breakers.success(record.template, now)
@@ -215,6 +226,7 @@ def join_phase(phases: HostPhases) -> JoinResult:
                 "now": now,
                 "state": (known[f.instance_key].state if f.instance_key in known else "unknown to the controller"),
                 "bootstrap": phases.tracker.get(f.instance_key, provider, f.template, f.host_name).outcome,
+                "first_boot": phases.tracker.get(f.instance_key, provider, f.template, f.host_name).first_boot_line,
             }
             for f in overdue
         ]

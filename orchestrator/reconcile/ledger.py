@@ -5,6 +5,12 @@ key then gets ``instanceCreated`` and ``expectedHost`` facts, and at its end ``r
 ``lost``. An abandoned create (resume found nothing reached the cloud) records its keys
 ``returned`` too. The gap, the budget and the lifetime selection all read this one ledger, so
 they count the same instances.
+
+Warm-pool instances (docs/daemon.md, "The warm pool") are keys of an op whose intent fills a
+pool (:data:`~orchestrator.model.pool.FILL_DETAIL`): they wait stopped (``in_pool``), are not
+hosts on their way (not ``awaited``) and cost their stopped price, until a start op's intent
+names them (``taken``): from then on they are awaited like any new host until their
+``expectedHost`` fact of the start op.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from dataclasses import dataclass, replace
 
 from orchestrator.model.facts import GONE_KINDS, Fact, FactKind
 from orchestrator.model.instances import instance_key
+from orchestrator.model.pool import FILL_DETAIL, start_keys
 
 
 @dataclass(frozen=True)
@@ -31,11 +38,20 @@ class InstanceRecord:
     instance_id: str = ""
     host_name: str = ""
     gone: bool = False
+    # Launched into a warm pool, and taken out of it by a start op (its intent committed).
+    pool: bool = False
+    taken: bool = False
+
+    @property
+    def in_pool(self) -> bool:
+        """Waiting stopped in its template's warm pool (or on its way there): not a host yet."""
+        return self.pool and not self.taken and not self.gone
 
     @property
     def awaited(self) -> bool:
-        """Committed, not gone and not yet recorded as an expected host: hosts still to come."""
-        return not self.gone and self.expected is None
+        """Committed, not gone, not waiting in a pool and not yet recorded as an expected host:
+        hosts still to come."""
+        return not self.gone and self.expected is None and not self.in_pool
 
     @property
     def counted(self) -> bool:
@@ -47,11 +63,15 @@ def ledger(facts: Iterable[Fact]) -> dict[str, InstanceRecord]:
     """Instance key → record, for every key of every create op in ``facts``."""
     ordered = sorted(facts, key=lambda f: (f.fact_id, f.committed))
     records: dict[str, InstanceRecord] = {}
+    taken: set[str] = set()
     for fact in ordered:
         if fact.kind == FactKind.REQUEST_INTENT:
+            pool = fact.detail == FILL_DETAIL
+            taken.update(start_keys(fact.detail) or ())
             for index in range(fact.count):
                 key = instance_key(fact.op_id, index)
-                records.setdefault(key, InstanceRecord(key, fact.op_id, fact.provider, fact.template, fact.committed))
+                made = InstanceRecord(key, fact.op_id, fact.provider, fact.template, fact.committed, pool=pool)
+                records.setdefault(key, made)
     for fact in ordered:
         record = records.get(fact.instance_key)
         if record is None:
@@ -63,4 +83,6 @@ def ledger(facts: Iterable[Fact]) -> dict[str, InstanceRecord]:
         elif fact.kind in GONE_KINDS:
             record = replace(record, gone=True)
         records[record.key] = record
+    for key in taken & set(records):
+        records[key] = replace(records[key], taken=True)
     return records

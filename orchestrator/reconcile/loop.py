@@ -5,13 +5,13 @@ logged and audited (``phase-failed`` with its name and the error) and the next p
 lease gained while the pass runs (a takeover) is resumed at once on a thread of its own, beside
 the pass (:mod:`.beside`): the previous holder's open ops wait neither for the unit of work in
 flight (a create, a bootstrap call) nor for the rest of the pass; the provider joins the pass's
-leased ones, between two phases, only once its resume ended. A pass
-that could not read its inputs (controller not connected, no demand snapshot yet, a read that
-raised) runs no later phase at all: nothing is created and nothing returned on a picture it does
-not have. Every cloud mutation goes through the fenced :class:`~orchestrator.ops.executor.Executor`;
-a provider whose lease is not valid is read (its facts count toward the gap and the budget) but
-never changed. Time is the injected clock (wall seconds, the controller's clock); the pass
-returns a :class:`PassReport`, which the daemon writes to its status file and metrics.
+leased ones, between two phases, only once its resume ended. A pass that could not read its
+inputs (controller not connected, no demand snapshot yet, a read that raised) runs no later
+phase at all: nothing is created and nothing returned on a picture it does not have. Every
+cloud mutation goes through the fenced :class:`~orchestrator.ops.executor.Executor`; a provider
+whose lease is not valid is read (its facts count toward the gap and the budget) but never
+changed. Time is the injected clock (wall seconds, the controller's clock); the pass returns a
+:class:`PassReport`, which the daemon writes to its status file and metrics.
 
 The host phases (bootstrap, join tracking, reclaim) live in :mod:`.hostphases`; the state a pass
 reads and refreshes in :class:`~orchestrator.reconcile.passctx.PassContext`. docs/daemon.md ("The
@@ -32,6 +32,7 @@ from orchestrator.errors import ControllerError, LeaseLost
 from orchestrator.model.backoff import Backoff
 from orchestrator.model.config import Config
 from orchestrator.model.instances import new_op_id
+from orchestrator.ops.consoleresults import FirstBootOutcomes
 from orchestrator.ops.executor import Bootstrap, Seen, StillLaunched, Wired
 from orchestrator.ops.openops import OpenOp, open_ops
 from orchestrator.reconcile import hostphases
@@ -46,6 +47,7 @@ from orchestrator.reconcile.health import Block, ProviderHealth
 from orchestrator.reconcile.passctx import PassContext, ReadFailed, read_inputs
 from orchestrator.reconcile.phases import beside_failed, join_beside, run_phase
 from orchestrator.reconcile.phases import one_line as _one_line
+from orchestrator.reconcile.poolphase import PoolPhase
 from orchestrator.reconcile.report import PHASES, PassReport, PhaseOutcome, decision_json
 from orchestrator.reconcile.results import (
     BootstrapResult,
@@ -96,6 +98,7 @@ class Reconciler:
     Ansible services; tests script it); without one the bootstrap phase is skipped and hosts are
     expected to join by themselves. The executor must be built with ``bootstrap=None``: the
     pass bootstraps in its own phase, so each host's attempts are counted and retried.
+    ``first_boot`` reads the consoles of first-boot hosts not joined (None: the deadline decides).
 
     ``hold`` holds a resume beside the pass as work in flight (the daemon's: a stop waits for it
     and refuses one not started yet); ``gain_poll``: how often a pass looks for a lease gained.
@@ -124,6 +127,7 @@ class Reconciler:
         state_dir: Path,
         rng: random.Random | None = None,
         bootstrap: Bootstrap | None = None,
+        first_boot: FirstBootOutcomes | None = None,
         scale_out_lock: ScaleOutLock | None = None,
         hold: Hold = no_hold,
         gain_poll: float = GAIN_POLL,
@@ -131,14 +135,14 @@ class Reconciler:
         self.config = config
         # With daemons sharing a database: one decides a scale-out at a time (deciding.py).
         self.scale_out_lock = scale_out_lock
-        # The executor (the ops) and the parts it was built from (the fence, the configuration a
-        # reload replaces), both handed over by whoever built them.
+        # The executor and the parts it was built from (fence, the config a reload replaces), as handed over.
         self.executor, self.parts = ops
         self.controller = controller
         self.clock = clock
         self.state_dir = Path(state_dir)
         self.rng = rng or random.Random()
         self.bootstrap = bootstrap
+        self.first_boot = first_boot
         self.health = ProviderHealth(config.policy.retry, self.rng)
         # Breakers and bootstrap records: files under the state directory, or the shared store's.
         self.documents = cluster_documents(config, self.state_dir)
@@ -343,16 +347,16 @@ class Reconciler:
         # still passed over in round two even when closing the refused op outlasted its backoff.
         now = self.clock()
         fallback: set[str] = set()
+        pool = PoolPhase(
+            self.config, self.executor, self.state_dir, self._inputs, self._create, self._op_failed, self._fenced,
+            self._unreachable,
+        )  # fmt: skip
+        ctx.gaps = dict(gaps_from_ledger(ctx.snapshot, ctx.records()))  # before the pool serves any of it
+        pool.take(ctx, now, evidence)  # the warm pool first (docs/daemon.md, "The warm pool")
         for _round in range(len(self.config.providers) + 1):
             rounds += 1
-            records = ctx.records()
-            gaps = gaps_from_ledger(ctx.snapshot, records)
-            if not ctx.gaps:
-                ctx.gaps = dict(gaps)
             with self._books:  # the policy reads health and the failed ops a resume beside may change
-                inputs = PolicyInputs(
-                    gaps, records, self.health, self.breakers, now, self._unavailable(ctx), frozenset(fallback)
-                )
+                inputs = self._inputs(ctx, now, frozenset(fallback))
                 decisions = scale_out(self.config, inputs)
             self._audit_decisions(ctx, decisions)
             requests = [op for d in decisions for op in d.ops]
@@ -365,7 +369,15 @@ class Reconciler:
                     fallback.add(request.template)
             if not refused:
                 break
+        pool.refill(ctx, now, evidence)  # after the creates of the burst, never before them
         return replace(evidence, rounds=rounds)
+
+    def _inputs(self, ctx: PassContext, now: float, fallback: frozenset[str] = frozenset()) -> PolicyInputs:
+        """The policy's inputs as the facts are now (the gap recomputed from them)."""
+        records = ctx.records()
+        gaps = gaps_from_ledger(ctx.snapshot, records)
+        with self._books:
+            return PolicyInputs(gaps, records, self.health, self.breakers, now, self._unavailable(ctx), fallback)
 
     def _unavailable(self, ctx: PassContext) -> dict[str, str]:
         """Providers the policy must pass over in this round, and why (under ``_books``)."""
@@ -385,12 +397,15 @@ class Reconciler:
                 audit(self.state_dir, "reconcile-scale-out", **decision_json(decision))
             self._last_outcomes[decision.template] = decision.outcome
 
-    def _create(self, ctx: PassContext, provider: str, template: str, count: int, evidence: ScaleOutResult) -> bool:
-        """One create; True when it was refused and closed (its hosts may be asked for elsewhere)."""
+    def _create(
+        self, ctx: PassContext, provider: str, template: str, count: int, evidence: ScaleOutResult, pool: bool = False
+    ) -> bool:
+        """One create (``pool``: into the warm pool); True when it was refused and closed (its
+        hosts may be asked for elsewhere)."""
         op_id = new_op_id()
         ctx.stale(provider)  # before the change: the failure handler reads the op's facts
         try:
-            result = self.executor.create(provider, template, count, op_id=op_id)
+            result = self.executor.create(provider, template, count, op_id=op_id, pool=pool)
         except LeaseLost as exc:
             self._fenced(ctx, provider, op_id, exc)
             evidence.errors.append(f"op {op_id}: {_one_line(exc)}")
@@ -410,7 +425,9 @@ class Reconciler:
             self.health.succeeded(provider, template)
         fields = {"op_id": op_id, "provider": provider, "template": template, "phase": "scale-out"}
         log.info("op %s created %d hosts of %s on %s", op_id, len(result.created), template, provider, extra=fields)
-        evidence.created.append(CreatedOp(op_id, provider, template, len(result.created)))
+        (evidence.pooled if pool else evidence.created).append(
+            CreatedOp(op_id, provider, template, len(result.created))
+        )
         return False
 
     def _op_failed(self, ctx: PassContext, provider: str, op_id: str, template: str, kind: str, exc: Exception) -> bool:
@@ -519,6 +536,7 @@ class Reconciler:
             self.clock,
             self.rng,
             self.state_dir,
+            self.first_boot,
         )
 
     def _read_changed(self, problem: str) -> None:

@@ -5,7 +5,8 @@ and the time ``now`` (wall seconds, the controller's clock):
 
 * **idle**: the controller says ``idle`` since at least the provider's ``idle_time`` and the
   instance is older than its ``hold_time`` (from its ``instanceCreated`` fact: a host paid by
-  the hour is kept for the hour it was bought for);
+  the hour is kept for the hour it was bought for; a host started from a warm pool, from the
+  ``expectedHost`` fact of its start: it is paid as a running host from then);
 * **lifetime**: due under the provider's ``max_lifetime`` (:mod:`.lifetime`), whatever its state:
   busy hosts are drained first, never cut;
 * **closed**: closed at the controller and running no work (a drain that finished, or one an
@@ -100,7 +101,8 @@ def reclaim_candidates(
         host = host_of(record, known)
         if host is None:
             continue
-        age = now - record.created
+        # A pool host runs (and is paid as running) from its start, not from its launch.
+        age = now - (record.expected if record.pool and record.expected is not None else record.created)
         name = record.host_name or host.host_name
         if host.state == "closed":
             evidence = {"state": "closed", "age": round(age, 3)}

@@ -137,16 +137,24 @@ class FailedCreate:
 
 @dataclass(frozen=True)
 class ScaleOutResult:
-    """The scale-out phase: its rounds (a refusal falls back to the next provider), creates, failures."""
+    """The scale-out phase: its rounds (a refusal falls back to the next provider), creates, failures;
+    and the warm pool's start ops (``started``), fill ops (``pooled``) and returned keys."""
 
     rounds: int = 0
     created: list[CreatedOp] = field(default_factory=list)
     failed: list[FailedCreate] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    started: list[CreatedOp] = field(default_factory=list)
+    pooled: list[CreatedOp] = field(default_factory=list)
+    pool_returned: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        """``rounds``, ``created``, ``failed``, ``errors``: the fields, in their order."""
-        return asdict(self)
+        """``rounds``, ``created``, ``failed``, ``errors``, and the pool's fields when it did anything."""
+        out = asdict(self)
+        for name in ("started", "pooled", "pool_returned"):
+            if not out[name]:
+                del out[name]  # a site without a warm pool reads the document it always read
+        return out
 
 
 @dataclass(frozen=True)
@@ -176,6 +184,19 @@ class BootstrapResult:
 
 
 @dataclass(frozen=True)
+class FirstBootFailure:
+    """A first-boot host returned because its console said its boot failed (join tracking)."""
+
+    provider: str
+    template: str
+    host: str
+    key: str
+    step: str
+    message: str
+    op: str  # the return op ("" when the return failed; tried again by the next pass's deadline)
+
+
+@dataclass(frozen=True)
 class JoinResult:
     """The join-tracking phase: first joins, hosts past ``join_deadline``, keys returned, records dropped."""
 
@@ -184,10 +205,19 @@ class JoinResult:
     returned: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     forgotten: list[str] = field(default_factory=list)
+    # First-boot hosts whose outcome changed this pass (host name -> its line), and the hosts
+    # returned because their first boot failed (not past a join_deadline: a bootstrap failure).
+    first_boot: dict[str, str] = field(default_factory=dict)
+    first_boot_failed: list[FirstBootFailure] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        """``joined``, ``overdue`` (host names), ``returned`` (keys), ``errors``, ``forgotten``."""
-        return asdict(self)
+        """``joined``, ``overdue`` (host names), ``returned`` (keys), ``errors``, ``forgotten``;
+        ``first_boot`` and ``first_boot_failed`` when a first-boot host's outcome changed."""
+        out = asdict(self)
+        for name in ("first_boot", "first_boot_failed"):
+            if not out[name]:
+                del out[name]
+        return out
 
 
 @dataclass(frozen=True)

@@ -77,10 +77,12 @@ def scale_out(config: Config, inputs: PolicyInputs) -> list[ScaleOutDecision]:
 
 
 def last_scale_ups(records: Iterable[InstanceRecord]) -> dict[str, float]:
-    """Template → intent time of its latest create op that delivered or may still deliver hosts."""
+    """Template → intent time of its latest create op that delivered or may still deliver hosts
+    (an op filling a warm pool is no scale-up: its refill must not hold the next demand back)."""
     ops: dict[str, list[InstanceRecord]] = {}
     for record in records:
-        ops.setdefault(record.op_id, []).append(record)
+        if not record.pool:
+            ops.setdefault(record.op_id, []).append(record)
     last: dict[str, float] = {}
     for keys in ops.values():
         refused = all(r.gone and r.created is None for r in keys)

@@ -7,7 +7,13 @@ output is parsed and checked before it goes anywhere: invalid JSON or YAML, or a
 owner tags were changed by a site template, is a configuration error naming the file. A
 provider's ``max_lifetime`` becomes the owner tag ``xce:max_lifetime`` and the template context
 ``max_lifetime``; user data that then does not write it to ``/etc/xce/max-lifetime`` (the in-host
-shutdown of the cloud backstop) is refused the same way.
+shutdown of the cloud backstop) is refused the same way. Every tag of an entry must be a label
+the provider module's cloud takes (``orchestrator/model/labels.py``: a site's tags as they are,
+the toolkit's through the module's key map and value encoding); one that cannot be is refused in
+one line naming template, provider, key and value. A ``first-boot`` template's node manager
+configuration names ``join_token_file`` (the context's ``join_token_file``, ``/etc/xce/join-token``);
+its token is never rendered: the provider module writes it at boot (``model/firstboot.py``), and a
+site template that leaves the file out is refused too.
 """
 
 from __future__ import annotations
@@ -24,8 +30,11 @@ from orchestrator.configfile import load_yaml
 from orchestrator.errors import ConfigError
 from orchestrator.model import tags as owner
 from orchestrator.model.config import Config
+from orchestrator.model.firstboot import FIRST_BOOT, JOIN_TOKEN_FILE
 from orchestrator.model.hostnames import MAX_LABEL
 from orchestrator.model.instances import InstanceSpec, instance_key
+from orchestrator.model.labels import LabelError
+from orchestrator.model.modules import labels_of
 from orchestrator.render.environment import TemplateRenderer
 from orchestrator.render.trust import ca_file_present, read_ca_file
 
@@ -103,6 +112,8 @@ def render_op(
     cloud = template.providers[request.provider]
     controller = controller if controller is not None else controller_context(config)
     max_lifetime = provider.max_lifetime_seconds()
+    labels = labels_of(provider.module)
+    first_boot = template.bootstrap.mode == FIRST_BOOT
     rendered: dict[str, InstanceSpec] = {}
     for index in range(request.first_index, request.first_index + request.count):
         key = instance_key(request.op_id, index)
@@ -127,6 +138,8 @@ def render_op(
             "controller": controller,
             # Whole seconds or None; cloud-init.yaml.j2 writes it as data for the in-host shutdown.
             "max_lifetime": max_lifetime,
+            # First boot: where the host finds its token (written by the provider module at boot).
+            "join_token_file": JOIN_TOKEN_FILE if first_boot else None,
         }
         name = renderer.render("hostname.j2", request.template, context).strip()
         if not name or "\n" in name:
@@ -141,11 +154,23 @@ def render_op(
         context["name"] = name
         nm_text = renderer.render("node-manager.json.j2", request.template, context)
         context["node_manager_config"] = _check_json(nm_text, "node-manager.json.j2")
+        if first_boot:
+            _check_token_file(context["node_manager_config"])
         user_data = renderer.render("cloud-init.yaml.j2", request.template, context)
         _check_cloud_config(user_data, max_lifetime)
         context["user_data"] = user_data
         entry_text = renderer.render("instance.json.j2", request.template, context)
-        rendered[key] = _instance_spec(entry_text, owner_tags)
+        spec = _instance_spec(entry_text, owner_tags)
+        try:
+            labels.to_labels(spec.tags)
+        except LabelError as exc:
+            raise ConfigError(
+                [
+                    f"instance.json.j2: template {request.template} on provider {request.provider} "
+                    f"(module {provider.module}): {exc}"
+                ]
+            ) from None
+        rendered[key] = spec
     return rendered
 
 
@@ -157,6 +182,18 @@ def _check_json(text: str, filename: str) -> str:
     except (ValueError, RecursionError) as exc:  # an integer of thousands of digits, arrays nested thousands deep
         raise ConfigError([f"{filename}: rendered unusable JSON: {_json_problem(exc)}"]) from None
     return json.dumps(value, indent=2, sort_keys=True) + "\n"
+
+
+def _check_token_file(node_manager_config: str) -> None:
+    """A first-boot host joins only with its token: a site template cannot drop the file's name."""
+    named = json.loads(node_manager_config).get("join_token_file")
+    if named != JOIN_TOKEN_FILE:
+        raise ConfigError(
+            [
+                f"node-manager.json.j2: a first-boot template's configuration must name join_token_file "
+                f"{JOIN_TOKEN_FILE!r}, not {named!r} (keep the join_token_file part of the built-in template)"
+            ]
+        )
 
 
 def _json_problem(exc: BaseException) -> str:

@@ -27,6 +27,7 @@ from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import FinalError, StaleState, UsageError
 from orchestrator.model import tags as owner
 from orchestrator.model.instances import InstanceSpec, instance_key
+from orchestrator.model.labels import AS_IS, LabelMap
 from orchestrator.model.progress import ProgressSink
 from orchestrator.ops.executor import Bootstrap, CreateResult, Executor, Wired
 from orchestrator.ops.losses import preview_losses
@@ -58,9 +59,14 @@ class BundleOp:
 
 
 def bundle_ops(
-    provider: str, shown: dict[str, Any], where: Path, desired: frozenset[str] = frozenset()
+    provider: str,
+    shown: dict[str, Any],
+    where: Path,
+    desired: frozenset[str] = frozenset(),
+    labels: LabelMap | None = None,
 ) -> list[BundleOp]:
-    """The ops a saved plan creates, from its planned instances' owner tags.
+    """The ops a saved plan creates, from its planned instances' owner tags (the module's labels,
+    read back through ``labels``, the provider's label map; default: tags as they are).
 
     A create of a key already in the ``desired`` set is no op of the bundle: it is Terraform
     re-creating an instance the cloud lost (spot reclaim, out-of-band delete), which the
@@ -77,12 +83,14 @@ def bundle_ops(
     )
     grouped: dict[str, list[str]] = {}
     templates: dict[str, str] = {}
+    back = (labels or AS_IS).from_labels
     for key in creates:
         spec = InstanceSpec.model_validate(planned[key]) if key in planned else None
-        if spec is None or not spec.tags.get(owner.OP_ID):
+        tags = back(spec.tags) if spec is not None else {}
+        if spec is None or not tags.get(owner.OP_ID):
             raise UsageError(f"{where}: planned instance {key} has no {owner.OP_ID} tag; not a plan of xceprov")
-        grouped.setdefault(spec.tags[owner.OP_ID], []).append(key)
-        templates[spec.tags[owner.OP_ID]] = spec.template
+        grouped.setdefault(tags[owner.OP_ID], []).append(key)
+        templates[tags[owner.OP_ID]] = spec.template
     ops = []
     for op_id, keys in sorted(grouped.items()):
         if sorted(keys) != [instance_key(op_id, i) for i in range(len(keys))]:
@@ -167,7 +175,7 @@ def apply_bundle(
         ready_workdir(engine, workdir)
         with workdir.lock():
             shown = engine.show_plan(workdir.path, entry.plan_file)
-            ops = bundle_ops(entry.provider, shown, entry.plan_file, frozenset(workdir.desired.read()))
+            ops = bundle_ops(entry.provider, shown, entry.plan_file, frozenset(workdir.desired.read()), workdir.labels)
             audit(
                 config.state_dir,
                 "apply",

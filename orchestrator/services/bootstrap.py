@@ -24,6 +24,7 @@ are ordinary Ansible variables.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ from orchestrator.clients.ansible.runner import HostResult, PlayStop, RunnerSett
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import UsageError
 from orchestrator.model.config import Config
+from orchestrator.model.modules import labels_of
 from orchestrator.model.progress import HostDone, ProgressSink, no_progress, reported_phase
 from orchestrator.services.bootstrap_sources import SimulatedWorld, console_keys, simulated_sources
 from orchestrator.services.join_tokens import join_token_vars
@@ -54,6 +56,8 @@ from orchestrator.workspace.tfstates import state_reader
 
 Playbook = Literal["bootstrap", "decommission"]
 PRE_HOOK = "pre-bootstrap.yml"
+# The role's bake mode: install the node manager and the boot hook, no per-host file, no secret.
+BAKE_VAR = "xce_node_manager_bake"
 POST_HOOK = "post-bootstrap.yml"
 
 
@@ -132,7 +136,8 @@ def template_bootstrap(config: Config) -> dict[str, TemplateBootstrap]:
 def load_records(config: Config) -> list[InstanceRecord]:
     """Instances known from Terraform state (local files or pg backend rows), else from the last written inventory."""
     with state_reader(pg_conn_str(config)) as read_state:
-        records = records_from_workdirs(config.state_dir, config.cluster, read_state)
+        labels = {name: labels_of(p.module) for name, p in config.providers.items()}
+        records = records_from_workdirs(config.state_dir, config.cluster, read_state, labels)
     if records:
         return records
     inv = paths_for(config).inventory
@@ -252,6 +257,7 @@ def bootstrap(
     scope: str | None = None,
     stop: PlayStop | None = None,
     join_deadlines: Mapping[str, float] | None = None,
+    bake: bool = False,
 ) -> RunResult:
     """Run ``playbook`` on the selected instances; a result per host (see the module docstring).
 
@@ -264,7 +270,9 @@ def bootstrap(
     override both. ``stop`` ends the play early (``clients.ansible.runner.PlayStop``).
     ``published`` reads host keys instances published (default: the simulated cloud's consoles
     when ``world`` is given). ``join_deadlines`` (instance key -> unix time) are the expiries
-    of the hosts' join tokens (``services/join_tokens.py``).
+    of the hosts' join tokens (``services/join_tokens.py``). ``bake``: the role's bake mode
+    (``xce_node_manager_bake: true``, a builder of ``xceprov image bake``, docs/images.md): no
+    join token is minted, since the image it makes must hold no secret.
     """
     loaded, sim_vars = simulated_sources(loaded, world)
     group_vars = {**sim_vars, **(group_vars or {})}
@@ -301,9 +309,16 @@ def bootstrap(
         reachable = [r.name for r in chosen if r.name not in problems]
         evars: dict[str, Any] = hook_vars(config)
         evars.update(extra_vars or {})
+        if bake:
+            evars[BAKE_VAR] = True
         settings = runner_settings(config, toolkit_root)
         # Join tokens: only a file path reaches Ansible; the file is gone after the run.
-        with join_token_vars(config, [r for r in chosen if r.name in reachable], join_deadlines) as token_vars:
+        tokens: contextlib.AbstractContextManager[dict[str, str]] = (
+            contextlib.nullcontext({})
+            if bake
+            else join_token_vars(config, [r for r in chosen if r.name in reachable], join_deadlines)
+        )
+        with tokens as token_vars:
             result = run_playbook(
                 settings,
                 settings.ansible_dir / "playbooks" / f"{playbook}.yml",

@@ -6,7 +6,8 @@ site behind them, so the bootstrap fills in the simulated world's own: its toolk
 ``ansible.ssh_key`` is unset, and its node manager artifact (rebuilt when missing or older than
 its sources) as the install source of the ``module_xcesim`` group. A site's
 ``group_vars/module_xcesim.yml`` still overrides it. The simulated cloud also shows the console
-of its instances, where each host publishes its SSH host keys at boot (``console_keys``).
+of its instances, where each host publishes its SSH host keys at boot (``console_keys``) and a
+first boot prints its result line (``console_readers``, ``first_boot_results``).
 
 The decision is taken here; the simulated world's parts come in as a ``SimulatedWorld``, because
 the orchestrator's layers do not import the simulated world (the ``sim-apart`` import contract):
@@ -24,6 +25,7 @@ from typing import Any
 from orchestrator.clients.ansible.hostkeys import KeySource, KeyTarget, Published
 from orchestrator.configfile import LoadedConfig
 from orchestrator.model.config import Config
+from orchestrator.ops.consoleresults import Console, ConsoleRead, ConsoleResults
 
 SIM_MODULE = "xcesim"
 SIM_GROUP = f"module_{SIM_MODULE}"
@@ -39,6 +41,8 @@ class SimulatedWorld:
     build: Callable[[Path], Path]  # build the artifact into a directory; returns its path
     # (sim state dir, instance id) -> that instance's console as the cloud shows it, None before boot
     console: Callable[[Path, str], Published | None] | None = None
+    # The same, its latest 64 KiB (where a first boot's result line is, ``ops.firstboot``).
+    console_latest: Callable[[Path, str], Published | None] | None = None
 
 
 class ConsoleKeys:
@@ -64,6 +68,26 @@ def console_keys(config: Config, world: SimulatedWorld | None) -> KeySource | No
     if world is None or world.console is None or not providers:
         return None
     return ConsoleKeys(world.console, config.sim_state_dir(), providers)
+
+
+def console_readers(world: SimulatedWorld | None) -> dict[str, ConsoleRead]:
+    """How consoles are read per provider module, for first-boot results: the simulated cloud's
+    (when the world is handed over); the other modules' APIs are not built in (docs/provider-modules.md)."""
+    if world is None or world.console_latest is None:
+        return {}
+    latest = world.console_latest
+
+    def read(config: Config, provider: str, instance_id: str) -> Console | None:
+        published = latest(config.sim_state_dir(), instance_id)
+        return None if published is None else Console(published.instance_id, published.address, published.console)
+
+    return {SIM_MODULE: read}
+
+
+def first_boot_results(config: Callable[[], Config], world: SimulatedWorld | None) -> ConsoleResults:
+    """The first-boot outcomes of hosts not joined, read through each provider module's console
+    (``config``: the configuration in force when it is called, a reload's too)."""
+    return ConsoleResults(config, console_readers(world))
 
 
 def simulated_sources(

@@ -2,7 +2,9 @@
 
 Only instances in the provider's desired sets (made by this toolkit, in this cluster's working
 directories: every shard of the provider) can be named; nothing else in the cloud is ever
-touched. Every return goes through the executor (``orchestrator.ops``): the desired sets are
+touched. ``--all`` also deletes the baked images shard 0's desired set keeps (docs/images.md),
+each as ``xceprov image delete`` does, after the instances (``--max`` counts instances only).
+Every return goes through the executor (``orchestrator.ops``): the desired sets are
 read under their working directories' locks, the removal is planned and checked (deletes
 exactly the chosen instances), ``--max`` counts the plan's deletions, ``--dry-run`` stops
 after the plan. Hosts that joined and run work are refused unless ``force`` (still audited,
@@ -18,7 +20,8 @@ from pathlib import Path
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import UsageError
-from orchestrator.model.instances import op_of_key
+from orchestrator.model.images import BakedImage
+from orchestrator.model.instances import new_op_id, op_of_key
 from orchestrator.model.progress import ProgressSink
 from orchestrator.ops.drain import DrainSettings
 from orchestrator.ops.executor import Executor, OpParts, Wired
@@ -38,6 +41,7 @@ class DestroyResult:
     removed: dict[str, list[str]] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)
     deletes: dict[str, list[str]] = field(default_factory=dict)
+    images: dict[str, list[str]] = field(default_factory=dict)  # provider → image ids (``--all``)
 
 
 def select_keys(
@@ -88,23 +92,39 @@ def destroy(
         refuse_when_leased(loaded, providers)
     reader = Executor(OpParts(config, toolkit_root, engine, ReadOnlyFence(), NoFacts(), NoHosts(), progress=progress))
     selected = select_keys(reader, providers, ops, all_instances)
+    images = {n: kept for n in providers if all_instances and (kept := reader.kept_images(n))}
     result = DestroyResult(dry_run=dry_run)
     if dry_run:
         for name, keys in selected.items():
             done = reader.return_instances(name, keys, dry_run=True, reason="destroy --dry-run")
             result.removed[name], result.deletes[name] = keys, done.deleted
             result.names.update(done.names)
+        result.images = {n: [i.id for i in kept] for n, kept in images.items()}
         return result
-    if not selected:
+    if not selected and not images:
         return result
     budget = max_destroy
     if wired is None:
         decommission = playbook_callables(loaded, toolkit_root, world, progress)[1]
         with fenced_session(
-            loaded, sorted(selected), toolkit_root, engine=engine, decommission=decommission, progress=progress
+            loaded,
+            sorted({*selected, *images}),
+            toolkit_root,
+            engine=engine,
+            decommission=decommission,
+            progress=progress,
         ) as session:
-            return _run(session.executor, selected, budget, force, result)
-    return _run(wired.executor, selected, budget, force, result)
+            return _images(session.executor, images, _run(session.executor, selected, budget, force, result))
+    return _images(wired.executor, images, _run(wired.executor, selected, budget, force, result))
+
+
+def _images(executor: Executor, images: dict[str, list[BakedImage]], result: DestroyResult) -> DestroyResult:
+    """``--all``: the kept baked images deleted after the instances, each as ``image delete`` does."""
+    for name, kept in images.items():
+        for image in kept:
+            executor.delete_image(name, image, new_op_id())
+            result.images.setdefault(name, []).append(image.id)
+    return result
 
 
 def _run(
@@ -112,6 +132,8 @@ def _run(
 ) -> DestroyResult:
     total = sum(len(k) for k in selected.values())
     for name, keys in selected.items():
+        if not keys:
+            continue
         # --max counts Terraform's deletions over the whole run: each provider gets what is left.
         done = executor.return_instances(
             name,

@@ -33,6 +33,8 @@ from orchestrator import durable
 from orchestrator.clients.ansible.inventory import InstanceRecord
 from orchestrator.errors import ConfigError
 from orchestrator.model.config import Config
+from orchestrator.model.firstboot import TOKEN_FORM
+from orchestrator.model.redaction import register_form
 from orchestrator.protocol.jointoken import JoinKeyError, join_token, read_join_key
 
 TOKENS_VAR = "xce_node_manager_join_tokens_file"
@@ -77,6 +79,7 @@ def join_token_vars(
         key = read_join_key(key_path)
     except JoinKeyError as exc:
         raise ConfigError([f"controller.join_key: {exc}"]) from None
+    register_form(TOKEN_FORM)  # no sink of this process shows a token, whatever quotes it
     base = durable.private_dir(tokens_parent(config))
     remove_stale_tokens(config)
     secret_dir = durable.OwnedDir(base, PREFIX)  # 0700, locked while this process runs

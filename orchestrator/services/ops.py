@@ -38,6 +38,7 @@ from orchestrator.ops.drain import Decommission
 from orchestrator.ops.executor import Bootstrap, Created, Executor, OpParts, Resolution, Wired, op_scope
 from orchestrator.ops.facts import LinkFacts, standalone_facts
 from orchestrator.ops.fence import LeasedFence, ReadOnlyFence, lease_rows, standalone_fence
+from orchestrator.ops.firstboot import without_push
 from orchestrator.ops.hosts import LinkHosts, NoHosts
 from orchestrator.ops.standalone import STANDALONE_GRACE
 from orchestrator.services.bootstrap_sources import SimulatedWorld
@@ -267,9 +268,14 @@ def playbook_callables(
         return {name: h.status + (f": {h.message}" if h.message else "") for name, h in result.hosts.items()}
 
     def boot(provider: str, created: Sequence[Created]) -> Mapping[str, str]:
-        scope = op_scope(provider, op_of_key(created[0].key)) if created else provider
+        # First-boot hosts join by themselves: started at creation, no play (ops/firstboot.py).
+        push, started = without_push(loaded.config, created)
+        if not push:
+            return started
+        scope = op_scope(provider, op_of_key(push[0].key))
         # Each host's token expires at its join deadline (the expectedHost fact's).
-        return _outcome([c.name for c in created], "bootstrap", scope, {c.key: c.join_deadline for c in created})
+        deadlines = {c.key: c.join_deadline for c in push}
+        return {**_outcome([c.name for c in push], "bootstrap", scope, deadlines), **started}
 
     def decom(provider: str, hosts: Sequence[HostInfo]) -> Mapping[str, str]:
         return _outcome([h.host_name for h in hosts if h.host_name], "decommission", provider)

@@ -34,6 +34,7 @@ from orchestrator.errors import ConfigError
 from orchestrator.model.config import Config
 from orchestrator.model.instances import InstanceSpec, new_op_id
 from orchestrator.model.ops import OpRequest
+from orchestrator.ops.images import resolve_baked
 from orchestrator.ops.losses import preview_losses
 from orchestrator.ops.steps import plan_desired, render_instances
 from orchestrator.reconcile.policy import choose_ops
@@ -57,6 +58,7 @@ class PlannedInstance:
     name: str
     tags: dict[str, str]
     action: str
+    image: str = ""  # what a created instance starts from (``bake:newest`` resolved: docs/images.md)
 
 
 @dataclass(frozen=True)
@@ -148,7 +150,9 @@ def plan_burst(
         # The op's own render step; a preview needs no CA file (apply renders every op again and
         # does): the same rule as validate.
         request = RenderRequest(op.provider, op.template, op_id, op.count)
-        specs = render_instances(config, root, request, source=loaded.source, allow_missing_ca=True)
+        # bake:newest is resolved as the op resolves it, so the plan shows the concrete id.
+        resolved = resolve_baked(config, engine, workdirs[op.provider], op.template)
+        specs = render_instances(resolved, root, request, source=loaded.source, allow_missing_ca=True)
         rendered.setdefault(op.provider, {})[op_id] = (op, op_id, specs)
     if out is not None:
         create_bundle(out)
@@ -241,6 +245,7 @@ def _plan_provider(
                 name=spec.name if spec else "",
                 tags=_merged_tags(workdir, spec),
                 action=action,
+                image=spec.image if spec else "",
             )
         )
     ops = [
@@ -263,10 +268,11 @@ def _plan_provider(
 
 
 def _merged_tags(workdir: ProviderWorkdir, spec: InstanceSpec | None) -> dict[str, str]:
-    # The module tags every object with merge(common_tags, instance tags); show the same.
+    # The module tags every object with merge(common_tags, instance tags), as the cloud labels
+    # them (the module's label map: keys mapped, values encoded); show the same.
     if spec is None:
         return {}
-    return {**workdir.common_tags(), **spec.tags}
+    return workdir.labels.to_labels({**workdir.common_tags(), **spec.tags})
 
 
 def _key_from_addr(addr: str) -> str | None:

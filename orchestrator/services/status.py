@@ -8,7 +8,10 @@ own view ends ``margin`` earlier.
 
 Open ops are derived from facts: a ``requestIntent`` with fewer instances accounted for
 (``instanceCreated``, or ``lost``/``returned`` before a creation was recorded) than its count,
-and a ``returning`` without its ``returned`` or ``lost``.
+and a ``returning`` without its ``returned`` or ``lost``; a warm-pool start while one of its
+keys has no ``expectedHost``. The warm pools (docs/daemon.md, "The warm pool") come from the
+facts too: per template and provider, the target (``warm_pool``), the instances waiting stopped
+and those of a fill still on their way.
 
 Who holds which provider: with ``terraform.backend: pg`` from the live members of the shared
 store (each daemon heartbeats what it holds, docs/daemon.md); otherwise, or when the store does not
@@ -17,7 +20,8 @@ answer, from the controller's leases (the holder's process instance and its labe
 The daemon's own view comes from its status file (``<state_dir>/daemon/status.json``, written
 after every pass and when a bootstrap batch starts): whether it runs and how old its last word
 is, its leases with their remaining validity (or who holds a lease it does not), the bootstrap's
-share of its created hosts per provider (waiting, running, done, failed), and the reclaim
+share of its created hosts per provider (waiting, running, done, failed), its first-boot hosts
+by outcome with those not joined and the recent failed first boots, and the reclaim
 candidates of its last pass. The
 circuit breakers are read from their durable file (``<state_dir>/breakers.json``), so they show
 with or without a daemon.
@@ -44,6 +48,8 @@ from orchestrator.model.members import DEFAULT_LEASE_TTL, MemberStore, holders, 
 from orchestrator.ops.openops import open_ops as find_open_ops
 from orchestrator.protocol.holder import holder_parts
 from orchestrator.reconcile.breaker import Breakers
+from orchestrator.reconcile.ledger import ledger
+from orchestrator.reconcile.pool import pools
 from orchestrator.workspace.daemonstatus import read_status
 from orchestrator.workspace.pgsite import pg_site
 from orchestrator.workspace.sharedstore import cluster_documents
@@ -98,6 +104,18 @@ class OpenOp:
 
 
 @dataclass(frozen=True)
+class PoolRow:
+    """The warm pool of one template on one provider."""
+
+    provider: str
+    template: str
+    target: int  # warm_pool
+    stopped: int  # made and waiting stopped
+    pending: int  # of a fill op still on its way (no instanceCreated yet)
+    instances: tuple[str, ...]  # host names of those waiting, oldest first
+
+
+@dataclass(frozen=True)
 class DaemonView:
     """What the daemon's status file says, and whether a daemon is running now."""
 
@@ -117,6 +135,9 @@ class DaemonView:
     store: dict[str, Any] | None = None  # with a shared store: its reachability and this daemon's share
     # Per provider, created hosts by bootstrap state: waiting, running, done, failed (statusdoc.py).
     bootstrap: dict[str, dict[str, int]] | None = None
+    # First-boot hosts: counts by outcome per provider, those not joined, the recent failures
+    # (statusdoc.first_boot_share); None when the file has none.
+    first_boot: dict[str, Any] | None = None
 
 
 def daemon_view(state_dir: Path) -> DaemonView | None:
@@ -141,6 +162,7 @@ def daemon_view(state_dir: Path) -> DaemonView | None:
         orphans=doc.get("orphans") if isinstance(doc.get("orphans"), dict) else None,
         store=doc.get("store") if isinstance(doc.get("store"), dict) else None,
         bootstrap=bootstrap_counts(doc.get("bootstrap")),
+        first_boot=doc.get("first_boot") if isinstance(doc.get("first_boot"), dict) else None,
     )
 
 
@@ -190,10 +212,25 @@ class StatusReport:
     holders: tuple[HolderRow, ...] = ()
     holders_from: str = "controller"
     store: dict[str, Any] | None = None  # with a shared store: {"reachable", "error", "members"}
+    pools: tuple[PoolRow, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The report as plain JSON values (``xceprov status --json``)."""
         return asdict(self)
+
+
+def pool_rows(config: Config, facts: dict[str, list[Fact]]) -> tuple[PoolRow, ...]:
+    """Every warm pool with a target or a member, from the facts (``orchestrator.reconcile.pool``)."""
+    records = [r for provider_facts in facts.values() for r in ledger(provider_facts).values()]
+    rows = []
+    for (provider, template), members in pools(config, records).items():
+        made = [r for r in members if r.created is not None]
+        on = config.templates.get(template)
+        side = on.providers.get(provider) if on is not None else None
+        target = side.warm_pool if side is not None else 0
+        names = tuple(r.host_name or r.key for r in made)
+        rows.append(PoolRow(provider, template, target, len(made), len(members) - len(made), names))
+    return tuple(rows)
 
 
 def open_ops(facts: list[Fact]) -> list[OpenOp]:
@@ -301,6 +338,7 @@ def collect_status(loaded: LoadedConfig, member_source: MemberSource | None = No
         holders=by_members if by_members is not None else lease_holders(leases),
         holders_from="store" if by_members is not None else "controller",
         store=store,
+        pools=pool_rows(config, facts),
         **local_state(loaded),
     )
 

@@ -55,8 +55,20 @@ def render_text(report: StatusReport, providers: list[str]) -> str:
             f"  {op.provider:<10} {op.op_id}  {op.action:<6} {op.template or '-':<12}"
             f" {op.done}/{op.wanted}  epoch {op.epoch}"
         )
+    lines += pool_lines(report)
     lines += ["", *local_lines(report.daemon, report.breakers, report.unreadable)]
     return "\n".join(printable(line) for line in lines)  # controller and cloud text: one line each
+
+
+def pool_lines(report: StatusReport) -> list[str]:
+    """The warm pools (none shown when the site keeps none and none is left)."""
+    if not report.pools:
+        return []
+    lines = ["", "warm pools", f"  {'template':<16}{'provider':<12}{'stopped':>8}{'target':>8}{'on way':>8}  instances"]
+    for row in report.pools:
+        names = " ".join(row.instances) or "-"
+        lines.append(f"  {row.template:<16}{row.provider:<12}{row.stopped:>8}{row.target:>8}{row.pending:>8}  {names}")
+    return lines
 
 
 def holder_lines(
@@ -142,6 +154,7 @@ def render_daemon(view: DaemonView | None) -> list[str]:
         else:
             lines.append(f"  {row['provider']:<16} not held: {row.get('note') or 'not granted yet'}")
     lines += ["", *bootstrap_lines(view)]
+    lines += first_boot_lines(view)
     lines += ["", "reclaim candidates (last pass)"]
     if not view.reclaim_candidates:
         lines.append("  (none)")
@@ -163,6 +176,38 @@ def bootstrap_lines(view: DaemonView) -> list[str]:
     for provider, counts in view.bootstrap.items():
         cells = "  ".join(f"{name} {counts.get(name, 0)}" for name in BOOTSTRAP_COLUMNS)
         lines.append(f"  {provider:<16} {cells}")
+    return lines
+
+
+FIRST_BOOT_COLUMNS = ("no-result", "unreadable", "started", "failed", "joined")
+
+
+def first_boot_lines(view: DaemonView) -> list[str]:
+    """First-boot hosts: counts by outcome per provider, each host not joined with its outcome,
+    the recent failed first boots (nothing when the daemon has no first-boot host to show)."""
+    member = view.first_boot or {}
+    counts = member.get("counts") or {}
+    failed = [f for f in member.get("failed") or [] if isinstance(f, dict)]
+    if not counts and not failed:
+        return []
+    lines = ["", f"first boot of created hosts (as of {_ago(view.age)})"]
+    for provider, row in sorted(counts.items()):
+        cells = "  ".join(f"{name} {int(row.get(name, 0))}" for name in FIRST_BOOT_COLUMNS)
+        lines.append(f"  {provider:<16} {cells}")
+    for host in member.get("hosts") or []:
+        lines.append(
+            f"  {host.get('host', '-')} ({host.get('provider', '-')}, {host.get('key', '-')}): {host.get('line', '')}"
+        )
+    if failed:
+        lines += ["", "failed first boots (returned; newest last)"]
+    for f in failed:
+        step, message = f.get("step", "?"), f.get("message", "")
+        returned = f"returned by op {f['op']}" if f.get("op") else "return failed: the join deadline returns it"
+        lines.append(
+            f"  {f.get('host', '-')} ({f.get('provider', '-')}, {f.get('key', '-')}): failed at step {step}"
+            + (f": {message}" if message else "")
+            + f"; {returned}"
+        )
     return lines
 
 

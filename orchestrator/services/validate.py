@@ -5,7 +5,9 @@ with sample values on every provider it names, every provider's Terraform root a
 module (``terraform init`` from the local mirror and ``terraform validate`` on a throw-away
 copy), with ``terraform.backend: pg`` the shared store's schema version (read only: one newer than
 the toolkit is refused, as every other verb refuses it), and the playbooks (syntax check).
-Returns one line per problem; an empty list means valid.
+Returns one line per problem; an empty list means valid. One cloud read, which changes nothing:
+a provider used before has its tagged image listing read, to warn when a template's baked image
+is older than what a bake would make today (docs/images.md).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from orchestrator.render.instances import (
     template_dir_problems,
     worker_addresses,
 )
+from orchestrator.services.bootstrap_sources import SimulatedWorld
+from orchestrator.services.images import stale_image_warnings
 from orchestrator.services.missing_ca import missing_ca
 from orchestrator.workspace.module_settings import settings_problems
 from orchestrator.workspace.pgbackend import refuse_unmigrated
@@ -66,8 +70,11 @@ class ValidationReport:
         return ConfigError(self.problems)
 
 
-def validate_all(loaded: LoadedConfig, toolkit_root: Path, engine: Engine | None = None) -> ValidationReport:
-    """Run every check and collect their problems (``engine``: the configured one unless given)."""
+def validate_all(
+    loaded: LoadedConfig, toolkit_root: Path, engine: Engine | None = None, world: SimulatedWorld | None = None
+) -> ValidationReport:
+    """Run every check and collect their problems (``engine``: the configured one unless given;
+    ``world``: the simulated world's node manager artifact, for the baked images' records)."""
     report = ValidationReport(checked=[f"configuration {loaded.source}"])
     config = loaded.config
     controller = _controller(loaded, report)
@@ -109,6 +116,9 @@ def validate_all(loaded: LoadedConfig, toolkit_root: Path, engine: Engine | None
     except ConfigError as exc:
         report.problems.extend(exc.problems)
     report.problems.extend(_store_schema(loaded))
+    if not report.problems:
+        # Baked images older than a bake today: warnings, never problems (docs/images.md).
+        report.warnings.extend(stale_image_warnings(loaded, toolkit_root, engine, world))
     for playbook in sorted((toolkit_root / "ansible" / "playbooks").glob("*.yml")):
         problem = _syntax_check(playbook, toolkit_root / "ansible")
         if problem is None:

@@ -9,7 +9,12 @@ Two views, both from ONE refresh-only plan of the working directory (``terraform
 * :class:`Listing`: the module's ``tagged`` output, every object carrying this cluster's
   ``xce:cluster`` tag whoever made it, with its state and (where the cloud tells) why it left
   ``running``. It sees what the state does not (a twin from a lost create response, a stray),
-  but only where the module can list by tag (``tagged_supported``).
+  but only where the module can list by tag (``tagged_supported``). Its tags are the cloud's
+  labels read back through the module's label map (``orchestrator/model/labels.py``), so an
+  object's ``tags`` are under the toolkit's keys (``xce:cluster``...) whatever the cloud calls
+  them, and a label that is no written form of a toolkit value stays its own text. Its
+  ``images``: the module's ``tagged_images`` output, the cluster's baked images (docs/images.md),
+  their labels read back the same way.
 
 Everything here comes from the cloud and the state, so it is untrusted: types are checked,
 sizes are capped, nothing is evaluated. A view that cannot be read, or reads as malformed,
@@ -32,6 +37,8 @@ from orchestrator.clients.terraform.engine import Engine
 from orchestrator.clients.terraform.messages import PlanResult
 from orchestrator.errors import TerraformError
 from orchestrator.model.hostnames import address_problem
+from orchestrator.model.images import BakedImage
+from orchestrator.model.labels import AS_IS, LabelMap
 from orchestrator.model.modules import drift_types
 from orchestrator.workspace.desired import DESIRED
 
@@ -68,10 +75,14 @@ class CloudObject:
 
 @dataclass(frozen=True)
 class Listing:
-    """The cluster's tagged objects. ``supported=False``: the module cannot list; ``objects`` says nothing."""
+    """The cluster's tagged objects. ``supported=False``: the module cannot list; ``objects`` says nothing.
+
+    ``images``: the cluster's tagged images (a root without the ``tagged_images`` output lists none).
+    """
 
     supported: bool
     objects: list[CloudObject] = field(default_factory=list, hash=False)
+    images: list[BakedImage] = field(default_factory=list, hash=False)
 
     def by_id(self) -> dict[str, CloudObject]:
         """The objects keyed by cloud id."""
@@ -88,19 +99,21 @@ class CloudViews:
 
 def read_drift(engine: Engine, workdir: Path) -> Drift:
     """Drift of the working directory's managed instances (one refresh-only plan)."""
-    return read_views(engine, workdir).drift
+    # The drift carries no tags: any label map reads it the same.
+    return read_views(engine, workdir, AS_IS).drift
 
 
-def read_listing(engine: Engine, workdir: Path) -> Listing:
-    """The module's ``tagged`` output after a refresh (one refresh-only plan)."""
-    return read_views(engine, workdir).listing
+def read_listing(engine: Engine, workdir: Path, labels: LabelMap) -> Listing:
+    """The module's ``tagged`` output after a refresh (one refresh-only plan), tags read through ``labels``."""
+    return read_views(engine, workdir, labels).listing
 
 
-def read_views(engine: Engine, workdir: Path) -> CloudViews:
+def read_views(engine: Engine, workdir: Path, labels: LabelMap) -> CloudViews:
     """Drift and listing from one refresh-only plan: half the cloud reads of calling both.
 
-    Raises TerraformError when the plan fails (the cloud cannot be read) or its document is
-    malformed.
+    ``labels``: the module's label map (``ProviderWorkdir.labels``), through which the
+    listing's tags are read. Raises TerraformError when the plan fails (the cloud cannot be
+    read) or its document is malformed.
     """
     workdir = Path(workdir)
     if not (workdir / DESIRED).is_file():
@@ -114,7 +127,7 @@ def read_views(engine: Engine, workdir: Path) -> CloudViews:
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(workdir / plan_file)
-    return CloudViews(drift=drift_from_plan(document), listing=listing_from_plan(document))
+    return CloudViews(drift=drift_from_plan(document), listing=listing_from_plan(document, labels))
 
 
 def read_drift_stream(engine: Engine, workdir: Path, ids: Callable[[], Mapping[str, str]]) -> Drift:
@@ -201,8 +214,9 @@ def drift_from_plan(document: Mapping[str, Any]) -> Drift:
     return Drift(deleted=deleted, changed=changed)
 
 
-def listing_from_plan(document: Mapping[str, Any]) -> Listing:
-    """The :class:`Listing` in a ``show -json`` plan document (root outputs ``tagged``, ``tagged_supported``)."""
+def listing_from_plan(document: Mapping[str, Any], labels: LabelMap) -> Listing:
+    """The :class:`Listing` in a ``show -json`` plan document (root outputs ``tagged``, ``tagged_supported``),
+    each object's labels read back as tags through ``labels``."""
     planned = document.get("planned_values")
     outputs = planned.get("outputs") if isinstance(planned, Mapping) else None
     if not isinstance(outputs, Mapping):
@@ -211,14 +225,61 @@ def listing_from_plan(document: Mapping[str, Any]) -> Listing:
     if not isinstance(supported, bool):
         raise TerraformError(f"output tagged_supported: {supported!r} is not true or false")
     if not supported:
-        return Listing(supported=False)
+        # The images are listed on their own (a module may list images and not instances).
+        return Listing(supported=False, images=images_from(outputs, labels))
     tagged = _output(outputs, "tagged")
     if not isinstance(tagged, Mapping):
         raise TerraformError("output tagged: not a map of cloud id to object")
     if len(tagged) > MAX_OBJECTS:
         raise TerraformError(f"output tagged: {len(tagged)} objects, more than {MAX_OBJECTS}")
-    objects = [_cloud_object(key, value) for key, value in tagged.items()]
-    return Listing(supported=True, objects=sorted(objects, key=lambda o: (o.launch_time, o.id)))
+    objects = [_cloud_object(key, value, labels) for key, value in tagged.items()]
+    return Listing(
+        supported=True,
+        objects=sorted(objects, key=lambda o: (o.launch_time, o.id)),
+        images=images_from(outputs, labels),
+    )
+
+
+def images_from(outputs: Mapping[str, Any], labels: LabelMap) -> list[BakedImage]:
+    """The ``tagged_images`` output of a root's outputs (none when the root has no such output),
+    oldest first; checked like the instance listing (untrusted)."""
+    item = outputs.get("tagged_images")
+    if not isinstance(item, Mapping) or "value" not in item:
+        return []
+    tagged = item["value"] or {}
+    if not isinstance(tagged, Mapping) or len(tagged) > MAX_OBJECTS:
+        raise TerraformError(f"output tagged_images: not a map of at most {MAX_OBJECTS} image ids to objects")
+    images = [_image(key, value, labels) for key, value in tagged.items()]
+    return sorted(images, key=lambda i: (i.created, i.id))
+
+
+def _image(key: object, value: object, labels: LabelMap) -> BakedImage:
+    where = f"output tagged_images[{str(key)[:MAX_ID]!r}]"
+    if not isinstance(value, Mapping):
+        raise TerraformError(f"{where}: not an object")
+    image_id = _text(value.get("id"), f"{where}.id", MAX_ID, empty=False)
+    if image_id != key:
+        raise TerraformError(f"{where}: keyed by another id than its own ({image_id!r})")
+    return BakedImage(
+        id=image_id,
+        name=_text(value.get("name"), f"{where}.name", MAX_TEXT),
+        created=_text(value.get("created_at"), f"{where}.created_at", MAX_TEXT),
+        state=_text(value.get("state"), f"{where}.state", MAX_TEXT),
+        tags=_tags(value, where, labels),
+    )
+
+
+def _tags(value: Mapping[str, Any], where: str, labels: LabelMap) -> dict[str, str]:
+    """The ``tags`` of a listed object: a map of at most ``MAX_TAGS`` strings, read back through ``labels``."""
+    tags = value.get("tags") or {}
+    if not isinstance(tags, Mapping) or len(tags) > MAX_TAGS:
+        raise TerraformError(f"{where}.tags: not a map of at most {MAX_TAGS} strings")
+    return labels.from_labels(
+        {
+            _text(k, f"{where}.tags key", MAX_TEXT): _text(v, f"{where}.tags[{str(k)[:64]!r}]", MAX_TEXT)
+            for k, v in tags.items()
+        }
+    )
 
 
 def _output(outputs: Mapping[str, Any], name: str) -> Any:
@@ -228,25 +289,19 @@ def _output(outputs: Mapping[str, Any], name: str) -> Any:
     return item["value"]
 
 
-def _cloud_object(key: object, value: object) -> CloudObject:
+def _cloud_object(key: object, value: object, labels: LabelMap) -> CloudObject:
     where = f"output tagged[{str(key)[:MAX_ID]!r}]"
     if not isinstance(value, Mapping):
         raise TerraformError(f"{where}: not an object")
     object_id = _text(value.get("id"), f"{where}.id", MAX_ID, empty=False)
     if object_id != key:
         raise TerraformError(f"{where}: keyed by another id than its own ({object_id!r})")
-    tags = value.get("tags") or {}
-    if not isinstance(tags, Mapping) or len(tags) > MAX_TAGS:
-        raise TerraformError(f"{where}.tags: not a map of at most {MAX_TAGS} strings")
     return CloudObject(
         id=object_id,
         name=_text(value.get("name"), f"{where}.name", MAX_TEXT),
         # An address that is not one (model.hostnames) matches no host: "" as if unaddressed.
         address=_address(_text(value.get("address"), f"{where}.address", MAX_TEXT)),
-        tags={
-            _text(k, f"{where}.tags key", MAX_TEXT): _text(v, f"{where}.tags[{str(k)[:64]!r}]", MAX_TEXT)
-            for k, v in tags.items()
-        },
+        tags=_tags(value, where, labels),
         state=_text(value.get("state"), f"{where}.state", MAX_TEXT),
         # Not every module can tell why an object stopped (only xcesim does today): "" then.
         state_reason=_text(value.get("state_reason"), f"{where}.state_reason", MAX_TEXT),

@@ -11,6 +11,10 @@ Where the record lives (:class:`~orchestrator.workspace.documents.Document`): wi
 ``pg`` it is the shard's row of the shared store, and ``desired.tfvars.json`` is a cache of it,
 written with every change and again from the record whenever the working directory is
 prepared (:meth:`DesiredSet.refresh_cache`), so Terraform always reads the record's content.
+
+The tags in the document are the module's cloud labels (``ProviderWorkdir.variables`` writes
+them through the module's :class:`~orchestrator.model.labels.LabelMap`); :meth:`DesiredSet.read`
+gives them back under the toolkit's keys through the same map.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ from pydantic import ValidationError
 
 from orchestrator import durable
 from orchestrator.errors import FinalError
+from orchestrator.model.images import ImageSpec
 from orchestrator.model.instances import InstanceSpec
+from orchestrator.model.labels import AS_IS, LabelMap
 from orchestrator.workspace.documents import DESIRED, Document, json_body, local_document
 
 __all__ = ["DESIRED", "DesiredSet", "Snapshot"]
@@ -48,11 +54,13 @@ class DesiredSet:
     """Reads and replaces one shard's desired set.
 
     ``path`` is the file Terraform reads (``<workdir>/desired.tfvars.json``); ``record`` is
-    where the set is kept (default: that file itself, the local layout).
+    where the set is kept (default: that file itself, the local layout); ``labels``: the
+    module's label map its tags are written with (default: tags as they are).
     """
 
-    def __init__(self, path: Path, record: Document | None = None) -> None:
+    def __init__(self, path: Path, record: Document | None = None, labels: LabelMap | None = None) -> None:
         self.path = Path(path)
+        self.labels = labels if labels is not None else AS_IS
         self.record = record if record is not None else local_document(self.path)
         # With a record elsewhere (the shared store) the file is only a cache of it.
         self.cached = record is not None and str(record) != str(self.path)
@@ -68,10 +76,30 @@ class DesiredSet:
                 return {}
             data = durable.parse_json(raw)
             instances = data.get("instances") or {}
-            return {str(key): InstanceSpec.model_validate(value) for key, value in instances.items()}
+            specs = {str(key): InstanceSpec.model_validate(value) for key, value in instances.items()}
+            if self.labels.identity:
+                return specs
+            back = self.labels.from_labels
+            return {key: spec.model_copy(update={"tags": back(spec.tags)}) for key, spec in specs.items()}
         except (OSError, ValueError, AttributeError, ValidationError) as exc:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise FinalError(f"{self.record}: unreadable desired set: {first}") from None
+
+    def images(self) -> dict[str, ImageSpec]:
+        """The desired baked images keyed by image key (only shard 0 holds any; docs/images.md)."""
+        raw = self.record.read()
+        try:
+            if raw is None:
+                return {}
+            images = durable.parse_json(raw).get("images") or {}
+            specs = {str(key): ImageSpec.model_validate(value) for key, value in images.items()}
+            if self.labels.identity:
+                return specs
+            back = self.labels.from_labels
+            return {key: spec.model_copy(update={"tags": back(spec.tags)}) for key, spec in specs.items()}
+        except (OSError, ValueError, AttributeError, ValidationError) as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise FinalError(f"{self.record}: unreadable images of the desired set: {first}") from None
 
     def exists(self) -> bool:
         """Whether a desired set was ever written (an empty one counts)."""

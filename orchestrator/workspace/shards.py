@@ -41,6 +41,7 @@ from filelock import FileLock
 
 from orchestrator import durable
 from orchestrator.model.config import Config
+from orchestrator.model.images import ImageSpec
 from orchestrator.model.instances import InstanceSpec
 from orchestrator.workspace.desired import DESIRED, DesiredSet
 from orchestrator.workspace.documents import SHARDS, ProviderDocuments
@@ -80,7 +81,7 @@ class ShardWorkdir(ProviderWorkdir):
         self.base = self.path  # <state_dir>/work/<cluster>/<provider>: shard 0
         if index > 0:
             self.path = self.base / SHARDS / str(index)
-            self.desired = DesiredSet(self.path / DESIRED, self.documents.desired(index))
+            self.desired = DesiredSet(self.path / DESIRED, self.documents.desired(index), self.labels)
             self.suspects = self.documents.suspects(index)
 
     def parent_dir(self) -> Path:
@@ -89,14 +90,19 @@ class ShardWorkdir(ProviderWorkdir):
             return super().parent_dir()
         return durable.private_tree(self.config.state_dir, "work", self.config.cluster, self.provider, SHARDS)
 
-    def variables(self, instances: Mapping[str, InstanceSpec], settings: Mapping[str, Any]) -> dict[str, Any]:
+    def variables(
+        self,
+        instances: Mapping[str, InstanceSpec],
+        settings: Mapping[str, Any],
+        images: Mapping[str, ImageSpec] | None = None,
+    ) -> dict[str, Any]:
         """The variables document; shards >= 1 leave the tagged listing out (``list_tagged`` false).
 
         The listing is by cluster tag, the same from every shard: read in every shard it would
         multiply the cloud's list calls and make each state carry the whole cluster
         (docs/performance.md), so only shard 0 (:meth:`ProviderShards.listing_shard`) reads it.
         """
-        document = super().variables(instances, settings)
+        document = super().variables(instances, settings, images)
         if self.index > 0:
             document["settings"] = {**document["settings"], LIST_TAGGED: False}
         return document

@@ -12,6 +12,7 @@ from orchestrator.clients.terraform.engine import BinaryEngine, BundledEngine, E
 from orchestrator.clients.terraform.mirror import XCESIM, ensure_mirror, plugin_cache_dir
 from orchestrator.model.config import Config
 from orchestrator.model.hostnames import checked_instance
+from orchestrator.model.labels import LabelMap
 from orchestrator.model.provider_mirror import credential_secrets
 from orchestrator.model.redaction import register
 from orchestrator.workspace.pgbackend import ensure_remote_state, refuse_mixed_backends
@@ -93,14 +94,34 @@ def root_label(workdir: ProviderWorkdir) -> str:
     return f"terraform/roots/{workdir.module} (provider {workdir.provider})"
 
 
-def instances_output(outputs: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def instances_output(outputs: dict[str, Any], labels: LabelMap) -> dict[str, dict[str, Any]]:
     """The ``instances`` output of a provider root (key → {id, name, address, launch_time, tags}).
 
     Each address is checked here, where the cloud's records enter (``model.hostnames``): a
     refused one is "" with ``address_refused`` saying why, so no fact, inventory or known_hosts
-    ever holds it.
+    ever holds it. The tags are the cloud's labels read back through ``labels`` (the module's
+    label map, ``ProviderWorkdir.labels``): the toolkit's keys.
     """
     value = outputs.get("instances") or {}
     if not isinstance(value, dict):
         return {}
+    found = {str(k): checked_instance(v) for k, v in value.items() if isinstance(v, dict)}
+    if not labels.identity:
+        for inst in found.values():
+            if isinstance(inst.get("tags"), dict):
+                inst["tags"] = labels.from_labels({str(k): str(v) for k, v in inst["tags"].items()})
+    return found
     return {str(k): checked_instance(v) for k, v in value.items() if isinstance(v, dict)}
+
+
+def images_output(outputs: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """The ``images`` output of a provider root (image key → {id, name, instance_id, created_at});
+    none when the root has no such output (docs/images.md)."""
+    value = outputs.get("images") or {}
+    if not isinstance(value, dict):
+        return {}
+    return {
+        str(k): {f: str(v.get(f) or "") for f in ("id", "name", "instance_id", "created_at")}
+        for k, v in value.items()
+        if isinstance(v, dict)
+    }

@@ -3,7 +3,10 @@
 ``<state_dir>/work/<cluster>/<provider>/`` holds a copy of the module's root configuration
 (``terraform/roots/<module>``), the module itself (``module/``), the desired instance set
 (``desired.tfvars.json``: every instance of the provider keyed by instance key, plus the
-owner tags and settings) and the local Terraform state. One working directory per provider
+owner tags and settings) and the local Terraform state. The desired set holds the tags as the
+module's cloud labels them (:attr:`ProviderWorkdir.labels`, the registry entry's key map and
+value encoding): Terraform gets exactly that document, and every reader of the set, the state
+and the listing gets the toolkit's keys back through the same map. One working directory per provider
 means one refresh-only plan shows all drift of that provider.
 
 The directory is built in a temporary sibling and renamed into place, so a failure (a bad
@@ -32,7 +35,9 @@ from orchestrator.clients.terraform.providers import LOCK_FILE
 from orchestrator.errors import ConfigError
 from orchestrator.model import tags as owner
 from orchestrator.model.config import Config
+from orchestrator.model.images import ImageSpec
 from orchestrator.model.instances import InstanceSpec
+from orchestrator.model.labels import LabelError, LabelMap
 from orchestrator.model.modules import ProviderModule, label_refusal, provider_module
 from orchestrator.workspace.desired import DESIRED, DesiredSet
 from orchestrator.workspace.documents import Document, ProviderDocuments
@@ -65,7 +70,6 @@ class ProviderWorkdir:
         self.path = config.state_dir / "work" / config.cluster / provider
         # Outside the executor (previews, listings) the shared documents are read-only.
         self.documents = documents if documents is not None else provider_documents(config, provider)
-        self.desired = DesiredSet(self.path / DESIRED, self.documents.desired(0))
         # The host-loss suspects of this working directory (ops.hostloss).
         self.suspects: Document = self.documents.suspects(0)
         self.root_src = toolkit_root / "terraform" / "roots" / self.module
@@ -91,9 +95,16 @@ class ProviderWorkdir:
             )
         # What the toolkit knows of the module beyond its Terraform (orchestrator/model/modules.py).
         self.entry: ProviderModule = entry
-        problem = label_refusal(entry, self.common_tags())
+        templates = [name for name, t in sorted(config.templates.items()) if provider in t.providers]
+        problem = label_refusal(entry, self.common_tags(), templates)
         if problem is not None:
             raise ConfigError([f"providers.{provider}.module: {problem}"])
+        self.desired = DesiredSet(self.path / DESIRED, self.documents.desired(0), self.labels)
+
+    @property
+    def labels(self) -> LabelMap:
+        """How the module's cloud carries the toolkit's tags (orchestrator/model/labels.py)."""
+        return self.entry.labels
 
     @property
     def backend(self) -> str:
@@ -207,13 +218,43 @@ class ProviderWorkdir:
             if stage.exists():
                 shutil.rmtree(stage, ignore_errors=True)
 
-    def variables(self, instances: Mapping[str, InstanceSpec], settings: Mapping[str, Any]) -> dict[str, Any]:
-        """The complete Terraform variables document for a desired set."""
-        return {
-            "instances": {key: spec.terraform_value() for key, spec in sorted(instances.items())},
-            "common_tags": self.common_tags(),
-            "settings": dict(settings),
-        }
+    def variables(
+        self,
+        instances: Mapping[str, InstanceSpec],
+        settings: Mapping[str, Any],
+        images: Mapping[str, ImageSpec] | None = None,
+    ) -> dict[str, Any]:
+        """The complete Terraform variables document for a desired set, tags as the cloud's labels.
+
+        ``images``: the baked images the set keeps (docs/images.md); None keeps those of the
+        current desired set, so that no op on the instances ever plans an image's deletion.
+        Only shard 0 holds images; the key is left out when there are none (the modules default
+        it to none, so a desired set from before images existed plans as it did).
+
+        A tag the labels cannot carry was refused where the instance was rendered; one met here
+        (a desired set written under another map) is refused the same way, naming the provider.
+        """
+        labels = self.labels
+        entries = {key: spec.terraform_value() for key, spec in sorted(instances.items())}
+        common = self.common_tags()
+        kept = self.desired.images() if images is None and self.index == 0 else (images or {})
+        image_entries = {key: spec.terraform_value() for key, spec in sorted(kept.items())}
+        if not labels.identity:
+            common = self._labelled("common_tags", common)
+            for key, entry in entries.items():
+                entry["tags"] = self._labelled(f"instance {key}", entry["tags"])
+            for key, entry in image_entries.items():
+                entry["tags"] = self._labelled(f"image {key}", entry["tags"])
+        document: dict[str, Any] = {"instances": entries, "common_tags": common, "settings": dict(settings)}
+        if image_entries:
+            document["images"] = image_entries
+        return document
+
+    def _labelled(self, where: str, tags: Mapping[str, str]) -> dict[str, str]:
+        try:
+            return self.labels.to_labels(tags)
+        except LabelError as exc:
+            raise ConfigError([f"providers.{self.provider}: {where}: {exc}"]) from None
 
     @contextlib.contextmanager
     def candidate_var_file(self, variables: Mapping[str, Any], directory: Path | None = None) -> Iterator[Path]:

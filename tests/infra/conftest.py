@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 
@@ -13,3 +15,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "tests/infra/" in str(item.path).replace("\\", "/"):
             item.add_marker(skip)
+
+
+@pytest.fixture
+def baked(host: Any) -> bool:
+    """Whether the role ran on ``host`` in bake mode (its inventory variable)."""
+    return bool(host.ansible.get_variables().get("xce_node_manager_bake", False))

@@ -13,6 +13,7 @@ import pytest
 from orchestrator.clients.terraform.engine import BundledEngine
 from orchestrator.clients.terraform.mirror import XCESIM, ensure_mirror, plugin_cache_dir
 from orchestrator.errors import TerraformError
+from orchestrator.model.labels import AS_IS  # the simulated cloud labels with the tags as they are
 from orchestrator.ops.hostloss import MISSING, SUSPECTS_FILE, LossTracker
 from orchestrator.sim.cloud.store import CloudStore
 from orchestrator.workspace.cloudview import drift_from_stream, read_drift, read_listing, read_views
@@ -81,7 +82,7 @@ def test_drift_listing_and_host_loss_after_reclaim_and_delete(sim: Provider) -> 
     live = {i.client_token: i for i in sim.store.list_instances({"xce:cluster": CLUSTER})}
     assert sorted(live) == ["op3-0", "op3-1", "op3-2"]
     # Nothing has happened yet: no drift, all three listed running.
-    views = read_views(sim.engine, sim.workdir)
+    views = read_views(sim.engine, sim.workdir, AS_IS)
     assert views.drift.deleted == {} and views.drift.changed == {}
     assert {o.id: o.state for o in views.listing.objects} == {i.id: "running" for i in live.values()}
 
@@ -97,12 +98,12 @@ def test_drift_listing_and_host_loss_after_reclaim_and_delete(sim: Provider) -> 
 
     # A normal plan (what a create op runs) refreshes too: its -json stream carries the same
     # deletions as drift, and plans a create for each deleted key still desired.
-    state_ids = {k: str(v["id"]) for k, v in instances_output(sim.engine.output(sim.workdir)).items()}
+    state_ids = {k: str(v["id"]) for k, v in instances_output(sim.engine.output(sim.workdir), AS_IS).items()}
     normal = sim.engine.plan(sim.workdir, var_files=[Path(DESIRED)])
     assert drift_from_stream(normal, lambda: state_ids).deleted == drift.deleted
     assert sorted(str(c.key) for c in normal.changes if c.action == "create") == ["op3-0", "op3-1"]
 
-    listing = read_listing(sim.engine, sim.workdir)
+    listing = read_listing(sim.engine, sim.workdir, AS_IS)
     assert listing.supported
     seen = listing.by_id()
     assert other.id not in seen and untagged.id not in seen  # not this cluster's
@@ -120,7 +121,7 @@ def test_drift_listing_and_host_loss_after_reclaim_and_delete(sim: Provider) -> 
     assert [(x.instance_key, x.reason) for x in first] == [("op3-0", "spot-reclaim")]
 
     # Reading changed nothing in the state: the second read shows the same drift.
-    again = read_views(sim.engine, sim.workdir)
+    again = read_views(sim.engine, sim.workdir, AS_IS)
     assert again.drift.deleted == drift.deleted
     second = tracker.observe(again.drift, again.listing)
     assert [(x.instance_key, x.instance_id, x.reason) for x in second] == [
@@ -148,7 +149,7 @@ def test_a_cloud_that_cannot_be_read_raises(sim: Provider) -> None:
     sim.store.set_error_rate(1.0)  # every API call fails: the refresh cannot read the cloud
     try:
         with pytest.raises(TerraformError, match="simulated API failure"):
-            read_listing(sim.engine, sim.workdir)
+            read_listing(sim.engine, sim.workdir, AS_IS)
     finally:
         sim.store.clear_faults()
     assert not list(sim.workdir.glob("*.tfplan"))

@@ -199,6 +199,60 @@ def test_kill_during_a_create_then_resume_agrees(world: World, point: str) -> No
         assert len(alive) == 2
 
 
+# A start of warm-pool instances as a process of its own (no verb starts pool instances by hand:
+# the daemon's pass does; the script is the executor the pass uses).
+START_SCRIPT = """
+import sys
+from pathlib import Path
+from orchestrator.configfile import load_config
+from orchestrator.services.ops import fenced_session
+with fenced_session(load_config(sys.argv[1]), ["sim"], Path(sys.argv[2])) as executor:
+    executor.start_pool("sim", "cpu", sys.argv[3:])
+"""
+
+
+def start_op(world: World, *keys: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", START_SCRIPT, str(world.site / "xceprov.yaml"), str(ROOT), *keys],
+        cwd=world.site,
+        env=world.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+START_POINTS: dict[str, tuple[float, Callable[[World, int], bool]]] = {
+    "after the start intent": (1.5, lambda w, pid: "fact-requestIntent" in w.audit(pid)),
+    "during the start apply": (1.5, lambda w, pid: "op-apply" in w.audit(pid)),
+    "after the start apply, before the expected hosts": (
+        0.0,
+        lambda w, pid: sorted(i.state for i in w.alive().values()) == ["running", "running"],
+    ),
+}
+
+
+@pytest.mark.parametrize("point", sorted(START_POINTS))
+def test_kill_during_a_warm_pool_start_then_resume_agrees(world: World, point: str) -> None:
+    with fenced_session(load_config(str(world.site / "xceprov.yaml")), ["sim"], ROOT) as executor:
+        executor.create("sim", "cpu", 2, pool=True)  # the fill, released before the start
+    keys = sorted(world.alive())
+    assert [i.state for i in world.alive().values()] == ["stopped", "stopped"]
+    slow, reached = START_POINTS[point]
+    world.store.set_slow_launch(slow)  # a start boots the instance: slowed like a launch
+    proc = start_op(world, *keys)
+    wait_until(point, lambda: reached(world, proc.pid) or proc.poll() is not None)
+    kill9(proc)
+    world.store.set_slow_launch(0.0)
+    resume(world)
+    alive = agree(world)
+    # The intent named both keys: resume started them, each expected once, of the start op.
+    assert {k: (i.state, "xce:pool" in i.tags) for k, i in alive.items()} == {k: ("running", False) for k in keys}
+    expected = [f for f in world.facts() if f.kind == FactKind.EXPECTED_HOST]
+    assert sorted(f.instance_key for f in expected) == keys
+    assert len({f.op_id for f in expected}) == 1
+
+
 RETURN_POINTS: dict[str, Callable[[list[str]], bool]] = {
     "after the returning intent": lambda actions: "fact-returning" in actions,
     "during the destroy": lambda actions: "fact-returning" in actions and "op-apply" in actions,

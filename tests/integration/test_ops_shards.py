@@ -66,7 +66,7 @@ def test_a_burst_over_three_states_lists_once_and_destroys_whole(tmp_path: Path)
     # Only shard 0 reads the tagged listing (a refresh sees all 7); the others leave it out of
     # their states and say so in their outputs.
     engine = engine_for(loaded.config)
-    listing = read_views(engine, states[0].path).listing
+    listing = read_views(engine, states[0].path, states[0].labels).listing
     assert listing.supported
     assert sorted(o.id for o in listing.objects) == sorted(i.id for i in alive)
     for shard in states[1:]:

@@ -21,6 +21,7 @@ from sim_labs import claim_test_lab
 
 from orchestrator.clients.ansible.hostkeys import keyscan
 from orchestrator.model.published_keys import published_keys
+from orchestrator.sim.cloud.bootcopy import with_join_token
 from orchestrator.sim.cloud.store import CloudStore
 from orchestrator.sim.hosts import lab as labnet
 from orchestrator.sim.hosts.console import console_output
@@ -273,6 +274,28 @@ def test_stop_start_and_an_image_through_the_cloud_store_keep_and_carry_the_xce_
         assert ok(ssh(manager, worker.address, "cat /etc/xce/node.conf /opt/xce/bin/VERSION")) == "baked\nv1\n"
         assert ok(ssh(manager, worker.address, "hostname")).strip() == name(2)
         assert ssh(manager, worker.address, "test -e /etc/motd.local").returncode == 1  # not in an image
+    finally:
+        manager.shutdown(remove_lab=True)
+        store.close()
+
+
+def test_a_first_boot_host_boots_with_the_clouds_copy_holding_its_token(tmp_path: Path, lab: labnet.LabConfig) -> None:
+    """The host manager boots an instance with the cloud's boot copy of its user data: a
+    first-boot host's /etc/xce/join-token (0600) is on the host; the API's user_data has no token."""
+    token = "v2.1800000000." + "c4" * 32
+    user_data = "#cloud-config\nwrite_files:\n  - path: /etc/xce/node-manager.json\n    content: '{}'\n"
+    store = CloudStore(tmp_path / "sim" / "cloud.sqlite")
+    store.set_network(lab.subnet)
+    manager = HostManager(tmp_path / "sim", lab, CloudStoreSource(store.path))
+    manager.start()
+    try:
+        boot = with_join_token(user_data, token)
+        inst = store.create_instance(name(1), "c8.large", "debian-12", {}, user_data, "op-1-000", boot_user_data=boot)
+        wait_ready(manager, [inst.id])
+        assert ok(ssh(manager, inst.address, "stat -c %a /etc/xce/join-token; cat /etc/xce/join-token")) == (
+            f"600\n{token}\n"
+        )
+        assert [i.user_data for i in store.list_instances()] == [user_data]
     finally:
         manager.shutdown(remove_lab=True)
         store.close()

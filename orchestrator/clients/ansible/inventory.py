@@ -41,6 +41,7 @@ from orchestrator import durable
 from orchestrator.model import tags
 from orchestrator.model.hostnames import ADDRESS_REFUSED, checked_instance
 from orchestrator.model.hostnames import valid_host_name as valid_host_name  # the plugin calls it here
+from orchestrator.model.labels import LabelMap
 
 # The plugin's full name as inventory files give it, and the file name its ``verify_file`` accepts.
 # The full name works wherever the collection is installed (the toolkit's ansible.cfg makes this
@@ -192,8 +193,15 @@ def only_hosts(inventory: Mapping[str, Any], names: Iterable[str]) -> dict[str, 
     return out
 
 
-def records_from_tfstate(state: Mapping[str, Any], provider: str | None = None) -> list[InstanceRecord]:
-    """Instance records from a Terraform state's ``instances`` output (the provider module contract)."""
+def records_from_tfstate(
+    state: Mapping[str, Any], provider: str | None = None, labels: LabelMap | None = None
+) -> list[InstanceRecord]:
+    """Instance records from a Terraform state's ``instances`` output (the provider module contract).
+
+    ``labels``: the provider module's label map, through which the instances' tags (the cloud's
+    labels) are read back (default: tags as they are).
+    """
+    back = labels.from_labels if labels is not None else dict
     output = state.get("outputs", {}).get("instances", {}).get("value") or {}
     records: list[InstanceRecord] = []
     for key, raw in sorted(output.items()):
@@ -202,7 +210,9 @@ def records_from_tfstate(state: Mapping[str, Any], provider: str | None = None) 
         inst = checked_instance(raw)
         if not inst.get("address") and not inst.get(ADDRESS_REFUSED):
             continue  # not yet addressed: nothing to bootstrap
-        inst_tags = inst.get("tags") or {}
+        inst_tags = back({str(k): str(v) for k, v in (inst.get("tags") or {}).items()})
+        if inst_tags.get(tags.POOL) == "warm":
+            continue  # stopped in a warm pool: nothing to reach until a start takes it
         port = inst.get("port")
         records.append(
             InstanceRecord(
@@ -261,18 +271,22 @@ def local_state(shard: ShardDir) -> Mapping[str, Any] | None:
 
 
 def records_from_workdirs(
-    state_dir: Path, cluster: str | None = None, read_state: StateReader = local_state
+    state_dir: Path,
+    cluster: str | None = None,
+    read_state: StateReader = local_state,
+    labels: Mapping[str, LabelMap] | None = None,
 ) -> list[InstanceRecord]:
     """Every instance of every provider working directory (every shard) under ``<state_dir>/work/<cluster>/``.
 
     ``read_state`` reads one shard's state: the local file by default; a ``pg`` site's states
-    are in PostgreSQL (``orchestrator.workspace.tfstates``).
+    are in PostgreSQL (``orchestrator.workspace.tfstates``). ``labels``: each provider's
+    module label map (``model.modules.labels_of``); a provider without one: tags as they are.
     """
     records: list[InstanceRecord] = []
     for shard in shard_dirs(state_dir, cluster):
         state = read_state(shard)
         if state is not None:
-            records.extend(records_from_tfstate(state, shard.provider))
+            records.extend(records_from_tfstate(state, shard.provider, (labels or {}).get(shard.provider)))
     return records
 
 

@@ -32,7 +32,9 @@ This package is the executor's public face: callers import from here only (the n
 another): ``parts`` (:class:`OpParts`: the configuration, clients and hooks every collaborator
 is handed), ``shardset`` (the shards of each provider, the parallel runner), ``tfsteps``
 (Terraform on one shard), ``losspath`` (the host-loss path), ``create`` and ``returnop`` (the
-two ops), ``resumeop`` (open ops completed or abandoned), ``refused`` (a refused create closed),
+two ops), ``bake`` (a baked image: a builder created, baked, imaged and returned; an image
+deleted; docs/images.md), ``startop`` (warm-pool instances started, docs/daemon.md "The warm
+pool"), ``resumeop`` (open ops completed or abandoned), ``refused`` (a refused create closed),
 ``unmanaged`` (terminating an object no state holds); the recorder (gate, facts, audit entries)
 is :mod:`orchestrator.ops.recorder`. :class:`Executor` builds them from one :class:`OpParts`
 and offers the operations and reads, nothing else: a caller that records or reads beside the
@@ -46,7 +48,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple, Unpack
 
+from orchestrator.model.images import BakedImage, BuiltFrom
 from orchestrator.model.instances import InstanceSpec, new_op_id
+from orchestrator.ops.executor.bake import BakeOp, BakeResult, BakeRun, DeleteResult, bake_module
 from orchestrator.ops.executor.create import CreateOp, ShardWork
 from orchestrator.ops.executor.losspath import LossPath
 from orchestrator.ops.executor.parts import Bootstrap, LossFactory, OpParts, OpWatch, op_scope, shard_index
@@ -55,6 +59,7 @@ from orchestrator.ops.executor.results import Created, CreateResult, ReturnResul
 from orchestrator.ops.executor.resumeop import NO_STATE_YET, ProviderOps, Resolution, ResumeOp, Seen, tagged_objects
 from orchestrator.ops.executor.returnop import ReturnOp, ReturnOptions
 from orchestrator.ops.executor.shardset import ShardSet
+from orchestrator.ops.executor.startop import StartOp
 from orchestrator.ops.executor.tfsteps import TerraformSteps
 from orchestrator.ops.executor.unmanaged import UnmanagedTermination
 from orchestrator.ops.hostloss import LostInstance
@@ -76,21 +81,42 @@ class Executor:
         returns = ReturnOp(parts, shardset, terraform, losspath)
         self._shardset, self._terraform, self._losspath = shardset, terraform, losspath
         self._creates, self._returns = creates, returns
+        self._bakes = BakeOp(parts, shardset, terraform, creates, returns)
+        self._starts = StartOp(parts, shardset, terraform, losspath, (creates, returns))
         self._unmanaged = UnmanagedTermination(parts, shardset, terraform, creates, returns)
-        self._resumes = ResumeOp(parts, shardset, terraform, creates, returns)
+        self._resumes = ResumeOp(parts, shardset, terraform, creates, returns, bakes=self._bakes, starts=self._starts)
         self._refused = RefusedClose(parts, shardset, terraform, creates, returns)
 
     # -- the operations --------------------------------------------------------------------------
 
-    def create(self, provider: str, template: str, count: int, op_id: str | None = None) -> CreateResult:
-        """Create ``count`` hosts of ``template`` on ``provider`` as one op (:meth:`CreateOp.create`),
-        watched by the parts' :class:`OpWatch` when there is one (its op id chosen first, to name it)."""
+    def create(
+        self, provider: str, template: str, count: int, op_id: str | None = None, *, pool: bool = False
+    ) -> CreateResult:
+        """Create ``count`` hosts of ``template`` on ``provider`` as one op (:meth:`CreateOp.create`);
+        ``pool``: into the template's warm pool. Watched by the parts' :class:`OpWatch` when there
+        is one (its op id chosen first, to name it)."""
         watch = self._parts.watch
         if watch is None:
-            return self._creates.create(provider, template, count, op_id)
+            return self._creates.create(provider, template, count, op_id, pool=pool)
         chosen = op_id or new_op_id(self._parts.clock())
         return watch.create(
-            provider, template, count, chosen, lambda: self._creates.create(provider, template, count, chosen)
+            provider,
+            template,
+            count,
+            chosen,
+            lambda: self._creates.create(provider, template, count, chosen, pool=pool),
+            pool=pool,
+        )
+
+    def start_pool(self, provider: str, template: str, keys: Sequence[str], op_id: str | None = None) -> CreateResult:
+        """Start warm-pool instances ``keys`` as one op (:meth:`StartOp.start`), watched by the
+        parts' :class:`OpWatch` when there is one (its op id chosen first, to name it)."""
+        watch = self._parts.watch
+        if watch is None:
+            return self._starts.start(provider, template, keys, op_id)
+        chosen = op_id or new_op_id(self._parts.clock())
+        return watch.start_pool(
+            provider, template, keys, chosen, lambda: self._starts.start(provider, template, keys, chosen)
         )
 
     def place(self, provider: str, template: str, count: int, op_id: str, detail: str = "") -> list[str]:
@@ -107,6 +133,14 @@ class Executor:
         return watch.return_instances(
             provider, keys, reason, lambda: self._returns.return_instances(provider, keys, **options)
         )
+
+    def bake(self, provider: str, template: str, op_id: str, built: BuiltFrom, run: BakeRun) -> BakeResult:
+        """Bake an image of ``template`` on ``provider`` as one op (:meth:`BakeOp.bake`)."""
+        return self._bakes.bake(provider, template, op_id, built, run)
+
+    def delete_image(self, provider: str, image: BakedImage, op_id: str, dry_run: bool = False) -> DeleteResult:
+        """Delete a baked image of this cluster as one op (:meth:`BakeOp.delete_image`)."""
+        return self._bakes.delete_image(provider, image, op_id, dry_run)
 
     def retire(self, provider: str, shard: int, lost: Sequence[LostInstance], op_id: str) -> None:
         """Instances judged lost by another reader (the orphan scan) retired through the host-loss
@@ -155,6 +189,10 @@ class Executor:
         """The instances in ``shard``'s Terraform state (:meth:`TerraformSteps.state_instances`)."""
         return self._terraform.state_instances(shard)
 
+    def kept_images(self, provider: str) -> list[BakedImage]:
+        """The baked images shard 0's desired set keeps and its state holds (:meth:`BakeOp.kept_images`)."""
+        return self._bakes.kept_images(provider)
+
     def listable(self, shard: ProviderWorkdir) -> None:
         """``shard`` made listable (an empty desired set where none was ever written; the caller
         holds its lock; :meth:`TerraformSteps.listable`)."""
@@ -178,25 +216,32 @@ class Wired(NamedTuple):
 
 OPERATIONS = (
     "create",
+    "start_pool",
     "place",
     "return_instances",
+    "bake",
+    "delete_image",
     "retire",
     "terminate_unmanaged",
     "resume",
     "resume_op",
     "close_refused",
 )
-READS = ("survey", "shards", "workdir", "desired", "held", "listable")
+READS = ("survey", "shards", "workdir", "desired", "held", "kept_images", "listable")
 
 
 __all__ = [
     "NO_STATE_YET",
     "OPERATIONS",
     "READS",
+    "BakeOp",
+    "BakeResult",
+    "BakeRun",
     "Bootstrap",
     "CreateOp",
     "CreateResult",
     "Created",
+    "DeleteResult",
     "Executor",
     "LossFactory",
     "LossPath",
@@ -214,10 +259,12 @@ __all__ = [
     "Seen",
     "ShardSet",
     "ShardWork",
+    "StartOp",
     "StillLaunched",
     "TerraformSteps",
     "UnmanagedTermination",
     "Wired",
+    "bake_module",
     "op_scope",
     "shard_index",
     "tagged_objects",

@@ -13,12 +13,15 @@ from orchestrator.model import tags as owner
 from orchestrator.model.facts import Epoch, Fact, FactKind
 from orchestrator.model.hostnames import ADDRESS_REFUSED
 from orchestrator.model.instances import InstanceSpec, new_op_id
+from orchestrator.model.pool import FILL_DETAIL, in_pool, pooled
 from orchestrator.ops.executor.losspath import LossPath
 from orchestrator.ops.executor.parts import OpParts, op_scope, shard_index
 from orchestrator.ops.executor.results import Created, CreateResult
 from orchestrator.ops.executor.shardset import ShardSet
 from orchestrator.ops.executor.tfsteps import TerraformSteps
 from orchestrator.ops.fence import epoch_tag
+from orchestrator.ops.firstboot import mint_tokens
+from orchestrator.ops.images import resolve_baked
 from orchestrator.ops.plancheck import check_create
 from orchestrator.ops.refusal import refusals
 from orchestrator.ops.steps import desired_variables, render_instances
@@ -35,6 +38,8 @@ class Grown:
 
     retired: set[str] = field(default_factory=set)
     outputs: Mapping[str, Any] | None = None
+    # Instance key -> join deadline of the first-boot hosts grown (their tokens' expiry).
+    deadlines: Mapping[str, float] = field(default_factory=dict)
 
 
 class CreateOp:
@@ -46,14 +51,34 @@ class CreateOp:
         self.terraform = terraform
         self.losspath = losspath
 
-    def render(self, provider: str, template: str, count: int, op_id: str, epoch: Epoch) -> dict[str, InstanceSpec]:
+    def render(
+        self,
+        provider: str,
+        template: str,
+        count: int,
+        op_id: str,
+        epoch: Epoch,
+        pool: bool = False,
+        *,
+        resolve: bool = True,
+    ) -> dict[str, InstanceSpec]:
         """The op's instances, tagged with its op id and the real epoch (the shared step the plan
-        preview renders with, :func:`orchestrator.ops.steps.render_instances`)."""
+        preview renders with, :func:`orchestrator.ops.steps.render_instances`); ``pool``: as
+        warm-pool instances (launched stopped, tagged ``xce:pool=warm``)."""
         request = RenderRequest(provider, template, op_id, count, epoch=epoch_tag(epoch))
-        return render_instances(self.parts.config, self.parts.root, request)
+        # ``bake:newest`` becomes the newest bake's id first (docs/images.md); ``resolve`` False
+        # for a caller holding shard 0's lock whose image is never launched (an import).
+        config = self.parts.config
+        if resolve:
+            config = resolve_baked(config, self.parts.engine, self.shardset.workdir(provider), template)
+        specs = render_instances(config, self.parts.root, request)
+        return {k: pooled(v) for k, v in specs.items()} if pool else specs
 
-    def create(self, provider: str, template: str, count: int, op_id: str | None = None) -> CreateResult:
-        """Create ``count`` hosts of ``template`` on ``provider`` as one op (see the module docstring)."""
+    def create(
+        self, provider: str, template: str, count: int, op_id: str | None = None, *, pool: bool = False
+    ) -> CreateResult:
+        """Create ``count`` hosts of ``template`` on ``provider`` as one op (see the module docstring);
+        ``pool``: into the template's warm pool (stopped, no ``expectedHost``, no bootstrap)."""
         if count <= 0:
             raise UsageError(f"count must be at least 1, not {count}")
         op_id = op_id or new_op_id()
@@ -64,7 +89,7 @@ class CreateOp:
         with refusals(self.parts.config.providers[provider].module):
             self.shardset.workdir(provider)
             with shards.placement_lock():
-                work = self.intend(provider, template, count, op_id)
+                work = self.intend(provider, template, count, op_id, FILL_DETAIL if pool else "")
                 created = self.grow_shards(provider, op_id, template, work)
         return self.finish_create(provider, op_id, template, created)
 
@@ -72,9 +97,10 @@ class CreateOp:
         self, provider: str, template: str, count: int, op_id: str, detail: str = ""
     ) -> dict[ProviderWorkdir, ShardWork]:
         """The op's instances rendered and placed on shards, and its ``requestIntent`` committed
-        (``detail`` on the fact); the placement lock is held. What each shard grows by."""
+        (``detail`` on the fact; :data:`~orchestrator.model.pool.FILL_DETAIL` renders pool
+        instances); the placement lock is held. What each shard grows by."""
         epoch = self.parts.recorder.gate(provider, op_id, "intent")
-        specs = self.render(provider, template, count, op_id, epoch)
+        specs = self.render(provider, template, count, op_id, epoch, pool=detail == FILL_DETAIL)
         placement = self.shardset.shards(provider).place(op_id, sorted(specs))
         # New shards are built and initialised side by side; a missing desired set refuses
         # the op before its intent.
@@ -138,7 +164,9 @@ class CreateOp:
                 # A key of this op found lost on the way (a resume of a half-applied op) has its
                 # ``lost`` fact: it is accounted for, there is no instance to record.
                 mine = sorted(k for k in keys if k not in grown.retired)
-                return self.record_created(provider, shard, op_id, template, mine, grown.outputs) if mine else []
+                if not mine:
+                    return []
+                return self.record_created(provider, shard, op_id, template, mine, grown.outputs, grown.deadlines)
 
         made = self.shardset.run_shards(sorted(work.items(), key=lambda kv: shard_index(kv[0])), one)
         return sorted((c for part in made for c in part), key=lambda c: c.key)
@@ -159,11 +187,18 @@ class CreateOp:
         desired = self.terraform.desired(workdir)
         scope = op_scope(provider, op_id)
         observer = self.parts.losses(self.parts.engine, workdir)
-        with self.terraform.planned(workdir, {**desired, **specs}, scope) as (plan, plan_file, variables):
+        # First-boot hosts: their tokens go to the plan and its apply, never to the desired set.
+        tokens = mint_tokens(self.parts.config, provider, specs, self.parts.clock())
+        with self.terraform.planned(workdir, {**desired, **specs}, scope, tokens=tokens) as (
+            plan,
+            plan_file,
+            variables,
+        ):
             # Nothing managed yet: nothing can have been lost (the op's plan observes nothing).
             deleted = sorted(observer.record(plan).deleted) if desired else []
             if not deleted:
-                return Grown(set(), self.apply_grown(provider, workdir, op_id, specs, plan, plan_file, variables))
+                outputs = self.apply_grown(provider, workdir, op_id, specs, plan, plan_file, variables)
+                return Grown(set(), outputs, tokens.deadlines())
         self.parts.recorder.audit(
             "op-drift-deleted", provider=provider, op=op_id, shard=shard_index(workdir), keys=deleted
         )
@@ -172,8 +207,13 @@ class CreateOp:
         retired = {item.instance_key for item in lost}
         # A lost key never comes back under the same key (it is the cloud's idempotency token).
         specs = {k: v for k, v in specs.items() if k not in retired}
-        with self.terraform.planned(workdir, {**desired, **specs}, scope) as (plan, plan_file, variables):
-            return Grown(retired, self.apply_grown(provider, workdir, op_id, specs, plan, plan_file, variables))
+        with self.terraform.planned(workdir, {**desired, **specs}, scope, tokens=tokens) as (
+            plan,
+            plan_file,
+            variables,
+        ):
+            outputs = self.apply_grown(provider, workdir, op_id, specs, plan, plan_file, variables)
+            return Grown(retired, outputs, tokens.deadlines())
 
     def apply_grown(
         self,
@@ -206,9 +246,16 @@ class CreateOp:
         template: str,
         keys: Sequence[str],
         applied: Mapping[str, Any] | None = None,
+        deadlines: Mapping[str, float] | None = None,
     ) -> list[Created]:
         """``instanceCreated`` and ``expectedHost`` for every key Terraform now holds (``applied``:
-        the outputs of the apply just made, see :meth:`TerraformSteps.state_instances`)."""
+        the outputs of the apply just made, see :meth:`TerraformSteps.state_instances`).
+
+        A host's join deadline is the provider's ``join_deadline`` from now, or, for a first-boot
+        host, the one its token expires at (``deadlines``, fixed when the op planned it). A
+        warm-pool instance (its state's tags say ``xce:pool=warm``, so a resume reads the same)
+        gets ``instanceCreated`` only: it is not expected to join while stopped, so no join
+        deadline runs for it; the start op that takes it commits its ``expectedHost``."""
         held = self.terraform.state_instances(workdir, applied)
         missing = [k for k in keys if k not in held]
         if missing:
@@ -225,34 +272,33 @@ class CreateOp:
         created: list[Created] = []
         facts: list[Fact] = []
         for key in keys:
-            inst = held[key]
-            if inst.get(ADDRESS_REFUSED):
-                # Recorded unaddressed; the bootstrap gives the host its failed result.
-                self.parts.recorder.audit(
-                    "address-refused", provider=provider, op=op_id, key=key, reason=inst[ADDRESS_REFUSED]
-                )
-            item = Created(
-                key,
-                str(inst.get("id", "")),
-                str(inst.get("name", "")),
-                str(inst.get("address") or ""),
-                str((inst.get("tags") or {}).get(owner.TEMPLATE, template)),
-                self.parts.clock() + deadline_after,
-            )
-            common: dict[str, Any] = {
-                "instance_key": key,
-                "instance_id": item.instance_id,
-                "template": item.template,
-                "host_name": item.name,
-                "address": item.address,
-            }
-            facts.append(Fact(FactKind.INSTANCE_CREATED, provider, op_id, epoch, **common))
-            facts.append(
-                Fact(FactKind.EXPECTED_HOST, provider, op_id, epoch, join_deadline=item.join_deadline, **common)
-            )
+            deadline = (deadlines or {}).get(key) or self.parts.clock() + deadline_after
+            item = self.held_host(provider, op_id, key, held[key], template, deadline)
+            facts.append(Fact(FactKind.INSTANCE_CREATED, provider, op_id, epoch, **host_fields(item)))
+            if not item.pool:
+                facts.append(expected_host(provider, op_id, epoch, item))
             created.append(item)
         self.parts.recorder.commit_many(facts)
         return created
+
+    def held_host(
+        self, provider: str, op_id: str, key: str, inst: Mapping[str, Any], template: str, deadline: float
+    ) -> Created:
+        """What the state holds of ``key`` as a host with join deadline ``deadline`` (a refused
+        address audited: recorded unaddressed, the bootstrap gives the host its failed result)."""
+        if inst.get(ADDRESS_REFUSED):
+            self.parts.recorder.audit(
+                "address-refused", provider=provider, op=op_id, key=key, reason=inst[ADDRESS_REFUSED]
+            )
+        return Created(
+            key,
+            str(inst.get("id", "")),
+            str(inst.get("name", "")),
+            str(inst.get("address") or ""),
+            str((inst.get("tags") or {}).get(owner.TEMPLATE, template)),
+            deadline,
+            pool=in_pool(inst.get("tags")),
+        )
 
     def complete(
         self, provider: str, op_id: str, template: str, work: Mapping[ProviderWorkdir, ShardWork]
@@ -262,17 +308,37 @@ class CreateOp:
         created = self.grow_shards(provider, op_id, template, work) if work else []
         return self.finish_create(provider, op_id, template, created)
 
-    def finish_create(self, provider: str, op_id: str, template: str, created: list[Created]) -> CreateResult:
-        """Bootstrap (when wired) and the op's closing audit entry."""
+    def finish_create(
+        self, provider: str, op_id: str, template: str, created: list[Created], closing: str = "op-created"
+    ) -> CreateResult:
+        """Bootstrap (when wired) and the op's closing audit entry (``closing``: a warm-pool start
+        closes with ``op-started`` and its hosts take this very step, as new ones do)."""
         result = CreateResult(op_id, provider, template, created)
         self.parts.recorder.audit(
-            "op-created",
+            closing,
             provider=provider,
             op=op_id,
             template=template,
             instances={c.key: c.instance_id for c in created},
         )
-        if self.parts.bootstrap is not None and created:
-            result.bootstrap = dict(self.parts.bootstrap(provider, created))
+        hosts = [c for c in created if not c.pool]  # pool instances are bootstrapped once started
+        if self.parts.bootstrap is not None and hosts:
+            result.bootstrap = dict(self.parts.bootstrap(provider, hosts))
             self.parts.recorder.audit("op-bootstrap", provider=provider, op=op_id, hosts=result.bootstrap)
         return result
+
+
+def host_fields(item: Created) -> dict[str, Any]:
+    """The fields an instance's facts carry about it."""
+    return {
+        "instance_key": item.key,
+        "instance_id": item.instance_id,
+        "template": item.template,
+        "host_name": item.name,
+        "address": item.address,
+    }
+
+
+def expected_host(provider: str, op_id: str, epoch: Epoch, item: Created) -> Fact:
+    """The ``expectedHost`` fact of ``item`` (of op ``op_id``: a create, or a warm-pool start)."""
+    return Fact(FactKind.EXPECTED_HOST, provider, op_id, epoch, join_deadline=item.join_deadline, **host_fields(item))

@@ -34,14 +34,28 @@ LossFactory = Callable[[Engine, ProviderWorkdir], LossObserver]
 
 
 class OpWatch(Protocol):
-    """Watches every create and return op from its start to its end (the daemon's: held as work
-    in flight, refused once stopping, counted and logged, ``orchestrator/daemon/guarded.py``).
+    """Watches every create, warm-pool start and return op from its start to its end (the
+    daemon's: held as work in flight, refused once stopping, counted and logged,
+    ``orchestrator/daemon/guarded.py``).
     The executor calls it around the op, as it calls its recorder; it never calls the executor."""
 
     def create(
-        self, provider: str, template: str, count: int, op_id: str, run: Callable[[], CreateResult]
+        self,
+        provider: str,
+        template: str,
+        count: int,
+        op_id: str,
+        run: Callable[[], CreateResult],
+        *,
+        pool: bool = False,
     ) -> CreateResult:
-        """``run()`` (the create op ``op_id``), watched."""
+        """``run()`` (the create op ``op_id``; ``pool``: into the template's warm pool), watched."""
+        ...
+
+    def start_pool(
+        self, provider: str, template: str, keys: Sequence[str], op_id: str, run: Callable[[], CreateResult]
+    ) -> CreateResult:
+        """``run()`` (the warm-pool start op ``op_id`` of ``keys``), watched."""
         ...
 
     def return_instances(
@@ -78,7 +92,8 @@ class OpParts:
     sleep: Callable[[float], None] = time.sleep
     # Plans made and instances applied are reported here (the command line shows them).
     progress: ProgressSink | None = None
-    # Around every create and return op (the daemon's in-flight work and op metrics); None: none.
+    # Around every create, warm-pool start and return op (the daemon's in-flight work and op
+    # metrics); None: none.
     watch: OpWatch | None = None
     # The gate, the facts and the audit entries of every step: a Recorder of these parts unless
     # given (the daemon's stop guard wraps one, ``orchestrator/daemon/guarded.py``).

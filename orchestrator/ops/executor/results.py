@@ -17,11 +17,14 @@ class Created:
     address: str
     template: str
     join_deadline: float
+    # Launched into its template's warm pool (stopped, not expected to join): no bootstrap.
+    pool: bool = False
 
 
 # The outcomes of a bootstrap play (``clients.ansible.runner``) that leave a host bootstrapped; the
-# others (failed, unreachable, skipped, stopped) leave it to be bootstrapped again.
-BOOTSTRAPPED = ("ok", "changed")
+# others (failed, unreachable, skipped, stopped) leave it to be bootstrapped again. A first-boot
+# host is "started" at its creation (ops/firstboot.py): no play runs, its join decides.
+BOOTSTRAPPED = ("ok", "changed", "started")
 
 
 @dataclass

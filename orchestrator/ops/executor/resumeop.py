@@ -15,6 +15,13 @@ instance key still without an outcome:
   holds nothing of the op (another process, a daemon mid-burst, may be about to write them). An
   unreadable listing, or a listing with an object of the op that no shard's state holds, refuses
   the abandonment (:class:`~orchestrator.errors.FinalError` saying why) and the op stays open;
+- bake op (an intent whose detail is ``bake: ...``, docs/images.md), key desired or held: the
+  builder is applied as intended (no twin: the key is the idempotency token), recorded
+  ``instanceCreated`` (never ``expectedHost``, never bootstrapped as a host) and returned; the
+  bake is not carried on (the operator bakes again). Key neither desired nor held: as a create;
+- start op (warm-pool instances started, docs/operations.md): its keys' desired entries started
+  again (the same entries plan no change once applied), applied, expected and bootstrapped
+  (:meth:`StartOp.complete`);
 - return op: the host-loss path first, as every return's (an instance the cloud took back while
   the op was open, such as a spot reclaim, is recorded ``lost`` and leaves the desired set: the
   plan never re-creates it, and a returning key found so has its outcome); then the key is
@@ -56,11 +63,14 @@ from orchestrator.clients.terraform.engine import Engine
 from orchestrator.errors import FinalError, LeaseLost, TerraformError
 from orchestrator.model import tags as owner
 from orchestrator.model.facts import Fact, FactKind
+from orchestrator.model.images import is_bake_detail
 from orchestrator.model.instances import op_of_key
+from orchestrator.ops.executor.bake import BakeOp
 from orchestrator.ops.executor.create import CreateOp, ShardWork
 from orchestrator.ops.executor.parts import OpParts
 from orchestrator.ops.executor.returnop import ReturnOp
 from orchestrator.ops.executor.shardset import ShardSet
+from orchestrator.ops.executor.startop import StartOp
 from orchestrator.ops.executor.tfsteps import TerraformSteps
 from orchestrator.ops.fence import Fence, epoch_tag
 from orchestrator.ops.openops import OpenOp, open_ops
@@ -123,7 +133,7 @@ def tagged_objects(engine: Engine, workdir: ProviderWorkdir) -> Listing:
     except ImportError:
         return "unavailable (no cloud view installed)", []
     try:
-        listing = cloudview.read_listing(engine, workdir.path)
+        listing = cloudview.read_listing(engine, workdir.path, workdir.labels)
     except TerraformError as exc:
         return f"unreadable: {str(exc).splitlines()[0]}", []
     if not listing.supported:
@@ -145,18 +155,29 @@ def current_epoch(fence: Fence, provider: str) -> str | None:
 
 
 class ResumeOp:
-    """Completes or abandons open ops (see the module docstring): the create and return ops'
-    own steps (:meth:`CreateOp.complete`, :meth:`ReturnOp.complete_shard`), handed to it as to
-    any collaborator."""
+    """Completes or abandons open ops (see the module docstring): the create, return, bake and
+    start ops' own steps (:meth:`CreateOp.complete`, :meth:`ReturnOp.complete_shard`,
+    :meth:`BakeOp.finish_interrupted`, :meth:`StartOp.complete`), handed to it as to any
+    collaborator."""
 
     def __init__(
-        self, parts: OpParts, shardset: ShardSet, terraform: TerraformSteps, creates: CreateOp, returns: ReturnOp
+        self,
+        parts: OpParts,
+        shardset: ShardSet,
+        terraform: TerraformSteps,
+        creates: CreateOp,
+        returns: ReturnOp,
+        *,
+        bakes: BakeOp,
+        starts: StartOp,
     ) -> None:
         self.parts = parts
         self.shardset = shardset
         self.terraform = terraform
         self.creates = creates
         self.returns = returns
+        self.bakes = bakes
+        self.starts = starts
 
     def survey(self, provider: str, wait: float | None = None) -> ProviderOps:
         """The provider's open ops plus the keys held or desired that no fact mentions.
@@ -213,7 +234,31 @@ class ResumeOp:
         """
         if seen is not None and not seen.usable(self.parts.fence, op.provider):
             seen = None
+        if (
+            op.kind == "create"
+            and is_bake_detail(op.detail)
+            and self.bakes.finish_interrupted(op.provider, op.op_id, op.template)
+        ):
+            # An interrupted bake: its builder is recorded and returned, never bootstrapped as a host.
+            reason = "bake interrupted: its builder recorded and returned (run xceprov image bake again)"
+            self.parts.recorder.audit(
+                "resume", provider=op.provider, op=op.op_id, kind="bake", outcome="completed", reason=reason
+            )
+            return Resolution(op.provider, op.op_id, "create", "completed", reason, list(op.pending))
+        if op.kind == "start":
+            return self._resume_start(op)
         return self._resume_create(op, seen) if op.kind == "create" else self._resume_return(op, seen)
+
+    def _resume_start(self, op: OpenOp) -> Resolution:
+        """A warm-pool start carried to its end: its keys' desired entries started (again: the same
+        entries plan no change once applied), applied, expected, bootstrapped (docs/operations.md)."""
+        groups = self.returns.group_by_shard(op.provider, op.pending)
+        result = self.starts.complete(op.provider, op.op_id, op.template, groups)
+        reason = f"{len(result.created)} pool instances started and expected"
+        self.parts.recorder.audit(
+            "resume", provider=op.provider, op=op.op_id, kind="start", outcome="completed", reason=reason
+        )
+        return Resolution(op.provider, op.op_id, "start", "completed", reason, list(op.pending))
 
     def _usable(self, seen: Seen | None, provider: str) -> bool:
         return seen is not None and seen.usable(self.parts.fence, provider)

@@ -10,11 +10,13 @@ from typing import Any
 from orchestrator.clients.terraform.backend import ERRORED_STATE
 from orchestrator.clients.terraform.messages import ApplyResult, PlanResult
 from orchestrator.errors import FinalError, LeaseLost, StoreLost
+from orchestrator.model.images import ImageSpec
 from orchestrator.model.instances import InstanceSpec
 from orchestrator.model.progress import PlanDone, no_progress, reported_phase
 from orchestrator.ops.executor.parts import OpParts, op_scope, shard_index
 from orchestrator.ops.executor.shardset import ShardSet
 from orchestrator.ops.fence import epoch_tag
+from orchestrator.ops.firstboot import Tokens, ephemeral_beside, write_ephemeral
 from orchestrator.ops.plancheck import check_delete, resource_keys
 from orchestrator.ops.progress import ApplyTracker
 from orchestrator.ops.steps import desired_variables, plan_desired
@@ -60,8 +62,8 @@ class TerraformSteps:
         0.5 to 0.8 s per shard and op, less).
         """
         if applied is not None:
-            return instances_output(dict(applied))
-        return instances_output(self.parts.engine.output(workdir.path))
+            return instances_output(dict(applied), workdir.labels)
+        return instances_output(self.parts.engine.output(workdir.path), workdir.labels)
 
     def state_keys(self, workdir: ProviderWorkdir) -> set[str]:
         """Every instance key some resource of the state is indexed by (outputs not needed)."""
@@ -107,13 +109,21 @@ class TerraformSteps:
 
     @contextlib.contextmanager
     def planned(
-        self, workdir: ProviderWorkdir, instances: Mapping[str, InstanceSpec], scope: str = ""
+        self,
+        workdir: ProviderWorkdir,
+        instances: Mapping[str, InstanceSpec],
+        scope: str = "",
+        images: Mapping[str, ImageSpec] | None = None,
+        tokens: Tokens | None = None,
     ) -> Iterator[tuple[PlanResult, Path, dict[str, Any]]]:
         """A saved plan of ``instances`` as the whole desired set: (result, plan file, variables).
 
         The plan is the shared step (:func:`orchestrator.ops.steps.plan_desired`, which the plan
         preview runs too), reported as one unit of the ``plan`` phase of ``scope``, with the root
         variable ``fence`` of this op (:meth:`plan_fence`), which is not part of the desired set.
+        ``images``: the baked images planned (None: the current ones, unchanged).
+        ``tokens``: the join tokens of the first-boot hosts the plan creates (``ops.firstboot``),
+        written beside the saved plan for its :meth:`apply` and gone with it.
         """
         report = self.parts.progress or no_progress
         fence = self.plan_fence(workdir.provider)
@@ -121,6 +131,7 @@ class TerraformSteps:
         # the next op removes it (workspace.scratch).
         with op_scratch(self.parts.config) as scratch:
             plan_file = scratch / "op.tfplan"
+            ephemeral = write_ephemeral(plan_file, tokens or Tokens())
             with reported_phase(report, "plan", scope, 1):
                 plan = plan_desired(
                     self.parts.config,
@@ -130,6 +141,8 @@ class TerraformSteps:
                     out=plan_file,
                     fence=fence,
                     scratch=scratch,
+                    images=images,
+                    ephemeral=[ephemeral] if ephemeral is not None else [],
                 )
                 summary = plan.result.summary
                 report(PlanDone(scope, summary.add, summary.change, summary.remove))
@@ -188,7 +201,12 @@ class TerraformSteps:
     ) -> ApplyResult:
         try:
             result = self.parts.engine.apply(
-                workdir.path, plan_file=plan_file, should_stop=lambda: not self.parts.fence.valid(provider), **extra
+                workdir.path,
+                plan_file=plan_file,
+                # A plan made with ephemeral variables (join tokens) is applied with them again.
+                var_files=ephemeral_beside(plan_file),
+                should_stop=lambda: not self.parts.fence.valid(provider),
+                **extra,
             )
         except Exception as exc:
             self.parts.recorder.audit(

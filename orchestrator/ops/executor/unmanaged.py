@@ -57,7 +57,8 @@ class UnmanagedTermination:
         )
         with workdir.lock():
             desired = self.terraform.desired(workdir)
-            spec = self.creates.render(provider, template, 1, op_id, epoch)[key]
+            # Imported to be deleted: its image is never launched, bake:newest stays unresolved.
+            spec = self.creates.render(provider, template, 1, op_id, epoch, resolve=False)[key]
             variables = desired_variables(self.parts.config, workdir, {**desired, key: spec})
             address = workdir.entry.instance_address(key)
             self.parts.recorder.gate(provider, op_id, "import")

@@ -4,7 +4,8 @@ A create request's machines are the instances its op created (``instanceCreated`
 id, host name, address and launch time come from the fact (the launch time from the record when
 the fact store keeps no commit time, as the standalone journal), the result from the bootstrap
 outcome the worker recorded (``succeed`` when bootstrapped, or created when the request asked no
-bootstrap; ``fail`` when the bootstrap failed; ``executing`` while it runs). Keys of the op not
+bootstrap; ``fail`` when the bootstrap failed, or a first-boot host failed its boot or never
+joined by its deadline, its message then the host's step and words; ``executing`` while it runs). Keys of the op not
 yet created are not listed as machines (they have no cloud id): the request is ``running``
 while any is pending and its worker is at work. A return request's machines are those of its
 ``returning`` facts: ``executing`` (status ``terminating``) until ``returned`` (or ``lost``: the
@@ -37,6 +38,7 @@ from orchestrator.services.contract.session import ContractSession
 from orchestrator.services.contract.worker import worker_alive
 
 OK_OUTCOMES = ("ok", "changed")
+FIRST_BOOT_FAILED = "failed: first boot "
 NOT_FOUND = "Request not found"
 
 FactsOf = Callable[[str], list[Fact]]
@@ -67,6 +69,8 @@ def _bootstrap_result(m: Machine, record: RequestRecord | None, working: bool) -
         return "fail", "failed", f"created; no bootstrap outcome recorded ({record.message or 'worker ended'})"
     if outcome.split(":", 1)[0] in OK_OUTCOMES:
         return "succeed", "running", "bootstrapped"
+    if outcome.startswith(FIRST_BOOT_FAILED):  # a first-boot host: its own words (model.firstboot)
+        return "fail", "failed", outcome.removeprefix("failed: ")
     return "fail", "failed", f"bootstrap {outcome}"
 
 

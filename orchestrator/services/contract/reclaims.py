@@ -51,7 +51,7 @@ def _listing(ops: Wired, provider: str) -> tuple[dict[str, CloudObject], str]:
         return {}, ""  # never used: nothing to list
     try:
         with workdir.lock(timeout=LISTING_WAIT):
-            listing = read_listing(ops.parts.engine, workdir.path)
+            listing = read_listing(ops.parts.engine, workdir.path, workdir.labels)
     except filelock.Timeout:
         return {}, f"{provider}: listing not read (an op is applying)"
     except TerraformError as exc:

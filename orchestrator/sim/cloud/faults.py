@@ -44,7 +44,8 @@ class FaultSettings:
 def api_call(db: Database, operation: str) -> FaultSettings:
     """Apply the injected API faults to one call; returns the fault settings read for it."""
     faults = read_faults(db)
-    if operation == "create" and faults.slow_launch > 0:
+    # A start boots the instance again, like a launch (the warm pool's start ops are slowed too).
+    if operation in ("create", "start") and faults.slow_launch > 0:
         time.sleep(faults.slow_launch)
     if faults.error_rate > 0 and draw(db, faults) < faults.error_rate:
         raise CloudApiError(

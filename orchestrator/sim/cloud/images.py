@@ -3,8 +3,10 @@
 The cloud here is also the hypervisor: an instance's disk is its simulated host's directory
 ``<store dir>/hosts/<instance-id>/``, whose ``upper/<dir>`` layers hold what the host wrote over
 the machine's /etc, /opt, ... (``orchestrator/sim/hosts/host.py``). An image holds the files of
-``IMAGE_PATHS`` (/etc/xce and /opt/xce: the node manager, its configuration and the software a
-bake installs) of that disk, copied to ``<store dir>/images/<image-id>/``:
+``IMAGE_PATHS`` of that disk (/etc/xce and /opt/xce: the node manager, its configuration and
+the software a bake installs; /var/lib/cloud/scripts: the boot hook a bake installs, run by
+cloud-init's ``scripts_per_boot`` at every boot of a host started from the image), copied to
+``<store dir>/images/<image-id>/``:
 
 - made from a running or stopped instance (a running one is copied as it is at that moment, like
   a snapshot without a reboot); an instance whose host never booted gives an empty image;
@@ -35,7 +37,7 @@ from orchestrator.sim.cloud.errors import InvalidParameterValue
 from orchestrator.sim.cloud.records import AVAILABLE, Image
 
 # What an image holds of an instance's disk (paths under the host's root).
-IMAGE_PATHS: Final = ("etc/xce", "opt/xce")
+IMAGE_PATHS: Final = ("etc/xce", "opt/xce", "var/lib/cloud/scripts")
 HOSTS_DIR: Final = "hosts"
 IMAGES_DIR: Final = "images"
 

@@ -12,7 +12,12 @@ through the ``tf`` framework. The contract (``docs/architecture.md``):
   root variable ``fence`` that the orchestrator sets at plan time. Every create, tag update and
   delete of the run is recorded in the store's mutation journal with it ("" when unset: a run
   outside the orchestrator's executor), which is how the tests prove that two orchestrators
-  never mutated one provider under interleaved epochs.
+  never mutated one provider under interleaved epochs. Optional ``join_tokens`` (sensitive, fed
+  from the root's ephemeral variable of that name, so neither a saved plan nor the state holds
+  it): instance key (the instance's ``client_token``) -> that host's join token. A create whose
+  key has one adds a ``/etc/xce/join-token`` (0600) ``write_files`` entry to the cloud's copy of
+  the user data the host boots with (``bootcopy.py``), never to the ``user_data`` attribute the
+  state keeps (docs/bootstrap.md, "First boot").
 - resource ``xcesim_instance``: ``name``, ``flavor``, ``image``, ``user_data`` and
   ``client_token`` force replacement; ``tags`` update in place, and so does ``power_state``
   (``running`` or ``stopped``: an apply starts or stops the instance, which keeps its id, address,
@@ -70,6 +75,7 @@ from tf.iface import (
 from tf.runner import run_provider
 from tf.utils import Diagnostics
 
+from orchestrator.sim.cloud.bootcopy import with_join_token
 from orchestrator.sim.cloud.errors import CloudApiError, CloudError
 from orchestrator.sim.cloud.records import AVAILABLE, RUNNING, STOPPED, TERMINATED, Image, Instance
 from orchestrator.sim.cloud.store import CloudStore
@@ -156,6 +162,8 @@ class XceSimProvider(Provider):  # type: ignore[misc]
         self.max_retries = 0
         # The epoch tag of the run (configuration ``fence``), recorded with each mutation.
         self.fence = ""
+        # Instance key -> join token of a first-boot host (configuration ``join_tokens``).
+        self.join_tokens: dict[str, str] = {}
 
     def full_name(self) -> str:
         """Provider source address."""
@@ -187,6 +195,14 @@ class XceSimProvider(Provider):  # type: ignore[misc]
                     optional=True,
                     description="Epoch tag of the lease the run was planned under, journalled with each mutation.",
                 ),
+                schema.Attribute(
+                    "join_tokens",
+                    types.Map(types.String()),
+                    optional=True,
+                    sensitive=True,
+                    description="Instance key -> join token of a first-boot host, written to the host's "
+                    "boot copy of its user data (/etc/xce/join-token, 0600) and never to its user_data.",
+                ),
             ]
         )
 
@@ -213,6 +229,11 @@ class XceSimProvider(Provider):  # type: ignore[misc]
         fence = config.get("fence")
         # Configured again by each walk of the command: every walk of one run has the same fence.
         self.fence = fence if isinstance(fence, str) and _FENCE.fullmatch(fence) else ""
+        tokens = config.get("join_tokens")
+        # Ephemeral at the root: the same map at plan and at apply; only a create reads it.
+        self.join_tokens = (
+            {str(k): str(v) for k, v in tokens.items() if isinstance(v, str) and v} if isinstance(tokens, dict) else {}
+        )
         if self._store is not None:
             # Configured again in the same process: an attached provider serves every walk of
             # one command (and every alias of it), each configuring it. One store per process.
@@ -367,6 +388,14 @@ class InstanceResource(Resource):  # type: ignore[misc]
     def create(self, ctx: CreateContext, planned: State) -> State | None:
         """Launch the instance (idempotent by ``client_token``); stop it if ``power_state`` says so."""
         p = self.provider
+        user_data = planned.get("user_data") or ""
+        token = p.join_tokens.get(planned.get("client_token") or "")
+        try:
+            # The token goes into the copy the host boots with, never into what the state keeps.
+            boot = with_join_token(user_data, token) if token else None
+        except ValueError as exc:
+            ctx.diagnostics.add_error(f"InvalidParameterValue: {exc}", f"creating instance {planned.get('name')!r}")
+            return None
         try:
             inst = p.call(
                 "create",
@@ -375,9 +404,10 @@ class InstanceResource(Resource):  # type: ignore[misc]
                 planned["flavor"],
                 planned["image"],
                 planned.get("tags") or {},
-                planned.get("user_data") or "",
+                user_data,
                 planned.get("client_token") or "",
                 epoch=p.fence,
+                boot_user_data=boot,
             )
         except (CloudError, CloudApiError) as exc:
             _error(ctx.diagnostics, exc, f"creating instance {planned.get('name')!r}")

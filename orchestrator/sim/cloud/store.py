@@ -46,7 +46,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-from orchestrator.sim.cloud import addresses, faults, images, journal, rows
+from orchestrator.sim.cloud import addresses, bootcopy, faults, images, journal, rows
 from orchestrator.sim.cloud.db import Database, increment, meta
 from orchestrator.sim.cloud.errors import (
     AddressSpaceExhausted,
@@ -138,8 +138,12 @@ class CloudStore:
         *,
         launch_time: str | None = None,
         epoch: str = "",
+        boot_user_data: str | None = None,
     ) -> Instance:
         """Launch an instance, or return the live one already made with this ``client_token``.
+
+        ``boot_user_data``: what the host boots with when it differs from ``user_data`` (which the
+        API reports), e.g. with a first-boot host's join token added (``bootcopy.py``).
 
         Like AWS ``ClientToken``: a retry with the same non-empty token returns the same
         instance; reusing it with another name, flavor or image raises
@@ -193,6 +197,8 @@ class CloudStore:
                     "INSERT INTO tags(instance_id, key, value) VALUES (?, ?, ?)",
                     [(instance_id, k, v) for k, v in tags.items()],
                 )
+                if boot_user_data is not None:
+                    bootcopy.keep(conn, instance_id, boot_user_data)
                 self._journal(conn, ACTION_CREATE, instance_id, epoch)
         except BaseException:
             # A launch refused or failed leaves no disk behind (the id is fresh: only a seed made one).
@@ -299,6 +305,7 @@ class CloudStore:
         )
         conn.execute("INSERT OR IGNORE INTO free_addresses(addr) VALUES (?)", (addr,))
         conn.execute("UPDATE flavor_live SET live = live - 1 WHERE flavor = ?", (flavor,))
+        bootcopy.forget(conn, instance_id)
         self._journal(conn, ACTION_DELETE, instance_id, epoch, reason)
 
     def update_tags(self, instance_id: str, tags: Mapping[str, str], *, epoch: str = "") -> Instance:
@@ -366,6 +373,13 @@ class CloudStore:
         where, params = rows.where(tag_filter, include_terminated)
         with self._db.read() as conn:
             return rows.select(conn, where, params)
+
+    def boot_copies(self) -> dict[str, str]:
+        """Instance id -> the user data the host boots with, for live instances whose boot copy
+        differs from their reported ``user_data`` (``bootcopy.py``). The host manager's read: no
+        API call returns it."""
+        with self._db.read() as conn:
+            return bootcopy.copies(conn)
 
     def mutations(self, since: int = 0, provider: str | None = None) -> list[Mutation]:
         """The mutation journal after sequence ``since``, in commit order (of one ``provider``
@@ -495,7 +509,7 @@ class CloudStore:
         faults.set_lost_response(self._db, rate)
 
     def set_slow_launch(self, seconds: float) -> None:
-        """Add ``seconds`` to every create made through the API (0 turns it off)."""
+        """Add ``seconds`` to every create and start made through the API (0 turns it off)."""
         faults.set_slow_launch(self._db, seconds)
 
     def clear_faults(self) -> None:

@@ -18,11 +18,15 @@ network namespace:
 3. sets the hostname (the instance name), writes /etc/hostname and /etc/hosts, turns IPv6 off;
 4. installs its own sshd configuration, host key and the toolkit key in
    /root/.ssh/authorized_keys, and removes the machine's own host keys from its view of /etc;
-5. applies the instance's user data (``cloudinit``), writes ``boot-finished`` and prints the
-   host keys sshd will serve on its console (stdout, i.e. ``boot.log``), as cloud-init's
-   ``keys_to_console`` does; the cloud exposes that console (``console.py``);
-6. waits ``ssh_delay`` seconds (a host whose SSH comes up late) and execs ``sshd -D -e``, which
-   stays PID 1 and reaps orphans. Its log goes to ``<host dir>/boot.log``.
+5. applies the instance's user data (``cloudinit``) and prints the host keys sshd will serve on
+   its console (stdout, i.e. ``boot.log``), as cloud-init's ``keys_to_console`` does; the cloud
+   exposes that console (``console.py``);
+6. runs the per-boot scripts (cloud-init's ``scripts_per_boot``: a baked image's boot hook), then
+   writes ``result.json`` and ``boot-finished``: in a child process when there are scripts, as
+   cloud-init's final stage runs beside sshd, so a hook that waits for its node manager's join
+   does not hold SSH back; at once when there are none;
+7. waits ``ssh_delay`` seconds (a host whose SSH comes up late) and execs ``sshd -D -e``, which
+   stays PID 1 and reaps orphans (the per-boot child too). Its log goes to ``<host dir>/boot.log``.
 
 Nothing here is imported by the manager; it only runs inside a host, as root.
 """
@@ -40,7 +44,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from orchestrator.sim.hosts.cloudinit import keys_to_console, run_cloud_init
+from orchestrator.sim.hosts.cloudinit import (
+    apply_user_data,
+    finish_boot,
+    keys_to_console,
+    per_boot_scripts,
+    run_per_boot_scripts,
+)
 
 OVERLAY_DIRS = ("etc", "opt", "root", "var", "home", "srv", "usr")
 MNT_DETACH = 2
@@ -148,12 +158,29 @@ def boot(spec: dict[str, Any]) -> None:
     (root_ssh / "authorized_keys").write_text(authorized.strip() + "\n")
     os.chmod(root_ssh / "authorized_keys", 0o600)
 
-    result = run_cloud_init(str(spec.get("user_data") or ""), str(spec["instance_id"]))
+    instance_id = str(spec["instance_id"])
+    result = apply_user_data(str(spec.get("user_data") or ""), instance_id)
     for err in result.errors:
         _log(f"cloud-init: {err}")
     # Read back from the files sshd is configured with: what is published is what it serves.
     sys.stdout.write(keys_to_console())
     sys.stdout.flush()
+    if not per_boot_scripts():
+        finish_boot(result, instance_id)
+    elif os.fork() == 0:  # the final stage, beside sshd (which reaps this child)
+        code = 0
+        try:
+            for err in run_per_boot_scripts():
+                _log(f"cloud-init: {err}")
+                result.errors.append(err)
+            finish_boot(result, instance_id)
+        except Exception as exc:  # the final stage must say why in boot.log, never take the boot down
+            _log(f"cloud-init final stage failed: {type(exc).__name__}: {exc}")
+            code = 1
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
     _log(f"ready for sshd after {time.monotonic() - started:.3f}s ({len(result.written)} files written)")
 
     delay = float(spec.get("ssh_delay") or 0)

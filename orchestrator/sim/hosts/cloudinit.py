@@ -16,10 +16,17 @@ sshd serves: the ``.pub`` of each ``HostKey`` of ``/etc/ssh/sshd_config``) are p
 ``-----BEGIN SSH HOST KEY KEYS-----`` and ``-----END SSH HOST KEY KEYS-----``
 (``keys_to_console``); the cloud exposes the console (``orchestrator.sim.hosts.console``).
 
+Then, like cloud-init's ``scripts_per_boot`` module (final stage), every executable regular
+file of ``/var/lib/cloud/scripts/per-boot/`` runs, in name order, at every boot (a baked image's
+boot hook lives there): its output goes to the console, a failing script does not stop the boot or
+the scripts after it, and the failures are one error of ``result.json`` in cloud-init's own words
+(``Runparts: 1 failures (50-x) in 2 attempted commands``).
+
 Afterwards, like cloud-init: ``/var/lib/cloud/instances/<id>/`` (``user-data.txt``,
 ``boot-finished``), ``/var/lib/cloud/instance`` pointing at it, ``/var/lib/cloud/data/result.json``
 (``{"v1": {"errors": [...]}}``) and ``/var/lib/cloud/data/instance-id``. A playbook waits for
-``/var/lib/cloud/instance/boot-finished``.
+``/var/lib/cloud/instance/boot-finished``, written last, after the per-boot scripts (as cloud-init
+writes it at the end of its final stage).
 
 The functions take a ``root`` so that they run against a directory in unit tests and against
 ``/`` inside a host (whose /etc, and hence user and group names, are the host's own).
@@ -35,6 +42,8 @@ import gzip
 import json
 import os
 import pwd
+import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +57,15 @@ _DEFAULT_PERMS = 0o644
 _B64 = {"b64", "base64"}
 _GZ = {"gz", "gzip"}
 _GZ_B64 = {"gz+b64", "gz+base64", "gzip+b64", "gzip+base64"}
+# cloud-init's scripts_per_boot directory (under the host's root).
+PER_BOOT_DIR = "var/lib/cloud/scripts/per-boot"
+# What a per-boot script finds in its environment: a boot's, not the host manager's (whose
+# PYTHONPATH or virtualenv must not leak into what the script starts).
+SCRIPT_ENV = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "HOME": "/root",
+    "LANG": "C.UTF-8",
+}
 
 
 @dataclass
@@ -172,8 +190,9 @@ def apply_write_files(entries: object, root: Path) -> CloudInitResult:
     return result
 
 
-def run_cloud_init(user_data: str, instance_id: str, root: Path = Path("/")) -> CloudInitResult:
-    """Apply ``user_data`` under ``root`` and write cloud-init's markers, ``boot-finished`` last."""
+def apply_user_data(user_data: str, instance_id: str, root: Path = Path("/")) -> CloudInitResult:
+    """Apply ``user_data`` under ``root`` and write the instance's markers (not yet ``result.json``
+    nor ``boot-finished``: :func:`finish_boot` writes them once the per-boot scripts ran)."""
     try:
         kind, config = parse_user_data(user_data)
     except ValueError as exc:
@@ -197,13 +216,62 @@ def run_cloud_init(user_data: str, instance_id: str, root: Path = Path("/")) -> 
     link.symlink_to(Path("instances") / instance_id)
     (cloud / "data").mkdir(parents=True, exist_ok=True)
     (cloud / "data" / "instance-id").write_text(instance_id + "\n")
+    # A boot-finished of an earlier boot of this instance is not this boot's.
+    (inst / "boot-finished").unlink(missing_ok=True)
+    return result
+
+
+def per_boot_scripts(root: Path = Path("/")) -> list[Path]:
+    """The scripts a boot runs: executable regular files of ``PER_BOOT_DIR``, in name order
+    (cloud-init's ``runparts``: anything else there is skipped)."""
+    directory = root / PER_BOOT_DIR
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return []
+    return [directory / n for n in names if (directory / n).is_file() and os.access(directory / n, os.X_OK)]
+
+
+def run_per_boot_scripts(root: Path = Path("/")) -> list[str]:
+    """Run every per-boot script with the console as its output; the errors for ``result.json``.
+
+    Like cloud-init's ``runparts``, a script that fails (non-zero exit, or cannot be executed)
+    does not stop the others; the failures make one error naming them.
+    """
+    scripts = per_boot_scripts(root)
+    failed: list[str] = []
+    for script in scripts:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            code = subprocess.run([str(script)], stdin=subprocess.DEVNULL, env=SCRIPT_ENV, check=False).returncode
+        except OSError as exc:
+            print(f"{script}: cannot run: {exc.strerror or exc}", file=sys.stderr, flush=True)
+            code = -1
+        if code != 0:
+            failed.append(script.name)
+    if not failed:
+        return []
+    return [f"Runparts: {len(failed)} failures ({','.join(failed)}) in {len(scripts)} attempted commands"]
+
+
+def finish_boot(result: CloudInitResult, instance_id: str, root: Path = Path("/")) -> None:
+    """Write ``result.json`` and, last, ``boot-finished`` (what a playbook waits for)."""
+    cloud = root / "var/lib/cloud"
     (cloud / "data" / "result.json").write_text(
         json.dumps({"v1": {"datasource": "DataSourceXcesim", **result.to_json()}}, indent=1) + "\n"
     )
     # cloud-init's own format: "<uptime> - <timestamp> - v. <version>".
     uptime = Path("/proc/uptime").read_text().split()[0] if Path("/proc/uptime").exists() else "0"
     stamp = time.strftime("%a, %d %b %Y %H:%M:%S +0000", time.gmtime())
-    (inst / "boot-finished").write_text(f"{uptime} - {stamp} - v. xcesim-0.1\n")
+    (cloud / "instances" / instance_id / "boot-finished").write_text(f"{uptime} - {stamp} - v. xcesim-0.1\n")
+
+
+def run_cloud_init(user_data: str, instance_id: str, root: Path = Path("/")) -> CloudInitResult:
+    """One whole boot's cloud-init under ``root``: user data, per-boot scripts, ``boot-finished`` last."""
+    result = apply_user_data(user_data, instance_id, root)
+    result.errors.extend(run_per_boot_scripts(root))
+    finish_boot(result, instance_id, root)
     return result
 
 

@@ -5,7 +5,7 @@ hypervisor here) captures in ``<sim_state_dir>/hosts/<instance-id>/boot.log``; a
 prints its SSH host keys there (``cloudinit.keys_to_console``). This module is the cloud's side
 of reading it: by instance id, with the address the cloud booted that instance with, the first
 64 KiB only (EC2 also caps the output at 64 KiB; the first part is the boot, which is what a
-reader of host keys wants).
+reader of host keys wants), or the latest 64 KiB (``latest``: where a first boot's result line is).
 
 The text is whatever the host wrote: the reader (``orchestrator.clients.ansible.hostkeys``)
 treats it as untrusted. The instance id is checked to be one before it names a directory.
@@ -14,6 +14,7 @@ treats it as untrusted. The instance id is checked to be one before it names a d
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,14 +34,20 @@ class ConsoleOutput:
     text: str
 
 
-def console_output(sim_state_dir: Path, instance_id: str) -> ConsoleOutput | None:
-    """The console of ``instance_id`` so far, or ``None`` when its host has not booted (or no such host)."""
+def console_output(sim_state_dir: Path, instance_id: str, *, latest: bool = False) -> ConsoleOutput | None:
+    """The console of ``instance_id`` so far, or ``None`` when its host has not booted (or no such host).
+
+    ``latest``: the last 64 KiB instead of the first (EC2's ``Latest=true``): where a boot's
+    result line is, at the end of a boot whose output may be longer.
+    """
     if not _INSTANCE_ID.fullmatch(instance_id):
         return None
     host_dir = sim_state_dir / "hosts" / instance_id
     try:
         spec = json.loads((host_dir / "boot.json").read_text())
         with open(host_dir / "boot.log", "rb") as fh:
+            if latest:
+                fh.seek(max(0, os.fstat(fh.fileno()).st_size - CONSOLE_LIMIT))
             raw = fh.read(CONSOLE_LIMIT)
     except (OSError, ValueError):
         return None

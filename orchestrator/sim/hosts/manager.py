@@ -132,6 +132,8 @@ class CloudStoreSource:
             self._store = CloudStore(self.path)
         try:
             found = self._store.list_instances()
+            # What each host boots with: a first-boot host's copy holds its join token.
+            boot = self._store.boot_copies()
         except Exception as exc:  # phase boundary: an unreadable store skips the pass
             log.warning("cannot read the cloud store %s: %s", self.path, exc)
             return None
@@ -141,7 +143,7 @@ class CloudStoreSource:
                 name=str(i.name),
                 address=str(i.address),
                 state=str(i.state),
-                user_data=str(i.user_data or ""),
+                user_data=boot.get(str(i.id), str(i.user_data or "")),
                 tags=dict(i.tags),
             )
             for i in found

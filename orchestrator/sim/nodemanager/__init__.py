@@ -25,7 +25,8 @@ JSON rather than YAML because the host has only ``python3`` (no PyYAML). ``insta
 Command line (``/opt/xce/bin/xce-node-manager``)::
 
     xce-node-manager [run] [--config FILE] [--pidfile FILE] [--state-file FILE] [--reload-interval S]
-    xce-node-manager worker [--config FILE]      # the worker role alone (what the node manager starts)
+                           [--join-result FILE]  # the worker's join outcome (joinresult.py)
+    xce-node-manager worker [--config FILE] [--join-result FILE]  # the worker role alone
 
 Packaging: ``build_artifact(dest)`` writes ``xce-node-manager-sim.tar.gz``, to be unpacked into
 ``/opt/xce``: ``bin/xce-node-manager`` (a ``python3`` script), ``lib/xce_node_manager/`` (this
@@ -38,7 +39,7 @@ no second codec to keep byte-compatible. The cost is size (~8 MB compressed) and
 recorded in ``MANIFEST.json`` (``python_abi``); the entry script refuses a mismatching
 interpreter with a one-line message.
 
-The runtime modules (``codes``, ``config``, ``manager``, ``worker``, ``wire``, ``__main__``) import only
+The runtime modules (``codes``, ``config``, ``joinresult``, ``manager``, ``worker``, ``wire``, ``__main__``) import only
 the standard library, pycapnp and each other (relative imports), because in the artifact this
 package is ``xce_node_manager``, not ``orchestrator.sim.nodemanager``.
 """

@@ -19,7 +19,16 @@ from pathlib import Path
 
 ARTIFACT_NAME = "xce-node-manager-sim.tar.gz"
 PACKAGE = "xce_node_manager"
-RUNTIME_MODULES = ("__init__.py", "__main__.py", "codes.py", "config.py", "manager.py", "worker.py", "wire.py")
+RUNTIME_MODULES = (
+    "__init__.py",
+    "__main__.py",
+    "codes.py",
+    "config.py",
+    "joinresult.py",
+    "manager.py",
+    "worker.py",
+    "wire.py",
+)
 
 ENTRY_SCRIPT = '''#!/usr/bin/env python3
 """xce-node-manager (simulated): see lib/xce_node_manager/__init__.py. Needs only python3."""

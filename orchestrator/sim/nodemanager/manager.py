@@ -14,6 +14,8 @@ Stdlib only (shipped in the artifact). The one role the simulated node manager r
   (``provisioner`` and ``reverse-proxy`` exist in the real node manager).
 - A state file (JSON: node manager pid, worker pid, restarts, roles, last exit) is written on
   every change, for tests and for ``testinfra`` checks; the pidfile holds the node manager's pid.
+- ``--join-result FILE``: the worker records its join outcome there (``joinresult``), for the
+  boot hook of a baked image; the node manager removes an earlier one when it starts.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
+from . import joinresult
 from .codes import EXIT_CONFIG, EXIT_REFUSED
 from .config import ConfigProblem, NodeConfig, load
 
@@ -77,6 +80,7 @@ class NodeManager:
     config_path: Path
     state_file: Path | None = None
     worker_argv: Callable[[Path], list[str]] = default_worker_argv
+    join_result: Path | None = None
     stop_grace: float = 10.0
     clock: Callable[[], float] = time.monotonic
     restart: Restart = field(default_factory=Restart)
@@ -154,6 +158,8 @@ class NodeManager:
 
     def _start_worker(self) -> None:
         argv = self.worker_argv(self.config_path)
+        if self.join_result is not None:
+            argv = [*argv, "--join-result", str(self.join_result)]
         env = dict(os.environ)
         root, _ = package_root()
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -223,13 +229,15 @@ def run(
     *,
     pidfile: Path | None = None,
     state_file: Path | None = None,
+    join_result: Path | None = None,
     reload_interval: float = 5.0,
     tick: float = 0.2,
 ) -> int:
     """The node manager's main loop (main thread: installs SIGHUP/SIGTERM/SIGINT handlers)."""
     if pidfile is not None:
         write_pidfile(pidfile)
-    manager = NodeManager(config_path, state_file=state_file)
+    joinresult.clear(join_result)  # an earlier boot's outcome is not this one's
+    manager = NodeManager(config_path, state_file=state_file, join_result=join_result)
     hup = threading.Event()
     stop = threading.Event()
 
@@ -281,6 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         p = sub.add_parser(name)
         p.add_argument("--config", type=Path, default=DEFAULT_PATH)
         p.add_argument("--log-level", default="INFO")
+        p.add_argument("--join-result", type=Path, help="where the worker records its join outcome (JSON)")
         if name == "run":
             p.add_argument("--pidfile", type=Path)
             p.add_argument("--state-file", type=Path)
@@ -296,5 +305,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "worker":
         from .worker import run_worker
 
-        return run_worker(args.config)
-    return run(args.config, pidfile=args.pidfile, state_file=args.state_file, reload_interval=args.reload_interval)
+        return run_worker(args.config, args.join_result)
+    return run(
+        args.config,
+        pidfile=args.pidfile,
+        state_file=args.state_file,
+        join_result=args.join_result,
+        reload_interval=args.reload_interval,
+    )

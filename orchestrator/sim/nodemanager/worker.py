@@ -21,6 +21,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from . import joinresult
 from .codes import EXIT_CONFIG, EXIT_REFUSED
 from .config import ConfigProblem, NodeConfig, load, read_join_token, split_address
 from .wire import WireError, connect, recv_frame, send_frame, tls_context
@@ -50,13 +51,15 @@ class Refused(Exception):
 class Worker:
     """One worker role process."""
 
-    def __init__(self, config: NodeConfig, schema: Any) -> None:
+    def __init__(self, config: NodeConfig, schema: Any, join_result: Path | None = None) -> None:
         self.config = config
         self.schema = schema
+        self.join_result = join_result
         self.stop = threading.Event()
         self.sock: ssl.SSLSocket | None = None
         self.next_id = 0
         self.rng = random.Random()
+        self.joined = False
 
     # -- messages ------------------------------------------------------------------------------
 
@@ -105,15 +108,25 @@ class Worker:
                     continue
             except Refused as exc:
                 log.error("controller refused this host: %s", exc)
+                if not self.joined:
+                    joinresult.write(self.join_result, joinresult.REFUSED, str(exc), joinresult.refusal_code(str(exc)))
                 return EXIT_REFUSED
             except (OSError, WireError, ssl.SSLError, ConfigProblem) as exc:
                 log.warning("controller %s: %s", address, exc)
+                self._no_join(f"controller {address}: {exc}")
             except Exception as exc:  # garbage from the controller: log, reconnect
                 log.warning("controller %s: bad message: %s: %s", address, type(exc).__name__, exc)
+                self._no_join(f"controller {address}: bad message: {type(exc).__name__}: {exc}")
             if self.stop.wait(self.rng.uniform(delay / 2, delay)):
                 break
             delay = min(delay * 2, 5.0)
         return 0
+
+    def _no_join(self, message: str) -> None:
+        """A failed attempt: recorded unless this worker joined already (a later reconnect is not
+        the boot's join outcome)."""
+        if not self.joined:
+            joinresult.write(self.join_result, joinresult.ERROR, message)
 
     def _session(self, address: str) -> str | None:
         """One connection: join, then heartbeat; returns a redirect address, or raises."""
@@ -157,6 +170,9 @@ class Worker:
             log.info(
                 "joined controller %s as %s (term %s, state %s)", address, cfg.host_name, body["term"], body["state"]
             )
+            if not self.joined:
+                self.joined = True
+                joinresult.write(self.join_result, joinresult.JOINED, f"joined controller {address} as {cfg.host_name}")
             interval = body["heartbeat_ms"] / 1000.0 if body["heartbeat_ms"] else cfg.heartbeat_interval
             return self._heartbeat(sock, interval)
         finally:
@@ -211,14 +227,15 @@ class Worker:
                 sock.shutdown(socket.SHUT_RDWR)
 
 
-def run_worker(config_path: Path) -> int:
+def run_worker(config_path: Path, join_result: Path | None = None) -> int:
     """Entry of ``xce-node-manager worker``: the exit status."""
     try:
         config = load(config_path)
     except ConfigProblem as exc:
         log.error("%s", exc)
+        joinresult.write(join_result, joinresult.ERROR, str(exc), "config")
         return EXIT_CONFIG
-    worker = Worker(config, load_schema())
+    worker = Worker(config, load_schema(), join_result)
 
     def on_term(signum: int, frame: FrameType | None) -> None:
         worker.shutdown()

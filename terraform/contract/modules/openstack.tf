@@ -79,3 +79,16 @@ variable "settings" {
     error_message = "settings.network, when set, must not be empty."
   }
 }
+
+variable "images" {
+  description = <<-EOT
+    Must stay empty: the Terraform OpenStack provider has no resource that makes an image from a
+    server (openstack_images_image_v2 uploads a file), so this module bakes no images; a site
+    snapshots a builder server itself (docs/images.md) and names the image by id.
+  EOT
+
+  validation {
+    condition     = length(var.images) == 0
+    error_message = "The openstack module makes no images: images must be empty (docs/images.md)."
+  }
+}

@@ -10,7 +10,8 @@ variable "instances" {
     network have no meaning in the simulated cloud and are accepted and ignored, so a template
     written for a real cloud also runs here; extra takes no keys here. The simulated cloud
     terminates an instance tagged xce:max_lifetime itself (reason expired) at launch_time plus
-    that many seconds.
+    that many seconds. power_state (running or stopped) stops or starts the instance in
+    place (a warm-pool instance is launched stopped); null leaves it as it is.
   EOT
 
   validation {

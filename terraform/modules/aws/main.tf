@@ -125,3 +125,45 @@ data "aws_instance" "tagged" {
 
   instance_id = each.key
 }
+
+# Baked images (xceprov image bake, docs/images.md): an AMI of the builder instance, made once;
+# the builder is returned afterwards and the AMI keeps what it was made from. EBS snapshots
+# behind it carry the same tags.
+locals {
+  # Per-image tags: the common owner and site tags, then the image's own (kind, template, built-from).
+  image_tags = { for key, img in var.images : key => merge(var.common_tags, img.tags) }
+}
+
+resource "aws_ami_from_instance" "this" {
+  for_each = var.images
+
+  name                    = each.value.name
+  source_instance_id      = each.value.instance_id
+  snapshot_without_reboot = false
+  tags                    = local.image_tags[each.key]
+
+  lifecycle {
+    ignore_changes = [name, source_instance_id, snapshot_without_reboot]
+  }
+}
+
+# The account's own AMIs carrying this cluster's tag (shard 0 only, as the instance listing).
+data "aws_ami_ids" "tagged" {
+  count = var.settings.list_tagged ? 1 : 0
+
+  owners = ["self"]
+  filter {
+    name   = "tag:xce:cluster"
+    values = [var.common_tags["xce:cluster"]]
+  }
+}
+
+data "aws_ami" "tagged" {
+  for_each = toset(flatten(data.aws_ami_ids.tagged[*].ids))
+
+  owners = ["self"]
+  filter {
+    name   = "image-id"
+    values = [each.key]
+  }
+}

@@ -29,3 +29,30 @@ output "tagged_supported" {
   description = "Whether `tagged` is a real listing of the cloud (settings.list_tagged, true unless the orchestrator left the listing out of this state). When false, `tagged` is empty and says nothing: the cloud view counts as unread."
   value       = var.settings.list_tagged
 }
+
+output "images" {
+  description = "Every managed AMI, keyed by image key: id, name, instance_id (the builder it was made from), created_at (empty: EC2 reports it on the listing) and the tags EC2 reports."
+  value = {
+    for key, img in aws_ami_from_instance.this : key => {
+      id          = img.id
+      name        = img.name
+      instance_id = img.source_instance_id
+      created_at  = ""
+      tags        = img.tags_all
+    }
+  }
+}
+
+output "tagged_images" {
+  description = "Every AMI of this account carrying this cluster's xce:cluster tag as listed when the data sources were last read (plan or refresh), keyed by AMI id: id, name, instance_id (empty: EC2 does not report it), created_at (creation_date), state, tags."
+  value = {
+    for id, img in data.aws_ami.tagged : id => {
+      id          = id
+      name        = img.name
+      instance_id = ""
+      created_at  = img.creation_date
+      state       = img.state
+      tags        = img.tags
+    }
+  }
+}

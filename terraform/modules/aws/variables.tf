@@ -24,6 +24,8 @@ variable "instances" {
     disk_gb   = optional(number)
     network   = optional(string)
     extra     = optional(map(string), {})
+    # Optional and last: a module that cannot stop instances never sees it set.
+    power_state = optional(string)
   }))
 
   validation {
@@ -60,6 +62,11 @@ variable "instances" {
   }
 
   validation {
+    condition     = alltrue([for k, i in var.instances : i.power_state == null || contains(["running", "stopped"], coalesce(i.power_state, "running"))])
+    error_message = "An instance's power_state must be running, stopped or null."
+  }
+
+  validation {
     condition     = alltrue([for k, i in var.instances : trimspace(i.name) != "" && i.flavor != "" && i.image != ""])
     error_message = "Every instance needs a non-empty name, flavor and image."
   }
@@ -90,6 +97,39 @@ variable "instances" {
       ])
     ])
     error_message = "EC2 tag keys must be 1-128 characters without the aws: prefix, values at most 256 characters."
+  }
+}
+
+variable "images" {
+  description = <<-EOT
+    Images this provider should keep, keyed by image key (<op_id>-image): each made once from
+    the builder instance instance_id (a baked image, `xceprov image bake`, docs/images.md) and
+    never remade (what it was made from is frozen). name is the image's name; tags are its own
+    tags (owner tags xce:op_id, xce:epoch, xce:template, xce:kind=image and the built-from
+    records), merged over common_tags. Only shard 0 of a provider holds images.
+  EOT
+  type = map(object({
+    name        = string
+    instance_id = string
+    tags        = map(string)
+  }))
+  # Defaulted, unlike the other contract variables: a desired set written before images existed
+  # (or any shard but shard 0) holds none, and must plan exactly as before.
+  default = {}
+
+  validation {
+    condition     = alltrue([for k, i in var.images : startswith(k, "${lookup(i.tags, "xce:op_id", "")}-") && lookup(i.tags, "xce:op_id", "") != ""])
+    error_message = "Every image key must be <op_id>-image, where op_id is the image's non-empty xce:op_id tag."
+  }
+
+  validation {
+    condition     = alltrue([for k, i in var.images : lookup(i.tags, "xce:kind", "") == "image" && lookup(i.tags, "xce:template", "") != ""])
+    error_message = "Every image's tags must carry xce:kind=image and a non-empty xce:template."
+  }
+
+  validation {
+    condition     = alltrue([for k, i in var.images : trimspace(i.name) != "" && i.instance_id != ""])
+    error_message = "Every image needs a non-empty name and the id of the instance it is made from."
   }
 }
 

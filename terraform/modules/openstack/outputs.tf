@@ -20,3 +20,13 @@ output "tagged_supported" {
   description = "Whether `tagged` is a real listing of the cloud: false here. The orchestrator must treat the cloud view as unread and take no orphan action from it."
   value       = false
 }
+
+output "images" {
+  description = "Always empty: the OpenStack provider has no resource that snapshots a server into an image (docs/images.md); the images variable must stay empty."
+  value       = {}
+}
+
+output "tagged_images" {
+  description = "Always empty: this module makes and lists no images (docs/images.md)."
+  value       = {}
+}

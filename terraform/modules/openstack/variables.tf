@@ -26,6 +26,8 @@ variable "instances" {
     disk_gb   = optional(number)
     network   = optional(string)
     extra     = optional(map(string), {})
+    # Optional and last: a module that cannot stop instances never sees it set.
+    power_state = optional(string)
   }))
 
   validation {
@@ -62,6 +64,11 @@ variable "instances" {
   }
 
   validation {
+    condition     = alltrue([for k, i in var.instances : i.power_state == null || contains(["running", "stopped"], coalesce(i.power_state, "running"))])
+    error_message = "An instance's power_state must be running, stopped or null."
+  }
+
+  validation {
     condition     = alltrue([for k, i in var.instances : trimspace(i.name) != "" && i.flavor != "" && i.image != ""])
     error_message = "Every instance needs a non-empty name, flavor and image."
   }
@@ -90,6 +97,42 @@ variable "instances" {
       for k, i in var.instances : alltrue([for tk, tv in i.tags : length(tk) >= 1 && length(tk) <= 255 && length(tv) <= 255])
     ])
     error_message = "Nova metadata keys must be 1-255 characters and values at most 255."
+  }
+}
+
+variable "images" {
+  description = <<-EOT
+    Must stay empty: the Terraform OpenStack provider has no resource that makes an image from a
+    server (openstack_images_image_v2 uploads a file), so this module bakes no images; a site
+    snapshots a builder server itself (docs/images.md) and names the image by id.
+  EOT
+  type = map(object({
+    name        = string
+    instance_id = string
+    tags        = map(string)
+  }))
+  # Defaulted, unlike the other contract variables: a desired set written before images existed
+  # (or any shard but shard 0) holds none, and must plan exactly as before.
+  default = {}
+
+  validation {
+    condition     = alltrue([for k, i in var.images : startswith(k, "${lookup(i.tags, "xce:op_id", "")}-") && lookup(i.tags, "xce:op_id", "") != ""])
+    error_message = "Every image key must be <op_id>-image, where op_id is the image's non-empty xce:op_id tag."
+  }
+
+  validation {
+    condition     = alltrue([for k, i in var.images : lookup(i.tags, "xce:kind", "") == "image" && lookup(i.tags, "xce:template", "") != ""])
+    error_message = "Every image's tags must carry xce:kind=image and a non-empty xce:template."
+  }
+
+  validation {
+    condition     = alltrue([for k, i in var.images : trimspace(i.name) != "" && i.instance_id != ""])
+    error_message = "Every image needs a non-empty name and the id of the instance it is made from."
+  }
+
+  validation {
+    condition     = length(var.images) == 0
+    error_message = "The openstack module makes no images: images must be empty (docs/images.md)."
   }
 }
 

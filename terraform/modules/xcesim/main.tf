@@ -14,6 +14,9 @@ resource "xcesim_instance" "this" {
   # A second create with the same key returns the same instance: a retried apply after a
   # crash between the cloud call and the state write does not launch a twin.
   client_token = each.key
+  # Warm-pool instances only (null elsewhere: the instance's power is left as it is); a change
+  # is an in-place stop or start, never a replacement.
+  power_state = each.value.power_state
 
   lifecycle {
     # What an instance was launched with stays: a changed template (image, flavor, cloud-init,
@@ -47,4 +50,36 @@ data "xcesim_instances" "tagged" {
 
 locals {
   listed = flatten([for listing in data.xcesim_instances.tagged : listing.instances != null ? listing.instances : []])
+}
+
+# Baked images (xceprov image bake, docs/images.md): each made once from its builder instance,
+# which is returned afterwards; the image keeps what it was made from. Tags stay managed.
+locals {
+  # Per-image tags: the common owner and site tags, then the image's own (kind, template, built-from).
+  image_tags = { for key, img in var.images : key => merge(var.common_tags, img.tags) }
+}
+
+resource "xcesim_image" "this" {
+  for_each = var.images
+
+  name        = each.value.name
+  instance_id = each.value.instance_id
+  tags        = local.image_tags[each.key]
+
+  lifecycle {
+    # An image is never remade: the builder it came from is gone once the bake ends.
+    ignore_changes = [name, instance_id]
+  }
+}
+
+# Every available image carrying this cluster's tag, whoever made it: `xceprov image list`,
+# `bake:newest` and the orphan scan read it. Read with the instance listing (shard 0 only).
+data "xcesim_images" "tagged" {
+  count = var.settings.list_tagged ? 1 : 0
+
+  tags = { "xce:cluster" = var.common_tags["xce:cluster"] }
+}
+
+locals {
+  listed_images = flatten([for listing in data.xcesim_images.tagged : listing.images != null ? listing.images : []])
 }

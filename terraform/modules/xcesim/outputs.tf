@@ -30,3 +30,30 @@ output "tagged_supported" {
   description = "Whether `tagged` is a real listing of the cloud (settings.list_tagged, true unless the orchestrator left the listing out of this state). When false, `tagged` is empty and says nothing: the cloud view counts as unread."
   value       = var.settings.list_tagged
 }
+
+output "images" {
+  description = "Every managed image, keyed by image key: id, name, instance_id (the builder it was made from), created_at and the tags the cloud reports."
+  value = {
+    for key, img in xcesim_image.this : key => {
+      id          = img.id
+      name        = img.name
+      instance_id = img.instance_id
+      created_at  = img.created_at
+      tags        = img.tags
+    }
+  }
+}
+
+output "tagged_images" {
+  description = "Every available image carrying this cluster's xce:cluster tag as listed when the data source was last read (plan or refresh), keyed by image id: id, name, instance_id, created_at, state, tags. Empty when tagged_supported is false."
+  value = {
+    for img in local.listed_images : img.id => {
+      id          = img.id
+      name        = img.name
+      instance_id = img.instance_id
+      created_at  = img.created_at
+      state       = img.state
+      tags        = img.tags
+    }
+  }
+}

@@ -79,6 +79,12 @@ def test_records_from_tfstate_skips_unaddressed() -> None:
     assert records_from_tfstate({"version": 4}) == []
 
 
+def test_records_from_tfstate_skip_instances_waiting_stopped_in_a_warm_pool() -> None:
+    state = _state(("op1-000", "i-1", "h1", "10.0.0.1"), ("op1-001", "i-2", "h2", "10.0.0.2"))
+    state["outputs"]["instances"]["value"]["op1-001"]["tags"]["xce:pool"] = "warm"  # type: ignore[index]
+    assert [r.key for r in records_from_tfstate(state)] == ["op1-000"]
+
+
 def test_a_hostile_address_in_terraform_state_is_refused_where_it_enters() -> None:
     """The record stays (the host gets a failed result naming the value), its address does not:
     nothing of it reaches an inventory."""

@@ -41,6 +41,7 @@ from orchestrator.ops.executor import (
     Recorder,
     ReturnOp,
     ReturnResult,
+    StartOp,
     Wired,
 )
 from orchestrator.reconcile.loop import Reconciler
@@ -73,6 +74,9 @@ class Guarded:
     def create(self, provider: str, template: str, count: int, op_id: str | None = None) -> CreateResult:
         return self.ops.executor.create(provider, template, count, op_id)
 
+    def start_pool(self, provider: str, template: str, keys: Sequence[str], op_id: str | None = None) -> CreateResult:
+        return self.ops.executor.start_pool(provider, template, keys, op_id)
+
     def return_instances(self, provider: str, keys: Sequence[str], **kw: Any) -> ReturnResult:
         return self.ops.executor.return_instances(provider, keys, **kw)
 
@@ -101,7 +105,9 @@ def test_an_op_is_work_in_flight_and_a_stop_refuses_the_next(
     release = threading.Event()
     seen: list[str] = []
 
-    def create(self: CreateOp, provider: str, template: str, count: int, op_id: str | None = None) -> CreateResult:
+    def create(
+        self: CreateOp, provider: str, template: str, count: int, op_id: str | None = None, pool: bool = False
+    ) -> CreateResult:
         assert op_id is not None
         seen.append(op_id)
         inside.set()
@@ -134,7 +140,9 @@ def test_an_op_is_work_in_flight_and_a_stop_refuses_the_next(
 
 
 def test_outcomes_parked_and_failed_are_counted(lifecycle: Lifecycle, monkeypatch: pytest.MonkeyPatch) -> None:
-    def create(self: CreateOp, provider: str, template: str, count: int, op_id: str | None = None) -> CreateResult:
+    def create(
+        self: CreateOp, provider: str, template: str, count: int, op_id: str | None = None, pool: bool = False
+    ) -> CreateResult:
         raise LeaseLost("lease for provider 'sim' lapsed")
 
     def return_instances(self: ReturnOp, provider: str, keys: Sequence[str], **kw: Any) -> ReturnResult:
@@ -151,12 +159,32 @@ def test_outcomes_parked_and_failed_are_counted(lifecycle: Lifecycle, monkeypatc
     assert ops_total(metrics) == {("create", "parked"): 1.0, ("return", "failed"): 1.0}
 
 
+def test_a_warm_pool_start_is_held_in_flight_and_counted_as_a_start(
+    lifecycle: Lifecycle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def start_pool(
+        self: StartOp, provider: str, template: str, keys: Sequence[str], op_id: str | None = None
+    ) -> CreateResult:
+        assert op_id is not None
+        return CreateResult(op_id, provider, template, [Created(keys[0], "i-0", "h0", "", template, 0.0)])
+
+    monkeypatch.setattr(StartOp, "start", start_pool)
+    metrics = DaemonMetrics()
+    assert len(executor(lifecycle, metrics).start_pool("sim", "cpu", ["op-a-000"]).created) == 1
+    assert ops_total(metrics) == {("start", "succeeded"): 1.0}
+    lifecycle.request_stop("SIGTERM")
+    with pytest.raises(NotStarted, match=r"not starting op-.*: the daemon is stopping"):
+        executor(lifecycle, metrics).start_pool("sim", "cpu", ["op-a-001"])
+
+
 def test_every_op_that_ends_is_one_log_line_with_its_outcome_and_duration(
     lifecycle: Lifecycle, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     created = [Created(f"op-b-00{i}", f"i-{i}", f"h{i}", "10.0.0.1", "cpu", 0.0) for i in range(2)]
 
-    def create(self: CreateOp, provider: str, template: str, count: int, op_id: str | None = None) -> CreateResult:
+    def create(
+        self: CreateOp, provider: str, template: str, count: int, op_id: str | None = None, pool: bool = False
+    ) -> CreateResult:
         assert op_id is not None
         return CreateResult(op_id, provider, template, created)
 

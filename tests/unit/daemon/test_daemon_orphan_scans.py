@@ -96,7 +96,7 @@ def test_a_scan_acts_the_daemon_way_and_its_summary_and_metrics_follow(tmp_path:
     member = scans.to_json()
     last = member["last_scan"]
     assert last["ok"] and last["trigger"] == "start" and last["finished"] == T0 + 3
-    assert last["findings"] == {"a": 1, "b": 1, "c": 0, "d": 0}
+    assert last["findings"] == {"a": 1, "b": 1, "c": 0, "d": 0, "e": 0}
     assert last["outcomes"] == {"taken": 0, "skipped": 1, "would-take": 0, "reported": 1, "failed": 0}
     assert [(f["class"], f["object_id"], f["outcome"]) for f in last["listed"]] == [
         ("b", "i-0stray", "reported"),

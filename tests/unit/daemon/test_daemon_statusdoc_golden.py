@@ -33,6 +33,7 @@ from orchestrator.reconcile.results import (
     BootstrapResult,
     CreatedOp,
     FailedCreate,
+    FirstBootFailure,
     GainedResume,
     HostBootstrap,
     JoinResult,
@@ -100,7 +101,14 @@ def report() -> PassReport:
         PhaseOutcome(
             "join-tracking",
             True,
-            evidence=JoinResult(joined=["h0"], overdue=["h1"], returned=["op-a-001"], forgotten=["op-q-000"]),
+            evidence=JoinResult(
+                joined=["h0"],
+                overdue=["h1"],
+                returned=["op-a-001"],
+                forgotten=["op-q-000"],
+                first_boot={"h5": "failed at step join: token refused", "h6": "started, not joined"},
+                first_boot_failed=[FirstBootFailure("sim", "cpu", "h5", "op-a-005", "join", "token refused", "op-r")],
+            ),
         ),
         PhaseOutcome(
             "reclaim",
@@ -198,6 +206,7 @@ def test_the_metrics_of_the_recorded_document(tmp_path: Path, typed: bool) -> No
     for name, value in (("demand", 5), ("in_flight", 3), ("gap", 2)):
         assert got[(f"xceprov_template_{name}", (("template", "cpu"),))] == value
     assert got[("xceprov_reconcile_last_pass_timestamp_seconds", ())] == 1999.5
+    assert got[("xceprov_first_boot_failures_total", (("provider", "sim"), ("step", "join")))] == 1
 
 
 def test_the_last_orphan_scan_member_is_the_recorded_one() -> None:

@@ -1,10 +1,11 @@
 """The executor's face is its operations and reads, nothing else (docs/architecture.md, "The executor's rooms").
 
-Its collaborators (the shard set, Terraform steps, the loss path, the create, return, resume and
-refused-close ops) are its own: no module of ``orchestrator`` outside ``orchestrator/ops/executor``
-imports one or reaches one through an executor, none reads the executor's parts back from it
-(the configuration, recorder, fence, facts... are handed to whoever needs them by whoever built
-them), and none extends the executor (the daemon hands it a guard and a watch instead).
+Its collaborators (the shard set, Terraform steps, the loss path, the create, return, bake,
+warm-pool start, resume and refused-close ops) are its own: no module of ``orchestrator``
+outside ``orchestrator/ops/executor`` imports one or reaches one through an executor, none
+reads the executor's parts back from it (the configuration, recorder, fence, facts... are
+handed to whoever needs them by whoever built them), and none extends the executor (the daemon
+hands it a guard and a watch instead).
 """
 
 from __future__ import annotations
@@ -26,8 +27,11 @@ INSIDE = PACKAGE / "ops" / "executor"
 # What a caller may ask of an executor: the operations, then the reads.
 FACE = {
     "create",
+    "start_pool",
     "place",
     "return_instances",
+    "bake",
+    "delete_image",
     "retire",
     "terminate_unmanaged",
     "resume",
@@ -38,12 +42,14 @@ FACE = {
     "workdir",
     "desired",
     "held",
+    "kept_images",
     "listable",
 }
 # The executor's collaborators (classes) and what used to be read through an executor.
 COLLABORATORS = {"ShardSet", "TerraformSteps", "LossPath", "CreateOp", "ReturnOp", "UnmanagedTermination"}
-COLLABORATORS |= {"ResumeOp", "RefusedClose"}
+COLLABORATORS |= {"ResumeOp", "RefusedClose", "BakeOp", "StartOp"}
 REACHED = {"shardset", "terraform", "losspath", "creates", "returns", "unmanaged", "parts"}
+REACHED |= {"resumes", "refused", "bakes", "starts"}
 REACHED |= {"config", "recorder", "engine", "fence", "facts", "hosts", "clock", "sleep", "decommission"}
 
 

@@ -32,6 +32,7 @@ from orchestrator.errors import (
     TerraformError,
 )
 from orchestrator.model.modules import MODULES, TERRAFORM_RULES, ErrorRule, FailureClass, ProviderModule
+from orchestrator.model.tags import TOOLKIT_TAGS
 from orchestrator.ops.refusal import refusal, refusals
 from orchestrator.reconcile.classify import classify_error
 from orchestrator.workspace.cloudview import drift_from_plan, drift_from_stream
@@ -152,7 +153,13 @@ def test_a_cloud_whose_labels_refuse_the_owner_tags_is_refused_in_one_line(
         str(caught.value)
         == "providers.sim.module: module xcesim: tag key 'xce:cluster' has characters outside [a-z0-9_-]"
     )
-    mapped = dataclasses.replace(narrow, tag_keys={"xce:cluster": "xce-cluster"})
-    monkeypatch.setitem(MODULES, "xcesim", mapped)
-    with pytest.raises(ConfigError, match=r"under other label keys .* are not supported yet"):
+    # Mapping one key is not enough: every toolkit tag's label key must fit.
+    one = dataclasses.replace(narrow, tag_keys={"xce:cluster": "xce-cluster"})
+    monkeypatch.setitem(MODULES, "xcesim", one)
+    with pytest.raises(ConfigError, match=r"^providers.sim.module: module xcesim: tag key 'xce:provider' has"):
         ProviderWorkdir(loaded.config, "sim", ROOT)
+    # Every key mapped: the provider is taken, its common tags handed to Terraform as labels.
+    keys = {key: key.replace(":", "_") for key in TOOLKIT_TAGS}
+    monkeypatch.setitem(MODULES, "xcesim", dataclasses.replace(narrow, tag_keys=keys, tag_escape="_"))
+    workdir = ProviderWorkdir(loaded.config, "sim", ROOT)
+    assert workdir.variables({}, {})["common_tags"] == {"xce_cluster": loaded.config.cluster, "xce_provider": "sim"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -10,13 +11,16 @@ from orchestrator.configfile import parse_config
 from orchestrator.model.config import Config
 from orchestrator.model.facts import Epoch, Fact, FactKind
 from orchestrator.model.instances import instance_key
+from orchestrator.model.pool import FILL_DETAIL, start_detail
 
 EPOCH = Epoch(1, 1)
 
 
 def site(text: str) -> Config:
-    """A configuration from YAML text (``cluster`` and ``controller.ca`` are added)."""
-    return parse_config("cluster: site1\ncontroller: {ca: system}\n" + text, "site.yaml", Path("/")).config
+    """A configuration from YAML text (``cluster`` and ``controller.ca`` are added unless it
+    has its own ``controller``)."""
+    controller = "" if text.lstrip().startswith("controller:") else "controller: {ca: system}\n"
+    return parse_config("cluster: site1\n" + controller + text, "site.yaml", Path("/")).config
 
 
 @dataclass
@@ -42,10 +46,24 @@ class FactLog:
         self.facts.append(fact)
         return fact
 
-    def intent(self, op_id: str, provider: str, template: str, count: int) -> list[str]:
+    def intent(self, op_id: str, provider: str, template: str, count: int, detail: str = "") -> list[str]:
         """A ``requestIntent``; returns the op's instance keys."""
-        self._commit(FactKind.REQUEST_INTENT, provider, op_id, template=template, count=count)
+        self._commit(FactKind.REQUEST_INTENT, provider, op_id, template=template, count=count, detail=detail)
         return [instance_key(op_id, i) for i in range(count)]
+
+    def pool(self, op_id: str, provider: str, template: str, count: int) -> list[str]:
+        """A warm-pool fill op whose instances were all made (``instanceCreated`` only)."""
+        keys = self.intent(op_id, provider, template, count, detail=FILL_DETAIL)
+        for key in keys:
+            self.created(key, provider, template, expected=False)
+        return keys
+
+    def start(self, op_id: str, provider: str, template: str, keys: Sequence[str], expected: bool = True) -> None:
+        """A warm-pool start op's intent naming ``keys`` (and, by default, their ``expectedHost``)."""
+        self._commit(FactKind.REQUEST_INTENT, provider, op_id, template=template, detail=start_detail(keys))
+        for key in keys if expected else ():
+            common = {"instance_key": key, "instance_id": f"i-{key}", "template": template, "host_name": f"h-{key}"}
+            self._commit(FactKind.EXPECTED_HOST, provider, op_id, join_deadline=self.clock.now + 900, **common)
 
     def created(self, key: str, provider: str, template: str, expected: bool = True) -> None:
         """``instanceCreated`` and (by default) ``expectedHost`` for ``key``."""

@@ -11,26 +11,28 @@ import json
 import random
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from reconcile_support import FakeClock
-from tffake import FakeEngine, FakeFence, FakeHosts, MemoryFacts, site_config, unit_ops
+from tffake import SITE, FakeEngine, FakeFence, FakeHosts, MemoryFacts, site_config, unit_ops
 
 from orchestrator.clients.controller.types import DemandSnapshot, Fact, HostInfo, TemplateDemand
-from orchestrator.configfile import LoadedConfig
+from orchestrator.configfile import LoadedConfig, parse_config
 from orchestrator.errors import ControllerError, LeaseLost
 from orchestrator.model.backoff import Backoff
 from orchestrator.model.facts import Epoch, FactKind
+from orchestrator.model.firstboot import STARTED_OUTCOME
 from orchestrator.ops.executor import Created
 from orchestrator.ops.openops import open_ops
 from orchestrator.reconcile.bootstraps import BootstrapTracker
 from orchestrator.reconcile.breaker import Breakers
 from orchestrator.reconcile.classify import Classification, FailureClass
 from orchestrator.reconcile.loop import PHASES, Reconciler
-from orchestrator.reconcile.results import ResumeResult
+from orchestrator.reconcile.results import ResumeResult, ScaleOutResult
 
 
 class FakeView:
@@ -57,7 +59,7 @@ class FakeView:
             TemplateDemand(t.template, t.wanted, in_flight=sum(f.template == t.template for f in expected))
             for t in self.snapshot.templates
         )
-        return DemandSnapshot(self.snapshot.seq, self.snapshot.term, 0.0, templates)
+        return DemandSnapshot(self.snapshot.seq, self.snapshot.term, self.snapshot.time, templates)
 
     def hosts(self) -> Sequence[HostInfo]:
         if self.hosts_error is not None:
@@ -76,10 +78,26 @@ def loaded(tmp_path: Path) -> LoadedConfig:
     return site_config(tmp_path)
 
 
+class StampedFacts(MemoryFacts):
+    """Facts committed at the clock's time, as the controller stamps them."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__()
+        self.clock = clock
+
+    def commit(self, fact: Fact) -> None:
+        super().commit(replace(fact, committed=self.clock.now))
+
+
 def build(
-    loaded: LoadedConfig, engine: FakeEngine, bootstrap: object = None, fence: FakeFence | None = None
+    loaded: LoadedConfig,
+    engine: FakeEngine,
+    bootstrap: object = None,
+    fence: FakeFence | None = None,
+    stamped: bool = False,
 ) -> tuple[Reconciler, FakeView, MemoryFacts, FakeClock]:
-    facts, hosts, clock = MemoryFacts(), FakeHosts(), FakeClock()
+    hosts, clock = FakeHosts(), FakeClock()
+    facts = StampedFacts(clock) if stamped else MemoryFacts()
     ops = unit_ops(loaded, engine, facts=facts, hosts=hosts, clock=lambda: clock.now, fence=fence or FakeFence())
     view = FakeView(facts, hosts)
     reconciler = Reconciler(
@@ -229,6 +247,29 @@ def test_bootstrap_records_another_orchestrator_wrote_are_read_by_the_next_pass(
     assert booted == []
 
 
+def test_a_first_boot_host_started_at_creation_counts_as_bootstrapped(loaded: LoadedConfig) -> None:
+    """A first-boot host's outcome ("started", no play ran) is a bootstrap done: the next pass
+    does not try it again; its join decides (issue 30, the first-boot join)."""
+    booted: list[list[str]] = []
+
+    def bootstrap(provider: str, created: Sequence[Created]) -> Mapping[str, str]:
+        booted.append([c.name for c in created])
+        return {c.name: STARTED_OUTCOME for c in created}
+
+    reconciler, view, facts, clock = build(loaded, FakeEngine(), bootstrap)
+    view.want(cpu=1)
+    epoch = Epoch(3, 7)
+    facts.commit(Fact(FactKind.REQUEST_INTENT, "sim", "op-1", epoch, template="cpu", count=1))
+    common = {"instance_key": "op-1-000", "instance_id": "i-1", "template": "cpu", "host_name": "h1"}
+    facts.commit(Fact(FactKind.INSTANCE_CREATED, "sim", "op-1", epoch, **common))
+    facts.commit(Fact(FactKind.EXPECTED_HOST, "sim", "op-1", epoch, join_deadline=clock.now + 900, **common))
+    assert reconciler.run_once().phase("bootstrap").ok
+    assert reconciler.run_once().phase("bootstrap").ok
+    assert booted == [["h1"]]
+    record = BootstrapTracker.load(loaded.config.state_dir).get("op-1-000", "sim", "cpu", "h1")
+    assert (record.outcome, record.attempts, record.gave_up) == ("ok", 1, False)
+
+
 class GrantedAfterRead(FakeFence):
     """A lease not held when the pass reads its inputs, granted right after (a takeover mid-pass)."""
 
@@ -271,3 +312,41 @@ def test_an_op_left_open_on_a_provider_whose_lease_comes_during_the_pass_is_resu
     created = {f.instance_key for f in facts.facts("sim") if f.kind == FactKind.INSTANCE_CREATED}
     assert created == set(keys)  # made by this pass, not the next one
     assert open_ops(facts.facts("sim")) == []
+
+
+def test_the_pass_takes_the_warm_pool_first_refills_it_after_and_returns_its_surplus(tmp_path: Path) -> None:
+    text = SITE.format(cluster="unit", state=tmp_path / "state")
+    pooled = parse_config(text.replace("cost_per_hour: 0.5}", "cost_per_hour: 0.5, warm_pool: 2}"), "x.yaml", tmp_path)
+    reconciler, view, facts, clock = build(pooled, FakeEngine(), stamped=True)
+    view.want()
+    first = reconciler.run_once().result("scale-out", ScaleOutResult)
+    assert ([o.count for o in first.pooled], first.created, first.started) == ([2], [], [])
+    pool = [f.instance_key for f in facts.committed if f.kind == FactKind.INSTANCE_CREATED]
+    assert not [f for f in facts.committed if f.kind == FactKind.EXPECTED_HOST]
+    clock.advance(1)
+    view.want(cpu=3)
+    # Taken at the controller's time: the hosts started after it are counted as unreflected.
+    view.snapshot = replace(view.snapshot, time=clock.now) if view.snapshot else None
+    clock.advance(1)
+    second = reconciler.run_once().result("scale-out", ScaleOutResult)
+    assert [(o.count, o.template) for o in second.started] == [(2, "cpu")]
+    assert [o.count for o in second.created] == [1] and [o.count for o in second.pooled] == [2]
+    expected = {f.instance_key: f.op_id for f in facts.committed if f.kind == FactKind.EXPECTED_HOST}
+    assert set(pool) <= set(expected) and len(expected) == 3
+    assert {expected[k] for k in pool} == {second.started[0].op}
+    order = [str(e["action"]) for e in audited(pooled)]
+    assert (
+        order.index("reconcile-pool-take")
+        < order.index("op-start")
+        < order.index("op-created", order.index("op-start"))
+    )
+    created_at = order.index("op-created", order.index("op-start"))
+    assert created_at < order.index("reconcile-pool-refill", order.index("op-start"))
+    # warm_pool lowered to 0 at a reload: the two waiting are returned (fenced, returning first).
+    clock.advance(1)
+    reconciler.reload(parse_config(text, "x.yaml", tmp_path).config)
+    third = reconciler.run_once().result("scale-out", ScaleOutResult)
+    refill = [f.instance_key for f in facts.committed if f.kind == FactKind.INSTANCE_CREATED][3:]
+    assert sorted(third.pool_returned) == sorted(refill) and not third.pooled
+    returned = {f.instance_key for f in facts.committed if f.kind == FactKind.RETURNED}
+    assert returned == set(refill) and open_ops(facts.facts("sim")) == []

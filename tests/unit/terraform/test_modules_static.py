@@ -24,16 +24,17 @@ from orchestrator.model.modules import MODULES as REGISTRY
 REPO = Path(__file__).resolve().parents[3]
 TERRAFORM = REPO / "terraform"
 MODULES = ("xcesim", "aws", "openstack")
-CONTRACT_VARIABLES = ("instances", "common_tags", "settings")
+CONTRACT_VARIABLES = ("instances", "images", "common_tags", "settings")
 # Roots only: the epoch tag of the plan's lease, set by the executor ("" outside it).
 FENCE_VARIABLE = "fence"
+TOKENS_VARIABLE = "join_tokens"
 CONTRACT_OUTPUTS = ("instances", "tagged", "tagged_supported")
 
 # The `instances` type every module and root declares, whitespace removed.
 INSTANCES_TYPE = (
     "map(object({name=string,template=string,flavor=string,image=string,tags=map(string),"
     "user_data=string,disk_gb=optional(number),network=optional(string),"
-    "extra=optional(map(string),{})}))"
+    "extra=optional(map(string),{}),power_state=optional(string)}))"
 )
 
 # Every resource type a module may create, with the attributes that must carry the owner tags.
@@ -42,6 +43,8 @@ TAGGABLE: dict[str, tuple[str, ...]] = {
     "xcesim_instance": ("tags",),
     "aws_instance": ("tags", "volume_tags"),
     "openstack_compute_instance_v2": ("metadata", "tags"),
+    "xcesim_image": ("tags",),
+    "aws_ami_from_instance": ("tags",),
 }
 INSTANCE_RESOURCE = {
     "xcesim": "xcesim_instance",
@@ -155,7 +158,8 @@ def test_contract_variables_are_typed_and_described(kind: str, name: str) -> Non
     for var, body in variables.items():
         assert body.get("type"), f"{kind}/{name}: variable {var} has no type"
         assert str(body.get("description", "")).strip(), f"{kind}/{name}: variable {var} has no description"
-        optional = var == "settings" or (kind == "roots" and var == FENCE_VARIABLE)
+        # images: a desired set written before images existed has none (terraform/contract).
+        optional = var in ("settings", "images") or (kind == "roots" and var in (FENCE_VARIABLE, TOKENS_VARIABLE))
         assert "default" not in body or optional, f"{kind}/{name}: {var} must be given, not defaulted"
     assert squash(variables["instances"]["type"]) == "${" + INSTANCES_TYPE + "}"
     assert squash(variables["common_tags"]["type"]) == "${map(string)}"
@@ -166,13 +170,27 @@ def test_contract_variables_are_typed_and_described(kind: str, name: str) -> Non
 def test_root_variables_have_the_module_types(name: str) -> None:
     module_vars = named(parse_dir(module_dir(name))["variable"])
     root_vars = named(parse_dir(root_dir(name))["variable"])
-    assert set(root_vars) == {*CONTRACT_VARIABLES, FENCE_VARIABLE}
+    tokens = {TOKENS_VARIABLE} if REGISTRY[name].join_tokens else set()
+    assert set(root_vars) == {*CONTRACT_VARIABLES, FENCE_VARIABLE, *tokens}
     # Every root takes the plan's epoch the same way, used or not (docs/provider-modules.md).
     assert squash(root_vars[FENCE_VARIABLE]["type"]) == "string"
     assert root_vars[FENCE_VARIABLE]["default"] == ""
     assert FENCE_VARIABLE not in named(parse_dir(module_dir(name))["variable"])
     for var in CONTRACT_VARIABLES:
         assert squash(root_vars[var]["type"]) == squash(module_vars[var]["type"]), f"{name}: {var} differs"
+
+
+@pytest.mark.parametrize("name", [m for m in MODULES if REGISTRY[m].join_tokens])
+def test_join_tokens_root_variable_is_ephemeral_and_feeds_the_provider(name: str) -> None:
+    """A module that carries first-boot join tokens takes them only where Terraform keeps no copy:
+    an ephemeral, sensitive root variable, read by the provider configuration (docs/bootstrap.md)."""
+    parsed = parse_dir(root_dir(name))
+    body = named(parsed["variable"])[TOKENS_VARIABLE]
+    assert body["ephemeral"] is True and body["sensitive"] is True and body["default"] == {}
+    assert squash(body["type"]) == "${map(string)}"
+    [provider] = parsed["provider"]
+    assert any(v.get(TOKENS_VARIABLE) == f"${{var.{TOKENS_VARIABLE}}}" for v in provider.values())
+    assert TOKENS_VARIABLE not in named(parse_dir(module_dir(name))["variable"])
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -284,6 +302,15 @@ def test_one_instance_per_key_with_the_key_as_token_where_possible(name: str) ->
     assert len(body["lifecycle"][0]["precondition"]) >= 1
 
 
+@pytest.mark.parametrize("name", MODULES)
+def test_a_module_keeps_a_warm_pool_only_if_its_instances_take_power_state(name: str) -> None:
+    # The registry's power_state (what lets a site configure warm_pool) must be what the module
+    # does: its instance resource gets the entry's power_state, else a pool would run.
+    body = typed(parse_dir(module_dir(name))["resource"])[(INSTANCE_RESOURCE[name], "this")]
+    assert REGISTRY[name].power_state == (body.get("power_state") == "${each.value.power_state}")
+    assert "power_state" not in body["lifecycle"][0]["ignore_changes"]
+
+
 @pytest.mark.parametrize("name", sorted(TAGGED_LISTING))
 def test_tagged_listing_filters_on_the_cluster_tag(name: str) -> None:
     data = typed(parse_dir(module_dir(name))["data"])
@@ -350,7 +377,8 @@ def test_root_loads_with_the_bundled_engine(name: str) -> None:
     module, diagnostics = TerraformConfig.load_config_dir(str(root_dir(name)))
     assert not diagnostics
     assert module["Backend"] is None
-    assert sorted(module["Variables"]) == sorted([*CONTRACT_VARIABLES, FENCE_VARIABLE])
+    tokens = [TOKENS_VARIABLE] if REGISTRY[name].join_tokens else []
+    assert sorted(module["Variables"]) == sorted([*CONTRACT_VARIABLES, FENCE_VARIABLE, *tokens])
     assert set(CONTRACT_OUTPUTS) <= set(module["Outputs"])
     assert set(module["ModuleCalls"]) == {"instances"}
     assert set(module["ModuleCalls"]["instances"]["Config"]["Attributes"]) == {"source", *CONTRACT_VARIABLES}
@@ -369,11 +397,12 @@ def test_root_loads_with_the_bundled_engine(name: str) -> None:
                 "image": "string",
                 "name": "string",
                 "network": "string",
+                "power_state": "string",
                 "tags": ["map", "string"],
                 "template": "string",
                 "user_data": "string",
             },
-            ["disk_gb", "extra", "network"],
+            ["disk_gb", "extra", "network", "power_state"],
         ],
     ]
 

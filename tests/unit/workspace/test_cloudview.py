@@ -12,6 +12,7 @@ from tffake import FakeEngine
 
 from orchestrator.clients.terraform.messages import PlanResult
 from orchestrator.errors import TerraformError
+from orchestrator.model.labels import AS_IS  # the simulated cloud labels with the tags as they are
 from orchestrator.workspace import cloudview
 from orchestrator.workspace.cloudview import drift_from_plan, listing_from_plan, read_views
 from orchestrator.workspace.desired import DESIRED
@@ -96,7 +97,7 @@ def test_listing_reads_every_field() -> None:
             "i-3": {k: v for k, v in listed("i-3").items() if k != "state_reason"},  # aws: no reason
         }
     )
-    listing = listing_from_plan(doc)
+    listing = listing_from_plan(doc, AS_IS)
     assert listing.supported
     assert [o.id for o in listing.objects] == ["i-1", "i-3", "i-2"]  # oldest first
     by_id = listing.by_id()
@@ -109,11 +110,11 @@ def test_a_listed_address_that_is_not_one_matches_no_host() -> None:
     """The object is still listed (it exists), but ``10.213.0.5,*`` is no address: "" as if
     unaddressed, so it can never match a live host by address."""
     doc = plan_doc({"i-1": listed("i-1", address="10.213.0.5,*"), "i-2": listed("i-2", address="10.213.0.6\n*")})
-    assert {o.id: o.address for o in listing_from_plan(doc).objects} == {"i-1": "", "i-2": ""}
+    assert {o.id: o.address for o in listing_from_plan(doc, AS_IS).objects} == {"i-1": "", "i-2": ""}
 
 
 def test_an_unsupported_listing_says_nothing() -> None:
-    listing = listing_from_plan(plan_doc({"i-1": listed("i-1")}, supported=False))
+    listing = listing_from_plan(plan_doc({"i-1": listed("i-1")}, supported=False), AS_IS)
     assert not listing.supported and listing.objects == []
 
 
@@ -134,14 +135,14 @@ def test_an_unsupported_listing_says_nothing() -> None:
 )
 def test_malformed_listing_is_refused_in_one_line(doc: dict[str, Any], message: str) -> None:
     with pytest.raises(TerraformError, match=message) as err:
-        listing_from_plan(doc)
+        listing_from_plan(doc, AS_IS)
     assert "\n" not in str(err.value)
 
 
 def test_sizes_are_capped(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cloudview, "MAX_OBJECTS", 2)
     with pytest.raises(TerraformError, match="3 objects, more than 2"):
-        listing_from_plan(plan_doc({f"i-{n}": listed(f"i-{n}") for n in range(3)}))
+        listing_from_plan(plan_doc({f"i-{n}": listed(f"i-{n}") for n in range(3)}), AS_IS)
     with pytest.raises(TerraformError, match="3 drifted resources, more than 2"):
         drift_from_plan(plan_doc({}, drift=[drifted(f"op1-{n}", ["delete"], {"id": "i"}, None) for n in range(3)]))
 
@@ -170,7 +171,7 @@ def test_read_views_runs_one_refresh_only_plan_and_removes_it(tmp_path: Path) ->
     (tmp_path / DESIRED).write_text(json.dumps({"instances": {}}))
     doc = plan_doc({"i-1": listed("i-1")}, drift=[drifted("op1-0", ["delete"], {"id": "i-0"}, None)])
     engine = PlanEngine(doc)
-    views = read_views(engine, tmp_path)
+    views = read_views(engine, tmp_path, AS_IS)
     assert views.drift.deleted == {"op1-0": "i-0"} and [o.id for o in views.listing.objects] == ["i-1"]
     (plan,) = engine.plans
     assert plan["refresh_only"] and not plan.get("destroy") and plan["var_files"] == [Path(DESIRED)]
@@ -182,5 +183,5 @@ def test_read_views_failure_is_a_terraform_error_and_leaves_no_plan(tmp_path: Pa
         cloudview.read_drift(PlanEngine({}), tmp_path)
     (tmp_path / DESIRED).write_text("{}")
     with pytest.raises(TerraformError, match="simulated API failure"):
-        cloudview.read_listing(PlanEngine({}, fail=True), tmp_path)
+        cloudview.read_listing(PlanEngine({}, fail=True), tmp_path, AS_IS)
     assert sorted(p.name for p in tmp_path.iterdir()) == [DESIRED]

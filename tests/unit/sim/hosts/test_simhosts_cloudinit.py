@@ -132,7 +132,54 @@ def test_the_cloud_shows_a_console_by_instance_id_with_its_address(tmp_path: Pat
     out = console_output(tmp_path, "i-0123abcd")
     assert out is not None and (out.instance_id, out.address) == ("i-0123abcd", "10.213.0.7")
     assert out.text.startswith("boot: x\n") and len(out.text) == CONSOLE_LIMIT
+    # The latest 64 KiB (EC2's Latest=true): where a first boot's result line is.
+    (host / "boot.log").write_bytes(b"boot: x\n" + b"y" * CONSOLE_LIMIT + b"\nXCE-FIRST-BOOT {}\n")
+    latest = console_output(tmp_path, "i-0123abcd", latest=True)
+    assert latest is not None and latest.text.endswith("XCE-FIRST-BOOT {}\n") and len(latest.text) == CONSOLE_LIMIT
     assert console_output(tmp_path, "i-99") is None  # not booted
     assert console_output(tmp_path, "../hosts/i-0123abcd") is None  # not an instance id: names no directory
     (host / "boot.json").write_text(json.dumps({"instance_id": "i-other", "address": "10.213.0.7"}))
     assert console_output(tmp_path, "i-0123abcd") is None  # a directory of another instance says nothing
+
+
+def _script(root: Path, name: str, body: str, mode: int = 0o755) -> Path:
+    path = root / "var/lib/cloud/scripts/per-boot" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(mode)
+    return path
+
+
+def test_per_boot_scripts_run_in_name_order_at_every_boot_and_a_failure_is_recorded(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """cloud-init's scripts_per_boot: executable files only, in name order, output on the console;
+    a failing one is an error of result.json and the boot goes on (later scripts, boot-finished)."""
+    log = tmp_path / "ran"
+    _script(tmp_path, "90-last", f"echo last >> {log}; echo 'hello from last'")
+    _script(tmp_path, "10-first", f"echo first >> {log}; echo 'refused' >&2; exit 3")
+    _script(tmp_path, "50-not-executable", f"echo never >> {log}", mode=0o644)
+    (tmp_path / "var/lib/cloud/scripts/per-boot/60-a-directory").mkdir()
+
+    result = run_cloud_init("", "i-1", tmp_path)
+    out, err = capfd.readouterr()
+    assert log.read_text() == "first\nlast\n"
+    assert "hello from last" in out and "refused" in err
+    assert result.errors == ["Runparts: 1 failures (10-first) in 2 attempted commands"]
+    cloud = tmp_path / "var/lib/cloud"
+    assert json.loads((cloud / "data/result.json").read_text())["v1"]["errors"] == result.errors
+    assert (cloud / "instance/boot-finished").exists()
+
+    # The next boot runs them again (per boot, not per instance).
+    run_cloud_init("", "i-1", tmp_path)
+    assert log.read_text() == "first\nlast\nfirst\nlast\n"
+
+
+def test_no_per_boot_scripts_no_error_and_a_boots_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    assert run_cloud_init("", "i-1", tmp_path).errors == []
+    monkeypatch.setenv("PYTHONPATH", "/the/host/managers/venv")
+    _script(tmp_path, "50-ok", 'echo "path=${PYTHONPATH:-none} home=$HOME"')
+    assert run_cloud_init("", "i-1", tmp_path).errors == []
+    assert "path=none home=/root" in capfd.readouterr().out

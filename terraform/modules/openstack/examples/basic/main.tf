@@ -23,6 +23,9 @@ module "instances" {
   source = "../.."
 
   # Keyed by instance key <op_id>-<index>; the op id is also the xce:op_id tag.
+  # Baked images (docs/images.md): none in this small op.
+  images = {}
+
   instances = {
     "op-6745a1b2-3f9c01-000" = {
       name     = "site1-cpu-3f9c01-0"
