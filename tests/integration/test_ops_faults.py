@@ -206,8 +206,8 @@ import sys
 from pathlib import Path
 from orchestrator.configfile import load_config
 from orchestrator.services.ops import fenced_session
-with fenced_session(load_config(sys.argv[1]), ["sim"], Path(sys.argv[2])) as executor:
-    executor.start_pool("sim", "cpu", sys.argv[3:])
+with fenced_session(load_config(sys.argv[1]), ["sim"], Path(sys.argv[2])) as ops:
+    ops.executor.start_pool("sim", "cpu", sys.argv[3:])
 """
 
 
@@ -234,8 +234,8 @@ START_POINTS: dict[str, tuple[float, Callable[[World, int], bool]]] = {
 
 @pytest.mark.parametrize("point", sorted(START_POINTS))
 def test_kill_during_a_warm_pool_start_then_resume_agrees(world: World, point: str) -> None:
-    with fenced_session(load_config(str(world.site / "xceprov.yaml")), ["sim"], ROOT) as executor:
-        executor.create("sim", "cpu", 2, pool=True)  # the fill, released before the start
+    with fenced_session(load_config(str(world.site / "xceprov.yaml")), ["sim"], ROOT) as ops:
+        ops.executor.create("sim", "cpu", 2, pool=True)  # the fill, released before the start
     keys = sorted(world.alive())
     assert [i.state for i in world.alive().values()] == ["stopped", "stopped"]
     slow, reached = START_POINTS[point]
