@@ -25,7 +25,6 @@ from orchestrator.model.pool import FILL_DETAIL, start_keys
 from orchestrator.ops.executor import Created
 from orchestrator.ops.firstboot import EPHEMERAL_FILE
 from orchestrator.ops.openops import open_ops
-from orchestrator.ops.resume import resume_provider
 from orchestrator.protocol.jointoken import check_token, parse_expiry
 from orchestrator.workspace.workdir import ProviderWorkdir
 
@@ -100,7 +99,7 @@ def test_a_start_plan_that_would_do_more_than_start_is_refused(loaded: LoadedCon
     workdir = ProviderWorkdir(loaded.config, "sim", ROOT)
     FakeEngine.vanish(workdir.path, pool.created[0].key)  # its re-create would be in the plan
     with pytest.raises(UnsafePlan, match="would also create"):
-        executor.starts.start("sim", "cpu", [pool.created[0].key])
+        executor.start_pool("sim", "cpu", [pool.created[0].key])
 
 
 def test_a_crash_after_the_start_apply_is_completed_by_resume_without_a_second_apply(
@@ -114,7 +113,7 @@ def test_a_crash_after_the_start_apply_is_completed_by_resume_without_a_second_a
     [op] = open_ops(facts.facts("sim"))
     assert (op.kind, op.pending) == ("start", (made.key,))
     applies = [c for c, _ in engine.calls].count("apply")
-    [done] = resume_provider(executor, "sim")
+    [done] = executor.resume("sim")
     assert (done.kind, done.outcome) == ("start", "completed")
     assert [c for c, _ in engine.calls].count("apply") == applies  # the start had been applied
     assert [f.instance_key for f in facts.committed if f.kind == FactKind.EXPECTED_HOST] == [made.key]
