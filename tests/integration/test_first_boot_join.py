@@ -89,6 +89,15 @@ def refuse_token_of(world: SimWorld, key: str, host_name: str) -> None:
         db.close()
 
 
+def join_bindings(world: SimWorld) -> dict[str, str]:
+    """The controller's join bindings: instance key -> the instance id its token is bound to."""
+    db = sqlite3.connect(world.sim / "controller.sqlite", timeout=30)
+    try:
+        return {str(k): str(i) for k, i in db.execute("SELECT instance_key, instance_id FROM join_bindings")}
+    finally:
+        db.close()
+
+
 def kept_texts(world: SimWorld) -> list[tuple[str, str]]:
     """(path, text) of every file under the orchestrator's state directory and the site's logs."""
     out = []
@@ -137,6 +146,10 @@ def test_baked_first_boot_hosts_and_pool_join_by_themselves_a_refused_one_is_ret
             "two hosts joined and the refused one returned", lambda: len(joined()) >= 2 and returned(bad_key), 300
         )
         good = sorted(joined())
+        # Each joined under the id the cloud gave it (cloud-init's record: its user data was
+        # rendered before the id existed), which the controller binds its token to.
+        cloud_ids = {k: i.id for k, i in world.alive().items()}
+        assert {k: v for k, v in join_bindings(world).items() if k in good} == {k: cloud_ids[k] for k in good}
         shown: dict[str, Any] = {}
 
         def status_says() -> bool:
