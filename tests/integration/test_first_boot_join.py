@@ -117,9 +117,11 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimWorld]:
 
 
 def test_baked_first_boot_hosts_and_pool_join_by_themselves_a_refused_one_is_returned(world: SimWorld) -> None:
-    made = json.loads(world.ok("image", "bake", "cpu", "--provider", "sim", "--json"))
-    image_id = made["image_id"]
+    # The template is first boot before its first bake (its builder gets no token: it has no user
+    # data and never joins); the bake starts from the base image named with --from.
     first_boot_config(world)
+    made = json.loads(world.ok("image", "bake", "cpu", "--provider", "sim", "--from", "debian-12", "--json"))
+    image_id = made["image_id"]
     audit_before = len(world.audit())
 
     with running_daemon(world, "daemon") as daemon:

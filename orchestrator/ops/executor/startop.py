@@ -105,7 +105,7 @@ class StartOp:
             raise FinalError(f"op {op_id}: {', '.join(missing)} not in the desired set of provider {provider}")
         observer = self.parts.losses(self.parts.engine, shard)
         scope = op_scope(provider, op_id)
-        tokens = mint_tokens(self.parts.config, provider, {k: desired[k] for k in keys}, self.parts.clock())
+        tokens = mint_tokens(self.parts.config, provider, {k: started(desired[k]) for k in keys}, self.parts.clock())
         with self.terraform.planned(shard, self.wanted(desired, keys), scope, tokens=tokens) as planned:
             deleted = sorted(observer.record(planned[0]).deleted)
             if not deleted:
