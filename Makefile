@@ -15,8 +15,11 @@ setup: $(STAMP)
 demo: $(STAMP)
 	scripts/demo.sh
 
+# Files run in collection order (--no-loadscope-reorder): the integration files, the long ones,
+# first, the many short unit files last, so that both workers finish together. xdist's default
+# order (most tests first) left the single-test files, the longest, for the end, on one worker.
 test: $(STAMP) lint
-	$(BIN)/pytest -q -p no:cacheprovider -n $(TEST_JOBS) --dist loadfile tests
+	$(BIN)/pytest -q -p no:cacheprovider -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder tests
 	$(MAKE) --no-print-directory molecule
 
 lint: $(STAMP)

@@ -49,6 +49,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.bench_plan import REPO
@@ -61,7 +62,9 @@ from orchestrator.model.facts import Epoch, Fact, FactKind
 from orchestrator.model.instances import InstanceSpec, new_op_id
 from orchestrator.ops.executor import CreateOp, Executor, OpParts, Recorder
 from orchestrator.ops.facts import FactLog
-from orchestrator.render.instances import render_settings
+from orchestrator.ops.fence import epoch_tag
+from orchestrator.ops.steps import render_instances
+from orchestrator.render.instances import RenderRequest, render_settings
 from orchestrator.services.ops import fenced_session
 from orchestrator.sim.cloud.store import CloudStore
 from orchestrator.sim.pki import issue_client, load_ca
@@ -264,41 +267,45 @@ class TimedRecorder(Recorder):
             super().audit(action, **details)
 
 
-class TimedCreateOp(CreateOp):
-    """The create op, its rendering timed."""
-
-    watch: Stopwatch
+def timed_render(watch: Stopwatch) -> Callable[..., dict[str, InstanceSpec]]:
+    """The create op's rendering (pool ops too), timed (set on :class:`CreateOp` while a profiled burst runs)."""
+    plain = CreateOp.render
 
     def render(
-        self, provider: str, template: str, count: int, op_id: str, epoch: Epoch, pool: bool = False
+        op: CreateOp,
+        provider: str,
+        template: str,
+        count: int,
+        op_id: str,
+        epoch: Epoch,
+        pool: bool = False,
+        *,
+        resolve: bool = True,
     ) -> dict[str, InstanceSpec]:
-        """Timed rendering of the op's instances."""
-        with self.watch.part("rendering"):
-            return super().render(provider, template, count, op_id, epoch, pool)
+        with watch.part("rendering"):
+            return plain(op, provider, template, count, op_id, epoch, pool, resolve=resolve)
+
+    return render
 
 
-class ProfiledExecutor(Executor):
-    """The session's executor with timed engine, facts, rendering and audit log."""
-
-    def __init__(self, plain: Executor, watch: Stopwatch) -> None:
-        parts = plain.parts
-        super().__init__(
-            parts.config,
-            parts.root,
-            TimedEngine(parts.engine, watch),  # an Engine by structure (its __getattr__ forwards the rest)
-            parts.fence,
-            TimedFacts(parts.facts, watch),
-            parts.hosts,
-            bootstrap=parts.bootstrap,
-            decommission=parts.decommission,
-            losses=parts.losses,
-            clock=parts.clock,
-            sleep=parts.sleep,
-        )
-        self.watch = watch
-        self.recorder = TimedRecorder(self.parts, watch)
-        self.creates = TimedCreateOp(self.parts, self.shardset, self.terraform, self.losspath)
-        self.creates.watch = watch
+def profiled(plain: OpParts, watch: Stopwatch) -> Executor:
+    """An executor of the session's parts with timed engine, facts and audit log (rendering:
+    :func:`timed_render`)."""
+    parts = OpParts(
+        plain.config,
+        plain.root,
+        TimedEngine(plain.engine, watch),  # an Engine by structure (its __getattr__ forwards the rest)
+        plain.fence,
+        TimedFacts(plain.facts, watch),
+        plain.hosts,
+        bootstrap=plain.bootstrap,
+        decommission=plain.decommission,
+        losses=plain.losses,
+        clock=plain.clock,
+        sleep=plain.sleep,
+    )
+    parts.recorder = TimedRecorder(parts, watch)
+    return Executor(parts)
 
 
 # -- one measurement -----------------------------------------------------------------------------
@@ -328,10 +335,10 @@ def layout(state_dir: Path) -> list[int]:
     return [c for c in counts if c] or [0]
 
 
-def check_burst(executor: Executor, store: Path, op_id: str, n: int) -> None:
+def check_burst(parts: OpParts, store: Path, op_id: str, n: int) -> None:
     """The burst really made ``n`` instances, and the controller holds exactly the op's facts."""
     held = len(CloudStore(store).list_instances({"xce:op_id": op_id}))
-    facts = [f for f in executor.facts.facts(PROVIDER) if f.op_id == op_id]
+    facts = [f for f in parts.facts.facts(PROVIDER) if f.op_id == op_id]
     kinds = {
         k: sum(f.kind == k for f in facts)
         for k in (FactKind.REQUEST_INTENT, FactKind.INSTANCE_CREATED, FactKind.EXPECTED_HOST)
@@ -344,11 +351,11 @@ def check_burst(executor: Executor, store: Path, op_id: str, n: int) -> None:
         )
 
 
-def raw_dir(executor: Executor, work: Path, specs: Mapping[str, InstanceSpec], store: Path) -> Path:
+def raw_dir(parts: OpParts, work: Path, specs: Mapping[str, InstanceSpec], store: Path) -> Path:
     """The op's rendered configuration (root, module, desired set) in a plain directory, initialised."""
-    workdir = ProviderWorkdir(executor.config, PROVIDER, executor.parts.root)
+    workdir = ProviderWorkdir(parts.config, PROVIDER, parts.root)
     workdir.populate(work)
-    settings = {**render_settings(executor.config, PROVIDER), "store": str(store)}
+    settings = {**render_settings(parts.config, PROVIDER), "store": str(store)}
     (work / "desired.tfvars.json").write_text(json.dumps(workdir.variables(specs, settings), indent=1))
     terraform(["init", "-input=false", "-no-color"], work)
     return work
@@ -370,22 +377,26 @@ def measure(root: Path, n: int, raw_first: bool, profile: bool) -> tuple[Burst, 
     with simulated_controller(root / "ctl") as address:
         loaded = write_site(root / "site", root / "ctl", address, max_instances=max(n, 1))
         started = time.perf_counter()
-        with fenced_session(loaded, [PROVIDER], REPO) as session:
+        with fenced_session(loaded, [PROVIDER], REPO) as (session, session_parts):
             session_seconds = time.perf_counter() - started
-            session.shardset.workdir(PROVIDER)  # build and init the working directory now: not timed
+            session.workdir(PROVIDER)  # build and init the working directory now: not timed
             op_id = new_op_id()
-            specs = session.creates.render(
-                PROVIDER, TEMPLATE, n, op_id, session.recorder.gate(PROVIDER, op_id, "bench")
-            )
+            # The op's instances as the create op renders them (the shared step, ops/steps.py).
+            epoch = session_parts.recorder.gate(PROVIDER, op_id, "bench")
+            request = RenderRequest(PROVIDER, TEMPLATE, op_id, n, epoch=epoch_tag(epoch))
+            specs = render_instances(session_parts.config, session_parts.root, request)
             raw_store = root / "raw.sqlite"
-            work = raw_dir(session, root / "raw", specs, raw_store)
+            work = raw_dir(session_parts, root / "raw", specs, raw_store)
             raw_seconds = raw_apply(work, raw_store, n, loaded.config.terraform.parallelism) if raw_first else 0.0
             watch = Stopwatch()
-            executor = ProfiledExecutor(session, watch) if profile else session
+            executor = profiled(session_parts, watch) if profile else session
             began = time.perf_counter()
-            result = executor.create(PROVIDER, TEMPLATE, n, op_id=op_id)
+            with contextlib.ExitStack() as timed:
+                if profile:
+                    timed.enter_context(mock.patch.object(CreateOp, "render", timed_render(watch)))
+                result = executor.create(PROVIDER, TEMPLATE, n, op_id=op_id)
             seconds = time.perf_counter() - began
-            check_burst(session, loaded.config.sim_state_dir() / "cloud.sqlite", result.op_id, n)
+            check_burst(session_parts, loaded.config.sim_state_dir() / "cloud.sqlite", result.op_id, n)
             if not raw_first:
                 raw_seconds = raw_apply(work, raw_store, n, loaded.config.terraform.parallelism)
     parts, thread_parts = watch.wall_seconds(), watch.thread_seconds()

@@ -44,7 +44,7 @@ from bench.bench_plan import REPO
 from bench.bench_shards import load, terraform
 from orchestrator.model.facts import Fact, FactKind
 from orchestrator.model.instances import InstanceSpec, new_op_id
-from orchestrator.ops.executor import Executor
+from orchestrator.ops.executor import CreateOp, LossPath, OpParts, ShardSet, TerraformSteps
 from orchestrator.ops.facts import LinkFacts
 from orchestrator.orphans.inputs import LinkController
 from orchestrator.orphans.scan import OrphanScanner
@@ -58,28 +58,34 @@ TARGET = 1.3
 REFRESH = ["plan", "-refresh-only", "-input=false", "-no-color", f"-var-file={DESIRED}"]
 
 
-def build(executor: Executor, n: int, ops: int) -> list[ProviderWorkdir]:
-    """``n`` instances as ``ops`` ops over the provider's shards, with their facts; the shards."""
-    shards = executor.shardset.shards(PROVIDER)
-    executor.shardset.workdir(PROVIDER)
-    settings = render_settings(executor.config, PROVIDER)
+def build(parts: OpParts, n: int, ops: int) -> list[ProviderWorkdir]:
+    """``n`` instances as ``ops`` ops over the provider's shards, with their facts; the shards.
+
+    Faster than ``ops`` creates (one apply per shard): the create op's own steps, on
+    collaborators built from the session's parts as the executor builds them."""
+    shardset = ShardSet(parts)
+    creates = CreateOp(parts, shardset, TerraformSteps(parts, shardset), LossPath(parts))
+    recorder = parts.recorder
+    shards = shardset.shards(PROVIDER)
+    shardset.workdir(PROVIDER)
+    settings = render_settings(parts.config, PROVIDER)
     made: dict[ProviderWorkdir, dict[str, list[str]]] = {}
     per_op = [n // ops + (1 if i < n % ops else 0) for i in range(ops)]
     for count in per_op:
         op_id = new_op_id()
-        epoch = executor.recorder.gate(PROVIDER, op_id, "bench")
-        specs = executor.creates.render(PROVIDER, TEMPLATE, count, op_id, epoch)
-        executor.recorder.commit(Fact(FactKind.REQUEST_INTENT, PROVIDER, op_id, epoch, template=TEMPLATE, count=count))
+        epoch = recorder.gate(PROVIDER, op_id, "bench")
+        specs = creates.render(PROVIDER, TEMPLATE, count, op_id, epoch)
+        recorder.commit(Fact(FactKind.REQUEST_INTENT, PROVIDER, op_id, epoch, template=TEMPLATE, count=count))
         for shard, keys in shards.place(op_id, sorted(specs)).items():
-            executor.shardset.prepared(shard)
+            shardset.prepared(shard)
             current: dict[str, InstanceSpec] = shard.desired.read()
             shard.desired.write(shard.variables({**current, **{k: specs[k] for k in keys}}, settings))
             made.setdefault(shard, {}).setdefault(op_id, []).extend(keys)
     for shard in made:
-        executor.engine.apply(shard.path, var_files=[Path(DESIRED)])
+        parts.engine.apply(shard.path, var_files=[Path(DESIRED)])
     for shard, by_op in made.items():
         for op_id, keys in by_op.items():
-            executor.creates.record_created(PROVIDER, shard, op_id, TEMPLATE, sorted(keys))
+            creates.record_created(PROVIDER, shard, op_id, TEMPLATE, sorted(keys))
     return sorted(made, key=lambda s: str(s.path))
 
 
@@ -121,9 +127,9 @@ def run(n: int, ops: int, rounds: int) -> dict[str, Any]:
         with simulated_controller(root / "ctl") as address:
             loaded = write_site(root / "site", root / "ctl", address, max_instances=n)
             config = loaded.config
-            with fenced_session(loaded, [PROVIDER], REPO) as executor:
+            with fenced_session(loaded, [PROVIDER], REPO) as wired:
                 began = time.perf_counter()
-                dirs = build(executor, n, ops)
+                dirs = build(wired.parts, n, ops)
                 held = len(CloudStore(config.sim_state_dir() / "cloud.sqlite").list_instances({"xce:cluster": CLUSTER}))
                 if held != n:
                     raise SystemExit(f"bench_orphans: expected {n} instances in the cloud, found {held}")
@@ -132,10 +138,9 @@ def run(n: int, ops: int, rounds: int) -> dict[str, Any]:
                     f"{time.perf_counter() - began:.0f} s",
                     file=sys.stderr,
                 )
-                assert isinstance(executor.facts, LinkFacts)
-                scanner = OrphanScanner(
-                    config, executor, LinkController(executor.facts.link), time.time, config.state_dir
-                )
+                facts = wired.parts.facts
+                assert isinstance(facts, LinkFacts)
+                scanner = OrphanScanner(config, wired, LinkController(facts.link), time.time, config.state_dir)
                 workers = config.terraform.parallel_states
                 paths = {
                     "scan": lambda: timed_scan(scanner, n),

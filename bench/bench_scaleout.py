@@ -114,12 +114,12 @@ def _conn_env(conn_str: str | None) -> Iterator[None]:
 def timed_burst(root: Path, backend: str, n: int, databases: Databases) -> float:
     """Seconds of one burst of ``n`` through the executor; the store and the controller then agree."""
     with backend_site(root, backend, n, databases) as loaded, fenced_session(loaded, [PROVIDER], REPO) as session:
-        session.shardset.workdir(PROVIDER)  # build and init the working directory now: not timed
+        session.executor.workdir(PROVIDER)  # build and init the working directory now: not timed
         op_id = new_op_id()
         began = time.perf_counter()
-        session.create(PROVIDER, TEMPLATE, n, op_id=op_id)
+        session.executor.create(PROVIDER, TEMPLATE, n, op_id=op_id)
         seconds = time.perf_counter() - began
-        check_burst(session, loaded.config.sim_state_dir() / "cloud.sqlite", op_id, n)
+        check_burst(session.parts, loaded.config.sim_state_dir() / "cloud.sqlite", op_id, n)
         check_backend(loaded, backend)
     return seconds
 
@@ -135,11 +135,12 @@ def check_backend(loaded: LoadedConfig, backend: str) -> None:
 
 def timed_scan_of(root: Path, backend: str, n: int, ops: int, databases: Databases) -> float:
     """Seconds of one acting orphan scan over ``n`` instances of ``ops`` ops (built, not timed)."""
-    with backend_site(root, backend, n, databases) as loaded, fenced_session(loaded, [PROVIDER], REPO) as executor:
-        build(executor, n, ops)
-        assert isinstance(executor.facts, LinkFacts)
+    with backend_site(root, backend, n, databases) as loaded, fenced_session(loaded, [PROVIDER], REPO) as wired:
+        build(wired.parts, n, ops)
+        facts = wired.parts.facts
+        assert isinstance(facts, LinkFacts)
         config = loaded.config
-        scanner = OrphanScanner(config, executor, LinkController(executor.facts.link), time.time, config.state_dir)
+        scanner = OrphanScanner(config, wired, LinkController(facts.link), time.time, config.state_dir)
         seconds = timed_scan(scanner, n)
         check_backend(loaded, backend)
         return seconds

@@ -35,7 +35,7 @@ from orchestrator.clients.controller.types import Fact
 from orchestrator.configfile import load_config
 from orchestrator.model.config import Config
 from orchestrator.ops.consoleresults import FirstBootOutcomes
-from orchestrator.ops.executor import Bootstrap, Created, Executor
+from orchestrator.ops.executor import Bootstrap, Created, Executor, OpParts, Wired
 from orchestrator.ops.facts import LinkFacts
 from orchestrator.ops.hosts import LinkHosts
 from orchestrator.reconcile.loop import PassReport, Reconciler
@@ -73,10 +73,14 @@ class World:
     clock: SkewClock
     link: ControllerLink
     leases: LeaseManager
-    executor: Executor
+    ops: Wired  # the executor and its parts
     reconciler: Reconciler
     workers: list[ProtoClient] = field(default_factory=list)
     cluster: str = CLUSTER
+
+    @property
+    def executor(self) -> Executor:
+        return self.ops.executor
 
     @property
     def store(self) -> CloudStore:
@@ -88,7 +92,7 @@ class World:
 
     def facts(self) -> list[Fact]:
         """Every fact of every provider, asked of the controller now."""
-        providers = sorted(self.executor.config.providers)
+        providers = sorted(self.reconciler.config.providers)
         return sorted((f for p in providers for f in self.link.query_facts(p)), key=lambda f: f.fact_id)
 
     def audit(self) -> list[dict[str, Any]]:
@@ -146,7 +150,11 @@ def site_config(
         "cluster": CLUSTER,
         "state_dir": "state",
         "terraform": {"parallelism": 4},
-        "controller": controller_block(ctl_state, address, "daemon"),
+        # With the controller's join key: a first-boot template needs it (its hosts' tokens).
+        "controller": {
+            **controller_block(ctl_state, address, "daemon"),
+            "join_key": str(ctl_state / "tls" / "join.key"),
+        },
         "providers": dict(providers),
         "templates": dict(templates),
         **extra,
@@ -192,10 +200,10 @@ def reconcile_world(
         try:
             assert link.wait_connected(20), "the link never joined"
             engine = engine_for(config)
-            executor = Executor(config, root, engine, leases, LinkFacts(link), LinkHosts(link), clock=clock)
+            ops = Wired.of(OpParts(config, root, engine, leases, LinkFacts(link), LinkHosts(link), clock=clock))
             reconciler = Reconciler(
                 config,
-                executor,
+                ops,
                 LinkView(link),
                 clock=clock,
                 state_dir=config.state_dir,
@@ -203,7 +211,7 @@ def reconcile_world(
                 bootstrap=bootstrap,
                 first_boot=first_boot(config) if first_boot is not None else None,
             )
-            world = World(ctl_state, address, site, clock, link, leases, executor, reconciler, workers)
+            world = World(ctl_state, address, site, clock, link, leases, ops, reconciler, workers)
             for name in names:
                 world.wait_lease(name)
             yield world

@@ -39,7 +39,7 @@ from orchestrator.clients.terraform.messages import (
 from orchestrator.configfile import LoadedConfig, parse_config
 from orchestrator.errors import FinalError, LeaseLost, StaleState, TerraformError
 from orchestrator.model.facts import Epoch, Fact, FactKind
-from orchestrator.ops.executor import Executor
+from orchestrator.ops.executor import Executor, OpParts, Wired
 from orchestrator.workspace.cloudview import Drift, drift_from_stream
 
 ROOT = Path(__file__).resolve().parents[1]  # the toolkit root: real templates and xcesim module
@@ -439,12 +439,20 @@ class NoLosses:
         return drift_from_stream(plan, dict)
 
 
-def unit_executor(loaded: LoadedConfig, engine: FakeEngine, **kwargs: Any) -> Executor:
-    """An executor over the fake engine with an in-memory controller; no instance is ever lost."""
+def unit_parts(loaded: LoadedConfig, engine: FakeEngine, **kwargs: Any) -> OpParts:
+    """The parts of an executor over the fake engine with an in-memory controller; no instance is ever lost."""
     kwargs.setdefault("fence", FakeFence())
     kwargs.setdefault("facts", MemoryFacts())
     kwargs.setdefault("hosts", FakeHosts())
     kwargs.setdefault("losses", lambda _engine, _path: NoLosses())
-    return Executor(
-        loaded.config, ROOT, engine, kwargs.pop("fence"), kwargs.pop("facts"), kwargs.pop("hosts"), **kwargs
-    )
+    return OpParts(loaded.config, ROOT, engine, kwargs.pop("fence"), kwargs.pop("facts"), kwargs.pop("hosts"), **kwargs)
+
+
+def unit_ops(loaded: LoadedConfig, engine: FakeEngine, **kwargs: Any) -> Wired:
+    """An executor of :func:`unit_parts`, with its parts."""
+    return Wired.of(unit_parts(loaded, engine, **kwargs))
+
+
+def unit_executor(loaded: LoadedConfig, engine: FakeEngine, **kwargs: Any) -> Executor:
+    """An executor of :func:`unit_parts` (a test that needs its parts builds them: :func:`unit_ops`)."""
+    return Executor(unit_parts(loaded, engine, **kwargs))

@@ -1,9 +1,10 @@
-"""The daemon's executor: no new op once a stop is asked for, each op held as work in flight, outcomes counted.
+"""The daemon's guard and watch on the executor: no new op once stopping, each op held in flight, outcomes counted.
 
 The reconcile pass calls the executor as the command line does; what the daemon adds is here, so
 the pass needs to know nothing about signals:
 
-- every ``create`` and ``return_instances`` is held in ``Lifecycle.in_flight`` under its op id:
+- every ``create``, ``start_pool`` and ``return_instances`` is held in ``Lifecycle.in_flight`` under its op id
+  (:class:`InFlightOps`, the executor's :class:`~orchestrator.ops.executor.OpWatch`):
   a SIGTERM waits for it (up to ``daemon.stop_timeout``) and the log names it; an open op the
   pass resumes takes its first step only while not stopping (:meth:`StopGuard.gate`, the
   daemon's wrapper of the executor's recorder);
@@ -37,9 +38,8 @@ from orchestrator.daemon.metrics import DaemonMetrics, OpKind, OpOutcome
 from orchestrator.daemon.systemd import Heartbeat
 from orchestrator.errors import LeaseLost
 from orchestrator.model.facts import Epoch, Fact
-from orchestrator.model.instances import new_op_id
 from orchestrator.ops.drain import Decommission
-from orchestrator.ops.executor import Bootstrap, Created, CreateResult, Executor, OpRecorder, ReturnResult
+from orchestrator.ops.executor import Bootstrap, Created, CreateResult, OpParts, OpRecorder, ReturnResult
 
 log = logging.getLogger(__name__)
 
@@ -136,30 +136,15 @@ class StopGuard:
         self.recorder.commit_many(facts)
 
 
-class DaemonExecutor(Executor):
-    """An :class:`Executor` whose ops are held as in-flight work of ``lifecycle`` (module docstring);
-    its steps are recorded through the :class:`StopGuard` (a wrapper of the recorder, not an
-    override: the executor never calls up into the daemon)."""
+class InFlightOps:
+    """The daemon's :class:`~orchestrator.ops.executor.OpWatch`: every create, start and return op held
+    as work in flight of ``lifecycle``, refused once stopping, counted and logged (module
+    docstring). The executor calls it around each op, as it calls the :class:`StopGuard` around
+    each step; neither calls the executor back."""
 
-    def __init__(
-        self,
-        *args: Any,
-        lifecycle: Lifecycle,
-        metrics: DaemonMetrics,
-        heartbeat: Heartbeat | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(*args, **kwargs)
-        # The executor's own recorder, wrapped: every step it records passes the guard first.
-        self.guard = StopGuard(self.recorder, lifecycle, heartbeat)
-        self.recorder = self.guard
+    def __init__(self, lifecycle: Lifecycle, metrics: DaemonMetrics) -> None:
         self.lifecycle = lifecycle
         self.metrics = metrics
-        self.heartbeat = heartbeat
-
-    def new_pass(self) -> None:
-        """A pass begins: ops of earlier passes that are not running now are not "in flight"."""
-        self.guard.new_pass()
 
     @contextlib.contextmanager
     def _held(self, name: str, provider: str, kind: OpKind, what: str, fields: dict[str, str]) -> Iterator[list[str]]:
@@ -187,38 +172,57 @@ class DaemonExecutor(Executor):
                 log.log(level, "%s: %s after %.1fs: %s", what, outcome.value, took, "; ".join(did), extra=fields)
 
     def create(
-        self, provider: str, template: str, count: int, op_id: str | None = None, *, pool: bool = False
+        self,
+        provider: str,
+        template: str,
+        count: int,
+        op_id: str,
+        run: Callable[[], CreateResult],
+        *,
+        pool: bool = False,
     ) -> CreateResult:
-        """:meth:`Executor.create`, held in flight under its op id; refused once stopping."""
-        op_id = op_id or new_op_id(self.clock())
+        """The create op ``op_id`` held in flight under its op id; refused once stopping."""
         into = " into the warm pool" if pool else ""
         what = f"op {op_id} (create of {count} {template} on {provider}{into})"
         fields = {"op_id": op_id, "provider": provider, "template": template}
         with self._held(op_id, provider, OpKind.CREATE, what, fields) as did:
-            result = super().create(provider, template, count, op_id, pool=pool)
+            result = run()
             did.append(f"{len(result.created)} instances created")
             return result
 
-    def start_pool(self, provider: str, template: str, keys: Sequence[str], op_id: str | None = None) -> CreateResult:
-        """:meth:`Executor.start_pool`, held in flight under its op id; refused once stopping."""
-        op_id = op_id or new_op_id(self.clock())
+    def start_pool(
+        self, provider: str, template: str, keys: Sequence[str], op_id: str, run: Callable[[], CreateResult]
+    ) -> CreateResult:
+        """The warm-pool start op ``op_id`` held in flight under its op id (kind ``start``); refused once stopping."""
         what = f"op {op_id} (start of {len(keys)} {template} from the warm pool on {provider})"
         fields = {"op_id": op_id, "provider": provider, "template": template}
         with self._held(op_id, provider, OpKind.START, what, fields) as did:
-            result = super().start_pool(provider, template, keys, op_id)
+            result = run()
             did.append(f"{len(result.created)} instances started")
             return result
 
-    def return_instances(self, provider: str, keys: Sequence[str], **kwargs: Any) -> ReturnResult:
-        """:meth:`Executor.return_instances`, held in flight; refused once stopping."""
+    def return_instances(
+        self, provider: str, keys: Sequence[str], reason: str, run: Callable[[], ReturnResult]
+    ) -> ReturnResult:
+        """The return of ``keys`` held in flight; refused once stopping."""
         name = f"return of {len(set(keys))} instances on {provider}"
-        reason = str(kwargs.get("reason", ""))
         what = f"{name} ({reason})" if reason else name
         with self._held(name, provider, OpKind.RETURN, what, {"provider": provider}) as did:
-            result = super().return_instances(provider, keys, **kwargs)
+            result = run()
             done = "would return" if result.dry_run else "returned"
             did.append(f"op {result.op_id} {done} {len(result.deleted or result.keys)}")
             return result
+
+
+def guard_parts(
+    parts: OpParts, lifecycle: Lifecycle, metrics: DaemonMetrics, heartbeat: Heartbeat | None = None
+) -> StopGuard:
+    """``parts`` made the daemon's: their recorder wrapped in a :class:`StopGuard`, their ops
+    watched by :class:`InFlightOps`; the guard (each pass starts it anew, :meth:`StopGuard.new_pass`)."""
+    guard = StopGuard(parts.recorder, lifecycle, heartbeat)
+    parts.recorder = guard
+    parts.watch = InFlightOps(lifecycle, metrics)
+    return guard
 
 
 @contextlib.contextmanager

@@ -18,14 +18,14 @@ from typing import Protocol
 from orchestrator.clients.controller.factreader import FactReader
 from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.clients.terraform.engine import Engine
-from orchestrator.daemon.guarded import DaemonExecutor
+from orchestrator.daemon.lifecycle import Lifecycle
 from orchestrator.daemon.orphanscan import Scanning
 from orchestrator.daemon.systemd import Notifier
 from orchestrator.model.config import Config
 from orchestrator.model.members import MemberStore
 from orchestrator.ops.consoleresults import FirstBootOutcomes
 from orchestrator.ops.drain import Decommission
-from orchestrator.ops.executor import Bootstrap
+from orchestrator.ops.executor import Bootstrap, Wired
 from orchestrator.reconcile.report import PassReport
 from orchestrator.workspace.pgsite import pg_site
 
@@ -47,10 +47,13 @@ class LoopParts:
     """What the reconciler is built from (the factory's argument)."""
 
     config: Config
-    executor: DaemonExecutor
+    # The daemon's executor and the parts it was built from (guarded and watched, guarded.py).
+    ops: Wired
     link: ControllerLink
     bootstrap: Bootstrap | None
     clock: Callable[[], float]
+    # What holds the pass's resumes beside it as work in flight.
+    lifecycle: Lifecycle
     # The facts, read incrementally; shared by the pass and the status file after it.
     facts: FactReader | None = None
     # First-boot hosts' consoles, read by join tracking (ops.firstboot; None: not read).
@@ -67,10 +70,10 @@ def default_reconciler(parts: LoopParts) -> Reconciling:
     from orchestrator.reconcile.loop import Reconciler
     from orchestrator.reconcile.view import LinkView
 
-    lifecycle = parts.executor.lifecycle
+    lifecycle = parts.lifecycle
     return Reconciler(
         parts.config,
-        parts.executor,
+        parts.ops,
         LinkView(parts.link, parts.facts),
         clock=parts.clock,
         state_dir=parts.config.state_dir,
@@ -92,7 +95,7 @@ def default_scanner(parts: LoopParts) -> Scanning:
     from orchestrator.orphans.inputs import LinkController
     from orchestrator.orphans.scan import OrphanScanner
 
-    return OrphanScanner(parts.config, parts.executor, LinkController(parts.link), parts.clock, parts.config.state_dir)
+    return OrphanScanner(parts.config, parts.ops, LinkController(parts.link), parts.clock, parts.config.state_dir)
 
 
 # The shared store the daemon heartbeats in (None: ``terraform.backend: local``, one daemon asks

@@ -4,8 +4,8 @@ Start: the metrics endpoint (when configured), a :class:`LeaseKeeper` for every 
 renewals run in a child process: in-process renewal was measured late under load, see
 ``clients/controller/keeper.py``; a denied lease is asked for again and again, and a pass
 leaves a provider without a valid lease alone), the :class:`ControllerLink` for pushes, facts
-and hosts, one :class:`DaemonExecutor` fenced by the keeper (closed early at a stop, see
-``fence.py``), and the reconciler.
+and hosts, one executor fenced by the keeper (closed early at a stop, see ``fence.py``), its
+steps guarded and its ops watched by ``guarded.py`` (:func:`guard_parts`), and the reconciler.
 
 The loop (the main thread): a pass at start, then one on each demand push or host event
 (``link.on_demand``/``on_host_event`` wake it), when a lease is gained, after a SIGHUP, and at
@@ -44,9 +44,10 @@ from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.configfile import LoadedConfig
 from orchestrator.daemon.fence import StopFence
 from orchestrator.daemon.guarded import (
-    DaemonExecutor,
     NotStarted,
     PassAborted,
+    StopGuard,
+    guard_parts,
     guarded_bootstrap,
     guarded_decommission,
     held_unless_stopping,
@@ -72,6 +73,7 @@ from orchestrator.daemon.wakeups import WakeUps
 from orchestrator.daemon.warmup import warm
 from orchestrator.errors import UsageError, XceprovError
 from orchestrator.model.config import Config
+from orchestrator.ops.executor import OpParts, Wired
 from orchestrator.ops.facts import LinkFacts
 from orchestrator.ops.hosts import LinkHosts
 from orchestrator.reconcile.report import PassReport
@@ -156,7 +158,9 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing):
         self.keeper: LeaseKeeper | None = None
         self.link: ControllerLink | None = None
         self.fact_reader: FactReader | None = None
-        self.executor: DaemonExecutor | None = None
+        # The executor and the parts it is built from (the pass, the scan and a reload use both).
+        self.ops: Wired | None = None
+        self.guard: StopGuard | None = None
         self.reconciler: Reconciling | None = None
         self.pinger: WatchdogPinger | None = None
         self.orphans: OrphanScans | None = None
@@ -210,7 +214,7 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing):
         self.link.start()
         if self.membership is not None:
             self.membership.start()
-        self.executor = DaemonExecutor(
+        parts = OpParts(
             config,
             options.toolkit_root,
             options.engine or engine_for(config),
@@ -221,14 +225,14 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing):
             decommission=guarded_decommission(options.decommission, lifecycle) if options.decommission else None,
             sleep=stoppable_sleep(lifecycle),
             clock=options.clock,
-            lifecycle=lifecycle,
-            metrics=self.metrics,
-            heartbeat=self.heartbeat,
         )
+        # Every step recorded through the stop guard, every op watched (held in flight, counted).
+        self.guard = guard_parts(parts, lifecycle, self.metrics, self.heartbeat)
+        self.ops = Wired.of(parts)
         # The status file shows the hosts of a running play (publish.py, watched_bootstrap).
         play = self.watched_bootstrap(guarded_bootstrap(options.bootstrap, lifecycle)) if options.bootstrap else None
         self.reconciler = options.reconciler(
-            LoopParts(config, self.executor, self.link, play, options.clock, self.fact_reader, options.first_boot)
+            LoopParts(config, self.ops, self.link, play, options.clock, lifecycle, self.fact_reader, options.first_boot)
         )
         self.orphans = OrphanScans(config, lifecycle, self.metrics, options.clock, self._scanner)
         if options.watchdog_interval is not None:
@@ -292,8 +296,8 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing):
 
     def _use(self, config: Config) -> None:
         self.config = config
-        assert self.executor is not None and self.reconciler is not None
-        self.executor.config = config
+        assert self.ops is not None and self.reconciler is not None
+        self.ops.parts.config = config
         self.reconciler.reload(config)
         if self.orphans is not None:
             self.orphans.reload(config)
@@ -321,10 +325,12 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing):
                 return "lease"
 
     def _scanner(self, config: Config) -> Scanning:
-        assert self.executor is not None and self.link is not None
+        assert self.ops is not None and self.guard is not None and self.link is not None
         # The scan's gates are its own, as a pass's are (no op of the last pass counts as in flight).
-        self.executor.new_pass()
-        return self.options.orphan_scanner(LoopParts(config, self.executor, self.link, None, self.options.clock))
+        self.guard.new_pass()
+        return self.options.orphan_scanner(
+            LoopParts(config, self.ops, self.link, None, self.options.clock, self.lifecycle)
+        )
 
     def _watch_term(self) -> None:
         """A new term on the link (a failover or a controller restart): ask when it started."""
@@ -360,8 +366,8 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing):
         try:
             with held_unless_stopping(self.lifecycle, f"reconcile pass ({trigger})"):
                 self._apply_reload()
-                assert self.executor is not None
-                self.executor.new_pass()
+                assert self.guard is not None
+                self.guard.new_pass()
                 began = time.monotonic()
                 report: PassReport | None = None
                 try:
@@ -433,10 +439,10 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing):
     def _warm_workdirs(self) -> None:
         """With a shared store, once after the first pass and after each reload: the working
         directories of every configured provider prepared, so a takeover starts without init."""
-        if self.membership is None or self._warmed or self.executor is None or self.lifecycle.stopping:
+        if self.membership is None or self._warmed or self.ops is None or self.lifecycle.stopping:
             return
         self._warmed = True
-        warm(self.executor, self.config.providers)
+        warm(self.ops.executor, self.config.providers)
 
     def _held_summary(self) -> str:
         rows = (self._document or {}).get("leases", [])

@@ -182,7 +182,8 @@ def first_boot_share(
     for provider, provider_facts in sorted(facts.items()):
         row = dict.fromkeys(FIRST_BOOT_OUTCOMES, 0)
         for record in ledger(provider_facts).values():
-            if record.gone or record.created is None:
+            # A warm-pool instance waits stopped: it boots (and is counted) once a start takes it.
+            if record.gone or record.created is None or record.in_pool:
                 continue
             seen = by_key.get(record.key)
             template = templates.get(record.template)

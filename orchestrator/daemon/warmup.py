@@ -31,7 +31,7 @@ def warm(executor: Executor, providers: Iterable[str]) -> dict[str, str]:
     failed: dict[str, str] = {}
     for provider in sorted(providers):
         try:
-            executor.shardset.shard_list(provider)
+            executor.shards(provider)
         except Exception as exc:  # never the daemon's end: the provider's first use prepares it again
             failed[provider] = (str(exc).splitlines() or [type(exc).__name__])[0]
             log.warning("working directory of provider %s not prepared ahead: %s", provider, failed[provider])

@@ -22,8 +22,8 @@ Decommission = Callable[[str, Sequence[HostInfo]], Mapping[str, str]]
 
 
 class ReturnContext(Protocol):
-    """What draining needs of the executor: its parts (``orchestrator.ops.executor.OpParts`` and
-    ``Executor`` fit), read-only."""
+    """What draining needs of the executor: its parts (``orchestrator.ops.executor.OpParts``
+    fits), read-only."""
 
     @property
     def config(self) -> Config: ...
@@ -59,10 +59,10 @@ class DrainSettings:
     then: str = "run the return again later, or with --now"
 
 
-def host_map(executor: ReturnContext, provider: str) -> dict[str, HostInfo]:
+def host_map(parts: ReturnContext, provider: str) -> dict[str, HostInfo]:
     """The controller's hosts of ``provider`` by instance key (and by instance id)."""
     out: dict[str, HostInfo] = {}
-    for host in executor.hosts.hosts(provider):
+    for host in parts.hosts.hosts(provider):
         for ref in (host.instance_key, host.instance_id):
             if ref:
                 out[ref] = host
@@ -70,32 +70,32 @@ def host_map(executor: ReturnContext, provider: str) -> dict[str, HostInfo]:
 
 
 def settle_hosts(
-    executor: ReturnContext, provider: str, op_id: str, keys: Sequence[str], drain: DrainSettings
+    parts: ReturnContext, provider: str, op_id: str, keys: Sequence[str], drain: DrainSettings
 ) -> dict[str, HostInfo]:
     """Refuse or drain busy hosts, then decommission the joined ones; the joined hosts by key."""
-    known = host_map(executor, provider)
+    known = host_map(parts, provider)
     joined = {k: known[k] for k in keys if k in known and known[k].state in JOINED_STATES}
     busy = sorted(k for k, h in joined.items() if h.state in BUSY_STATES)
     if busy and not drain.drain and not drain.force:
         names = ", ".join(joined[k].host_name or k for k in busy)
-        executor.recorder.audit("op-return-refused", provider=provider, op=op_id, busy=busy)
+        parts.recorder.audit("op-return-refused", provider=provider, op=op_id, busy=busy)
         raise HostBusy(f"{names}: joined and running work; drain with `xceprov return`, or pass --force")
     if busy and drain.force:
-        executor.recorder.audit("op-return-forced", provider=provider, op=op_id, busy=busy)
+        parts.recorder.audit("op-return-forced", provider=provider, op=op_id, busy=busy)
     forced = drain.force
     if drain.drain and joined:
         # drain_policy return at the timeout returns hosts still running work: forced, audited.
-        forced = drain_hosts(executor, provider, op_id, joined, drain) or forced
+        forced = drain_hosts(parts, provider, op_id, joined, drain) or forced
     if joined:
         # The play first (the node manager stops the worker for good), then the controller
         # marks the hosts decommissioned and refuses their rejoin.
         outcome: Mapping[str, str] = {}
-        if executor.decommission is not None:
-            outcome = executor.decommission(provider, list(joined.values()))
-        epoch = executor.recorder.gate(provider, op_id, "decommission")
+        if parts.decommission is not None:
+            outcome = parts.decommission(provider, list(joined.values()))
+        epoch = parts.recorder.gate(provider, op_id, "decommission")
         for host in joined.values():
-            executor.hosts.decommission(provider, epoch, host, f"returned by op {op_id}", force=forced)
-        executor.recorder.audit(
+            parts.hosts.decommission(provider, epoch, host, f"returned by op {op_id}", force=forced)
+        parts.recorder.audit(
             "op-decommission",
             provider=provider,
             op=op_id,
@@ -106,30 +106,28 @@ def settle_hosts(
 
 
 def drain_hosts(
-    executor: ReturnContext, provider: str, op_id: str, joined: Mapping[str, HostInfo], drain: DrainSettings
+    parts: ReturnContext, provider: str, op_id: str, joined: Mapping[str, HostInfo], drain: DrainSettings
 ) -> bool:
     """Close every joined host, then wait until none runs work, or the timeout and its policy.
 
     True when the timeout passed and the policy returns the hosts anyway (some still run work).
     """
-    settings = executor.config.providers[provider]
+    settings = parts.config.providers[provider]
     timeout = float(settings.drain_timeout if drain.timeout is None else drain.timeout)
     policy = drain.policy or settings.drain_policy
-    epoch = executor.recorder.gate(provider, op_id, "drain")
+    epoch = parts.recorder.gate(provider, op_id, "drain")
     for host in joined.values():
         if host.state != "closed":
-            executor.hosts.close(provider, epoch, host, f"draining for return by op {op_id}")
-    executor.recorder.audit(
-        "op-drain", provider=provider, op=op_id, hosts=sorted(joined), timeout=timeout, policy=policy
-    )
-    deadline = executor.clock() + timeout
+            parts.hosts.close(provider, epoch, host, f"draining for return by op {op_id}")
+    parts.recorder.audit("op-drain", provider=provider, op=op_id, hosts=sorted(joined), timeout=timeout, policy=policy)
+    deadline = parts.clock() + timeout
     while True:
-        now_known = host_map(executor, provider)
+        now_known = host_map(parts, provider)
         running = sorted(k for k in joined if k in now_known and now_known[k].state in BUSY_STATES)
         if not running:
             return False
-        if executor.clock() >= deadline:
-            executor.recorder.audit("op-drain-timeout", provider=provider, op=op_id, running=running, policy=policy)
+        if parts.clock() >= deadline:
+            parts.recorder.audit("op-drain-timeout", provider=provider, op=op_id, running=running, policy=policy)
             if policy == "return":
                 return True
             raise RetryableError(
@@ -137,4 +135,4 @@ def drain_hosts(
                 f"drain_policy wait); the hosts stay closed: {drain.then}",
                 delay=max(timeout, 1.0),
             )
-        executor.sleep(drain.poll)
+        parts.sleep(drain.poll)

@@ -22,10 +22,13 @@ from pathlib import Path
 from typing import Final, Protocol, TypeVar
 
 from orchestrator.errors import ConfigError
+from orchestrator.model import tags as owner
 from orchestrator.model.config import Config
 from orchestrator.model.firstboot import FIRST_BOOT, STARTED_OUTCOME, TOKEN_FORM, TOKENS_VARIABLE
+from orchestrator.model.images import KIND_BUILDER
 from orchestrator.model.instances import InstanceSpec
 from orchestrator.model.modules import provider_module
+from orchestrator.model.pool import in_pool
 from orchestrator.model.redaction import register_form
 from orchestrator.protocol.jointoken import JoinKeyError, join_token, read_join_key
 
@@ -52,10 +55,18 @@ def is_first_boot(config: Config, template: str) -> bool:
 
 
 def mint_tokens(config: Config, provider: str, specs: Mapping[str, InstanceSpec], now: float) -> Tokens:
-    """A token for each first-boot instance of ``specs`` (none when the provider's module does not
-    take tokens: the configuration refuses such a template), expiring at ``now`` plus the
-    provider's ``join_deadline`` (rounded up to a whole second, as in the token)."""
-    chosen = {key: spec for key, spec in specs.items() if is_first_boot(config, spec.template)}
+    """A token for each first-boot instance of ``specs`` that boots to join (none when the
+    provider's module does not take tokens: the configuration refuses such a template), expiring
+    at ``now`` plus the provider's ``join_deadline`` (rounded up to a whole second, as in the token).
+
+    A bake's builder (``xce:kind=builder``: no user data, it never joins) and a warm-pool
+    instance launched stopped (``xce:pool=warm``: its first boot is the start that takes it, which
+    mints its token then) get none: a token nobody presents is a credential kept for nothing."""
+    chosen = {
+        key: spec
+        for key, spec in specs.items()
+        if is_first_boot(config, spec.template) and spec.tags.get(owner.KIND) != KIND_BUILDER and not in_pool(spec.tags)
+    }
     settings = config.providers[provider]
     entry = provider_module(settings.module)
     if not chosen or entry is None or not entry.join_tokens:

@@ -25,7 +25,7 @@ from typing import Any, Final
 from orchestrator.model import tags as owner
 from orchestrator.model.facts import Fact, FactKind
 from orchestrator.ops.drain import DrainSettings
-from orchestrator.ops.executor import Executor
+from orchestrator.ops.executor import OpRecorder, Wired
 from orchestrator.orphans.classes import ADOPT, RETIRE, RETURN, TERMINATE, Finding
 from orchestrator.reconcile.hostphases import NO_WAIT
 
@@ -42,11 +42,11 @@ def _detail(finding: Finding, **more: Any) -> str:
     return json.dumps(body, sort_keys=True, default=str)[:4000]
 
 
-def orphan_fact(executor: Executor, kind: FactKind, finding: Finding, step: str, **more: Any) -> None:
+def orphan_fact(recorder: OpRecorder, kind: FactKind, finding: Finding, step: str, **more: Any) -> None:
     """An ``orphanReported`` / ``orphanAdopted`` fact, keyed by the object's cloud id, under the lease."""
     op_id = finding.op_id or NO_OP
-    epoch = executor.recorder.gate(finding.provider, op_id, step)
-    executor.recorder.commit(
+    epoch = recorder.gate(finding.provider, op_id, step)
+    recorder.commit(
         Fact(
             kind,
             finding.provider,
@@ -62,12 +62,13 @@ def orphan_fact(executor: Executor, kind: FactKind, finding: Finding, step: str,
     )
 
 
-def take(executor: Executor, finding: Finding, confirmed_by: str, *, automatic: bool = False) -> str:
+def take(ops: Wired, finding: Finding, confirmed_by: str, *, automatic: bool = False) -> str:
     """Carry out ``finding.action``; the one-line result. Errors reach the caller.
 
     ``automatic``: the policy's action, taken on the daemon's loop: a return never waits for a
     drain (an administrator's confirmed return drains as ``xceprov return`` does).
     """
+    executor = ops.executor
     why = f"orphan class ({finding.cls}), confirmed by {confirmed_by}"
     if finding.action == RETURN:
         drain: DrainSettings | None = AUTOMATIC_DRAIN if automatic else None
@@ -78,7 +79,7 @@ def take(executor: Executor, finding: Finding, confirmed_by: str, *, automatic: 
         executor.retire(finding.provider, finding.shard, [finding.lost], finding.op_id)
         return "lost fact committed through the host-loss path"
     if finding.action == ADOPT:
-        orphan_fact(executor, FactKind.ORPHAN_ADOPTED, finding, "orphan adopt", confirmed_by=confirmed_by)
+        orphan_fact(ops.parts.recorder, FactKind.ORPHAN_ADOPTED, finding, "orphan adopt", confirmed_by=confirmed_by)
         return f"adopted as host {finding.adopt_host}"
     if finding.action == TERMINATE:
         op_id = executor.terminate_unmanaged(finding.provider, finding.object_id, finding.tags, reason=why)

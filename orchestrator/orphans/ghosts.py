@@ -19,7 +19,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from orchestrator.ops.executor import Executor
+from orchestrator.ops.executor import Wired
 from orchestrator.ops.hostloss import LossTracker, LostInstance
 from orchestrator.ops.losses import SUSPECTS_FILE
 from orchestrator.orphans.inputs import ProviderRead, ShardRead, read_shard
@@ -42,11 +42,11 @@ def tracker_for(shard: ShardRead, persist: bool) -> Iterator[LossTracker]:
         yield LossTracker(scratch)
 
 
-Reader = Callable[[Executor, ProviderWorkdir], ShardRead]
+Reader = Callable[[Wired, ProviderWorkdir], ShardRead]
 
 
 def lost_instances(
-    executor: Executor, cloud: ProviderRead, persist: bool, reader: Reader = read_shard
+    ops: Wired, cloud: ProviderRead, persist: bool, reader: Reader = read_shard
 ) -> list[tuple[int, LostInstance]]:
     """(shard index, lost instance) for every shard whose drift shows deleted instances."""
     listing = cloud.listing if cloud.listing is not None and cloud.listing.supported else None
@@ -54,12 +54,12 @@ def lost_instances(
     for shard in cloud.shards:
         if shard.drift is None or not shard.drift.deleted:
             continue
-        out += [(shard.index, item) for item in _observe(executor, shard, listing, persist, reader)]
+        out += [(shard.index, item) for item in _observe(ops, shard, listing, persist, reader)]
     return out
 
 
 def _observe(
-    executor: Executor, shard: ShardRead, listing: Listing | None, persist: bool, reader: Reader
+    ops: Wired, shard: ShardRead, listing: Listing | None, persist: bool, reader: Reader
 ) -> list[LostInstance]:
     assert shard.drift is not None
     with tracker_for(shard, persist) as tracker:
@@ -68,7 +68,7 @@ def _observe(
         pending = set(shard.drift.deleted) - {item.instance_key for item in lost}
         if not pending:
             return lost
-        again = reader(executor, shard.workdir)
+        again = reader(ops, shard.workdir)
         if again.drift is None:
             return lost  # the second read failed: one read alone never declares a loss
         if again.listing is not None and again.listing.supported:

@@ -18,7 +18,7 @@ from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.clients.controller.types import ControllerStatus, HostInfo
 from orchestrator.errors import XceprovError
 from orchestrator.model.facts import Fact
-from orchestrator.ops.executor import Executor, shard_index
+from orchestrator.ops.executor import Wired, shard_index
 from orchestrator.workspace.cloudview import Drift, Listing, read_drift_stream, read_views
 from orchestrator.workspace.workdir import ProviderWorkdir
 
@@ -145,37 +145,39 @@ class ProviderRead:
         return out + [f"shard {s.index}: {s.error}" for s in self.shards if s.error]
 
 
-def read_shard(executor: Executor, shard: ProviderWorkdir) -> ShardRead:
-    """One shard's views, read under its lock (no apply runs on it meanwhile)."""
+def read_shard(ops: Wired, shard: ProviderWorkdir) -> ShardRead:
+    """One shard's views, read under its lock (no apply runs on it meanwhile): through the
+    executor's reads and the engine of its parts."""
+    executor, engine = ops.executor, ops.parts.engine
     out = ShardRead(shard_index(shard), shard)
     try:
         with shard.lock():
             if out.index == 0:
-                executor.terraform.listable(shard)
-                views = read_views(executor.engine, shard.path, shard.labels)
+                executor.listable(shard)
+                views = read_views(engine, shard.path, shard.labels)
                 out.drift, out.listing = views.drift, views.listing
             else:
                 # The listing is shard 0's: a drift-only read spares this shard the plan's show -json.
-                out.drift = read_drift_stream(executor.engine, shard.path, lambda: _state_ids(executor, shard))
+                out.drift = read_drift_stream(engine, shard.path, lambda: _state_ids(ops, shard))
     except (XceprovError, OSError) as exc:
         out.error = first_line(exc)
     return out
 
 
-def _state_ids(executor: Executor, shard: ProviderWorkdir) -> dict[str, str]:
+def _state_ids(ops: Wired, shard: ProviderWorkdir) -> dict[str, str]:
     """Instance key → cloud id in the shard's Terraform state (asked only when the drift deleted one)."""
-    return {k: str(v.get("id", "")) for k, v in executor.terraform.state_instances(shard).items()}
+    return {k: str(v.get("id", "")) for k, v in ops.executor.held(shard).items()}
 
 
-def read_provider(executor: Executor, provider: str, reader: Callable[..., ShardRead] = read_shard) -> ProviderRead:
+def read_provider(ops: Wired, provider: str, reader: Callable[..., ShardRead] = read_shard) -> ProviderRead:
     """Every shard of ``provider``, at most ``terraform.parallel_states`` plans at a time."""
     out = ProviderRead(provider)
     try:
-        shards = executor.shardset.shard_list(provider)
+        shards = ops.executor.shards(provider)
     except (XceprovError, OSError) as exc:
         out.error = first_line(exc)
         return out
-    workers = max(1, min(executor.config.terraform.parallel_states, len(shards)))
+    workers = max(1, min(ops.parts.config.terraform.parallel_states, len(shards)))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="xceprov-orphans") as pool:
-        out.shards = list(pool.map(lambda shard: reader(executor, shard), shards))
+        out.shards = list(pool.map(lambda shard: reader(ops, shard), shards))
     return out

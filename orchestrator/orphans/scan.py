@@ -1,6 +1,6 @@
 """The orphan scan: read both views in one pass, classify, guard, act (or only report).
 
-``OrphanScanner(config, executor, controller, clock, state_dir).scan(act, provider)``:
+``OrphanScanner(config, ops, controller, clock, state_dir).scan(act, provider)``:
 
 1. the controller's view (status, hosts, every provider's facts), then every provider's cloud
    views (each shard's refresh-only plan; shard 0's listing). The controller is read first: an
@@ -28,7 +28,7 @@ from typing import Any
 from orchestrator.errors import UsageError, XceprovError
 from orchestrator.model.config import Config
 from orchestrator.model.facts import FactKind
-from orchestrator.ops.executor import Executor
+from orchestrator.ops.executor import Wired
 from orchestrator.ops.fence import epoch_tag
 from orchestrator.orphans import actions, classes
 from orchestrator.orphans.classes import (
@@ -72,10 +72,12 @@ class OrphanScanner:
     """One cluster's orphan scan over an executor (the fenced path) and the controller's view."""
 
     def __init__(
-        self, config: Config, executor: Executor, controller: ScanController | None, clock: Clock, state_dir: Path
+        self, config: Config, ops: Wired, controller: ScanController | None, clock: Clock, state_dir: Path
     ) -> None:
         self.config = config
-        self.executor = executor
+        # The executor (the fenced path) and its parts (facts, fence, recorder), as built together.
+        self.ops = ops
+        self.parts = ops.parts
         self.controller = controller
         self.clock = clock
         self.state_dir = Path(state_dir)
@@ -107,14 +109,14 @@ class OrphanScanner:
         ctl = read_controller(self.controller, providers)
         if self.controller is None:
             # Standalone: the local journal still says what was made (reported, never acted on).
-            ctl.facts = {p: self.executor.facts.facts(p) for p in providers}
+            ctl.facts = {p: self.parts.facts.facts(p) for p in providers}
         report.controller = _controller_json(ctl)
         rate = RateLimit(
             self.state_dir, self.config.policy.orphans, now, cluster_documents(self.config, self.state_dir)
         )
         by_provider: list[tuple[GuardState, list[Finding]]] = []
         for name in providers:
-            cloud = read_provider(self.executor, name)
+            cloud = read_provider(self.ops, name)
             state, summary, found = self._provider(name, ctl, cloud, now, act, dry_run, rate)
             report.providers.append(summary)
             by_provider.append((state, found))
@@ -190,7 +192,7 @@ class OrphanScanner:
             now,
             act,
             dry_run,
-            self.executor.fence.valid(provider),
+            self.parts.fence.valid(provider),
             ctl,
             cloud,
             settle(self.config, ctl, provider, now),
@@ -246,7 +248,7 @@ class OrphanScanner:
             provider, self.config.cluster, index, ctl.hosts, listing.objects, action
         )
         summary.in_flight = in_flight
-        kept = frozenset(self.executor.shardset.workdir(provider).desired.images())
+        kept = frozenset(self.ops.executor.workdir(provider).desired.images())
         return found + classes.bake_leftovers(
             provider, self.config.cluster, index, listing.objects, listing.images, kept
         )
@@ -256,7 +258,7 @@ class OrphanScanner:
     ) -> list[Finding]:
         if not cloud.drift_read:
             summary.skip_unread({CLASS_C: "the drift is unread: " + "; ".join(cloud.errors())})
-        return classes.ghosts(provider, index, lost_instances(self.executor, cloud, persist))
+        return classes.ghosts(provider, index, lost_instances(self.ops, cloud, persist))
 
     # -- decisions ---------------------------------------------------------------------------
 
@@ -336,10 +338,10 @@ class OrphanScanner:
     def _act(self, finding: Finding, state: GuardState, epoch: str, confirmed_by: str, **more: Any) -> None:
         """Take the finding's action through the executor; ``more`` goes into the audit entries."""
         # Held by the executor like an op (the daemon refuses it once stopping).
-        with self.executor.recorder.action(f"orphan {finding.action} of {finding.object_id or finding.instance_key}"):
+        with self.parts.recorder.action(f"orphan {finding.action} of {finding.object_id or finding.instance_key}"):
             state.rate.take(finding.provider)  # counted before the action: a crash never forgets one
             try:
-                result = actions.take(self.executor, finding, confirmed_by, automatic=confirmed_by == AUTOMATIC)
+                result = actions.take(self.ops, finding, confirmed_by, automatic=confirmed_by == AUTOMATIC)
             except XceprovError as exc:
                 finding.outcome, finding.reason = "failed", first_line(exc)
                 self._audit("orphan-action-failed", finding, epoch=epoch, confirmed_by=confirmed_by, **more)
@@ -369,8 +371,8 @@ class OrphanScanner:
             finding.reason = "reported before (orphanReported fact at the controller)"
             return
         try:
-            with self.executor.recorder.action(f"orphan report of {finding.object_id}"):
-                actions.orphan_fact(self.executor, FactKind.ORPHAN_REPORTED, finding, "orphan report")
+            with self.parts.recorder.action(f"orphan report of {finding.object_id}"):
+                actions.orphan_fact(self.parts.recorder, FactKind.ORPHAN_REPORTED, finding, "orphan report")
         except XceprovError as exc:
             finding.reason = f"orphanReported fact not committed: {first_line(exc)}"
             return
@@ -378,7 +380,7 @@ class OrphanScanner:
 
     def _epoch(self, provider: str) -> str:
         try:
-            return epoch_tag(self.executor.fence.gate(provider))
+            return epoch_tag(self.parts.fence.gate(provider))
         except XceprovError:
             return ""
 

@@ -37,7 +37,7 @@ from orchestrator.model.facts import Epoch, Fact
 from orchestrator.model.progress import GOOD_HOST_OUTCOMES, STOPPED
 from orchestrator.ops.consoleresults import FirstBootOutcomes
 from orchestrator.ops.drain import DrainSettings
-from orchestrator.ops.executor import Bootstrap, Created, Executor
+from orchestrator.ops.executor import Bootstrap, Created, Executor, OpParts
 from orchestrator.ops.hosts import JOINED_STATES
 from orchestrator.reconcile.bootstraps import OK, BootstrapRecord, BootstrapTracker
 from orchestrator.reconcile.breaker import Breakers
@@ -61,6 +61,7 @@ class HostPhases:
 
     config: Config
     executor: Executor
+    parts: OpParts  # the executor's: its fence and host control
     ctx: PassContext
     tracker: BootstrapTracker
     breakers: Breakers
@@ -266,7 +267,7 @@ def reclaim_phase(phases: HostPhases) -> ReclaimResult:
             evidence.kept.extend(KeptHost(c.host_name, "no valid lease") for c in group)
             continue
         try:
-            epoch = phases.executor.fence.gate(provider)
+            epoch = phases.parts.fence.gate(provider)
         except LeaseLost as exc:
             phases.ctx.lost(provider)
             evidence.errors.append(f"reclaim on {provider}: {_line(exc)}")
@@ -318,7 +319,7 @@ def _close(
         provider,
         f"close of {candidate.host_name}",
         errors,
-        lambda: phases.executor.hosts.close(provider, epoch, host, f"reclaim: {candidate.reason}"),
+        lambda: phases.parts.hosts.close(provider, epoch, host, f"reclaim: {candidate.reason}"),
     )
     if answer is None:
         return ""

@@ -33,9 +33,8 @@ from orchestrator.model.backoff import Backoff
 from orchestrator.model.config import Config
 from orchestrator.model.instances import new_op_id
 from orchestrator.ops.consoleresults import FirstBootOutcomes
-from orchestrator.ops.executor import Bootstrap, Executor
+from orchestrator.ops.executor import Bootstrap, Seen, StillLaunched, Wired
 from orchestrator.ops.openops import OpenOp, open_ops
-from orchestrator.ops.resume import Seen, resume_op, survey
 from orchestrator.reconcile import hostphases
 from orchestrator.reconcile.beside import GAIN_POLL, BesideResumes, Hold, no_hold
 from orchestrator.reconcile.bootstraps import BootstrapTracker
@@ -49,7 +48,6 @@ from orchestrator.reconcile.passctx import PassContext, ReadFailed, read_inputs
 from orchestrator.reconcile.phases import beside_failed, join_beside, run_phase
 from orchestrator.reconcile.phases import one_line as _one_line
 from orchestrator.reconcile.poolphase import PoolPhase
-from orchestrator.reconcile.refused import StillLaunched, close_refused
 from orchestrator.reconcile.report import PHASES, PassReport, PhaseOutcome, decision_json
 from orchestrator.reconcile.results import (
     BootstrapResult,
@@ -122,7 +120,7 @@ class Reconciler:
     def __init__(
         self,
         config: Config,
-        executor: Executor,
+        ops: Wired,
         controller: ControllerView,
         *,
         clock: Clock,
@@ -137,7 +135,8 @@ class Reconciler:
         self.config = config
         # With daemons sharing a database: one decides a scale-out at a time (deciding.py).
         self.scale_out_lock = scale_out_lock
-        self.executor = executor
+        # The executor and the parts it was built from (fence, the config a reload replaces), as handed over.
+        self.executor, self.parts = ops
         self.controller = controller
         self.clock = clock
         self.state_dir = Path(state_dir)
@@ -167,7 +166,7 @@ class Reconciler:
         ctx: PassContext | None = None
         phases: list[PhaseOutcome] = []
         try:
-            ctx = read_inputs(self.config, self.executor, self.controller, self.clock)
+            ctx = read_inputs(self.config, self.parts.fence, self.controller, self.clock)
             # `xceprov breaker reset` writes the file from another process: read it every pass,
             # or the next failure recorded here would write the old, open state over the reset.
             self.breakers = Breakers.load(self.state_dir, self.config.policy.breaker, self.documents)
@@ -195,7 +194,7 @@ class Reconciler:
             self._resumed -= set(not_leased)  # resumed in full once the lease comes back
         beside: BesideResumes[PhaseOutcome] = BesideResumes(
             not_leased,
-            self.executor.fence.valid,
+            self.parts.fence.valid,
             partial(self._resume_beside, ctx),
             partial(beside_failed, self.state_dir),
             hold=self.hold,
@@ -234,7 +233,7 @@ class Reconciler:
     def reload(self, config: Config) -> None:
         """A good new configuration (SIGHUP): used from the next pass; provider failures forgotten."""
         self.config = config
-        self.executor.config = config
+        self.parts.config = config
         with self._books:
             self.health.settings = config.policy.retry
             self.health.clear()
@@ -276,7 +275,7 @@ class Reconciler:
             # than listing the cloud again (one listing per resume: a takeover's first call sooner).
             seen: Seen | None = None
             if full:
-                found = survey(self.executor, provider)
+                found = self.executor.survey(provider)
                 seen = found.seen
                 if found.untracked:
                     evidence.untracked[provider] = list(found.untracked)
@@ -317,7 +316,7 @@ class Reconciler:
     def _attempt(self, ctx: PassContext, op: OpenOp, evidence: ResumeResult, seen: Seen | None = None) -> None:
         ctx.stale(op.provider)  # before the change: a failure handler reads the facts again
         try:
-            resolution = resume_op(self.executor, op, seen)
+            resolution = self.executor.resume_op(op, seen)
         except LeaseLost as exc:
             self._fenced(ctx, op.provider, op.op_id, exc)
             evidence.errors.append(f"op {op.op_id}: {_one_line(exc)}")
@@ -488,7 +487,7 @@ class Reconciler:
     def _close(self, ctx: PassContext, op: OpenOp, reason: str, *, check_listing: bool = True) -> bool:
         ctx.stale(op.provider)
         try:
-            close_refused(self.executor, op, reason, check_listing=check_listing)
+            self.executor.close_refused(op, reason, check_listing=check_listing)
         except StillLaunched as exc:
             audit(self.state_dir, "reconcile-op-kept-open", provider=op.provider, op=op.op_id, reason=str(exc))
             return False
@@ -530,6 +529,7 @@ class Reconciler:
         return hostphases.HostPhases(
             self.config,
             self.executor,
+            self.parts,
             ctx,
             self.tracker,
             self.breakers,

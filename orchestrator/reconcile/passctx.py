@@ -25,7 +25,7 @@ from orchestrator.clients.controller.types import DemandSnapshot, Fact, HostInfo
 from orchestrator.errors import XceprovError
 from orchestrator.model.config import Config
 from orchestrator.model.facts import GONE_KINDS, FactKind
-from orchestrator.ops.executor import Executor
+from orchestrator.ops.fence import Fence
 from orchestrator.reconcile.gap import TemplateGap
 from orchestrator.reconcile.ledger import InstanceRecord, ledger
 from orchestrator.reconcile.reclaim import ReclaimCandidate
@@ -116,7 +116,7 @@ class PassContext:
         return ReadResult(snapshot.term, snapshot.seq, snapshot.time, len(self.hosts), facts, list(self.leased))
 
 
-def read_inputs(config: Config, executor: Executor, view: ControllerView, clock: Clock) -> PassContext:
+def read_inputs(config: Config, fence: Fence, view: ControllerView, clock: Clock) -> PassContext:
     """The read phase (see the module docstring); ``ReadFailed`` names what could not be read."""
     if not view.connected():
         raise ReadFailed("controller not connected")
@@ -125,5 +125,5 @@ def read_inputs(config: Config, executor: Executor, view: ControllerView, clock:
         raise ReadFailed("no demand snapshot from the controller yet")
     hosts: Sequence[HostInfo] = view.hosts()
     facts = {p: list(view.facts(p)) for p in sorted(config.providers)}
-    leased = [p for p in sorted(config.providers) if executor.fence.valid(p)]
+    leased = [p for p in sorted(config.providers) if fence.valid(p)]
     return PassContext(view, snapshot, list(hosts), leased, clock(), facts)

@@ -29,7 +29,7 @@ from orchestrator.model import tags as owner
 from orchestrator.model.instances import InstanceSpec, instance_key
 from orchestrator.model.labels import AS_IS, LabelMap
 from orchestrator.model.progress import ProgressSink
-from orchestrator.ops.executor import Bootstrap, CreateResult, Executor
+from orchestrator.ops.executor import Bootstrap, CreateResult, Executor, Wired
 from orchestrator.ops.losses import preview_losses
 from orchestrator.services.bootstrap_sources import SimulatedWorld
 from orchestrator.services.ops import fenced_session, playbook_callables, refuse_when_leased
@@ -136,14 +136,14 @@ def _executor(
     root: Path,
     engine: Engine,
     boot: Bootstrap | None,
-    executor: Executor | None,
+    wired: Wired | None,
     progress: ProgressSink | None,
 ) -> Iterator[Executor]:
-    if executor is not None:
-        yield executor
+    if wired is not None:
+        yield wired.executor
         return
     with fenced_session(loaded, providers, root, engine=engine, bootstrap=boot, progress=progress) as session:
-        yield session
+        yield session.executor
 
 
 def apply_bundle(
@@ -152,7 +152,7 @@ def apply_bundle(
     toolkit_root: Path,
     engine: Engine | None = None,
     *,
-    executor: Executor | None = None,
+    wired: Wired | None = None,
     bootstrap: bool = False,
     world: SimulatedWorld | None = None,
     progress: ProgressSink | None = None,
@@ -166,8 +166,8 @@ def apply_bundle(
     for entry in entries:
         if entry.provider not in config.providers:
             raise UsageError(f"{bundle}: provider {entry.provider!r} is not in the configuration")
-    engine = engine or (executor.engine if executor is not None else engine_for(config))
-    if executor is None:
+    engine = engine or (wired.parts.engine if wired is not None else engine_for(config))
+    if wired is None:
         refuse_when_leased(loaded, sorted({e.provider for e in entries}))
     planned: dict[str, list[BundleOp]] = {}
     for entry in entries:
@@ -193,10 +193,10 @@ def apply_bundle(
         planned[entry.provider] = ops
     applied: list[AppliedProvider] = []
     boot = playbook_callables(loaded, toolkit_root, world, progress)[0] if bootstrap else None
-    with _executor(loaded, sorted(planned), toolkit_root, engine, boot, executor, progress) as ex:
+    with _executor(loaded, sorted(planned), toolkit_root, engine, boot, wired, progress) as ex:
         for provider, ops in planned.items():
             results = tuple(ex.create(provider, op.template, op.count, op_id=op.op_id) for op in ops)
-            held = ex.terraform.provider_instances(provider)  # every shard of the provider
+            held = {k: v for shard in ex.shards(provider) for k, v in ex.held(shard).items()}  # every shard
             audit(config.state_dir, "applied", provider=provider, bundle=str(bundle), instances=len(held))
             applied.append(AppliedProvider(provider, held, results))
     return applied

@@ -24,7 +24,7 @@ from orchestrator.model.images import BakedImage
 from orchestrator.model.instances import new_op_id, op_of_key
 from orchestrator.model.progress import ProgressSink
 from orchestrator.ops.drain import DrainSettings
-from orchestrator.ops.executor import Executor
+from orchestrator.ops.executor import Executor, OpParts, Wired
 from orchestrator.ops.facts import NoFacts
 from orchestrator.ops.fence import ReadOnlyFence
 from orchestrator.ops.hosts import NoHosts
@@ -51,7 +51,7 @@ def select_keys(
     selected: dict[str, list[str]] = {}
     found_ops: set[str] = set()
     for name in providers:
-        desired = executor.terraform.provider_desired(name)
+        desired = executor.desired(name)
         keys = sorted(k for k in desired if all_instances or op_of_key(k) in ops)
         found_ops.update(op_of_key(k) for k in keys)
         if keys:
@@ -73,7 +73,7 @@ def destroy(
     engine: Engine | None = None,
     *,
     force: bool = False,
-    executor: Executor | None = None,
+    wired: Wired | None = None,
     world: SimulatedWorld | None = None,
     progress: ProgressSink | None = None,
 ) -> DestroyResult:
@@ -87,12 +87,12 @@ def destroy(
     if provider is not None and provider not in config.providers:
         raise UsageError(f"--provider {provider}: no such provider (known: {', '.join(sorted(config.providers))})")
     providers = [provider] if provider else sorted(config.providers)
-    engine = engine or (executor.engine if executor is not None else engine_for(config))
-    if executor is None and not dry_run:
+    engine = engine or (wired.parts.engine if wired is not None else engine_for(config))
+    if wired is None and not dry_run:
         refuse_when_leased(loaded, providers)
-    reader = Executor(config, toolkit_root, engine, ReadOnlyFence(), NoFacts(), NoHosts(), progress=progress)
+    reader = Executor(OpParts(config, toolkit_root, engine, ReadOnlyFence(), NoFacts(), NoHosts(), progress=progress))
     selected = select_keys(reader, providers, ops, all_instances)
-    images = {n: kept for n in providers if all_instances and (kept := reader.bakes.kept_images(n))}
+    images = {n: kept for n in providers if all_instances and (kept := reader.kept_images(n))}
     result = DestroyResult(dry_run=dry_run)
     if dry_run:
         for name, keys in selected.items():
@@ -104,7 +104,7 @@ def destroy(
     if not selected and not images:
         return result
     budget = max_destroy
-    if executor is None:
+    if wired is None:
         decommission = playbook_callables(loaded, toolkit_root, world, progress)[1]
         with fenced_session(
             loaded,
@@ -114,8 +114,8 @@ def destroy(
             decommission=decommission,
             progress=progress,
         ) as session:
-            return _images(session, images, _run(session, selected, budget, force, result))
-    return _images(executor, images, _run(executor, selected, budget, force, result))
+            return _images(session.executor, images, _run(session.executor, selected, budget, force, result))
+    return _images(wired.executor, images, _run(wired.executor, selected, budget, force, result))
 
 
 def _images(executor: Executor, images: dict[str, list[BakedImage]], result: DestroyResult) -> DestroyResult:

@@ -26,8 +26,7 @@ from orchestrator.model.images import (
 )
 from orchestrator.model.instances import new_op_id
 from orchestrator.model.progress import ProgressSink
-from orchestrator.ops.executor import BakeResult, Created, DeleteResult, Executor
-from orchestrator.ops.executor.bake import bake_module
+from orchestrator.ops.executor import BakeResult, Created, DeleteResult, OpParts, Wired, bake_module
 from orchestrator.ops.facts import NoFacts
 from orchestrator.ops.fence import ReadOnlyFence
 from orchestrator.ops.hosts import NoHosts
@@ -39,12 +38,13 @@ from orchestrator.workspace.terraform import engine_for, ready_workdir
 from orchestrator.workspace.workdir import ProviderWorkdir
 
 
-def provider_images(executor: Executor, provider: str) -> list[BakedImage]:
-    """The cluster's tagged images of ``provider`` (shard 0's listing), oldest first."""
-    shard = executor.shardset.workdir(provider)
+def provider_images(ops: Wired, provider: str) -> list[BakedImage]:
+    """The cluster's tagged images of ``provider`` (shard 0's listing, through the executor's
+    reads and the engine of its parts), oldest first."""
+    shard = ops.executor.workdir(provider)
     with shard.lock():
-        executor.terraform.listable(shard)
-    listing = read_listing(executor.engine, shard.path, shard.labels)
+        ops.executor.listable(shard)
+    listing = read_listing(ops.parts.engine, shard.path, shard.labels)
     return [i for i in listing.images if owner.of_provider(i.tags, provider)]
 
 
@@ -60,15 +60,16 @@ def _checked(loaded: LoadedConfig, template: str, provider: str) -> None:
     bake_module(config.providers[provider].module, provider)
 
 
-def base_image(executor: Executor, template: str, provider: str, given: str | None) -> str:
+def base_image(ops: Wired, template: str, provider: str, given: str | None) -> str:
     """What the builder starts from: ``--from``, else the template's image; for ``bake:newest``
     the base image the newest bake was built from (a first bake needs ``--from``)."""
     if given:
         return given
-    image = executor.config.templates[template].providers[provider].image
+    config = ops.parts.config
+    image = config.templates[template].providers[provider].image
     if image != BAKE_NEWEST:
         return image
-    newest = newest_bake(provider_images(executor, provider), executor.config.cluster, provider, template)
+    newest = newest_bake(provider_images(ops, provider), config.cluster, provider, template)
     base = newest.records.get(BUILT_FROM_IMAGE, "") if newest is not None else ""
     if not base or base == "none":
         raise UsageError(
@@ -114,10 +115,10 @@ def bake_image(
             return "failed: the play reported nothing for the builder"
         return host.status + (f": {host.message}" if host.message else "")
 
-    with fenced_session(loaded, [provider], toolkit_root, engine=engine, progress=progress) as executor:
-        start = base_image(executor, template, provider, base)
+    with fenced_session(loaded, [provider], toolkit_root, engine=engine, progress=progress) as ops:
+        start = base_image(ops, template, provider, base)
         records = built_from(loaded, toolkit_root, template, start, world)
-        return executor.bake(provider, template, op_id, records, run)
+        return ops.executor.bake(provider, template, op_id, records, run)
 
 
 def list_images(
@@ -131,7 +132,8 @@ def list_images(
         bake_module(config.providers[provider].module, provider)  # refused before anything is read
     wanted = [provider] if provider else [name for name in sorted(config.providers) if _bakes(loaded, name)]
     # A read of the cloud alone: no lease, no controller (the images' records are their tags).
-    reader = Executor(config, toolkit_root, engine or engine_for(config), ReadOnlyFence(), NoFacts(), NoHosts())
+    engine = engine or engine_for(config)
+    reader = Wired.of(OpParts(config, toolkit_root, engine, ReadOnlyFence(), NoFacts(), NoHosts()))
     return [image for name in wanted for image in provider_images(reader, name)]
 
 
@@ -160,14 +162,14 @@ def delete_image(
     bake_module(config.providers[provider].module, provider)
     engine = engine or engine_for(config)
     refuse_when_leased(loaded, [provider])
-    with fenced_session(loaded, [provider], toolkit_root, engine=engine, progress=progress) as executor:
-        found = [i for i in provider_images(executor, provider) if i.id == image_id]
+    with fenced_session(loaded, [provider], toolkit_root, engine=engine, progress=progress) as ops:
+        found = [i for i in provider_images(ops, provider) if i.id == image_id]
         if not found:
             raise UsageError(
                 f"image {image_id}: not among the images tagged for cluster {config.cluster} on provider {provider}; "
                 "refused, nothing deleted"
             )
-        return executor.delete_image(provider, found[0], new_op_id(), dry_run)
+        return ops.executor.delete_image(provider, found[0], new_op_id(), dry_run)
 
 
 def stale_image_warnings(

@@ -35,12 +35,11 @@ from orchestrator.model.instances import op_of_key
 from orchestrator.model.progress import ProgressSink
 from orchestrator.model.text import printable
 from orchestrator.ops.drain import Decommission
-from orchestrator.ops.executor import Bootstrap, Created, Executor, op_scope
+from orchestrator.ops.executor import Bootstrap, Created, Executor, OpParts, Resolution, Wired, op_scope
 from orchestrator.ops.facts import LinkFacts, standalone_facts
 from orchestrator.ops.fence import LeasedFence, ReadOnlyFence, lease_rows, standalone_fence
 from orchestrator.ops.firstboot import without_push
 from orchestrator.ops.hosts import LinkHosts, NoHosts
-from orchestrator.ops.resume import Resolution, resume_provider, survey
 from orchestrator.ops.standalone import STANDALONE_GRACE
 from orchestrator.services.bootstrap_sources import SimulatedWorld
 from orchestrator.workspace.audit import audit
@@ -182,8 +181,9 @@ def fenced_session(
     decommission: Decommission | None = None,
     progress: ProgressSink | None = None,
     instance_id: str | None = None,
-) -> Iterator[Executor]:
-    """An executor holding the leases of ``providers`` (or their standalone locks) until the block ends.
+) -> Iterator[Wired]:
+    """An executor holding the leases of ``providers`` (or their standalone locks) until the block
+    ends, with the parts it was built from (its fact log, recorder, engine...).
 
     ``progress`` gets the executor's plans and applies as they happen (see ``model.progress``).
     ``instance_id``: the informational label the session joins under (default
@@ -205,29 +205,33 @@ def fenced_session(
         )
         with standalone_fence(config, wanted) as fence:
             facts = standalone_facts(config)
-            yield Executor(
+            yield Wired.of(
+                OpParts(
+                    config,
+                    toolkit_root,
+                    engine,
+                    fence,
+                    facts,
+                    NoHosts(),
+                    bootstrap=bootstrap,
+                    decommission=decommission,
+                    progress=progress,
+                )
+            )
+        return
+    with _leased(loaded, wanted, instance_id or cli_instance_id(config.cluster)) as (manager, link):
+        yield Wired.of(
+            OpParts(
                 config,
                 toolkit_root,
                 engine,
-                fence,
-                facts,
-                NoHosts(),
+                manager,
+                LinkFacts(link),
+                LinkHosts(link),
                 bootstrap=bootstrap,
                 decommission=decommission,
                 progress=progress,
             )
-        return
-    with _leased(loaded, wanted, instance_id or cli_instance_id(config.cluster)) as (manager, link):
-        yield Executor(
-            config,
-            toolkit_root,
-            engine,
-            manager,
-            LinkFacts(link),
-            LinkHosts(link),
-            bootstrap=bootstrap,
-            decommission=decommission,
-            progress=progress,
         )
 
 
@@ -296,12 +300,12 @@ LISTING_WAIT = 2.0
 
 
 @contextlib.contextmanager
-def read_session(loaded: LoadedConfig, engine: Engine, toolkit_root: Path) -> Iterator[Executor]:
-    """An executor that can read facts, states and listings and change nothing (no lease)."""
+def read_session(loaded: LoadedConfig, engine: Engine, toolkit_root: Path) -> Iterator[Wired]:
+    """An executor that can read facts, states and listings and change nothing (no lease), with its parts."""
     config = loaded.config
     if config.standalone:
         facts = standalone_facts(config)
-        yield Executor(config, toolkit_root, engine, ReadOnlyFence(), facts, NoHosts())
+        yield Wired.of(OpParts(config, toolkit_root, engine, ReadOnlyFence(), facts, NoHosts()))
         return
     providers = sorted(config.providers)
     link = ControllerLink(
@@ -309,7 +313,7 @@ def read_session(loaded: LoadedConfig, engine: Engine, toolkit_root: Path) -> It
     )
     try:
         link.open()
-        yield Executor(config, toolkit_root, engine, ReadOnlyFence(), LinkFacts(link), LinkHosts(link))
+        yield Wired.of(OpParts(config, toolkit_root, engine, ReadOnlyFence(), LinkFacts(link), LinkHosts(link)))
     finally:
         link.close()
 
@@ -321,9 +325,9 @@ def list_ops(loaded: LoadedConfig, toolkit_root: Path, engine: Engine | None = N
     config = loaded.config
     providers = sorted(config.providers)
     out: list[dict[str, Any]] = []
-    with read_session(loaded, engine or engine_for(config), toolkit_root) as executor:
+    with read_session(loaded, engine or engine_for(config), toolkit_root) as ops:
         for provider in providers:
-            found = survey(executor, provider, wait=LISTING_WAIT)
+            found = ops.executor.survey(provider, wait=LISTING_WAIT)
             out.append(
                 {
                     "provider": provider,
@@ -369,7 +373,7 @@ def resume_ops(
     """Complete or abandon every open op of every provider (audited)."""
     providers = sorted(loaded.config.providers)
     if executor is not None:
-        return [r for p in providers for r in resume_provider(executor, p)]
+        return [r for p in providers for r in executor.resume(p)]
     refuse_when_leased(loaded, providers)
     with fenced_session(loaded, providers, toolkit_root, engine=engine) as session:
-        return [r for p in providers for r in resume_provider(session, p)]
+        return [r for p in providers for r in session.executor.resume(p)]

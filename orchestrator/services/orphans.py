@@ -28,7 +28,7 @@ from orchestrator.clients.terraform.engine import Engine
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import ControllerError
 from orchestrator.model.facts import Fact
-from orchestrator.ops.executor import Executor
+from orchestrator.ops.executor import OpParts, Wired
 from orchestrator.ops.facts import LinkFacts, NoFacts, standalone_facts
 from orchestrator.ops.fence import ReadOnlyFence
 from orchestrator.ops.hosts import LinkHosts, NoHosts
@@ -48,13 +48,11 @@ def reader_instance_id(cluster: str) -> str:
 
 
 @contextlib.contextmanager
-def _reader(
-    loaded: LoadedConfig, engine: Engine, toolkit_root: Path
-) -> Iterator[tuple[Executor, ScanController | None]]:
+def _reader(loaded: LoadedConfig, engine: Engine, toolkit_root: Path) -> Iterator[tuple[Wired, ScanController | None]]:
     config = loaded.config
     if config.standalone:
         facts = standalone_facts(config)
-        yield Executor(config, toolkit_root, engine, ReadOnlyFence(), facts, NoHosts()), None
+        yield Wired.of(OpParts(config, toolkit_root, engine, ReadOnlyFence(), facts, NoHosts())), None
         return
     providers = sorted(config.providers)
     link = ControllerLink(
@@ -65,11 +63,13 @@ def _reader(
             link.open()
         except ControllerError as exc:
             # Unreachable: still report what the cloud shows; the scan says the controller is unread.
-            reader = Executor(config, toolkit_root, engine, ReadOnlyFence(), NoFacts(), NoHosts())
+            reader = Wired.of(OpParts(config, toolkit_root, engine, ReadOnlyFence(), NoFacts(), NoHosts()))
             yield reader, _Unreachable(str(exc).splitlines()[0] if str(exc) else "unreachable")
             return
-        executor = Executor(config, toolkit_root, engine, ReadOnlyFence(), LinkFacts(link), LinkHosts(link))
-        yield executor, LinkController(link)
+        yield (
+            Wired.of(OpParts(config, toolkit_root, engine, ReadOnlyFence(), LinkFacts(link), LinkHosts(link))),
+            (LinkController(link)),
+        )
     finally:
         link.close()
 
@@ -135,8 +135,8 @@ def confirm_orphan(
                 confirmation, provider=provider
             )
     decommission = playbook_callables(loaded, toolkit_root, world)[1]
-    with fenced_session(loaded, providers, toolkit_root, engine=engine, decommission=decommission) as executor:
-        facts = executor.facts
+    with fenced_session(loaded, providers, toolkit_root, engine=engine, decommission=decommission) as ops:
+        facts = ops.parts.facts
         controller = LinkController(facts.link) if isinstance(facts, LinkFacts) else None
-        scanner = OrphanScanner(config, executor, controller, time.time, config.state_dir)
+        scanner = OrphanScanner(config, ops, controller, time.time, config.state_dir)
         return scanner.confirm(confirmation, provider=provider)

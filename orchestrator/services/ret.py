@@ -15,9 +15,10 @@ from pathlib import Path
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import UsageError
+from orchestrator.model.config import Config
 from orchestrator.model.progress import ProgressSink
 from orchestrator.ops.drain import DrainSettings
-from orchestrator.ops.executor import Executor, ReturnResult
+from orchestrator.ops.executor import Executor, OpParts, ReturnResult, Wired
 from orchestrator.ops.facts import NoFacts
 from orchestrator.ops.fence import ReadOnlyFence
 from orchestrator.ops.hosts import NoHosts
@@ -26,12 +27,12 @@ from orchestrator.services.ops import fenced_session, playbook_callables, refuse
 from orchestrator.workspace.terraform import engine_for
 
 
-def resolve_hosts(executor: Executor, names: Sequence[str]) -> dict[str, list[str]]:
+def resolve_hosts(config: Config, executor: Executor, names: Sequence[str]) -> dict[str, list[str]]:
     """Provider → instance keys of the named hosts (host names or keys); unknown names refused."""
     found: dict[str, list[str]] = {}
     seen: set[str] = set()
-    for provider in sorted(executor.config.providers):
-        desired = executor.terraform.provider_desired(provider)  # every shard of the provider
+    for provider in sorted(config.providers):
+        desired = executor.desired(provider)  # every shard of the provider
         for key, spec in desired.items():
             for ref in (key, spec.name):
                 if ref in names:
@@ -51,7 +52,7 @@ def return_hosts(
     drain_timeout: float | None = None,
     now: bool = False,
     engine: Engine | None = None,
-    executor: Executor | None = None,
+    wired: Wired | None = None,
     world: SimulatedWorld | None = None,
     progress: ProgressSink | None = None,
 ) -> list[ReturnResult]:
@@ -62,17 +63,17 @@ def return_hosts(
     if not names:
         raise UsageError("name the hosts to return (host names or instance keys)")
     config = loaded.config
-    engine = engine or (executor.engine if executor is not None else engine_for(config))
-    if executor is None:
+    engine = engine or (wired.parts.engine if wired is not None else engine_for(config))
+    if wired is None:
         refuse_when_leased(loaded, sorted(config.providers))
-    reader = Executor(config, toolkit_root, engine, ReadOnlyFence(), NoFacts(), NoHosts())
-    chosen = resolve_hosts(reader, names)
+    reader = Executor(OpParts(config, toolkit_root, engine, ReadOnlyFence(), NoFacts(), NoHosts()))
+    chosen = resolve_hosts(config, reader, names)
     drain = DrainSettings(drain=True, timeout=0.0 if now else drain_timeout, policy="return" if now else None)
     reason = "xceprov return" + (" --now" if now else "")
-    if executor is not None:
-        return [executor.return_instances(p, keys, drain=drain, reason=reason) for p, keys in chosen.items()]
+    if wired is not None:
+        return [wired.executor.return_instances(p, keys, drain=drain, reason=reason) for p, keys in chosen.items()]
     decommission = playbook_callables(loaded, toolkit_root, world, progress)[1]
     with fenced_session(
         loaded, sorted(chosen), toolkit_root, engine=engine, decommission=decommission, progress=progress
     ) as session:
-        return [session.return_instances(p, keys, drain=drain, reason=reason) for p, keys in chosen.items()]
+        return [session.executor.return_instances(p, keys, drain=drain, reason=reason) for p, keys in chosen.items()]

@@ -553,7 +553,11 @@ def test_end_to_end_worker_joins_the_simulated_controller(tmp_path: Path, reques
 
 def _failing_hook_site(tmp_path: Path, lab: Any, artifact: Path, names: tuple[str, ...]) -> tuple[Path, list[str]]:
     """Lab hosts ``names`` in Terraform state, and a site whose post-bootstrap hook fails on the
-    host named ``pv-fail``: the site directory and the ``-e`` arguments of the simulated artifact."""
+    host named ``pv-fail``: the site directory and the ``-e`` arguments of the simulated artifact.
+
+    Loopback hosts are no instances of the simulated cloud: no console ever shows their keys, so
+    the site looks for published keys for one second (``host_key_publish_wait``), not for the
+    default half of ``ansible.timeout`` (150 s of nothing per run), before it scans them."""
     import shutil
 
     from orchestrator.sim.nodemanager.artifact import ARTIFACT_NAME
@@ -580,7 +584,7 @@ cluster: t1
 state_dir: {tmp_path / "state"}
 sim: {{state_dir: {tmp_path / "sim"}}}
 controller: {{addresses: ["127.0.0.1:7441"], worker_addresses: ["10.213.0.1:7441"], ca: {tmp_path / "ca.pem"}}}
-ansible: {{ssh_key: {lab.key}, forks: 10, timeout: 300s, site_dir: {site}}}
+ansible: {{ssh_key: {lab.key}, forks: 10, timeout: 300s, host_key_publish_wait: 1s, site_dir: {site}}}
 providers: {{sim: {{module: xcesim}}}}
 templates:
   cpu:
@@ -706,7 +710,8 @@ SLOW_STEPS = 60  # one second each: far longer than the test waits
 
 
 def _slow_site(tmp_path: Path, lab: Any, artifact: Path) -> Path:
-    """A site whose pre-bootstrap hook takes SLOW_STEPS seconds; its configuration uses the lab."""
+    """A site whose pre-bootstrap hook takes SLOW_STEPS seconds; its configuration uses the lab
+    (published keys looked for one second only, as in ``_failing_hook_site``)."""
     import shutil
 
     import yaml
@@ -727,7 +732,7 @@ cluster: t1
 state_dir: {tmp_path / "state"}
 sim: {{state_dir: {tmp_path / "sim"}}}
 controller: {{addresses: ["127.0.0.1:7441"], worker_addresses: ["10.213.0.1:7441"], ca: {tmp_path / "ca.pem"}}}
-ansible: {{ssh_key: {lab.key}, forks: 10, timeout: 300s, site_dir: {site}}}
+ansible: {{ssh_key: {lab.key}, forks: 10, timeout: 300s, host_key_publish_wait: 1s, site_dir: {site}}}
 providers: {{sim: {{module: xcesim}}}}
 templates:
   cpu:

@@ -50,7 +50,7 @@ def readers(config: Config) -> FirstBootOutcomes:
 
 def plant_console(world: World, instance_id: str, address: str, text: str) -> None:
     """What the host manager keeps of a booted host: its boot spec and its console output."""
-    host_dir = world.executor.config.sim_state_dir() / "hosts" / instance_id
+    host_dir = world.ops.parts.config.sim_state_dir() / "hosts" / instance_id
     host_dir.mkdir(parents=True, exist_ok=True)
     (host_dir / "boot.json").write_text(json.dumps({"instance_id": instance_id, "address": address}))
     (host_dir / "boot.log").write_text(text)
@@ -80,7 +80,7 @@ def test_a_failed_first_boot_is_read_from_its_console_reported_and_its_host_retu
         assert seen[-1]["step"] == "join" and "\x1b" not in seen[-1]["message"]
         [gave_up] = [e for e in entries if e["action"] == "reconcile-bootstrap-gave-up"]
         assert (gave_up["keys"], gave_up["reason"]) == ([bad.client_token], "first boot failed")
-        config = world.executor.config
+        config = world.ops.parts.config
         breakers = Breakers.load(config.state_dir, config.policy.breaker)
         assert len(breakers.state("cpu").failures) == 1  # counted like a failed push bootstrap
 

@@ -206,8 +206,8 @@ import sys
 from pathlib import Path
 from orchestrator.configfile import load_config
 from orchestrator.services.ops import fenced_session
-with fenced_session(load_config(sys.argv[1]), ["sim"], Path(sys.argv[2])) as executor:
-    executor.start_pool("sim", "cpu", sys.argv[3:])
+with fenced_session(load_config(sys.argv[1]), ["sim"], Path(sys.argv[2])) as ops:
+    ops.executor.start_pool("sim", "cpu", sys.argv[3:])
 """
 
 
@@ -234,8 +234,8 @@ START_POINTS: dict[str, tuple[float, Callable[[World, int], bool]]] = {
 
 @pytest.mark.parametrize("point", sorted(START_POINTS))
 def test_kill_during_a_warm_pool_start_then_resume_agrees(world: World, point: str) -> None:
-    with fenced_session(load_config(str(world.site / "xceprov.yaml")), ["sim"], ROOT) as executor:
-        executor.create("sim", "cpu", 2, pool=True)  # the fill, released before the start
+    with fenced_session(load_config(str(world.site / "xceprov.yaml")), ["sim"], ROOT) as ops:
+        ops.executor.create("sim", "cpu", 2, pool=True)  # the fill, released before the start
     keys = sorted(world.alive())
     assert [i.state for i in world.alive().values()] == ["stopped", "stopped"]
     slow, reached = START_POINTS[point]
@@ -326,8 +326,8 @@ def test_a_busy_host_is_refused_by_destroy_and_drained_by_return(world: World) -
         plays.extend(h.host_name for h in hosts)
         return {h.host_name: "ok" for h in hosts}
 
-    with fenced_session(loaded, ["sim"], ROOT, decommission=decommission) as executor:
-        [made] = executor.create("sim", "cpu", 1).created
+    with fenced_session(loaded, ["sim"], ROOT, decommission=decommission) as ops:
+        [made] = ops.executor.create("sim", "cpu", 1).created
         host, port = world.address.rsplit(":", 1)
         worker = connect((host, int(port)), world.ctl_state / "tls" / "ca.pem")
         try:
@@ -337,13 +337,13 @@ def test_a_busy_host_is_refused_by_destroy_and_drained_by_return(world: World) -
             admin.submit(world.ctl_state, "cpu", 1, 15.0)  # outlasts the destroy attempt
 
             def state() -> str:
-                return {h.instance_key: h.state for h in executor.hosts.hosts("sim")}.get(made.key, "")
+                return {h.instance_key: h.state for h in ops.parts.hosts.hosts("sim")}.get(made.key, "")
 
             wait_until("the host runs work", lambda: state() == "busy", timeout=30)
             with pytest.raises(HostBusy, match=f"{made.name}: joined and running work"):
-                destroy(loaded, ROOT, all_instances=True, executor=executor)
+                destroy(loaded, ROOT, all_instances=True, wired=ops)
             assert set(world.alive()) == {made.key}
-            [result] = return_hosts(loaded, ROOT, [made.name], drain_timeout=60, executor=executor)
+            [result] = return_hosts(loaded, ROOT, [made.name], drain_timeout=60, wired=ops)
         finally:
             worker.close()
     assert result.drained == [made.key] and plays == [made.name]

@@ -102,13 +102,11 @@ class Site:
     @contextlib.contextmanager
     def session(self) -> Iterator[tuple[Executor, OrphanScanner]]:
         loaded = load_config(str(self.path / "xceprov.yaml"))
-        with fenced_session(loaded, ["sim"], ROOT) as executor:
-            assert isinstance(executor.facts, LinkFacts)
+        with fenced_session(loaded, ["sim"], ROOT) as ops:
+            facts = ops.parts.facts
+            assert isinstance(facts, LinkFacts)
             config = loaded.config
-            yield (
-                executor,
-                OrphanScanner(config, executor, LinkController(executor.facts.link), time.time, config.state_dir),
-            )
+            yield ops.executor, OrphanScanner(config, ops, LinkController(facts.link), time.time, config.state_dir)
 
     def audit(self) -> list[dict[str, Any]]:
         text = (self.path / "state" / "audit.log").read_text()
@@ -197,7 +195,7 @@ def test_each_class_is_found_acted_on_by_policy_and_foreign_objects_are_never_to
                 assert outcomes[("a", kept.key)][0] == "skipped" and "xce:protect" in outcomes[("a", kept.key)][1]
                 assert outcomes[("b", "stray")] == ("reported", "orphanReported fact committed")
                 assert outcomes[("c", ghost.key)][0] == "taken", outcomes
-            facts = executor.facts.facts("sim")
+            facts = scanner.parts.facts.facts("sim")
         kinds = {(f.kind, f.instance_key) for f in facts}
         assert (FactKind.LOST, ghost.key) in kinds and (FactKind.RETURNED, silent.key) in kinds
         assert [f.host_name for f in facts if f.kind == FactKind.ORPHAN_REPORTED] == ["stray"]
@@ -258,8 +256,8 @@ def test_the_administrator_terminates_a_stray_through_import_and_the_return_path
         assert "terminate: taken" in done.stdout
         assert stray not in site.live()
         assert site.store.get(stray).state == "terminated"  # type: ignore[union-attr]
-        with site.session() as (executor, _scanner):
-            facts = executor.facts.facts("sim")
+        with site.session() as (_executor, scanner):
+            facts = scanner.parts.facts.facts("sim")
         kinds = [(f.kind, f.instance_id) for f in facts if f.kind in (FactKind.RETURNING, FactKind.RETURNED)]
         assert kinds[0] == (FactKind.RETURNING, stray) and [k for k, _ in kinds] == ["returning", "returned"]
         actions = [e["action"] for e in site.audit()]

@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 import pytest
 from filelock import FileLock
-from pg_server import PgServer, pg_server, standalone_site
+from pg_server import DATABASE, PgServer, pg_server, standalone_site
 
 from orchestrator.clients.ansible.inventory import records_from_workdirs
 from orchestrator.configfile import ENV_VAR, load_config
@@ -206,14 +206,19 @@ def test_a_second_writer_waits_for_the_state_lock_instead_of_failing(tmp_path: P
     with psycopg.connect(pg.conn_str, autocommit=True) as holder:
         (state_id,) = holder.execute("SELECT id FROM pglock_sim_0.states WHERE name = 'default'").fetchone() or (0,)
         holder.execute("SELECT pg_advisory_lock(%s)", (state_id,))
+        # The server logs every statement of the sessions opened from now on (the command's).
+        holder.execute(f"ALTER DATABASE {DATABASE} SET log_statement = 'all'")
+        logged = pg.log.stat().st_size
         second = start(site, pg.conn_str, "plan", "cpu=1", "--out", "two")
         try:
             # The plan asked for the lock and was told no at least once: it is waiting, not failed.
             deadline = time.monotonic() + 120
-            while not tried_lock(holder, state_id) and second.poll() is None and time.monotonic() < deadline:
+            while not tried_lock(pg, logged, "pglock_sim_0") and second.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.2)
+            assert tried_lock(pg, logged, "pglock_sim_0"), pg.log.read_bytes()[logged:].decode(errors="replace")
             assert second.poll() is None, second.communicate()
         finally:
+            holder.execute(f"ALTER DATABASE {DATABASE} RESET log_statement")
             holder.execute("SELECT pg_advisory_unlock(%s)", (state_id,))
         _out, err = second.communicate(timeout=300)
     assert second.returncode == 0, err
@@ -222,12 +227,12 @@ def test_a_second_writer_waits_for_the_state_lock_instead_of_failing(tmp_path: P
     assert len(alive) == 2
 
 
-def tried_lock(holder: psycopg.Connection[Any], state_id: int) -> bool:
-    """Whether another session asked for the advisory lock of ``state_id`` (Terraform's lock query)."""
-    rows = holder.execute(
-        "SELECT query FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND query LIKE '%pg_try_advisory_lock%'"
-    ).fetchall()
-    return bool(rows)
+def tried_lock(pg: PgServer, since: int, schema: str) -> bool:
+    """Whether a session asked for the advisory lock of a state in ``schema`` (Terraform's lock
+    query) since byte ``since`` of the server's log. Terraform's try lasts a moment and its
+    session then runs other statements: ``pg_stat_activity`` polled now and then misses it."""
+    lines = pg.log.read_bytes()[since:].decode(errors="replace").splitlines()
+    return any("pg_try_advisory_lock" in line and f'"{schema}".' in line for line in lines)
 
 
 def test_migrate_state_moves_every_local_state_and_recreates_nothing(

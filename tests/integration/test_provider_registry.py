@@ -122,11 +122,11 @@ def test_its_hosts_deleted_behind_terraform_are_ghost_orphans_and_lost(tmp_path:
         kept, gone = world.executor.create("first", "cpu", 2).created
         world.join(kept)
         world.store.delete_out_of_band(gone.instance_id)
-        config = world.executor.config
+        config = world.reconciler.config
         # The drift is read as a host's: the cloud view of the provider's directory names it.
         workdir = ProviderWorkdir(config, "first", toolkit)
         assert read_drift(engine_for(config), workdir.path).deleted == {gone.key: gone.instance_id}
-        scanner = OrphanScanner(config, world.executor, LinkController(world.link), world.clock, config.state_dir)
+        scanner = OrphanScanner(config, world.ops, LinkController(world.link), world.clock, config.state_dir)
         report = scanner.scan(act=True, provider="first")
         outcomes = {(f.cls, f.instance_key): f.outcome for f in report.findings}
         assert outcomes == {("c", gone.key): "taken"}, outcomes
@@ -175,7 +175,7 @@ def test_a_module_whose_labels_map_the_owner_tags_owns_lists_and_scans_its_hosts
     with reconcile_world(
         tmp_path, providers=ONLY_LABELLED, templates=CPU_LABELLED, policy=orphans, root=labelled_toolkit
     ) as world:
-        cluster, config = world.cluster, world.executor.config
+        cluster, config = world.cluster, world.ops.parts.config
         kept, gone = world.executor.create("lab", "cpu", 2).created
         world.join(kept)
         # Created with the module's labels: mapped keys, the epoch's "." encoded, no "xce:" key.
@@ -221,7 +221,7 @@ def test_a_module_whose_labels_map_the_owner_tags_owns_lists_and_scans_its_hosts
             "literal": {owner.CLUSTER: cluster},
         }
 
-        scanner = OrphanScanner(config, world.executor, LinkController(world.link), world.clock, config.state_dir)
+        scanner = OrphanScanner(config, world.ops, LinkController(world.link), world.clock, config.state_dir)
         report = scanner.scan(act=True, provider="lab")
         outcomes = {(f.cls, f.instance_key or f.name): f.outcome for f in report.findings}
         assert outcomes == {("c", gone.key): "taken", ("b", "stray"): "reported"}, outcomes

@@ -86,8 +86,8 @@ def test_demand_starts_the_pool_first_creates_the_rest_and_the_pool_is_refilled(
         refill = order.index("reconcile-pool-refill", take)
         assert take < order.index("op-start") < order.index("op-created", take) < refill
 
-        config = world.executor.config
-        scanner = OrphanScanner(config, world.executor, LinkController(world.link), world.clock, config.state_dir)
+        config = world.ops.parts.config
+        scanner = OrphanScanner(config, world.ops, LinkController(world.link), world.clock, config.state_dir)
         assert scanner.scan(act=False).findings == []
         stray_tags = {
             owner.CLUSTER: world.cluster,
@@ -104,5 +104,5 @@ def test_demand_starts_the_pool_first_creates_the_rest_and_the_pool_is_refilled(
         world.store.delete(stray.id)
 
         loaded = load_config(str(world.site / "xceprov.yaml"))
-        destroy(loaded, ROOT, all_instances=True, executor=world.executor, force=True)  # the hosts run work
+        destroy(loaded, ROOT, all_instances=True, wired=world.ops, force=True)  # the hosts run work
         assert agree(world) == {}

@@ -24,8 +24,8 @@ shards of one op then run the steps above each under its own lock, at most
 apply; the op's outcome is complete only when every shard it spans applied, and a failed or
 interrupted shard leaves the op open for resume.
 
-A crash at any point leaves an op that :mod:`orchestrator.ops.resume` finds from the facts and
-completes.
+A crash at any point leaves an op that :class:`ResumeOp` (:meth:`Executor.resume`) finds from the
+facts and completes.
 
 This package is the executor's public face: callers import from here only (the names in
 ``__all__``). Its rooms are collaborators, one concern each, handed to one another (none extends
@@ -34,74 +34,58 @@ is handed), ``shardset`` (the shards of each provider, the parallel runner), ``t
 (Terraform on one shard), ``losspath`` (the host-loss path), ``create`` and ``returnop`` (the
 two ops), ``bake`` (a baked image: a builder created, baked, imaged and returned; an image
 deleted; docs/images.md), ``startop`` (warm-pool instances started, docs/daemon.md "The warm
-pool"), ``unmanaged`` (terminating an object no state holds); the recorder (gate, facts,
-audit entries) is :mod:`orchestrator.ops.recorder`. :class:`Executor` builds them and offers
-the operations; a caller that needs one step of its own (``ops resume``, the orphan scan)
-reaches the collaborator that owns it (``executor.terraform``, ``executor.shardset``,
-``executor.recorder``...). ``tests/unit/test_private_names.py`` keeps every module off
-another's private names.
+pool"), ``resumeop`` (open ops completed or abandoned), ``refused`` (a refused create closed),
+``unmanaged`` (terminating an object no state holds); the recorder (gate, facts, audit entries)
+is :mod:`orchestrator.ops.recorder`. :class:`Executor` builds them from one :class:`OpParts`
+and offers the operations and reads, nothing else: a caller that records or reads beside the
+ops takes the parts from whoever built the executor (:class:`Wired`), never from it.
+``tests/unit/ops/test_executor_face.py`` holds the face and keeps every other module off the
+collaborators; ``tests/unit/test_private_names.py`` keeps every module off another's private names.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Unpack
+from collections.abc import Sequence
+from typing import Any, NamedTuple, Unpack
 
-from orchestrator.clients.terraform.engine import Engine
-from orchestrator.model.config import Config
 from orchestrator.model.images import BakedImage, BuiltFrom
-from orchestrator.model.progress import ProgressSink
-from orchestrator.ops.drain import Decommission
-from orchestrator.ops.executor.bake import BakeOp, BakeResult, BakeRun, DeleteResult
+from orchestrator.model.instances import InstanceSpec, new_op_id
+from orchestrator.ops.executor.bake import BakeOp, BakeResult, BakeRun, DeleteResult, bake_module
 from orchestrator.ops.executor.create import CreateOp, ShardWork
 from orchestrator.ops.executor.losspath import LossPath
-from orchestrator.ops.executor.parts import Bootstrap, LossFactory, OpParts, op_scope, shard_index
+from orchestrator.ops.executor.parts import Bootstrap, LossFactory, OpParts, OpWatch, op_scope, shard_index
+from orchestrator.ops.executor.refused import RefusedClose, StillLaunched
 from orchestrator.ops.executor.results import Created, CreateResult, ReturnResult
+from orchestrator.ops.executor.resumeop import NO_STATE_YET, ProviderOps, Resolution, ResumeOp, Seen, tagged_objects
 from orchestrator.ops.executor.returnop import ReturnOp, ReturnOptions
 from orchestrator.ops.executor.shardset import ShardSet
 from orchestrator.ops.executor.startop import StartOp
 from orchestrator.ops.executor.tfsteps import TerraformSteps
 from orchestrator.ops.executor.unmanaged import UnmanagedTermination
-from orchestrator.ops.facts import FactLog
-from orchestrator.ops.fence import Fence
 from orchestrator.ops.hostloss import LostInstance
-from orchestrator.ops.hosts import HostControl
-from orchestrator.ops.losses import observer_for
+from orchestrator.ops.openops import OpenOp
 from orchestrator.ops.recorder import OpRecorder, Recorder
+from orchestrator.workspace.workdir import ProviderWorkdir
 
 
 class Executor:
-    """Carries out ops on the providers of one configuration (see the module docstring)."""
+    """Carries out ops on the providers of one configuration (see the module docstring): its
+    operations and reads are its whole surface; its collaborators are its own."""
 
-    def __init__(
-        self,
-        config: Config,
-        toolkit_root: Path,
-        engine: Engine,
-        fence: Fence,
-        facts: FactLog,
-        hosts: HostControl,
-        *,
-        bootstrap: Bootstrap | None = None,
-        decommission: Decommission | None = None,
-        losses: LossFactory = observer_for,
-        clock: Callable[[], float] = time.time,
-        sleep: Callable[[float], None] = time.sleep,
-        progress: ProgressSink | None = None,
-    ) -> None:
-        self.parts = OpParts(
-            config, toolkit_root, engine, fence, facts, hosts, bootstrap, decommission, losses, clock, sleep, progress
-        )
-        self.shardset = ShardSet(self.parts)
-        self.terraform = TerraformSteps(self.parts, self.shardset)
-        self.losspath = LossPath(self.parts)
-        self.creates = CreateOp(self.parts, self.shardset, self.terraform, self.losspath)
-        self.returns = ReturnOp(self.parts, self.shardset, self.terraform, self.losspath)
-        self.bakes = BakeOp(self.parts, self.shardset, self.terraform, self.creates, self.returns)
-        self.starts = StartOp(self.parts, self.shardset, self.terraform, self.losspath, (self.creates, self.returns))
-        self.unmanaged = UnmanagedTermination(self.parts, self.shardset, self.terraform, self.creates, self.returns)
+    def __init__(self, parts: OpParts) -> None:
+        self._parts = parts
+        shardset = ShardSet(parts)
+        terraform = TerraformSteps(parts, shardset)
+        losspath = LossPath(parts)
+        creates = CreateOp(parts, shardset, terraform, losspath)
+        returns = ReturnOp(parts, shardset, terraform, losspath)
+        self._shardset, self._terraform, self._losspath = shardset, terraform, losspath
+        self._creates, self._returns = creates, returns
+        self._bakes = BakeOp(parts, shardset, terraform, creates, returns)
+        self._starts = StartOp(parts, shardset, terraform, losspath, (creates, returns))
+        self._unmanaged = UnmanagedTermination(parts, shardset, terraform, creates, returns)
+        self._resumes = ResumeOp(parts, shardset, terraform, creates, returns, bakes=self._bakes, starts=self._starts)
+        self._refused = RefusedClose(parts, shardset, terraform, creates, returns)
 
     # -- the operations --------------------------------------------------------------------------
 
@@ -109,105 +93,147 @@ class Executor:
         self, provider: str, template: str, count: int, op_id: str | None = None, *, pool: bool = False
     ) -> CreateResult:
         """Create ``count`` hosts of ``template`` on ``provider`` as one op (:meth:`CreateOp.create`);
-        ``pool``: into the template's warm pool."""
-        return self.creates.create(provider, template, count, op_id, pool=pool)
+        ``pool``: into the template's warm pool. Watched by the parts' :class:`OpWatch` when there
+        is one (its op id chosen first, to name it)."""
+        watch = self._parts.watch
+        if watch is None:
+            return self._creates.create(provider, template, count, op_id, pool=pool)
+        chosen = op_id or new_op_id(self._parts.clock())
+        return watch.create(
+            provider,
+            template,
+            count,
+            chosen,
+            lambda: self._creates.create(provider, template, count, chosen, pool=pool),
+            pool=pool,
+        )
 
     def start_pool(self, provider: str, template: str, keys: Sequence[str], op_id: str | None = None) -> CreateResult:
-        """Start warm-pool instances ``keys`` as one op (:meth:`StartOp.start`)."""
-        return self.starts.start(provider, template, keys, op_id)
+        """Start warm-pool instances ``keys`` as one op (:meth:`StartOp.start`), watched by the
+        parts' :class:`OpWatch` when there is one (its op id chosen first, to name it)."""
+        watch = self._parts.watch
+        if watch is None:
+            return self._starts.start(provider, template, keys, op_id)
+        chosen = op_id or new_op_id(self._parts.clock())
+        return watch.start_pool(
+            provider, template, keys, chosen, lambda: self._starts.start(provider, template, keys, chosen)
+        )
 
     def place(self, provider: str, template: str, count: int, op_id: str, detail: str = "") -> list[str]:
         """An op's intent and desired sets without its apply; its keys (:meth:`CreateOp.place`)."""
-        return self.creates.place(provider, template, count, op_id, detail)
+        return self._creates.place(provider, template, count, op_id, detail)
 
     def return_instances(self, provider: str, keys: Sequence[str], **options: Unpack[ReturnOptions]) -> ReturnResult:
-        """Return the instances ``keys`` of ``provider`` as one op (:meth:`ReturnOp.return_instances`)."""
-        return self.returns.return_instances(provider, keys, **options)
+        """Return the instances ``keys`` of ``provider`` as one op (:meth:`ReturnOp.return_instances`),
+        watched by the parts' :class:`OpWatch` when there is one."""
+        watch = self._parts.watch
+        if watch is None:
+            return self._returns.return_instances(provider, keys, **options)
+        reason = str(options.get("reason", ""))
+        return watch.return_instances(
+            provider, keys, reason, lambda: self._returns.return_instances(provider, keys, **options)
+        )
 
     def bake(self, provider: str, template: str, op_id: str, built: BuiltFrom, run: BakeRun) -> BakeResult:
         """Bake an image of ``template`` on ``provider`` as one op (:meth:`BakeOp.bake`)."""
-        return self.bakes.bake(provider, template, op_id, built, run)
+        return self._bakes.bake(provider, template, op_id, built, run)
 
     def delete_image(self, provider: str, image: BakedImage, op_id: str, dry_run: bool = False) -> DeleteResult:
         """Delete a baked image of this cluster as one op (:meth:`BakeOp.delete_image`)."""
-        return self.bakes.delete_image(provider, image, op_id, dry_run)
+        return self._bakes.delete_image(provider, image, op_id, dry_run)
 
     def retire(self, provider: str, shard: int, lost: Sequence[LostInstance], op_id: str) -> None:
         """Instances judged lost by another reader (the orphan scan) retired through the host-loss
         path in shard ``shard``, under its lock (:meth:`LossPath.retire_lost`)."""
-        workdir = self.shardset.shards(provider).shard(shard)
+        workdir = self._shardset.shards(provider).shard(shard)
         with workdir.lock():
-            self.losspath.retire_lost(provider, workdir, self.terraform.desired(workdir), lost, op_id)
+            self._losspath.retire_lost(provider, workdir, self._terraform.desired(workdir), lost, op_id)
 
     def terminate_unmanaged(self, provider: str, object_id: str, tags: dict[str, str], reason: str) -> str:
         """Terminate a cloud object no state holds; the op id (:meth:`UnmanagedTermination.terminate_unmanaged`)."""
-        return self.unmanaged.terminate_unmanaged(provider, object_id, tags, reason)
+        return self._unmanaged.terminate_unmanaged(provider, object_id, tags, reason)
 
-    # -- the parts, shared by every collaborator (a reload sets a new configuration here) --------
+    def resume(self, provider: str) -> list[Resolution]:
+        """Complete or abandon every open op of ``provider``, oldest first (:meth:`ResumeOp.resume_all`)."""
+        return self._resumes.resume_all(provider)
 
-    @property
-    def config(self) -> Config:
-        """The configuration every step reads."""
-        return self.parts.config
+    def resume_op(self, op: OpenOp, seen: Seen | None = None) -> Resolution:
+        """Complete or abandon the open op ``op`` (:meth:`ResumeOp.resume`); ``seen``: what a
+        :meth:`survey` just read of its provider (one op only)."""
+        return self._resumes.resume(op, seen)
 
-    @config.setter
-    def config(self, config: Config) -> None:
-        self.parts.config = config
+    def close_refused(self, op: OpenOp, reason: str, *, check_listing: bool = True) -> dict[str, Any]:
+        """Close the create ``op`` the cloud refused; the evidence (:meth:`RefusedClose.close`)."""
+        return self._refused.close(op, reason, check_listing=check_listing)
 
-    @property
-    def recorder(self) -> OpRecorder:
-        """The gate, the facts and the audit entries of every step."""
-        return self.parts.recorder
+    # -- the reads (nothing of the cloud changes) --------------------------------------------------
 
-    @recorder.setter
-    def recorder(self, recorder: OpRecorder) -> None:
-        self.parts.recorder = recorder
+    def survey(self, provider: str, wait: float | None = None) -> ProviderOps:
+        """The provider's open ops and what no fact mentions (:meth:`ResumeOp.survey`)."""
+        return self._resumes.survey(provider, wait)
 
-    @property
-    def engine(self) -> Engine:
-        """The Terraform engine."""
-        return self.parts.engine
+    def shards(self, provider: str) -> list[ProviderWorkdir]:
+        """Every shard of ``provider``, shard 0 first, each built and initialised
+        (:meth:`ShardSet.shard_list`): the orphan scan reads them, the daemon warms them."""
+        return self._shardset.shard_list(provider)
 
-    @property
-    def fence(self) -> Fence:
-        """The fence every mutation passes."""
-        return self.parts.fence
+    def workdir(self, provider: str) -> ProviderWorkdir:
+        """The listing shard of ``provider`` (shard 0), built and initialised (:meth:`ShardSet.workdir`)."""
+        return self._shardset.workdir(provider)
 
-    @property
-    def facts(self) -> FactLog:
-        """Where facts are committed."""
-        return self.parts.facts
+    def desired(self, provider: str) -> dict[str, InstanceSpec]:
+        """The desired sets of every shard of ``provider``, merged (:meth:`TerraformSteps.provider_desired`)."""
+        return self._terraform.provider_desired(provider)
 
-    @property
-    def hosts(self) -> HostControl:
-        """Drain and decommission at the controller."""
-        return self.parts.hosts
+    def held(self, shard: ProviderWorkdir) -> dict[str, dict[str, Any]]:
+        """The instances in ``shard``'s Terraform state (:meth:`TerraformSteps.state_instances`)."""
+        return self._terraform.state_instances(shard)
 
-    @hosts.setter
-    def hosts(self, hosts: HostControl) -> None:
-        self.parts.hosts = hosts
+    def kept_images(self, provider: str) -> list[BakedImage]:
+        """The baked images shard 0's desired set keeps and its state holds (:meth:`BakeOp.kept_images`)."""
+        return self._bakes.kept_images(provider)
 
-    @property
-    def clock(self) -> Callable[[], float]:
-        """The wall clock of join deadlines."""
-        return self.parts.clock
+    def listable(self, shard: ProviderWorkdir) -> None:
+        """``shard`` made listable (an empty desired set where none was ever written; the caller
+        holds its lock; :meth:`TerraformSteps.listable`)."""
+        self._terraform.listable(shard)
 
-    @property
-    def sleep(self) -> Callable[[float], None]:
-        """A drain's wait."""
-        return self.parts.sleep
 
-    @sleep.setter
-    def sleep(self, sleep: Callable[[float], None]) -> None:
-        self.parts.sleep = sleep
+class Wired(NamedTuple):
+    """An executor and the parts it was built from, as whoever built them hands both on (a
+    session of the command line, the daemon): a caller that records or reads beside the ops
+    (facts, audit entries, the fence, the engine) takes them from ``parts``, never from the
+    executor, whose surface is its operations and reads."""
 
-    @property
-    def decommission(self) -> Decommission | None:
-        """The decommission play, when wired."""
-        return self.parts.decommission
+    executor: Executor
+    parts: OpParts
+
+    @classmethod
+    def of(cls, parts: OpParts) -> Wired:
+        """An executor built from ``parts``, with them."""
+        return cls(Executor(parts), parts)
+
+
+OPERATIONS = (
+    "create",
+    "start_pool",
+    "place",
+    "return_instances",
+    "bake",
+    "delete_image",
+    "retire",
+    "terminate_unmanaged",
+    "resume",
+    "resume_op",
+    "close_refused",
+)
+READS = ("survey", "shards", "workdir", "desired", "held", "kept_images", "listable")
 
 
 __all__ = [
+    "NO_STATE_YET",
+    "OPERATIONS",
+    "READS",
     "BakeOp",
     "BakeResult",
     "BakeRun",
@@ -221,15 +247,25 @@ __all__ = [
     "LossPath",
     "OpParts",
     "OpRecorder",
+    "OpWatch",
+    "ProviderOps",
     "Recorder",
+    "RefusedClose",
+    "Resolution",
+    "ResumeOp",
     "ReturnOp",
     "ReturnOptions",
     "ReturnResult",
+    "Seen",
     "ShardSet",
     "ShardWork",
     "StartOp",
+    "StillLaunched",
     "TerraformSteps",
     "UnmanagedTermination",
+    "Wired",
+    "bake_module",
     "op_scope",
     "shard_index",
+    "tagged_objects",
 ]

@@ -120,7 +120,7 @@ class CreateOp:
         grown by its instances, durably, and nothing asked of the cloud; the op's keys.
 
         The op is then open with its keys desired and not in any state, which every resume
-        (:mod:`orchestrator.ops.resume`: ``xceprov ops resume``, the daemon's loop, the provider
+        (:class:`~orchestrator.ops.executor.resumeop.ResumeOp`: ``xceprov ops resume``, the daemon's loop, the provider
         contract's worker) completes by planning, checking and applying the desired set; no
         path abandons it, since its desired set was written under the same fence as its intent.
         """

@@ -2,7 +2,10 @@
 
 One :class:`OpParts` per executor, shared by reference: a reload of the daemon (a new
 configuration), a test's host control or sleep, or the daemon's stop guard around the recorder
-are set once on it and every collaborator sees them at its next step.
+are set once on it and every collaborator sees them at its next step. Whoever builds an
+executor builds its parts first and hands them on to whatever else needs them (the daemon's
+pass and orphan scan, the provider contract: :class:`~orchestrator.ops.executor.Wired`):
+nothing reads them back from the executor.
 """
 
 from __future__ import annotations
@@ -11,12 +14,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.model.config import Config
 from orchestrator.model.progress import ProgressSink
 from orchestrator.ops.drain import Decommission
-from orchestrator.ops.executor.results import Created
+from orchestrator.ops.executor.results import Created, CreateResult, ReturnResult
 from orchestrator.ops.facts import FactLog
 from orchestrator.ops.fence import Fence
 from orchestrator.ops.hosts import HostControl
@@ -27,6 +31,38 @@ from orchestrator.workspace.workdir import ProviderWorkdir
 # provider, the instances just created → host name → outcome ("ok", "failed: ...").
 Bootstrap = Callable[[str, Sequence[Created]], Mapping[str, str]]
 LossFactory = Callable[[Engine, ProviderWorkdir], LossObserver]
+
+
+class OpWatch(Protocol):
+    """Watches every create, warm-pool start and return op from its start to its end (the
+    daemon's: held as work in flight, refused once stopping, counted and logged,
+    ``orchestrator/daemon/guarded.py``).
+    The executor calls it around the op, as it calls its recorder; it never calls the executor."""
+
+    def create(
+        self,
+        provider: str,
+        template: str,
+        count: int,
+        op_id: str,
+        run: Callable[[], CreateResult],
+        *,
+        pool: bool = False,
+    ) -> CreateResult:
+        """``run()`` (the create op ``op_id``; ``pool``: into the template's warm pool), watched."""
+        ...
+
+    def start_pool(
+        self, provider: str, template: str, keys: Sequence[str], op_id: str, run: Callable[[], CreateResult]
+    ) -> CreateResult:
+        """``run()`` (the warm-pool start op ``op_id`` of ``keys``), watched."""
+        ...
+
+    def return_instances(
+        self, provider: str, keys: Sequence[str], reason: str, run: Callable[[], ReturnResult]
+    ) -> ReturnResult:
+        """``run()`` (the return of ``keys``), watched."""
+        ...
 
 
 def op_scope(provider: str, op_id: str) -> str:
@@ -56,6 +92,9 @@ class OpParts:
     sleep: Callable[[float], None] = time.sleep
     # Plans made and instances applied are reported here (the command line shows them).
     progress: ProgressSink | None = None
+    # Around every create, warm-pool start and return op (the daemon's in-flight work and op
+    # metrics); None: none.
+    watch: OpWatch | None = None
     # The gate, the facts and the audit entries of every step: a Recorder of these parts unless
     # given (the daemon's stop guard wraps one, ``orchestrator/daemon/guarded.py``).
     recorder: OpRecorder = field(init=False)

@@ -28,6 +28,7 @@ from orchestrator.ops.executor.results import Created, CreateResult
 from orchestrator.ops.executor.returnop import ReturnOp
 from orchestrator.ops.executor.shardset import ShardSet
 from orchestrator.ops.executor.tfsteps import TerraformSteps
+from orchestrator.ops.firstboot import Tokens, mint_tokens
 from orchestrator.ops.plancheck import check_start
 from orchestrator.ops.refusal import refusals
 from orchestrator.workspace.workdir import ProviderWorkdir
@@ -73,9 +74,9 @@ class StartOp:
         def one(shard: ProviderWorkdir, keys: Sequence[str]) -> list[Created]:
             with shard.lock():
                 with refusals(self.parts.config.providers[provider].module):
-                    outputs, retired = self.power_on(provider, shard, op_id, keys)
+                    outputs, retired, tokens = self.power_on(provider, shard, op_id, keys)
                 mine = [k for k in keys if k not in retired]
-                return self.record_started(provider, shard, op_id, template, mine, outputs) if mine else []
+                return self.record_started(provider, shard, op_id, template, mine, outputs, tokens) if mine else []
 
         made = self.shardset.run_shards(sorted(groups.items(), key=lambda kv: shard_index(kv[0])), one)
         created = sorted((c for part in made for c in part), key=lambda c: c.key)
@@ -84,9 +85,16 @@ class StartOp:
 
     def power_on(
         self, provider: str, shard: ProviderWorkdir, op_id: str, keys: Sequence[str]
-    ) -> tuple[Mapping[str, Any] | None, set[str]]:
+    ) -> tuple[Mapping[str, Any] | None, set[str], Tokens]:
         """The keys' desired entries started, planned, checked, written and applied (lock held);
-        the apply's outputs and the keys found lost on the way (retired, never started).
+        the apply's outputs, the keys found lost on the way (retired, never started), and the
+        join tokens of the first-boot keys started.
+
+        A first-boot pool instance gets a fresh token here, minted when the start is planned and
+        expiring at the join deadline the start gives it (the one of its launch may have expired
+        while it waited stopped): the plan and the apply hand it to the provider (the ephemeral
+        ``join_tokens``), which writes it into the copy of the user data the host boots with as it
+        starts it; the host's per-boot hook joins with it.
 
         The plan is the host-loss observation, as a create's (:meth:`CreateOp.grow`): a pool
         instance the cloud deleted while stopped is recorded ``lost`` and leaves the desired set.
@@ -97,10 +105,11 @@ class StartOp:
             raise FinalError(f"op {op_id}: {', '.join(missing)} not in the desired set of provider {provider}")
         observer = self.parts.losses(self.parts.engine, shard)
         scope = op_scope(provider, op_id)
-        with self.terraform.planned(shard, self.wanted(desired, keys), scope) as (plan, plan_file, variables):
-            deleted = sorted(observer.record(plan).deleted)
+        tokens = mint_tokens(self.parts.config, provider, {k: started(desired[k]) for k in keys}, self.parts.clock())
+        with self.terraform.planned(shard, self.wanted(desired, keys), scope, tokens=tokens) as planned:
+            deleted = sorted(observer.record(planned[0]).deleted)
             if not deleted:
-                return self.apply_started(provider, shard, op_id, keys, desired, (plan, plan_file, variables)), set()
+                return self.apply_started(provider, shard, op_id, keys, desired, planned), set(), tokens
         self.parts.recorder.audit(
             "op-drift-deleted", provider=provider, op=op_id, shard=shard_index(shard), keys=deleted
         )
@@ -108,8 +117,9 @@ class StartOp:
         desired = self.losspath.retire_lost(provider, shard, desired, lost, op_id)
         retired = {item.instance_key for item in lost}
         left = [k for k in keys if k not in retired]
-        with self.terraform.planned(shard, self.wanted(desired, left), scope) as planned:
-            return self.apply_started(provider, shard, op_id, left, desired, planned), retired
+        tokens = Tokens({k: t for k, t in tokens.tokens.items() if k in left}, tokens.deadline)
+        with self.terraform.planned(shard, self.wanted(desired, left), scope, tokens=tokens) as planned:
+            return self.apply_started(provider, shard, op_id, left, desired, planned), retired, tokens
 
     @staticmethod
     def wanted(desired: Mapping[str, InstanceSpec], keys: Sequence[str]) -> dict[str, InstanceSpec]:
@@ -143,8 +153,10 @@ class StartOp:
         template: str,
         keys: Sequence[str],
         applied: Mapping[str, Any] | None,
+        tokens: Tokens | None = None,
     ) -> list[Created]:
-        """One ``expectedHost`` of this op per started key, with a join deadline from now."""
+        """One ``expectedHost`` of this op per started key, with a join deadline from now (a
+        first-boot key's: its token's expiry, as a created host's)."""
         held = self.terraform.state_instances(shard, applied)
         missing = [k for k in keys if k not in held]
         if missing:
@@ -152,6 +164,7 @@ class StartOp:
         deadline = self.parts.clock() + float(self.parts.config.providers[provider].join_deadline)
         epoch = self.parts.recorder.gate(provider, op_id, "instance facts")
         # A started instance's state no longer carries the pool tag: a host like a new one.
-        created = [self.creates.held_host(provider, op_id, k, held[k], template, deadline) for k in keys]
+        minted = (tokens or Tokens()).deadlines()
+        created = [self.creates.held_host(provider, op_id, k, held[k], template, minted.get(k, deadline)) for k in keys]
         self.parts.recorder.commit_many([expected_host(provider, op_id, epoch, c) for c in created])
         return created

@@ -74,8 +74,8 @@ def request_machines(session: ContractSession, document: RequestMachinesInput) -
     still_open = True
     turn = Turn(session, [provider], "create")
     while True:
-        with session.fenced([provider]) as executor:
-            facts = executor.facts.facts(provider)
+        with session.fenced([provider]) as (executor, parts):
+            facts = parts.facts.facts(provider)
             now = session.clock()
             same = earlier_request(facts, key) if key is not None else None
             blocking = turn.blocking([facts]) if same is None else []

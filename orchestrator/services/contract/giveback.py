@@ -33,7 +33,7 @@ from orchestrator.model.facts import Fact, FactKind
 from orchestrator.model.instances import new_op_id
 from orchestrator.model.text import printable
 from orchestrator.ops.drain import host_map
-from orchestrator.ops.executor import Executor
+from orchestrator.ops.executor import OpParts
 from orchestrator.ops.hosts import BUSY_STATES
 from orchestrator.services.contract.ledger import Machine, machines
 from orchestrator.services.contract.requests import RequestRecord
@@ -44,9 +44,9 @@ from orchestrator.services.contract.turns import Turn
 ACTION = "requestReturnMachines"
 
 
-def named(executor: Executor, providers: Sequence[str], refs: Sequence[MachineRef]) -> list[Machine]:
+def named(parts: OpParts, providers: Sequence[str], refs: Sequence[MachineRef]) -> list[Machine]:
     """The machines ``refs`` name (by name, and cloud id when given); unknown ones refused."""
-    every = [m for p in providers for m in machines(executor.facts.facts(p)).values()]
+    every = [m for p in providers for m in machines(parts.facts.facts(p)).values()]
     found: list[Machine] = []
     unknown: list[str] = []
     for ref in refs:
@@ -68,22 +68,22 @@ def return_machines(session: ContractSession, document: RequestReturnMachinesInp
     """The ``requestReturnMachines`` answer (see the module docstring)."""
     every_provider = sorted(session.loaded.config.providers)
     with session.reading() as reader:
-        providers = sorted({m.provider for m in named(reader, every_provider, document.machines)})
+        providers = sorted({m.provider for m in named(reader.parts, every_provider, document.machines)})
     turn = Turn(session, providers, "return")
     while True:
-        with session.fenced(providers) as executor:
-            chosen = named(executor, providers, document.machines)
+        with session.fenced(providers) as (_executor, parts):
+            chosen = named(parts, providers, document.machines)
             already = sorted({m.returning_op for m in chosen if m.returning_op})
             todo = [m for m in chosen if not m.returning_op]
             if not todo:
                 op_id = already[0]
                 return {"requestId": op_id, "message": f"every machine named is already returned by request {op_id}"}
-            blocking = turn.blocking([executor.facts.facts(p) for p in providers])
+            blocking = turn.blocking([parts.facts.facts(p) for p in providers])
             if not blocking:
                 op_id = new_op_id(session.clock())
-                refused = _busy(executor, op_id, todo, document.force)
+                refused = _busy(parts, op_id, todo, document.force)
                 todo = [m for m in todo if m.key not in refused]
-                _commit(session, executor, op_id, todo, chosen, refused)
+                _commit(session, parts, op_id, todo, chosen, refused)
                 break
         turn.wait(blocking)  # a create is open on a provider: its worker applies it first
     if any(not m.gone for m in todo):
@@ -96,13 +96,13 @@ def return_machines(session: ContractSession, document: RequestReturnMachinesInp
     }
 
 
-def _busy(executor: Executor, op_id: str, todo: Sequence[Machine], force: bool) -> dict[str, str]:
+def _busy(parts: OpParts, op_id: str, todo: Sequence[Machine], force: bool) -> dict[str, str]:
     """The machines of ``todo`` whose host the controller reports running work, by key: why each
     is not returned (none when ``force``: returned all the same). Audited either way, as
     ``xceprov destroy`` refuses or forces the same hosts (``ops.drain.settle_hosts``)."""
     busy: dict[str, str] = {}
     for provider in sorted({m.provider for m in todo}):
-        known = host_map(executor, provider)  # standalone: no controller, no host known
+        known = host_map(parts, provider)  # standalone: no controller, no host known
         mine: list[str] = []
         for m in (m for m in todo if m.provider == provider and not m.gone):
             host = known.get(m.key) or known.get(m.instance_id)
@@ -114,7 +114,7 @@ def _busy(executor: Executor, op_id: str, todo: Sequence[Machine], force: bool) 
                 )
         if mine:
             action = "op-return-forced" if force else "op-return-refused"
-            executor.recorder.audit(
+            parts.recorder.audit(
                 action, provider=provider, op=op_id, busy=sorted(mine), reason=f"{ACTION}, force {force}"
             )
     return {} if force else busy
@@ -122,7 +122,7 @@ def _busy(executor: Executor, op_id: str, todo: Sequence[Machine], force: bool) 
 
 def _commit(
     session: ContractSession,
-    executor: Executor,
+    parts: OpParts,
     op_id: str,
     todo: Sequence[Machine],
     chosen: Sequence[Machine],
@@ -132,8 +132,8 @@ def _commit(
     record, with the machines ``refused`` (the fence is held)."""
     now = session.clock()
     for provider in sorted({m.provider for m in todo}):
-        epoch = executor.recorder.gate(provider, op_id, "returning facts")
-        executor.recorder.commit_many(
+        epoch = parts.recorder.gate(provider, op_id, "returning facts")
+        parts.recorder.commit_many(
             [
                 Fact(
                     FactKind.RETURNING,

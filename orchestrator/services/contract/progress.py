@@ -193,12 +193,12 @@ def request_status(session: ContractSession, document: GetRequestStatusInput) ->
         return {"requests": [_not_found(r) for r in asked]}
     providers = sorted(session.loaded.config.providers)
     answers: list[dict[str, Any]] = []
-    with session.reading() as executor:
+    with session.reading() as ops:
         cache: dict[str, list[Fact]] = {}
 
         def facts_of(provider: str) -> list[Fact]:
             if provider not in cache:
-                cache[provider] = executor.facts.facts(provider)
+                cache[provider] = ops.parts.facts.facts(provider)
             return cache[provider]
 
         creators: dict[str, RequestRecord | None] = {}

@@ -32,7 +32,7 @@ import filelock
 
 from orchestrator.errors import TerraformError
 from orchestrator.model.text import printable
-from orchestrator.ops.executor import Executor
+from orchestrator.ops.executor import Wired
 from orchestrator.ops.hostloss import CLOUD_REASONS
 from orchestrator.orphans.guards import launched_at
 from orchestrator.services.contract.ledger import Machine, machines
@@ -44,14 +44,14 @@ from orchestrator.workspace.cloudview import CloudObject, read_listing
 LISTING_WAIT = 2.0
 
 
-def _listing(executor: Executor, provider: str) -> tuple[dict[str, CloudObject], str]:
+def _listing(ops: Wired, provider: str) -> tuple[dict[str, CloudObject], str]:
     """The provider's tagged objects by cloud id, and "" or why they were not read."""
-    workdir = executor.shardset.workdir(provider)
+    workdir = ops.executor.workdir(provider)
     if not workdir.desired.exists():
         return {}, ""  # never used: nothing to list
     try:
         with workdir.lock(timeout=LISTING_WAIT):
-            listing = read_listing(executor.engine, workdir.path, workdir.labels)
+            listing = read_listing(ops.parts.engine, workdir.path, workdir.labels)
     except filelock.Timeout:
         return {}, f"{provider}: listing not read (an op is applying)"
     except TerraformError as exc:
@@ -91,17 +91,17 @@ def return_requests(session: ContractSession, document: GetReturnRequestsInput) 
     notes: list[str] = []
     known: set[str] = set()
     now = session.clock()
-    with session.reading() as executor:
+    with session.reading() as ops:
         for provider in sorted(config.providers):
             settings = config.providers[provider]
-            every = list(machines(executor.facts.facts(provider)).values())
+            every = list(machines(ops.parts.facts.facts(provider)).values())
             if names:
                 every = [m for m in every if m.name in names]
                 known.update(m.name for m in every)
             held = [m for m in every if not _returned_by_request(session, m, bool(names))]
             if not held:
                 continue
-            listed, note = _listing(executor, provider)
+            listed, note = _listing(ops, provider)
             if note:
                 notes.append(note)
             for m in held:

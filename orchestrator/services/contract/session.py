@@ -29,7 +29,7 @@ from orchestrator.clients.terraform.engine import Engine
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import LeaseHeld
 from orchestrator.ops.drain import Decommission
-from orchestrator.ops.executor import Bootstrap, Executor
+from orchestrator.ops.executor import Bootstrap, Wired
 from orchestrator.protocol.holder import holder_parts
 from orchestrator.services.contract.consumers import GENERIC, Consumer
 from orchestrator.services.contract.requests import RequestRecords
@@ -104,8 +104,8 @@ class ContractSession:
         wait: float | None = None,
         bootstrap: Bootstrap | None = None,
         decommission: Decommission | None = None,
-    ) -> Iterator[Executor]:
-        """An executor fencing ``providers`` (see the module docstring) until the block ends."""
+    ) -> Iterator[Wired]:
+        """An executor fencing ``providers`` (see the module docstring) until the block ends, with its parts."""
         wanted = sorted(set(providers))
         limit = self.fence_wait if wait is None else wait
         config = self.loaded.config
@@ -117,7 +117,7 @@ class ContractSession:
             while True:
                 try:
                     refuse_when_leased(self.loaded, wanted)
-                    executor = stack.enter_context(
+                    ops = stack.enter_context(
                         fenced_session(
                             self.loaded,
                             wanted,
@@ -133,7 +133,7 @@ class ContractSession:
                     if not self._waits_for(exc.holder) or self.monotonic() >= deadline:
                         raise
                     self.sleep(FENCE_RETRY if config.standalone else LEASE_RETRY)
-            yield executor
+            yield ops
 
     def _waits_for(self, holder: str) -> bool:
         """Whether a call waits for ``holder`` rather than being refused at once (module docstring)."""
@@ -143,7 +143,7 @@ class ContractSession:
         return config.standalone or contract_holder(holder, config.cluster)
 
     @contextlib.contextmanager
-    def reading(self) -> Iterator[Executor]:
-        """An executor that reads facts, states and listings and changes nothing (no fence)."""
-        with read_session(self.loaded, self.engine, self.root) as executor:
-            yield executor
+    def reading(self) -> Iterator[Wired]:
+        """An executor that reads facts, states and listings and changes nothing (no fence), with its parts."""
+        with read_session(self.loaded, self.engine, self.root) as ops:
+            yield ops

@@ -77,7 +77,7 @@ class Turn:
                 raise self._refusal(first)
             self.session.sleep(TURN_RETRY)
             with self.session.reading() as reader:
-                blocking = self.blocking([reader.facts.facts(p) for p in self.providers])
+                blocking = self.blocking([reader.parts.facts.facts(p) for p in self.providers])
 
     def _nudge(self, op: OpenOp) -> None:
         """Start the worker of a request's open op again when none runs (once per wait)."""

@@ -4,7 +4,7 @@
 (``xceprov provider work``, started with :func:`spawn_worker` in a session of its own, its job on
 stdin, its output in ``<state_dir>/contract/workers/<request id>.log``) takes the provider's
 fence and completes the op with the resume every open op has
-(:func:`orchestrator.ops.resume.resume_op`: apply the desired set and record the instances, or
+(:meth:`orchestrator.ops.executor.Executor.resume_op`: apply the desired set and record the instances, or
 delete the returned ones); then, with the fence released, it runs the bootstrap play on the
 op's new hosts. It keeps its progress in the request's record (``requests``): each host's
 creation time and bootstrap outcome, and its own state. While another holder has the fence (a
@@ -30,7 +30,6 @@ from orchestrator.errors import ContractRefused, LeaseHeld, XceprovError
 from orchestrator.model.facts import GONE_KINDS, Fact, FactKind
 from orchestrator.ops.executor import Bootstrap, Created
 from orchestrator.ops.openops import open_ops
-from orchestrator.ops.resume import resume_op
 from orchestrator.services.bootstrap_sources import SimulatedWorld
 from orchestrator.services.contract import workerlock
 from orchestrator.services.contract.answers import one_line
@@ -195,16 +194,16 @@ def _carry_out(session: ContractSession, request_id: str, world: SimulatedWorld 
     while True:
         try:
             created: dict[str, list[Created]] = {}
-            with session.fenced(record.providers, wait=0, decommission=decommission) as executor:
+            with session.fenced(record.providers, wait=0, decommission=decommission) as (executor, parts):
                 records.update(request_id, worker_state="running", message="")
                 done = 0
                 for provider in record.providers:
-                    for op in open_ops(executor.facts.facts(provider)):
+                    for op in open_ops(parts.facts.facts(provider)):
                         if op.op_id == request_id:
-                            resume_op(executor, op)
+                            executor.resume_op(op)
                             done += 1
                     if record.kind == "create" and done:
-                        created[provider] = _created(executor.facts.facts(provider), request_id)
+                        created[provider] = _created(parts.facts.facts(provider), request_id)
             break
         except LeaseHeld as exc:
             if session.monotonic() >= deadline:

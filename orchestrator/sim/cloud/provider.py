@@ -17,7 +17,8 @@ through the ``tf`` framework. The contract (``docs/architecture.md``):
   it): instance key (the instance's ``client_token``) -> that host's join token. A create whose
   key has one adds a ``/etc/xce/join-token`` (0600) ``write_files`` entry to the cloud's copy of
   the user data the host boots with (``bootcopy.py``), never to the ``user_data`` attribute the
-  state keeps (docs/bootstrap.md, "First boot").
+  state keeps (docs/bootstrap.md, "First boot"); so does a ``power_state`` change to ``running``
+  (a warm-pool instance started in place: its boot copy gets the token its start op minted).
 - resource ``xcesim_instance``: ``name``, ``flavor``, ``image``, ``user_data`` and
   ``client_token`` force replacement; ``tags`` update in place, and so does ``power_state``
   (``running`` or ``stopped``: an apply starts or stops the instance, which keeps its id, address,
@@ -230,7 +231,7 @@ class XceSimProvider(Provider):  # type: ignore[misc]
         # Configured again by each walk of the command: every walk of one run has the same fence.
         self.fence = fence if isinstance(fence, str) and _FENCE.fullmatch(fence) else ""
         tokens = config.get("join_tokens")
-        # Ephemeral at the root: the same map at plan and at apply; only a create reads it.
+        # Ephemeral at the root: the same map at plan and at apply; a create or a start reads it.
         self.join_tokens = (
             {str(k): str(v) for k, v in tokens.items() if isinstance(v, str) and v} if isinstance(tokens, dict) else {}
         )
@@ -421,9 +422,19 @@ class InstanceResource(Resource):  # type: ignore[misc]
         if want not in POWER_STATES or want == inst.state:
             return inst
         p = self.provider
+        extra: dict[str, str] = {}
+        token = p.join_tokens.get(inst.client_token) if want != STOPPED else None
+        if token:
+            # A warm-pool instance of a first-boot template: the token minted by its start op
+            # goes into the copy it boots with now (the one of its launch has expired by then).
+            try:
+                extra["boot_user_data"] = with_join_token(inst.user_data, token)
+            except ValueError as exc:
+                diags.add_error(f"InvalidParameterValue: {exc}", f"starting instance {inst.id}")
+                return inst
         action = p.store.stop if want == STOPPED else p.store.start
         try:
-            return p.call(str(want), action, inst.id, epoch=p.fence)  # type: ignore[no-any-return]
+            return p.call(str(want), action, inst.id, epoch=p.fence, **extra)  # type: ignore[no-any-return]
         except (CloudError, CloudApiError) as exc:
             _error(diags, exc, f"{'stopping' if want == STOPPED else 'starting'} instance {inst.id}")
             return inst

@@ -342,11 +342,18 @@ class CloudStore:
         """
         return self._set_run_state(instance_id, RUNNING, STOPPED, REASON_STOP, epoch)
 
-    def start(self, instance_id: str, *, epoch: str = "") -> Instance:
-        """Start a stopped instance (journalled under ``epoch``; a running one is returned as it is)."""
-        return self._set_run_state(instance_id, STOPPED, RUNNING, "", epoch)
+    def start(self, instance_id: str, *, epoch: str = "", boot_user_data: str | None = None) -> Instance:
+        """Start a stopped instance (journalled under ``epoch``; a running one is returned as it is).
 
-    def _set_run_state(self, instance_id: str, before: str, after: str, reason: str, epoch: str) -> Instance:
+        ``boot_user_data``: the copy the host boots with from now on (``bootcopy.py``), kept in the
+        same transaction as the start, so the host manager never boots it with the old one: a
+        warm-pool instance of a first-boot template gets the fresh join token its start op minted.
+        """
+        return self._set_run_state(instance_id, STOPPED, RUNNING, "", epoch, boot_user_data)
+
+    def _set_run_state(
+        self, instance_id: str, before: str, after: str, reason: str, epoch: str, boot_user_data: str | None = None
+    ) -> Instance:
         # An API call like delete: the injected error rate applies (through the provider).
         self._api_call("stop" if after == STOPPED else "start")
         self.expire_due()
@@ -355,6 +362,8 @@ class CloudStore:
             if row is None or row[0] == TERMINATED:
                 raise InstanceNotFound(f"InvalidInstanceID.NotFound: no live instance {instance_id}")
             if row[0] == before:
+                if boot_user_data is not None:
+                    bootcopy.keep(conn, instance_id, boot_user_data)
                 version = increment(conn, "version")
                 conn.execute(
                     "UPDATE instances SET state = ?, state_reason = ?, version = ? WHERE id = ?",

@@ -12,6 +12,10 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_PATH = Path("/etc/xce/node-manager.json")
+# cloud-init's record of the instance id the cloud gave this host (``/var/lib/cloud/data/instance-id``).
+CLOUD_INSTANCE_ID = Path("/var/lib/cloud/data/instance-id")
+# The longest instance id believed from that file (EC2's are 19 characters, the simulated cloud's 14).
+MAX_INSTANCE_ID = 128
 KNOWN_ROLES = ("worker", "provisioner", "reverse-proxy")
 
 
@@ -40,8 +44,11 @@ class NodeConfig:
     xce: dict[str, Any] = field(default_factory=dict)
 
 
-def parse(text: str, origin: str = "node manager configuration") -> NodeConfig:
-    """Parse and validate the JSON text of a configuration; ``ConfigProblem`` names what is wrong."""
+def parse(text: str, origin: str = "node manager configuration", cloud_instance_id: str = "") -> NodeConfig:
+    """Parse and validate the JSON text of a configuration; ``ConfigProblem`` names what is wrong.
+
+    ``cloud_instance_id``: the id cloud-init recorded, used when the file names none (a
+    first-boot host's user data is rendered before the cloud assigns the id)."""
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -82,8 +89,9 @@ def parse(text: str, origin: str = "node manager configuration") -> NodeConfig:
         client_key=text_of(controller, "client_key", "controller.", ""),
         template=text_of(raw, "template", ""),
         host_name=text_of(raw, "host_name", ""),
-        # The bootstrap role adds the id the cloud assigned; before that the instance key stands in.
-        instance_id=text_of(raw, "instance_id", "", instance_key),
+        # The bootstrap role adds the id the cloud assigned; a first-boot host has cloud-init's
+        # record of it; before either the instance key stands in.
+        instance_id=text_of(raw, "instance_id", "", cloud_instance_id or instance_key),
         instance_key=instance_key,
         op_id=text_of(raw, "op_id", "", ""),
         join_token_file=text_of(raw, "join_token_file", "", ""),
@@ -98,7 +106,17 @@ def load(path: Path) -> NodeConfig:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigProblem(f"{path}: cannot read: {exc.strerror or exc}") from None
-    return parse(text, str(path))
+    return parse(text, str(path), cloud_instance_id(CLOUD_INSTANCE_ID))
+
+
+def cloud_instance_id(path: Path) -> str:
+    """The instance id cloud-init recorded at ``path`` ("" when there is none or it is no plain id)."""
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
+    plain = text.replace("-", "").replace("_", "").replace(".", "").isalnum() and text.isascii()
+    return text if plain and len(text) <= MAX_INSTANCE_ID else ""
 
 
 def read_join_token(path: str) -> str:

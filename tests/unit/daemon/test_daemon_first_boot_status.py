@@ -20,9 +20,10 @@ from prometheus_client import generate_latest
 from orchestrator.clients.controller.types import HostInfo
 from orchestrator.configfile import parse_config
 from orchestrator.daemon.metrics import DaemonMetrics
-from orchestrator.daemon.statusdoc import build_document, update_metrics
+from orchestrator.daemon.statusdoc import build_document, first_boot_share, update_metrics
 from orchestrator.model.config import BreakerSettings
 from orchestrator.model.facts import Epoch, Fact, FactKind
+from orchestrator.model.pool import FILL_DETAIL, start_detail
 from orchestrator.reconcile.bootstraps import BootstrapRecord
 from orchestrator.reconcile.breaker import Breakers
 from orchestrator.services.status import daemon_view
@@ -118,6 +119,23 @@ def test_the_status_file_counts_first_boot_hosts_and_lists_those_not_joined(tmp_
         ],
         "failed": [FAILED],
     }
+
+
+def test_warm_pool_instances_waiting_stopped_are_no_first_boot_hosts_yet() -> None:
+    # A pool of first-boot cpu instances: launched stopped, never booted; once a start takes one
+    # (its expectedHost), it is a first-boot host like a created one.
+    fill = [Fact(FactKind.REQUEST_INTENT, "sim", "op-p", E, fact_id=30, template="cpu", count=2, detail=FILL_DETAIL)]
+    for i in range(2):
+        common = {"instance_key": f"op-p-00{i}", "template": "cpu", "host_name": f"pool-{i}", "instance_id": f"i-p{i}"}
+        fill.append(Fact(FactKind.INSTANCE_CREATED, "sim", "op-p", E, fact_id=31 + i, **common))
+    taken = {"instance_key": "op-p-000", "template": "cpu", "host_name": "pool-0", "instance_id": "i-p0"}
+    start = [
+        Fact(FactKind.REQUEST_INTENT, "sim", "op-s", E, fact_id=40, template="cpu", detail=start_detail(["op-p-000"])),
+        Fact(FactKind.EXPECTED_HOST, "sim", "op-s", E, fact_id=41, **taken),
+    ]
+    member = first_boot_share({"sim": fill + start}, [], [], CONFIG)
+    assert member["counts"] == {"sim": {"no-result": 1, "unreadable": 0, "started": 0, "failed": 0, "joined": 0}}
+    assert [row["host"] for row in member["hosts"]] == ["pool-0"]
 
 
 def test_metrics_name_every_outcome_and_scrape_clean(tmp_path: Path) -> None:

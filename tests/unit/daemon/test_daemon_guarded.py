@@ -1,4 +1,5 @@
-"""The daemon's executor: ops held as work in flight, none started once stopping, outcomes counted."""
+"""The daemon's guard and watch on the executor: ops held as work in flight, none started once stopping,
+outcomes counted."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import re
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,14 +18,32 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.configfile import parse_config
-from orchestrator.daemon.guarded import DaemonExecutor, NotStarted, PassAborted, guarded_bootstrap, stoppable_sleep
+from orchestrator.daemon.guarded import (
+    NotStarted,
+    PassAborted,
+    StopGuard,
+    guard_parts,
+    guarded_bootstrap,
+    stoppable_sleep,
+)
 from orchestrator.daemon.lifecycle import Lifecycle
 from orchestrator.daemon.metrics import DaemonMetrics
 from orchestrator.daemon.parts import LoopParts, default_reconciler
 from orchestrator.daemon.systemd import Heartbeat
 from orchestrator.errors import FinalError, LeaseLost
 from orchestrator.model.facts import Epoch
-from orchestrator.ops.executor import Created, CreateResult, Executor, Recorder, ReturnResult
+from orchestrator.ops.executor import (
+    Created,
+    CreateOp,
+    CreateResult,
+    OpParts,
+    OpRecorder,
+    Recorder,
+    ReturnOp,
+    ReturnResult,
+    StartOp,
+    Wired,
+)
 from orchestrator.reconcile.loop import Reconciler
 from tests.unit.daemon.daemon_helpers import loaded, site_text
 
@@ -44,18 +64,38 @@ def lifecycle() -> Lifecycle:
     return Lifecycle(site, lambda: site)
 
 
-def executor(lifecycle: Lifecycle, metrics: DaemonMetrics, heartbeat: Heartbeat | None = None) -> DaemonExecutor:
-    return DaemonExecutor(
+@dataclass
+class Guarded:
+    """The daemon's executor as ``service.py`` wires it: its parts guarded and watched (``guard_parts``)."""
+
+    ops: Wired
+    guard: StopGuard
+
+    def create(self, provider: str, template: str, count: int, op_id: str | None = None) -> CreateResult:
+        return self.ops.executor.create(provider, template, count, op_id)
+
+    def start_pool(self, provider: str, template: str, keys: Sequence[str], op_id: str | None = None) -> CreateResult:
+        return self.ops.executor.start_pool(provider, template, keys, op_id)
+
+    def return_instances(self, provider: str, keys: Sequence[str], **kw: Any) -> ReturnResult:
+        return self.ops.executor.return_instances(provider, keys, **kw)
+
+    @property
+    def recorder(self) -> OpRecorder:
+        return self.ops.parts.recorder
+
+
+def executor(lifecycle: Lifecycle, metrics: DaemonMetrics, heartbeat: Heartbeat | None = None) -> Guarded:
+    parts = OpParts(
         lifecycle.config.config,
         Path("/nonexistent"),
-        object(),  # type: ignore[arg-type]  # never reached: the executor's ops are replaced below
+        object(),  # type: ignore[arg-type]  # never reached: the create and return ops are replaced below
         object(),  # type: ignore[arg-type]
         object(),  # type: ignore[arg-type]
         object(),  # type: ignore[arg-type]
-        lifecycle=lifecycle,
-        metrics=metrics,
-        heartbeat=heartbeat,
     )
+    guard = guard_parts(parts, lifecycle, metrics, heartbeat)
+    return Guarded(Wired.of(parts), guard)
 
 
 def test_an_op_is_work_in_flight_and_a_stop_refuses_the_next(
@@ -66,7 +106,7 @@ def test_an_op_is_work_in_flight_and_a_stop_refuses_the_next(
     seen: list[str] = []
 
     def create(
-        self: Executor, provider: str, template: str, count: int, op_id: str | None = None, pool: bool = False
+        self: CreateOp, provider: str, template: str, count: int, op_id: str | None = None, pool: bool = False
     ) -> CreateResult:
         assert op_id is not None
         seen.append(op_id)
@@ -74,7 +114,7 @@ def test_an_op_is_work_in_flight_and_a_stop_refuses_the_next(
         release.wait(10)
         return CreateResult(op_id, provider, template)
 
-    monkeypatch.setattr(Executor, "create", create)
+    monkeypatch.setattr(CreateOp, "create", create)
     metrics = DaemonMetrics()
     ex = executor(lifecycle, metrics)
     worker = threading.Thread(target=ex.create, args=("sim", "cpu", 2))
@@ -101,15 +141,15 @@ def test_an_op_is_work_in_flight_and_a_stop_refuses_the_next(
 
 def test_outcomes_parked_and_failed_are_counted(lifecycle: Lifecycle, monkeypatch: pytest.MonkeyPatch) -> None:
     def create(
-        self: Executor, provider: str, template: str, count: int, op_id: str | None = None, pool: bool = False
+        self: CreateOp, provider: str, template: str, count: int, op_id: str | None = None, pool: bool = False
     ) -> CreateResult:
         raise LeaseLost("lease for provider 'sim' lapsed")
 
-    def return_instances(self: Executor, provider: str, keys: Sequence[str], **kw: Any) -> ReturnResult:
+    def return_instances(self: ReturnOp, provider: str, keys: Sequence[str], **kw: Any) -> ReturnResult:
         raise FinalError("plan would delete more")
 
-    monkeypatch.setattr(Executor, "create", create)
-    monkeypatch.setattr(Executor, "return_instances", return_instances)
+    monkeypatch.setattr(CreateOp, "create", create)
+    monkeypatch.setattr(ReturnOp, "return_instances", return_instances)
     metrics = DaemonMetrics()
     ex = executor(lifecycle, metrics)
     with pytest.raises(LeaseLost):
@@ -123,12 +163,12 @@ def test_a_warm_pool_start_is_held_in_flight_and_counted_as_a_start(
     lifecycle: Lifecycle, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def start_pool(
-        self: Executor, provider: str, template: str, keys: Sequence[str], op_id: str | None = None
+        self: StartOp, provider: str, template: str, keys: Sequence[str], op_id: str | None = None
     ) -> CreateResult:
         assert op_id is not None
         return CreateResult(op_id, provider, template, [Created(keys[0], "i-0", "h0", "", template, 0.0)])
 
-    monkeypatch.setattr(Executor, "start_pool", start_pool)
+    monkeypatch.setattr(StartOp, "start", start_pool)
     metrics = DaemonMetrics()
     assert len(executor(lifecycle, metrics).start_pool("sim", "cpu", ["op-a-000"]).created) == 1
     assert ops_total(metrics) == {("start", "succeeded"): 1.0}
@@ -143,18 +183,18 @@ def test_every_op_that_ends_is_one_log_line_with_its_outcome_and_duration(
     created = [Created(f"op-b-00{i}", f"i-{i}", f"h{i}", "10.0.0.1", "cpu", 0.0) for i in range(2)]
 
     def create(
-        self: Executor, provider: str, template: str, count: int, op_id: str | None = None, pool: bool = False
+        self: CreateOp, provider: str, template: str, count: int, op_id: str | None = None, pool: bool = False
     ) -> CreateResult:
         assert op_id is not None
         return CreateResult(op_id, provider, template, created)
 
-    def return_instances(self: Executor, provider: str, keys: Sequence[str], **kw: Any) -> ReturnResult:
+    def return_instances(self: ReturnOp, provider: str, keys: Sequence[str], **kw: Any) -> ReturnResult:
         if "op-x-000" in keys:
             raise FinalError("plan would delete more\nthan asked")
         return ReturnResult("op-r", provider, list(keys), deleted=list(keys))
 
-    monkeypatch.setattr(Executor, "create", create)
-    monkeypatch.setattr(Executor, "return_instances", return_instances)
+    monkeypatch.setattr(CreateOp, "create", create)
+    monkeypatch.setattr(ReturnOp, "return_instances", return_instances)
     ex = executor(lifecycle, DaemonMetrics())
     caplog.set_level(logging.INFO, logger="orchestrator.daemon.guarded")
     ex.create("sim", "cpu", 2, op_id="op-b")
@@ -174,7 +214,7 @@ def test_every_audited_step_beats_the_heartbeat(lifecycle: Lifecycle, tmp_path: 
     now = [0.0]
     heartbeat = Heartbeat(max_age=10.0, clock=lambda: now[0])
     ex = executor(lifecycle, DaemonMetrics(), heartbeat)
-    ex.config = ex.config.model_copy(update={"state_dir": tmp_path})
+    ex.ops.parts.config = ex.ops.parts.config.model_copy(update={"state_dir": tmp_path})
     now[0] = 11.0
     assert not heartbeat.healthy()
     ex.recorder.audit("op-apply", provider="sim", op="op-1")  # a long burst's steps keep the watchdog fed
@@ -207,7 +247,7 @@ def test_once_stopping_an_op_takes_a_step_only_if_it_already_took_one(
 ) -> None:
     monkeypatch.setattr(Recorder, "gate", lambda self, provider, op_id, step: Epoch(1, 1))
     ex = executor(lifecycle, DaemonMetrics())
-    ex.new_pass()
+    ex.guard.new_pass()
     assert ex.recorder.gate("sim", "op-running", "intent") == Epoch(1, 1)
     lifecycle.request_stop("SIGTERM")
     # The op in flight goes on to its next step (the fence decides when it parks)...
@@ -233,7 +273,9 @@ def test_the_daemon_s_reconciler_holds_a_resume_beside_the_pass_as_work_in_fligh
     daemon's reconciler holds it as work in flight, so a stop waits for it and starts none."""
     config = parse_config(f"{site_text()}state_dir: {tmp_path / 'state'}\n", "site.yaml", tmp_path).config
     link = ControllerLink(config.controller, instance_id="site1-daemon-test", providers=["sim"], cluster="site1")
-    built = default_reconciler(LoopParts(config, executor(lifecycle, DaemonMetrics()), link, None, time.time))
+    built = default_reconciler(
+        LoopParts(config, executor(lifecycle, DaemonMetrics()).ops, link, None, time.time, lifecycle)
+    )
     assert isinstance(built, Reconciler)
     stopped = threading.Event()
     with built.hold("resume of sim"):

@@ -8,12 +8,13 @@ from pathlib import Path
 import pytest
 
 from orchestrator.configfile import LoadedConfig, parse_config
-from orchestrator.daemon.guarded import DaemonExecutor, PassAborted
+from orchestrator.daemon.guarded import PassAborted, guard_parts
 from orchestrator.daemon.lifecycle import Lifecycle
 from orchestrator.daemon.metrics import DaemonMetrics
 from orchestrator.daemon.orphanscan import OrphanScans
 from orchestrator.daemon.statusdoc import build_document
 from orchestrator.model.config import Config
+from orchestrator.ops.executor import OpParts
 from orchestrator.ops.facts import NoFacts
 from orchestrator.ops.fence import ReadOnlyFence
 from orchestrator.ops.hosts import NoHosts
@@ -180,22 +181,14 @@ def test_no_scan_once_stopping_and_the_executor_refuses_a_new_action(tmp_path: P
     lifecycle = Lifecycle(loaded, lambda: loaded)
     scanner = Scanner(clock, stray_report(T0))
     scans = OrphanScans(loaded.config, lifecycle, DaemonMetrics(), clock, scanner)
-    executor = DaemonExecutor(
-        loaded.config,
-        tmp_path,
-        object(),
-        ReadOnlyFence(),
-        NoFacts(),
-        NoHosts(),  # type: ignore[arg-type]
-        lifecycle=lifecycle,
-        metrics=DaemonMetrics(),
-    )
+    parts = OpParts(loaded.config, tmp_path, object(), ReadOnlyFence(), NoFacts(), NoHosts())  # type: ignore[arg-type]
+    guard_parts(parts, lifecycle, DaemonMetrics())  # as the daemon wires its executor's parts
     done: list[str] = []
-    with executor.recorder.action("orphan report of i-1"):
+    with parts.recorder.action("orphan report of i-1"):
         done.append("before the stop")
     lifecycle.request_stop("SIGTERM")
     assert not scans.run("interval") and scanner.asked == []  # not started
-    with pytest.raises(PassAborted, match="daemon is stopping"), executor.recorder.action("orphan return of i-2"):
+    with pytest.raises(PassAborted, match="daemon is stopping"), parts.recorder.action("orphan return of i-2"):
         done.append("after the stop")
     assert done == ["before the stop"]
 

@@ -42,7 +42,7 @@ class Recorder:
         self.reloads: list[Config] = []
 
     def run_once(self, trigger: str = "interval") -> Report:
-        valid = self.parts.executor.fence.valid("sim")
+        valid = self.parts.ops.parts.fence.valid("sim")
         self.passes.append((trigger, self.config.daemon.reconcile_interval, valid))
         return Report(trigger)
 
@@ -113,7 +113,7 @@ def test_passes_on_start_push_and_reload_then_a_clean_stop(
         reload_pass = next(p for p in recorder.passes if p[1] == 45.0)
         assert reload_pass[0] in ("reload", "demand"), recorder.passes
         assert all(p[1] == 60.0 for p in recorder.passes[: recorder.passes.index(reload_pass)])
-        assert daemon.executor is not None and daemon.executor.config.daemon.reconcile_interval == 45.0
+        assert daemon.ops is not None and daemon.ops.parts.config.daemon.reconcile_interval == 45.0
         assert wait_for(lambda: status(tmp_path)["daemon"]["reconcile_interval"] == 45.0, 30)
     finally:
         lifecycle.request_stop("SIGTERM")
@@ -175,7 +175,7 @@ def test_a_reload_the_loop_cannot_apply_keeps_the_previous_configuration_and_the
         assert wait_for(lambda: len(recorder.passes) > count, 30), recorder.passes
         assert wait_for(lambda: status(tmp_path)["daemon"]["passes"] > count, 30), status(tmp_path)
         assert all(p[1] == 60.0 for p in recorder.passes), recorder.passes
-        assert daemon.executor is not None and daemon.executor.config.daemon.reconcile_interval == 60.0
+        assert daemon.ops is not None and daemon.ops.parts.config.daemon.reconcile_interval == 60.0
         assert status(tmp_path)["daemon"]["reconcile_interval"] == 60.0 and daemon.lifecycle.stopping is False
         statuses = [d.get("STATUS", "") for d in datagrams + notify_socket.drain()]
         assert "reload failed: OSError; the previous configuration stays" in statuses, statuses

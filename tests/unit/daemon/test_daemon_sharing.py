@@ -56,14 +56,14 @@ class Pass:
         self.during: list[dict[str, bool]] = []
 
     def valid(self) -> dict[str, bool]:
-        return {p: self.parts.executor.fence.valid(p) for p in PROVIDERS}
+        return {p: self.parts.ops.parts.fence.valid(p) for p in PROVIDERS}
 
     def run_once(self, trigger: str = "interval") -> Any:
         seen = self.valid()
         for p in PROVIDERS:
             if not seen[p]:
                 try:
-                    self.parts.executor.fence.gate(p)
+                    self.parts.ops.parts.fence.gate(p)
                 except LeaseLost as exc:
                     self.errors.append(str(exc))
         if self.hold.is_set():

@@ -6,7 +6,7 @@ import pytest
 
 from orchestrator.errors import UsageError
 from orchestrator.model.images import NONE, BakedImage, BuiltFrom, image_tags, newest_bake, stale_records
-from orchestrator.ops.executor.bake import bake_module
+from orchestrator.ops.executor import bake_module
 
 TODAY = BuiltFrom("debian-12", "1.1.0", "ab" * 32, "none")
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from tffake import ROOT, CrashOn, FakeEngine, FakeFence, FakeHosts, MemoryFacts, unit_executor
+from tffake import ROOT, CrashOn, FakeEngine, FakeFence, FakeHosts, MemoryFacts, unit_executor, unit_parts
 
 from orchestrator.clients.terraform.messages import PlanResult
 from orchestrator.configfile import LoadedConfig
@@ -22,9 +22,8 @@ from orchestrator.errors import FinalError, HostBusy, LeaseLost, RetryableError
 from orchestrator.model import tags as owner
 from orchestrator.model.facts import Fact, FactKind
 from orchestrator.ops.drain import DrainSettings
-from orchestrator.ops.executor import Executor
+from orchestrator.ops.executor import CreateOp, LossPath, ShardSet, TerraformSteps
 from orchestrator.ops.openops import open_ops
-from orchestrator.ops.resume import resume_provider
 from orchestrator.workspace.cloudview import Drift, drift_from_stream
 from orchestrator.workspace.workdir import ProviderWorkdir
 
@@ -132,7 +131,7 @@ def test_revocation_during_the_apply_stops_it_and_resume_completes_the_op(
     assert (still_open.kind, still_open.done, still_open.count) == ("create", 0, 2)
     assert "op-apply-interrupted" in actions(loaded)
     fence.armed, fence.revoked = False, False  # the lease is granted again
-    [done] = resume_provider(executor, "sim")
+    [done] = executor.resume("sim")
     assert (done.op_id, done.outcome) == (still_open.op_id, "completed")
     assert len(held(loaded)) == 2
     agree(facts, loaded)
@@ -147,7 +146,7 @@ def test_a_crash_after_the_apply_before_the_facts_is_completed_without_duplicate
         executor.create("sim", "gpu", 2)
     assert len(held(loaded)) == 2 and facts.kinds() == ["requestIntent"]
     applies = [c for c, _ in engine.calls].count("apply")
-    [done] = resume_provider(executor, "sim")
+    [done] = executor.resume("sim")
     assert done.outcome == "completed"
     assert [c for c, _ in engine.calls].count("apply") == applies  # nothing re-applied: it was all there
     agree(facts, loaded)
@@ -159,7 +158,7 @@ def test_an_intent_without_a_desired_set_is_abandoned_with_its_reason(loaded: Lo
     engine.listed = {"i-of-another-op": ("running", "")}  # the listing is read and shows nothing of the op
     intent = Fact(FactKind.REQUEST_INTENT, "sim", "op-00000002-abcdef", FakeFence().epoch, template="cpu", count=2)
     facts.commit(intent)  # the crash came right after the intent
-    [done] = resume_provider(executor, "sim")
+    [done] = executor.resume("sim")
     assert done.outcome == "abandoned" and "nothing was created" in done.reason
     returned = [f for f in facts.committed if f.kind == FactKind.RETURNED]
     assert len(returned) == 2 and all("abandoned" in f.detail for f in returned)
@@ -180,12 +179,12 @@ def test_resume_abandons_nothing_on_local_files_alone_when_the_listing_cannot_co
         match=r"op op-00000002-abcdef on provider sim: .* not recorded returned: .*"
         r"tagged listing, which must confirm that, is not supported by the module; the op stays open",
     ):
-        resume_provider(executor, "sim")
+        executor.resume("sim")
     # The cloud lists an instance of the op that no state holds (a daemon applying it right now).
     engine.listed = {"i-daemons": ("pending", "")}
     engine.listed_tags = {"i-daemons": {owner.OP_ID: "op-00000002-abcdef"}}
     with pytest.raises(FinalError, match=r"not abandoned: no local file holds them but the cloud lists i-daemons"):
-        resume_provider(executor, "sim")
+        executor.resume("sim")
     assert [f.kind for f in facts.committed] == [FactKind.REQUEST_INTENT]
     assert [o.op_id for o in open_ops(facts.facts("sim"))] == ["op-00000002-abcdef"]
     assert "resume-refused" in actions(loaded)
@@ -205,10 +204,10 @@ def test_a_crash_after_the_returning_intent_is_completed_by_resume(loaded: Loade
     # The cloud still lists the returned instance: no state holds it, yet it is not recorded returned.
     engine.listed = {gone.instance_id: ("running", ""), kept.instance_id: ("running", "")}
     with pytest.raises(FinalError, match=rf"{gone.key} \({gone.instance_id}\) not recorded returned: .*still lists"):
-        resume_provider(executor, "sim")
+        executor.resume("sim")
     assert open_ops(crashing.facts("sim")) == [still_open]
     engine.listed = {kept.instance_id: ("running", "")}  # the listing confirms it is gone
-    [done] = resume_provider(executor, "sim")
+    [done] = executor.resume("sim")
     assert done.outcome == "completed"
     assert sorted(held(loaded)) == [kept.key]
     agree(crashing, loaded)
@@ -312,7 +311,10 @@ def test_a_lost_host_gets_a_lost_fact_and_is_never_recreated(loaded: LoadedConfi
 
 
 def test_record_created_refuses_when_terraform_holds_nothing(loaded: LoadedConfig, engine: FakeEngine) -> None:
-    executor: Executor = unit_executor(loaded, engine)
-    wd = executor.shardset.workdir("sim")
+    # The create op's own step, on collaborators built as the executor builds them.
+    parts = unit_parts(loaded, engine)
+    shardset = ShardSet(parts)
+    creates = CreateOp(parts, shardset, TerraformSteps(parts, shardset), LossPath(parts))
+    wd = shardset.workdir("sim")
     with pytest.raises(FinalError, match="Terraform holds no instance for op-x-000"):
-        executor.creates.record_created("sim", wd, "op-x", "cpu", ["op-x-000"])
+        creates.record_created("sim", wd, "op-x", "cpu", ["op-x-000"])

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from tffake import ROOT, FakeEngine, MemoryFacts, unit_executor
+from tffake import ROOT, FakeEngine, MemoryFacts, unit_executor, unit_ops
 
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import FinalError, LeaseLost, UsageError
@@ -21,7 +21,6 @@ from orchestrator.model.images import BakedImage, BuiltFrom, with_template_image
 from orchestrator.ops.executor import Created, Executor
 from orchestrator.ops.images import resolve_baked
 from orchestrator.ops.openops import open_ops
-from orchestrator.ops.resume import resume_provider
 from orchestrator.workspace.workdir import ProviderWorkdir
 
 BUILT = BuiltFrom("debian-12", "1.1.0", "ab" * 32, "none")
@@ -31,14 +30,15 @@ def state(loaded: LoadedConfig) -> dict[str, Any]:
     return FakeEngine.state(ProviderWorkdir(loaded.config, "sim", ROOT).path)
 
 
-def baked(executor: Executor, op_id: str, outcome: str = "changed") -> tuple[Any, list[str]]:
-    """A bake whose play answers ``outcome``; what it returned and the fact kinds the play saw."""
+def baked(
+    executor: Executor, op_id: str, outcome: str = "changed", facts: MemoryFacts | None = None
+) -> tuple[Any, list[str]]:
+    """A bake whose play answers ``outcome``; what it returned and the fact kinds of ``facts``
+    (the executor's) the play saw."""
     seen: list[str] = []
-    facts = executor.facts
 
     def run(provider: str, builder: Created) -> str:
-        assert isinstance(facts, MemoryFacts)
-        seen.extend(facts.kinds())
+        seen.extend(facts.kinds() if facts is not None else [])
         return outcome
 
     return executor.bake("sim", "cpu", op_id, BUILT, run), seen
@@ -48,7 +48,7 @@ def test_a_bake_intends_first_makes_one_image_and_returns_its_builder(loaded: Lo
     engine = FakeEngine()
     facts = MemoryFacts()
     executor = unit_executor(loaded, engine, facts=facts)
-    result, seen = baked(executor, "op-6b000000-000000000001")
+    result, seen = baked(executor, "op-6b000000-000000000001", facts=facts)
 
     # The intent before the builder's apply, the builder's creation before the play; no expectedHost.
     assert seen == ["requestIntent", "instanceCreated"]
@@ -102,7 +102,7 @@ def _listed(executor: Executor) -> BakedImage:
 
 
 def state_images(executor: Executor) -> dict[str, Any]:
-    return dict(FakeEngine.state(executor.shardset.workdir("sim").path)["images"])
+    return dict(FakeEngine.state(executor.workdir("sim").path)["images"])
 
 
 def test_an_image_delete_is_dry_runnable_intent_first_and_refuses_a_foreign_image(loaded: LoadedConfig) -> None:
@@ -134,9 +134,10 @@ def test_an_image_delete_is_dry_runnable_intent_first_and_refuses_a_foreign_imag
 
 def test_bake_newest_resolves_to_the_newest_bake_or_is_refused(loaded: LoadedConfig) -> None:
     engine = FakeEngine()
-    executor = unit_executor(loaded, engine)
+    ops = unit_ops(loaded, engine)
+    executor = ops.executor
     config = with_template_image(loaded.config, "cpu", "sim", "bake:newest")
-    shard0 = executor.shardset.workdir("sim")
+    shard0 = executor.workdir("sim")
     with pytest.raises(UsageError, match=r"image: bake:newest, but no bake of template cpu exists on provider sim"):
         resolve_baked(config, engine, shard0, "cpu")
     baked(executor, "op-6b000000-000000000005")
@@ -145,7 +146,7 @@ def test_bake_newest_resolves_to_the_newest_bake_or_is_refused(loaded: LoadedCon
     # A template naming a concrete image is left as it is; gpu has no bake and asks for none.
     assert resolve_baked(loaded.config, engine, shard0, "cpu") is loaded.config
     # The executor's create renders the resolved id.
-    executor.config = config
+    ops.parts.config = config
     made = executor.create("sim", "cpu", 1)
     desired = ProviderWorkdir(config, "sim", ROOT).desired.read()
     assert desired[made.created[0].key].image == "img-op-6b000000-000000000005-image"
@@ -169,7 +170,7 @@ def test_resume_returns_the_builder_of_an_interrupted_bake(loaded: LoadedConfig)
     # Killed before the builder's fact: the op is open, its builder in the state.
     facts.committed = [f for f in facts.committed if f.kind == FactKind.REQUEST_INTENT]
     assert [o.detail.split(":")[0] for o in open_ops(facts.facts("sim"))] == ["bake"]
-    [done] = resume_provider(executor, "sim")
+    [done] = executor.resume("sim")
     assert done.outcome == "completed" and "builder recorded and returned" in done.reason
     assert state(loaded)["instances"] == {} and boots == []  # never bootstrapped as a host
     assert "expectedHost" not in facts.kinds() and open_ops(facts.facts("sim")) == []
@@ -179,12 +180,13 @@ def test_destroy_all_deletes_the_kept_images_after_the_instances(loaded: LoadedC
     from orchestrator.services.destroy import destroy
 
     facts = MemoryFacts()
-    executor = unit_executor(loaded, FakeEngine(), facts=facts)
+    ops = unit_ops(loaded, FakeEngine(), facts=facts)
+    executor = ops.executor
     baked(executor, "op-6b000000-000000000009")
     made = executor.create("sim", "cpu", 1)
-    dry = destroy(loaded, ROOT, all_instances=True, dry_run=True, executor=executor)
+    dry = destroy(loaded, ROOT, all_instances=True, dry_run=True, wired=ops)
     assert dry.images == {"sim": ["img-op-6b000000-000000000009-image"]} and state_images(executor)
-    done = destroy(loaded, ROOT, all_instances=True, executor=executor)
+    done = destroy(loaded, ROOT, all_instances=True, wired=ops)
     assert done.removed == {"sim": [made.created[0].key]}
     assert done.images == {"sim": ["img-op-6b000000-000000000009-image"]}
     assert state_images(executor) == {} and state(loaded)["instances"] == {}

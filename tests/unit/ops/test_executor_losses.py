@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
-from tffake import ROOT, CrashOn, FakeEngine, MemoryFacts, unit_executor
+from tffake import ROOT, CrashOn, FakeEngine, MemoryFacts, unit_executor, unit_ops
 
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import UnsafePlan
@@ -22,7 +22,6 @@ from orchestrator.ops.executor import Created, Executor
 from orchestrator.ops.hostloss import MISSING, SUSPECTS_FILE, LossTracker
 from orchestrator.ops.losses import observer_for
 from orchestrator.ops.openops import open_ops
-from orchestrator.ops.resume import resume_provider
 from orchestrator.workspace.cloudview import Drift
 from orchestrator.workspace.workdir import ProviderWorkdir
 
@@ -160,7 +159,7 @@ def test_a_resumed_op_whose_own_instance_was_lost_records_the_rest_and_completes
     FakeEngine._write_state(path, {k: v for k, v in state.items() if k != unapplied})
     FakeEngine.vanish(path, gone)
 
-    [done] = resume_provider(executor(loaded, engine, facts), "sim")
+    [done] = executor(loaded, engine, facts).resume("sim")
 
     assert done.outcome == "completed"
     assert [k for k, _id, _detail in lost_facts(facts)] == [gone]
@@ -177,18 +176,18 @@ def test_a_resumed_return_beside_an_instance_the_cloud_took_back_records_it_lost
     reclaimed another instance: resume's return path runs the host-loss path first, so its plan
     neither re-creates the reclaimed instance (a refused plan, the op open for ever) nor waits."""
     facts = MemoryFacts()
-    first = executor(loaded, engine, facts)
+    first, parts = unit_ops(loaded, engine, facts=facts, losses=observer_for)
     made = first.create("sim", "cpu", 3).created
     returned, reclaimed, kept = sorted(made, key=lambda c: c.key)
-    epoch = first.recorder.gate("sim", "op-return", "returning facts")
+    epoch = parts.recorder.gate("sim", "op-return", "returning facts")
     intent = Fact(FactKind.RETURNING, "sim", "op-return", epoch, instance_key=returned.key, template="cpu")
-    first.recorder.commit_many([intent])
+    parts.recorder.commit_many([intent])
     path = workdir(loaded)
     FakeEngine.vanish(path, reclaimed.key)
     engine.listed = {reclaimed.instance_id: ("terminated", "spot-reclaim"), kept.instance_id: ("running", "")}
     engine.planned_creates.clear()
 
-    [done] = resume_provider(executor(loaded, engine, facts), "sim")
+    [done] = executor(loaded, engine, facts).resume("sim")
 
     assert (done.op_id, done.outcome) == ("op-return", "completed")
     assert "1 found lost" not in done.reason  # the returned key was deleted, not found lost

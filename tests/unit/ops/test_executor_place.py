@@ -9,7 +9,6 @@ from tffake import FakeEngine, MemoryFacts, site_config, unit_executor
 from orchestrator.model.facts import FactKind
 from orchestrator.model.instances import instance_key
 from orchestrator.ops.openops import open_ops
-from orchestrator.ops.resume import resume_provider
 
 
 def test_a_placed_op_asks_nothing_of_the_cloud_and_resume_creates_it_never_abandons_it(tmp_path: Path) -> None:
@@ -22,11 +21,11 @@ def test_a_placed_op_asks_nothing_of_the_cloud_and_resume_creates_it_never_aband
     [intent] = facts.facts("sim")
     assert (intent.kind, intent.count, intent.detail) == (FactKind.REQUEST_INTENT, 3, '{"contract": {}}')
     # The desired sets (two shards of two) hold the op's keys, durably, before any apply.
-    held = {k for shard in executor.shardset.shard_list("sim") for k in shard.desired.read()}
+    held = {k for shard in executor.shards("sim") for k in shard.desired.read()}
     assert held == set(keys)
     [op] = open_ops(facts.facts("sim"))
 
-    [done] = resume_provider(executor, "sim")
+    [done] = executor.resume("sim")
     assert (done.op_id, done.outcome) == (op.op_id, "completed")
     assert open_ops(facts.facts("sim")) == []
     created = {f.instance_key for f in facts.facts("sim") if f.kind == FactKind.INSTANCE_CREATED}

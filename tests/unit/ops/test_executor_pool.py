@@ -10,20 +10,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
-from tffake import ROOT, CrashOn, FakeEngine, MemoryFacts, unit_executor
+from tffake import ROOT, SITE, CrashOn, FakeEngine, MemoryFacts, unit_executor
 
-from orchestrator.configfile import LoadedConfig
+from orchestrator.configfile import LoadedConfig, parse_config
 from orchestrator.errors import UnsafePlan
 from orchestrator.model import tags as owner
 from orchestrator.model.facts import FactKind
+from orchestrator.model.firstboot import TOKENS_VARIABLE
 from orchestrator.model.pool import FILL_DETAIL, start_keys
 from orchestrator.ops.executor import Created
+from orchestrator.ops.firstboot import EPHEMERAL_FILE
 from orchestrator.ops.openops import open_ops
-from orchestrator.ops.resume import resume_provider
+from orchestrator.protocol.jointoken import check_token, parse_expiry
 from orchestrator.workspace.workdir import ProviderWorkdir
+
+JOIN_KEY = "5f" * 32
 
 
 def entries(loaded: LoadedConfig) -> dict[str, Any]:
@@ -94,7 +99,7 @@ def test_a_start_plan_that_would_do_more_than_start_is_refused(loaded: LoadedCon
     workdir = ProviderWorkdir(loaded.config, "sim", ROOT)
     FakeEngine.vanish(workdir.path, pool.created[0].key)  # its re-create would be in the plan
     with pytest.raises(UnsafePlan, match="would also create"):
-        executor.starts.start("sim", "cpu", [pool.created[0].key])
+        executor.start_pool("sim", "cpu", [pool.created[0].key])
 
 
 def test_a_crash_after_the_start_apply_is_completed_by_resume_without_a_second_apply(
@@ -108,9 +113,35 @@ def test_a_crash_after_the_start_apply_is_completed_by_resume_without_a_second_a
     [op] = open_ops(facts.facts("sim"))
     assert (op.kind, op.pending) == ("start", (made.key,))
     applies = [c for c, _ in engine.calls].count("apply")
-    [done] = resume_provider(executor, "sim")
+    [done] = executor.resume("sim")
     assert (done.kind, done.outcome) == ("start", "completed")
     assert [c for c, _ in engine.calls].count("apply") == applies  # the start had been applied
     assert [f.instance_key for f in facts.committed if f.kind == FactKind.EXPECTED_HOST] == [made.key]
     assert plays.hosts == [made.key]
     assert open_ops(facts.facts("sim")) == []
+
+
+def test_a_first_boot_start_mints_fresh_tokens_expiring_at_its_expected_hosts_deadline(tmp_path: Path) -> None:
+    (tmp_path / "join.key").write_text(JOIN_KEY + "\n")
+    text = SITE.format(cluster="unit", state=tmp_path / "state").replace(
+        "controller: {ca: system}", f"controller: {{ca: system, join_key: {tmp_path / 'join.key'}}}"
+    )
+    text = text.replace("cost_per_hour: 0.5}", "cost_per_hour: 0.5}\n    bootstrap: {mode: first-boot}")
+    loaded = parse_config(text, str(tmp_path / "xceprov.yaml"), tmp_path)
+    engine, facts, now = FakeEngine(), MemoryFacts(), [5000.0]
+    executor = unit_executor(loaded, engine, facts=facts, clock=lambda: now[0])
+    [made] = executor.create("sim", "cpu", 1, pool=True).created
+    # Launched stopped, the pool instance boots first when a start takes it: no token at the fill.
+    assert all(TOKENS_VARIABLE not in v for v in engine.plan_variables)
+    now[0] = 9000.2  # long after the fill
+    engine.plan_variables.clear()
+    started = executor.start_pool("sim", "cpu", [made.key])
+    # The start's plan (and its apply) carries a fresh token for the started key only, bound to it.
+    assert [sorted(v.get(TOKENS_VARIABLE, {})) for v in engine.plan_variables] == [[made.key]]
+    token = engine.plan_variables[0][TOKENS_VARIABLE][made.key]
+    assert parse_expiry(token) == 9901
+    assert check_token(bytes.fromhex(JOIN_KEY), made.key, made.name, token) == 9901
+    # The host is expected until that token's expiry.
+    [expected] = [f for f in facts.committed if f.kind == FactKind.EXPECTED_HOST]
+    assert (expected.op_id, expected.join_deadline) == (started.op_id, 9901)
+    assert not list((loaded.config.state_dir).rglob(EPHEMERAL_FILE))  # gone with the op's scratch

@@ -20,7 +20,6 @@ from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import TerraformError
 from orchestrator.model.facts import FactKind
 from orchestrator.ops.openops import open_ops
-from orchestrator.ops.resume import resume_provider
 from orchestrator.workspace.shards import ProviderShards
 
 
@@ -116,7 +115,7 @@ def test_resume_after_one_shard_failed_reapplies_only_that_shard(tmp_path: Path,
     [still_open] = open_ops(facts.facts("sim"))
     assert (still_open.done, still_open.count, len(still_open.pending)) == (6, 7, 1)
     applied_before = len(applies(engine))
-    [done] = resume_provider(executor, "sim")
+    [done] = executor.resume("sim")
     assert done.outcome == "completed"
     assert applies(engine)[applied_before:] == [broken]
     assert [len(k) for k in held_by_shard(loaded)] == [3, 3, 1]

@@ -21,9 +21,12 @@ import yaml
 from orchestrator.configfile import LoadedConfig, parse_config
 from orchestrator.errors import ConfigError
 from orchestrator.model import redaction
+from orchestrator.model import tags as owner
 from orchestrator.model.config import Config
 from orchestrator.model.firstboot import JOIN_TOKEN_FILE, STARTED_OUTCOME, TOKEN_FORM
+from orchestrator.model.images import KIND_BUILDER
 from orchestrator.model.instances import InstanceSpec
+from orchestrator.model.pool import pooled, started
 from orchestrator.ops.executor import Created
 from orchestrator.ops.firstboot import ephemeral_beside, mint_tokens, write_ephemeral
 from orchestrator.protocol.jointoken import TokenProblem, check_token, parse_expiry
@@ -131,6 +134,18 @@ def test_tokens_minted_for_first_boot_hosts_only_bound_and_expiring_at_the_deadl
         assert check_token(key, k, specs[k].name, token) == 1_800_000_301
         other = next(s for s in specs if s != k)
         assert isinstance(check_token(key, other, specs[other].name, token), TokenProblem)
+
+
+def test_no_token_for_a_bake_s_builder_or_a_pool_instance_launched_stopped(tmp_path: Path) -> None:
+    # A builder of a first-boot template has no user data to carry one (the simulated cloud
+    # refuses a token there: re-baking a first-boot template failed); a pool instance launched
+    # stopped gets its token from the start that takes it.
+    cfg = _config(_site(tmp_path), tmp_path)
+    [(key, spec)] = _render(cfg).items()
+    builder = spec.model_copy(update={"tags": {**spec.tags, owner.KIND: KIND_BUILDER}})
+    assert mint_tokens(cfg, "sim", {key: builder}, now=time.time()).tokens == {}
+    assert mint_tokens(cfg, "sim", {key: pooled(spec)}, now=time.time()).tokens == {}
+    assert list(mint_tokens(cfg, "sim", {key: started(pooled(spec))}, now=time.time()).tokens) == [key]
 
 
 def test_no_token_for_a_module_that_does_not_carry_them(tmp_path: Path) -> None:

@@ -18,7 +18,6 @@ from orchestrator.model import tags as owner
 from orchestrator.model.facts import Epoch
 from orchestrator.ops.executor import Executor
 from orchestrator.ops.openops import OpenOp, open_ops
-from orchestrator.ops.resume import resume_op, survey
 
 
 def interrupted(loaded: LoadedConfig, engine: FakeEngine) -> tuple[Executor, FakeFence, MemoryFacts, OpenOp]:
@@ -50,10 +49,10 @@ def test_the_resumed_create_uses_the_survey_s_listing_under_the_same_lease(
     loaded: LoadedConfig, engine: FakeEngine
 ) -> None:
     executor, _fence, facts, op = interrupted(loaded, engine)
-    found = survey(executor, "sim")
+    found = executor.survey("sim")
     assert found.listing == "read" and found.seen is not None and found.seen.epoch == "3.8"
     after_survey = listings(engine)
-    done = resume_op(executor, op, found.seen)
+    done = executor.resume_op(op, found.seen)
     assert done.outcome == "completed" and open_ops(facts.facts("sim")) == []
     # The resume planned the apply only: no second listing of the cloud.
     assert listings(engine) - after_survey == 1
@@ -62,10 +61,10 @@ def test_the_resumed_create_uses_the_survey_s_listing_under_the_same_lease(
 
 def test_a_listing_read_under_another_lease_is_not_used(loaded: LoadedConfig, engine: FakeEngine) -> None:
     executor, fence, facts, op = interrupted(loaded, engine)
-    found = survey(executor, "sim")
+    found = executor.survey("sim")
     after_survey = listings(engine)
     fence.epoch = Epoch(3, 9)  # lost and granted again between the survey and the resume
-    done = resume_op(executor, op, found.seen)
+    done = executor.resume_op(op, found.seen)
     assert done.outcome == "completed" and open_ops(facts.facts("sim")) == []
     assert listings(engine) - after_survey == 2  # listed again under 3.9, then the apply's plan
 
@@ -73,7 +72,7 @@ def test_a_listing_read_under_another_lease_is_not_used(loaded: LoadedConfig, en
 def test_a_survey_without_a_lease_keeps_nothing_for_a_resume(loaded: LoadedConfig, engine: FakeEngine) -> None:
     executor, fence, _facts, _op = interrupted(loaded, engine)
     fence.revoked = True  # a read beside the holder (xceprov ops): no lease
-    found = survey(executor, "sim")
+    found = executor.survey("sim")
     assert found.listing == "read" and found.seen is None
 
 
@@ -89,7 +88,7 @@ def test_another_provider_s_instances_are_neither_untracked_nor_evidence_here(
         "i-spot": {owner.CLUSTER: "unit", owner.PROVIDER: "spot", owner.OP_ID: "op-of-spot"},
         "i-spot-same-op": {owner.CLUSTER: "unit", owner.PROVIDER: "spot", owner.OP_ID: op.op_id},
     }
-    found = survey(executor, "sim")  # the daemon's resume phase audits found.untracked
+    found = executor.survey("sim")  # the daemon's resume phase audits found.untracked
     assert found.untracked == ["i-bare (cloud, op ?)", "i-stray (cloud, op op-by-hand)"]
-    resume_op(executor, op, found.seen)
+    executor.resume_op(op, found.seen)
     assert recreate(loaded)["tagged"] == []

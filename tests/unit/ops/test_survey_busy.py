@@ -7,7 +7,6 @@ import threading
 from tffake import FakeEngine, MemoryFacts, unit_executor
 
 from orchestrator.configfile import LoadedConfig
-from orchestrator.ops.resume import survey
 from orchestrator.workspace.workdir import ProviderWorkdir
 
 
@@ -17,7 +16,7 @@ def test_a_shard_an_op_holds_is_reported_busy_and_its_listing_left_unread(
     facts = MemoryFacts()
     executor = unit_executor(loaded, engine, facts=facts)
     made = executor.create("sim", "cpu", 1)
-    shard: ProviderWorkdir = executor.shardset.workdir("sim")
+    shard: ProviderWorkdir = executor.workdir("sim")
     held, release = threading.Event(), threading.Event()
 
     def applying() -> None:  # another lock holder, as a daemon's apply is
@@ -29,12 +28,12 @@ def test_a_shard_an_op_holds_is_reported_busy_and_its_listing_left_unread(
     other.start()
     try:
         assert held.wait(10)
-        found = survey(executor, "sim", wait=0.2)
+        found = executor.survey("sim", wait=0.2)
     finally:
         release.set()
         other.join()
     assert found.busy == [shard.path.name] and found.listing == "not read: an op is applying"
     assert found.open == [] and made.created  # the facts were still read
     assert "show_plan" not in [c for c, _ in engine.calls[-3:]]
-    found = survey(executor, "sim", wait=0.2)  # free again: read
+    found = executor.survey("sim", wait=0.2)  # free again: read
     assert found.busy == [] and found.listing != "not read: an op is applying"

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tffake import FakeEngine, FakeFence, FakeHosts, MemoryFacts, unit_executor
+from tffake import FakeEngine, FakeFence, FakeHosts, MemoryFacts, unit_ops
 
 from orchestrator.clients.controller.types import ControllerStatus, DemandSnapshot, HostInfo, LeaseInfo
 from orchestrator.clients.terraform.messages import ResourceChange
@@ -24,7 +24,7 @@ from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import ControllerError, TerraformError
 from orchestrator.model import tags as owner
 from orchestrator.model.facts import Fact
-from orchestrator.ops.executor import Executor
+from orchestrator.ops.executor import Executor, OpParts, Wired
 from orchestrator.orphans.scan import OrphanScanner
 
 NOW = 1_800_000_000.0
@@ -204,12 +204,20 @@ class World:
     facts: MemoryFacts
     fence: FakeFence
     controller: FakeController
-    executor: Executor
+    ops: Wired
     now: float = NOW
 
+    @property
+    def executor(self) -> Executor:
+        return self.ops.executor
+
+    @property
+    def parts(self) -> OpParts:
+        return self.ops.parts
+
     def scanner(self) -> OrphanScanner:
-        config = self.executor.config
-        return OrphanScanner(config, self.executor, self.controller, lambda: self.now, config.state_dir)
+        config = self.parts.config
+        return OrphanScanner(config, self.ops, self.controller, lambda: self.now, config.state_dir)
 
     def create(self, count: int) -> list[str]:
         """``count`` hosts through the executor (with a join deadline already past at NOW)."""
@@ -227,5 +235,5 @@ class World:
 def world(loaded: LoadedConfig) -> World:
     engine = CloudEngine(loaded.config.cluster)
     facts, fence = MemoryFacts(), FakeFence()
-    executor = unit_executor(loaded, engine, facts=facts, fence=fence, hosts=FakeHosts(), clock=lambda: NOW - 7200)
-    return World(loaded, engine, facts, fence, FakeController(facts), executor)
+    ops = unit_ops(loaded, engine, facts=facts, fence=fence, hosts=FakeHosts(), clock=lambda: NOW - 7200)
+    return World(loaded, engine, facts, fence, FakeController(facts), ops)

@@ -69,9 +69,9 @@ def test_a_class_a_host_that_took_work_after_the_read_is_not_waited_for(w: World
     def no_wait(_seconds: float) -> None:
         raise AssertionError("the automatic return waited for a drain: the daemon's loop is blocked")
 
-    w.executor.sleep = no_wait
+    w.parts.sleep = no_wait
     # Between the scan's read and its return, the first host's worker joins and takes a job.
-    hosts = w.executor.hosts
+    hosts = w.parts.hosts
     assert isinstance(hosts, FakeHosts)
     hosts.states[keys[0]] = "busy"
     report = w.scanner().scan(act=True)
@@ -255,8 +255,8 @@ def test_views_that_do_not_exist_leave_the_scan_complete(w: World) -> None:
     # has no controller to say which hosts joined (a): nothing there could have been read.
     w.engine.listing_supported = False
     w.create(1)
-    config = w.executor.config
-    standalone = OrphanScanner(config, w.executor, None, lambda: w.now, config.state_dir).scan(act=False)
+    config = w.parts.config
+    standalone = OrphanScanner(config, w.ops, None, lambda: w.now, config.state_dir).scan(act=False)
     assert set(standalone.providers[0].not_scanned) == {"a", "b", "d", "e"}
     assert standalone.complete and standalone.to_json()["complete"] is True
     assert table(standalone).endswith("no orphans found")

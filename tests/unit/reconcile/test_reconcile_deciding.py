@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from reconcile_support import FakeClock
-from tffake import FakeEngine, FakeHosts, MemoryFacts, site_config, unit_executor
+from tffake import FakeEngine, FakeHosts, MemoryFacts, site_config, unit_ops
 
 from orchestrator.clients.controller.types import DemandSnapshot, Fact, HostInfo, TemplateDemand
 from orchestrator.configfile import LoadedConfig
@@ -71,10 +71,10 @@ def loaded(tmp_path: Path) -> LoadedConfig:
 
 def reconciler(loaded: LoadedConfig, facts: MemoryFacts, lock: Lock | None) -> Reconciler:
     clock = FakeClock()
-    executor = unit_executor(loaded, FakeEngine(), facts=facts, hosts=FakeHosts(), clock=lambda: clock.now)
+    ops = unit_ops(loaded, FakeEngine(), facts=facts, hosts=FakeHosts(), clock=lambda: clock.now)
     return Reconciler(
         loaded.config,
-        executor,
+        ops,
         View(facts),
         clock=lambda: clock.now,
         state_dir=loaded.config.state_dir,

@@ -18,7 +18,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from reconcile_support import FakeClock
-from tffake import SITE, FakeEngine, FakeFence, FakeHosts, MemoryFacts, site_config, unit_executor
+from tffake import SITE, FakeEngine, FakeFence, FakeHosts, MemoryFacts, site_config, unit_ops
 
 from orchestrator.clients.controller.types import DemandSnapshot, Fact, HostInfo, TemplateDemand
 from orchestrator.configfile import LoadedConfig, parse_config
@@ -98,13 +98,11 @@ def build(
 ) -> tuple[Reconciler, FakeView, MemoryFacts, FakeClock]:
     hosts, clock = FakeHosts(), FakeClock()
     facts = StampedFacts(clock) if stamped else MemoryFacts()
-    executor = unit_executor(
-        loaded, engine, facts=facts, hosts=hosts, clock=lambda: clock.now, fence=fence or FakeFence()
-    )
+    ops = unit_ops(loaded, engine, facts=facts, hosts=hosts, clock=lambda: clock.now, fence=fence or FakeFence())
     view = FakeView(facts, hosts)
     reconciler = Reconciler(
         loaded.config,
-        executor,
+        ops,
         view,
         clock=lambda: clock.now,
         state_dir=loaded.config.state_dir,
@@ -296,13 +294,13 @@ def test_an_op_left_open_on_a_provider_whose_lease_comes_during_the_pass_is_resu
 ) -> None:
     engine, facts, hosts, clock = FakeEngine(), MemoryFacts(), FakeHosts(), FakeClock()
     fence = GrantedAfterRead()
-    executor = unit_executor(loaded, engine, facts=facts, hosts=hosts, fence=fence, clock=lambda: clock.now)
+    ops = unit_ops(loaded, engine, facts=facts, hosts=hosts, fence=fence, clock=lambda: clock.now)
     fence.granted = True
-    keys = executor.place("sim", "cpu", 2, "op-6b49d200-0123456789ab")  # the previous holder's op, left open
+    keys = ops.executor.place("sim", "cpu", 2, "op-6b49d200-0123456789ab")  # the previous holder's op, left open
     fence.granted = False
     view = FakeView(facts, hosts)
     view.want(cpu=0)  # nothing more wanted: only the resume creates
-    reconciler = Reconciler(loaded.config, executor, view, clock=lambda: clock.now, state_dir=loaded.config.state_dir)
+    reconciler = Reconciler(loaded.config, ops, view, clock=lambda: clock.now, state_dir=loaded.config.state_dir)
     report = reconciler.run_once("interval")
     assert report.leased == ["sim"]
     # The pass's own resume (nothing leased at its read) and the one beside it, for the lease gained.

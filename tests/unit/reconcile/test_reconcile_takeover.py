@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from reconcile_support import FakeClock
-from tffake import SITE, FakeEngine, FakeFence, FakeHosts, MemoryFacts, unit_executor
+from tffake import SITE, FakeEngine, FakeFence, FakeHosts, MemoryFacts, unit_ops
 
 from orchestrator.configfile import LoadedConfig, parse_config
 from orchestrator.daemon.guarded import held_unless_stopping
@@ -98,13 +98,13 @@ class Site:
     def __init__(self, loaded: LoadedConfig, fence: TakenLater, hold: Hold = no_hold, bootstrap: object = None) -> None:
         self.loaded, self.fence = loaded, fence
         self.engine, self.facts, self.hosts, self.clock = FakeEngine(), Signalling(), FakeHosts(), FakeClock()
-        self.executor = unit_executor(
+        self.ops = unit_ops(
             loaded, self.engine, facts=self.facts, hosts=self.hosts, fence=fence, clock=lambda: self.clock.now
         )
         self.view = FakeView(self.facts, self.hosts)
         self.reconciler = Reconciler(
             loaded.config,
-            self.executor,
+            self.ops,
             self.view,
             clock=lambda: self.clock.now,
             state_dir=loaded.config.state_dir,
@@ -114,7 +114,7 @@ class Site:
         )
         was = fence.taken.is_set()
         fence.taken.set()
-        self.executor.place(TAKEN, "cpu", 1, TAKEN_OP)  # the previous holder's op: intent and desired set
+        self.ops.executor.place(TAKEN, "cpu", 1, TAKEN_OP)  # the previous holder's op: intent and desired set
         if not was:
             fence.taken.clear()
 

@@ -61,7 +61,7 @@ def test_standalone_mode_is_audited_tags_epoch_none_and_journals_facts(tmp_path:
         config=loaded.config.model_copy(update={"standalone": True}), source=loaded.source, base_dir=loaded.base_dir
     )
     engine = FakeEngine()
-    with fenced_session(loaded, ["sim"], ROOT, engine=engine) as executor:
+    with fenced_session(loaded, ["sim"], ROOT, engine=engine) as (executor, _parts):
         result = executor.create("sim", "cpu", 1)
         with (
             pytest.raises(LeaseHeld, match=r"standalone lock .* is held by process"),

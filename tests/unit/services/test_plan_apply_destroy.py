@@ -13,7 +13,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from tffake import ROOT, FakeEngine, MemoryFacts, site_config, unit_executor
+from tffake import ROOT, FakeEngine, MemoryFacts, site_config, unit_ops
 
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import FinalError, StaleState, TerraformError, UnsafePlan, UsageError
@@ -40,7 +40,7 @@ def mode(path: Path) -> int:
 def applied(loaded: LoadedConfig, engine: FakeEngine, tmp_path: Path, name: str, **wanted: int) -> Path:
     bundle = tmp_path / name
     plan_burst(loaded, wanted, out=bundle, toolkit_root=ROOT, engine=engine)
-    apply_bundle(loaded, bundle, ROOT, executor=unit_executor(loaded, engine))
+    apply_bundle(loaded, bundle, ROOT, wired=unit_ops(loaded, engine))
     return bundle
 
 
@@ -118,7 +118,7 @@ def test_apply_records_the_desired_set_then_applies_and_audits(
 ) -> None:
     plan_burst(loaded, {"cpu": 2}, out=tmp_path / "b", toolkit_root=ROOT, engine=engine)
     facts = MemoryFacts()
-    [result] = apply_bundle(loaded, tmp_path / "b", ROOT, executor=unit_executor(loaded, engine, facts=facts))
+    [result] = apply_bundle(loaded, tmp_path / "b", ROOT, wired=unit_ops(loaded, engine, facts=facts))
     desired = workdir(loaded).desired.read()
     assert sorted(result.instances) == sorted(desired) and len(desired) == 2
     assert sorted(FakeEngine.state(workdir(loaded).path)["instances"]) == sorted(desired)
@@ -139,12 +139,12 @@ def test_a_stale_plan_is_refused_with_exit_7_and_the_desired_set_restored(
 ) -> None:
     plan_burst(loaded, {"cpu": 2}, out=tmp_path / "first", toolkit_root=ROOT, engine=engine)
     plan_burst(loaded, {"gpu": 1}, out=tmp_path / "second", toolkit_root=ROOT, engine=engine)
-    apply_bundle(loaded, tmp_path / "first", ROOT, executor=unit_executor(loaded, engine))
+    apply_bundle(loaded, tmp_path / "first", ROOT, wired=unit_ops(loaded, engine))
     wd = workdir(loaded)
     before = wd.desired_file.read_bytes()
     facts = MemoryFacts()
     with pytest.raises(StaleState) as refused:
-        apply_bundle(loaded, tmp_path / "second", ROOT, executor=unit_executor(loaded, engine, facts=facts))
+        apply_bundle(loaded, tmp_path / "second", ROOT, wired=unit_ops(loaded, engine, facts=facts))
     assert refused.value.exit_code == 7
     assert wd.desired_file.read_bytes() == before
     assert [i.template for i in wd.desired.read().values()] == ["cpu", "cpu"]
@@ -162,9 +162,9 @@ def test_a_missing_desired_set_beside_a_state_is_refused_not_read_as_delete_all(
     plan_burst(loaded, {"cpu": 1}, out=tmp_path / "b", toolkit_root=ROOT, engine=engine)
     facts = MemoryFacts()
     with pytest.raises(FinalError, match="missing, but the Terraform state of provider sim holds 2 instances"):
-        apply_bundle(loaded, tmp_path / "b", ROOT, executor=unit_executor(loaded, engine, facts=facts))
+        apply_bundle(loaded, tmp_path / "b", ROOT, wired=unit_ops(loaded, engine, facts=facts))
     with pytest.raises(FinalError, match="refusing to read that as 'delete everything'"):
-        destroy(loaded, ROOT, all_instances=True, executor=unit_executor(loaded, engine, facts=facts))
+        destroy(loaded, ROOT, all_instances=True, wired=unit_ops(loaded, engine, facts=facts))
     assert not wd.desired_file.exists() and facts.committed == []
     assert len(FakeEngine.state(wd.path)["instances"]) == 2
 
@@ -180,7 +180,7 @@ def test_a_plan_that_would_delete_what_the_op_did_not_ask_is_refused(
     before = wd.desired_file.read_bytes()
     plan_burst(loaded, {"cpu": 1}, out=tmp_path / "b", toolkit_root=ROOT, engine=engine)
     with pytest.raises(UnsafePlan, match="would also delete op-00000001-abcdef-000") as refused:
-        apply_bundle(loaded, tmp_path / "b", ROOT, executor=unit_executor(loaded, engine))
+        apply_bundle(loaded, tmp_path / "b", ROOT, wired=unit_ops(loaded, engine))
     assert refused.value.exit_code == 8
     assert wd.desired_file.read_bytes() == before
     assert "op-00000001-abcdef-000" in FakeEngine.state(wd.path)["instances"]
@@ -193,7 +193,7 @@ def test_apply_refuses_a_bundle_of_another_cluster_before_touching_anything(
     plan_burst(other, {"cpu": 1}, out=tmp_path / "b", toolkit_root=ROOT, engine=engine)
     calls = len(engine.calls)
     with pytest.raises(UsageError, match="planned for cluster 'other', configuration is 'unit'"):
-        apply_bundle(loaded, tmp_path / "b", ROOT, executor=unit_executor(loaded, engine))
+        apply_bundle(loaded, tmp_path / "b", ROOT, wired=unit_ops(loaded, engine))
     assert len(engine.calls) == calls
 
 
@@ -209,7 +209,7 @@ def test_destroy_by_op_removes_only_that_ops_instances(
 ) -> None:
     applied(loaded, engine, tmp_path, "b", cpu=2, gpu=1)
     gpu_op = ops_by_template(loaded)["gpu"]
-    result = destroy(loaded, ROOT, ops=[gpu_op], executor=unit_executor(loaded, engine))
+    result = destroy(loaded, ROOT, ops=[gpu_op], wired=unit_ops(loaded, engine))
     [gone] = result.removed["sim"]
     assert gone.startswith(gpu_op)
     remaining = workdir(loaded).desired.read()
@@ -223,7 +223,7 @@ def test_destroy_all_never_reaches_another_clusters_instances(engine: FakeEngine
     ours, theirs = site_config(tmp_path, "unit"), site_config(tmp_path, "other")  # one state_dir
     applied(ours, engine, tmp_path, "ours", cpu=1)
     applied(theirs, engine, tmp_path, "theirs", cpu=2)
-    result = destroy(ours, ROOT, all_instances=True, executor=unit_executor(ours, engine))
+    result = destroy(ours, ROOT, all_instances=True, wired=unit_ops(ours, engine))
     assert len(result.removed["sim"]) == 1
     assert workdir(ours).desired.read() == {}
     assert len(workdir(theirs).desired.read()) == 2
@@ -234,9 +234,7 @@ def test_destroy_dry_run_changes_nothing(loaded: LoadedConfig, engine: FakeEngin
     applied(loaded, engine, tmp_path, "b", cpu=3)
     before = workdir(loaded).desired_file.read_bytes()
     calls = len(engine.calls)
-    result = destroy(
-        loaded, ROOT, all_instances=True, dry_run=True, max_destroy=1, executor=unit_executor(loaded, engine)
-    )
+    result = destroy(loaded, ROOT, all_instances=True, dry_run=True, max_destroy=1, wired=unit_ops(loaded, engine))
     assert result.dry_run and len(result.removed["sim"]) == 3
     assert workdir(loaded).desired_file.read_bytes() == before
     assert "plan" in [c for c, _ in engine.calls[calls:]]  # the removal is planned and shown ...
@@ -252,10 +250,10 @@ def test_destroy_beyond_max_is_refused_before_anything_changes(
     before = workdir(loaded).desired_file.read_bytes()
     calls = len(engine.calls)
     with pytest.raises(UsageError, match="the plan would delete 3 instances, more than --max 2"):
-        destroy(loaded, ROOT, all_instances=True, max_destroy=2, executor=unit_executor(loaded, engine))
+        destroy(loaded, ROOT, all_instances=True, max_destroy=2, wired=unit_ops(loaded, engine))
     assert workdir(loaded).desired_file.read_bytes() == before
     assert "apply" not in [c for c, _ in engine.calls[calls:]]
-    result = destroy(loaded, ROOT, all_instances=True, max_destroy=3, executor=unit_executor(loaded, engine))
+    result = destroy(loaded, ROOT, all_instances=True, max_destroy=3, wired=unit_ops(loaded, engine))
     assert len(result.removed["sim"]) == 3 and workdir(loaded).desired.read() == {}
 
 
@@ -265,10 +263,10 @@ def test_destroy_of_an_unknown_op_names_it_and_changes_nothing(
     applied(loaded, engine, tmp_path, "b", cpu=1)
     before = workdir(loaded).desired_file.read_bytes()
     with pytest.raises(UsageError, match="--op op-00000000-000000: no instances of that op"):
-        destroy(loaded, ROOT, ops=["op-00000000-000000"], executor=unit_executor(loaded, engine))
+        destroy(loaded, ROOT, ops=["op-00000000-000000"], wired=unit_ops(loaded, engine))
     assert workdir(loaded).desired_file.read_bytes() == before
     with pytest.raises(UsageError, match="name what to destroy"):
-        destroy(loaded, ROOT, executor=unit_executor(loaded, engine))
+        destroy(loaded, ROOT, wired=unit_ops(loaded, engine))
 
 
 def test_an_empty_wider_bundle_directory_is_tightened(loaded: LoadedConfig, engine: FakeEngine, tmp_path: Path) -> None:

@@ -12,12 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tffake import ROOT, FakeEngine, MemoryFacts, unit_executor
+from tffake import ROOT, FakeEngine, MemoryFacts, unit_ops
 
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import StaleState
 from orchestrator.model.facts import FactKind
-from orchestrator.ops.executor import Created, Executor
+from orchestrator.ops.executor import Created, Wired
 from orchestrator.ops.hostloss import MISSING, SUSPECTS_FILE
 from orchestrator.ops.losses import observer_for
 from orchestrator.services.apply import apply_bundle
@@ -29,9 +29,9 @@ def workdir(loaded: LoadedConfig) -> Path:
     return ProviderWorkdir(loaded.config, "sim", ROOT).path
 
 
-def executor(loaded: LoadedConfig, engine: FakeEngine, facts: MemoryFacts) -> Executor:
-    """An executor whose host-loss check is the product's own (``observer_for``)."""
-    return unit_executor(loaded, engine, facts=facts, losses=observer_for)
+def wired(loaded: LoadedConfig, engine: FakeEngine, facts: MemoryFacts) -> Wired:
+    """An executor whose host-loss check is the product's own (``observer_for``), with its parts."""
+    return unit_ops(loaded, engine, facts=facts, losses=observer_for)
 
 
 def lost_keys(facts: MemoryFacts) -> list[str]:
@@ -40,7 +40,7 @@ def lost_keys(facts: MemoryFacts) -> list[str]:
 
 def two_then_one_gone(loaded: LoadedConfig, engine: FakeEngine, facts: MemoryFacts) -> tuple[Created, Created]:
     """Two hosts created, then the first deleted behind Terraform's back."""
-    gone, kept = executor(loaded, engine, facts).create("sim", "cpu", 2).created
+    gone, kept = wired(loaded, engine, facts).executor.create("sim", "cpu", 2).created
     FakeEngine.vanish(workdir(loaded), gone.key)
     return gone, kept
 
@@ -65,7 +65,7 @@ def test_the_preview_shows_the_lost_instance_and_adds_what_apply_adds(
     assert lost_keys(facts) == []
     assert (workdir(loaded) / "desired.tfvars.json").read_text() == desired_before
 
-    [done] = apply_bundle(loaded, tmp_path / "b", ROOT, executor=executor(loaded, engine, facts))
+    [done] = apply_bundle(loaded, tmp_path / "b", ROOT, wired=wired(loaded, engine, facts))
 
     assert lost_keys(facts) == [gone.key]
     [op] = done.ops
@@ -75,7 +75,7 @@ def test_the_preview_shows_the_lost_instance_and_adds_what_apply_adds(
 
 def test_a_lost_instance_takes_no_room(loaded: LoadedConfig, engine: FakeEngine) -> None:
     facts = MemoryFacts()
-    executor(loaded, engine, facts).create("sim", "cpu", 8)
+    wired(loaded, engine, facts).executor.create("sim", "cpu", 8)
     two_then_one_gone(loaded, engine, facts)  # 10 held, the provider's max_instances: one lost
     [sim] = plan_burst(loaded, {"cpu": 1}, toolkit_root=ROOT, engine=engine).providers
     assert (sim.add, len(sim.lost)) == (1, 1)
@@ -85,7 +85,7 @@ def test_a_bundle_saved_before_the_loss_is_refused_and_nothing_changes(
     loaded: LoadedConfig, engine: FakeEngine, tmp_path: Path
 ) -> None:
     facts = MemoryFacts()
-    executor(loaded, engine, facts).create("sim", "cpu", 2)
+    wired(loaded, engine, facts).executor.create("sim", "cpu", 2)
     plan_burst(loaded, {"cpu": 1}, out=tmp_path / "before", toolkit_root=ROOT, engine=engine)
     [gone, _kept] = sorted(ProviderWorkdir(loaded.config, "sim", ROOT).desired.read())
     FakeEngine.vanish(workdir(loaded), gone)
@@ -95,7 +95,7 @@ def test_a_bundle_saved_before_the_loss_is_refused_and_nothing_changes(
 
     stale = f"preview showed no instance lost on provider sim, the cloud now shows {gone} lost"
     with pytest.raises(StaleState, match=stale):
-        apply_bundle(loaded, tmp_path / "before", ROOT, executor=executor(loaded, engine, facts))
+        apply_bundle(loaded, tmp_path / "before", ROOT, wired=wired(loaded, engine, facts))
 
     assert "apply" not in [verb for verb, _ in engine.calls]
     assert facts.committed == facts_before
@@ -112,6 +112,6 @@ def test_a_bundle_showing_a_loss_the_cloud_no_longer_shows_is_refused(
     FakeEngine.vanish(workdir(loaded), gone.key, back=True)  # the read had raced the cloud's API
 
     with pytest.raises(StaleState, match=f"preview showed {gone.key} lost on provider sim, the cloud now shows no"):
-        apply_bundle(loaded, tmp_path / "b", ROOT, executor=executor(loaded, engine, facts))
+        apply_bundle(loaded, tmp_path / "b", ROOT, wired=wired(loaded, engine, facts))
     assert lost_keys(facts) == []
     assert gone.key in ProviderWorkdir(loaded.config, "sim", ROOT).desired.read()

@@ -192,9 +192,9 @@ def controller_hosts(monkeypatch: pytest.MonkeyPatch, hosts: FakeHosts) -> Itera
 
     @contextlib.contextmanager
     def fenced(*args: Any, **kwargs: Any) -> Iterator[Any]:
-        with real(*args, **kwargs) as executor:
-            executor.hosts = hosts
-            yield executor
+        with real(*args, **kwargs) as ops:
+            ops.parts.hosts = hosts
+            yield ops
 
     monkeypatch.setattr(session_module, "fenced_session", fenced)
     yield hosts

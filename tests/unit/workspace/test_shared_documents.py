@@ -14,7 +14,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from tffake import ROOT, FakeEngine, FakeFence, site_config, unit_executor
+from tffake import ROOT, FakeEngine, FakeFence, site_config, unit_ops, unit_parts
 
 from orchestrator.configfile import LoadedConfig
 from orchestrator.daemon.publish import StatusPublishing
@@ -23,6 +23,7 @@ from orchestrator.model.backoff import Backoff
 from orchestrator.model.config import Config
 from orchestrator.model.facts import Fact, FactKind
 from orchestrator.model.instances import InstanceSpec
+from orchestrator.ops.executor import ShardSet
 from orchestrator.ops.facts import SharedFacts, standalone_facts
 from orchestrator.ops.fence import STANDALONE_EPOCH, LeasedFence, standalone_fence
 from orchestrator.ops.hostloss import LossTracker
@@ -66,8 +67,8 @@ def record_everything(loaded: LoadedConfig) -> None:
     """What a holder keeps: desired sets (shards 0 and 2), suspects, a breaker, a bootstrap
     record, an orphan action; written the way the executor and the loop write them."""
     config = loaded.config
-    executor = unit_executor(loaded, None, fence=FakeFence((3, 7)))  # type: ignore[arg-type]
-    shards = executor.shardset.shards("sim")
+    shardset = ShardSet(unit_parts(loaded, None, fence=FakeFence((3, 7))))  # type: ignore[arg-type]
+    shards = shardset.shards("sim")
     shards.shard(0).desired.write(variables(shards, 0, ["op1-000", "op1-001"]))
     shards.shard(2).desired.write(variables(shards, 2, ["op2-000"]))
     LossTracker(shards.shard(2).suspects).save({"op2-000": SUSPECT})
@@ -152,14 +153,14 @@ def test_the_working_directorys_file_is_a_cache_rebuilt_from_the_store(tmp_path:
 
 def test_a_stale_holders_desired_set_write_is_refused_and_changes_nothing(tmp_path: Path, conn_str: str) -> None:
     new, old = pg_site(tmp_path, "new"), pg_site(tmp_path, "old")
-    successor = unit_executor(new, None, fence=FakeFence((4, 1)))  # type: ignore[arg-type]
-    zombie = unit_executor(old, None, fence=FakeFence((3, 7)))  # type: ignore[arg-type]
-    shards = successor.shardset.shards("sim")
+    successor = ShardSet(unit_parts(new, None, fence=FakeFence((4, 1))))  # type: ignore[arg-type]
+    zombie = ShardSet(unit_parts(old, None, fence=FakeFence((3, 7))))  # type: ignore[arg-type]
+    shards = successor.shards("sim")
     shards.shard(0).desired.write(variables(shards, 0, ["op5-000"]))
 
-    stale = zombie.shardset.shards("sim").shard(0)
+    stale = zombie.shards("sim").shard(0)
     with pytest.raises(LeaseLost, match=r"holds epoch 4\.1, newer than this holder's 3\.7"):
-        stale.desired.write(variables(zombie.shardset.shards("sim"), 0, ["op9-000"]))
+        stale.desired.write(variables(zombie.shards("sim"), 0, ["op9-000"]))
     with pytest.raises(LeaseLost):
         LossTracker(stale.suspects).save({"op5-000": SUSPECT})
     assert sorted(ProviderShards(new.config, "sim", ROOT).shard(0).desired.read()) == ["op5-000"]
@@ -169,7 +170,7 @@ def test_a_stale_holders_desired_set_write_is_refused_and_changes_nothing(tmp_pa
     # A closed fence writes nothing at all, whatever the store holds.
     revoked = FakeFence((5, 0))
     revoked.revoked = True
-    closed = unit_executor(new, None, fence=revoked).shardset.shards("sim").shard(0)  # type: ignore[arg-type]
+    closed = ShardSet(unit_parts(new, None, fence=revoked)).shards("sim").shard(0)  # type: ignore[arg-type]
     with pytest.raises(LeaseLost, match="revoked"):
         closed.desired.write(variables(shards, 0, []))
     assert sorted(closed.desired.read()) == ["op5-000"]
@@ -291,12 +292,12 @@ def test_with_pg_a_lost_cache_is_rebuilt_and_a_lost_record_is_refused_not_read_a
 ) -> None:
     loaded, engine = pg_site(tmp_path, "a"), FakeEngine()
     plan_burst(loaded, {"cpu": 2}, out=tmp_path / "first", toolkit_root=ROOT, engine=engine)
-    apply_bundle(loaded, tmp_path / "first", ROOT, executor=unit_executor(loaded, engine))
+    apply_bundle(loaded, tmp_path / "first", ROOT, wired=unit_ops(loaded, engine))
     shards = ProviderShards(loaded.config, "sim", ROOT)
     shard = shards.shard(0)
     shard.desired_file.unlink()  # only the cache: the next op rebuilds it from the store
     plan_burst(loaded, {"cpu": 1}, out=tmp_path / "second", toolkit_root=ROOT, engine=engine)
-    apply_bundle(loaded, tmp_path / "second", ROOT, executor=unit_executor(loaded, engine))
+    apply_bundle(loaded, tmp_path / "second", ROOT, wired=unit_ops(loaded, engine))
     assert sorted(len(keys) for keys in shards.held().values()) == [1, 2]  # shard_size 2
     assert shard.desired_file.read_bytes() == shard.desired.record.read()
 
@@ -305,7 +306,7 @@ def test_with_pg_a_lost_cache_is_rebuilt_and_a_lost_record_is_refused_not_read_a
     store.remove_document("sim", "desired/0", None)  # the record itself is lost
     plan_burst(loaded, {"cpu": 1}, out=tmp_path / "third", toolkit_root=ROOT, engine=engine)
     with pytest.raises(FinalError, match=r"^shared store shared/sim/desired/0: missing, but the Terraform state"):
-        apply_bundle(loaded, tmp_path / "third", ROOT, executor=unit_executor(loaded, engine))
+        apply_bundle(loaded, tmp_path / "third", ROOT, wired=unit_ops(loaded, engine))
     assert len(FakeEngine.state(shard.path)["instances"]) == 2
 
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from tf.iface import (
     CreateContext,
     DeleteContext,
@@ -223,12 +224,16 @@ def test_unexpected_failures_become_diagnostics(provider: XceSimProvider, monkey
 OWNER = {"xce:cluster": "demo", "xce:provider": "sim"}
 
 
-def _fenced_provider(tmp_path: Path, fence: str | None) -> XceSimProvider:
+def _configured(tmp_path: Path, **config: object) -> XceSimProvider:
     p = XceSimProvider()
     diags = Diagnostics()
-    p.configure_provider(diags, {"store": str(tmp_path / "cloud.sqlite"), "max_retries": None, "fence": fence})
+    p.configure_provider(diags, {"store": str(tmp_path / "cloud.sqlite"), "max_retries": None, **config})
     assert not diags.has_errors()
     return p
+
+
+def _fenced_provider(tmp_path: Path, fence: str | None) -> XceSimProvider:
+    return _configured(tmp_path, fence=fence)
 
 
 def test_the_provider_journals_its_runs_fence(tmp_path: Path) -> None:
@@ -352,3 +357,29 @@ def test_image_refusals_are_diagnostics(provider: XceSimProvider) -> None:
     diags = Diagnostics()
     assert InstanceResource(provider).create(CreateContext(diags, "t"), _planned(image="img-000000000000")) is None
     assert [d.summary for d in diags.diagnostics] == ["InvalidAMIID.NotFound: no available image img-000000000000"]
+
+
+def test_a_start_writes_the_runs_join_token_into_the_boot_copy(tmp_path: Path) -> None:
+    user_data = "#cloud-config\nwrite_files:\n- {path: /etc/xce/ca.pem, content: CA}\n"
+    # A warm-pool instance launched stopped with the token of its fill op...
+    filled = InstanceResource(_configured(tmp_path, join_tokens={"op-1-0": "v2.1.old"}))
+    diags = Diagnostics()
+    state = filled.create(CreateContext(diags, "t"), _planned(user_data=user_data, power_state="stopped"))
+    assert state is not None and state["state"] == "stopped"
+    # ...started by a later run whose configuration carries a fresh one: the host boots with it.
+    provider = _configured(tmp_path, join_tokens={"op-1-0": "v2.2.fresh"})
+    started = InstanceResource(provider).update(UpdateContext(diags, "t"), state, {**state, "power_state": "running"})
+    assert started is not None and started["state"] == "running" and not diags.has_errors()
+    [boot] = provider.store.boot_copies().values()
+    files = {f["path"]: f for f in yaml.safe_load(boot)["write_files"]}
+    assert files["/etc/xce/join-token"]["content"] == "v2.2.fresh\n"
+    assert files["/etc/xce/join-token"]["permissions"] == "0600" and "v2.1.old" not in boot
+    assert files["/etc/xce/ca.pem"]["content"] == "CA"
+    assert "fresh" not in json.dumps(started) and "fresh" not in provider.store.get(state["id"]).user_data  # type: ignore[union-attr]
+    # A stop never touches it; a start without a token keeps the copy it has.
+    stopped = InstanceResource(provider).update(
+        UpdateContext(diags, "t"), started, {**started, "power_state": "stopped"}
+    )
+    plain = _configured(tmp_path, join_tokens={})
+    again = InstanceResource(plain).update(UpdateContext(diags, "t"), stopped, {**stopped, "power_state": "running"})
+    assert again is not None and again["state"] == "running" and plain.store.boot_copies() == {state["id"]: boot}
