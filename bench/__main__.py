@@ -23,6 +23,7 @@ BENCHES = [
     ("bench_daemon.py", False),
     ("bench_scaleout.py", False),
     ("bench_bootstrap.py", True),
+    ("bench_firstboot.py", True),
 ]
 
 

@@ -40,10 +40,11 @@ def _seconds(stamp: str) -> float:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
-def one_bake(world: SimWorld) -> dict[str, Any]:
-    """One ``image bake`` through the command line: its wall time and the builder's lifetime."""
+def one_bake(world: SimWorld, template: str = "cpu", *extra: str) -> dict[str, Any]:
+    """One ``image bake`` through the command line: its wall time and the builder's lifetime
+    (``extra``: more arguments, ``--from IMAGE`` for a template whose image is ``bake:newest``)."""
     start = time.monotonic()
-    made = json.loads(world.ok("image", "bake", "cpu", "--provider", "sim", "--json", timeout=900))
+    made = json.loads(world.ok("image", "bake", template, "--provider", "sim", "--json", *extra, timeout=900))
     seconds = time.monotonic() - start
     [builder] = world.store.list_instances({"xce:op_id": made["op_id"]}, include_terminated=True)
     lived = _seconds(builder.terminated_at) - _seconds(builder.launch_time)

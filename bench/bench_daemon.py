@@ -637,11 +637,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         parser.error(f"--only: unknown sub-benchmark {', '.join(unknown)} (of {', '.join(SUBS + ALONE)})")
     results = run(args)
-    found = verdicts(results)
+    return report(results, verdicts(results), args.check)
+
+
+def report(results: dict[str, Any], found: Sequence[tuple[str, bool]], check: bool) -> int:
+    """Print each verdict and the JSON summary; the exit code (1 on a miss with ``check``)."""
     for line, met in found:
         print(f"{'PASS' if met else 'MISS'}: {line}")
     print(json.dumps(results))
-    return 1 if args.check and not all(met for _, met in found) else 0
+    return 1 if check and not all(met for _, met in found) else 0
 
 
 if __name__ == "__main__":

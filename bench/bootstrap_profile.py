@@ -111,15 +111,20 @@ class CpuSplit:
     def close(self) -> None:
         """Everything back to the root group; the two groups removed (killed hosts take a moment to leave)."""
         for group in (self.control, self.hosts):
-            deadline = time.monotonic() + 10
-            while group.exists() and time.monotonic() < deadline:
-                for pid in (group / "cgroup.procs").read_text().split():
-                    with contextlib.suppress(OSError):
-                        (CPUACCT / "cgroup.procs").write_text(pid)
-                with contextlib.suppress(OSError):
-                    group.rmdir()
-                    break
-                time.sleep(0.2)
+            remove_group(group)
+
+
+def remove_group(group: Path) -> None:
+    """Move what ``group`` holds back to the root group, then remove it (within 10 s)."""
+    deadline = time.monotonic() + 10
+    while group.exists() and time.monotonic() < deadline:
+        for pid in (group / "cgroup.procs").read_text().split():
+            with contextlib.suppress(OSError):
+                (CPUACCT / "cgroup.procs").write_text(pid)
+        with contextlib.suppress(OSError):
+            group.rmdir()
+            break
+        time.sleep(0.2)
 
 
 def _usage(group: Path) -> float:
