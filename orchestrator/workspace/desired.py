@@ -24,7 +24,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -41,6 +41,8 @@ __all__ = ["DESIRED", "DesiredSet", "Snapshot"]
 # the cache together: one at a time in this process, so a refresh never puts an older record's
 # content over a newer cache (the shards of an op are written from worker threads).
 _CACHE_LOCK = threading.Lock()
+# An entry of the document whose ``tags`` are the cloud's labels (an instance, a baked image).
+_Tagged = TypeVar("_Tagged", InstanceSpec, ImageSpec)
 
 
 @dataclass(frozen=True)
@@ -71,35 +73,26 @@ class DesiredSet:
 
     def parse(self, raw: bytes | None) -> dict[str, InstanceSpec]:
         """The desired instances of ``raw``, this set's content as read (None: none)."""
-        try:
-            if raw is None:
-                return {}
-            data = durable.parse_json(raw)
-            instances = data.get("instances") or {}
-            specs = {str(key): InstanceSpec.model_validate(value) for key, value in instances.items()}
-            if self.labels.identity:
-                return specs
-            back = self.labels.from_labels
-            return {key: spec.model_copy(update={"tags": back(spec.tags)}) for key, spec in specs.items()}
-        except (OSError, ValueError, AttributeError, ValidationError) as exc:
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise FinalError(f"{self.record}: unreadable desired set: {first}") from None
+        return self._entries(raw, "instances", InstanceSpec, "unreadable desired set")
 
     def images(self) -> dict[str, ImageSpec]:
         """The desired baked images keyed by image key (only shard 0 holds any; docs/images.md)."""
-        raw = self.record.read()
+        return self._entries(self.record.read(), "images", ImageSpec, "unreadable images of the desired set")
+
+    def _entries(self, raw: bytes | None, member: str, model: type[_Tagged], what: str) -> dict[str, _Tagged]:
+        """The entries of ``member`` in ``raw`` as ``model``s, their labels read back as tags."""
         try:
             if raw is None:
                 return {}
-            images = durable.parse_json(raw).get("images") or {}
-            specs = {str(key): ImageSpec.model_validate(value) for key, value in images.items()}
+            entries = durable.parse_json(raw).get(member) or {}
+            specs = {str(key): model.model_validate(value) for key, value in entries.items()}
             if self.labels.identity:
                 return specs
             back = self.labels.from_labels
             return {key: spec.model_copy(update={"tags": back(spec.tags)}) for key, spec in specs.items()}
         except (OSError, ValueError, AttributeError, ValidationError) as exc:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise FinalError(f"{self.record}: unreadable images of the desired set: {first}") from None
+            raise FinalError(f"{self.record}: {what}: {first}") from None
 
     def exists(self) -> bool:
         """Whether a desired set was ever written (an empty one counts)."""
