@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator.model.config import Config, HostTemplate, ProviderSettings
+from orchestrator.model.config import Config, ProviderSettings
+from orchestrator.model.templateconfig import HostTemplate
 
 # (dotted key, its section in Config, its name there); "" as section: top level.
 RESTART_ONLY: tuple[tuple[str, str, str], ...] = (

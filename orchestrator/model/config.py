@@ -7,57 +7,24 @@ provider that does not exist) are checked after the fields, so every problem is 
 
 from __future__ import annotations
 
-import datetime
 import ipaddress
-import typing
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from orchestrator.model.durations import Duration
 from orchestrator.model.modules import provider_module
 from orchestrator.model.provider_mirror import ProviderMirror
-from orchestrator.model.values import scalar_problem, value_problems
+from orchestrator.model.strict import Strict
+from orchestrator.model.templateconfig import (
+    HostTemplate,
+    TemplateOnProvider,
+)
 
 NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,39}$"
 SHARD_SIZE = 250  # instances per Terraform state (providers.<name>.shard_size); see docs/performance.md
 SYSTEM_TRUST = "system"  # ``controller.ca: system``: trust the system store, said explicitly
-
-
-# What the YAML loader can produce besides mappings and lists (sets from !!set).
-_YAML_SCALARS = (str, int, float, datetime.date, bytes, set, frozenset)
-
-
-class Strict(BaseModel):
-    """Base of every configuration section: unknown keys are errors, values are not coerced loosely.
-
-    Every value is plain and finite before its field sees it (``orchestrator.model.values``):
-    no NaN or infinity (``allow_inf_nan`` for the typed numbers, ``_plain`` for all), no integer
-    out of range, no date, and no boolean where a number belongs (pydantic would take ``true``
-    as 1).
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _plain(cls, value: object, info: ValidationInfo) -> object:
-        annotation = cls.model_fields[info.field_name].annotation if info.field_name else None
-        if isinstance(value, dict | list):
-            # Sections are checked by their own models; free-form values (module settings,
-            # template variables, tags) are walked here.
-            problems = [] if _holds_section(annotation) else value_problems(value)
-            if problems:
-                raise ValueError("; ".join(f"{where}: {what}" for where, what in problems))
-            return value
-        # Only what YAML can produce is judged here: a value built in code (a Path, a section
-        # model) is the field's own business, as before.
-        if isinstance(value, _YAML_SCALARS) and (problem := scalar_problem(value)) is not None:
-            raise ValueError(problem)
-        if isinstance(value, bool) and _is_number(annotation):
-            raise ValueError("a boolean (true/false) is not a number")
-        return value
 
 
 class TerraformSettings(Strict):
@@ -381,65 +348,6 @@ class PolicySettings(Strict):
     orphans: OrphanSettings = Field(default_factory=OrphanSettings)
 
 
-class XceSide(Strict):
-    """What the XCE controller knows about hosts of a template."""
-
-    type: str = "X86_64"
-    model: str = "generic"
-    slots: int = Field(default=1, ge=1)
-    # A true/false value is a Boolean host attribute (e.g. LSF's resource that marks borrowed
-    # hosts); bool comes first so that YAML's true is not taken as the number 1.
-    resources: dict[str, bool | str | int | float] = Field(default_factory=dict)
-    host_groups: list[str] = Field(default_factory=list)
-
-
-class TemplateOnProvider(Strict):
-    """The cloud side of a template on one provider."""
-
-    flavor: str = Field(min_length=1)
-    image: str = Field(min_length=1)
-    cost_per_hour: float = Field(default=0.0, ge=0)
-    # What one instance costs per hour while stopped (a warm-pool instance): its disk only in
-    # the cost model; the budgets count pool instances at this price (docs/configuration.md).
-    stopped_cost_per_hour: float = Field(default=0.0, ge=0)
-    # Instances of the template kept stopped on this provider, started first when demand comes
-    # (docs/daemon.md, "The warm pool"); 0: no pool.
-    warm_pool: int = Field(default=0, ge=0, le=1000)
-    # Daemon policy: at most this many instances of the template on the provider (on top of the
-    # provider's max_instances); unset = only the provider's limit.
-    max_instances: int | None = Field(default=None, ge=1)
-    disk_gb: int | None = Field(default=None, ge=1)
-    network: str | None = None
-    extra: dict[str, Any] = Field(default_factory=dict)
-
-
-BootstrapMode = Literal["push", "first-boot"]
-BOOTSTRAP_MODES: tuple[str, ...] = typing.get_args(BootstrapMode)
-
-
-class BootstrapSide(Strict):
-    """What the bootstrap play does on hosts of a template.
-
-    ``mode``: ``push`` (the control node's Ansible play configures each new host over SSH) or
-    ``first-boot`` (the host starts from an image that holds the node manager and joins by
-    itself from its user data and its join token; no play runs per host: docs/bootstrap.md).
-    """
-
-    mode: BootstrapMode = "push"
-    groups: list[str] = Field(default_factory=list)
-    vars: dict[str, Any] = Field(default_factory=dict)
-    roles: list[str] = Field(default_factory=list)
-
-
-class HostTemplate(Strict):
-    """A kind of host; demand is counted per template."""
-
-    xce: XceSide = Field(default_factory=XceSide)
-    tags: dict[str, str] = Field(default_factory=dict)
-    providers: dict[str, TemplateOnProvider]
-    bootstrap: BootstrapSide = Field(default_factory=BootstrapSide)
-
-
 class Config(Strict):
     """The whole site configuration."""
 
@@ -522,23 +430,6 @@ def _pool_problems(where: str, side: TemplateOnProvider, provider: ProviderSetti
             f"{side.cost_per_hour:g} (a stopped instance costs its disk only)"
         ]
     return []
-
-
-def _holds_section(annotation: object) -> bool:
-    """Whether a field's type contains a configuration section (a model validating its own values)."""
-    if isinstance(annotation, type):
-        return issubclass(annotation, BaseModel)
-    return any(_holds_section(arg) for arg in typing.get_args(annotation))
-
-
-def _is_number(annotation: object) -> bool:
-    """Whether a field's type is a number (``int``, ``float``, a duration, optionally unset) and not text."""
-    if annotation in (int, float):
-        return True
-    if typing.get_origin(annotation) is typing.Annotated:
-        return _is_number(typing.get_args(annotation)[0])
-    args = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
-    return bool(args) and typing.get_origin(annotation) is not dict and all(_is_number(arg) for arg in args)
 
 
 def _is_name(value: str) -> bool:

@@ -29,6 +29,9 @@ class InstanceSpec(BaseModel):
     disk_gb: int | None = Field(default=None, ge=1)
     network: str | None = None
     extra: dict[str, str] = Field(default_factory=dict)
+    # The offering's placement (model/offerings.py): unset for a flavor with no zone or subnet.
+    zone: str | None = None
+    subnet: str | None = None
     # ``stopped``: a warm-pool instance (launched and kept stopped); ``running``: one started
     # from the pool; unset: the module leaves the instance's power as it is (every other host).
     power_state: Literal["running", "stopped"] | None = None

@@ -24,6 +24,8 @@ MAX_LIFETIME: Final = "xce:max_lifetime"
 # ``warm`` while the instance waits stopped in its template's warm pool (orchestrator/model/pool.py);
 # removed when demand takes it.
 POOL: Final = "xce:pool"
+# The offering the instance was launched as (orchestrator/model/offerings.py): its name.
+OFFERING: Final = "xce:offering"
 
 OWNER_TAGS: Final = (CLUSTER, PROVIDER, OP_ID, EPOCH, TEMPLATE)
 
@@ -37,7 +39,7 @@ IMAGE_TAGS: Final = (KIND, BUILT_FROM_IMAGE, ROLE_VERSION, NODE_MANAGER_SHA256, 
 
 # Every tag the toolkit writes or reads back from the cloud: what a provider module's label map
 # (orchestrator/model/labels.py) may put under other label keys and encodes the values of.
-TOOLKIT_TAGS: Final = (*OWNER_TAGS, PROTECT, MAX_LIFETIME, POOL, *IMAGE_TAGS)
+TOOLKIT_TAGS: Final = (*OWNER_TAGS, PROTECT, MAX_LIFETIME, POOL, OFFERING, *IMAGE_TAGS)
 
 # The epoch tag value for a plan made without a lease (``xceprov plan`` previews).
 NO_EPOCH: Final = "none"
