@@ -417,13 +417,15 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--hosts", type=int, default=20, help="the burst (default 20)")
     parser.add_argument("--rounds", type=int, default=3, help="bursts per scenario (the fastest counts)")
     parser.add_argument("--probe-hosts", type=int, default=10, help="the demand left unmet while probing")
-    parser.add_argument("--probe-seconds", type=float, default=150.0, help="how long the daemon probes")
-    parser.add_argument("--capacity-base", type=float, default=30.0, help="policy.capacity_backoff.base, seconds")
+    parser.add_argument("--probe-seconds", type=float, default=None, help="how long the daemon probes (150)")
+    parser.add_argument("--capacity-base", type=float, default=None, help="policy.capacity_backoff.base, s (30)")
     parser.add_argument("--quota-hosts", type=int, default=10, help="the demand refused for quota")
-    parser.add_argument("--quota-seconds", type=float, default=600.0, help="how long quota refusals last")
+    parser.add_argument("--quota-seconds", type=float, default=None, help="how long quota refusals last (600)")
     parser.add_argument("--only", default="burst,quota", help="comma-separated, of burst, quota")
     parser.add_argument("--layout", choices=("offerings", "providers"), default="offerings")
-    parser.add_argument("--quick", action="store_true", help="a smoke run: 60 s of quota, 10 s backoff, 50 s probing")
+    parser.add_argument(
+        "--quick", action="store_true", help="a smoke run: defaults of 60 s quota, 10 s base, 50 s probing"
+    )
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for a burst")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where the JSON summary is written")
     parser.add_argument("--keep", type=Path, default=None, help="keep the worlds (daemon logs) in this new directory")
@@ -433,8 +435,14 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     unknown = sorted(set(args.only) - set(PARTS))
     if unknown:
         parser.error(f"--only: unknown part {', '.join(unknown)} (of {', '.join(PARTS)})")
-    if args.quick:
-        args.quota_seconds, args.capacity_base, args.probe_seconds = 60.0, 10.0, 50.0
+    # What --quick shortens, unless given: (quick, full).
+    for name, (quick, full) in {
+        "quota_seconds": (60.0, 600.0),
+        "capacity_base": (10.0, 30.0),
+        "probe_seconds": (50.0, 150.0),
+    }.items():
+        if getattr(args, name) is None:
+            setattr(args, name, quick if args.quick else full)
     if min(args.hosts, args.probe_hosts, args.quota_hosts, args.rounds) < 1:
         parser.error("--hosts, --probe-hosts, --quota-hosts and --rounds must be at least 1")
     return args

@@ -166,3 +166,8 @@ def test_quick_shortens_the_windows_and_bad_parts_are_refused(capsys: pytest.Cap
         parse(["--only", "burst,spot"])
     assert exc.value.code == 2
     assert "--only: unknown part spot (of burst, quota)" in capsys.readouterr().err
+
+
+def test_quick_keeps_what_is_given() -> None:
+    assert parse(["--quick", "--probe-seconds", "30"]).probe_seconds == 30.0
+    assert parse(["--capacity-base", "20"]).capacity_base == 20.0
