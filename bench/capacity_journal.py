@@ -54,16 +54,18 @@ class Request:
 
 
 def requests_of(doc: Mapping[str, Any]) -> list[Request]:
-    """The rows of ``xceprov sim cloud requests --json`` (``{"requests": [{time, flavor, zone, key,
-    outcome}, ...]}``), oldest first; the offering of a row is ``flavor[@zone]``."""
+    """The create requests of ``xceprov sim cloud requests --json`` (``{"requests": [{at, action,
+    outcome, flavor, zone, offering, client_token, ...}, ...]}``; deletes left out), oldest first.
+    A row's offering is the cloud's ``offering`` (``flavor[@zone][@subnet]``), else ``flavor[@zone]``."""
     rows = [
         Request(
-            unix_time(row["time"]),
-            offering_name(str(row["flavor"]), row.get("zone") or None, None),
-            str(row.get("key") or ""),
+            unix_time(row.get("at", row.get("time"))),
+            str(row.get("offering") or offering_name(str(row["flavor"]), row.get("zone") or None, None)),
+            str(row.get("client_token") or row.get("key") or ""),
             str(row["outcome"]),
         )
         for row in doc.get("requests", [])
+        if row.get("action", "create") == "create"
     ]
     return sorted(rows, key=lambda r: r.at)
 

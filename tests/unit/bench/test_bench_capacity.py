@@ -21,6 +21,7 @@ from bench.capacity_journal import (
     probe_gaps,
     probing,
     requests_of,
+    unix_time,
     verdicts,
 )
 
@@ -31,17 +32,22 @@ def asked(at: float, key: str, outcome: str = "capacity", offering: str = "c4.la
     return Request(at, offering, key, outcome)
 
 
-def test_journal_rows_name_their_offering_and_read_either_time_format() -> None:
+def test_journal_rows_name_their_offering_and_deletes_are_left_out() -> None:
+    def row(at: Any, action: str, outcome: str, **more: Any) -> dict[str, Any]:
+        return {"at": at, "action": action, "outcome": outcome, "flavor": "c4.large", "zone": "", **more}
+
     doc = {
         "requests": [
-            {"time": 1700000010.5, "flavor": "c8.large", "zone": "z2", "key": f"{OP_A}-001", "outcome": "created"},
-            {"time": "2023-11-14T22:13:20Z", "flavor": "c4.large", "key": f"{OP_A}-000", "outcome": "quota"},
+            row(1700000010.5, "create", "created", offering="c8.large@z2", client_token=f"{OP_A}-001"),
+            row(1700000005.0, "delete", "deleted", client_token=f"{OP_A}-002"),
+            row(1700000000.0, "create", "quota", client_token=f"{OP_A}-000"),
         ]
     }
     assert requests_of(doc) == [
         Request(1700000000.0, "c4.large", f"{OP_A}-000", "quota"),
         Request(1700000010.5, "c8.large@z2", f"{OP_A}-001", "created"),
     ]
+    assert unix_time("2023-11-14T22:13:20Z") == 1700000000.0
 
 
 def test_one_apply_is_one_attempt_and_a_key_asked_again_is_another() -> None:
