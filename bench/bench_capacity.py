@@ -68,7 +68,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from bench.bench_daemon import report
 from bench.bench_firstboot import Daemon as FirstBootDaemon
 from bench.bench_firstboot import status_doc, wait_for
-from bench.capacity_journal import burst_row, probe_floor, probing, requests_of, verdicts
+from bench.capacity_journal import attempts, audit_counts, burst_row, probe_floor, probing, requests_of, verdicts
 from orchestrator.model.backoff import Backoff
 from orchestrator.model.offerings import offering_name
 
@@ -261,7 +261,7 @@ def burst(world: Any, daemon: Daemon, label: str, hosts: int, timeout: float) ->
     from orchestrator.sim.controller import admin
 
     before = running_count(world)
-    t0 = time.monotonic()
+    t0, began = time.monotonic(), time.time()
     admin.submit(world.sim, TEMPLATE, hosts, WORK_SECONDS)
 
     def done() -> bool:
@@ -270,8 +270,11 @@ def burst(world: Any, daemon: Daemon, label: str, hosts: int, timeout: float) ->
 
     wait_for(f"{hosts} instances running", done, timeout, 0.1, daemon.tail)
     seconds = time.monotonic() - t0
-    row = burst_row(label, hosts, seconds, placed(world))
-    log(f"{label}: {hosts} instances running {row['to_all_running_s']} s after the demand; placed {row['placed']}")
+    row = burst_row(label, hosts, seconds, placed(world), audit_counts(world.audit(), began, began + seconds))
+    log(
+        f"{label}: {hosts} instances running {row['to_all_running_s']} s after the demand; placed {row['placed']}; "
+        f"{row['ops']} create ops, {row['refused_ops']} refused, {row['returned_ops']} given back"
+    )
     return row
 
 
@@ -345,6 +348,7 @@ def quota(world: Any, args: argparse.Namespace) -> dict[str, Any]:
         "seconds": args.quota_seconds,
         "hosts": args.quota_hosts,
         "requests": len(rows),
+        "attempts": sum(len(tried) for tried in attempts(rows).values()),
         "outcomes": dict(Counter(r.outcome for r in rows)),
         "created": created,
         "deleted": changed.get("delete", 0),
@@ -354,8 +358,9 @@ def quota(world: Any, args: argparse.Namespace) -> dict[str, Any]:
         "controller_quota_reasons": quota_reasons(controller.get("reasons"), TEMPLATE),
     }
     log(
-        f"quota: {out['requests']} create requests {out['outcomes']}; created {out['created']}, deleted "
-        f"{out['deleted']}; reasons: status {out['status_reasons']}, controller {out['controller_reasons']}"
+        f"quota: {out['attempts']} create attempts, {out['requests']} requests {out['outcomes']}; "
+        f"created {out['created']}, deleted {out['deleted']}; reasons: status {out['status_reasons']}, "
+        f"controller {out['controller_reasons']}"
     )
     return out
 

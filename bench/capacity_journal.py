@@ -156,9 +156,33 @@ def probing(requests: Sequence[Request], offerings: Sequence[str], floor: float)
     return {name: offering_row(name, found.get(name, []), floor) for name in offerings}
 
 
-def burst_row(label: str, hosts: int, seconds: float, by_offering: Mapping[str, int]) -> dict[str, Any]:
-    """One burst: demand → ``hosts`` instances running in the cloud, and where they went."""
-    return {"label": label, "hosts": hosts, "to_all_running_s": round(seconds, 2), "placed": dict(by_offering)}
+def audit_counts(entries: Sequence[Mapping[str, Any]], since: float, until: float) -> dict[str, int]:
+    """The daemon's audit actions from ``since`` to ``until`` (unix seconds; the audit log's times
+    have second precision, so the window is widened to whole seconds), counted by action."""
+    first, last = math.floor(since), math.ceil(until)
+    found: dict[str, int] = {}
+    for entry in entries:
+        if first <= unix_time(entry["time"]) <= last:
+            found[str(entry["action"])] = found.get(str(entry["action"]), 0) + 1
+    return dict(sorted(found.items()))
+
+
+def burst_row(
+    label: str, hosts: int, seconds: float, by_offering: Mapping[str, int], audit: Mapping[str, int]
+) -> dict[str, Any]:
+    """One burst: demand → ``hosts`` instances running in the cloud, where they went, and where
+    the time went: the create ops it took (intents), how many were refused (failed applies) and
+    given back (an abandoned op's keys returned: one more Terraform run each)."""
+    return {
+        "label": label,
+        "hosts": hosts,
+        "to_all_running_s": round(seconds, 2),
+        "placed": dict(by_offering),
+        "ops": audit.get("fact-requestIntent", 0),
+        "refused_ops": audit.get("op-apply-failed", 0),
+        "returned_ops": audit.get("op-returned", 0),
+        "audit": dict(audit),
+    }
 
 
 def _ratio(top: float, bottom: float) -> float:

@@ -16,6 +16,8 @@ from bench.bench_capacity import main, parse
 from bench.capacity_journal import (
     Request,
     attempts,
+    audit_counts,
+    burst_row,
     per_interval,
     probe_floor,
     probe_gaps,
@@ -177,3 +179,18 @@ def test_quick_shortens_the_windows_and_bad_parts_are_refused(capsys: pytest.Cap
 def test_quick_keeps_what_is_given() -> None:
     assert parse(["--quick", "--probe-seconds", "30"]).probe_seconds == 30.0
     assert parse(["--capacity-base", "20"]).capacity_base == 20.0
+
+
+def test_a_burst_row_says_how_many_ops_it_took() -> None:
+    audit = [
+        {"time": "2023-11-14T22:13:19Z", "action": "fact-requestIntent"},  # before the burst
+        {"time": "2023-11-14T22:13:20Z", "action": "fact-requestIntent"},
+        {"time": "2023-11-14T22:13:21Z", "action": "op-apply-failed"},
+        {"time": "2023-11-14T22:13:22Z", "action": "op-returned"},
+        {"time": "2023-11-14T22:13:23Z", "action": "fact-requestIntent"},
+        {"time": "2023-11-14T22:13:30Z", "action": "fact-requestIntent"},  # after it
+    ]
+    counts = audit_counts(audit, 1700000000.4, 1700000002.6)  # widened to whole seconds: 20..23
+    row = burst_row("refusing", 20, 2.2, {"c4.large@z2": 20}, counts)
+    assert (row["ops"], row["refused_ops"], row["returned_ops"]) == (2, 1, 1)
+    assert row["to_all_running_s"] == 2.2 and row["placed"] == {"c4.large@z2": 20}
