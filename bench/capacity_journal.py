@@ -224,6 +224,8 @@ def verdicts(results: Mapping[str, Any]) -> list[tuple[str, bool]]:
     quota = results.get("quota")
     if quota:
         window = f"{quota['seconds']:g} s of quota refusals"
+        refused = quota["outcomes"].get("quota", 0)
+        out.append((f"{window}: creates refused for quota in the journal {refused} >= 1 (the fault bit)", refused >= 1))
         out.append((f"{window}: instances created {quota['created']} == 0", quota["created"] == 0))
         out.append((f"{window}: instances deleted {quota['deleted']} == 0", quota["deleted"] == 0))
         shown = (("in status --json", "status_quota_reasons"), ("at the controller", "controller_quota_reasons"))

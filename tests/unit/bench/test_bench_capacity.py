@@ -122,6 +122,7 @@ def results(refusing_s: float = 3.0, most: int = 1, created: int = 0, quota_reas
         },
         "quota": {
             "seconds": 600.0,
+            "outcomes": {"quota": 2},
             "created": created,
             "deleted": 0,
             "status_quota_reasons": quota_reasons,
@@ -151,6 +152,13 @@ def test_a_refusing_offering_the_journal_never_saw_refused_is_a_miss() -> None:
     missed = [line for line, met in verdicts(measured) if not met]
     assert missed == ["c8.large@z1: refused in the journal: 0 refused attempts >= 1 (the fault did not bite)"]
     assert verdicts({}) == []
+
+
+def test_a_quota_window_without_a_quota_refusal_is_a_miss() -> None:
+    measured = results()
+    measured["quota"]["outcomes"] = {}  # nothing asked of the cloud: nothing created, nothing proven
+    missed = [line for line, met in verdicts(measured) if not met]
+    assert missed == ["600 s of quota refusals: creates refused for quota in the journal 0 >= 1 (the fault bit)"]
 
 
 def test_check_fails_on_a_miss_and_the_summary_is_written(
