@@ -26,8 +26,11 @@ per provider on four providers (the fallback across providers that existed befor
   the most attempts within one probe interval after a refusal. ``policy.capacity_backoff`` is
   ``{base: --capacity-base, max: 4 × base}``; the shortest probe interval is half the base (the
   backoff's jitter). Deletes in the mutation journal are counted too (none expected).
-- ``quota``: the cloud refuses every create for quota (``xceprov sim fault quota 0``); demand for
-  ``--quota-hosts``; the daemon runs ``--quota-seconds`` (600; ``--quick``: 60). Then: instances
+- ``quota``: ``--quota-live`` instances (5) are made first (a demand of as many), then the
+  account's quota is set to what runs (``xceprov sim fault quota 5``: the cloud refuses every
+  further create for quota); demand for ``--quota-hosts`` more (10); the daemon runs
+  ``--quota-seconds`` (600; ``--quick``: 60). A loop that deleted and created again would show
+  on the instances already running. Then: instances
   created (request journal) and created or deleted (mutation journal) over the window, the
   ``quota`` reasons of the template in ``xceprov status --json`` and in the simulated
   controller's status.
@@ -330,23 +333,30 @@ def one_burst(world: Any, args: argparse.Namespace, label: str, probe: bool) -> 
 def quota(world: Any, args: argparse.Namespace) -> dict[str, Any]:
     from orchestrator.sim.controller import admin
 
-    world.ok("sim", "fault", "quota", "0")
     daemon = start_daemon(world, "quota")
     try:
+        if args.quota_live:  # instances the account already runs: a create/delete loop would show on them
+            burst(world, daemon, "quota-live", args.quota_live, args.timeout)
+        live = running_count(world)
+        world.ok("sim", "fault", "quota", str(live))
         t0 = time.time()
         admin.submit(world.sim, TEMPLATE, args.quota_hosts, WORK_SECONDS)
-        log(f"quota: every create refused for quota, demand for {args.quota_hosts}, {args.quota_seconds:g} s")
+        log(
+            f"quota: the account at its quota ({live} live), demand for {args.quota_hosts} more, "
+            f"{args.quota_seconds:g} s"
+        )
         watch(daemon, args.quota_seconds, "quota", world)
         shown = status_json(world)
         controller = admin.status(world.sim)
     finally:
         daemon.stop()
-    rows = requests_of(journal(world, t0))
+    rows = [r for r in requests_of(journal(world, t0)) if r.at >= t0]
     changed = mutations_since(world, t0)
     created = max(sum(1 for r in rows if r.outcome == "created"), changed.get("create", 0))
     out = {
         "seconds": args.quota_seconds,
         "hosts": args.quota_hosts,
+        "live": live,
         "requests": len(rows),
         "attempts": sum(len(tried) for tried in attempts(rows).values()),
         "outcomes": dict(Counter(r.outcome for r in rows)),
@@ -425,6 +435,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--probe-seconds", type=float, default=None, help="how long the daemon probes (150)")
     parser.add_argument("--capacity-base", type=float, default=None, help="policy.capacity_backoff.base, s (30)")
     parser.add_argument("--quota-hosts", type=int, default=10, help="the demand refused for quota")
+    parser.add_argument("--quota-live", type=int, default=5, help="instances running before the quota is reached")
     parser.add_argument("--quota-seconds", type=float, default=None, help="how long quota refusals last (600)")
     parser.add_argument("--only", default="burst,quota", help="comma-separated, of burst, quota")
     parser.add_argument("--layout", choices=("offerings", "providers"), default="offerings")
@@ -448,6 +459,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     }.items():
         if getattr(args, name) is None:
             setattr(args, name, quick if args.quick else full)
+    if args.quota_live < 0:
+        parser.error("--quota-live must be 0 or more")
     if min(args.hosts, args.probe_hosts, args.quota_hosts, args.rounds) < 1:
         parser.error("--hosts, --probe-hosts, --quota-hosts and --rounds must be at least 1")
     return args
