@@ -202,3 +202,35 @@ def test_a_burst_row_says_how_many_ops_it_took() -> None:
     row = burst_row("refusing", 20, 2.2, {"c4.large@z2": 20}, counts)
     assert (row["ops"], row["refused_ops"], row["returned_ops"]) == (2, 1, 1)
     assert row["to_all_running_s"] == 2.2 and row["placed"] == {"c4.large@z2": 20}
+
+
+@pytest.mark.parametrize("layout", ["offerings", "providers"])
+def test_the_bench_site_is_one_the_toolkit_accepts(tmp_path: Path, layout: str) -> None:
+    import yaml
+    from sim_world_helpers import _site_config
+
+    from orchestrator.configfile import load_config
+
+    class World:
+        site = tmp_path
+
+    (tmp_path / "xceprov.yaml").write_text(yaml.safe_dump(_site_config(tmp_path, "bench", 7441, None)))
+    bench_capacity.configure(World(), layout, 30.0, 120)
+    config = load_config(str(tmp_path / "xceprov.yaml")).config
+    # The cheapest first, the two refusing ones (z1) before the others, whatever the layout.
+    offered = [
+        (o.flavor, o.zone)
+        for side in config.templates["cpu"].providers.values()
+        for o in side.listed_offerings(config.templates["cpu"].xce.slots)
+    ]
+    names = [offer.name for offer in bench_capacity.offers(layout)]
+    assert [bench_capacity.offering_name(f, z, None) for f, z in offered] == names
+    assert config.templates["cpu"].bootstrap.mode == "first-boot"
+
+
+def test_quota_reasons_are_counted_per_template_in_either_shape() -> None:
+    status = {"cpu": [{"code": "quota"}, {"code": "backoff"}], "gpu": [{"code": "quota"}]}
+    controller = [{"template": "cpu", "code": "quota"}, {"template": "gpu", "code": "quota"}]
+    assert bench_capacity.quota_reasons(status, "cpu") == 1
+    assert bench_capacity.quota_reasons(controller, "cpu") == 1
+    assert bench_capacity.quota_reasons(None, "cpu") == 0 and bench_capacity.quota_reasons({}, "cpu") == 0
