@@ -30,7 +30,7 @@ from typing import Final
 from orchestrator.model.offerings import offering_name
 from orchestrator.model.tags import CLUSTER as CLUSTER_TAG
 from orchestrator.model.tags import PROVIDER as PROVIDER_TAG
-from orchestrator.sim.cloud.errors import CloudError, InstanceLimitExceeded, InsufficientCapacity
+from orchestrator.sim.cloud.errors import InstanceLimitExceeded, InsufficientCapacity
 
 SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS requests (
@@ -117,11 +117,6 @@ def outcome_of(exc: BaseException) -> str:
     if isinstance(exc, InstanceLimitExceeded):
         return QUOTA
     return ERROR
-
-
-def error_text(exc: BaseException) -> str:
-    """A refusal's text for the journal: the cloud's own line for its errors, else the type too."""
-    return str(exc) if isinstance(exc, CloudError) else f"{type(exc).__name__}: {exc}"
 
 
 def append(

@@ -208,7 +208,8 @@ class CloudStore:
             tags=tags,
             instance_id=instance_id,
             epoch=epoch,
-            detail="" if exc is None else requestlog.error_text(exc),
+            # The cloud's own one-line error (each starts with its code).
+            detail="" if exc is None else str(exc),
         )
 
     def _launch(
