@@ -34,14 +34,8 @@ cluster: itest
 state_dir: state
 standalone: true
 controller: {ca: system}
-providers:
-  sim:
-    module: xcesim
-    max_instances: 20
-templates:
-  cpu:
-    providers:
-      sim: {flavor: c8.large, image: debian-12, cost_per_hour: 0.5}
+providers: {sim: {module: xcesim, max_instances: 20}}
+templates: {cpu: {providers: {sim: {flavor: c8.large, image: debian-12, cost_per_hour: 0.5}}}}
 """
 
 

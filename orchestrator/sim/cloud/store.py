@@ -9,7 +9,8 @@ and ``xceprov sim fault ...`` injects faults from yet another process. Hence:
 - one row per instance (and one row per tag), short transactions, never a rewrite of the store;
 - idempotency by ``client_token`` and address uniqueness are *also* enforced by partial unique
   indexes, so that even a logic slip cannot give two live instances one token or one address;
-- fault controls (error rate, capacity, slow launches) live in the same file, so that every
+- fault controls (error rate, capacity per flavor and per flavor and zone, the account's quota,
+  slow launches) live in the same file, so that every
   provider process sees them and they survive restarts;
 - the cloud's own maximum lifetime: an instance tagged ``xce:max_lifetime`` (whole seconds) is
   terminated by the cloud itself, reason ``expired``, once ``launch_time`` plus that lifetime has
@@ -23,14 +24,16 @@ and ``xceprov sim fault ...`` injects faults from yet another process. Hence:
   Terraform run, see ``provider.py``; "" for the cloud's own actions and the ``xceprov sim``
   tooling), so that a test can prove that two orchestrators never mutated one provider at once.
 
-Costs: create, get, delete, tag update, the fault checks and the expiry sweep are O(1)
-(indexed) per call, plus O(k) for k instances expiring; listing is O(n) in the instances returned,
-reading the journal O(m) in the mutations returned (one append per mutation).
+Costs: create, get, delete, tag update, the capacity checks and the expiry sweep are O(1)
+(indexed) per call, plus O(k) for k instances expiring, and the quota check O(flavors) (a sum of
+the per-flavor counts); listing is O(n) in the instances returned, reading a journal O(m) in the
+rows returned (one append per mutation, one per create or delete request).
 
 This module is the store's API (``CloudStore``); its parts live beside it, one concern each:
 ``db`` (connections, transactions, ``meta``), ``schema`` (tables and migrations), ``records``
 and ``errors`` (what the API returns and raises), ``rows`` (instances read back), ``addresses``
-(the network and allocation), ``faults`` (the fault controls), ``journal`` (the mutation journal)
+(the network and allocation), ``faults`` (the fault controls), ``journal`` (the mutation journal),
+``requestlog`` (the request journal: every create and delete request, refused ones included)
 and ``images`` (images: snapshots of an instance's files, and the disks launched from them).
 """
 

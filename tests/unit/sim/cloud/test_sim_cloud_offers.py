@@ -25,22 +25,15 @@ from orchestrator.sim.cloud.store import (
 OWNER = {"xce:cluster": "demo", "xce:provider": "sim"}
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
+@pytest.fixture
+def now() -> list[float]:
+    """The cloud's Unix time, moved by hand (``now[0] += ...``)."""
+    return [1_800_000_000.0]
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def store(tmp_path: Path, clock: Clock) -> CloudStore:
-    return CloudStore(tmp_path / "cloud.sqlite", clock=clock)
+def store(tmp_path: Path, now: list[float]) -> CloudStore:
+    return CloudStore(tmp_path / "cloud.sqlite", clock=lambda: now[0])
 
 
 def _make(store: CloudStore, key: str, flavor: str = "c8", zone: str = "", subnet: str = "", **kw: str):  # type: ignore[no-untyped-def]
@@ -104,10 +97,10 @@ def test_the_quota_counts_every_flavor_and_refuses_with_ec2s_code(store: CloudSt
     assert store.faults().quota is None
 
 
-def test_every_create_and_delete_request_is_journalled_with_its_outcome(store: CloudStore, clock: Clock) -> None:
+def test_every_create_and_delete_request_is_journalled_with_its_outcome(store: CloudStore, now: list[float]) -> None:
     store.set_capacity("c8", 1, zone="b")
     first = _make(store, "op-1-000", zone="b", subnet="s1")
-    clock.now += 10
+    now[0] += 10
     with pytest.raises(InsufficientCapacity):
         _make(store, "op-1-001", zone="b", subnet="s1")
     _make(store, "op-1-000", zone="b", subnet="s1")  # a retry: the live instance is returned
@@ -127,10 +120,10 @@ def test_every_create_and_delete_request_is_journalled_with_its_outcome(store: C
     ]
     refused = store.requests()[1]
     assert refused.detail == "InsufficientCapacity: flavor c8 in zone b has no capacity (limit 1)"
-    assert (refused.provider, refused.cluster, refused.at) == ("sim", "demo", clock.now)
+    assert (refused.provider, refused.cluster, refused.at) == ("sim", "demo", now[0])
     assert store.requests()[4].epoch == "3.1"
     # From a Unix time on, and counted per offering (refused attempts included).
-    assert [r.outcome for r in store.requests(since=clock.now)][:2] == ["capacity", "existing"]
+    assert [r.outcome for r in store.requests(since=now[0])][:2] == ["capacity", "existing"]
     assert create_attempts(store.requests()) == {"c8@b@s1": 3, "c4": 1}
     assert create_attempts(store.requests(), provider="other") == {}
 
