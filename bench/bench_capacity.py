@@ -71,7 +71,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from bench.bench_daemon import report
 from bench.bench_firstboot import Daemon as FirstBootDaemon
 from bench.bench_firstboot import status_doc, wait_for
-from bench.capacity_journal import attempts, audit_counts, burst_row, probe_floor, probing, requests_of, verdicts
+from bench.capacity_journal import (
+    attempts,
+    audit_counts,
+    burst_row,
+    markdown,
+    probe_floor,
+    probing,
+    requests_of,
+    verdicts,
+)
 from orchestrator.model.backoff import Backoff
 from orchestrator.model.offerings import offering_name
 
@@ -472,6 +481,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = run(args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1))
+    print(markdown(results))
     return report(results, verdicts(results), args.check)
 
 

@@ -232,3 +232,53 @@ def verdicts(results: Mapping[str, Any]) -> list[tuple[str, bool]]:
         for where, key in shown:
             out.append((f"{window}: quota reasons {where} {quota[key]} == 1", quota[key] == 1))
     return out
+
+
+def _outcomes(found: Mapping[str, int]) -> str:
+    return ", ".join(f"{n} {kind}" for kind, n in found.items()) or "none"
+
+
+def markdown(results: Mapping[str, Any]) -> str:
+    """The run's figures as the tables of docs/performance.md ("Issue 31")."""
+    lines: list[str] = []
+    rows = [(name, results[name]) for name in ("baseline", "refusing") if name in results]
+    if rows:
+        lines += [
+            "| burst | to all running (best) | every round | create ops | refused | given back | placed |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for name, found in rows:
+            b = found["burst"]
+            placed = ", ".join(f"{o} {n}" for o, n in sorted(b.get("placed", {}).items()))
+            rounds = ", ".join(f"{s:g}" for s in found.get("rounds_s", [b["to_all_running_s"]]))
+            lines.append(
+                f"| {name} {b['hosts']} | {b['to_all_running_s']:g} s | {rounds} | {b.get('ops', '')} | "
+                f"{b.get('refused_ops', '')} | {b.get('returned_ops', '')} | {placed} |"
+            )
+    refusing = results.get("refusing") or {}
+    if "offerings" in refusing:
+        lines += [
+            "",
+            f"| offering (probe floor {refusing['probe_floor_s']:g} s) | attempts (refused) | requests | "
+            "gaps after a refusal | most per probe interval |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for name, off in refusing["offerings"].items():
+            gaps = ", ".join(f"{g:g}" for g in off["gaps_after_refusal_s"]) or "none"
+            lines.append(
+                f"| {name} | {off['attempts']} ({off['refused_attempts']}) | {_outcomes(off.get('outcomes', {}))} | "
+                f"{gaps} | {off['per_interval']} |"
+            )
+    quota = results.get("quota")
+    if quota:
+        lines += [
+            "",
+            "| quota window | live | demand | attempts | requests | created | deleted "
+            "| quota reasons: status, controller |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+            f"| {quota['seconds']:g} s | {quota.get('live', '')} | {quota.get('hosts', '')} | "
+            f"{quota.get('attempts', '')} | "
+            f"{_outcomes(quota['outcomes'])} | {quota['created']} | {quota['deleted']} | "
+            f"{quota['status_quota_reasons']}, {quota['controller_quota_reasons']} |",
+        ]
+    return "\n".join(lines)

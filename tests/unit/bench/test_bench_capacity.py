@@ -18,6 +18,7 @@ from bench.capacity_journal import (
     attempts,
     audit_counts,
     burst_row,
+    markdown,
     per_interval,
     probe_floor,
     probe_gaps,
@@ -234,3 +235,18 @@ def test_quota_reasons_are_counted_per_template_in_either_shape() -> None:
     assert bench_capacity.quota_reasons(status, "cpu") == 1
     assert bench_capacity.quota_reasons(controller, "cpu") == 1
     assert bench_capacity.quota_reasons(None, "cpu") == 0 and bench_capacity.quota_reasons({}, "cpu") == 0
+
+
+def test_the_tables_of_the_performance_page() -> None:
+    measured = results()
+    measured["baseline"]["burst"].update({"placed": {"c4.large@z1": 20}, "ops": 1, "refused_ops": 0})
+    measured["baseline"]["rounds_s"] = [2.0, 2.5]
+    measured["refusing"]["burst"].update({"placed": {"c4.large@z2": 20}, "ops": 3, "refused_ops": 2})
+    measured["refusing"]["offerings"]["c4.large@z1"]["outcomes"] = {"capacity": 30}
+    for name in ("c8.large@z1", "c4.large@z2"):
+        measured["refusing"]["offerings"][name]["outcomes"] = {}
+    measured["quota"].update({"live": 5, "hosts": 10, "attempts": 1})
+    table = markdown(measured).splitlines()
+    assert "| baseline 20 | 2 s | 2, 2.5 | 1 | 0 |  | c4.large@z1 20 |" in table
+    assert "| c4.large@z1 | 3 (3) | 30 capacity | 20, 20 | 1 |" in table
+    assert "| 600 s | 5 | 10 | 1 | 2 quota | 0 | 0 | 1, 1 |" in table
