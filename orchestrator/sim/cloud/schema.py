@@ -11,7 +11,7 @@ import sqlite3
 from typing import Final
 
 from orchestrator.model.tags import MAX_LIFETIME
-from orchestrator.sim.cloud import bootcopy
+from orchestrator.sim.cloud import bootcopy, catalogue
 from orchestrator.sim.cloud.addresses import FIRST_OFFSET
 from orchestrator.sim.cloud.db import meta, set_meta
 from orchestrator.sim.cloud.errors import CloudError
@@ -106,8 +106,9 @@ _EXPIRY_INDEX: Final = (
 
 def init_schema(conn: sqlite3.Connection) -> None:
     """Create the tables of a new store, or migrate an older one (inside a write transaction)."""
-    # The boot copies' table (bootcopy.py) needs no migration step: a store of any version gets it.
-    for statement in _split_sql(_SCHEMA + bootcopy.SCHEMA):
+    # The boot copies' table (bootcopy.py) and the flavor catalogue's (catalogue.py) need no
+    # migration step: a store of any version gets them (the catalogue seeded once).
+    for statement in _split_sql(_SCHEMA + bootcopy.SCHEMA + catalogue.SCHEMA):
         conn.execute(statement)
     conn.execute(
         "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', ?), ('next_addr', ?), "
@@ -125,6 +126,7 @@ def init_schema(conn: sqlite3.Connection) -> None:
     if schema < 3:
         _add_expiry(conn)
     conn.execute(_EXPIRY_INDEX)
+    catalogue.seed(conn)
     if schema < SCHEMA_VERSION:
         set_meta(conn, "schema", str(SCHEMA_VERSION))
 
