@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from orchestrator.model.config import Config
 from orchestrator.model.offerings import Offering, by_cost, offering_name, valid_name
 from orchestrator.model.templateconfig import CountRange, FlavorSelection
 
@@ -189,3 +190,56 @@ def select_offerings(selection: FlavorSelection, flavors: Sequence[Flavor], temp
         if offering.flavor not in kept and len(kept) < selection.limit:
             kept.append(offering.flavor)
     return [o for o in ordered if o.flavor in kept]
+
+
+@dataclass(frozen=True)
+class Selections:
+    """The offerings of every ``select:`` template on each of its providers, and why a pair has none.
+
+    ``selected``: (template, provider) -> its offerings in the policy's order (what
+    ``PolicyInputs.selected`` takes); ``problems``: (template, provider) -> one line, for a pair
+    whose catalogue could not be read or whose selection could not be priced (its list is empty).
+    """
+
+    selected: Mapping[tuple[str, str], list[Offering]]
+    problems: Mapping[tuple[str, str], str]
+
+
+def select_pairs(config: Config) -> list[tuple[str, str]]:
+    """Every (template, provider) whose provider block has ``select:``, in configuration order."""
+    return [
+        (tname, pname)
+        for tname, template in config.templates.items()
+        for pname, side in template.providers.items()
+        if side.select is not None
+    ]
+
+
+def resolve_selections(
+    config: Config, catalogues: Mapping[str, Sequence[Flavor]], unread: Mapping[str, str] | None = None
+) -> Selections:
+    """The offerings every ``select:`` picks from its provider's catalogue (``catalogues``: provider
+    -> flavors; ``unread``: provider -> why its catalogue is missing)."""
+    selected: dict[tuple[str, str], list[Offering]] = {}
+    problems: dict[tuple[str, str], str] = {}
+    for tname, pname in select_pairs(config):
+        template = config.templates[tname]
+        selection = template.providers[pname].select
+        assert selection is not None  # select_pairs
+        selected[(tname, pname)] = []
+        if pname not in catalogues:
+            why = (unread or {}).get(pname, "not read")
+            problems[(tname, pname)] = f"the catalogue of provider {pname} is unavailable: {why}"
+            continue
+        try:
+            selected[(tname, pname)] = select_offerings(selection, catalogues[pname], template.xce.slots)
+        except CatalogueError as exc:
+            problems[(tname, pname)] = str(exc)
+    return Selections(selected, problems)
+
+
+def resolve_selected(
+    config: Config, catalogues: Mapping[str, Sequence[Flavor]]
+) -> dict[tuple[str, str], list[Offering]]:
+    """(template, provider) -> the offerings its ``select:`` picks (empty when none can be)."""
+    return dict(resolve_selections(config, catalogues).selected)

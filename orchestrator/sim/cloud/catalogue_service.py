@@ -8,8 +8,8 @@ import math
 from collections.abc import Sequence
 
 from orchestrator.errors import UsageError
+from orchestrator.model.catalogue import Flavor
 from orchestrator.sim.cloud import catalogue
-from orchestrator.sim.cloud.catalogue import Flavor
 from orchestrator.sim.cloud.db import Database
 from orchestrator.sim.cloud.service import _aligned
 from orchestrator.sim.cloud.store import CloudStore
