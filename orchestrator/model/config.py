@@ -427,7 +427,7 @@ def _side_problems(where: str, side: TemplateOnProvider, provider: ProviderSetti
         # Named here, at load: otherwise the template would only ever find no offering.
         problems.append(
             f"{where}.select: module {provider.module!r} has no flavor catalogue to select from "
-            "(name a flavor or list offerings; docs/provider-modules.md)"
+            "(name a flavor or list offerings instead, docs/provider-modules.md)"
         )
     return problems
 
