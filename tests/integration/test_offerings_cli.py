@@ -54,7 +54,7 @@ def _listed(doc: dict[str, Any], template: str, provider: str) -> list[tuple[str
 
 def test_select_reads_the_catalogue_through_terraform_and_keeps_it_for_the_ttl(site: Path) -> None:
     doc = _offerings(site)
-    [cpu, gpu] = doc["templates"]
+    [cpu, _gpu] = doc["templates"]
     # Providers in the policy's order: highest priority first.
     assert [p["provider"] for p in cpu["providers"]] == ["sim", "cheap"]
     assert _listed(doc, "cpu", "sim") == [("c8.large", 0.34, 8)]
