@@ -148,7 +148,7 @@ def flavor_group() -> None:
 @click.option("--cpus", required=True, metavar="N", help="Virtual CPUs.")
 @click.option("--memory-gb", "memory_gb", required=True, metavar="N", help="Memory in GB.")
 @click.option("--gpus", default="0", show_default=True, metavar="N", help="GPUs.")
-@click.option("--cost", default=None, metavar="X", help="Price per hour (unset: the catalogue gives none).")
+@click.option("--cost", default=None, metavar="COST", help="Price per hour (unset: the catalogue gives none).")
 @click.option("--zone", "zones", multiple=True, metavar="ZONE", help="A zone it is offered in (repeatable).")
 @pass_ctx
 def flavor_set_cmd(

@@ -43,8 +43,10 @@ from orchestrator.model.catalogue import (
 )
 from orchestrator.model.config import Config
 from orchestrator.model.modules import provider_module
+from orchestrator.paths import toolkit_root
 from orchestrator.render.instances import render_settings
 from orchestrator.workspace.provider_lock import checked_init, site_lock_path
+from orchestrator.workspace.terraform import engine_for
 
 CATALOGUE_DIR: Final = "catalogue"
 CACHE_FILE: Final = "flavors.json"
@@ -195,14 +197,25 @@ class CatalogueReader:
         stamp = workdir / _STAMP
         if stamp.is_file() and stamp.read_text().strip() == source and (workdir / ".terraform").is_dir():
             return
-        for file in root.glob("*.tf"):
-            shutil.copyfile(file, workdir / file.name)
+        shipped = {file.name for file in root.glob("*.tf")}
+        for stale in workdir.glob("*.tf"):  # a file the root no longer has would still be loaded
+            if stale.name not in shipped:
+                stale.unlink()
+        for name in shipped:
+            shutil.copyfile(root / name, workdir / name)
         site_lock = site_lock_path(self.config.state_dir, module)
         if site_lock.is_file():  # the providers the site pinned for this module's root
             shutil.copyfile(site_lock, workdir / LOCK_FILE)
         checked_init(engine, workdir, where, site_lock)
         durable.seal(workdir)
         stamp.write_text(source + "\n")
+
+
+def catalogue_reader(config: Config) -> CatalogueReader:
+    """The reader of the configuration's catalogues with the configured Terraform engine (made only
+    when a catalogue has to be read). The daemon keeps one and asks ``selections()`` every pass
+    (a file read while the catalogues are fresh); ``xceprov offerings`` makes one per run."""
+    return CatalogueReader(config, toolkit_root(), lambda: engine_for(config))
 
 
 def _digest(root: Path, variables: Mapping[str, Any], site_lock: Path) -> str:

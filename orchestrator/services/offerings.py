@@ -34,16 +34,8 @@ from orchestrator.errors import UsageError
 from orchestrator.model.catalogue import Selections, select_pairs
 from orchestrator.model.config import Config
 from orchestrator.model.offerings import Offering, by_cost
-from orchestrator.ops.catalogue import Catalogue, CatalogueReader
-from orchestrator.paths import toolkit_root
+from orchestrator.ops.catalogue import Catalogue, catalogue_reader
 from orchestrator.reconcile.policy import by_priority
-from orchestrator.workspace.terraform import engine_for
-
-
-def catalogue_reader(config: Config) -> CatalogueReader:
-    """The reader of the configuration's catalogues, with the configured Terraform engine (made
-    only when a catalogue has to be read): the daemon keeps one and asks it every pass."""
-    return CatalogueReader(config, toolkit_root(), lambda: engine_for(config))
 
 
 def offerings_report(loaded: LoadedConfig, template: str | None = None, refresh: bool = False) -> dict[str, Any]:
