@@ -11,7 +11,12 @@ from orchestrator.cli.context import CliContext, pass_ctx
 
 @click.command("offerings")
 @click.argument("template", required=False)
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (docs/configuration.md, \"Selecting flavors from the catalogue\").")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help='Machine-readable output (docs/configuration.md, "Selecting flavors from the catalogue").',
+)
 @click.option("--refresh", is_flag=True, help="Read every catalogue now, whatever its age (catalogue_ttl).")
 @pass_ctx
 def offerings(ctx: CliContext, template: str | None, as_json: bool, refresh: bool) -> None:

@@ -188,6 +188,8 @@ class CatalogueReader:
             raise TerraformError(f"{where}: the catalogue could not be read: {_first_line(exc)}") from None
         found = Catalogue(provider, module, tuple(flavors), self.clock())
         durable.write_json_atomic(workdir / CACHE_FILE, {**found.to_json(), "digest": digest})
+        # Terraform writes its lock and state files with modes of its own: 0600/0700 here too.
+        durable.seal(workdir)
         return found
 
     def _populate(self, engine: Engine, root: Path, workdir: Path, module: str, where: str) -> None:
@@ -207,7 +209,6 @@ class CatalogueReader:
         if site_lock.is_file():  # the providers the site pinned for this module's root
             shutil.copyfile(site_lock, workdir / LOCK_FILE)
         checked_init(engine, workdir, where, site_lock)
-        durable.seal(workdir)
         stamp.write_text(source + "\n")
 
 

@@ -4,6 +4,7 @@ catalogue through the real Terraform engine and the ``xcesim_flavors`` data sour
 from __future__ import annotations
 
 import json
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,11 @@ def test_select_reads_the_catalogue_through_terraform_and_keeps_it_for_the_ttl(s
     assert {o["source"] for o in cheap["offerings"]} == {"catalogue"}
     assert [o["order"] for o in cheap["offerings"]] == [1, 2, 3]
     assert _listed(doc, "gpu", "cheap") == [("g4.xlarge", 3.06, 1)]
+    # The catalogue's working directory is private, whatever modes Terraform gave its files.
+    workdir = site / "state" / "catalogue" / "itest" / "cheap"
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in workdir.iterdir()}
+    assert modes.pop(".terraform") == 0o700 and set(modes.values()) == {0o600}, modes
+    assert {"flavors.json", "terraform.tfstate", "main.tf"} <= set(modes)
 
     # The cloud's catalogue changes: the kept one serves until its TTL or a refresh.
     done = xceprov(site, "sim", "cloud", "flavor", "set", "c12.odd", "--cpus", "12", "--memory-gb", "48",

@@ -16,7 +16,7 @@ from orchestrator.clients.terraform.messages import ApplyResult, Summary
 from orchestrator.configfile import parse_config
 from orchestrator.errors import TerraformError
 from orchestrator.model.config import Config
-from orchestrator.ops.catalogue import CACHE_FILE, RETRY_AFTER, CatalogueReader, catalogue_dir
+from orchestrator.ops.catalogue import CACHE_FILE, RETRY_AFTER, VARS_FILE, CatalogueReader, catalogue_dir
 from orchestrator.paths import toolkit_root
 
 FLAVOR = {"name": "c8", "cpus": 8, "memory_gb": 32, "gpus": 0, "cost_per_hour": 0.32, "zones": ["a"]}
@@ -85,6 +85,10 @@ def test_kept_for_the_ttl_then_read_again(tmp_path: Path, clock: Clock) -> None:
     assert engine.calls == ["init", "apply"]
     cache = catalogue_dir(config, "sim") / CACHE_FILE
     assert stat.S_IMODE(cache.stat().st_mode) == 0o600
+    # Private: the directory holds the provider's settings (and Terraform's state of the root).
+    assert stat.S_IMODE(cache.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE((cache.parent / VARS_FILE).stat().st_mode) == 0o600
+    assert stat.S_IMODE((cache.parent / "main.tf").stat().st_mode) == 0o600
     engine.flavors = [FLAVOR, {**FLAVOR, "name": "c16", "cpus": 16}]
     clock.now += 599
     # Another reader (another pass, another process): the file is what is kept.
