@@ -51,19 +51,23 @@ data "aws_ec2_instance_type" "each" {
   instance_type = each.key
 }
 
+# By availability zone, in chunks: a filter takes a bounded number of values.
 data "aws_ec2_instance_type_offerings" "zones" {
+  for_each      = { for i, chunk in chunklist(sort(data.aws_ec2_instance_types.offered.instance_types), 100) : tostring(i) => chunk }
   location_type = "availability-zone"
   filter {
     name   = "instance-type"
-    values = data.aws_ec2_instance_types.offered.instance_types
+    values = each.value
   }
 }
 
 locals {
-  zones_of = {
-    for i, t in data.aws_ec2_instance_type_offerings.zones.instance_types :
-    t => data.aws_ec2_instance_type_offerings.zones.locations[i]...
-  }
+  offered_in = flatten([
+    for chunk in data.aws_ec2_instance_type_offerings.zones : [
+      for i, t in chunk.instance_types : { type = t, zone = chunk.locations[i] }
+    ]
+  ])
+  zones_of = { for o in local.offered_in : o.type => o.zone... }
 }
 
 output "flavors" {
