@@ -6,20 +6,18 @@ tests/integration/test_offerings_cli.py)."""
 from __future__ import annotations
 
 import stat
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from orchestrator.clients.terraform.messages import ApplyResult, Summary
 from orchestrator.configfile import parse_config
 from orchestrator.errors import TerraformError
 from orchestrator.model.config import Config
 from orchestrator.ops.catalogue import CACHE_FILE, RETRY_AFTER, VARS_FILE, CatalogueReader, catalogue_dir
 from orchestrator.paths import toolkit_root
-
-FLAVOR = {"name": "c8", "cpus": 8, "memory_gb": 32, "gpus": 0, "cost_per_hour": 0.32, "zones": ["a"]}
+from tests.catalogue_fake import FLAVOR
+from tests.catalogue_fake import CatalogueEngine as FakeEngine
 
 SITE = """
 cluster: demo
@@ -33,26 +31,6 @@ templates:
     providers:
       sim: {{image: debian-12, select: {{cpus: {{min: 4}}}}}}
 """
-
-
-class FakeEngine:
-    """Init and apply of a catalogue root: ``flavors`` is the output, ``fail`` a TerraformError."""
-
-    def __init__(self) -> None:
-        self.flavors: Any = [FLAVOR]
-        self.fail: str | None = None
-        self.calls: list[str] = []
-
-    def init(self, workdir: Path, backend_config: Any = None) -> None:
-        self.calls.append("init")
-        (workdir / ".terraform").mkdir(exist_ok=True)
-
-    def apply(self, workdir: Path, var_files: Sequence[Path] = (), **_: Any) -> ApplyResult:
-        self.calls.append("apply")
-        assert (workdir / "main.tf").is_file() and all(Path(v).is_file() for v in var_files)
-        if self.fail:
-            raise TerraformError(self.fail)
-        return ApplyResult((), (), (), Summary(), {"flavors": self.flavors})
 
 
 class Clock:

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from orchestrator.clients.terraform.messages import ApplyResult, Summary
 from orchestrator.configfile import parse_config
-from orchestrator.errors import TerraformError
 from orchestrator.ops.catalogue import CatalogueReader
 from orchestrator.paths import toolkit_root
 from orchestrator.reconcile.selected import SelectedOfferings
+from tests.catalogue_fake import CatalogueEngine as Engine
 
 SITE = """
 cluster: demo
@@ -29,22 +27,6 @@ templates:
 """
 
 
-class Engine:
-    def __init__(self) -> None:
-        self.fail = False
-        self.applies = 0
-
-    def init(self, workdir: Path, backend_config: Any = None) -> None:
-        (workdir / ".terraform").mkdir(exist_ok=True)
-
-    def apply(self, workdir: Path, **_: Any) -> ApplyResult:
-        self.applies += 1
-        if self.fail:
-            raise TerraformError("Error: the cloud is away")
-        flavor = {"name": "c8", "cpus": 8, "memory_gb": 32, "gpus": 0, "cost_per_hour": 0.3, "zones": []}
-        return ApplyResult((), (), (), Summary(), {"flavors": [flavor]})
-
-
 def _selected(tmp_path: Path, way: str, engine: Engine) -> SelectedOfferings:
     config = parse_config(SITE.format(state=tmp_path / "state", way=way), "site.yaml", tmp_path).config
     return SelectedOfferings(CatalogueReader(config, toolkit_root(), lambda: engine))  # type: ignore[arg-type,return-value]
@@ -53,12 +35,12 @@ def _selected(tmp_path: Path, way: str, engine: Engine) -> SelectedOfferings:
 def test_without_select_nothing_is_read(tmp_path: Path) -> None:
     engine = Engine()
     assert _selected(tmp_path, "flavor: c8", engine).current() == {}
-    assert engine.applies == 0 and not (tmp_path / "state" / "catalogue").exists()
+    assert engine.calls == [] and not (tmp_path / "state" / "catalogue").exists()
 
 
 def test_select_offerings_and_a_problem_logged_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     engine = Engine()
-    engine.fail = True
+    engine.fail = "Error: the cloud is away"
     selected = _selected(tmp_path, "select: {cpus: {min: 4}}", engine)
     with caplog.at_level(logging.WARNING, logger="orchestrator.reconcile.selected"):
         assert selected.current() == {("cpu", "sim"): []}
@@ -66,7 +48,7 @@ def test_select_offerings_and_a_problem_logged_once(tmp_path: Path, caplog: pyte
     [record] = caplog.records
     assert "template cpu on provider sim has no offering from the catalogue" in record.getMessage()
     assert "the cloud is away" in selected.problems[("cpu", "sim")]
-    engine.fail = False
+    engine.fail = None
     selected.reader.clock = lambda: 1e12  # past the wait after a failed read
     assert [o.name for o in selected.current()[("cpu", "sim")]] == ["c8"]
     assert selected.problems == {}
