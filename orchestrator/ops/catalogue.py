@@ -117,8 +117,8 @@ class CatalogueReader:
         if entry is None or not entry.catalogue or not root.is_dir():
             raise ConfigError([f"providers.{provider}: module {settings.module!r} has no flavor catalogue"])
         workdir = catalogue_dir(self.config, provider)
-        variables = {"settings": render_settings(self.config, provider)}
-        digest = _digest(root, variables, site_lock_path(self.config.state_dir, settings.module))
+        variables = self._variables(provider)
+        digest = self.digest(provider)
         if not refresh:
             kept = self.kept(provider, digest)
             if kept is not None and self.clock() - kept.read_at < settings.catalogue_ttl:
@@ -127,14 +127,23 @@ class CatalogueReader:
         with FileLock(str(workdir) + ".lock", timeout=600, mode=durable.PRIVATE_FILE):
             return self._read(provider, settings.module, root, workdir, variables, digest)
 
+    def _variables(self, provider: str) -> dict[str, Any]:
+        return {"settings": render_settings(self.config, provider)}
+
+    def digest(self, provider: str) -> str:
+        """What the provider's catalogue depends on (root, settings, the site's lock), as a digest."""
+        module = self.config.providers[provider].module
+        root = catalogue_root(self.toolkit_root, module)
+        return _digest(root, self._variables(provider), site_lock_path(self.config.state_dir, module))
+
     def selections(self, refresh: bool = False) -> Selections:
         """The offerings of every ``select:`` template, from each provider's catalogue (read when
         older than its TTL, or ``refresh``): what the daemon's pass and ``xceprov offerings`` use.
 
-        A provider whose read fails keeps its last catalogue (stale beats none: a catalogue
-        changes rarely) and is not read again for :data:`RETRY_AFTER` (each pass would otherwise
-        run Terraform); with none kept, its templates have no offering there and the problem says
-        why. ``self.catalogues`` holds what was used, by provider.
+        A provider whose read fails keeps its last catalogue read with the same root and settings
+        (stale beats none: a catalogue changes rarely) and is not read again for
+        :data:`RETRY_AFTER` (each pass would otherwise run Terraform); with none kept, its
+        templates have no offering there and the problem says why. ``self.catalogues`` holds what was used, by provider.
         """
         catalogues: dict[str, Sequence[Flavor]] = {}
         unread: dict[str, str] = {}
@@ -149,7 +158,8 @@ class CatalogueReader:
                 if provider not in self._failed_until or refresh:
                     self._failed_until[provider] = self.clock() + RETRY_AFTER
                     self._failures[provider] = why
-                stale = self.kept(provider)
+                # Only one read with the same settings: another region's flavors would mislead.
+                stale = self.kept(provider, self.digest(provider))
                 if stale is None:
                     unread[provider] = why
                     continue

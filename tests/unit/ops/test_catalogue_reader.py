@@ -138,3 +138,11 @@ def test_selections_without_any_catalogue_say_why(tmp_path: Path, clock: Clock) 
     assert found.selected == {("cpu", "sim"): []}
     assert found.problems[("cpu", "sim")].startswith("the catalogue of provider sim is unavailable: ")
     assert "store unreachable" in found.problems[("cpu", "sim")]
+
+
+def test_a_stale_catalogue_of_other_settings_is_not_used(tmp_path: Path, clock: Clock) -> None:
+    engine = FakeEngine()
+    _reader(_config(tmp_path), engine, clock).selections()
+    engine.fail = "Error: no such region"
+    found = _reader(_config(tmp_path, retries=2), engine, clock).selections()
+    assert found.selected == {("cpu", "sim"): []} and "no such region" in found.problems[("cpu", "sim")]
