@@ -164,7 +164,9 @@ variable "settings" {
     network name. security_groups, key_pair, availability_zone, config_drive: launch parameters
     of every server. volume_type: Cinder type of boot volumes (disk_gb). list_tagged: part of
     the module contract (the orchestrator sets it false in shards >= 1); this module has no
-    tagged listing, so it changes nothing here.
+    tagged listing, so it changes nothing here. catalogue_flavors and catalogue_zones: the Nova
+    flavors (names) and zones of the catalogue root (terraform/catalogue/openstack, a
+    template's select:), which the provider cannot list by itself.
   EOT
   type = object({
     cloud             = optional(string)
@@ -175,6 +177,8 @@ variable "settings" {
     availability_zone = optional(string)
     config_drive      = optional(bool)
     volume_type       = optional(string)
+    catalogue_flavors = optional(list(string))
+    catalogue_zones   = optional(list(string))
     list_tagged       = optional(bool, true)
   })
 

@@ -90,7 +90,9 @@ variable "settings" {
     shutdown_behavior: what a shutdown from inside the host does ("terminate" or "stop").
     imdsv2_required: require IMDSv2 session tokens. list_tagged: read the cluster's tagged
     listing (default true); the orchestrator sets it false in every shard of a provider but
-    shard 0, so the listing is read once per provider.
+    shard 0, so the listing is read once per provider. catalogue_filters: EC2
+    DescribeInstanceTypes filters (name -> values) of the catalogue root (terraform/catalogue/aws,
+    a template's select:); unset: current-generation x86_64 types.
   EOT
   type = object({
     region                      = string
@@ -106,6 +108,7 @@ variable "settings" {
     market                      = optional(string, "on-demand")
     shutdown_behavior           = optional(string, "terminate")
     imdsv2_required             = optional(bool, true)
+    catalogue_filters           = optional(map(list(string)))
     list_tagged                 = optional(bool, true)
   })
 }
