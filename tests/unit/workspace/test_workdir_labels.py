@@ -66,6 +66,7 @@ def test_terraform_gets_labels_and_every_reader_gets_the_owner_tags_back(tmp_pat
         "xce_op_id": OP,
         "xce_epoch": "_7_2e3",
         "xce_template": "cpu",
+        "xce_offering": "_c8_2elarge",  # c8.large, encoded: read back as it was
     }
     # The desired set is that document; read back, the rendered entries exactly.
     workdir.path.mkdir(parents=True)
