@@ -8,12 +8,14 @@ and names machines by host name or cloud id.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from orchestrator.model.config import Config
 from orchestrator.model.facts import GONE_KINDS, Fact, FactKind
 from orchestrator.model.instances import instance_key
+from orchestrator.model.offerings import offering_at, placements_of
 
 CONTRACT_DETAIL = "contract"
 
@@ -33,6 +35,9 @@ class Machine:
     gone: str = ""  # "" | "returned" | "lost"
     returning_op: str = ""  # the return op that took it back (or is taking it)
     lost_reason: str = ""  # why it was lost, as the host-loss path recorded it (spot-reclaim, missing...)
+    # The offering it was placed on (its intent's placements; else its template's default on the
+    # provider, ``defaults``; "" when neither says).
+    offering: str = ""
 
 
 def _detail(detail: str) -> dict[str, Any]:
@@ -52,10 +57,13 @@ def contract_detail(detail: str) -> dict[str, Any]:
     return part if isinstance(part, dict) else {}
 
 
-def machines(facts: Iterable[Fact]) -> dict[str, Machine]:
-    """Every created instance of the facts, by instance key."""
+def machines(facts: Iterable[Fact], defaults: Mapping[tuple[str, str], str] | None = None) -> dict[str, Machine]:
+    """Every created instance of the facts, by instance key; ``defaults``: (provider, template) →
+    its default offering's name (:func:`default_offerings`), the offering of a key whose
+    intent names none."""
     ordered = sorted(facts, key=lambda f: f.fact_id)
     out: dict[str, Machine] = {}
+    placed = _placed_offerings(ordered, defaults or {})
     for fact in ordered:
         if fact.kind == FactKind.INSTANCE_CREATED:
             out[fact.instance_key] = Machine(
@@ -67,6 +75,7 @@ def machines(facts: Iterable[Fact]) -> dict[str, Machine]:
                 fact.host_name,
                 fact.address,
                 fact.committed,
+                offering=placed.get(fact.instance_key, ""),
             )
     for fact in ordered:
         known = out.get(fact.instance_key)
@@ -78,6 +87,28 @@ def machines(facts: Iterable[Fact]) -> dict[str, Machine]:
             why = _reason(fact.detail) if fact.kind == FactKind.LOST else ""
             out[fact.instance_key] = replace(known, gone=str(fact.kind), lost_reason=why)
     return out
+
+
+def _placed_offerings(facts: Iterable[Fact], defaults: Mapping[tuple[str, str], str]) -> dict[str, str]:
+    """Instance key → the offering its create intent placed it on."""
+    out: dict[str, str] = {}
+    for fact in facts:
+        if fact.kind == FactKind.REQUEST_INTENT:
+            placements = placements_of(fact.detail)
+            default = defaults.get((fact.provider, fact.template), "")
+            for index in range(fact.count):
+                out[instance_key(fact.op_id, index)] = offering_at(placements, index, default)
+    return out
+
+
+def default_offerings(config: Config) -> dict[tuple[str, str], str]:
+    """(provider, template) → the name of its default offering, for every pair that names one."""
+    return {
+        (provider, template): name
+        for template, host in config.templates.items()
+        for provider, side in host.providers.items()
+        if (name := side.default_offering_name())
+    }
 
 
 def _reason(detail: str) -> str:
