@@ -12,10 +12,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from orchestrator.model.config import Config
 from orchestrator.model.facts import GONE_KINDS, Fact, FactKind
 from orchestrator.model.instances import instance_key
-from orchestrator.model.offerings import offering_at, placements_of
+from orchestrator.model.placed import placed_offerings
 
 CONTRACT_DETAIL = "contract"
 
@@ -59,11 +58,11 @@ def contract_detail(detail: str) -> dict[str, Any]:
 
 def machines(facts: Iterable[Fact], defaults: Mapping[tuple[str, str], str] | None = None) -> dict[str, Machine]:
     """Every created instance of the facts, by instance key; ``defaults``: (provider, template) →
-    its default offering's name (:func:`default_offerings`), the offering of a key whose
+    its default offering's name (:func:`~orchestrator.model.placed.default_offerings`), the offering of a key whose
     intent names none."""
     ordered = sorted(facts, key=lambda f: f.fact_id)
     out: dict[str, Machine] = {}
-    placed = _placed_offerings(ordered, defaults or {})
+    placed = placed_offerings(ordered, defaults or {})
     for fact in ordered:
         if fact.kind == FactKind.INSTANCE_CREATED:
             out[fact.instance_key] = Machine(
@@ -87,28 +86,6 @@ def machines(facts: Iterable[Fact], defaults: Mapping[tuple[str, str], str] | No
             why = _reason(fact.detail) if fact.kind == FactKind.LOST else ""
             out[fact.instance_key] = replace(known, gone=str(fact.kind), lost_reason=why)
     return out
-
-
-def _placed_offerings(facts: Iterable[Fact], defaults: Mapping[tuple[str, str], str]) -> dict[str, str]:
-    """Instance key → the offering its create intent placed it on."""
-    out: dict[str, str] = {}
-    for fact in facts:
-        if fact.kind == FactKind.REQUEST_INTENT:
-            placements = placements_of(fact.detail)
-            default = defaults.get((fact.provider, fact.template), "")
-            for index in range(fact.count):
-                out[instance_key(fact.op_id, index)] = offering_at(placements, index, default)
-    return out
-
-
-def default_offerings(config: Config) -> dict[tuple[str, str], str]:
-    """(provider, template) → the name of its default offering, for every pair that names one."""
-    return {
-        (provider, template): name
-        for template, host in config.templates.items()
-        for provider, side in host.providers.items()
-        if (name := side.default_offering_name())
-    }
 
 
 def _reason(detail: str) -> str:

@@ -30,9 +30,10 @@ from typing import Any
 
 from orchestrator.model.facts import Fact, FactKind
 from orchestrator.model.instances import instance_key
+from orchestrator.model.placed import default_offerings
 from orchestrator.model.text import printable
 from orchestrator.ops.openops import open_ops
-from orchestrator.services.contract.ledger import Machine, default_offerings, machines, op_facts
+from orchestrator.services.contract.ledger import Machine, machines, op_facts
 from orchestrator.services.contract.requests import RequestRecord, valid_request_id
 from orchestrator.services.contract.schemas import GetRequestStatusInput
 from orchestrator.services.contract.session import ContractSession

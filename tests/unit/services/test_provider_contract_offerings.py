@@ -10,7 +10,8 @@ from tffake import SITE, FakeEngine
 from orchestrator.configfile import LoadedConfig, parse_config
 from orchestrator.model.facts import Epoch, Fact, FactKind
 from orchestrator.model.offerings import Placement, placement_detail
-from orchestrator.services.contract.ledger import default_offerings, machines
+from orchestrator.model.placed import default_offerings
+from orchestrator.services.contract.ledger import machines
 from tests.unit.services.test_provider_contract import ask, contract
 
 WIDE = """
