@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from orchestrator.model.config import Config
 from orchestrator.model.facts import Fact, FactKind
 from orchestrator.model.instances import instance_key
-from orchestrator.model.offerings import offering_at, placements_of
+from orchestrator.model.offerings import Offering, offering_at, placements_of
 
 # (provider, template) → the name of its default offering.
 Defaults = Mapping[tuple[str, str], str]
@@ -44,13 +44,23 @@ def placed_offerings(facts: Iterable[Fact], defaults: Defaults) -> dict[str, str
     return out
 
 
-def offering_cost(config: Config, provider: str, template: str, offering: str) -> float:
-    """``cost_per_hour`` of one running instance of ``template`` on ``provider`` on the offering
-    named ``offering``: that offering's price, the template's ``cost_per_hour`` there when it
-    lists none of that name (a ``select:`` offering, one since removed); 0 when not configured."""
+def listed_offering(config: Config, provider: str, template: str, offering: str) -> Offering | None:
+    """The offering named ``offering`` that ``template`` lists on ``provider`` (its ``flavor:`` or
+    ``offerings:``); None when it lists none of that name (a ``select:`` one, one since removed)."""
     host = config.templates.get(template)
     side = host.providers.get(provider) if host is not None else None
     if host is None or side is None:
-        return 0.0
-    named = next((o for o in side.listed_offerings(host.xce.slots) if o.name == offering), None)
-    return named.cost_per_hour if named is not None else side.cost_per_hour
+        return None
+    return next((o for o in side.listed_offerings(host.xce.slots) if o.name == offering), None)
+
+
+def offering_cost(config: Config, provider: str, template: str, offering: str) -> float:
+    """``cost_per_hour`` of one running instance of ``template`` on ``provider`` on the offering
+    named ``offering``: that offering's price, the template's ``cost_per_hour`` there when it
+    lists none of that name; 0 when not configured."""
+    named = listed_offering(config, provider, template, offering)
+    if named is not None:
+        return named.cost_per_hour
+    host = config.templates.get(template)
+    side = host.providers.get(provider) if host is not None else None
+    return side.cost_per_hour if side is not None else 0.0
