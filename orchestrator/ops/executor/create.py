@@ -367,7 +367,10 @@ def intent_detail(count: int, pool: bool, placements: Sequence[Placement] | None
         raise UsageError(
             f"placements {_said(placements)} place {sum(p.count for p in placements)} instances, not {count}"
         )
-    return placement_detail(placements)
+    try:
+        return placement_detail(placements)
+    except ValueError as exc:  # a bad name, or more offerings than one intent's detail holds
+        raise UsageError(str(exc)) from None
 
 
 def _said(placements: Sequence[Placement]) -> str:
