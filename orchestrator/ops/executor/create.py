@@ -13,7 +13,7 @@ from orchestrator.model import tags as owner
 from orchestrator.model.facts import Epoch, Fact, FactKind
 from orchestrator.model.hostnames import ADDRESS_REFUSED
 from orchestrator.model.instances import InstanceSpec, new_op_id
-from orchestrator.model.offerings import Placement, placement_detail, placements_of
+from orchestrator.model.offerings import Offering, Placement, placement_detail, placements_of
 from orchestrator.model.pool import FILL_DETAIL, in_pool, pooled
 from orchestrator.ops.executor.losspath import LossPath
 from orchestrator.ops.executor.parts import OpParts, op_scope, shard_index
@@ -68,7 +68,15 @@ class CreateOp:
         preview renders with, :func:`orchestrator.ops.steps.render_instances`); ``pool``: as
         warm-pool instances (launched stopped, tagged ``xce:pool=warm``); ``placements``: each
         key's offering, in key order (none: the provider's default offering)."""
-        request = RenderRequest(provider, template, op_id, count, epoch=epoch_tag(epoch), placements=placements)
+        request = RenderRequest(
+            provider,
+            template,
+            op_id,
+            count,
+            epoch=epoch_tag(epoch),
+            placements=placements,
+            offerings=self.selected(provider, template),
+        )
         # ``bake:newest`` becomes the newest bake's id first (docs/images.md); ``resolve`` False
         # for a caller holding shard 0's lock whose image is never launched (an import).
         config = self.parts.config
@@ -76,6 +84,14 @@ class CreateOp:
             config = resolve_baked(config, self.parts.engine, self.shardset.workdir(provider), template)
         specs = render_instances(config, self.parts.root, request)
         return {k: pooled(v) for k, v in specs.items()} if pool else specs
+
+    def selected(self, provider: str, template: str) -> dict[str, Offering]:
+        """The offerings a ``select:`` template picked on ``provider``, by name (none for a
+        template that lists its offerings: the renderer knows those)."""
+        side = self.parts.config.templates[template].providers.get(provider)
+        if side is None or side.select is None or self.parts.selected is None:
+            return {}
+        return {o.name: o for o in self.parts.selected().get((template, provider), ())}
 
     def create(
         self,

@@ -11,10 +11,10 @@ import pytest
 from tffake import SITE, FakeEngine, MemoryFacts, unit_executor
 
 from orchestrator.configfile import LoadedConfig, parse_config
-from orchestrator.errors import UsageError
+from orchestrator.errors import ConfigError, UsageError
 from orchestrator.model import tags as owner
 from orchestrator.model.facts import FactKind
-from orchestrator.model.offerings import Placement, placement_detail
+from orchestrator.model.offerings import Offering, Placement, placement_detail
 from orchestrator.ops.executor import Executor
 from orchestrator.workspace.workdir import ProviderWorkdir
 
@@ -27,6 +27,9 @@ OFFERINGS = """
         offerings:
           - {{flavor: c8.large}}
           - {{flavor: c16.large, zone: zone-b, cost_per_hour: 0.8, slots: 2}}
+  picked:
+    providers:
+      sim: {{image: debian-12, select: {{cpus: {{min: 4}}}}}}
 """
 OP = "op-6b49d200-0123456789ab"
 
@@ -94,3 +97,24 @@ def test_an_op_placed_before_offerings_resumes_on_the_legacy_flavor(tmp_path: Pa
 
 def _state(engine: FakeEngine, shard: ProviderWorkdir) -> list[tuple[str, dict[str, Any]]]:
     return list(engine.state(shard.path)["instances"].items())
+
+
+def test_a_select_template_renders_on_the_offerings_its_catalogue_gave(tmp_path: Path) -> None:
+    found = [Offering("c4.large@zone-a", "c4.large", "zone-a", None, 0.2, 1, "catalogue")]
+    executor = unit_executor(
+        loaded(tmp_path), FakeEngine(), facts=MemoryFacts(), selected=lambda: {("picked", "sim"): found}
+    )
+    executor.create("sim", "picked", 1, OP, placements=[Placement("c4.large@zone-a", 1)])
+    assert desired(executor) == {f"{OP}-000": ("c4.large", "zone-a", "c4.large@zone-a")}
+
+
+def test_a_select_template_without_its_catalogue_is_refused_in_one_line(tmp_path: Path) -> None:
+    engine, facts = FakeEngine(), MemoryFacts()
+    executor = unit_executor(loaded(tmp_path), engine, facts=facts)
+    with pytest.raises(ConfigError) as caught:
+        executor.create("sim", "picked", 1, OP, placements=[Placement("c4.large", 1)])
+    assert caught.value.problems == [
+        "template picked on provider sim: selects flavors from the provider's catalogue, "
+        "and no offering was resolved from it"
+    ]
+    assert facts.facts("sim") == []  # refused before its intent: nothing recorded, nothing asked
