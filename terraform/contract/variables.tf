@@ -28,10 +28,11 @@ variable "instances" {
     disk_gb   = optional(number)
     network   = optional(string)
     extra     = optional(map(string), {})
-    zone      = optional(string)
-    subnet    = optional(string)
     # Optional and last: a module that cannot stop instances never sees it set.
     power_state = optional(string)
+    # The instance's offering's placement (null: wherever the cloud chooses).
+    zone   = optional(string)
+    subnet = optional(string)
   }))
 
   validation {

@@ -77,7 +77,7 @@ resource "aws_instance" "this" {
     # What an instance was launched with stays: a changed template (AMI, type, cloud-init, disk)
     # applies to new instances only and never replaces or stop/starts a running host. Tags stay
     # managed, so tag drift is corrected in place.
-    ignore_changes = [ami, instance_type, user_data, root_block_device]
+    ignore_changes = [ami, instance_type, user_data, root_block_device, availability_zone, subnet_id]
 
     precondition {
       condition = (

@@ -71,7 +71,7 @@ resource "openstack_compute_instance_v2" "this" {
     # What a server was launched with stays: a changed template (image, flavor, cloud-init,
     # disk, name) applies to new servers only. Without this Nova would rebuild (image), resize
     # (flavor) or replace (user data) a running host. Metadata and tags stay managed.
-    ignore_changes = [name, image_name, flavor_name, user_data, block_device]
+    ignore_changes = [name, image_name, flavor_name, user_data, block_device, availability_zone, network]
 
     precondition {
       condition = (

@@ -34,7 +34,8 @@ CONTRACT_OUTPUTS = ("instances", "tagged", "tagged_supported")
 INSTANCES_TYPE = (
     "map(object({name=string,template=string,flavor=string,image=string,tags=map(string),"
     "user_data=string,disk_gb=optional(number),network=optional(string),"
-    "extra=optional(map(string),{}),zone=optional(string),subnet=optional(string),power_state=optional(string)}))"
+    "extra=optional(map(string),{}),power_state=optional(string),"
+    "zone=optional(string),subnet=optional(string)}))"
 )
 
 # Every resource type a module may create, with the attributes that must carry the owner tags.
@@ -735,5 +736,7 @@ def test_cloud_modules_place_an_instance_in_its_offerings_zone_and_subnet(
     # The entry's zone and subnet (its offering's) come first; an entry without them is as before.
     body = typed(parse_dir(module_dir(name))["resource"])[(INSTANCE_RESOURCE[name], "this")]
     assert body[zone_attribute].startswith("${each.value.zone != null ? each.value.zone : lookup(each.value.extra")
+    # Frozen at launch like the flavor: an instance is never moved to another zone or subnet.
+    assert {zone_attribute, subnet_attribute} <= set(body["lifecycle"][0]["ignore_changes"])
     subnet = body[subnet_attribute] if name == "aws" else body["dynamic"][0]["network"]["for_each"]
     assert subnet.startswith(("${each.value.subnet != null ? each.value.subnet", "${each.value.subnet != null ? [each"))
