@@ -8,8 +8,10 @@ variable "instances" {
     settings.network), disk_gb the size of a boot volume (boot from volume; without it the
     flavor's local disk is used). tags are the instance's own tags (owner tags xce:op_id,
     xce:template, xce:epoch, ... plus template tags), merged over common_tags into the server
-    metadata; the xce:* tags also become server tags "key=value". extra takes
-    availability_zone and server_group (a server group UUID). Nova has no idempotency token:
+    metadata; the xce:* tags also become server tags "key=value". zone is the availability
+    zone (over extra.availability_zone and settings.availability_zone); subnet names the Neutron
+    network of the server's port (over network: a server's network block takes no subnet).
+    extra takes availability_zone and server_group (a server group UUID). Nova has no idempotency token:
     the key is not sent to the cloud (see the module README). An xce:max_lifetime tag is
     honoured by the in-host shutdown at that age, which powers the server off; Nova has no
     expiry of its own, so it is stopped, not deleted.

@@ -29,7 +29,9 @@ variable "instances" {
     the EC2 instance type, image the AMI id, network a subnet id (overrides settings.subnet_id),
     disk_gb the root volume size. tags are the instance's own tags (owner tags xce:op_id,
     xce:template, xce:epoch, ... plus template tags), merged over common_tags onto the instance
-    and its volumes. extra takes availability_zone and placement_group.
+    and its volumes. zone is the availability zone and subnet a subnet id (both from the
+    instance's offering; subnet over network and settings.subnet_id, zone over
+    extra.availability_zone). extra takes availability_zone and placement_group.
     aws_instance has no client token argument: the key is not sent to EC2 (see the module README).
     An xce:max_lifetime tag is honoured by the in-host shutdown at that age, which terminates
     the instance (settings.shutdown_behavior "terminate").
