@@ -50,6 +50,7 @@ from typing import Any, NamedTuple, Unpack
 
 from orchestrator.model.images import BakedImage, BuiltFrom
 from orchestrator.model.instances import InstanceSpec, new_op_id
+from orchestrator.model.offerings import Placement
 from orchestrator.ops.executor.bake import BakeOp, BakeResult, BakeRun, DeleteResult, bake_module
 from orchestrator.ops.executor.create import CreateOp, ShardWork
 from orchestrator.ops.executor.losspath import LossPath
@@ -90,21 +91,29 @@ class Executor:
     # -- the operations --------------------------------------------------------------------------
 
     def create(
-        self, provider: str, template: str, count: int, op_id: str | None = None, *, pool: bool = False
+        self,
+        provider: str,
+        template: str,
+        count: int,
+        op_id: str | None = None,
+        *,
+        pool: bool = False,
+        placements: Sequence[Placement] = (),
     ) -> CreateResult:
         """Create ``count`` hosts of ``template`` on ``provider`` as one op (:meth:`CreateOp.create`);
-        ``pool``: into the template's warm pool. Watched by the parts' :class:`OpWatch` when there
+        ``pool``: into the template's warm pool; ``placements``: the offerings its keys go to, in
+        key order (none: the default offering). Watched by the parts' :class:`OpWatch` when there
         is one (its op id chosen first, to name it)."""
         watch = self._parts.watch
         if watch is None:
-            return self._creates.create(provider, template, count, op_id, pool=pool)
+            return self._creates.create(provider, template, count, op_id, pool=pool, placements=placements)
         chosen = op_id or new_op_id(self._parts.clock())
         return watch.create(
             provider,
             template,
             count,
             chosen,
-            lambda: self._creates.create(provider, template, count, chosen, pool=pool),
+            lambda: self._creates.create(provider, template, count, chosen, pool=pool, placements=placements),
             pool=pool,
         )
 

@@ -13,6 +13,7 @@ from orchestrator.model import tags as owner
 from orchestrator.model.facts import Epoch, Fact, FactKind
 from orchestrator.model.hostnames import ADDRESS_REFUSED
 from orchestrator.model.instances import InstanceSpec, new_op_id
+from orchestrator.model.offerings import Placement, placement_detail
 from orchestrator.model.pool import FILL_DETAIL, in_pool, pooled
 from orchestrator.ops.executor.losspath import LossPath
 from orchestrator.ops.executor.parts import OpParts, op_scope, shard_index
@@ -75,12 +76,24 @@ class CreateOp:
         return {k: pooled(v) for k, v in specs.items()} if pool else specs
 
     def create(
-        self, provider: str, template: str, count: int, op_id: str | None = None, *, pool: bool = False
+        self,
+        provider: str,
+        template: str,
+        count: int,
+        op_id: str | None = None,
+        *,
+        pool: bool = False,
+        placements: Sequence[Placement] = (),
     ) -> CreateResult:
         """Create ``count`` hosts of ``template`` on ``provider`` as one op (see the module docstring);
-        ``pool``: into the template's warm pool (stopped, no ``expectedHost``, no bootstrap)."""
+        ``pool``: into the template's warm pool (stopped, no ``expectedHost``, no bootstrap, the
+        default offering); ``placements``: the offerings of its keys, in key order, named in its
+        intent's ``detail`` (none: the default offering)."""
         if count <= 0:
             raise UsageError(f"count must be at least 1, not {count}")
+        if placements and not pool and sum(p.count for p in placements) != count:
+            raise UsageError(f"placements of {sum(p.count for p in placements)} hosts for an op of {count}")
+        detail = FILL_DETAIL if pool else (placement_detail(placements) if placements else "")
         op_id = op_id or new_op_id()
         shards = self.shardset.shards(provider)
         # Held until every shard the op touches wrote its desired set (and applied): two
@@ -89,7 +102,7 @@ class CreateOp:
         with refusals(self.parts.config.providers[provider].module):
             self.shardset.workdir(provider)
             with shards.placement_lock():
-                work = self.intend(provider, template, count, op_id, FILL_DETAIL if pool else "")
+                work = self.intend(provider, template, count, op_id, detail)
                 created = self.grow_shards(provider, op_id, template, work)
         return self.finish_create(provider, op_id, template, created)
 

@@ -11,6 +11,7 @@ from reconcile_support import FactLog, FakeClock, site
 from orchestrator.configfile import ConfigError
 from orchestrator.model.config import Config
 from orchestrator.model.demand import DemandSnapshot, TemplateDemand
+from orchestrator.model.offerings import Placement
 from orchestrator.model.ops import OpRequest
 from orchestrator.reconcile.breaker import Breakers
 from orchestrator.reconcile.budget import Usage, room
@@ -63,11 +64,12 @@ def test_demand_takes_the_pool_first_then_creates_the_rest_then_refills(world: P
     world.log.start("op-start", "sim", "cpu", pool, expected=False)
     # Taken keys are hosts on their way: one is left for a create (no cooldown from the fill).
     [decision] = scale_out(world.config, world.inputs(3))
-    assert decision.ops == (OpRequest("cpu", "sim", 1, 1),)
+    assert decision.ops == (OpRequest("cpu", "sim", 1, 1, (Placement("c8", 1),)),)
     world.log.intent("op-rest", "sim", "cpu", 1)
     served = world.inputs(3)
     assert served.gaps["cpu"].gap == 0
     # 3 running + 2 pool = 5 of max_instances 6; 3.0 + 2 × 0.25 = 3.5 of the 4.5 budget.
+    # A fill goes to the default offering: it names no placements.
     assert refills(world.config, served, served.gaps) == [OpRequest("cpu", "sim", 2, 2)]
 
 
