@@ -98,12 +98,12 @@ class Executor:
         op_id: str | None = None,
         *,
         pool: bool = False,
-        placements: Sequence[Placement] = (),
+        placements: Sequence[Placement] | None = None,
     ) -> CreateResult:
         """Create ``count`` hosts of ``template`` on ``provider`` as one op (:meth:`CreateOp.create`);
-        ``pool``: into the template's warm pool; ``placements``: the offerings its keys go to, in
-        key order (none: the default offering). Watched by the parts' :class:`OpWatch` when there
-        is one (its op id chosen first, to name it)."""
+        ``pool``: into the template's warm pool; ``placements``: the offerings of its keys, in key
+        order (their counts sum to ``count``; none: the default offering). Watched by the parts'
+        :class:`OpWatch` when there is one (its op id chosen first, to name it)."""
         watch = self._parts.watch
         if watch is None:
             return self._creates.create(provider, template, count, op_id, pool=pool, placements=placements)

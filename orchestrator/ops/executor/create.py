@@ -83,7 +83,7 @@ class CreateOp:
         op_id: str | None = None,
         *,
         pool: bool = False,
-        placements: Sequence[Placement] = (),
+        placements: Sequence[Placement] | None = None,
     ) -> CreateResult:
         """Create ``count`` hosts of ``template`` on ``provider`` as one op (see the module docstring);
         ``pool``: into the template's warm pool (stopped, no ``expectedHost``, no bootstrap, the
