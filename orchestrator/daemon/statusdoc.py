@@ -94,14 +94,14 @@ INSTANCE_STATES = (REQUESTED, CREATED, POOL, "expected", *sorted(JOINED_STATES))
 
 def cost_per_hour(facts: Mapping[str, Sequence[Fact]], config: Config) -> dict[str, dict[str, float]]:
     """Per provider and template, ``cost_per_hour`` summed over the instances the budgets count
-    (``reconcile.budget``: not gone, live, in flight or of an op whose outcome is unknown); every
-    template the provider offers is named, 0 when none runs."""
+    (``reconcile.budget``: not gone, live, in flight or of an op whose outcome is unknown), each
+    at its offering's price; every template the provider offers is named, 0 when none runs."""
     out: dict[str, dict[str, float]] = {}
     for provider, provider_facts in sorted(facts.items()):
         row = {name: 0.0 for name, template in sorted(config.templates.items()) if provider in template.providers}
         for record in ledger(provider_facts).values():
             if record.counted:
-                cost = unit_cost(config, provider, record.template, stopped=record.in_pool)
+                cost = unit_cost(config, provider, record.template, stopped=record.in_pool, offering=record.offering)
                 row[record.template] = row.get(record.template, 0.0) + cost
         out[provider] = {template: round(cost, 6) for template, cost in row.items()}
     return out

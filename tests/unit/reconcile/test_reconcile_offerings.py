@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from test_reconcile_scaleout import Pass
 
+from orchestrator.daemon.statusdoc import cost_per_hour
 from orchestrator.errors import UsageError
 from orchestrator.model.demand import DemandSnapshot, TemplateDemand
 from orchestrator.model.offerings import Offering, Placement, placement_detail
@@ -190,8 +191,13 @@ def test_instances_cost_their_offerings_price_and_the_default_when_it_is_gone(wo
     usage = Usage.of(world.config, records.values())
     # 0.4 + 2 × 0.8 + 1.0 (default) + 1.0 (an offering no longer configured: the default's price)
     assert usage.spend["near"] == pytest.approx(4.0)
+    # The status file and the cost metric count the same (daemon/statusdoc.py).
+    assert cost_per_hour({"near": world.log.facts}, world.config)["near"]["cpu"] == pytest.approx(4.0)
     # Without defaults (a reader with no configuration) a key of an intent naming none has "".
     assert ledger(world.log.facts)["op-b-000"].offering == ""
+    # A warm-pool fill names none: its instances are on the default offering.
+    [filled] = world.log.pool("op-fill", "near", "cpu", 1)
+    assert ledger(world.log.facts, default_names(world.config))[filled].offering == "c8"
 
 
 def test_one_op_places_on_several_offerings_when_the_next_has_more_room(tmp_path: Path) -> None:
@@ -223,3 +229,32 @@ def test_the_preview_places_on_the_cheapest_offering(world: World) -> None:
         choose_ops(world.config, {"gpu": 1}, None, {})
     resolved = {("gpu", "near"): [Offering("g1", "g1", cost_per_hour=1.5, source="catalogue")]}
     assert choose_ops(world.config, {"gpu": 1}, None, {}, resolved)[0].placements == (Placement("g1", 1),)
+
+
+def test_the_order_of_the_configuration_guide_example(tmp_path: Path) -> None:
+    """docs/configuration.md, "Offerings": cost per slot, ties in the order listed."""
+    text = """
+providers:
+  aws: {module: xcesim}
+templates:
+  cpu:
+    xce: {slots: 8}
+    providers:
+      aws:
+        image: ami-0123
+        cost_per_hour: 0.34
+        offerings:
+          - {flavor: c6i.2xlarge, zone: eu-west-1a}
+          - {flavor: c6i.2xlarge, zone: eu-west-1b}
+          - {flavor: c5.4xlarge, cost_per_hour: 0.68, slots: 16}
+          - {flavor: m6i.2xlarge, cost_per_hour: 0.38}
+"""
+    world = World(tmp_path, text)
+    decision = world.one(cpu=2)
+    assert [o[0] for o in offerings(decision, "aws")] == [
+        "c6i.2xlarge@eu-west-1a",
+        "c6i.2xlarge@eu-west-1b",
+        "c5.4xlarge",
+        "m6i.2xlarge",
+    ]
+    assert decision.ops[0].placements == (Placement("c6i.2xlarge@eu-west-1a", 2),)
