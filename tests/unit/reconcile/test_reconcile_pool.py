@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,23 @@ def test_a_large_pool_is_taken_in_start_ops_of_at_most_50_keys(tmp_path: Path) -
     chunks = takes(world.config, world.inputs(110))
     assert [len(t.keys) for t in chunks] == [50, 50, 10]
     assert [k for t in chunks for k in t.keys] == pool[:110]
+
+
+def test_no_fill_is_asked_of_a_default_offering_in_backoff_or_a_provider_held_for_quota(world: Pool) -> None:
+    @dataclass
+    class Held:
+        capacity_until: float | None = None
+        quota_until: float | None = None
+
+        def capacity(self, provider: str, placement: str, now: float) -> float | None:
+            return self.capacity_until if placement == "c8" else None
+
+        def quota(self, provider: str, now: float) -> float | None:
+            return self.quota_until
+
+    until = world.clock.now + 60
+    for held in (Held(capacity_until=until), Held(quota_until=until)):
+        inputs = replace(world.inputs(0), holds=held)
+        assert refills(world.config, inputs, inputs.gaps) == []
+    inputs = replace(world.inputs(0), holds=Held())
+    assert refills(world.config, inputs, inputs.gaps) == [OpRequest("cpu", "sim", 2, 2)]
