@@ -203,6 +203,9 @@ def _on_provider(
     # offerings are asked at once. One of an earlier pass holds the provider until its backoff
     # ends (health does not say which offering it was; the memory of refusals does).
     if block is not None and not (block.kind == FailureClass.CAPACITY and refused):
+        if block.kind == FailureClass.CAPACITY:  # which offering refused is not known here: all held
+            for evidence in shown:
+                evidence.update(skipped="backoff", until=_until(block.until))
         return passed_over(_BLOCKED.get(block.kind, "failed"), _until(block.until), block=block.evidence())
     free: list[tuple[Offering, dict[str, Any]]] = []
     untils: list[float] = []

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from orchestrator.model.config import Config
 from orchestrator.reconcile.gap import gaps_from_ledger
-from orchestrator.reconcile.offers import configured, placed_keys
+from orchestrator.reconcile.offers import Selected, configured, placed_keys
 from orchestrator.reconcile.passctx import PassContext
 from orchestrator.reconcile.poolphase import PoolPhase
 from orchestrator.reconcile.report import decision_json
@@ -56,9 +56,11 @@ class ScaleOutRounds:
         refused: set[tuple[str, str]] = set()
         ctx.gaps = dict(gaps_from_ledger(ctx.snapshot, ctx.records()))  # before the pool serves any of it
         self.pool.take(ctx, now, evidence)  # the warm pool first (docs/daemon.md, "The warm pool")
-        for _round in range(self._most_rounds()):
+        most = 1
+        while rounds < most:
             rounds += 1
             inputs, decisions = self.decide(ctx, now, frozenset(fallback), frozenset(refused))
+            most = max(most, self._most_rounds(inputs.selected))
             self._audit(ctx, decisions)
             requests = [op for d in decisions for op in d.ops]
             if not requests:
@@ -75,10 +77,11 @@ class ScaleOutRounds:
         self.pool.refill(ctx, now, evidence)  # after the creates of the burst, never before them
         return replace(evidence, rounds=rounds)
 
-    def _most_rounds(self) -> int:
+    def _most_rounds(self, selected: Selected) -> int:
         """One round, and one more per offering or provider a refusal can exclude."""
+        templates = self.config.templates.items()
         offerings = sum(
-            max(1, len(configured(self.config, t, p))) for t, on in self.config.templates.items() for p in on.providers
+            max(1, len(configured(self.config, t, p, selected))) for t, on in templates for p in on.providers
         )
         return 1 + len(self.config.providers) + offerings
 

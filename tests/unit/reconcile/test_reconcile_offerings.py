@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_reconcile_scaleout import Pass
+from test_reconcile_scaleout import CAPACITY, Pass
 
 from orchestrator.daemon.statusdoc import cost_per_hour
 from orchestrator.errors import UsageError
@@ -73,6 +73,7 @@ class World(Pass):
         self,
         selected: Mapping[tuple[str, str], Sequence[Offering]] | None = None,
         unavailable: Mapping[str, str] | None = None,
+        refused: frozenset[tuple[str, str]] = frozenset(),
         **wanted: int,
     ) -> ScaleOutDecision:
         snap = DemandSnapshot(
@@ -86,6 +87,7 @@ class World(Pass):
             self.breakers,
             self.clock.now,
             unavailable=unavailable or {},
+            refused_now=refused,
             holds=self.holds,
             selected=selected or {},
         )
@@ -139,6 +141,20 @@ def test_every_offering_in_backoff_passes_the_provider_over_to_the_next(world: W
     assert decision.ops == (OpRequest("cpu", "far", 3, 3, (Placement("f8", 3),)),)
     near = provider(decision, "near")
     assert (near["skipped"], near["until"], near["count"]) == ("backoff", now + 100, 0)  # the first one back
+    assert {o["skipped"] for o in near["offerings"]} == {"backoff"}
+
+
+def test_a_capacity_refusal_holds_its_offering_in_its_phase_and_the_provider_after(world: World) -> None:
+    until = world.health.failed("near", "cpu", CAPACITY, world.clock.now)
+    # In the phase that refused c4: only c4 is held, the rest goes to the next offering.
+    same_phase = world.one(refused=frozenset({("near", "c4")}), cpu=2)
+    assert same_phase.ops[0].placements == (Placement("c8-b", 2),)
+    assert offerings(same_phase, "near")[0] == ("c4", 0, "backoff", round(until, 3))
+    # A later pass knows no offering (no memory of refusals): the provider waits out its backoff.
+    later = world.one(cpu=2)
+    assert [op.provider for op in later.ops] == ["far"]
+    near = provider(later, "near")
+    assert (near["skipped"], near["until"], near["block"]["class"]) == ("backoff", round(until, 3), "capacity")
     assert {o["skipped"] for o in near["offerings"]} == {"backoff"}
 
 
