@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.model.config import Config
-from orchestrator.model.offerings import Offering, Placement
+from orchestrator.model.offerings import MAX_PLACEMENTS, Offering, Placement
 from orchestrator.model.ops import OpRequest
 from orchestrator.reconcile.breaker import Breakers, Position
 from orchestrator.reconcile.budget import Room, Usage, room
@@ -249,7 +249,7 @@ def _place(
     taken: list[tuple[Offering, int, dict[str, Any]]] = []
     total = 0
     for offering, evidence in free:
-        if total >= want:
+        if total >= want or len(taken) == MAX_PLACEMENTS:  # an intent names at most that many
             break
         fits = room(config, trial, provider, template, offering=offering)
         rooms.append(fits)
