@@ -50,6 +50,7 @@ from orchestrator.protocol.holder import holder_parts
 from orchestrator.reconcile.breaker import Breakers
 from orchestrator.reconcile.ledger import ledger
 from orchestrator.reconcile.pool import pools
+from orchestrator.reconcile.reasons import reasons_from_json, reasons_json
 from orchestrator.workspace.daemonstatus import read_status
 from orchestrator.workspace.pgsite import pg_site
 from orchestrator.workspace.sharedstore import cluster_documents
@@ -138,6 +139,8 @@ class DaemonView:
     # First-boot hosts: counts by outcome per provider, those not joined, the recent failures
     # (statusdoc.first_boot_share); None when the file has none.
     first_boot: dict[str, Any] | None = None
+    # Per template, why the last pass launched what it did or nothing (reconcile/reasons.py).
+    reasons: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 def daemon_view(state_dir: Path) -> DaemonView | None:
@@ -163,6 +166,7 @@ def daemon_view(state_dir: Path) -> DaemonView | None:
         store=doc.get("store") if isinstance(doc.get("store"), dict) else None,
         bootstrap=bootstrap_counts(doc.get("bootstrap")),
         first_boot=doc.get("first_boot") if isinstance(doc.get("first_boot"), dict) else None,
+        reasons=reasons_json(reasons_from_json(doc.get("reasons"))),
     )
 
 
@@ -215,8 +219,9 @@ class StatusReport:
     pools: tuple[PoolRow, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        """The report as plain JSON values (``xceprov status --json``)."""
-        return asdict(self)
+        """The report as plain JSON values (``xceprov status --json``); ``reasons``: the daemon's
+        last pass's, per template (docs/daemon.md, "Why nothing launched")."""
+        return {**asdict(self), "reasons": self.daemon.reasons if self.daemon is not None else {}}
 
 
 def pool_rows(config: Config, facts: dict[str, list[Fact]]) -> tuple[PoolRow, ...]:
@@ -377,4 +382,5 @@ def offline_json(error: str, local: dict[str, Any]) -> dict[str, Any]:
         "unreadable": local["unreadable"],
         "store": local.get("store"),
         "holders": [asdict(row) for row in local.get("holders", ())],
+        "reasons": daemon.reasons if daemon is not None else {},
     }
