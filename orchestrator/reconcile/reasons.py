@@ -149,6 +149,8 @@ def reasons_of(decision: ScaleOutDecision) -> list[Reason]:
     for entry in evidence.get("providers") or []:
         if isinstance(entry, Mapping):
             out += _provider_reasons(name, entry)
+    if not out and decision.ops:  # evidence without providers (a report made by hand): the ops say it
+        out = [Reason(name, LAUNCHED, op.provider, count=op.count) for op in decision.ops]
     if not out:  # nothing asked at all: no provider could take any of it
         out.append(Reason(name, "no-offering", detail="no provider of the template could take it"))
     return out
