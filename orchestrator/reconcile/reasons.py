@@ -149,6 +149,8 @@ def reasons_of(decision: ScaleOutDecision) -> list[Reason]:
     for entry in evidence.get("providers") or []:
         if isinstance(entry, Mapping):
             out += _provider_reasons(name, entry)
+    if decision.outcome in ("partial", "no-room") and all(r.code == LAUNCHED for r in out):
+        out += _remainder(name, evidence.get("providers") or [])
     if not out and decision.ops:  # evidence without providers (a report made by hand): the ops say it
         out = [Reason(name, LAUNCHED, op.provider, count=op.count) for op in decision.ops]
     if not out:  # nothing asked at all: no provider could take any of it
@@ -196,6 +198,33 @@ def _provider_reasons(template: str, entry: Mapping[str, Any]) -> list[Reason]:
     if mapped is None:
         return [Reason(template, "no-offering", provider, detail=skipped or "nothing fits")] if count <= 0 else []
     return [Reason(template, mapped, provider, until=until, detail=_room_detail(skipped, room))]
+
+
+def _remainder(template: str, entries: Sequence[Any]) -> list[Reason]:
+    """Why the rest of a partial decision found no room: the last provider that launched took
+    what its room allowed (a whole number of granules); its binding limit held the rest."""
+    last = next((e for e in reversed(entries) if isinstance(e, Mapping) and int(e.get("count") or 0) > 0), None)
+    if last is None:
+        return []
+    room = last.get("room") or {}
+    fits, count = int(room.get("fits") or 0), int(last.get("count") or 0)
+    granule = int(last.get("granularity") or 1)
+    provider = str(last.get("provider", ""))
+    if 0 < fits - count < granule:
+        return [
+            Reason(
+                template,
+                "granularity",
+                provider,
+                detail=f"room for {fits - count} more, below one granule of {granule}",
+            )
+        ]
+    limit = str(room.get("limit") or "")
+    return [
+        Reason(
+            template, _SKIPPED.get(limit, "no-offering"), provider, detail=_room_detail(limit, room) or "nothing fits"
+        )
+    ]
 
 
 def _room_detail(limit: str, room: Any) -> str:

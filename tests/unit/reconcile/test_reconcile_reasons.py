@@ -50,9 +50,24 @@ CASES: list[tuple[str, ScaleOutDecision, list[tuple[str, str, str, float | None]
                 "provider": "sim",
                 "count": 4,
                 "offerings": [{"offering": "c8", "count": 3}, {"offering": "c4", "count": 1}],
-            }
+            },
+            outcome="ops",
         ),
         [("launched", "sim", "c8", None), ("launched", "sim", "c4", None)],
+    ),
+    (
+        "partial: the rest is below one granule",
+        held(
+            {"provider": "sim", "count": 4, "room": room("max_instances", fits=6), "granularity": 4}, outcome="partial"
+        ),
+        [("launched", "sim", "", None), ("granularity", "sim", "", None)],
+    ),
+    (
+        "partial: the rest is over max_instances",
+        held(
+            {"provider": "sim", "count": 2, "room": room("max_instances", fits=2), "granularity": 1}, outcome="partial"
+        ),
+        [("launched", "sim", "", None), ("max-instances", "sim", "", None)],
     ),
     (
         "provider budget",
