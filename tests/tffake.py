@@ -381,6 +381,17 @@ class MemoryFacts:
         return [str(f.kind) for f in self.committed]
 
 
+class StampedFacts(MemoryFacts):
+    """Facts committed at the clock's time, as the controller stamps them."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        super().__init__()
+        self.clock = clock
+
+    def commit(self, fact: Fact) -> None:
+        super().commit(dataclasses.replace(fact, committed=self.clock()))
+
+
 class CrashOn(MemoryFacts):
     """A controller that "crashes" the orchestrator at the first commit of one kind of fact."""
 

@@ -18,7 +18,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from reconcile_support import FakeClock
-from tffake import SITE, FakeEngine, FakeFence, FakeHosts, FakeView, MemoryFacts, site_config, unit_ops
+from tffake import SITE, FakeEngine, FakeFence, FakeHosts, FakeView, MemoryFacts, StampedFacts, site_config, unit_ops
 
 from orchestrator.clients.controller.types import Fact
 from orchestrator.configfile import LoadedConfig, parse_config
@@ -40,17 +40,6 @@ def loaded(tmp_path: Path) -> LoadedConfig:
     return site_config(tmp_path)
 
 
-class StampedFacts(MemoryFacts):
-    """Facts committed at the clock's time, as the controller stamps them."""
-
-    def __init__(self, clock: FakeClock) -> None:
-        super().__init__()
-        self.clock = clock
-
-    def commit(self, fact: Fact) -> None:
-        super().commit(replace(fact, committed=self.clock.now))
-
-
 def build(
     loaded: LoadedConfig,
     engine: FakeEngine,
@@ -59,7 +48,7 @@ def build(
     stamped: bool = False,
 ) -> tuple[Reconciler, FakeView, MemoryFacts, FakeClock]:
     hosts, clock = FakeHosts(), FakeClock()
-    facts = StampedFacts(clock) if stamped else MemoryFacts()
+    facts = StampedFacts(lambda: clock.now) if stamped else MemoryFacts()
     ops = unit_ops(loaded, engine, facts=facts, hosts=hosts, clock=lambda: clock.now, fence=fence or FakeFence())
     view = FakeView(facts, hosts)
     reconciler = Reconciler(
