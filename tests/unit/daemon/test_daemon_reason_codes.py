@@ -217,6 +217,8 @@ def test_each_reason_code_reads_back_from_status_explain_the_metric_and_the_cont
         assert told["cpu"].detail and case.code in told["cpu"].detail
         shown = command(loaded, "sim", "controller", "status", "--json")
         assert [(r["template"], r["code"]) for r in shown["reasons"]] == [("cpu", case.code)]
+        text = CliRunner().invoke(cli, ["--config", str(loaded.source), "sim", "controller", "status"]).output
+        assert f"reason cpu: {case.code}: " in text
     finally:
         link.close()
 
