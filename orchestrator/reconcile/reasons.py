@@ -62,8 +62,6 @@ LAUNCHED: Final = "launched"
 
 # Provider entry ``skipped`` (and room limits) → code, for those that map one to one.
 _SKIPPED: Final[Mapping[str, str]] = {
-    "no-lease": "no-lease",
-    "open-op": "open-op",
     "quota": "quota",
     "backoff": "backoff",
     "max_instances": "max-instances",
@@ -168,36 +166,39 @@ def _provider_reasons(template: str, entry: Mapping[str, Any]) -> list[Reason]:
         if placed:
             return [Reason(template, LAUNCHED, provider, str(o.get("offering", "")), int(o["count"])) for o in placed]
         return [Reason(template, LAUNCHED, provider, count=count)]
-    if skipped == "unavailable":  # the loop's own words (before the offer policy named them)
+    if skipped in ("unavailable", "no-lease", "open-op"):  # "unavailable": before the policy named them
         why = str(entry.get("reason") or "")
-        if why.startswith("op "):
+        if skipped == "open-op" or why.startswith("op "):
             match = _RETRY_AT.search(why)
-            return [Reason(template, "open-op", provider, until=float(match.group(1)) if match else until, detail=why)]
+            at = float(match.group(1)) if match else until
+            return [Reason(template, "open-op", provider, until=at, detail=why or "a failed op awaits its retry")]
         return [Reason(template, "no-lease", provider, detail=why or "no valid lease")]
+    found = entry.get("block")
+    block: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    failure = f"{block.get('class')} failure: {block.get('text') or ''}" if block else ""
     if skipped == "failed":
-        block = entry.get("block") or {}
-        kind = str(block.get("class") or "")
-        code = "quota" if kind == "quota" else "backoff"
-        text = str(block.get("text") or "")
-        detail = f"{kind} failure: {text}" if kind else text
-        return [Reason(template, code, provider, until=_number(block.get("until"), until), detail=detail)]
+        code = "quota" if block.get("class") == "quota" else "backoff"
+        return [Reason(template, code, provider, until=_number(block.get("until"), until), detail=failure)]
     if skipped == "backoff":
         held = [o for o in entry.get("offerings") or [] if isinstance(o, Mapping) and o.get("skipped") == "backoff"]
         if held:
             return [
-                Reason(template, "backoff", provider, str(o.get("offering", "")), until=_number(o.get("until"), until))
+                Reason(
+                    template, "backoff", provider, str(o.get("offering", "")), until=_number(o.get("until"), until),
+                    detail=failure or "refused for capacity: probed again after its backoff",
+                )
                 for o in held
-            ]
+            ]  # fmt: skip
     room = entry.get("room") or {}
     fits = int(room.get("fits") or 0) if isinstance(room, Mapping) else 0
-    if fits > 0 and count <= 0 and skipped not in ("backoff", "quota", "no-lease", "open-op", "no-offering"):
+    if fits > 0 and count <= 0 and skipped not in ("backoff", "quota", "no-offering"):
         granule = entry.get("granularity")
         detail = f"room for {fits}, below one granule of {granule}"
         return [Reason(template, "granularity", provider, detail=detail)]
     mapped = _SKIPPED.get(skipped)
     if mapped is None:
         return [Reason(template, "no-offering", provider, detail=skipped or "nothing fits")] if count <= 0 else []
-    return [Reason(template, mapped, provider, until=until, detail=_room_detail(skipped, room))]
+    return [Reason(template, mapped, provider, until=until, detail=failure or _room_detail(skipped, room))]
 
 
 def _remainder(template: str, entries: Sequence[Any]) -> list[Reason]:

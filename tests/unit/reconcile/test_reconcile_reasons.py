@@ -168,6 +168,11 @@ CASES: list[tuple[str, ScaleOutDecision, list[tuple[str, str, str, float | None]
     ),
     ("open op named", held({"provider": "sim", "count": 0, "skipped": "open-op"}), [("open-op", "sim", "", None)]),
     (
+        "open op named with the loop's words",
+        held({"provider": "sim", "skipped": "open-op", "reason": f"op op-2 awaits its retry at {T + 40:.0f}"}),
+        [("open-op", "sim", "", T + 40)],
+    ),
+    (
         "no offering named",
         held({"provider": "sim", "count": 0, "skipped": "no-offering"}),
         [("no-offering", "sim", "", None)],
