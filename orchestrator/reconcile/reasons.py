@@ -28,6 +28,9 @@ entry with ``count`` > 0                         ``launched``       none (``coun
 ``no-offering``                                  ``no-offering``    none
 ===============================================  =================  ==========================
 
+A ``partial`` or ``no-room`` decision whose providers all launched names why the rest found no
+room: the last launching provider's binding limit (``granularity`` when what is left is below
+one granule). A held decision that asked no provider at all reads ``no-offering``.
 ``no-gap`` and ``unknown-template`` decisions give no reason (nothing is wanted, or the site does
 not configure the template). A pass may decide a template more than once (a refused create
 falls back in the next round): its reasons are the last decision's, with the ``launched`` of
