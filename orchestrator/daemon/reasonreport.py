@@ -5,7 +5,8 @@ the templates whose reasons changed; the controller (``reportReasons``, docs/pro
 one reason per template (:func:`~orchestrator.reconcile.reasons.primary`) when they changed and
 at least every :data:`REPORT_EVERY` seconds (a restarted controller learns them again). A pass
 that decided nothing (its read failed, its scale-out phase was skipped) says nothing new: the
-last reasons stand. A failure of either is logged and never fails the pass.
+last reasons stand. A failure of either is logged (a report's, once per cause) and never fails
+the pass.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class ReasonReporting:
         self.every = every
         self._sent: list[TemplateReason] | None = None
         self._sent_at = 0.0
+        self._failure = ""  # the last failure's line ("" after a report went through)
 
     def after_pass(self, report: PassReport, now: float) -> None:
         """Record and report the pass's reasons (nothing when it decided nothing)."""
@@ -56,9 +58,12 @@ class ReasonReporting:
             self.send(wanted, now)
         except Exception as exc:  # the controller is away or does not serve it: the pass goes on
             line = (str(exc).splitlines() or [type(exc).__name__])[0]
-            log.warning("scale-out reasons not reported to the controller: %s", line)
+            # Said once per cause: a controller that does not serve reportReasons is no news each pass.
+            level = logging.DEBUG if line == self._failure else logging.WARNING
+            log.log(level, "scale-out reasons not reported to the controller: %s", line)
+            self._failure = line
             return
-        self._sent, self._sent_at = wanted, now
+        self._sent, self._sent_at, self._failure = wanted, now, ""
 
 
 def told_reason(template: str, found: Sequence[Reason]) -> TemplateReason | None:
