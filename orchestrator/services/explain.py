@@ -8,7 +8,6 @@ asked. docs/daemon.md ("Why nothing launched") lists the reason codes.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,14 +51,12 @@ class Explanation:
         return "\n".join(printable(line) for line in lines)
 
 
-def explain(
-    loaded: LoadedConfig, template: str | None = None, since: float | None = None, now: float | None = None
-) -> Explanation:
-    """The explanation of ``template`` (every template when None) over the last ``since`` seconds."""
+def explain(loaded: LoadedConfig, template: str | None = None, start: float | None = None) -> Explanation:
+    """The explanation of ``template`` (every template when None), its history from the Unix
+    time ``start`` on (None: all the journal keeps)."""
     state_dir = loaded.config.state_dir
     found = read_status(state_dir)
     current = reasons_from_json(found.document.get("reasons")) if found is not None else {}
-    start = (time.time() if now is None else now) - since if since is not None else None
     history = read_journal(state_dir, template, start)
     if template is not None:
         current = {t: r for t, r in current.items() if t == template}

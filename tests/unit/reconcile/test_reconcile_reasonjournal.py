@@ -12,11 +12,14 @@ import json
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from orchestrator.cli.main import cli
+from orchestrator.model.durations import since_time
 from orchestrator.reconcile.reasonjournal import ReasonJournal, journal_path, read_journal
 from orchestrator.reconcile.reasons import Reason
+from orchestrator.sim.cloud.service import parse_since
 
 QUOTA = Reason("cpu", "quota", "aws", until=1_800_000_600.0, detail="limit")
 LAUNCH = Reason("cpu", "launched", "sim", count=2)
@@ -94,5 +97,18 @@ def test_explain_shows_the_history_by_template_and_since(tmp_path: Path) -> None
     assert "cpu: quota on aws until" in text and "cpu: launched 2 on sim" in text
     unknown = runner.invoke(cli, ["--config", str(config), "explain", "gpu"])
     assert unknown.exit_code != 0 and "templates.gpu: no such template (known: cpu)" in unknown.output
+    at = json.loads(
+        runner.invoke(cli, ["--config", str(config), "explain", "--since", f"{now - 3600:.0f}", "--json"]).output
+    )
+    assert at["history"] == recent["history"]  # a Unix time: the same hour
     bad = runner.invoke(cli, ["--config", str(config), "explain", "--since", "soon"])
     assert bad.exit_code != 0 and "--since soon:" in bad.output
+
+
+def test_since_is_a_unix_time_or_a_duration_back_from_now() -> None:
+    assert since_time("1800000000", now=0.0) == 1_800_000_000.0
+    assert since_time("30m", now=10_000.0) == 8_200.0
+    assert parse_since("2h", now=10_000.0) == 2_800.0  # sim cloud requests --since takes the same
+    for bad in ("soon", "-5", "inf"):
+        with pytest.raises(ValueError, match="a Unix time in seconds, or a duration back from now"):
+            since_time(bad, now=0.0)
