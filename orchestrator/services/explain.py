@@ -26,6 +26,7 @@ class Explanation:
     current: dict[str, list[Reason]]
     history: list[JournalEntry]
     since: float | None  # unix seconds the history starts at (None: all the journal keeps)
+    daemon: bool = True  # False: no daemon ever wrote a status file here (no current reasons)
 
     def to_json(self) -> dict[str, Any]:
         """``explain --json``."""
@@ -38,7 +39,9 @@ class Explanation:
     def text(self) -> str:
         """``explain`` as text: the current reasons, then the history with UTC times."""
         lines = ["now (the daemon's last pass)"]
-        if not self.current:
+        if not self.daemon:
+            lines.append("  no daemon has run with this state_dir")
+        elif not self.current:
             lines.append("  nothing wanted or held back")
         for template, reasons in sorted(self.current.items()):
             first = primary(template, reasons)
@@ -63,4 +66,4 @@ def explain(loaded: LoadedConfig, template: str | None = None, start: float | No
         if template not in loaded.config.templates and not history and not current:
             known = ", ".join(sorted(loaded.config.templates)) or "none"
             raise UsageError(f"{loaded.source}: templates.{template}: no such template (known: {known})")
-    return Explanation(current, history, start)
+    return Explanation(current, history, start, daemon=found is not None)

@@ -95,6 +95,7 @@ def test_explain_shows_the_history_by_template_and_since(tmp_path: Path) -> None
     ]
     text = runner.invoke(cli, ["--config", str(config), "explain", "cpu"]).output
     assert "cpu: quota on aws until" in text and "cpu: launched 2 on sim" in text
+    assert "no daemon has run with this state_dir" in text
     unknown = runner.invoke(cli, ["--config", str(config), "explain", "gpu"])
     assert unknown.exit_code != 0 and "templates.gpu: no such template (known: cpu)" in unknown.output
     at = json.loads(
