@@ -231,7 +231,7 @@ def test_leases_then_a_demand_push_creates_the_hosts_and_a_stop_releases(shared_
         created = [e for e in world.audit(daemon.pid) if e["action"] == "op-created"]
         assert len(created) == 1 and len(created[0]["instances"]) == 2
         scale_out = [e for e in world.audit(daemon.pid) if e["action"] == "reconcile-scale-out" and e["ops"]]
-        assert scale_out and scale_out[0]["ops"] == [{"provider": "sim", "count": 2}]
+        assert scale_out and scale_out[0]["ops"] == [{"provider": "sim", "count": 2, "placements": [["c8.large", 2]]}]
         # Why: the journal says it launched (written after the pass), and the controller was told.
         wait_until("the pass's reasons journaled", lambda: (world.state / "reasons.jsonl").exists(), timeout=60)
         history = json.loads(world.ok("explain", "cpu", "--json"))["history"]
