@@ -27,7 +27,7 @@ zone, subnet and cost per hour (its offering's), and each provider the added cos
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,8 +38,9 @@ from orchestrator.errors import ConfigError
 from orchestrator.model import tags as owner
 from orchestrator.model.config import Config
 from orchestrator.model.instances import InstanceSpec, new_op_id
-from orchestrator.model.offerings import Placement
+from orchestrator.model.offerings import Offering, Placement
 from orchestrator.model.ops import OpRequest
+from orchestrator.ops.catalogue import catalogue_reader
 from orchestrator.ops.images import resolve_baked
 from orchestrator.ops.losses import preview_losses
 from orchestrator.ops.steps import plan_desired, render_instances
@@ -160,11 +161,15 @@ def plan_burst(
     desired = {name: {k: v for k, v in held.items() if k not in lost[name]} for name, held in desired.items()}
     warnings = [f"{missing}; previewed without it, apply needs it"] if (missing := missing_ca(loaded)) else []
     rendered: dict[str, dict[str, tuple[OpRequest, str, dict[str, InstanceSpec]]]] = {}
+    selected = selected_for(config, ops)
     for op in ops:
         op_id = new_op_id()
         # The op's own render step; a preview needs no CA file (apply renders every op again and
         # does): the same rule as validate.
-        request = RenderRequest(op.provider, op.template, op_id, op.count, placements=op_placements(op))
+        offerings = selected.get((op.template, op.provider), {})
+        request = RenderRequest(
+            op.provider, op.template, op_id, op.count, placements=op_placements(op), offerings=offerings
+        )
         # bake:newest is resolved as the op resolves it, so the plan shows the concrete id.
         resolved = resolve_baked(config, engine, workdirs[op.provider], op.template)
         specs = render_instances(resolved, root, request, source=loaded.source, allow_missing_ca=True)
@@ -173,7 +178,9 @@ def plan_burst(
         create_bundle(out)
     try:
         plans = [
-            _plan_provider(config, engine, workdirs[name], desired.get(name, {}), by_op, out, lost.get(name, {}))
+            _plan_provider(
+                config, engine, workdirs[name], desired.get(name, {}), by_op, out, lost.get(name, {}), selected
+            )
             for name, by_op in sorted(rendered.items())
         ]
         if out is not None:
@@ -220,6 +227,7 @@ def _plan_provider(
     by_op: Mapping[str, tuple[OpRequest, str, dict[str, InstanceSpec]]],
     out: Path | None,
     lost: Mapping[str, LostPlanned],
+    selected: Mapping[tuple[str, str], Mapping[str, Offering]] | None = None,
 ) -> ProviderPlan:
     new: dict[str, InstanceSpec] = {}
     for _op, _op_id, specs in by_op.values():
@@ -251,7 +259,7 @@ def _plan_provider(
         if action == "update":
             change += 1
         offering = spec.tags.get(owner.OFFERING, "") if spec else ""
-        cost = _instance_cost(config, workdir.provider, spec) if spec else 0.0
+        cost = _instance_cost(config, workdir.provider, spec, selected or {}) if spec else 0.0
         if action == "create" and spec is not None and spec.template in cloud:
             cost_by_template[spec.template] = cost_by_template.get(spec.template, 0.0) + cost
             row = cost_by_offering.setdefault(spec.template, {})
@@ -304,16 +312,41 @@ def op_placements(op: OpRequest) -> tuple[Placement, ...]:
     return tuple(getattr(op, "placements", ()) or ())
 
 
-def _instance_cost(config: Config, provider: str, spec: InstanceSpec) -> float:
-    """What one instance costs per hour: its offering's price (by its ``xce:offering`` tag),
-    the template's ``cost_per_hour`` when that names no listed offering."""
+def _instance_cost(
+    config: Config, provider: str, spec: InstanceSpec, selected: Mapping[tuple[str, str], Mapping[str, Offering]]
+) -> float:
+    """What one instance costs per hour: its offering's price (by its ``xce:offering`` tag: a
+    listed one, or one ``select:`` picked from the catalogue), the template's ``cost_per_hour``
+    when that names neither."""
     template = config.templates.get(spec.template)
     side = template.providers.get(provider) if template is not None else None
     if template is None or side is None:
         return 0.0
     named = spec.tags.get(owner.OFFERING)
-    listed = {o.name: o for o in side.listed_offerings(template.xce.slots)}
-    return listed[named].cost_per_hour if named in listed else side.cost_per_hour
+    known = {
+        **selected.get((spec.template, provider), {}),
+        **{o.name: o for o in side.listed_offerings(template.xce.slots)},
+    }
+    return known[named].cost_per_hour if named in known else side.cost_per_hour
+
+
+def selected_for(config: Config, ops: Sequence[OpRequest]) -> dict[tuple[str, str], dict[str, Offering]]:
+    """(template, provider) -> the offerings its ``select:`` picks from the provider's catalogue
+    (``ops/catalogue.py``: the kept catalogue, read again past ``catalogue_ttl``), by name in
+    the policy's order, for every op whose template selects; nothing is read when none does. A
+    pair with no offering is one line saying why (its catalogue, its price, or no match)."""
+    pairs = {(op.template, op.provider) for op in ops if config.templates[op.template].providers[op.provider].select}
+    if not pairs:
+        return {}
+    found = catalogue_reader(config).selections()
+    out: dict[tuple[str, str], dict[str, Offering]] = {}
+    for template, provider in sorted(pairs):
+        offerings = found.selected.get((template, provider), [])
+        if not offerings:
+            why = found.problems.get((template, provider), "no flavor of the catalogue matches its select")
+            raise ConfigError([f"templates.{template}.providers.{provider}.select: no offering: {why}"])
+        out[(template, provider)] = {o.name: o for o in offerings}
+    return out
 
 
 def _merged_tags(workdir: ProviderWorkdir, spec: InstanceSpec | None) -> dict[str, str]:
