@@ -116,10 +116,19 @@ def test_plan_and_apply_launch_a_select_template_on_its_cheapest_offering(site: 
         ("c8.large.spot", "b", "c8.large.spot@b"),
         ("c8.large.spot", "b", "c8.large.spot@b"),
     ]
-    # A selection nothing matches: one line naming the template's select, nothing planned.
+    # A selection nothing matches: the policy finds no offering (exit 2, as a request no provider takes).
     (site / "xceprov.yaml").write_text(SITE.replace("gpus: {min: 1}", "gpus: {min: 99}"))
     refused = xceprov(site, "plan", "gpu=1")
-    assert refused.returncode == 3, refused.stderr  # a configuration problem (docs/exit-codes.md)
-    assert refused.stderr.strip().endswith(
-        "templates.gpu.providers.cheap.select: no offering: no flavor of the catalogue matches its select"
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr.strip() == "xceprov: gpu=1: no offering of template 'gpu' on cheap"
+    # A match the catalogue gives no price for: one line naming the select and the flavor (exit 3).
+    (site / "xceprov.yaml").write_text(SITE)
+    done = xceprov(site, "sim", "cloud", "flavor", "set", "g1.free", "--cpus", "4", "--memory-gb", "16", "--gpus", "1")
+    assert done.returncode == 0, done.stderr
+    assert xceprov(site, "offerings", "--refresh").returncode == 0  # the kept catalogue, read again
+    unpriced = xceprov(site, "plan", "gpu=1")
+    assert unpriced.returncode == 3, unpriced.stderr
+    assert unpriced.stderr.strip() == (
+        "xceprov: templates.gpu.providers.cheap.select: no offering: flavor g1.free matches but the "
+        "catalogue gives no price for it: set select.cost_per_cpu_hour"
     )
