@@ -34,6 +34,7 @@ from orchestrator.reconcile.budget import Usage, room, start_room
 from orchestrator.reconcile.gap import TemplateGap
 from orchestrator.reconcile.ledger import InstanceRecord
 from orchestrator.reconcile.policy import by_priority
+from orchestrator.reconcile.refusedops import provider_hold
 from orchestrator.reconcile.scaleout import PolicyInputs
 
 
@@ -112,6 +113,8 @@ def refills(config: Config, inputs: PolicyInputs, unserved: Mapping[str, Templat
             continue
         if provider in inputs.unavailable or inputs.health.blocked(provider, name, inputs.now) is not None:
             continue
+        if provider_hold(inputs.refusals, config, provider, name, inputs.now) is not None:
+            continue  # a fill goes to the default offering: not while it (or the quota) is held
         if inputs.breakers.state(name).position_at(inputs.now, config.policy.breaker) == Position.OPEN:
             continue
         count = min(missing, room(config, usage, provider, name, stopped=True).fits)

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from orchestrator.reconcile.gap import TemplateGap
 from orchestrator.reconcile.health import Block
 from orchestrator.reconcile.reclaim import ReclaimCandidate
+from orchestrator.reconcile.refusals import Refusal
 from orchestrator.reconcile.results import PhaseResult
 from orchestrator.reconcile.scaleout import ScaleOutDecision
 
@@ -73,6 +74,8 @@ class PassReport:
     # Providers passed over after failures at the pass's end: the backoff of docs/daemon.md,
     # "Metrics" (``xceprov_provider_backoff``).
     blocked: list[Block] = field(default_factory=list)
+    # The refusals this pass recorded in the memory of refusals (``xceprov_refusals_total``).
+    refused: list[Refusal] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -104,4 +107,5 @@ class PassReport:
             "leased": list(self.leased),
             "decisions": [decision_json(d) for d in self.decisions],
             "blocked": [b.evidence() for b in self.blocked],
+            "refused": [{"scope": r.scope, "provider": r.provider, "placement": r.placement} for r in self.refused],
         }

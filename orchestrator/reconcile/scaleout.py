@@ -9,9 +9,10 @@ pass), the checks are, in order:
 3. **cooldown**: no scale-up within ``policy.cooldown`` of the template's previous one. A create
    that delivered nothing (every key recorded gone, none created: refused for capacity or
    quota and abandoned) does not count, so its fallback goes out at once;
-4. **providers by priority**: a provider passed over by :mod:`.health` (capacity, quota,
-   permanent, or transient past ``policy.retry.attempts``) or named ``unavailable`` by the loop
-   (no valid lease, a failed op awaiting its retry) is skipped and the next one asked;
+4. **providers by priority**: a provider passed over by :mod:`.health` (permanent, or
+   transient past ``policy.retry.attempts``), held by the memory of refusals (:mod:`.refusals`:
+   its quota, or every offering of the template in capacity backoff) or named ``unavailable``
+   by the loop (no valid lease, a failed op awaiting its retry) is skipped and the next one asked;
    each takes what fits under its room (:func:`.budget.room`: ``max_instances``, the template's
    ``max_instances``, the provider and cluster budgets), rounded to its ``granularity``: up for
    the gap, down when the room is smaller (the budget is never exceeded to fill a granule);
@@ -34,6 +35,8 @@ from orchestrator.reconcile.gap import TemplateGap
 from orchestrator.reconcile.health import ProviderHealth
 from orchestrator.reconcile.ledger import InstanceRecord
 from orchestrator.reconcile.policy import by_priority, round_up
+from orchestrator.reconcile.refusals import RefusalMemory
+from orchestrator.reconcile.refusedops import provider_hold
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,8 @@ class PolicyInputs:
     # Templates whose create was refused earlier in this phase: the rest of that scale-up goes to
     # the next provider now, whatever the refused op did create (it counts as a scale-up).
     fallback: frozenset[str] = frozenset()
+    # What the cloud refused, until when (refusals.py): held offerings and quotas are passed over.
+    refusals: RefusalMemory | None = None
 
 
 def scale_out(config: Config, inputs: PolicyInputs) -> list[ScaleOutDecision]:
@@ -144,6 +149,10 @@ def _fill(
         block = inputs.health.blocked(provider, template, inputs.now)
         if block is not None:
             tried.append({"provider": provider, "skipped": "failed", "block": block.evidence()})
+            continue
+        held = provider_hold(inputs.refusals, config, provider, template, inputs.now)
+        if held is not None:  # its quota, or every offering in capacity backoff
+            tried.append({"provider": provider, **held})
             continue
         granule = config.providers[provider].granularity
         fits = room(config, usage, provider, template)
