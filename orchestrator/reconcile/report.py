@@ -92,6 +92,10 @@ class PassReport:
         found = [p.evidence for p in self.phases if p.name == name and isinstance(p.evidence, kind)]
         return found[-1] if found else None
 
+    def to_json_refused(self) -> list[dict[str, str]]:
+        """The refusals the pass recorded, as ``to_json`` names them (``scope``, ``provider``, ``placement``)."""
+        return [{"scope": r.scope, "provider": r.provider, "placement": r.placement} for r in self.refused]
+
     def to_json(self) -> dict[str, Any]:
         """The document the daemon writes to ``status.json`` (``pass`` member)."""
         return {
@@ -107,5 +111,5 @@ class PassReport:
             "leased": list(self.leased),
             "decisions": [decision_json(d) for d in self.decisions],
             "blocked": [b.evidence() for b in self.blocked],
-            "refused": [{"scope": r.scope, "provider": r.provider, "placement": r.placement} for r in self.refused],
+            "refused": self.to_json_refused(),
         }
