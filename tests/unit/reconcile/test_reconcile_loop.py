@@ -388,3 +388,6 @@ def test_a_quota_refused_for_many_passes_is_asked_once_per_hold_and_nothing_is_d
     clock.advance(until - clock.now)
     probe = reconciler.run_once()
     assert len(probe.ops) == 1 and [r.failures for r in probe.refused] == [2]
+    # A restarted daemon (a new reconciler over the same state directory) holds it too.
+    restarted, *_ = build(loaded, FakeEngine())
+    assert restarted.refusals.quota("sim", clock.now) == reconciler.refusals.quota("sim", clock.now) is not None
