@@ -113,7 +113,7 @@ def refills(config: Config, inputs: PolicyInputs, unserved: Mapping[str, Templat
             continue
         if provider in inputs.unavailable or inputs.health.blocked(provider, name, inputs.now) is not None:
             continue
-        if provider_hold(inputs.refusals, config, provider, name, inputs.now) is not None:
+        if provider_hold(inputs.refusals, config, provider, name, inputs.now, default_only=True) is not None:
             continue  # a fill goes to the default offering: not while it (or the quota) is held
         if inputs.breakers.state(name).position_at(inputs.now, config.policy.breaker) == Position.OPEN:
             continue

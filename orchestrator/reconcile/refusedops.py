@@ -183,17 +183,24 @@ def quota_freed(memory: RefusalMemory, facts: Mapping[str, Sequence[Fact]]) -> l
 
 
 def provider_hold(
-    memory: RefusalMemory | None, config: Config, provider: str, template: str, now: float
+    memory: RefusalMemory | None,
+    config: Config,
+    provider: str,
+    template: str,
+    now: float,
+    *,
+    default_only: bool = False,
 ) -> dict[str, Any] | None:
     """Why the memory holds every offering of ``template`` on ``provider`` now (``quota``, or
-    ``backoff``: each listed offering held for capacity), with until when; None when one is free.
-    (The policy's per-offering choice reads the memory itself; this is the provider's sum.)"""
+    ``backoff``: each listed offering held for capacity; ``default_only``: the default one, where
+    a warm-pool fill goes), with until when; None when one is free. (The policy's per-offering
+    choice reads the memory itself; this is the provider's sum.)"""
     if memory is None:
         return None
     until = memory.quota(provider, now)
     if until is not None:
         return {"skipped": QUOTA, "until": until}
-    offerings = listed(config, provider, template)
+    offerings = listed(config, provider, template)[: 1 if default_only else None]
     held = [memory.capacity(provider, placement_of(o), now) for o in offerings]
     if offerings and all(h is not None for h in held):
         return {"skipped": "backoff", "until": min(h for h in held if h is not None)}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,9 @@ from orchestrator.reconcile.gap import gaps_from_ledger
 from orchestrator.reconcile.health import ProviderHealth
 from orchestrator.reconcile.ledger import ledger
 from orchestrator.reconcile.pool import refills, surplus, takes
+from orchestrator.reconcile.refusals import RefusalMemory
 from orchestrator.reconcile.scaleout import PolicyInputs, scale_out
+from orchestrator.workspace.documents import LocalDocuments
 
 SITE = """
 providers:
@@ -119,3 +122,15 @@ def test_a_large_pool_is_taken_in_start_ops_of_at_most_50_keys(tmp_path: Path) -
     chunks = takes(world.config, world.inputs(110))
     assert [len(t.keys) for t in chunks] == [50, 50, 10]
     assert [k for t in chunks for k in t.keys] == pool[:110]
+
+
+def test_no_pool_is_refilled_on_an_offering_or_a_quota_the_cloud_refused(tmp_path: Path) -> None:
+    world = Pool(tmp_path)
+    memory = RefusalMemory.load(LocalDocuments(tmp_path), world.config.policy, random.Random(1))
+    empty = replace(world.inputs(0), refusals=memory)
+    assert refills(world.config, empty, empty.gaps) == [OpRequest("cpu", "sim", 2, 2)]
+    memory.refused("sim", "c8", "capacity", "InsufficientCapacity", world.clock.now)
+    assert refills(world.config, empty, empty.gaps) == []
+    memory.succeeded("sim", "c8")
+    memory.refused("sim", "", "quota", "InstanceLimitExceeded", world.clock.now)
+    assert refills(world.config, empty, empty.gaps) == []
