@@ -35,7 +35,7 @@ from orchestrator.model.instances import new_op_id
 from orchestrator.ops.consoleresults import FirstBootOutcomes
 from orchestrator.ops.executor import Bootstrap, Seen, StillLaunched, Wired
 from orchestrator.ops.openops import OpenOp, open_ops
-from orchestrator.reconcile import hostphases
+from orchestrator.reconcile import hostphases, refusedops
 from orchestrator.reconcile.beside import GAIN_POLL, BesideResumes, Hold, no_hold
 from orchestrator.reconcile.bootstraps import BootstrapTracker
 from orchestrator.reconcile.breaker import Breakers
@@ -50,7 +50,6 @@ from orchestrator.reconcile.phases import beside_failed, join_beside, run_phase
 from orchestrator.reconcile.phases import one_line as _one_line
 from orchestrator.reconcile.poolphase import PoolPhase
 from orchestrator.reconcile.refusals import RefusalMemory
-from orchestrator.reconcile.refusedops import intent_detail, op_hold, record_refusal, record_success, refresh_memory
 from orchestrator.reconcile.report import PHASES, PassReport, PhaseOutcome, decision_json
 from orchestrator.reconcile.results import (
     BootstrapResult,
@@ -162,7 +161,7 @@ class Reconciler:
             # Bootstrap records too: with the shared store, a provider taken over arrives with
             # the records its previous holder wrote (tried, given up, joined) since this started.
             self.tracker = BootstrapTracker.load(self.state_dir, self.documents)
-            refresh_memory(self.refusals, {p: ctx.facts(p) for p in self.config.providers}, ctx.read_at)
+            refusedops.refresh_memory(self.refusals, {p: ctx.facts(p) for p in self.config.providers}, ctx.read_at)
         except Exception as exc:  # every read failure means the same: act on nothing
             problem = _one_line(exc) if isinstance(exc, ReadFailed) else f"{type(exc).__name__}: {_one_line(exc)}"
             self._read_changed(problem)
@@ -304,7 +303,9 @@ class Reconciler:
         if failed.kind != "create":
             return "wait" if now < failed.retry_at else "retry"
         usage = Usage.of(self.config, ctx.records())
-        hold = op_hold(self.refusals, self.config, op.provider, op, failed.failure, now)  # never on a held offering
+        hold = refusedops.op_hold(
+            self.refusals, self.config, op.provider, op, failed.failure, now
+        )  # never on a held offering
         with self._books:
             decision = retry_decision(self.config, usage, self.health, failed.provider, failed.template, now, hold)
         return decision.action
@@ -330,8 +331,9 @@ class Reconciler:
             if op.kind == "create":
                 self.health.succeeded(op.provider, op.template)
         if op.kind == "create" and resolution.outcome == "completed":
-            record_success(
-                self.refusals, self.config, op.provider, op.template, op.op_id, lambda: op.detail, op.pending
+            made = lambda: refusedops.created_keys(ctx.facts(op.provider), op.pending)  # noqa: E731 (read when needed)
+            refusedops.record_success(
+                self.refusals, self.config, op.provider, op.template, op.op_id, lambda: op.detail, made
             )
         evidence.resumed.append(ResumedOp(op.op_id, resolution.outcome, resolution.reason))
 
@@ -424,8 +426,10 @@ class Reconciler:
         ctx.ops.append(op_id)
         with self._books:
             self.health.succeeded(provider, template)
-        detail = lambda: intent_detail(ctx.facts(provider), op_id)  # noqa: E731 (read only when needed)
-        record_success(self.refusals, self.config, provider, template, op_id, detail, [c.key for c in result.created])
+        detail = lambda: refusedops.intent_detail(ctx.facts(provider), op_id)  # noqa: E731 (read only when needed)
+        refusedops.record_success(
+            self.refusals, self.config, provider, template, op_id, detail, lambda: [c.key for c in result.created]
+        )
         fields = {"op_id": op_id, "provider": provider, "template": template, "phase": "scale-out"}
         log.info("op %s created %d hosts of %s on %s", op_id, len(result.created), template, provider, extra=fields)
         (evidence.pooled if pool else evidence.created).append(
@@ -449,8 +453,8 @@ class Reconciler:
         failure = classify_error(exc)
         usage = Usage.of(self.config, ctx.records())  # before the lock: it may read the controller
         op = next((o for o in open_ops(ctx.facts(provider)) if o.op_id == op_id), None)
-        record_refusal(self.refusals, self.config, provider, op, exc, failure, now)
-        hold = op_hold(self.refusals, self.config, provider, op, failure.kind.value, now)
+        refusedops.record_refusal(self.refusals, self.config, provider, op, exc, failure, now)
+        hold = refusedops.op_hold(self.refusals, self.config, provider, op, failure.kind.value, now)
         with self._books:
             retry_at = self.health.failed(provider, template, failure, now)
             decision = retry_decision(self.config, usage, self.health, provider, template, now, hold)

@@ -142,17 +142,24 @@ def record_success(
     template: str,
     op_id: str,
     detail: Callable[[], str],
-    keys: Iterable[str],
+    keys: Callable[[], Iterable[str]],
 ) -> None:
-    """The create of ``keys`` went through: their placements have room (``detail``: the op's
-    intent detail, asked only when the memory holds an offering of the provider)."""
+    """The create made ``keys()``: their placements have room (``detail()``: the op's intent
+    detail; both asked only when the memory holds an offering of the provider)."""
     if not memory.holds_capacity(provider):
         return
     try:
-        for placement in sorted(set(key_placements(config, provider, template, op_id, detail(), keys).values())):
+        made = key_placements(config, provider, template, op_id, detail(), keys())
+        for placement in sorted(set(made.values())):
             memory.succeeded(provider, placement)
     except Exception as exc:  # the create went through all the same: its offering is probed again later
         log.warning("success on %s not remembered: %s", provider, _line(exc))
+
+
+def created_keys(facts: Iterable[Fact], keys: Iterable[str]) -> list[str]:
+    """Those of ``keys`` the facts record created (``instanceCreated``)."""
+    made = {f.instance_key for f in facts if f.kind == FactKind.INSTANCE_CREATED}
+    return [k for k in keys if k in made]
 
 
 def _line(exc: BaseException) -> str:

@@ -212,5 +212,5 @@ def test_a_refused_op_records_each_refused_keys_placement_and_a_success_frees_th
         "skipped": "quota",
         "until": held.until,
     }
-    record_success(mem, config, "sim", "cpu", "op-1", lambda: detail, ["op-1-001"])
+    record_success(mem, config, "sim", "cpu", "op-1", lambda: detail, lambda: ["op-1-001"])
     assert mem.capacity("sim", "c8@b", NOW) is None
