@@ -139,6 +139,10 @@ def test_capacity_exhausted_on_the_first_provider_falls_back_by_priority(tmp_pat
         assert created.provider == "sim2" and created.count == 3
         [entry] = [e for e in world.audit() if e["action"] == "reconcile-op-failed"]
         assert entry["failure"]["class"] == "capacity" and entry["decision"] == "abandon"
+        # The memory of refusals holds the refused flavor on sim (not the provider: sim2 serves).
+        [held] = report.refused
+        assert (held.scope, held.provider, held.placement) == ("capacity", "sim", "c8.large")
+        assert world.reconciler.refusals.capacity("sim", "c8.large", held.last) == held.until
         # Steady afterwards: nothing more is asked of either provider.
         assert [op for r in world.passes(2) for op in r.ops] == []
 
