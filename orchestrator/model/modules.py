@@ -214,7 +214,8 @@ OPENSTACK_RULES: Final = (
     ErrorRule(FailureClass.PERMANENT, ("Unable to find image", "Unable to find flavor", "Bad request with")),
 )
 
-# The simulated cloud speaks EC2's codes: ``InsufficientCapacity: flavor c8 has no capacity``,
+# The simulated cloud speaks EC2's codes: ``InsufficientCapacity: flavor c8 in zone b has no
+# capacity``, ``InstanceLimitExceeded`` for its account quota (``xceprov sim fault quota``),
 # ``AddressLimitExceeded`` for a full network, ``RequestLimitExceeded`` for its busy store.
 XCESIM_RULES: Final = EC2_RULES
 

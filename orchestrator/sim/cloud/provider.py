@@ -19,8 +19,10 @@ through the ``tf`` framework. The contract (``docs/architecture.md``):
   the user data the host boots with (``bootcopy.py``), never to the ``user_data`` attribute the
   state keeps (docs/bootstrap.md, "First boot"); so does a ``power_state`` change to ``running``
   (a warm-pool instance started in place: its boot copy gets the token its start op minted).
-- resource ``xcesim_instance``: ``name``, ``flavor``, ``image``, ``user_data`` and
-  ``client_token`` force replacement; ``tags`` update in place, and so does ``power_state``
+- resource ``xcesim_instance``: ``name``, ``flavor``, ``image``, ``user_data``,
+  ``client_token`` and the optional ``zone`` and ``subnet`` (where the cloud places it: a
+  capacity limit can be per flavor and zone, ``xceprov sim fault capacity --zone``) force
+  replacement; ``tags`` update in place, and so does ``power_state``
   (``running`` or ``stopped``: an apply starts or stops the instance, which keeps its id, address,
   tags and disk; null, the default: the instance is left as it is, and a refresh does not report
   its power as drift); computed ``id``, ``address``, ``launch_time``, ``state``. A read of a
@@ -91,6 +93,8 @@ _INSTANCE_ATTRS: Final = (
     "id",
     "name",
     "flavor",
+    "zone",
+    "subnet",
     "image",
     "tags",
     "user_data",
@@ -306,6 +310,8 @@ def _state(inst: Instance, like: State | None = None) -> State:
         "id": inst.id,
         "name": inst.name,
         "flavor": inst.flavor,
+        "zone": inst.zone,
+        "subnet": inst.subnet,
         "image": inst.image,
         "tags": dict(inst.tags),
         "user_data": inst.user_data,
@@ -320,7 +326,7 @@ def _state(inst: Instance, like: State | None = None) -> State:
     if like is not None:
         # Optional inputs left out of the configuration are null in Terraform and empty in the
         # store; reporting them back as empty would show a perpetual diff.
-        for key, empty in (("tags", {}), ("user_data", ""), ("client_token", "")):
+        for key, empty in (("tags", {}), ("user_data", ""), ("client_token", ""), ("zone", ""), ("subnet", "")):
             if like.get(key) is None and state[key] == empty:
                 state[key] = None
         if like.get("power_state") is not None:
@@ -344,11 +350,17 @@ class InstanceResource(Resource):  # type: ignore[misc]
         """Resource schema."""
         s, m = types.String(), types.Map(types.String())
         return schema.Schema(
-            # 2: ``power_state`` (a state of version 1 has it null: see ``upgrade``).
-            version=2,
+            # 2: ``power_state``; 3: ``zone`` and ``subnet`` (an older state has them null: see ``upgrade``).
+            version=3,
             attributes=[
                 schema.Attribute("name", s, required=True, requires_replace=True),
                 schema.Attribute("flavor", s, required=True, requires_replace=True),
+                schema.Attribute(
+                    "zone", s, optional=True, requires_replace=True, description="Zone to place it in (null: any)."
+                ),
+                schema.Attribute(
+                    "subnet", s, optional=True, requires_replace=True, description="Subnet to place it in (null: any)."
+                ),
                 schema.Attribute("image", s, required=True, requires_replace=True),
                 schema.Attribute("tags", m, optional=True),
                 schema.Attribute("user_data", s, optional=True, requires_replace=True),
@@ -383,8 +395,9 @@ class InstanceResource(Resource):  # type: ignore[misc]
         return planned
 
     def upgrade(self, ctx: UpgradeContext, version: int, old: State) -> State:
-        """A state written before ``power_state`` existed: null (the instance is left as it is)."""
-        return {**old, "power_state": old.get("power_state")}
+        """A state written before ``power_state`` existed: null (the instance is left as it is);
+        before ``zone`` and ``subnet``: null (it was placed where the cloud chose)."""
+        return {**old, **{key: old.get(key) for key in ("power_state", "zone", "subnet")}}
 
     def create(self, ctx: CreateContext, planned: State) -> State | None:
         """Launch the instance (idempotent by ``client_token``); stop it if ``power_state`` says so."""
@@ -409,6 +422,8 @@ class InstanceResource(Resource):  # type: ignore[misc]
                 planned.get("client_token") or "",
                 epoch=p.fence,
                 boot_user_data=boot,
+                zone=planned.get("zone") or "",
+                subnet=planned.get("subnet") or "",
             )
         except (CloudError, CloudApiError) as exc:
             _error(ctx.diagnostics, exc, f"creating instance {planned.get('name')!r}")

@@ -34,7 +34,8 @@ CONTRACT_OUTPUTS = ("instances", "tagged", "tagged_supported")
 INSTANCES_TYPE = (
     "map(object({name=string,template=string,flavor=string,image=string,tags=map(string),"
     "user_data=string,disk_gb=optional(number),network=optional(string),"
-    "extra=optional(map(string),{}),power_state=optional(string)}))"
+    "extra=optional(map(string),{}),power_state=optional(string),"
+    "zone=optional(string),subnet=optional(string)}))"
 )
 
 # Every resource type a module may create, with the attributes that must carry the owner tags.
@@ -398,11 +399,13 @@ def test_root_loads_with_the_bundled_engine(name: str) -> None:
                 "name": "string",
                 "network": "string",
                 "power_state": "string",
+                "subnet": "string",
                 "tags": ["map", "string"],
                 "template": "string",
                 "user_data": "string",
+                "zone": "string",
             },
-            ["disk_gb", "extra", "network", "power_state"],
+            ["disk_gb", "extra", "network", "power_state", "subnet", "zone"],
         ],
     ]
 
