@@ -194,8 +194,9 @@ def test_a_refused_op_records_each_refused_keys_placement_and_a_success_frees_th
     detail = placement_detail([Placement("c8@a", 1), Placement("c8-second", 1)])
     log.intent("op-1", "sim", "cpu", 2, detail)
     [op] = open_ops(log.facts)
-    refusal = CapacityRefused("apply failed", "InsufficientCapacity", "InsufficientCapacity: c8 in b")
-    refusal.refused = {"op-1-001": "capacity"}  # type: ignore[attr-defined]
+    refusal = CapacityRefused(
+        "apply failed", "InsufficientCapacity", "InsufficientCapacity: c8 in b", {"op-1-001": "capacity"}
+    )
     records = record_refusal(mem, config, "sim", op, refusal, classify_error(refusal), NOW)
     assert [(r.scope, r.placement) for r in records] == [("capacity", "c8@b")]
     assert op_hold(mem, config, "sim", op, "transient", NOW) == {
