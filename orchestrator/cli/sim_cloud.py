@@ -48,6 +48,13 @@ every create and delete request the cloud received, refused ones included
         "instance_id": "i-0123456789ab" | "", "cluster": "demo", "provider": "sim",
         "epoch": "<term>.<seq>" | "none" | "", "detail": "" | "<the cloud's error>"}, ...]}
 
+``xceprov sim cloud flavors --json`` prints the flavor catalogue, by name::
+
+    {"store": "<path of cloud.sqlite>",
+     "flavors": [
+       {"name": "c8.large", "cpus": 8, "memory_gb": 32.0, "gpus": 0, "cost_per_hour": 0.34 | null,
+        "zones": ["a", "b", "c"]}, ...]}
+
 ``epoch`` is the fence of the Terraform run that made the change (``none`` standalone); "" for
 the cloud's own actions (expiry, spot reclaim) and for this tooling. ``xceprov sim fault show
 --json`` prints ``{"error_rate": 0.0, "seed": null, "slow_launch": 0.0, "capacity": {"<flavor>": N},
@@ -64,7 +71,7 @@ from typing import Protocol, TypeVar
 import click
 
 from orchestrator.cli.context import CliContext, pass_ctx
-from orchestrator.sim.cloud import service
+from orchestrator.sim.cloud import catalogue_service, service
 from orchestrator.sim.cloud.store import CloudStore
 
 
@@ -145,6 +152,45 @@ def requests_cmd(ctx: CliContext, as_json: bool, since: str | None) -> None:
 
 # Negative numbers ("-1") must reach our own validation, not click's "no such option".
 _NUMBERS = {"ignore_unknown_options": True}
+
+
+@cloud.command("flavors")
+@_JSON
+@pass_ctx
+def flavors_cmd(ctx: CliContext, as_json: bool) -> None:
+    """Show the flavor catalogue: cpus, memory, gpus, price and zones of each flavor."""
+    store = _store(ctx)
+    _show(store, "flavors", catalogue_service.flavors(store), as_json, catalogue_service.format_flavors)
+
+
+@cloud.group("flavor")
+def flavor_group() -> None:
+    """Change the flavor catalogue (what the xcesim_flavors data source lists)."""
+
+
+@flavor_group.command("set", context_settings=_NUMBERS)
+@click.argument("name")
+@click.option("--cpus", required=True, metavar="N", help="Virtual CPUs.")
+@click.option("--memory-gb", "memory_gb", required=True, metavar="N", help="Memory in GB.")
+@click.option("--gpus", default="0", show_default=True, metavar="N", help="GPUs.")
+@click.option("--cost", default=None, metavar="COST", help="Price per hour (unset: the catalogue gives none).")
+@click.option("--zone", "zones", multiple=True, metavar="ZONE", help="A zone it is offered in (repeatable).")
+@pass_ctx
+def flavor_set_cmd(
+    ctx: CliContext, name: str, cpus: str, memory_gb: str, gpus: str, cost: str | None, zones: tuple[str, ...]
+) -> None:
+    """Add flavor NAME to the catalogue, or replace its entry."""
+    flavor = catalogue_service.set_flavor(_store(ctx), name, cpus, memory_gb, gpus, cost, zones)
+    click.echo(catalogue_service.format_flavors([flavor]))
+
+
+@flavor_group.command("remove")
+@click.argument("name")
+@pass_ctx
+def flavor_remove_cmd(ctx: CliContext, name: str) -> None:
+    """Remove flavor NAME from the catalogue (its running instances stay)."""
+    catalogue_service.remove_flavor(_store(ctx), name)
+    click.echo(f"flavor {name} removed")
 
 
 @click.group()

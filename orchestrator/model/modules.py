@@ -104,7 +104,9 @@ class ProviderModule:
     ``join_tokens``: whether the module's root takes the ephemeral root variable ``join_tokens``
     (instance key -> token) and delivers each token to its host's first boot without Terraform
     storing it (what ``bootstrap: {mode: first-boot}`` needs, docs/bootstrap.md). ``console``:
-    how its cloud serves console output (None: it does not).
+    how its cloud serves console output (None: it does not). ``catalogue``: whether the module
+    has a catalogue root (``terraform/catalogue/<m>``) that outputs the cloud's flavors, what a
+    template's ``select:`` picks from (docs/provider-modules.md, "Flavor catalogue").
     """
 
     name: str
@@ -122,6 +124,7 @@ class ProviderModule:
     power_state: bool = False
     join_tokens: bool = False
     console: ConsoleApi | None = None
+    catalogue: bool = False
 
     def __post_init__(self) -> None:
         if not self.instance_types:
@@ -236,6 +239,8 @@ MODULES: dict[str, ProviderModule] = {
         join_tokens=True,
         # The host manager keeps each host's boot output; the cloud serves its latest 64 KiB.
         console=ConsoleApi("the simulated cloud's console output", 64 * 1024, "tail", built_in=True),
+        # The xcesim_flavors data source: the cloud's catalogue, with prices and zones.
+        catalogue=True,
     ),
     "aws": ProviderModule(
         name="aws",
@@ -244,6 +249,8 @@ MODULES: dict[str, ProviderModule] = {
         image_types=("aws_ami_from_instance",),
         # ec2:GetConsoleOutput with Latest=true: the most recent 64 KiB, base64 (Nitro instances).
         console=ConsoleApi("EC2 GetConsoleOutput (Latest=true)", 64 * 1024, "tail"),
+        # aws_ec2_instance_types + aws_ec2_instance_type: no prices (select: cost_per_cpu_hour).
+        catalogue=True,
     ),
     "openstack": ProviderModule(
         name="openstack",
@@ -257,6 +264,9 @@ MODULES: dict[str, ProviderModule] = {
         ),
         # POST /servers/{id}/action {"os-getConsoleOutput": {"length": N}}: the last N lines.
         console=ConsoleApi("Nova os-getConsoleOutput (length: last lines)", 64 * 1024, "tail"),
+        # openstack_compute_flavor_v2 per flavor the site names (settings.catalogue_flavors): the
+        # provider cannot list flavors; no prices.
+        catalogue=True,
     ),
 }
 

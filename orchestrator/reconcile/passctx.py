@@ -18,7 +18,7 @@ one thread only, and the lock guards its caches while another thread copies them
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from orchestrator.clients.controller.types import DemandSnapshot, Fact, HostInfo
@@ -28,6 +28,7 @@ from orchestrator.model.facts import GONE_KINDS, FactKind
 from orchestrator.ops.fence import Fence
 from orchestrator.reconcile.gap import TemplateGap
 from orchestrator.reconcile.ledger import InstanceRecord, ledger
+from orchestrator.reconcile.offers import default_names
 from orchestrator.reconcile.reclaim import ReclaimCandidate
 from orchestrator.reconcile.results import ReadResult
 from orchestrator.reconcile.scaleout import ScaleOutDecision
@@ -53,6 +54,8 @@ class PassContext:
     ops: list[str] = field(default_factory=list)
     decisions: list[ScaleOutDecision] = field(default_factory=list)
     candidates: list[ReclaimCandidate] = field(default_factory=list)
+    # (provider, template) → its default offering's name: the offering of a key whose intent names none.
+    defaults: Mapping[tuple[str, str], str] = field(default_factory=dict)
     # Held while the caches change and while :meth:`beside` copies them (never over a read of the
     # controller: the copy is what a takeover's resume waits for).
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
@@ -72,7 +75,7 @@ class PassContext:
 
     def records(self) -> list[InstanceRecord]:
         """The ledger over every provider's facts (gap, budget, lifetime and reclaim read it)."""
-        return list(ledger(self.all_facts()).values())
+        return list(ledger(self.all_facts(), self.defaults).values())
 
     def stale(self, provider: str) -> None:
         """This pass changed ``provider``: read its facts again before using them."""
@@ -97,7 +100,9 @@ class PassContext:
         its only leased one and its facts read again at their first use."""
         with self._lock:
             facts, stale = dict(self._facts), {*self._stale, provider}
-        return PassContext(self.view, self.snapshot, list(self.hosts), [provider], self.read_at, facts, stale)
+        return PassContext(
+            self.view, self.snapshot, list(self.hosts), [provider], self.read_at, facts, stale, defaults=self.defaults
+        )
 
     def expected(self, provider: str) -> list[Fact]:
         """The ``expectedHost`` facts of the provider's hosts that are not gone, by key."""
@@ -126,4 +131,4 @@ def read_inputs(config: Config, fence: Fence, view: ControllerView, clock: Clock
     hosts: Sequence[HostInfo] = view.hosts()
     facts = {p: list(view.facts(p)) for p in sorted(config.providers)}
     leased = [p for p in sorted(config.providers) if fence.valid(p)]
-    return PassContext(view, snapshot, list(hosts), leased, clock(), facts)
+    return PassContext(view, snapshot, list(hosts), leased, clock(), facts, defaults=default_names(config))

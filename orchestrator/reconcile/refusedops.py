@@ -1,5 +1,5 @@
 """What a create op's outcome tells the memory of refusals (:mod:`.refusals`), and what the
-memory tells the policy about a provider.
+memory holds of a failed op (the policy reads the memory itself: :mod:`.offers`).
 
 An op's keys are placed on offerings by its ``requestIntent``'s detail (``placements_of``, in
 key order; none named: every key on the provider's default offering), and an offering is held
@@ -24,24 +24,12 @@ from orchestrator.model.config import Config
 from orchestrator.model.facts import GONE_KINDS, Fact, FactKind
 from orchestrator.model.instances import instance_key
 from orchestrator.model.modules import Classification
-from orchestrator.model.offerings import Offering, offering_at, offering_name, placements_of
+from orchestrator.model.offerings import offering_at, placements_of
 from orchestrator.ops.openops import OpenOp
+from orchestrator.reconcile.offers import configured, placement_key
 from orchestrator.reconcile.refusals import CAPACITY, QUOTA, Refusal, RefusalMemory
 
 log = logging.getLogger(__name__)
-
-
-def placement_of(offering: Offering) -> str:
-    """What the memory holds an offering by: its flavor, zone and subnet (not its name)."""
-    return offering_name(offering.flavor, offering.zone, offering.subnet)
-
-
-def listed(config: Config, provider: str, template: str) -> list[Offering]:
-    """The offerings ``template`` lists on ``provider`` in configured order (flavor or
-    ``offerings:``; none for ``select:`` or a template or provider no longer configured)."""
-    found = config.templates.get(template)
-    side = found.providers.get(provider) if found is not None else None
-    return side.listed_offerings(found.xce.slots) if found is not None and side is not None else []
 
 
 def key_placements(
@@ -50,8 +38,8 @@ def key_placements(
     """Instance key → placement, for ``keys`` of op ``op_id`` (an offering of the catalogue,
     not listed in the configuration, is held by its name: the name of a selected flavor is its
     placement). A key whose offering is unknown (no detail, nothing listed) is left out."""
-    offerings = listed(config, provider, template)
-    by_name = {o.name: placement_of(o) for o in offerings}
+    offerings = configured(config, template, provider)
+    by_name = {o.name: placement_key(o) for o in offerings}
     default = offerings[0].name if offerings else ""
     placements = placements_of(detail)
     out: dict[str, str] = {}
@@ -187,31 +175,6 @@ def quota_freed(memory: RefusalMemory, facts: Mapping[str, Sequence[Fact]]) -> l
             memory.quota_may_have_changed(provider)
             freed.append(provider)
     return freed
-
-
-def provider_hold(
-    memory: RefusalMemory | None,
-    config: Config,
-    provider: str,
-    template: str,
-    now: float,
-    *,
-    default_only: bool = False,
-) -> dict[str, Any] | None:
-    """Why the memory holds every offering of ``template`` on ``provider`` now (``quota``, or
-    ``backoff``: each listed offering held for capacity; ``default_only``: the default one, where
-    a warm-pool fill goes), with until when; None when one is free. (The policy's per-offering
-    choice reads the memory itself; this is the provider's sum.)"""
-    if memory is None:
-        return None
-    until = memory.quota(provider, now)
-    if until is not None:
-        return {"skipped": QUOTA, "until": until}
-    offerings = listed(config, provider, template)[: 1 if default_only else None]
-    held = [memory.capacity(provider, placement_of(o), now) for o in offerings]
-    if offerings and all(h is not None for h in held):
-        return {"skipped": "backoff", "until": min(h for h in held if h is not None)}
-    return None
 
 
 def op_hold(

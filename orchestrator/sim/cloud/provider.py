@@ -39,6 +39,9 @@ through the ``tf`` framework. The contract (``docs/architecture.md``):
   ``recently_terminated`` (bool); computed ``instances``, a list of objects with every
   attribute of the resource plus ``state_reason``, oldest first: live instances only, or also
   those terminated in the last hour when ``recently_terminated`` is true.
+- data source ``xcesim_flavors``: no input; computed ``flavors``, the cloud's flavor catalogue
+  (``catalogue.py``) by name, a list of objects ``{name, cpus, memory_gb, gpus, cost_per_hour
+  (null: no price), zones}`` (what ``terraform/catalogue/xcesim`` outputs).
 
 Values travel as msgpack from Terraform to the store and back untouched, so a name or tag
 holding ``"``, ``${``, ``%{``, a newline or HCL is stored byte for byte.
@@ -78,7 +81,9 @@ from tf.iface import (
 from tf.runner import run_provider
 from tf.utils import Diagnostics
 
+from orchestrator.sim.cloud import catalogue
 from orchestrator.sim.cloud.bootcopy import with_join_token
+from orchestrator.sim.cloud.db import Database
 from orchestrator.sim.cloud.errors import CloudApiError, CloudError
 from orchestrator.sim.cloud.records import AVAILABLE, RUNNING, STOPPED, TERMINATED, Image, Instance
 from orchestrator.sim.cloud.store import CloudStore
@@ -267,7 +272,7 @@ class XceSimProvider(Provider):  # type: ignore[misc]
 
     def get_data_sources(self) -> list[type[DataSource]]:
         """Data source types."""
-        return [InstancesDataSource, ImagesDataSource]
+        return [InstancesDataSource, ImagesDataSource, FlavorsDataSource]
 
     def call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """Call the store, retrying injected retryable errors up to ``max_retries`` times.
@@ -693,6 +698,48 @@ class InstancesDataSource(DataSource):  # type: ignore[misc]
                 for i in found
             ],
         }
+
+
+def _flavor_object_type() -> ObjectType:
+    n = types.Number()
+    return ObjectType(
+        {
+            "name": types.String(),
+            "cpus": n,
+            "memory_gb": n,
+            "gpus": n,
+            "cost_per_hour": n,
+            "zones": types.List(types.String()),
+        }
+    )
+
+
+class FlavorsDataSource(DataSource):  # type: ignore[misc]
+    """``xcesim_flavors``: the cloud's flavor catalogue (``catalogue.py``), by name."""
+
+    def __init__(self, provider: XceSimProvider) -> None:
+        self.provider = provider
+
+    @classmethod
+    def get_name(cls) -> str:
+        """Type name without the provider prefix."""
+        return "flavors"
+
+    @classmethod
+    def get_schema(cls) -> schema.Schema:
+        """Data source schema."""
+        return schema.Schema(attributes=[schema.Attribute("flavors", types.List(_flavor_object_type()), computed=True)])
+
+    def read(self, ctx: ReadDataContext, config: Config) -> State | None:
+        """List the catalogue."""
+        p = self.provider
+        try:
+            # Its own connection to the store's file: read once per catalogue read.
+            found = p.call("list flavors", catalogue.flavors, Database(p.store.path))
+        except (CloudError, CloudApiError) as exc:
+            _error(ctx.diagnostics, exc, "listing flavors")
+            return None
+        return {"flavors": [f.to_json() for f in found]}
 
 
 class _StopIsNotShutdown(tf.runner._ShutdownInterceptor):  # type: ignore[misc]

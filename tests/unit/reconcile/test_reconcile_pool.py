@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -12,6 +12,7 @@ from reconcile_support import FactLog, FakeClock, site
 from orchestrator.configfile import ConfigError
 from orchestrator.model.config import Config
 from orchestrator.model.demand import DemandSnapshot, TemplateDemand
+from orchestrator.model.offerings import Placement
 from orchestrator.model.ops import OpRequest
 from orchestrator.reconcile.breaker import Breakers
 from orchestrator.reconcile.budget import Usage, room
@@ -19,9 +20,7 @@ from orchestrator.reconcile.gap import gaps_from_ledger
 from orchestrator.reconcile.health import ProviderHealth
 from orchestrator.reconcile.ledger import ledger
 from orchestrator.reconcile.pool import refills, surplus, takes
-from orchestrator.reconcile.refusals import RefusalMemory
 from orchestrator.reconcile.scaleout import PolicyInputs, scale_out
-from orchestrator.workspace.documents import LocalDocuments
 
 SITE = """
 providers:
@@ -66,11 +65,12 @@ def test_demand_takes_the_pool_first_then_creates_the_rest_then_refills(world: P
     world.log.start("op-start", "sim", "cpu", pool, expected=False)
     # Taken keys are hosts on their way: one is left for a create (no cooldown from the fill).
     [decision] = scale_out(world.config, world.inputs(3))
-    assert decision.ops == (OpRequest("cpu", "sim", 1, 1),)
+    assert decision.ops == (OpRequest("cpu", "sim", 1, 1, (Placement("c8", 1),)),)
     world.log.intent("op-rest", "sim", "cpu", 1)
     served = world.inputs(3)
     assert served.gaps["cpu"].gap == 0
     # 3 running + 2 pool = 5 of max_instances 6; 3.0 + 2 × 0.25 = 3.5 of the 4.5 budget.
+    # A fill goes to the default offering: it names no placements.
     assert refills(world.config, served, served.gaps) == [OpRequest("cpu", "sim", 2, 2)]
 
 
@@ -124,13 +124,21 @@ def test_a_large_pool_is_taken_in_start_ops_of_at_most_50_keys(tmp_path: Path) -
     assert [k for t in chunks for k in t.keys] == pool[:110]
 
 
-def test_no_pool_is_refilled_on_an_offering_or_a_quota_the_cloud_refused(tmp_path: Path) -> None:
-    world = Pool(tmp_path)
-    memory = RefusalMemory.load(LocalDocuments(tmp_path), world.config.policy, random.Random(1))
-    empty = replace(world.inputs(0), refusals=memory)
-    assert refills(world.config, empty, empty.gaps) == [OpRequest("cpu", "sim", 2, 2)]
-    memory.refused("sim", "c8", "capacity", "InsufficientCapacity", world.clock.now)
-    assert refills(world.config, empty, empty.gaps) == []
-    memory.succeeded("sim", "c8")
-    memory.refused("sim", "", "quota", "InstanceLimitExceeded", world.clock.now)
-    assert refills(world.config, empty, empty.gaps) == []
+def test_no_fill_is_asked_of_a_default_offering_in_backoff_or_a_provider_held_for_quota(world: Pool) -> None:
+    @dataclass
+    class Held:
+        capacity_until: float | None = None
+        quota_until: float | None = None
+
+        def capacity(self, provider: str, placement: str, now: float) -> float | None:
+            return self.capacity_until if placement == "c8" else None
+
+        def quota(self, provider: str, now: float) -> float | None:
+            return self.quota_until
+
+    until = world.clock.now + 60
+    for held in (Held(capacity_until=until), Held(quota_until=until)):
+        inputs = replace(world.inputs(0), holds=held)
+        assert refills(world.config, inputs, inputs.gaps) == []
+    inputs = replace(world.inputs(0), holds=Held())
+    assert refills(world.config, inputs, inputs.gaps) == [OpRequest("cpu", "sim", 2, 2)]

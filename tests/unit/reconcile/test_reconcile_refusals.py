@@ -20,7 +20,6 @@ from orchestrator.reconcile.refusals import REFUSALS_FILE, RefusalMemory
 from orchestrator.reconcile.refusedops import (
     key_placements,
     op_hold,
-    provider_hold,
     quota_freed,
     record_refusal,
     record_success,
@@ -205,13 +204,10 @@ def test_a_refused_op_records_each_refused_keys_placement_and_a_success_frees_th
         "placement": "c8@b",
         "until": records[0].until,
     }
-    assert provider_hold(mem, config, "sim", "cpu", NOW) is None  # c8@a still has room
+    assert mem.capacity("sim", "c8@a", NOW) is None  # the other offering still has room
     # No key named: every key without an outcome is refused with the op's class.
     quota = QuotaRefused("apply failed", "VcpuLimitExceeded", "VcpuLimitExceeded")
     [held] = record_refusal(mem, config, "sim", op, quota, classify_error(quota), NOW)
-    assert held.scope == "quota" and provider_hold(mem, config, "sim", "small", NOW) == {
-        "skipped": "quota",
-        "until": held.until,
-    }
+    assert held.scope == "quota" and mem.quota("sim", NOW) == held.until  # every template, every offering
     record_success(mem, config, "sim", "cpu", "op-1", lambda: detail, lambda: ["op-1-001"])
     assert mem.capacity("sim", "c8@b", NOW) is None
