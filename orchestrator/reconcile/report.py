@@ -16,6 +16,7 @@ from orchestrator.model.ops import OpRequest
 from orchestrator.reconcile.gap import TemplateGap
 from orchestrator.reconcile.health import Block
 from orchestrator.reconcile.reclaim import ReclaimCandidate
+from orchestrator.reconcile.refusals import Refusal
 from orchestrator.reconcile.results import PhaseResult
 from orchestrator.reconcile.scaleout import ScaleOutDecision
 
@@ -82,6 +83,8 @@ class PassReport:
     # Providers passed over after failures at the pass's end: the backoff of docs/daemon.md,
     # "Metrics" (``xceprov_provider_backoff``).
     blocked: list[Block] = field(default_factory=list)
+    # The refusals this pass recorded in the memory of refusals (``xceprov_refusals_total``).
+    refused: list[Refusal] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -98,6 +101,10 @@ class PassReport:
         found = [p.evidence for p in self.phases if p.name == name and isinstance(p.evidence, kind)]
         return found[-1] if found else None
 
+    def to_json_refused(self) -> list[dict[str, str]]:
+        """The refusals the pass recorded, as ``to_json`` names them (``scope``, ``provider``, ``placement``)."""
+        return [{"scope": r.scope, "provider": r.provider, "placement": r.placement} for r in self.refused]
+
     def to_json(self) -> dict[str, Any]:
         """The document the daemon writes to ``status.json`` (``pass`` member)."""
         return {
@@ -113,4 +120,5 @@ class PassReport:
             "leased": list(self.leased),
             "decisions": [decision_json(d) for d in self.decisions],
             "blocked": [b.evidence() for b in self.blocked],
+            "refused": self.to_json_refused(),
         }

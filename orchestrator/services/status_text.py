@@ -169,11 +169,34 @@ def render_daemon(view: DaemonView | None) -> list[str]:
             lines.append(f"  {row['provider']:<16} not held: {row.get('note') or 'not granted yet'}")
     lines += ["", *bootstrap_lines(view)]
     lines += first_boot_lines(view)
+    lines += refusal_lines(view.refusals, view.age, time.time())
     lines += ["", "reclaim candidates (last pass)"]
     if not view.reclaim_candidates:
         lines.append("  (none)")
     for c in view.reclaim_candidates:
         lines.append(f"  {c.get('provider', '-'):<10} {c.get('host', '-')}  {c.get('key', '-')}  {c.get('reason', '')}")
+    return lines
+
+
+def refusal_lines(rows: tuple[dict[str, Any], ...], age: float, now: float) -> list[str]:
+    """What the cloud refused: each held offering (capacity) or provider (quota) with until when,
+    how many refusals in a row and the cloud's words; a record whose hold ended shows as probing."""
+    lines = ["", f"refusals (as of {_ago(age)})"]
+    if not rows:
+        return [*lines, "  (none: every offering may be asked)"]
+    for row in rows:
+        until = row.get("until")
+        held = isinstance(until, int | float) and until > now
+        what = f"{row.get('provider', '-')}/{row.get('placement') or '*'}"
+        when = (
+            f"held until {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(until))} ({_in(until - now)})"
+            if held and isinstance(until, int | float)
+            else "hold ended: asked again"
+        )
+        failures = int(row.get("failures", 0) or 0)
+        lines.append(
+            f"  {str(row.get('scope', '-')).upper():<9}{what:<28} {when}  {failures} in a row  {row.get('text', '')}"
+        )
     return lines
 
 
