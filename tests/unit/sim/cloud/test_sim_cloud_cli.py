@@ -76,6 +76,7 @@ def test_fault_commands_change_the_store(config: Path) -> None:
         "slow_launch": 2.0,
         "capacity": {"c8.large": 4},
         "lost_response": 0.5,
+        "notices": [],
     }
     assert _run(config, "sim", "fault", "capacity", "c8.large", "--clear")[0] == 0
     assert _store(config).faults().capacity == {}
