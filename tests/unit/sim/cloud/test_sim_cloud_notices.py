@@ -100,7 +100,8 @@ def test_the_instances_data_source_shows_the_notice(tmp_path: Path) -> None:
     listed = InstancesDataSource(p).read(ReadDataContext(diags, "xcesim_instances"), {"tags": {}})
     assert listed is not None and not diags.has_errors()
     by_id = {i["id"]: i for i in listed["instances"]}
-    assert by_id[a.id]["reclaim_at"] == rfc3339(clock.now + 120) and by_id[a.id]["interruption_at"] == rfc3339(clock.now)
+    assert by_id[a.id]["reclaim_at"] == rfc3339(clock.now + 120)
+    assert by_id[a.id]["interruption_at"] == rfc3339(clock.now)
     assert by_id[b.id]["reclaim_at"] is None and by_id[b.id]["interruption_at"] is None
 
 
