@@ -275,13 +275,14 @@ def build_document(
     bootstrapping: Mapping[str, Collection[str]] | None = None,
     config: Config | None = None,
     first_boot_failed: Sequence[Mapping[str, Any]] = (),
+    notices: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The status document (docs/daemon.md, "Status file"); ``daemon`` is its ``daemon`` member;
     ``report`` the last pass's (typed, or its ``last_pass`` document as written before);
     ``bootstrap_records`` and ``bootstrapping`` (the keys in a play now, per provider) make its
     ``bootstrap`` member; ``config`` its ``cost_per_hour`` member (empty without);
     ``first_boot_failed``: the failed first boots of the document before (its ``first_boot``
-    member's ``failed``), to which this pass's are added."""
+    member's ``failed``), to which this pass's are added; ``notices`` the noticed hosts."""
     hosts = list(hosts)
     last = report.to_json() if isinstance(report, PassReport) else dict(report) if report is not None else None
     figures = PassFigures.of(report) if isinstance(report, PassReport) else PassFigures.from_json(last)
@@ -305,6 +306,8 @@ def build_document(
         # With a shared store (terraform.backend: pg): reachable or since when not, the live
         # members and what each holds, this daemon's share (orchestrator/daemon/members.py).
         "store": dict(store) if store is not None else None,
+        # Hosts acted on for an interruption notice (orchestrator/reconcile/noticebook.py).
+        "notices": [dict(n) for n in notices],
     }
 
 

@@ -41,6 +41,9 @@ class InstanceRecord:
     # Launched into a warm pool, and taken out of it by a start op (its intent committed).
     pool: bool = False
     taken: bool = False
+    # An interruption notice was acted on (the controller's time of it; 0.0: not acknowledged):
+    # the host is leaving, no more supply (reconcile/noticebook.py). None: no notice.
+    noticed: float | None = None
 
     @property
     def in_pool(self) -> bool:
@@ -51,7 +54,7 @@ class InstanceRecord:
     def awaited(self) -> bool:
         """Committed, not gone, not waiting in a pool and not yet recorded as an expected host:
         hosts still to come."""
-        return not self.gone and self.expected is None and not self.in_pool
+        return not self.gone and self.expected is None and not self.in_pool and self.noticed is None
 
     @property
     def counted(self) -> bool:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from orchestrator.clients.controller.types import DemandSnapshot, Fact, HostInfo
 from orchestrator.errors import XceprovError
@@ -28,10 +28,12 @@ from orchestrator.model.facts import GONE_KINDS, FactKind
 from orchestrator.ops.fence import Fence
 from orchestrator.reconcile.gap import TemplateGap
 from orchestrator.reconcile.ledger import InstanceRecord, ledger
+from orchestrator.reconcile.noticebook import NoticeBook, leaving_keys
 from orchestrator.reconcile.reclaim import ReclaimCandidate
 from orchestrator.reconcile.results import ReadResult
 from orchestrator.reconcile.scaleout import ScaleOutDecision
 from orchestrator.reconcile.view import Clock, ControllerView
+from orchestrator.workspace.sharedstore import cluster_documents
 
 
 class ReadFailed(XceprovError):
@@ -53,6 +55,8 @@ class PassContext:
     ops: list[str] = field(default_factory=list)
     decisions: list[ScaleOutDecision] = field(default_factory=list)
     candidates: list[ReclaimCandidate] = field(default_factory=list)
+    # Instance key -> the controller's time of its interruption notice (noticebook.py): leaving.
+    noticed: dict[str, float] = field(default_factory=dict)
     # Held while the caches change and while :meth:`beside` copies them (never over a read of the
     # controller: the copy is what a takeover's resume waits for).
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
@@ -72,7 +76,8 @@ class PassContext:
 
     def records(self) -> list[InstanceRecord]:
         """The ledger over every provider's facts (gap, budget, lifetime and reclaim read it)."""
-        return list(ledger(self.all_facts()).values())
+        records = ledger(self.all_facts()).values()
+        return [replace(r, noticed=self.noticed[r.key]) if r.key in self.noticed else r for r in records]
 
     def stale(self, provider: str) -> None:
         """This pass changed ``provider``: read its facts again before using them."""
@@ -97,7 +102,9 @@ class PassContext:
         its only leased one and its facts read again at their first use."""
         with self._lock:
             facts, stale = dict(self._facts), {*self._stale, provider}
-        return PassContext(self.view, self.snapshot, list(self.hosts), [provider], self.read_at, facts, stale)
+        beside = PassContext(self.view, self.snapshot, list(self.hosts), [provider], self.read_at, facts, stale)
+        beside.noticed = dict(self.noticed)
+        return beside
 
     def expected(self, provider: str) -> list[Fact]:
         """The ``expectedHost`` facts of the provider's hosts that are not gone, by key."""
@@ -126,4 +133,6 @@ def read_inputs(config: Config, fence: Fence, view: ControllerView, clock: Clock
     hosts: Sequence[HostInfo] = view.hosts()
     facts = {p: list(view.facts(p)) for p in sorted(config.providers)}
     leased = [p for p in sorted(config.providers) if fence.valid(p)]
-    return PassContext(view, snapshot, list(hosts), leased, clock(), facts)
+    ctx = PassContext(view, snapshot, list(hosts), leased, clock(), facts)
+    ctx.noticed = leaving_keys(NoticeBook(cluster_documents(config)).entries().values())
+    return ctx

@@ -138,6 +138,8 @@ class DaemonView:
     # First-boot hosts: counts by outcome per provider, those not joined, the recent failures
     # (statusdoc.first_boot_share); None when the file has none.
     first_boot: dict[str, Any] | None = None
+    # Hosts acted on for an interruption notice (docs/daemon.md, "Spot interruption notices").
+    notices: tuple[dict[str, Any], ...] = ()
 
 
 def daemon_view(state_dir: Path) -> DaemonView | None:
@@ -163,6 +165,7 @@ def daemon_view(state_dir: Path) -> DaemonView | None:
         store=doc.get("store") if isinstance(doc.get("store"), dict) else None,
         bootstrap=bootstrap_counts(doc.get("bootstrap")),
         first_boot=doc.get("first_boot") if isinstance(doc.get("first_boot"), dict) else None,
+        notices=tuple(n for n in doc.get("notices") or () if isinstance(n, dict)),
     )
 
 

@@ -511,7 +511,8 @@ class ControllerLink:
         """Tell the controller the cloud gave the host an interruption notice (fenced by the
         provider's lease epoch): it closes the host, records ``reclaim_at`` and pushes an
         ``interruptionNotice`` host event. Returns the host's state after it and the controller's
-        time of the ack (unix seconds, 0 when it gave none)."""
+        time of the ack (unix seconds, 0 when it gave none); ``("unknownHost", 0.0)`` when the
+        controller has no record of the host."""
         body = {
             "provider": provider,
             "epoch": m.epoch_dict(epoch),
@@ -526,6 +527,8 @@ class ControllerLink:
             state = str((payload or {}).get("hostState", "") or "unknown")
             at = float((payload or {}).get("committedUnixMs", 0) or 0) / 1000.0
             return (state if state.isidentifier() and len(state) <= 32 else "unknown"), at
+        if reply == "error" and str((payload or {}).get("code")) == "unknownHost":
+            return "unknownHost", 0.0
         if reply == "reject" and str((payload or {}).get("reason")) == "staleEpoch":
             raise LeaseLost(f"controller rejected hostNotice for provider {provider}: stale epoch {epoch}")
         raise FinalError(f"controller refused hostNotice: {reply}: {(payload or {}).get('message', '')}")
