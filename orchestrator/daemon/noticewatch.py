@@ -37,7 +37,7 @@ from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from orchestrator.clients.controller.link import ControllerLink
+from orchestrator.clients.controller.hostnotice import HostNotices
 from orchestrator.errors import ControllerError, FinalError, LeaseLost
 from orchestrator.model.facts import Epoch, Fact
 from orchestrator.model.notices import InterruptionNotice
@@ -49,7 +49,6 @@ from orchestrator.workspace.audit import audit
 log = logging.getLogger(__name__)
 
 TRIGGER: Final = "notice"
-UNKNOWN_HOST: Final = "unknownHost"
 # Notice -> closed at the controller: the target is 10 s (issue 31); a read every 5 s by default.
 CLOSE_BUCKETS: Final = (0.5, 1.0, 2.0, 5.0, 7.5, 10.0, 15.0, 30.0, 60.0, 120.0)
 
@@ -87,7 +86,7 @@ class NoticeWatch:
     """Reads notices and acts on them (see the module docstring); :meth:`poll` is one round."""
 
     reader: NoticeReader
-    link: ControllerLink
+    link: HostNotices
     book: NoticeBook
     # The providers whose lease this daemon holds now, with their epochs.
     leases: Callable[[], Mapping[str, Epoch]]

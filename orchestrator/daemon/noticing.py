@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from orchestrator.clients.controller.factreader import FactReader
+from orchestrator.clients.controller.hostnotice import HostNotices
 from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.daemon.guarded import NotStarted, PassAborted, StopGuard, held_unless_stopping
 from orchestrator.daemon.lifecycle import Lifecycle
@@ -65,7 +66,7 @@ class NoticeHandling:
 
         watch = NoticeWatch(
             reader=NoticeReader(lambda: self.config, self.options.notices, self.options.clock),
-            link=self.link,
+            link=HostNotices(self.link),
             book=NoticeBook(cluster_documents(self.config)),
             leases=leases,
             facts=facts.facts,

@@ -497,42 +497,6 @@ class ControllerLink:
         ``closing`` while its work runs (a ``closed`` host event follows when it ends)."""
         return self._host_ref("hostClose", provider, epoch, instance_id, host_name, reason)
 
-    def notice_host(
-        self,
-        provider: str,
-        epoch: Epoch,
-        *,
-        instance_id: str,
-        host_name: str = "",
-        kind: str,
-        reclaim_at: float,
-        detail: str = "",
-    ) -> tuple[str, float]:
-        """Tell the controller the cloud gave the host an interruption notice (fenced by the
-        provider's lease epoch): it closes the host, records ``reclaim_at`` and pushes an
-        ``interruptionNotice`` host event. Returns the host's state after it and the controller's
-        time of the ack (unix seconds, 0 when it gave none); ``("unknownHost", 0.0)`` when the
-        controller has no record of the host."""
-        body = {
-            "provider": provider,
-            "epoch": m.epoch_dict(epoch),
-            "instanceId": instance_id,
-            "hostName": host_name,
-            "kind": kind,
-            "reclaimAtUnixMs": int(reclaim_at * 1000),
-            "detail": detail[:4096],
-        }
-        reply, payload = self.request("hostNotice", body)
-        if reply == "ack":
-            state = str((payload or {}).get("hostState", "") or "unknown")
-            at = float((payload or {}).get("committedUnixMs", 0) or 0) / 1000.0
-            return (state if state.isidentifier() and len(state) <= 32 else "unknown"), at
-        if reply == "error" and str((payload or {}).get("code")) == "unknownHost":
-            return "unknownHost", 0.0
-        if reply == "reject" and str((payload or {}).get("reason")) == "staleEpoch":
-            raise LeaseLost(f"controller rejected hostNotice for provider {provider}: stale epoch {epoch}")
-        raise FinalError(f"controller refused hostNotice: {reply}: {(payload or {}).get('message', '')}")
-
     def decommission_host(
         self,
         provider: str,

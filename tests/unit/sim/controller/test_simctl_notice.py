@@ -11,6 +11,7 @@ import pytest
 from sim_controller_helpers import Running, client_cert, running_controller
 from simctl_fakes import FakeConn, demand_of, fact, grant, worker
 
+from orchestrator.clients.controller.hostnotice import HostNotices
 from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.clients.controller.types import HostEvent, LeaseGrant
 from orchestrator.errors import LeaseLost
@@ -136,16 +137,19 @@ def test_the_link_round_trip_over_the_wire(ctl: Running) -> None:
             ]
         )  # fmt: skip
         reclaim_at = 4_000_000_123.0
-        state, at = link.notice_host(
+        notices = HostNotices(link)
+        state, at = notices.notice_host(
             "sim", epoch, instance_id="i-1", kind="spot-interruption", reclaim_at=reclaim_at, detail="test"
         )
         assert state == "expected" and at > 0
         assert got.wait(10) and seen[0].host.reclaim_at == reclaim_at and seen[0].host.instance_id == "i-1"
         [info] = [h for h in link.host_status("sim") if h.instance_id == "i-1"]
         assert info.reclaim_at == reclaim_at
-        unknown = link.notice_host("sim", epoch, instance_id="i-none", kind="spot-interruption", reclaim_at=reclaim_at)
+        unknown = notices.notice_host(
+            "sim", epoch, instance_id="i-none", kind="spot-interruption", reclaim_at=reclaim_at
+        )
         assert unknown == ("unknownHost", 0.0)
         with pytest.raises(LeaseLost):
-            link.notice_host(
+            notices.notice_host(
                 "sim", Epoch(epoch.term, epoch.seq + 7), instance_id="i-1", kind="x", reclaim_at=reclaim_at
             )
