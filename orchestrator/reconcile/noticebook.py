@@ -31,6 +31,8 @@ NOTICES_FILE: Final = "notices.json"
 MAX_ENTRIES: Final = 10_000
 KEEP_AFTER_LOSS: Final = 3600.0
 KEEP_AFTER_RECLAIM: Final = 86400.0
+# A noticed host still there this long after its reclaim time is no longer held by the notice.
+RECLAIM_GRACE: Final = 600.0
 _FORMAT: Final = 1
 
 
@@ -131,9 +133,15 @@ def noticed_rows(config: Config) -> list[dict[str, Any]]:
     return [e.to_json() for e in sorted(entries.values(), key=lambda e: e.acted_at)]
 
 
-def leaving_keys(entries: Iterable[NoticedHost]) -> dict[str, float]:
-    """Instance key -> the controller's time of the notice, for noticed hosts not recorded lost."""
-    return {e.instance_key: e.controller_at for e in entries if e.instance_key and e.lost_at is None}
+def leaving_keys(entries: Iterable[NoticedHost], now: float) -> dict[str, float]:
+    """Instance key -> the controller's time of the notice, for noticed hosts not recorded lost
+    and not past their reclaim time by :data:`RECLAIM_GRACE` (a notice the cloud did not carry
+    out: the host is then a closed host, returned by the reclaim phase)."""
+    return {
+        e.instance_key: e.controller_at
+        for e in entries
+        if e.instance_key and e.lost_at is None and now < e.reclaim_at + RECLAIM_GRACE
+    }
 
 
 def _expired(entry: NoticedHost, now: float) -> bool:

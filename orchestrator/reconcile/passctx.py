@@ -134,5 +134,5 @@ def read_inputs(config: Config, fence: Fence, view: ControllerView, clock: Clock
     facts = {p: list(view.facts(p)) for p in sorted(config.providers)}
     leased = [p for p in sorted(config.providers) if fence.valid(p)]
     ctx = PassContext(view, snapshot, list(hosts), leased, clock(), facts)
-    ctx.noticed = leaving_keys(NoticeBook(cluster_documents(config)).entries().values())
+    ctx.noticed = leaving_keys(NoticeBook(cluster_documents(config)).entries().values(), ctx.read_at)
     return ctx
