@@ -224,7 +224,10 @@ def one_mode(world: Any, mode: str, hosts: int, lead: float, timeout: float) -> 
     row = mode_row(mode, hosts, lead, noticed_at, closed_at, reclaim_at, list(joins.values()), losses)
     row["load"] = load()
     print(f"  {mode}: {json.dumps(row)}", flush=True)
-    ops = sorted({f.op_id for f in world.facts() if f.kind == FactKind.INSTANCE_CREATED} - ops_before)
+    # The mode's ops that still hold live instances (the noticed hosts' op may have none left).
+    live_ops = {i.tags.get("xce:op_id", "") for i in world.alive().values()}
+    made = {f.op_id for f in world.facts() if f.kind == FactKind.INSTANCE_CREATED} - ops_before
+    ops = sorted(made & live_ops)
     if ops:
         args = (a for op in ops for a in ("--op", op))
         world.ok("destroy", *args, "--provider", "sim", "--force", "--max", "1000", timeout=1800)
