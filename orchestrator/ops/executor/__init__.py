@@ -159,6 +159,8 @@ class Executor:
             workdir = shards.shard(index)
             with workdir.lock():
                 before = self._terraform.desired(workdir)
+                if not set(keys) & set(before):
+                    continue  # retired already (its state holds it until an apply: not again)
                 after = self._losspath.drop_lost(provider, workdir, before, op_id)
                 found.extend(sorted(set(before) - set(after)))
         return found
