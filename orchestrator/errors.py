@@ -7,6 +7,9 @@ went away mid-request) are split from final ones so that loops know whether to t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+
 
 class XceprovError(Exception):
     """Root of the errors the toolkit raises on purpose; carries a one-line message and an exit code."""
@@ -74,14 +77,20 @@ class CloudRefusal(TerraformError):
     provider module's error rules (``orchestrator/model/modules.py``): the class says what the
     reconcile loop does next, so no loop reads the text. Still a ``TerraformError`` (exit 4, the
     same message): only the class is new. ``matched`` is the rule's code ("" when none matched).
+    ``refused``: instance key -> failure class value (``capacity``, ``quota``...) of each key
+    the run's diagnostics named, each classified on its own; empty when the run named none
+    (then every uncreated key of the op counts as refused with the op's class).
     """
 
     failure = "transient"
 
-    def __init__(self, message: str, matched: str = "", text: str = "") -> None:
+    def __init__(
+        self, message: str, matched: str = "", text: str = "", refused: Mapping[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.matched = matched
         self.text = text or message
+        self.refused: Mapping[str, str] = MappingProxyType(dict(refused or {}))
 
 
 class CapacityRefused(CloudRefusal):

@@ -22,6 +22,7 @@ from orchestrator.cli import daemon as daemon_verb
 from orchestrator.cli import destroy as destroy_verb
 from orchestrator.cli import image as image_verbs
 from orchestrator.cli import init as init_verb
+from orchestrator.cli import offerings as offerings_verb
 from orchestrator.cli import ops as ops_verb
 from orchestrator.cli import orphans as orphans_verb
 from orchestrator.cli import plan as plan_verb
@@ -128,6 +129,7 @@ for _verb in (
     destroy_verb.destroy,
     image_verbs.image,
     init_verb.init,
+    offerings_verb.offerings,
     ops_verb.ops,
     orphans_verb.orphans,
     plan_verb.plan,

@@ -74,6 +74,8 @@ def print_plan(result: BurstPlan, console: Console) -> None:
                 rounded = f" (asked {op['asked']}, granularity)" if op["count"] != op["asked"] else ""
                 tag_lines.append(f"{prov.name}/{op['template']} op {op['op_id']}{rounded}: {tags}")
     console.print(table)
+    for line in offering_lines(result):
+        console.print(line, highlight=False, soft_wrap=True, markup=False)
     for line in lost_lines:
         console.print(line, highlight=False, soft_wrap=True, markup=False)
     for line in tag_lines:
@@ -92,3 +94,24 @@ def lost_instance_lines(prov: ProviderPlan) -> list[str]:
         f"{item.reason}): apply records it lost and never re-creates it"
         for item in prov.lost
     ]
+
+
+def offering_lines(result: BurstPlan) -> list[str]:
+    """One line per offering the burst creates instances on: how many, as what, where, the cost."""
+    lines: list[str] = []
+    for prov in result.providers:
+        made: dict[tuple[str, str], list[PlannedInstance]] = defaultdict(list)
+        for inst in prov.instances:
+            if inst.action == "create" and inst.offering:
+                made[(inst.template, inst.offering)].append(inst)
+        for (template, offering), items in sorted(made.items()):
+            first = items[0]
+            where = "".join(
+                f" {what} {value}" for what, value in (("zone", first.zone), ("subnet", first.subnet)) if value
+            )
+            cost = prov.cost_by_offering.get(template, {}).get(offering, 0.0)
+            lines.append(
+                f"offering {prov.name}/{template} {offering}: {len(items)} × {first.flavor}{where}, "
+                f"{first.cost_per_hour:.2f} each, {cost:.2f} per hour"
+            )
+    return lines

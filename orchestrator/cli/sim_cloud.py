@@ -6,7 +6,8 @@ The store is ``<sim_state_dir>/cloud.sqlite`` of the loaded configuration.
 
     {"store": "<path of cloud.sqlite>",
      "instances": [
-       {"id": "i-0123456789ab", "name": "...", "flavor": "c8.large", "image": "debian-12",
+       {"id": "i-0123456789ab", "name": "...", "flavor": "c8.large", "zone": "" | "<zone>",
+        "subnet": "" | "<subnet>", "image": "debian-12",
         "tags": {"xce:cluster": "demo", ...}, "user_data": "...", "client_token": "<instance key>",
         "address": "10.213.0.2", "launch_time": "2026-01-02T03:04:05Z",
         "state": "running" | "stopped" | "terminated",
@@ -34,9 +35,30 @@ Instances are listed oldest first; terminated ones only with ``--all``.
         "source_image": "debian-12", "tags": {...}, "created_at": "<RFC 3339>",
         "state": "available" | "deleted", "deleted_at": "" | "<RFC 3339>"}, ...]}
 
+``xceprov sim cloud requests --json [--since UNIX]`` prints the request journal, oldest first:
+every create and delete request the cloud received, refused ones included
+(``orchestrator/sim/cloud/requestlog.py``)::
+
+    {"store": "<path of cloud.sqlite>",
+     "requests": [
+       {"seq": 1, "at": 1767323045.25, "action": "create" | "delete",
+        "outcome": "created" | "existing" | "capacity" | "quota" | "error" | "deleted" | "absent",
+        "flavor": "c8.large", "zone": "" | "<zone>", "subnet": "" | "<subnet>",
+        "offering": "c8.large[@zone][@subnet]", "client_token": "<instance key>" | "",
+        "instance_id": "i-0123456789ab" | "", "cluster": "demo", "provider": "sim",
+        "epoch": "<term>.<seq>" | "none" | "", "detail": "" | "<the cloud's error>"}, ...]}
+
+``xceprov sim cloud flavors --json`` prints the flavor catalogue, by name::
+
+    {"store": "<path of cloud.sqlite>",
+     "flavors": [
+       {"name": "c8.large", "cpus": 8, "memory_gb": 32.0, "gpus": 0, "cost_per_hour": 0.34 | null,
+        "zones": ["a", "b", "c"]}, ...]}
+
 ``epoch`` is the fence of the Terraform run that made the change (``none`` standalone); "" for
 the cloud's own actions (expiry, spot reclaim) and for this tooling. ``xceprov sim fault show
 --json`` prints ``{"error_rate": 0.0, "seed": null, "slow_launch": 0.0, "capacity": {"<flavor>": N},
+"zone_capacity": [{"flavor": "<flavor>", "zone": "<zone>", "limit": N}], "quota": null | N,
 "lost_response": 0.0, "notices": [{"instance_id": "i-...", "kind": "spot-interruption",
 "noticed_at": "<RFC 3339>", "reclaim_at": "<RFC 3339>", "reclaimed_at": "" | "<RFC 3339>"}, ...]}``;
 ``sim cloud list --json`` also holds ``"notices"``: the pending notices of the instances listed.
@@ -51,7 +73,7 @@ from typing import Protocol, TypeVar
 import click
 
 from orchestrator.cli.context import CliContext, pass_ctx
-from orchestrator.sim.cloud import service
+from orchestrator.sim.cloud import catalogue_service, service
 from orchestrator.sim.cloud.store import CloudStore
 
 
@@ -130,8 +152,57 @@ def mutations_cmd(ctx: CliContext, as_json: bool, provider: str | None) -> None:
     _show(store, "mutations", service.list_mutations(store, provider), as_json, service.format_mutations)
 
 
+@cloud.command("requests")
+@_JSON
+@click.option("--since", default=None, metavar="UNIX", help="Only requests received at or after this Unix time.")
+@pass_ctx
+def requests_cmd(ctx: CliContext, as_json: bool, since: str | None) -> None:
+    """Show the request journal: every create and delete request, refused ones included, with its outcome."""
+    store = _store(ctx)
+    _show(store, "requests", store.requests(service.parse_since(since)), as_json, service.format_requests)
+
+
 # Negative numbers ("-1") must reach our own validation, not click's "no such option".
 _NUMBERS = {"ignore_unknown_options": True}
+
+
+@cloud.command("flavors")
+@_JSON
+@pass_ctx
+def flavors_cmd(ctx: CliContext, as_json: bool) -> None:
+    """Show the flavor catalogue: cpus, memory, gpus, price and zones of each flavor."""
+    store = _store(ctx)
+    _show(store, "flavors", catalogue_service.flavors(store), as_json, catalogue_service.format_flavors)
+
+
+@cloud.group("flavor")
+def flavor_group() -> None:
+    """Change the flavor catalogue (what the xcesim_flavors data source lists)."""
+
+
+@flavor_group.command("set", context_settings=_NUMBERS)
+@click.argument("name")
+@click.option("--cpus", required=True, metavar="N", help="Virtual CPUs.")
+@click.option("--memory-gb", "memory_gb", required=True, metavar="N", help="Memory in GB.")
+@click.option("--gpus", default="0", show_default=True, metavar="N", help="GPUs.")
+@click.option("--cost", default=None, metavar="COST", help="Price per hour (unset: the catalogue gives none).")
+@click.option("--zone", "zones", multiple=True, metavar="ZONE", help="A zone it is offered in (repeatable).")
+@pass_ctx
+def flavor_set_cmd(
+    ctx: CliContext, name: str, cpus: str, memory_gb: str, gpus: str, cost: str | None, zones: tuple[str, ...]
+) -> None:
+    """Add flavor NAME to the catalogue, or replace its entry."""
+    flavor = catalogue_service.set_flavor(_store(ctx), name, cpus, memory_gb, gpus, cost, zones)
+    click.echo(catalogue_service.format_flavors([flavor]))
+
+
+@flavor_group.command("remove")
+@click.argument("name")
+@pass_ctx
+def flavor_remove_cmd(ctx: CliContext, name: str) -> None:
+    """Remove flavor NAME from the catalogue (its running instances stay)."""
+    catalogue_service.remove_flavor(_store(ctx), name)
+    click.echo(f"flavor {name} removed")
 
 
 @click.group()
@@ -159,11 +230,23 @@ def lost_response_cmd(ctx: CliContext, rate: str) -> None:
 @fault.command("capacity", context_settings=_NUMBERS)
 @click.argument("flavor")
 @click.argument("count", required=False, metavar="[N]")
-@click.option("--clear", is_flag=True, help="Remove the limit of FLAVOR.")
+@click.option(
+    "--zone", default=None, metavar="ZONE", help="Limit FLAVOR in this zone only (default: every zone together)."
+)
+@click.option("--clear", is_flag=True, help="Remove the limit of FLAVOR (in --zone).")
 @pass_ctx
-def capacity_cmd(ctx: CliContext, flavor: str, count: str | None, clear: bool) -> None:
-    """Allow at most N live instances of FLAVOR (or --clear the limit)."""
-    click.echo(service.format_faults(service.set_capacity(_store(ctx), flavor, count, clear)))
+def capacity_cmd(ctx: CliContext, flavor: str, count: str | None, zone: str | None, clear: bool) -> None:
+    """Allow at most N live instances of FLAVOR, in every zone together or in --zone (or --clear the limit)."""
+    click.echo(service.format_faults(service.set_capacity(_store(ctx), flavor, count, clear, zone)))
+
+
+@fault.command("quota", context_settings=_NUMBERS)
+@click.argument("count", required=False, metavar="[N]")
+@click.option("--clear", is_flag=True, help="Lift the quota.")
+@pass_ctx
+def quota_cmd(ctx: CliContext, count: str | None, clear: bool) -> None:
+    """Allow the account at most N live instances, every flavor (or --clear the quota): InstanceLimitExceeded beyond."""
+    click.echo(service.format_faults(service.set_quota(_store(ctx), count, clear)))
 
 
 @fault.command("slow-launch", context_settings=_NUMBERS)
@@ -245,7 +328,7 @@ def show_cmd(ctx: CliContext, as_json: bool) -> None:
 @fault.command("clear")
 @pass_ctx
 def clear_cmd(ctx: CliContext) -> None:
-    """Remove every fault control (error rate, lost responses, slow launches, capacity limits)."""
+    """Remove every fault control (error rate, lost responses, slow launches, capacity limits, quota)."""
     store = _store(ctx)
     store.clear_faults()
     click.echo(service.format_faults(store.faults()))

@@ -30,8 +30,8 @@ from orchestrator.ops.hosts import JOINED_STATES
 from orchestrator.ops.openops import open_ops
 from orchestrator.reconcile.bootstraps import BootstrapRecord
 from orchestrator.reconcile.breaker import Breakers, Position
-from orchestrator.reconcile.budget import unit_cost
 from orchestrator.reconcile.ledger import ledger
+from orchestrator.reconcile.offered import offering_usage
 from orchestrator.reconcile.pool import pools, target
 from orchestrator.reconcile.report import PassReport
 
@@ -94,15 +94,15 @@ INSTANCE_STATES = (REQUESTED, CREATED, POOL, "expected", *sorted(JOINED_STATES))
 
 def cost_per_hour(facts: Mapping[str, Sequence[Fact]], config: Config) -> dict[str, dict[str, float]]:
     """Per provider and template, ``cost_per_hour`` summed over the instances the budgets count
-    (``reconcile.budget``: not gone, live, in flight or of an op whose outcome is unknown); every
-    template the provider offers is named, 0 when none runs."""
+    (``reconcile.budget``: not gone, live, in flight or of an op whose outcome is unknown), each
+    at its offering's price (``reconcile.offered``); every template the provider offers is
+    named, 0 when none runs."""
+    usage = offering_usage(config, facts)
     out: dict[str, dict[str, float]] = {}
-    for provider, provider_facts in sorted(facts.items()):
+    for provider in sorted(facts):
         row = {name: 0.0 for name, template in sorted(config.templates.items()) if provider in template.providers}
-        for record in ledger(provider_facts).values():
-            if record.counted:
-                cost = unit_cost(config, provider, record.template, stopped=record.in_pool)
-                row[record.template] = row.get(record.template, 0.0) + cost
+        for template, offerings in usage.get(provider, {}).items():
+            row[template] = row.get(template, 0.0) + sum(o["cost_per_hour"] for o in offerings.values())
         out[provider] = {template: round(cost, 6) for template, cost in row.items()}
     return out
 
@@ -299,6 +299,8 @@ def build_document(
             facts, hosts, bootstrap_records, config, recent_failures(first_boot_failed, figures.first_boot_failed)
         ),
         "cost_per_hour": cost_per_hour(facts, config) if config is not None else {},
+        # Per provider, template and offering: instances and their cost per hour (docs/daemon.md).
+        "offerings": offering_usage(config, facts) if config is not None else {},
         "pools": pool_sizes(facts, config) if config is not None else {},
         "timeouts_expired": expired_timeouts(figures, facts),
         # The orphan scans' timer and the last scan's summary (orchestrator/daemon/orphanscan.py).

@@ -163,6 +163,9 @@ class ProviderSettings(Strict):
     # The orphan scan's per-provider overrides of policy.orphans.action and .grace (unset: those).
     orphan_action: OrphanAction | None = None
     orphan_grace: Duration | None = None
+    # How long a read of the provider's flavor catalogue is used before it is read again (the
+    # templates' select:, docs/configuration.md "Selecting flavors from the catalogue").
+    catalogue_ttl: Duration = Field(default=3600.0, gt=0)
 
     @model_validator(mode="after")
     def _lifetime_fits(self) -> ProviderSettings:
@@ -388,8 +391,8 @@ class Config(Strict):
                     problems.append(
                         f"templates.{tname}.providers.{pname}: no provider named {pname!r} (known: {known})"
                     )
-                elif side.warm_pool > 0:
-                    problems += _pool_problems(f"templates.{tname}.providers.{pname}", side, self.providers[pname])
+                else:
+                    problems += _side_problems(f"templates.{tname}.providers.{pname}", side, self.providers[pname])
             problems.extend(self._first_boot_problems(tname, template))
         if problems:
             raise ValueError("; ".join(problems))
@@ -417,6 +420,19 @@ class Config(Strict):
     def sim_state_dir(self) -> Path:
         """Where the simulated world keeps its durable state."""
         return self.sim.state_dir if self.sim.state_dir is not None else self.state_dir / "sim"
+
+
+def _side_problems(where: str, side: TemplateOnProvider, provider: ProviderSettings) -> list[str]:
+    """What the provider's module cannot do that the template asks of it there."""
+    problems = _pool_problems(where, side, provider) if side.warm_pool > 0 else []
+    entry = provider_module(provider.module)
+    if side.select is not None and (entry is None or not entry.catalogue):
+        # Named here, at load: otherwise the template would only ever find no offering.
+        problems.append(
+            f"{where}.select: module {provider.module!r} has no flavor catalogue to select from "
+            "(name a flavor or list offerings instead, docs/provider-modules.md)"
+        )
+    return problems
 
 
 def _pool_problems(where: str, side: TemplateOnProvider, provider: ProviderSettings) -> list[str]:

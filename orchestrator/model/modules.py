@@ -122,8 +122,10 @@ class ProviderModule:
     ``join_tokens``: whether the module's root takes the ephemeral root variable ``join_tokens``
     (instance key -> token) and delivers each token to its host's first boot without Terraform
     storing it (what ``bootstrap: {mode: first-boot}`` needs, docs/bootstrap.md). ``console``:
-    how its cloud serves console output (None: it does not). ``notices``: where its cloud gives
-    interruption notices (None: it gives none).
+    how its cloud serves console output (None: it does not). ``catalogue``: whether the module
+    has a catalogue root (``terraform/catalogue/<m>``) that outputs the cloud's flavors, what a
+    template's ``select:`` picks from (docs/provider-modules.md, "Flavor catalogue"). ``notices``:
+    where its cloud gives interruption notices (None: it gives none).
     """
 
     name: str
@@ -141,6 +143,7 @@ class ProviderModule:
     power_state: bool = False
     join_tokens: bool = False
     console: ConsoleApi | None = None
+    catalogue: bool = False
     notices: NoticeApi | None = None
 
     def __post_init__(self) -> None:
@@ -234,7 +237,8 @@ OPENSTACK_RULES: Final = (
     ErrorRule(FailureClass.PERMANENT, ("Unable to find image", "Unable to find flavor", "Bad request with")),
 )
 
-# The simulated cloud speaks EC2's codes: ``InsufficientCapacity: flavor c8 has no capacity``,
+# The simulated cloud speaks EC2's codes: ``InsufficientCapacity: flavor c8 in zone b has no
+# capacity``, ``InstanceLimitExceeded`` for its account quota (``xceprov sim fault quota``),
 # ``AddressLimitExceeded`` for a full network, ``RequestLimitExceeded`` for its busy store.
 XCESIM_RULES: Final = EC2_RULES
 
@@ -255,6 +259,8 @@ MODULES: dict[str, ProviderModule] = {
         join_tokens=True,
         # The host manager keeps each host's boot output; the cloud serves its latest 64 KiB.
         console=ConsoleApi("the simulated cloud's console output", 64 * 1024, "tail", built_in=True),
+        # The xcesim_flavors data source: the cloud's catalogue, with prices and zones.
+        catalogue=True,
         # xceprov sim fault spot-notice: the cloud's table of notices, read through its store.
         notices=NoticeApi("the simulated cloud's interruption notices", 120.0, built_in=True),
     ),
@@ -265,6 +271,8 @@ MODULES: dict[str, ProviderModule] = {
         image_types=("aws_ami_from_instance",),
         # ec2:GetConsoleOutput with Latest=true: the most recent 64 KiB, base64 (Nitro instances).
         console=ConsoleApi("EC2 GetConsoleOutput (Latest=true)", 64 * 1024, "tail"),
+        # aws_ec2_instance_types + aws_ec2_instance_type: no prices (select: cost_per_cpu_hour).
+        catalogue=True,
         # The two-minute Spot interruption warning: EventBridge "EC2 Spot Instance Interruption
         # Warning", or instance metadata spot/instance-action on the host (docs/provider-modules.md).
         notices=NoticeApi('EventBridge "EC2 Spot Instance Interruption Warning" (spot/instance-action)', 120.0),
@@ -281,6 +289,9 @@ MODULES: dict[str, ProviderModule] = {
         ),
         # POST /servers/{id}/action {"os-getConsoleOutput": {"length": N}}: the last N lines.
         console=ConsoleApi("Nova os-getConsoleOutput (length: last lines)", 64 * 1024, "tail"),
+        # openstack_compute_flavor_v2 per flavor the site names (settings.catalogue_flavors): the
+        # provider cannot list flavors; no prices.
+        catalogue=True,
     ),
 }
 

@@ -124,6 +124,16 @@ class TemplateOnProvider(Strict):
             for o in self.offerings
         ]
 
+    def default_offering_name(self) -> str:
+        """The name of the offering keys whose intent names none are on: the ``flavor:``, else
+        the first listed; "" for ``select:`` (the catalogue's first, known where it is read)."""
+        if self.flavor is not None:
+            return self.flavor
+        if self.offerings:
+            first = self.offerings[0]
+            return first.name or offering_name(first.flavor, first.zone, first.subnet)
+        return ""
+
 
 BootstrapMode = Literal["push", "first-boot"]
 BOOTSTRAP_MODES: tuple[str, ...] = typing.get_args(BootstrapMode)

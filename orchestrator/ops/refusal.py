@@ -9,6 +9,11 @@ again as :class:`~orchestrator.errors.CapacityRefused`, ``QuotaRefused``, ``Requ
 ``CloudUnsettled`` with the same message. The reconcile loop and the fallback read the class,
 never the text.
 
+Each error diagnostic Terraform ties to a resource instance (``address``
+``module.instances.xcesim_instance.this["<instance key>"]``) is also classified on its own: the
+typed error's ``refused`` maps those instance keys to their class, so that a run where one
+offering refused for capacity and another for quota says which key met which.
+
 An error no rule names is **transient** (``matched`` empty): a retry with backoff is bounded
 by ``policy.retry.attempts`` before the provider is passed over, whereas calling an unknown
 error permanent would stop a template for good on a text never seen.
@@ -74,14 +79,38 @@ def classify(diagnostics: Sequence[Diagnostic], rules: Sequence[ErrorRule] | Non
     return min(found, key=lambda c: (_ORDER.index(c.kind) if c.matched else len(_ORDER), found.index(c)))
 
 
+def refused_keys(diagnostics: Sequence[Diagnostic], rules: Sequence[ErrorRule] | None = None) -> dict[str, str]:
+    """Instance key -> failure class value of every error diagnostic whose ``address`` names a
+    resource instance by string key (``...["<key>"]``), each classified on its own; a key named
+    by several takes the first class by class order (as ``classify`` does for the run)."""
+    by_key: dict[str, list[Diagnostic]] = {}
+    for d in diagnostics:
+        key = _instance_key(d.address) if d.severity == "error" else None
+        if key is not None:
+            by_key.setdefault(key, []).append(d)
+    return {key: classify(found, rules).kind.value for key, found in by_key.items()}
+
+
+# The string key at the end of a resource instance address: ``...this["op-1-000"]``.
+_KEYED = re.compile(r'\["((?:[^"\\]|\\.)*)"\]$')
+
+
+def _instance_key(address: str | None) -> str | None:
+    match = _KEYED.search(address or "")
+    return None if match is None else match.group(1)
+
+
 def refusal(module: str, exc: TerraformError) -> CloudRefusal:
-    """``exc`` as the typed error module ``module``'s rules make of it (same message)."""
+    """``exc`` as the typed error module ``module``'s rules make of it (same message), with the
+    instance keys its diagnostics named and their classes (``CloudRefusal.refused``)."""
     rules = error_rules(module)
+    refused: dict[str, str] = {}
     if isinstance(exc, ApplyFailed) and exc.result.diagnostics:
         found = classify(exc.result.diagnostics, rules)
+        refused = refused_keys(exc.result.diagnostics, rules)
     else:
         found = classify_text(str(exc), rules)
-    return _TYPED[found.kind](exc.message, found.matched, found.text)
+    return _TYPED[found.kind](exc.message, found.matched, found.text, refused)
 
 
 @contextlib.contextmanager

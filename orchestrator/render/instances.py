@@ -14,12 +14,23 @@ one line naming template, provider, key and value. A ``first-boot`` template's n
 configuration names ``join_token_file`` (the context's ``join_token_file``, ``/etc/xce/join-token``);
 its token is never rendered: the provider module writes it at boot (``model/firstboot.py``), and a
 site template that leaves the file out is refused too.
+
+Offerings (docs/configuration.md, "Offerings"): every key renders on one offering of its
+template and provider, the one the op's placements give its index (``offering_at``), else the
+provider's default offering (the ``flavor:``, else the first listed). The entry takes the
+offering's ``flavor``, ``zone`` and ``subnet``; the owner tag ``xce:offering`` names it (a site
+template cannot change it, like every owner tag); the context's ``cloud`` is the provider block
+with ``flavor``, ``zone``, ``subnet``, ``cost_per_hour``, ``offering`` and ``slots`` set from
+it, and the node manager's ``xce.slots`` are its slots. A ``select:`` template's offerings come
+from the provider's catalogue, handed over resolved (``RenderRequest.offerings``); a name no
+offering has is refused in one line naming template, provider and offering.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +46,7 @@ from orchestrator.model.hostnames import MAX_LABEL
 from orchestrator.model.instances import InstanceSpec, instance_key
 from orchestrator.model.labels import LabelError
 from orchestrator.model.modules import labels_of
+from orchestrator.model.offerings import Offering, Placement, default_offering, offering_at
 from orchestrator.render.environment import TemplateRenderer
 from orchestrator.render.trust import ca_file_present, read_ca_file
 
@@ -52,6 +64,55 @@ class RenderRequest:
     count: int
     epoch: str = owner.NO_EPOCH
     first_index: int = 0
+    # Which offering each key is on, in key order from index 0 (model/offerings.py); None: every
+    # key on the provider's default offering.
+    placements: Sequence[Placement] | None = None
+    # Offerings resolved from the provider's catalogue (a ``select:`` template), by name; they
+    # join the listed ones (the default is the first listed, else the first of these).
+    offerings: Mapping[str, Offering] = field(default_factory=dict)
+
+
+def request_offerings(config: Config, request: RenderRequest) -> tuple[dict[str, Offering], Offering]:
+    """The offerings a request can render on, by name, and the default one; ``ConfigError`` when
+    there is none (a ``select:`` template rendered without its catalogue's offerings)."""
+    template = config.templates[request.template]
+    listed = template.providers[request.provider].listed_offerings(template.xce.slots)
+    known = {o.name: o for o in listed}
+    for name, offering in request.offerings.items():
+        known.setdefault(name, offering)
+    if not known:
+        raise ConfigError(
+            [
+                f"template {request.template} on provider {request.provider}: selects flavors from the "
+                "provider's catalogue, and no offering was resolved from it"
+            ]
+        )
+    return known, default_offering(listed or list(known.values()))
+
+
+def _offering_of(request: RenderRequest, known: Mapping[str, Offering], default: Offering, index: int) -> Offering:
+    name = offering_at(request.placements, index, default.name)
+    if name not in known:
+        raise ConfigError(
+            [
+                f"template {request.template} on provider {request.provider}: no offering {name!r} "
+                f"(it has {', '.join(sorted(known))})"
+            ]
+        )
+    return known[name]
+
+
+def offering_cloud(cloud: dict[str, Any], offering: Offering) -> dict[str, Any]:
+    """The render context's ``cloud``: the provider block with the offering's values set."""
+    return {
+        **cloud,
+        "flavor": offering.flavor,
+        "zone": offering.zone,
+        "subnet": offering.subnet,
+        "cost_per_hour": offering.cost_per_hour,
+        "offering": offering.name,
+        "slots": offering.slots,
+    }
 
 
 def template_dir_problems(config: Config, source: str = "") -> list[str]:
@@ -114,19 +175,26 @@ def render_op(
     max_lifetime = provider.max_lifetime_seconds()
     labels = labels_of(provider.module)
     first_boot = template.bootstrap.mode == FIRST_BOOT
+    known, default = request_offerings(config, request)
+    block = cloud.model_dump()
     rendered: dict[str, InstanceSpec] = {}
     for index in range(request.first_index, request.first_index + request.count):
         key = instance_key(request.op_id, index)
-        owner_tags = owner.owner_tags(
-            config.cluster, request.provider, request.op_id, request.epoch, request.template, max_lifetime
-        )
+        offering = _offering_of(request, known, default, index)
+        owner_tags = {
+            **owner.owner_tags(
+                config.cluster, request.provider, request.op_id, request.epoch, request.template, max_lifetime
+            ),
+            owner.OFFERING: offering.name,
+        }
         context: dict[str, Any] = {
             "cluster": config.cluster,
             "provider": request.provider,
             "provider_module": provider.module,
             "template": request.template,
-            "xce": template.xce.model_dump(),
-            "cloud": cloud.model_dump(),
+            # The node manager's slots are the offering's (a bigger flavor may hold more).
+            "xce": {**template.xce.model_dump(), "slots": offering.slots},
+            "cloud": offering_cloud(block, offering),
             "bootstrap": template.bootstrap.model_dump(),
             "op_id": request.op_id,
             "index": index,
@@ -160,7 +228,7 @@ def render_op(
         _check_cloud_config(user_data, max_lifetime)
         context["user_data"] = user_data
         entry_text = renderer.render("instance.json.j2", request.template, context)
-        spec = _instance_spec(entry_text, owner_tags)
+        spec = _placed(_instance_spec(entry_text, owner_tags), offering)
         try:
             labels.to_labels(spec.tags)
         except LabelError as exc:
@@ -265,6 +333,26 @@ def _instance_spec(text: str, owner_tags: dict[str, str]) -> InstanceSpec:
         if spec.tags.get(key) != value:
             raise ConfigError([f"instance.json.j2: rendered entry lost owner tag {key}={value!r}"])
     return spec
+
+
+def _placed(spec: InstanceSpec, offering: Offering) -> InstanceSpec:
+    """The entry with the offering's zone and subnet: filled in where a site template written
+    before offerings leaves them out; one naming another is refused (the memory of refusals and
+    the plans name the offering's)."""
+    update: dict[str, str] = {}
+    for attribute in ("zone", "subnet"):
+        wanted, rendered = getattr(offering, attribute), getattr(spec, attribute)
+        if wanted is None or rendered == wanted:
+            continue
+        if rendered is not None:
+            raise ConfigError(
+                [
+                    f"instance.json.j2: rendered {attribute} {rendered!r}, but offering {offering.name} "
+                    f"is in {attribute} {wanted!r} (render cloud.{attribute})"
+                ]
+            )
+        update[attribute] = wanted
+    return spec.model_copy(update=update) if update else spec
 
 
 def render_settings(config: Config, provider: str) -> dict[str, Any]:

@@ -16,7 +16,7 @@ apply records as lost and creates what the preview showed, never something else.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +28,7 @@ from orchestrator.errors import FinalError, StaleState, UsageError
 from orchestrator.model import tags as owner
 from orchestrator.model.instances import InstanceSpec, instance_key
 from orchestrator.model.labels import AS_IS, LabelMap
+from orchestrator.model.offerings import Placement
 from orchestrator.model.progress import ProgressSink
 from orchestrator.ops.executor import Bootstrap, CreateResult, Executor, Wired
 from orchestrator.ops.losses import preview_losses
@@ -56,6 +57,23 @@ class BundleOp:
     op_id: str
     template: str
     count: int
+    # The offerings its keys were planned on, in key order (their xce:offering tags; none: a
+    # bundle saved before offerings, every key on the default offering).
+    placements: tuple[Placement, ...] = ()
+
+
+def runs(names: Sequence[str]) -> tuple[Placement, ...]:
+    """Keys' offering names in key order as placements (runs of one name); none when a key has
+    none (a plan made before offerings: the default offering renders every key again)."""
+    out: list[Placement] = []
+    for name in names:
+        if not name:
+            return ()
+        if out and out[-1].offering == name:
+            out[-1] = Placement(name, out[-1].count + 1)
+        else:
+            out.append(Placement(name, 1))
+    return tuple(out)
 
 
 def bundle_ops(
@@ -83,6 +101,7 @@ def bundle_ops(
     )
     grouped: dict[str, list[str]] = {}
     templates: dict[str, str] = {}
+    offerings: dict[str, str] = {}
     back = (labels or AS_IS).from_labels
     for key in creates:
         spec = InstanceSpec.model_validate(planned[key]) if key in planned else None
@@ -91,11 +110,13 @@ def bundle_ops(
             raise UsageError(f"{where}: planned instance {key} has no {owner.OP_ID} tag; not a plan of xceprov")
         grouped.setdefault(tags[owner.OP_ID], []).append(key)
         templates[tags[owner.OP_ID]] = spec.template
+        if tags.get(owner.OFFERING):
+            offerings[key] = tags[owner.OFFERING]
     ops = []
     for op_id, keys in sorted(grouped.items()):
         if sorted(keys) != [instance_key(op_id, i) for i in range(len(keys))]:
             raise UsageError(f"{where}: op {op_id} plans keys {keys}, not a whole op")
-        ops.append(BundleOp(provider, op_id, templates[op_id], len(keys)))
+        ops.append(BundleOp(provider, op_id, templates[op_id], len(keys), runs([offerings.get(k, "") for k in keys])))
     return ops
 
 
@@ -195,7 +216,9 @@ def apply_bundle(
     boot = playbook_callables(loaded, toolkit_root, world, progress)[0] if bootstrap else None
     with _executor(loaded, sorted(planned), toolkit_root, engine, boot, wired, progress) as ex:
         for provider, ops in planned.items():
-            results = tuple(ex.create(provider, op.template, op.count, op_id=op.op_id) for op in ops)
+            results = tuple(
+                ex.create(provider, op.template, op.count, op_id=op.op_id, placements=op.placements) for op in ops
+            )
             held = {k: v for shard in ex.shards(provider) for k, v in ex.held(shard).items()}  # every shard
             audit(config.state_dir, "applied", provider=provider, bundle=str(bundle), instances=len(held))
             applied.append(AppliedProvider(provider, held, results))

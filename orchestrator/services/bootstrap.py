@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -48,6 +48,7 @@ from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import UsageError
 from orchestrator.model.config import Config
 from orchestrator.model.modules import labels_of
+from orchestrator.model.placed import listed_offering
 from orchestrator.model.progress import HostDone, ProgressSink, no_progress, reported_phase
 from orchestrator.services.bootstrap_sources import SimulatedWorld, console_keys, simulated_sources
 from orchestrator.services.join_tokens import join_token_vars
@@ -207,7 +208,17 @@ def inventory_document(
 ) -> dict[str, Any]:
     """The inventory document of ``records`` under this configuration."""
     modules = {name: prov.module for name, prov in config.providers.items()}
-    return build_inventory(records, common_vars(config, known_hosts), template_bootstrap(config), modules, group_vars)
+    placed = [replace(r, slots=offering_slots(config, r)) for r in records]
+    return build_inventory(placed, common_vars(config, known_hosts), template_bootstrap(config), modules, group_vars)
+
+
+def offering_slots(config: Config, record: InstanceRecord) -> int | None:
+    """The slots ``record``'s offering gives its host when other than its template's (None: the
+    template's, or an offering not listed: a ``select:`` one carries its slots in the user data)."""
+    named = listed_offering(config, record.provider, record.template, record.offering)
+    if named is None or named.slots == config.templates[record.template].xce.slots:
+        return record.slots
+    return named.slots
 
 
 def site_group_vars(config: Config) -> Path | None:

@@ -18,6 +18,10 @@ Shards (docs/architecture.md, "Bursts that scale"): what a provider holds is cou
 shard's desired set (``max_instances`` is per provider, not per state). The saved plan is a
 preview made in shard 0 (its desired set plus the new instances); ``xceprov apply`` carries the
 ops out through the executor, which places the keys over the shards and plans each shard anew.
+
+Offerings (docs/plan-json.md): each op renders its keys on the offerings the policy placed it on
+(``OpRequest.placements``); every instance shows its offering (its ``xce:offering`` tag), flavor,
+zone, subnet and cost per hour (its offering's), and each provider the added cost per offering.
 """
 
 from __future__ import annotations
@@ -31,8 +35,10 @@ from typing import Any
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import ConfigError
+from orchestrator.model import tags as owner
 from orchestrator.model.config import Config
 from orchestrator.model.instances import InstanceSpec, new_op_id
+from orchestrator.model.offerings import Placement
 from orchestrator.model.ops import OpRequest
 from orchestrator.ops.images import resolve_baked
 from orchestrator.ops.losses import preview_losses
@@ -59,6 +65,13 @@ class PlannedInstance:
     tags: dict[str, str]
     action: str
     image: str = ""  # what a created instance starts from (``bake:newest`` resolved: docs/images.md)
+    # Its offering (the xce:offering tag; "" for an instance rendered before offerings) and what
+    # that places it as; cost_per_hour: the offering's (the template's without one).
+    offering: str = ""
+    flavor: str = ""
+    zone: str | None = None
+    subnet: str | None = None
+    cost_per_hour: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -83,6 +96,8 @@ class ProviderPlan:
     destroy: int
     cost_per_hour: float
     cost_by_template: dict[str, float] = field(default_factory=dict)
+    # Template → offering → added cost per hour of the instances created on it.
+    cost_by_offering: dict[str, dict[str, float]] = field(default_factory=dict)
     instances: list[PlannedInstance] = field(default_factory=list)
     ops: list[dict[str, Any]] = field(default_factory=list)
     plan_file: str | None = None
@@ -149,7 +164,7 @@ def plan_burst(
         op_id = new_op_id()
         # The op's own render step; a preview needs no CA file (apply renders every op again and
         # does): the same rule as validate.
-        request = RenderRequest(op.provider, op.template, op_id, op.count)
+        request = RenderRequest(op.provider, op.template, op_id, op.count, placements=op_placements(op))
         # bake:newest is resolved as the op resolves it, so the plan shows the concrete id.
         resolved = resolve_baked(config, engine, workdirs[op.provider], op.template)
         specs = render_instances(resolved, root, request, source=loaded.source, allow_missing_ca=True)
@@ -224,6 +239,7 @@ def _plan_provider(
     instances: list[PlannedInstance] = []
     add = change = destroy = 0
     cost_by_template: dict[str, float] = {}
+    cost_by_offering: dict[str, dict[str, float]] = {}
     for rc in result.changes:
         key = str(rc.key) if rc.key is not None else _key_from_addr(rc.addr)
         spec = candidate.get(key) if key else None
@@ -234,10 +250,12 @@ def _plan_provider(
             destroy += 1
         if action == "update":
             change += 1
+        offering = spec.tags.get(owner.OFFERING, "") if spec else ""
+        cost = _instance_cost(config, workdir.provider, spec) if spec else 0.0
         if action == "create" and spec is not None and spec.template in cloud:
-            cost_by_template[spec.template] = (
-                cost_by_template.get(spec.template, 0.0) + cloud[spec.template].cost_per_hour
-            )
+            cost_by_template[spec.template] = cost_by_template.get(spec.template, 0.0) + cost
+            row = cost_by_offering.setdefault(spec.template, {})
+            row[offering] = row.get(offering, 0.0) + cost
         instances.append(
             PlannedInstance(
                 key=key or rc.addr,
@@ -246,10 +264,21 @@ def _plan_provider(
                 tags=_merged_tags(workdir, spec),
                 action=action,
                 image=spec.image if spec else "",
+                offering=offering,
+                flavor=spec.flavor if spec else "",
+                zone=spec.zone if spec else None,
+                subnet=spec.subnet if spec else None,
+                cost_per_hour=cost,
             )
         )
     ops = [
-        {"op_id": op_id, "template": op.template, "count": op.count, "asked": op.asked}
+        {
+            "op_id": op_id,
+            "template": op.template,
+            "count": op.count,
+            "asked": op.asked,
+            "placements": [{"offering": p.offering, "count": p.count} for p in op_placements(op)],
+        }
         for op_id, (op, _, _) in sorted(by_op.items())
     ]
     return ProviderPlan(
@@ -260,11 +289,31 @@ def _plan_provider(
         destroy=destroy,
         cost_per_hour=round(sum(cost_by_template.values()), 4),
         cost_by_template={t: round(c, 4) for t, c in sorted(cost_by_template.items())},
+        cost_by_offering={
+            t: {o: round(c, 4) for o, c in sorted(row.items())} for t, row in sorted(cost_by_offering.items())
+        },
         instances=sorted(instances, key=lambda i: i.key),
         ops=ops,
         plan_file=plan_file.name if plan_file else None,
         lost=[lost[key] for key in sorted(lost)],
     )
+
+
+def op_placements(op: OpRequest) -> tuple[Placement, ...]:
+    """The offerings the policy placed an op's keys on (none: the default offering)."""
+    return tuple(getattr(op, "placements", ()) or ())
+
+
+def _instance_cost(config: Config, provider: str, spec: InstanceSpec) -> float:
+    """What one instance costs per hour: its offering's price (by its ``xce:offering`` tag),
+    the template's ``cost_per_hour`` when that names no listed offering."""
+    template = config.templates.get(spec.template)
+    side = template.providers.get(provider) if template is not None else None
+    if template is None or side is None:
+        return 0.0
+    named = spec.tags.get(owner.OFFERING)
+    listed = {o.name: o for o in side.listed_offerings(template.xce.slots)}
+    return listed[named].cost_per_hour if named in listed else side.cost_per_hour
 
 
 def _merged_tags(workdir: ProviderWorkdir, spec: InstanceSpec | None) -> dict[str, str]:

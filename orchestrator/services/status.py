@@ -11,7 +11,9 @@ Open ops are derived from facts: a ``requestIntent`` with fewer instances accoun
 and a ``returning`` without its ``returned`` or ``lost``; a warm-pool start while one of its
 keys has no ``expectedHost``. The warm pools (docs/daemon.md, "The warm pool") come from the
 facts too: per template and provider, the target (``warm_pool``), the instances waiting stopped
-and those of a fill still on their way.
+and those of a fill still on their way. The instances per offering (each template's on each
+provider, as the budgets count them) and their cost per hour at the offering's price come from
+the facts as well (``orchestrator.reconcile.offered``).
 
 Who holds which provider: with ``terraform.backend: pg`` from the live members of the shared
 store (each daemon heartbeats what it holds, docs/daemon.md); otherwise, or when the store does not
@@ -49,6 +51,7 @@ from orchestrator.ops.openops import open_ops as find_open_ops
 from orchestrator.protocol.holder import holder_parts
 from orchestrator.reconcile.breaker import Breakers
 from orchestrator.reconcile.ledger import ledger
+from orchestrator.reconcile.offered import offering_usage
 from orchestrator.reconcile.pool import pools
 from orchestrator.workspace.daemonstatus import read_status
 from orchestrator.workspace.pgsite import pg_site
@@ -113,6 +116,17 @@ class PoolRow:
     stopped: int  # made and waiting stopped
     pending: int  # of a fill op still on its way (no instanceCreated yet)
     instances: tuple[str, ...]  # host names of those waiting, oldest first
+
+
+@dataclass(frozen=True)
+class OfferingRow:
+    """The instances of one template on one provider's offering, and their cost per hour."""
+
+    provider: str
+    template: str
+    offering: str  # "" for instances of a select: template placed before offerings were named
+    instances: int
+    cost_per_hour: float
 
 
 @dataclass(frozen=True)
@@ -216,6 +230,7 @@ class StatusReport:
     holders_from: str = "controller"
     store: dict[str, Any] | None = None  # with a shared store: {"reachable", "error", "members"}
     pools: tuple[PoolRow, ...] = ()
+    offerings: tuple[OfferingRow, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The report as plain JSON values (``xceprov status --json``)."""
@@ -234,6 +249,17 @@ def pool_rows(config: Config, facts: dict[str, list[Fact]]) -> tuple[PoolRow, ..
         names = tuple(r.host_name or r.key for r in made)
         rows.append(PoolRow(provider, template, target, len(made), len(members) - len(made), names))
     return tuple(rows)
+
+
+def offering_rows(config: Config, facts: dict[str, list[Fact]]) -> tuple[OfferingRow, ...]:
+    """This cluster's instances per template, provider and offering, with their cost per hour
+    (``orchestrator.reconcile.offered``: as the budgets count them, at the offering's price)."""
+    return tuple(
+        OfferingRow(provider, template, offering, int(used["instances"]), used["cost_per_hour"])
+        for provider, templates in offering_usage(config, facts).items()
+        for template, offerings in sorted(templates.items())
+        for offering, used in sorted(offerings.items())
+    )
 
 
 def open_ops(facts: list[Fact]) -> list[OpenOp]:
@@ -342,6 +368,7 @@ def collect_status(loaded: LoadedConfig, member_source: MemberSource | None = No
         holders_from="store" if by_members is not None else "controller",
         store=store,
         pools=pool_rows(config, facts),
+        offerings=offering_rows(config, facts),
         **local_state(loaded),
     )
 

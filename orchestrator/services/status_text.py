@@ -56,6 +56,7 @@ def render_text(report: StatusReport, providers: list[str]) -> str:
             f" {op.done}/{op.wanted}  epoch {op.epoch}"
         )
     lines += pool_lines(report)
+    lines += offering_lines(report)
     lines += ["", *local_lines(report.daemon, report.breakers, report.unreadable)]
     return "\n".join(printable(line) for line in lines)  # controller and cloud text: one line each
 
@@ -68,6 +69,19 @@ def pool_lines(report: StatusReport) -> list[str]:
     for row in report.pools:
         names = " ".join(row.instances) or "-"
         lines.append(f"  {row.template:<16}{row.provider:<12}{row.stopped:>8}{row.target:>8}{row.pending:>8}  {names}")
+    return lines
+
+
+def offering_lines(report: StatusReport) -> list[str]:
+    """The instances per offering and their cost per hour (none shown when there are none)."""
+    if not report.offerings:
+        return []
+    total = sum(row.cost_per_hour for row in report.offerings)
+    lines = ["", f"instances by offering ({total:.2f} per hour)"]
+    lines.append(f"  {'template':<16}{'provider':<12}{'offering':<28}{'instances':>10}{'cost/h':>9}")
+    for row in report.offerings:
+        where = f"  {row.template:<16}{row.provider:<12}{row.offering or '-':<28}"
+        lines.append(f"{where}{row.instances:>10}{row.cost_per_hour:>9.2f}")
     return lines
 
 

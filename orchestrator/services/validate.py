@@ -26,6 +26,7 @@ from orchestrator.clients.terraform.messages import Diagnostic
 from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import ConfigError, RegistryUnreachable, StoreUnavailable, TerraformError, XceprovError
 from orchestrator.model.config import Config
+from orchestrator.model.offerings import Placement
 from orchestrator.render.environment import TemplateRenderer
 from orchestrator.render.instances import (
     RenderRequest,
@@ -131,11 +132,19 @@ def validate_all(
 def _render_templates(
     config: Config, renderer: TemplateRenderer, controller: dict[str, Any], report: ValidationReport
 ) -> None:
-    """Every host template rendered with sample values on every provider it names."""
+    """Every host template rendered with sample values on every provider it names, one instance
+    on each offering it lists (a ``select:`` template's come from the catalogue: rendered by the
+    op that resolves them)."""
     for tname, template in sorted(config.templates.items()):
         for pname in sorted(template.providers):
+            listed = template.providers[pname].listed_offerings(template.xce.slots)
+            if not listed:
+                report.checked.append(f"template {tname} on provider {pname} (select: rendered once resolved)")
+                continue
+            placements = [Placement(o.name, 1) for o in listed]
             try:
-                render_op(config, renderer, RenderRequest(pname, tname, SAMPLE_OP, 1), controller)
+                request = RenderRequest(pname, tname, SAMPLE_OP, len(listed), placements=placements)
+                render_op(config, renderer, request, controller)
                 report.checked.append(f"template {tname} on provider {pname}")
             except ConfigError as exc:
                 report.problems.extend(f"template {tname} on {pname}: {p}" for p in exc.problems)

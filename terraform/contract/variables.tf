@@ -11,7 +11,9 @@ variable "instances" {
     Every instance this provider should run, keyed by instance key (<op_id>-<index>). name,
     flavor and image are the cloud side of the host template; tags are the instance's own tags
     (owner tags xce:op_id, xce:template, xce:epoch, ... plus template tags), merged over
-    common_tags. disk_gb, network and extra have a module-specific meaning. power_state
+    common_tags. disk_gb, network and extra have a module-specific meaning. zone and subnet
+    (null: the module's own choice) place the instance as its offering says (the xce:offering
+    tag names the offering; docs/provider-modules.md, "Zones and subnets"). power_state
     (running or stopped; null: leave the instance as it is) is set only for warm-pool
     instances, and only on modules that can stop and start an instance in place (xcesim); the
     orchestrator refuses a warm pool on any other module.
@@ -28,6 +30,9 @@ variable "instances" {
     extra     = optional(map(string), {})
     # Optional and last: a module that cannot stop instances never sees it set.
     power_state = optional(string)
+    # The instance's offering's placement (null: wherever the cloud chooses).
+    zone   = optional(string)
+    subnet = optional(string)
   }))
 
   validation {

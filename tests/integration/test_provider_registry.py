@@ -182,8 +182,16 @@ def test_a_module_whose_labels_map_the_owner_tags_owns_lists_and_scans_its_hosts
         made = {i.client_token: i.tags for i in world.store.list_instances({"xce_cluster": cluster})}
         assert sorted(made) == sorted([kept.key, gone.key])
         labels = dict(made[kept.key])
-        assert sorted(labels) == ["xce_cluster", "xce_epoch", "xce_op_id", "xce_provider", "xce_template"]
+        assert sorted(labels) == [
+            "xce_cluster",
+            "xce_epoch",
+            "xce_offering",
+            "xce_op_id",
+            "xce_provider",
+            "xce_template",
+        ]
         assert re.fullmatch(r"_[0-9]+_2e[0-9]+", labels["xce_epoch"]), labels
+        assert labels["xce_offering"] == "_c8_2elarge"  # the offering c8.large, encoded as the epoch
         # Terraform's desired set holds the labels; read back, the owner tags.
         workdir = ProviderWorkdir(config, "lab", labelled_toolkit)
         document = json.loads(workdir.desired_file.read_text())

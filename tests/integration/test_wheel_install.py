@@ -193,6 +193,10 @@ def test_the_installed_wheel_runs_every_verb_from_an_empty_directory(installed: 
     no hosts and ``apply`` only creates the instance (everything else is the same)."""
     # Every file of the checkout's toolkit data is in the package (Terraform, templates, Ansible, contrib).
     assert _data_files(installed.package / "toolkit-data") == _data_files(ROOT / "orchestrator" / "toolkit-data")
+    # The catalogue roots (a template's select:) are part of it, one per module.
+    assert {f"terraform/catalogue/{m}/main.tf" for m in ("xcesim", "aws", "openstack")} <= _data_files(
+        installed.package / "toolkit-data"
+    )
     before = installed.files()
     site = tmp_path / "site"
     site.mkdir()

@@ -23,7 +23,10 @@ Groups: ``template_<t>``, ``provider_<p>``, ``module_<m>`` (the provider's Terra
 when known), ``op_<op_id>`` (names sanitised to ``[A-Za-z0-9_]``), plus each name in the
 template's ``bootstrap.groups``. Host variables:
 ``ansible_host`` (and ``ansible_port`` when not 22), ``xce_instance_id``, ``xce_instance_key``,
-``xce_instance_name``, ``xce_template``, ``xce_provider``, ``xce_op_id``.
+``xce_instance_name``, ``xce_template``, ``xce_provider``, ``xce_op_id``, and ``xce_offering``
+(the offering it was launched on: its ``xce:offering`` tag) when the instance has one, with
+``xce_offering_slots`` when that offering gives the host other slots than its template's (the
+node manager role configures those).
 """
 
 from __future__ import annotations
@@ -67,6 +70,10 @@ class InstanceRecord:
     # Why the cloud's address (or port) of this instance was refused ("" when it was not):
     # the address is then "" and the host is never contacted (``model.hostnames``).
     refused: str = ""
+    # The offering it was launched on (its xce:offering tag; "" for an instance made before), and
+    # the slots it gives the host when other than the template's (None: the template's).
+    offering: str = ""
+    slots: int | None = None
 
 
 @dataclass(frozen=True)
@@ -137,6 +144,10 @@ def build_inventory(
             "xce_provider": rec.provider,
             "xce_op_id": rec.op_id,
         }
+        if rec.offering:
+            hostvars["xce_offering"] = rec.offering
+        if rec.slots is not None:
+            hostvars["xce_offering_slots"] = rec.slots
         if rec.port is not None and rec.port != 22:
             hostvars["ansible_port"] = rec.port
         hosts[rec.name] = hostvars
@@ -225,6 +236,7 @@ def records_from_tfstate(
                 op_id=str(inst_tags.get(tags.OP_ID, key.rpartition("-")[0])),
                 port=int(port) if port else None,
                 refused=str(inst.get(ADDRESS_REFUSED) or ""),
+                offering=str(inst_tags.get(tags.OFFERING, "")),
             )
         )
     return records
@@ -308,6 +320,8 @@ def records_from_inventory(inventory: Mapping[str, Any]) -> list[InstanceRecord]
                 op_id=str(hv.get("xce_op_id", "")),
                 port=int(reach["port"]) if reach["port"] else None,
                 refused=str(reach.get(ADDRESS_REFUSED) or ""),
+                offering=str(hv.get("xce_offering", "")),
+                slots=int(hv["xce_offering_slots"]) if hv.get("xce_offering_slots") else None,
             )
         )
     return records

@@ -50,6 +50,7 @@ from typing import Any, NamedTuple, Unpack
 
 from orchestrator.model.images import BakedImage, BuiltFrom
 from orchestrator.model.instances import InstanceSpec, new_op_id
+from orchestrator.model.offerings import Placement
 from orchestrator.ops.executor.bake import BakeOp, BakeResult, BakeRun, DeleteResult, bake_module
 from orchestrator.ops.executor.create import CreateOp, ShardWork
 from orchestrator.ops.executor.losspath import LossPath
@@ -90,21 +91,29 @@ class Executor:
     # -- the operations --------------------------------------------------------------------------
 
     def create(
-        self, provider: str, template: str, count: int, op_id: str | None = None, *, pool: bool = False
+        self,
+        provider: str,
+        template: str,
+        count: int,
+        op_id: str | None = None,
+        *,
+        pool: bool = False,
+        placements: Sequence[Placement] | None = None,
     ) -> CreateResult:
         """Create ``count`` hosts of ``template`` on ``provider`` as one op (:meth:`CreateOp.create`);
-        ``pool``: into the template's warm pool. Watched by the parts' :class:`OpWatch` when there
-        is one (its op id chosen first, to name it)."""
+        ``pool``: into the template's warm pool; ``placements``: the offerings of its keys, in key
+        order (their counts sum to ``count``; none: the default offering). Watched by the parts'
+        :class:`OpWatch` when there is one (its op id chosen first, to name it)."""
         watch = self._parts.watch
         if watch is None:
-            return self._creates.create(provider, template, count, op_id, pool=pool)
+            return self._creates.create(provider, template, count, op_id, pool=pool, placements=placements)
         chosen = op_id or new_op_id(self._parts.clock())
         return watch.create(
             provider,
             template,
             count,
             chosen,
-            lambda: self._creates.create(provider, template, count, chosen, pool=pool),
+            lambda: self._creates.create(provider, template, count, chosen, pool=pool, placements=placements),
             pool=pool,
         )
 
@@ -119,9 +128,18 @@ class Executor:
             provider, template, keys, chosen, lambda: self._starts.start(provider, template, keys, chosen)
         )
 
-    def place(self, provider: str, template: str, count: int, op_id: str, detail: str = "") -> list[str]:
+    def place(
+        self,
+        provider: str,
+        template: str,
+        count: int,
+        op_id: str,
+        detail: str = "",
+        *,
+        placements: Sequence[Placement] | None = None,
+    ) -> list[str]:
         """An op's intent and desired sets without its apply; its keys (:meth:`CreateOp.place`)."""
-        return self._creates.place(provider, template, count, op_id, detail)
+        return self._creates.place(provider, template, count, op_id, detail, placements=placements)
 
     def return_instances(self, provider: str, keys: Sequence[str], **options: Unpack[ReturnOptions]) -> ReturnResult:
         """Return the instances ``keys`` of ``provider`` as one op (:meth:`ReturnOp.return_instances`),

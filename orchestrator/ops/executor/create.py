@@ -13,6 +13,7 @@ from orchestrator.model import tags as owner
 from orchestrator.model.facts import Epoch, Fact, FactKind
 from orchestrator.model.hostnames import ADDRESS_REFUSED
 from orchestrator.model.instances import InstanceSpec, new_op_id
+from orchestrator.model.offerings import Offering, Placement, placement_detail, placements_of
 from orchestrator.model.pool import FILL_DETAIL, in_pool, pooled
 from orchestrator.ops.executor.losspath import LossPath
 from orchestrator.ops.executor.parts import OpParts, op_scope, shard_index
@@ -61,11 +62,21 @@ class CreateOp:
         pool: bool = False,
         *,
         resolve: bool = True,
+        placements: Sequence[Placement] | None = None,
     ) -> dict[str, InstanceSpec]:
         """The op's instances, tagged with its op id and the real epoch (the shared step the plan
         preview renders with, :func:`orchestrator.ops.steps.render_instances`); ``pool``: as
-        warm-pool instances (launched stopped, tagged ``xce:pool=warm``)."""
-        request = RenderRequest(provider, template, op_id, count, epoch=epoch_tag(epoch))
+        warm-pool instances (launched stopped, tagged ``xce:pool=warm``); ``placements``: each
+        key's offering, in key order (none: the provider's default offering)."""
+        request = RenderRequest(
+            provider,
+            template,
+            op_id,
+            count,
+            epoch=epoch_tag(epoch),
+            placements=placements,
+            offerings=self.selected(provider, template),
+        )
         # ``bake:newest`` becomes the newest bake's id first (docs/images.md); ``resolve`` False
         # for a caller holding shard 0's lock whose image is never launched (an import).
         config = self.parts.config
@@ -74,11 +85,27 @@ class CreateOp:
         specs = render_instances(config, self.parts.root, request)
         return {k: pooled(v) for k, v in specs.items()} if pool else specs
 
+    def selected(self, provider: str, template: str) -> dict[str, Offering]:
+        """The offerings a ``select:`` template picked on ``provider``, by name (none for a
+        template that lists its offerings: the renderer knows those)."""
+        side = self.parts.config.templates[template].providers.get(provider)
+        if side is None or side.select is None or self.parts.selected is None:
+            return {}
+        return {o.name: o for o in self.parts.selected().get((template, provider), ())}
+
     def create(
-        self, provider: str, template: str, count: int, op_id: str | None = None, *, pool: bool = False
+        self,
+        provider: str,
+        template: str,
+        count: int,
+        op_id: str | None = None,
+        *,
+        pool: bool = False,
+        placements: Sequence[Placement] | None = None,
     ) -> CreateResult:
         """Create ``count`` hosts of ``template`` on ``provider`` as one op (see the module docstring);
-        ``pool``: into the template's warm pool (stopped, no ``expectedHost``, no bootstrap)."""
+        ``pool``: into the template's warm pool (stopped, no ``expectedHost``, no bootstrap);
+        ``placements``: the offerings its keys go on, in key order (:func:`intent_detail`)."""
         if count <= 0:
             raise UsageError(f"count must be at least 1, not {count}")
         op_id = op_id or new_op_id()
@@ -89,7 +116,7 @@ class CreateOp:
         with refusals(self.parts.config.providers[provider].module):
             self.shardset.workdir(provider)
             with shards.placement_lock():
-                work = self.intend(provider, template, count, op_id, FILL_DETAIL if pool else "")
+                work = self.intend(provider, template, count, op_id, intent_detail(count, pool, placements))
                 created = self.grow_shards(provider, op_id, template, work)
         return self.finish_create(provider, op_id, template, created)
 
@@ -98,9 +125,12 @@ class CreateOp:
     ) -> dict[ProviderWorkdir, ShardWork]:
         """The op's instances rendered and placed on shards, and its ``requestIntent`` committed
         (``detail`` on the fact; :data:`~orchestrator.model.pool.FILL_DETAIL` renders pool
-        instances); the placement lock is held. What each shard grows by."""
+        instances, :func:`~orchestrator.model.offerings.placement_detail` places keys on
+        offerings: the detail is what a resume reads back); the placement lock is held. What
+        each shard grows by."""
         epoch = self.parts.recorder.gate(provider, op_id, "intent")
-        specs = self.render(provider, template, count, op_id, epoch, pool=detail == FILL_DETAIL)
+        placements = placements_of(detail)
+        specs = self.render(provider, template, count, op_id, epoch, pool=detail == FILL_DETAIL, placements=placements)
         placement = self.shardset.shards(provider).place(op_id, sorted(specs))
         # New shards are built and initialised side by side; a missing desired set refuses
         # the op before its intent.
@@ -115,9 +145,19 @@ class CreateOp:
         )
         return {shard: ({k: specs[k] for k in keys}, keys) for shard, keys in placement.items()}
 
-    def place(self, provider: str, template: str, count: int, op_id: str, detail: str = "") -> list[str]:
+    def place(
+        self,
+        provider: str,
+        template: str,
+        count: int,
+        op_id: str,
+        detail: str = "",
+        *,
+        placements: Sequence[Placement] | None = None,
+    ) -> list[str]:
         """An op's intent without its apply: ``requestIntent`` committed and the desired sets
-        grown by its instances, durably, and nothing asked of the cloud; the op's keys.
+        grown by its instances, durably, and nothing asked of the cloud; the op's keys
+        (``placements``: its keys' offerings, written as the intent's detail: ``detail`` is then empty).
 
         The op is then open with its keys desired and not in any state, which every resume
         (:class:`~orchestrator.ops.executor.resumeop.ResumeOp`: ``xceprov ops resume``, the daemon's loop, the provider
@@ -128,6 +168,10 @@ class CreateOp:
             raise UsageError(f"count must be at least 1, not {count}")
         shards = self.shardset.shards(provider)
         self.shardset.workdir(provider)
+        if placements:
+            if detail not in ("", FILL_DETAIL):
+                raise UsageError(f"op {op_id}: an intent's detail is its placements or {detail!r}, not both")
+            detail = intent_detail(count, detail == FILL_DETAIL, placements)
         with shards.placement_lock():
             work = self.intend(provider, template, count, op_id, detail)
 
@@ -326,6 +370,27 @@ class CreateOp:
             result.bootstrap = dict(self.parts.bootstrap(provider, hosts))
             self.parts.recorder.audit("op-bootstrap", provider=provider, op=op_id, hosts=result.bootstrap)
         return result
+
+
+def intent_detail(count: int, pool: bool, placements: Sequence[Placement] | None) -> str:
+    """A create intent's ``detail``: a warm-pool fill's mark (its keys on the default offering),
+    else the placements of its keys (none given: empty, every key on the default offering)."""
+    if pool:
+        return FILL_DETAIL
+    if not placements:
+        return ""
+    if sum(p.count for p in placements) != count:
+        raise UsageError(
+            f"placements {_said(placements)} place {sum(p.count for p in placements)} instances, not {count}"
+        )
+    try:
+        return placement_detail(placements)
+    except ValueError as exc:  # a bad name, or more offerings than one intent's detail holds
+        raise UsageError(str(exc)) from None
+
+
+def _said(placements: Sequence[Placement]) -> str:
+    return ", ".join(f"{p.offering}={p.count}" for p in placements)
 
 
 def host_fields(item: Created) -> dict[str, Any]:

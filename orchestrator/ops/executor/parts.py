@@ -18,6 +18,7 @@ from typing import Protocol
 
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.model.config import Config
+from orchestrator.model.offerings import Offering
 from orchestrator.model.progress import ProgressSink
 from orchestrator.ops.drain import Decommission
 from orchestrator.ops.executor.results import Created, CreateResult, ReturnResult
@@ -95,6 +96,10 @@ class OpParts:
     # Around every create, warm-pool start and return op (the daemon's in-flight work and op
     # metrics); None: none.
     watch: OpWatch | None = None
+    # (template, provider) → the offerings a ``select:`` picked from the provider's catalogue
+    # (the daemon's each pass, ``xceprov`` commands read them once): what a create of such a
+    # template renders its keys on; None: none (a ``select:`` create is refused in one line).
+    selected: Callable[[], Mapping[tuple[str, str], Sequence[Offering]]] | None = None
     # The gate, the facts and the audit entries of every step: a Recorder of these parts unless
     # given (the daemon's stop guard wraps one, ``orchestrator/daemon/guarded.py``).
     recorder: OpRecorder = field(init=False)

@@ -16,6 +16,11 @@ as text), under the consumer's names:
 ``mem``/``nram`` is ``0`` when the template names no ``mem``. Every other numeric resource of
 the template follows under its own name, and a true/false resource as ``["Boolean", "1"|"0"]``
 (``Numeric`` for a host factory, whose attributes are String or Numeric).
+
+``offerings`` lists what the template launches its machines on there (name, flavor, zone,
+subnet, ``pricePerHour``, slots; docs/configuration.md, "Offerings"), and ``pricePerHour`` is
+the cheapest one's (the template's ``cost_per_hour`` for a ``select:``, whose offerings the
+catalogue names).
 """
 
 from __future__ import annotations
@@ -108,16 +113,38 @@ def attributes(config: Config, template: str, consumer: Consumer = GENERIC) -> d
     return out
 
 
+def offerings(config: Config, template: str, provider: str) -> list[dict[str, Any]]:
+    """The offerings ``template`` launches on ``provider``, in configured order (none for a
+    ``select:``: its flavors come from the catalogue)."""
+    host = config.templates[template]
+    return [
+        {
+            "name": o.name,
+            "flavor": o.flavor,
+            "zone": o.zone,
+            "subnet": o.subnet,
+            "pricePerHour": o.cost_per_hour,
+            "slots": o.slots,
+        }
+        for o in host.providers[provider].listed_offerings(host.xce.slots)
+    ]
+
+
 def available_templates(config: Config, consumer: Consumer = GENERIC) -> dict[str, Any]:
     """The ``getAvailableTemplates`` answer."""
-    templates = [
-        {
-            "templateId": tid,
-            "maxNumber": max_number(config, name, provider),
-            "attributes": {k: list(v) for k, v in attributes(config, name, consumer).items()},
-            "priority": config.providers[provider].priority,
-            "pricePerHour": config.templates[name].providers[provider].cost_per_hour,
-        }
-        for tid, (name, provider) in offered_ids(config, consumer).items()
-    ]
+    templates = []
+    for tid, (name, provider) in offered_ids(config, consumer).items():
+        listed = offerings(config, name, provider)
+        price = config.templates[name].providers[provider].cost_per_hour
+        templates.append(
+            {
+                "templateId": tid,
+                "maxNumber": max_number(config, name, provider),
+                "attributes": {k: list(v) for k, v in attributes(config, name, consumer).items()},
+                "priority": config.providers[provider].priority,
+                # The cheapest offering's: what the scheduler compares templates by.
+                "pricePerHour": min((o["pricePerHour"] for o in listed), default=price),
+                "offerings": listed,
+            }
+        )
     return {"templates": templates, "message": f"{len(templates)} templates"}

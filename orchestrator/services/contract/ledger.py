@@ -8,12 +8,13 @@ and names machines by host name or cloud id.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from orchestrator.model.facts import GONE_KINDS, Fact, FactKind
 from orchestrator.model.instances import instance_key
+from orchestrator.model.placed import placed_offerings
 
 CONTRACT_DETAIL = "contract"
 
@@ -33,6 +34,9 @@ class Machine:
     gone: str = ""  # "" | "returned" | "lost"
     returning_op: str = ""  # the return op that took it back (or is taking it)
     lost_reason: str = ""  # why it was lost, as the host-loss path recorded it (spot-reclaim, missing...)
+    # The offering it was placed on (its intent's placements; else its template's default on the
+    # provider, ``defaults``; "" when neither says).
+    offering: str = ""
 
 
 def _detail(detail: str) -> dict[str, Any]:
@@ -52,10 +56,13 @@ def contract_detail(detail: str) -> dict[str, Any]:
     return part if isinstance(part, dict) else {}
 
 
-def machines(facts: Iterable[Fact]) -> dict[str, Machine]:
-    """Every created instance of the facts, by instance key."""
+def machines(facts: Iterable[Fact], defaults: Mapping[tuple[str, str], str] | None = None) -> dict[str, Machine]:
+    """Every created instance of the facts, by instance key; ``defaults``: (provider, template) →
+    its default offering's name (:func:`~orchestrator.model.placed.default_offerings`), the offering of a key whose
+    intent names none."""
     ordered = sorted(facts, key=lambda f: f.fact_id)
     out: dict[str, Machine] = {}
+    placed = placed_offerings(ordered, defaults or {})
     for fact in ordered:
         if fact.kind == FactKind.INSTANCE_CREATED:
             out[fact.instance_key] = Machine(
@@ -67,6 +74,7 @@ def machines(facts: Iterable[Fact]) -> dict[str, Machine]:
                 fact.host_name,
                 fact.address,
                 fact.committed,
+                offering=placed.get(fact.instance_key, ""),
             )
     for fact in ordered:
         known = out.get(fact.instance_key)

@@ -19,7 +19,8 @@ with or without error): a request whose worker stopped with the op open is ``run
 message says why, and the poll starts its worker again (:func:`_restart`). A request id that
 names no op of the cluster (nor a return whose every machine was left out) is answered on its
 own, ``complete_with_error`` with the message ``Request not found`` and no machines, beside the
-others.
+others. Every machine names its ``offering``: the one its op's intent placed it on, else its
+template's default offering on the provider ("" for a ``select:`` template's).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any
 
 from orchestrator.model.facts import Fact, FactKind
 from orchestrator.model.instances import instance_key
+from orchestrator.model.placed import default_offerings
 from orchestrator.model.text import printable
 from orchestrator.ops.openops import open_ops
 from orchestrator.services.contract.ledger import Machine, machines, op_facts
@@ -53,6 +55,7 @@ def _machine(m: Machine, result: str, status: str, message: str, launched: float
         "privateIpAddress": m.address,
         "launchtime": int(m.created or launched),
         "message": printable(message),
+        "offering": m.offering,
     }
 
 
@@ -192,6 +195,7 @@ def request_status(session: ContractSession, document: GetRequestStatusInput) ->
     if not any(valid_request_id(r) for r in asked):  # nothing to read: no id has the form of one
         return {"requests": [_not_found(r) for r in asked]}
     providers = sorted(session.loaded.config.providers)
+    defaults = default_offerings(session.loaded.config)
     answers: list[dict[str, Any]] = []
     with session.reading() as ops:
         cache: dict[str, list[Fact]] = {}
@@ -216,7 +220,7 @@ def request_status(session: ContractSession, document: GetRequestStatusInput) ->
             if not mine and not (record is not None and record.refused):  # a return of busy hosts only
                 answers.append(_not_found(request_id))
                 continue
-            every = {k: m for p in where for k, m in machines(facts_of(p)).items()}
+            every = {k: m for p in where for k, m in machines(facts_of(p), defaults).items()}
             if any(f.kind == FactKind.REQUEST_INTENT for f in mine):
                 answers.append(_create_status(request_id, mine, every, record))
             else:

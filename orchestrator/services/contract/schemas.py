@@ -132,6 +132,17 @@ class GetReturnRequestsInput(Document):
 Attribute = tuple[Literal["String", "Numeric", "Boolean"], str]
 
 
+class OfferingOffered(Document):
+    """One offering a template × provider launches its machines on."""
+
+    name: str
+    flavor: str
+    zone: str | None = None
+    subnet: str | None = None
+    price_per_hour: float = Field(alias="pricePerHour")
+    slots: int
+
+
 class TemplateOffered(Document):
     """One template × provider the scheduler may ask for."""
 
@@ -139,7 +150,10 @@ class TemplateOffered(Document):
     max_number: int = Field(alias="maxNumber")
     attributes: dict[str, Attribute]
     priority: int = Field(description="the provider's priority (higher is preferred)")
-    price_per_hour: float = Field(alias="pricePerHour")
+    price_per_hour: float = Field(alias="pricePerHour", description="its cheapest offering's price")
+    offerings: list[OfferingOffered] = Field(
+        default_factory=list, description="configured order; empty for a select: template (catalogue)"
+    )
 
 
 class GetAvailableTemplatesOutput(Document):
@@ -167,6 +181,7 @@ class MachineStatus(Document):
     private_ip_address: str = Field(alias="privateIpAddress")
     launchtime: int = Field(description="unix seconds the instance was recorded created (0 before)")
     message: str
+    offering: str = Field(default="", description="the offering it was placed on ('' when unknown)")
 
 
 RequestState = Literal["running", "complete", "complete_with_error"]

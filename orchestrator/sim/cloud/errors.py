@@ -14,7 +14,11 @@ class CloudApiError(RetryableError):
 
 
 class InsufficientCapacity(CloudError):
-    """A flavor's capacity limit is reached; the message names the flavor."""
+    """A flavor's capacity limit is reached (in a zone or in all); the message names both."""
+
+
+class InstanceLimitExceeded(CloudError):
+    """The account's quota of live instances is reached (EC2's code, classified as quota)."""
 
 
 class IdempotentParameterMismatch(CloudError):

@@ -19,8 +19,10 @@ through the ``tf`` framework. The contract (``docs/architecture.md``):
   the user data the host boots with (``bootcopy.py``), never to the ``user_data`` attribute the
   state keeps (docs/bootstrap.md, "First boot"); so does a ``power_state`` change to ``running``
   (a warm-pool instance started in place: its boot copy gets the token its start op minted).
-- resource ``xcesim_instance``: ``name``, ``flavor``, ``image``, ``user_data`` and
-  ``client_token`` force replacement; ``tags`` update in place, and so does ``power_state``
+- resource ``xcesim_instance``: ``name``, ``flavor``, ``image``, ``user_data``,
+  ``client_token`` and the optional ``zone`` and ``subnet`` (where the cloud places it: a
+  capacity limit can be per flavor and zone, ``xceprov sim fault capacity --zone``) force
+  replacement; ``tags`` update in place, and so does ``power_state``
   (``running`` or ``stopped``: an apply starts or stops the instance, which keeps its id, address,
   tags and disk; null, the default: the instance is left as it is, and a refresh does not report
   its power as drift); computed ``id``, ``address``, ``launch_time``, ``state``. A read of a
@@ -38,6 +40,9 @@ through the ``tf`` framework. The contract (``docs/architecture.md``):
   attribute of the resource plus ``state_reason`` and ``interruption_at``/``reclaim_at`` (RFC 3339,
   null without an interruption notice), oldest first: live instances only, or also
   those terminated in the last hour when ``recently_terminated`` is true.
+- data source ``xcesim_flavors``: no input; computed ``flavors``, the cloud's flavor catalogue
+  (``catalogue.py``) by name, a list of objects ``{name, cpus, memory_gb, gpus, cost_per_hour
+  (null: no price), zones}`` (what ``terraform/catalogue/xcesim`` outputs).
 
 Values travel as msgpack from Terraform to the store and back untouched, so a name or tag
 holding ``"``, ``${``, ``%{``, a newline or HCL is stored byte for byte.
@@ -77,7 +82,9 @@ from tf.iface import (
 from tf.runner import run_provider
 from tf.utils import Diagnostics
 
+from orchestrator.sim.cloud import catalogue
 from orchestrator.sim.cloud.bootcopy import with_join_token
+from orchestrator.sim.cloud.db import Database
 from orchestrator.sim.cloud.errors import CloudApiError, CloudError
 from orchestrator.sim.cloud.notices import Notice
 from orchestrator.sim.cloud.records import AVAILABLE, RUNNING, STOPPED, TERMINATED, Image, Instance
@@ -93,6 +100,8 @@ _INSTANCE_ATTRS: Final = (
     "id",
     "name",
     "flavor",
+    "zone",
+    "subnet",
     "image",
     "tags",
     "user_data",
@@ -267,7 +276,7 @@ class XceSimProvider(Provider):  # type: ignore[misc]
 
     def get_data_sources(self) -> list[type[DataSource]]:
         """Data source types."""
-        return [InstancesDataSource, ImagesDataSource]
+        return [InstancesDataSource, ImagesDataSource, FlavorsDataSource]
 
     def call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """Call the store, retrying injected retryable errors up to ``max_retries`` times.
@@ -310,6 +319,8 @@ def _state(inst: Instance, like: State | None = None) -> State:
         "id": inst.id,
         "name": inst.name,
         "flavor": inst.flavor,
+        "zone": inst.zone,
+        "subnet": inst.subnet,
         "image": inst.image,
         "tags": dict(inst.tags),
         "user_data": inst.user_data,
@@ -324,7 +335,7 @@ def _state(inst: Instance, like: State | None = None) -> State:
     if like is not None:
         # Optional inputs left out of the configuration are null in Terraform and empty in the
         # store; reporting them back as empty would show a perpetual diff.
-        for key, empty in (("tags", {}), ("user_data", ""), ("client_token", "")):
+        for key, empty in (("tags", {}), ("user_data", ""), ("client_token", ""), ("zone", ""), ("subnet", "")):
             if like.get(key) is None and state[key] == empty:
                 state[key] = None
         if like.get("power_state") is not None:
@@ -348,11 +359,17 @@ class InstanceResource(Resource):  # type: ignore[misc]
         """Resource schema."""
         s, m = types.String(), types.Map(types.String())
         return schema.Schema(
-            # 2: ``power_state`` (a state of version 1 has it null: see ``upgrade``).
-            version=2,
+            # 2: ``power_state``; 3: ``zone`` and ``subnet`` (an older state has them null: see ``upgrade``).
+            version=3,
             attributes=[
                 schema.Attribute("name", s, required=True, requires_replace=True),
                 schema.Attribute("flavor", s, required=True, requires_replace=True),
+                schema.Attribute(
+                    "zone", s, optional=True, requires_replace=True, description="Zone to place it in (null: any)."
+                ),
+                schema.Attribute(
+                    "subnet", s, optional=True, requires_replace=True, description="Subnet to place it in (null: any)."
+                ),
                 schema.Attribute("image", s, required=True, requires_replace=True),
                 schema.Attribute("tags", m, optional=True),
                 schema.Attribute("user_data", s, optional=True, requires_replace=True),
@@ -387,8 +404,9 @@ class InstanceResource(Resource):  # type: ignore[misc]
         return planned
 
     def upgrade(self, ctx: UpgradeContext, version: int, old: State) -> State:
-        """A state written before ``power_state`` existed: null (the instance is left as it is)."""
-        return {**old, "power_state": old.get("power_state")}
+        """A state written before ``power_state`` existed: null (the instance is left as it is);
+        before ``zone`` and ``subnet``: null (it was placed where the cloud chose)."""
+        return {**old, **{key: old.get(key) for key in ("power_state", "zone", "subnet")}}
 
     def create(self, ctx: CreateContext, planned: State) -> State | None:
         """Launch the instance (idempotent by ``client_token``); stop it if ``power_state`` says so."""
@@ -413,6 +431,8 @@ class InstanceResource(Resource):  # type: ignore[misc]
                 planned.get("client_token") or "",
                 epoch=p.fence,
                 boot_user_data=boot,
+                zone=planned.get("zone") or "",
+                subnet=planned.get("subnet") or "",
             )
         except (CloudError, CloudApiError) as exc:
             _error(ctx.diagnostics, exc, f"creating instance {planned.get('name')!r}")
@@ -699,6 +719,48 @@ def _notice_attrs(notice: Notice | None) -> dict[str, str | None]:
         return dict.fromkeys(_NOTICE_ATTRS)
     doc = notice.to_json()
     return {"interruption_at": str(doc["noticed_at"]), "reclaim_at": str(doc["reclaim_at"])}
+
+
+def _flavor_object_type() -> ObjectType:
+    n = types.Number()
+    return ObjectType(
+        {
+            "name": types.String(),
+            "cpus": n,
+            "memory_gb": n,
+            "gpus": n,
+            "cost_per_hour": n,
+            "zones": types.List(types.String()),
+        }
+    )
+
+
+class FlavorsDataSource(DataSource):  # type: ignore[misc]
+    """``xcesim_flavors``: the cloud's flavor catalogue (``catalogue.py``), by name."""
+
+    def __init__(self, provider: XceSimProvider) -> None:
+        self.provider = provider
+
+    @classmethod
+    def get_name(cls) -> str:
+        """Type name without the provider prefix."""
+        return "flavors"
+
+    @classmethod
+    def get_schema(cls) -> schema.Schema:
+        """Data source schema."""
+        return schema.Schema(attributes=[schema.Attribute("flavors", types.List(_flavor_object_type()), computed=True)])
+
+    def read(self, ctx: ReadDataContext, config: Config) -> State | None:
+        """List the catalogue."""
+        p = self.provider
+        try:
+            # Its own connection to the store's file: read once per catalogue read.
+            found = p.call("list flavors", catalogue.flavors, Database(p.store.path))
+        except (CloudError, CloudApiError) as exc:
+            _error(ctx.diagnostics, exc, "listing flavors")
+            return None
+        return {"flavors": [f.to_json() for f in found]}
 
 
 class _StopIsNotShutdown(tf.runner._ShutdownInterceptor):  # type: ignore[misc]

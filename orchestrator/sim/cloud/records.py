@@ -57,6 +57,9 @@ class Instance:
     terminated_at: str = ""
     # RFC 3339 time at which the cloud ends the instance (launch_time + xce:max_lifetime); "" if never.
     expires_at: str = ""
+    # Where the cloud placed it: the zone and subnet the create named ("" when none).
+    zone: str = ""
+    subnet: str = ""
     # Monotonic change counter of the store at this instance's last change (see ``changes_since``).
     version: int = field(default=0, compare=False)
 
@@ -66,6 +69,8 @@ class Instance:
             "id": self.id,
             "name": self.name,
             "flavor": self.flavor,
+            "zone": self.zone,
+            "subnet": self.subnet,
             "image": self.image,
             "tags": dict(self.tags),
             "user_data": self.user_data,

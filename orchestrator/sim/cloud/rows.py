@@ -11,7 +11,7 @@ from orchestrator.sim.cloud.records import Instance, rfc3339
 
 COLUMNS: Final = (
     "seq, id, name, flavor, image, user_data, client_token, addr, launch_time, state, "
-    "state_reason, terminated_at, version, expires_at"
+    "state_reason, terminated_at, version, expires_at, zone, subnet"
 )
 
 # Live instances past their expiry at a given Unix time (uses the partial index instances_live_expiry).
@@ -64,7 +64,24 @@ def where(tag_filter: Mapping[str, str] | None, include_terminated: bool) -> tup
 
 
 def _instance(row: tuple[object, ...], tags: Mapping[str, str]) -> Instance:
-    (_seq, iid, name, flavor, image, user_data, token, addr, launch, state, reason, term_at, version, expires) = row
+    (
+        _seq,
+        iid,
+        name,
+        flavor,
+        image,
+        user_data,
+        token,
+        addr,
+        launch,
+        state,
+        reason,
+        term_at,
+        version,
+        expires,
+        zone,
+        subnet,
+    ) = row
     return Instance(
         id=str(iid),
         name=str(name),
@@ -79,5 +96,7 @@ def _instance(row: tuple[object, ...], tags: Mapping[str, str]) -> Instance:
         state_reason=str(reason),
         terminated_at=str(term_at),
         expires_at="" if expires is None else rfc3339(float(expires)),  # type: ignore[arg-type]
+        zone=str(zone),
+        subnet=str(subnet),
         version=int(version),  # type: ignore[call-overload]
     )

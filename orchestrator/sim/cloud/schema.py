@@ -11,13 +11,13 @@ import sqlite3
 from typing import Final
 
 from orchestrator.model.tags import MAX_LIFETIME
-from orchestrator.sim.cloud import bootcopy, notices
+from orchestrator.sim.cloud import bootcopy, catalogue, notices, requestlog
 from orchestrator.sim.cloud.addresses import FIRST_OFFSET
 from orchestrator.sim.cloud.db import meta, set_meta
 from orchestrator.sim.cloud.errors import CloudError
 from orchestrator.sim.cloud.records import expiry_of
 
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -39,7 +39,10 @@ CREATE TABLE IF NOT EXISTS instances (
     terminated_at TEXT NOT NULL DEFAULT '',
     version       INTEGER NOT NULL,
     -- Unix time of launch_time + xce:max_lifetime; NULL: never expires (schema 3).
-    expires_at    REAL
+    expires_at    REAL,
+    -- Where the instance was placed (schema 6); "" when the create named none.
+    zone          TEXT NOT NULL DEFAULT '',
+    subnet        TEXT NOT NULL DEFAULT ''
 );
 -- Live instances own their token and their address; terminated ones release both.
 CREATE UNIQUE INDEX IF NOT EXISTS instances_live_token
@@ -67,9 +70,20 @@ CREATE TABLE IF NOT EXISTS flavor_live (
     flavor TEXT PRIMARY KEY,
     live   INTEGER NOT NULL
 );
+-- The same per flavor and zone (schema 6): what a zone's capacity limit is checked against.
+CREATE TABLE IF NOT EXISTS zone_live (
+    flavor TEXT NOT NULL,
+    zone   TEXT NOT NULL,
+    live   INTEGER NOT NULL,
+    PRIMARY KEY (flavor, zone)
+) WITHOUT ROWID;
+-- Capacity limits: zone "" limits the flavor's live instances in every zone together; a named
+-- zone limits those placed in it (schema 6 added the zone).
 CREATE TABLE IF NOT EXISTS capacity (
-    flavor TEXT PRIMARY KEY,
-    max_live INTEGER NOT NULL
+    flavor   TEXT NOT NULL,
+    zone     TEXT NOT NULL DEFAULT '',
+    max_live INTEGER NOT NULL,
+    PRIMARY KEY (flavor, zone)
 );
 -- Images (schema 5): snapshots of an instance's files, kept under <store dir>/images/<id>/.
 CREATE TABLE IF NOT EXISTS images (
@@ -106,9 +120,10 @@ _EXPIRY_INDEX: Final = (
 
 def init_schema(conn: sqlite3.Connection) -> None:
     """Create the tables of a new store, or migrate an older one (inside a write transaction)."""
-    # The boot copies' and notices' tables (bootcopy.py, notices.py) need no migration step: a
-    # store of any version gets them.
-    for statement in _split_sql(_SCHEMA + bootcopy.SCHEMA + notices.SCHEMA):
+    # The boot copies', the request journal's, the flavor catalogue's and the notices' tables
+    # (bootcopy.py, requestlog.py, catalogue.py, notices.py) need no migration step: a store of any
+    # version gets them (the catalogue seeded once).
+    for statement in _split_sql(_SCHEMA + bootcopy.SCHEMA + requestlog.SCHEMA + catalogue.SCHEMA + notices.SCHEMA):
         conn.execute(statement)
     conn.execute(
         "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', ?), ('next_addr', ?), "
@@ -126,6 +141,9 @@ def init_schema(conn: sqlite3.Connection) -> None:
     if schema < 3:
         _add_expiry(conn)
     conn.execute(_EXPIRY_INDEX)
+    if schema < 6:
+        _add_zones(conn)
+    catalogue.seed(conn)
     if schema < SCHEMA_VERSION:
         set_meta(conn, "schema", str(SCHEMA_VERSION))
 
@@ -147,6 +165,30 @@ def _add_expiry(conn: sqlite3.Connection) -> None:
             # A value the cloud would have refused never had a lifetime: it does not expire.
             expires = None
         conn.execute("UPDATE instances SET expires_at = ? WHERE id = ?", (expires, instance_id))
+
+
+def _add_zones(conn: sqlite3.Connection) -> None:
+    """Schema 6: instances' ``zone`` and ``subnet`` ("" for those launched before), the live
+    count per flavor and zone, and capacity limits keyed by flavor and zone (old limits: every zone)."""
+    columns = {str(row[1]) for row in conn.execute("PRAGMA table_info(instances)")}
+    for column in ("zone", "subnet"):
+        if column not in columns:
+            conn.execute(f"ALTER TABLE instances ADD COLUMN {column} TEXT NOT NULL DEFAULT ''")
+    conn.execute("DELETE FROM zone_live")
+    conn.execute(
+        "INSERT INTO zone_live(flavor, zone, live) SELECT flavor, zone, COUNT(*) FROM instances "
+        "WHERE state != 'terminated' GROUP BY flavor, zone"
+    )
+    limits = {str(row[1]) for row in conn.execute("PRAGMA table_info(capacity)")}
+    if "zone" not in limits:
+        # The old table's key is the flavor alone: copy its limits into one keyed by both.
+        conn.execute("ALTER TABLE capacity RENAME TO capacity_v5")
+        conn.execute(
+            "CREATE TABLE capacity (flavor TEXT NOT NULL, zone TEXT NOT NULL DEFAULT '', "
+            "max_live INTEGER NOT NULL, PRIMARY KEY (flavor, zone))"
+        )
+        conn.execute("INSERT INTO capacity(flavor, zone, max_live) SELECT flavor, '', max_live FROM capacity_v5")
+        conn.execute("DROP TABLE capacity_v5")
 
 
 def _split_sql(script: str) -> list[str]:

@@ -19,6 +19,7 @@ from orchestrator.sim.cloud.errors import CloudError
 from orchestrator.sim.cloud.faults import FaultSettings
 from orchestrator.sim.cloud.notices import Notice
 from orchestrator.sim.cloud.records import Image, Instance, Mutation, rfc3339
+from orchestrator.sim.cloud.requestlog import Request
 from orchestrator.sim.cloud.store import CloudStore
 
 STORE_NAME: Final = "cloud.sqlite"
@@ -108,13 +109,26 @@ def set_lost_response(store: CloudStore, rate: str) -> FaultSettings:
     return store.faults()
 
 
-def set_capacity(store: CloudStore, flavor: str, count: str | None, clear: bool) -> FaultSettings:
-    """Limit live instances of ``flavor`` to ``count`` or, with ``clear``, remove the limit."""
+def set_capacity(
+    store: CloudStore, flavor: str, count: str | None, clear: bool, zone: str | None = None
+) -> FaultSettings:
+    """Limit live instances of ``flavor`` (in ``zone``, or every zone together) to ``count`` or,
+    with ``clear``, remove that limit."""
     if not flavor:
         raise UsageError("capacity needs a flavor name")
+    if zone is not None and not zone:
+        raise UsageError("--zone needs a zone name")
     if clear == (count is not None):
         raise UsageError("capacity needs either a count or --clear")
-    store.set_capacity(flavor, None if clear else parse_count(count or ""))
+    store.set_capacity(flavor, None if clear else parse_count(count or ""), zone or "")
+    return store.faults()
+
+
+def set_quota(store: CloudStore, count: str | None, clear: bool) -> FaultSettings:
+    """Limit the account's live instances (every flavor) to ``count`` or, with ``clear``, lift the quota."""
+    if clear == (count is not None):
+        raise UsageError("quota needs either a count or --clear")
+    store.set_quota(None if clear else parse_count(count or ""))
     return store.faults()
 
 
@@ -220,14 +234,15 @@ def _owner(tags: Mapping[str, str]) -> str:
 def format_table(instances: Sequence[Instance], noticed: Mapping[str, Notice] | None = None) -> str:
     """The ``xceprov sim cloud list`` table: one line per instance under a header (an instance
     with a pending interruption notice says when it is reclaimed)."""
-    header = ("ID", "NAME", "FLAVOR", "STATE", "ADDRESS", "LAUNCHED", "OWNER")
+    header = ("ID", "NAME", "FLAVOR", "ZONE", "SUBNET", "STATE", "ADDRESS", "LAUNCHED", "OWNER")
     rows: list[tuple[str, ...]] = [header]
     for inst in instances:
         state = inst.state if not inst.state_reason else f"{inst.state} ({inst.state_reason})"
         notice = (noticed or {}).get(inst.id)
         if notice is not None:
             state += f" (reclaim {rfc3339(notice.reclaim_at)})"
-        cells = (inst.id, inst.name, inst.flavor, state, inst.address, inst.launch_time, owner_summary(inst))
+        place = (inst.zone or "-", inst.subnet or "-")
+        cells = (inst.id, inst.name, inst.flavor, *place, state, inst.address, inst.launch_time, owner_summary(inst))
         rows.append(tuple(_cell(c) for c in cells))
     return _aligned(rows)
 
@@ -250,6 +265,39 @@ def format_mutations(mutations: Sequence[Mutation]) -> str:
     return _aligned(rows)
 
 
+def parse_since(text: str | None) -> float:
+    """A Unix time in seconds (0 or more; ``None``: from the start)."""
+    if text is None:
+        return 0.0
+    try:
+        since = float(text)
+    except ValueError:
+        raise UsageError(f"bad --since {text!r}: expected a Unix time in seconds") from None
+    if not since >= 0 or math.isinf(since):
+        raise UsageError(f"bad --since {text!r}: expected a Unix time in seconds")
+    return since
+
+
+def format_requests(requests: Sequence[Request]) -> str:
+    """The ``xceprov sim cloud requests`` table: one line per request under a header."""
+    header = ("SEQ", "TIME", "ACTION", "OUTCOME", "OFFERING", "KEY", "INSTANCE", "PROVIDER", "DETAIL")
+    rows: list[tuple[str, ...]] = [header]
+    for r in requests:
+        cells = (
+            str(r.seq),
+            rfc3339(r.at),
+            r.action,
+            r.outcome,
+            r.offering,
+            r.client_token,
+            r.instance_id,
+            r.provider,
+            r.detail,
+        )
+        rows.append(tuple(_cell(c or "-") for c in cells))
+    return _aligned(rows)
+
+
 def _aligned(rows: Sequence[tuple[str, ...]]) -> str:
     # Every column but the last padded to its widest cell.
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
@@ -265,11 +313,13 @@ def _cell(text: str) -> str:
 def format_faults(faults: FaultSettings) -> str:
     """Fault settings as short human-readable lines."""
     seed = "" if faults.seed is None else f" (seed {faults.seed})"
-    capacity = ", ".join(f"{f}={n}" for f, n in sorted(faults.capacity.items())) or "unlimited"
+    limits = [f"{f}={n}" for f, n in sorted(faults.capacity.items())]
+    limits += [f"{f}@{z}={n}" for (f, z), n in sorted(faults.zone_capacity.items())]
     rows = [
         ("error rate", f"{faults.error_rate:g}{seed}"),
         ("lost response", f"{faults.lost_response:g}"),
         ("slow launch", f"{faults.slow_launch:g} s"),
-        ("capacity", capacity),
+        ("capacity", ", ".join(limits) or "unlimited"),
+        ("quota", "none" if faults.quota is None else f"{faults.quota} live instances"),
     ]
     return "\n".join(f"{label + ':':<15}{value}" for label, value in rows)

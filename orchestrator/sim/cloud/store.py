@@ -9,7 +9,8 @@ and ``xceprov sim fault ...`` injects faults from yet another process. Hence:
 - one row per instance (and one row per tag), short transactions, never a rewrite of the store;
 - idempotency by ``client_token`` and address uniqueness are *also* enforced by partial unique
   indexes, so that even a logic slip cannot give two live instances one token or one address;
-- fault controls (error rate, capacity, slow launches) live in the same file, so that every
+- fault controls (error rate, capacity per flavor and per flavor and zone, the account's quota,
+  slow launches) live in the same file, so that every
   provider process sees them and they survive restarts;
 - the cloud's own maximum lifetime: an instance tagged ``xce:max_lifetime`` (whole seconds) is
   terminated by the cloud itself, reason ``expired``, once ``launch_time`` plus that lifetime has
@@ -23,14 +24,16 @@ and ``xceprov sim fault ...`` injects faults from yet another process. Hence:
   Terraform run, see ``provider.py``; "" for the cloud's own actions and the ``xceprov sim``
   tooling), so that a test can prove that two orchestrators never mutated one provider at once.
 
-Costs: create, get, delete, tag update, the fault checks and the expiry sweep are O(1)
-(indexed) per call, plus O(k) for k instances expiring; listing is O(n) in the instances returned,
-reading the journal O(m) in the mutations returned (one append per mutation).
+Costs: create, get, delete, tag update, the capacity checks and the expiry sweep are O(1)
+(indexed) per call, plus O(k) for k instances expiring, and the quota check O(flavors) (a sum of
+the per-flavor counts); listing is O(n) in the instances returned, reading a journal O(m) in the
+rows returned (one append per mutation, one per create or delete request).
 
 This module is the store's API (``CloudStore``); its parts live beside it, one concern each:
 ``db`` (connections, transactions, ``meta``), ``schema`` (tables and migrations), ``records``
 and ``errors`` (what the API returns and raises), ``rows`` (instances read back), ``addresses``
-(the network and allocation), ``faults`` (the fault controls), ``journal`` (the mutation journal)
+(the network and allocation), ``faults`` (the fault controls), ``journal`` (the mutation journal),
+``requestlog`` (the request journal: every create and delete request, refused ones included)
 and ``images`` (images: snapshots of an instance's files, and the disks launched from them).
 """
 
@@ -45,8 +48,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import NamedTuple
 
-from orchestrator.sim.cloud import addresses, bootcopy, faults, images, journal, notices, rows
+from orchestrator.sim.cloud import addresses, bootcopy, faults, images, journal, notices, requestlog, rows
 from orchestrator.sim.cloud.db import Database, increment, meta
 from orchestrator.sim.cloud.errors import (
     AddressSpaceExhausted,
@@ -54,6 +58,7 @@ from orchestrator.sim.cloud.errors import (
     CloudError,
     IdempotentParameterMismatch,
     ImageNotFound,
+    InstanceLimitExceeded,
     InstanceNotFound,
     InsufficientCapacity,
     InvalidParameterValue,
@@ -140,21 +145,88 @@ class CloudStore:
         launch_time: str | None = None,
         epoch: str = "",
         boot_user_data: str | None = None,
+        zone: str = "",
+        subnet: str = "",
     ) -> Instance:
         """Launch an instance, or return the live one already made with this ``client_token``.
 
+        ``zone``/``subnet``: where to place it ("" when the request names none); stored and
+        reported with it, and ``zone`` is what a zone's capacity limit counts.
         ``boot_user_data``: what the host boots with when it differs from ``user_data`` (which the
         API reports), e.g. with a first-boot host's join token added (``bootcopy.py``).
 
         Like AWS ``ClientToken``: a retry with the same non-empty token returns the same
-        instance; reusing it with another name, flavor or image raises
+        instance; reusing it with another name, flavor, image, zone or subnet raises
         ``IdempotentParameterMismatch``. A terminated instance releases its token.
-        Raises ``InsufficientCapacity`` when the flavor's limit is reached and ``CloudApiError``
-        for an injected API fault. A launch is journalled under ``epoch`` (a returned existing
-        instance is no mutation). An ``image`` of the form ``img-...`` must name an available
-        image (else ``InvalidParameterValue``): the instance's disk starts with its files
-        (``images.py``); any other ``image`` is a name the cloud takes as it is.
+        Raises ``InstanceLimitExceeded`` when the account's quota of live instances is reached,
+        ``InsufficientCapacity`` when the flavor's limit (in every zone, or in ``zone``) is
+        reached and ``CloudApiError`` for an injected API fault. A launch is journalled under
+        ``epoch`` (a returned existing instance is no mutation). Every call is a row of the
+        request journal (``requestlog.py``), refused ones included. An ``image`` of the form
+        ``img-...`` must name an available image (else ``InvalidParameterValue``): the
+        instance's disk starts with its files (``images.py``); any other ``image`` is a name the
+        cloud takes as it is.
         """
+        place = _Placement(name, flavor, image, zone, subnet)
+        try:
+            inst, injected = self._launch(place, tags, user_data, client_token, launch_time, epoch, boot_user_data)
+        except (CloudError, CloudApiError) as exc:
+            # A refused request changes nothing but is a request all the same: journalled on its own.
+            with contextlib.suppress(sqlite3.Error), self._db.write() as conn:
+                self._request(conn, place, tags, client_token, requestlog.outcome_of(exc), epoch=epoch, exc=exc)
+            raise
+        if (
+            injected is not None
+            and injected.lost_response > 0
+            and faults.draw(self._db, injected) < injected.lost_response
+        ):
+            raise CloudApiError(
+                "RequestTimeout: simulated lost response to create (the instance may exist; "
+                "repeat the request with the same client token)",
+                delay=0.5,
+            )
+        return inst
+
+    def _request(
+        self,
+        conn: sqlite3.Connection,
+        place: _Placement,
+        tags: Mapping[str, str],
+        client_token: str,
+        outcome: str,
+        *,
+        instance_id: str = "",
+        epoch: str = "",
+        exc: BaseException | None = None,
+    ) -> None:
+        """Journal one create request (inside the caller's write transaction)."""
+        requestlog.append(
+            conn,
+            self.clock(),
+            requestlog.CREATE,
+            outcome,
+            flavor=place.flavor,
+            zone=place.zone,
+            subnet=place.subnet,
+            client_token=client_token,
+            tags=tags,
+            instance_id=instance_id,
+            epoch=epoch,
+            # The cloud's own one-line error (each starts with its code).
+            detail="" if exc is None else str(exc),
+        )
+
+    def _launch(
+        self,
+        place: _Placement,
+        tags: Mapping[str, str],
+        user_data: str,
+        client_token: str,
+        launch_time: str | None,
+        epoch: str,
+        boot_user_data: str | None,
+    ) -> tuple[Instance, FaultSettings | None]:
+        """``create_instance`` up to its response: the instance and the fault settings read for the call."""
         injected = self._api_call("create")
         when = launch_time or rfc3339(self.clock())
         # Refused before anything is written, as a cloud refuses a malformed parameter.
@@ -171,28 +243,42 @@ class CloudStore:
                     ).fetchone()
                     if existing is not None:
                         inst = rows.row_to_instance(conn, existing)
-                        if (inst.name, inst.flavor, inst.image) != (name, flavor, image):
+                        if (inst.name, inst.flavor, inst.image, inst.zone, inst.subnet) != place:
                             raise IdempotentParameterMismatch(
                                 f"IdempotentParameterMismatch: client token {client_token!r} was used for "
                                 f"{inst.id} ({inst.name}, {inst.flavor}, {inst.image})"
                             )
-                        return inst
-                faults.check_capacity(conn, flavor)
-                if images.check_launchable(conn, image):
+                        self._request(
+                            conn, place, tags, client_token, requestlog.EXISTING, instance_id=inst.id, epoch=epoch
+                        )
+                        return inst, injected
+                faults.check_quota(conn)
+                faults.check_capacity(conn, place.flavor, place.zone)
+                if images.check_launchable(conn, place.image):
                     # Under the write lock: the image cannot be deleted meanwhile, and the host
                     # manager sees the instance only once its disk is whole.
-                    images.seed(self.path.parent, image, instance_id)
+                    images.seed(self.path.parent, place.image, instance_id)
                 addr = addresses.allocate_address(conn)
-                conn.execute(
-                    "INSERT INTO flavor_live(flavor, live) VALUES (?, 1) "
-                    "ON CONFLICT(flavor) DO UPDATE SET live = live + 1",
-                    (flavor,),
-                )
+                _count_live(conn, place.flavor, place.zone, +1)
                 version = increment(conn, "version")
                 conn.execute(
                     "INSERT INTO instances(id, name, flavor, image, user_data, client_token, addr, "
-                    "launch_time, state, version, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?)",
-                    (instance_id, name, flavor, image, user_data, client_token, addr, when, version, expires),
+                    "launch_time, state, version, expires_at, zone, subnet) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?)",
+                    (
+                        instance_id,
+                        place.name,
+                        place.flavor,
+                        place.image,
+                        user_data,
+                        client_token,
+                        addr,
+                        when,
+                        version,
+                        expires,
+                        place.zone,
+                        place.subnet,
+                    ),
                 )
                 conn.executemany(
                     "INSERT INTO tags(instance_id, key, value) VALUES (?, ?, ?)",
@@ -201,25 +287,16 @@ class CloudStore:
                 if boot_user_data is not None:
                     bootcopy.keep(conn, instance_id, boot_user_data)
                 self._journal(conn, ACTION_CREATE, instance_id, epoch)
+                self._request(conn, place, tags, client_token, requestlog.CREATED, instance_id=instance_id, epoch=epoch)
         except BaseException:
             # A launch refused or failed leaves no disk behind (the id is fresh: only a seed made one).
             shutil.rmtree(images.disk_dir(self.path.parent, instance_id), ignore_errors=True)
             raise
-        if (
-            injected is not None
-            and injected.lost_response > 0
-            and faults.draw(self._db, injected) < injected.lost_response
-        ):
-            raise CloudApiError(
-                "RequestTimeout: simulated lost response to create (the instance may exist; "
-                "repeat the request with the same client token)",
-                delay=0.5,
-            )
-        return Instance(
+        inst = Instance(
             id=instance_id,
-            name=name,
-            flavor=flavor,
-            image=image,
+            name=place.name,
+            flavor=place.flavor,
+            image=place.image,
             tags=dict(tags),
             user_data=user_data,
             client_token=client_token,
@@ -227,8 +304,11 @@ class CloudStore:
             launch_time=when,
             state=RUNNING,
             expires_at="" if expires is None else rfc3339(expires),
+            zone=place.zone,
+            subnet=place.subnet,
             version=version,
         )
+        return inst, injected
 
     def network(self) -> ipaddress.IPv4Network:
         """The network new instances get their addresses from."""
@@ -252,20 +332,28 @@ class CloudStore:
     def delete(self, instance_id: str, *, reason: str = REASON_USER, epoch: str = "") -> bool:
         """Terminate an instance (journalled under ``epoch``). Idempotent: ``False`` if it was
         already terminated or never existed."""
-        self._api_call("delete")
-        return self._terminate(instance_id, reason, epoch)
+        try:
+            self._api_call("delete")
+        except CloudApiError as exc:
+            with contextlib.suppress(sqlite3.Error), self._db.write() as conn:
+                requestlog.append_delete(conn, self.clock(), instance_id, requestlog.ERROR, epoch, str(exc))
+            raise
+        return self._terminate(instance_id, reason, epoch, request=True)
 
-    def _terminate(self, instance_id: str, reason: str, epoch: str = "") -> bool:
+    def _terminate(self, instance_id: str, reason: str, epoch: str = "", *, request: bool = False) -> bool:
+        """End a live instance; ``request``: a delete request of the API, journalled as one."""
         # An instance already past its expiry was ended by the cloud, not by this call.
         self.expire_due()
         with self._db.write() as conn:
             row = conn.execute(
                 "SELECT addr, flavor FROM instances WHERE id = ? AND state != 'terminated'", (instance_id,)
             ).fetchone()
-            if row is None:
-                return False
-            self._mark_terminated(conn, instance_id, int(row[0]), str(row[1]), reason, rfc3339(self.clock()), epoch)
-            return True
+            if row is not None:
+                self._mark_terminated(conn, instance_id, int(row[0]), str(row[1]), reason, rfc3339(self.clock()), epoch)
+            if request:
+                outcome = requestlog.ABSENT if row is None else requestlog.DELETED
+                requestlog.append_delete(conn, self.clock(), instance_id, outcome, epoch)
+            return row is not None
 
     def expire_due(self) -> list[Instance]:
         """Terminate every live instance past its expiry, reason ``expired``; returns them.
@@ -349,7 +437,8 @@ class CloudStore:
             (reason, when, version, instance_id),
         )
         conn.execute("INSERT OR IGNORE INTO free_addresses(addr) VALUES (?)", (addr,))
-        conn.execute("UPDATE flavor_live SET live = live - 1 WHERE flavor = ?", (flavor,))
+        zone = conn.execute("SELECT zone FROM instances WHERE id = ?", (instance_id,)).fetchone()
+        _count_live(conn, flavor, str(zone[0]), -1)
         bootcopy.forget(conn, instance_id)
         notices.settle(conn, instance_id, self.clock())  # a noticed instance ended before its reclaim
         self._journal(conn, ACTION_DELETE, instance_id, epoch, reason)
@@ -441,6 +530,12 @@ class CloudStore:
         when given). Read-only: no expiry sweep runs first, so reading never adds an entry."""
         with self._db.read() as conn:
             return journal.read(conn, since, provider)
+
+    def requests(self, since: float = 0.0) -> list[requestlog.Request]:
+        """The request journal from Unix time ``since`` on, oldest first (``requestlog.py``):
+        every create and delete request received, refused ones included. Read-only."""
+        with self._db.read() as conn:
+            return requestlog.read(conn, since)
 
     def changes_since(self, version: int) -> tuple[int, list[Instance]]:
         """Instances changed after store version ``version`` (terminated included) and the current version.
@@ -554,9 +649,14 @@ class CloudStore:
         (deterministic with a ``seed``; see ``faults.set_error_rate``)."""
         faults.set_error_rate(self._db, rate, seed)
 
-    def set_capacity(self, flavor: str, limit: int | None) -> None:
-        """Allow at most ``limit`` live instances of ``flavor``; ``None`` removes the limit."""
-        faults.set_capacity(self._db, flavor, limit)
+    def set_capacity(self, flavor: str, limit: int | None, zone: str = "") -> None:
+        """Allow at most ``limit`` live instances of ``flavor`` (in ``zone``; "" every zone
+        together); ``None`` removes that limit."""
+        faults.set_capacity(self._db, flavor, limit, zone)
+
+    def set_quota(self, limit: int | None) -> None:
+        """Allow the account at most ``limit`` live instances, every flavor; ``None`` removes it."""
+        faults.set_quota(self._db, limit)
 
     def set_lost_response(self, rate: float) -> None:
         """Make each API create, with probability ``rate``, succeed but raise a retryable error
@@ -568,7 +668,7 @@ class CloudStore:
         faults.set_slow_launch(self._db, seconds)
 
     def clear_faults(self) -> None:
-        """Remove every fault control (error rate, seed, slow launches, capacity limits)."""
+        """Remove every fault control (error rate, seed, slow launches, capacity limits, quota)."""
         faults.clear_faults(self._db)
 
     # ---------------------------------------------------------------- tooling (no API faults)
@@ -640,6 +740,29 @@ class CloudStore:
         return self.api_faults and not getattr(self._local, "suppress", False)
 
 
+class _Placement(NamedTuple):
+    """What a create asks for that a retry with the same client token must repeat exactly."""
+
+    name: str
+    flavor: str
+    image: str
+    zone: str
+    subnet: str
+
+
+def _count_live(conn: sqlite3.Connection, flavor: str, zone: str, delta: int) -> None:
+    """Move the live counts of ``flavor`` (every zone, and ``zone``) by ``delta`` (O(1) each)."""
+    conn.execute(
+        "INSERT INTO flavor_live(flavor, live) VALUES (?, ?) ON CONFLICT(flavor) DO UPDATE SET live = live + ?",
+        (flavor, max(delta, 0), delta),
+    )
+    conn.execute(
+        "INSERT INTO zone_live(flavor, zone, live) VALUES (?, ?, ?) "
+        "ON CONFLICT(flavor, zone) DO UPDATE SET live = live + ?",
+        (flavor, zone, max(delta, 0), delta),
+    )
+
+
 # The values and errors of the store's API, importable from here as before the split.
 __all__ = [
     "REASON_EXPIRED",
@@ -655,6 +778,7 @@ __all__ = [
     "Image",
     "ImageNotFound",
     "Instance",
+    "InstanceLimitExceeded",
     "InstanceNotFound",
     "InsufficientCapacity",
     "InvalidParameterValue",

@@ -7,7 +7,9 @@ variable "instances" {
     the EC2 instance type, image the AMI id, network a subnet id (overrides settings.subnet_id),
     disk_gb the root volume size. tags are the instance's own tags (owner tags xce:op_id,
     xce:template, xce:epoch, ... plus template tags), merged over common_tags onto the instance
-    and its volumes. extra takes availability_zone and placement_group.
+    and its volumes. zone is the availability zone and subnet a subnet id (both from the
+    instance's offering; subnet over network and settings.subnet_id, zone over
+    extra.availability_zone). extra takes availability_zone and placement_group.
     aws_instance has no client token argument: the key is not sent to EC2 (see the module README).
     An xce:max_lifetime tag is honoured by the in-host shutdown at that age, which terminates
     the instance (settings.shutdown_behavior "terminate").
@@ -68,7 +70,9 @@ variable "settings" {
     shutdown_behavior: what a shutdown from inside the host does ("terminate" or "stop").
     imdsv2_required: require IMDSv2 session tokens. list_tagged: read the cluster's tagged
     listing (default true); the orchestrator sets it false in every shard of a provider but
-    shard 0, so the listing is read once per provider.
+    shard 0, so the listing is read once per provider. catalogue_filters: EC2
+    DescribeInstanceTypes filters (name -> values) of the catalogue root (terraform/catalogue/aws,
+    a template's select:); unset: current-generation x86_64 types.
   EOT
   type = object({
     region                      = string
@@ -84,6 +88,7 @@ variable "settings" {
     market                      = optional(string, "on-demand")
     shutdown_behavior           = optional(string, "terminate")
     imdsv2_required             = optional(bool, true)
+    catalogue_filters           = optional(map(list(string)))
   })
 
   validation {

@@ -8,8 +8,10 @@ variable "instances" {
     settings.network), disk_gb the size of a boot volume (boot from volume; without it the
     flavor's local disk is used). tags are the instance's own tags (owner tags xce:op_id,
     xce:template, xce:epoch, ... plus template tags), merged over common_tags into the server
-    metadata; the xce:* tags also become server tags "key=value". extra takes
-    availability_zone and server_group (a server group UUID). Nova has no idempotency token:
+    metadata; the xce:* tags also become server tags "key=value". zone is the availability
+    zone (over extra.availability_zone and settings.availability_zone); subnet names the Neutron
+    network of the server's port (over network: a server's network block takes no subnet).
+    extra takes availability_zone and server_group (a server group UUID). Nova has no idempotency token:
     the key is not sent to the cloud (see the module README). An xce:max_lifetime tag is
     honoured by the in-host shutdown at that age, which powers the server off; Nova has no
     expiry of its own, so it is stopped, not deleted.
@@ -61,7 +63,9 @@ variable "settings" {
     network name. security_groups, key_pair, availability_zone, config_drive: launch parameters
     of every server. volume_type: Cinder type of boot volumes (disk_gb). list_tagged: part of
     the module contract (the orchestrator sets it false in shards >= 1); this module has no
-    tagged listing, so it changes nothing here.
+    tagged listing, so it changes nothing here. catalogue_flavors and catalogue_zones: the Nova
+    flavors (names) and zones of the catalogue root (terraform/catalogue/openstack, a
+    template's select:), which the provider cannot list by itself.
   EOT
   type = object({
     cloud             = optional(string)
@@ -72,6 +76,8 @@ variable "settings" {
     availability_zone = optional(string)
     config_drive      = optional(bool)
     volume_type       = optional(string)
+    catalogue_flavors = optional(list(string))
+    catalogue_zones   = optional(list(string))
   })
 
   validation {

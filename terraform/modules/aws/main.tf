@@ -22,13 +22,15 @@ resource "aws_instance" "this" {
 
   ami           = each.value.image
   instance_type = each.value.flavor
-  subnet_id     = each.value.network != null ? each.value.network : var.settings.subnet_id
+  # The offering's subnet first (its entry's subnet), then the template's network, then the
+  # provider's setting; the offering's zone likewise over extra.availability_zone.
+  subnet_id = each.value.subnet != null ? each.value.subnet : (each.value.network != null ? each.value.network : var.settings.subnet_id)
 
   vpc_security_group_ids      = var.settings.security_group_ids
   key_name                    = var.settings.key_name
   iam_instance_profile        = var.settings.iam_instance_profile
   associate_public_ip_address = var.settings.associate_public_ip_address
-  availability_zone           = lookup(each.value.extra, "availability_zone", null)
+  availability_zone           = each.value.zone != null ? each.value.zone : lookup(each.value.extra, "availability_zone", null)
   placement_group             = lookup(each.value.extra, "placement_group", null)
 
   user_data = each.value.user_data != "" ? each.value.user_data : null
@@ -75,7 +77,7 @@ resource "aws_instance" "this" {
     # What an instance was launched with stays: a changed template (AMI, type, cloud-init, disk)
     # applies to new instances only and never replaces or stop/starts a running host. Tags stay
     # managed, so tag drift is corrected in place.
-    ignore_changes = [ami, instance_type, user_data, root_block_device]
+    ignore_changes = [ami, instance_type, user_data, root_block_device, availability_zone, subnet_id]
 
     precondition {
       condition = (

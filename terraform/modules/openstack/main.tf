@@ -31,15 +31,17 @@ resource "openstack_compute_instance_v2" "this" {
   user_data         = each.value.user_data != "" ? each.value.user_data : null
   key_pair          = var.settings.key_pair
   security_groups   = var.settings.security_groups
-  availability_zone = lookup(each.value.extra, "availability_zone", var.settings.availability_zone)
+  availability_zone = each.value.zone != null ? each.value.zone : lookup(each.value.extra, "availability_zone", var.settings.availability_zone)
   config_drive      = var.settings.config_drive
 
   metadata = local.tags[each.key]
   tags     = local.server_tags[each.key]
 
   dynamic "network" {
-    # Without a network name the project's only network is used (Nova's choice).
-    for_each = each.value.network != null ? [each.value.network] : (var.settings.network != null ? [var.settings.network] : [])
+    # An offering's subnet names the Neutron network here (a server's network block takes no
+    # subnet; Neutron picks the address in it: docs/provider-modules.md, "Zones and subnets"),
+    # then the template's network, then settings.network. None: the project's only network.
+    for_each = each.value.subnet != null ? [each.value.subnet] : (each.value.network != null ? [each.value.network] : (var.settings.network != null ? [var.settings.network] : []))
     content {
       name = network.value
     }
@@ -69,7 +71,7 @@ resource "openstack_compute_instance_v2" "this" {
     # What a server was launched with stays: a changed template (image, flavor, cloud-init,
     # disk, name) applies to new servers only. Without this Nova would rebuild (image), resize
     # (flavor) or replace (user data) a running host. Metadata and tags stay managed.
-    ignore_changes = [name, image_name, flavor_name, user_data, block_device]
+    ignore_changes = [name, image_name, flavor_name, user_data, block_device, availability_zone, network]
 
     precondition {
       condition = (

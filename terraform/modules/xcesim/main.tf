@@ -11,6 +11,10 @@ resource "xcesim_instance" "this" {
   image     = each.value.image
   tags      = local.tags[each.key]
   user_data = each.value.user_data
+  # The instance's offering's placement (null: wherever the cloud chooses); a zone's capacity
+  # limit refuses a create in that zone only.
+  zone   = each.value.zone
+  subnet = each.value.subnet
   # A second create with the same key returns the same instance: a retried apply after a
   # crash between the cloud call and the state write does not launch a twin.
   client_token = each.key
@@ -22,7 +26,7 @@ resource "xcesim_instance" "this" {
     # What an instance was launched with stays: a changed template (image, flavor, cloud-init,
     # host name) applies to new instances only and never replaces or restarts a running host.
     # Tags stay managed, so tag drift is corrected in place.
-    ignore_changes = [name, flavor, image, user_data]
+    ignore_changes = [name, flavor, image, user_data, zone, subnet]
 
     precondition {
       condition = (

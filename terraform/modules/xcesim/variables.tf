@@ -27,6 +27,9 @@ variable "instances" {
     extra     = optional(map(string), {})
     # Optional and last: a module that cannot stop instances never sees it set.
     power_state = optional(string)
+    # The instance's offering's placement (null: wherever the cloud chooses).
+    zone   = optional(string)
+    subnet = optional(string)
   }))
 
   validation {

@@ -232,3 +232,13 @@ def test_records_come_from_every_shard_of_a_provider(tmp_path: Path) -> None:
     )
     records = records_from_workdirs(tmp_path / "state", "demo")
     assert sorted((r.name, r.provider) for r in records) == [("h1", "sim"), ("h2", "sim")]
+
+
+def test_an_instance_s_offering_is_a_host_variable_read_back_from_its_tag() -> None:
+    state = _state(("op1-000", "i-1", "h1", "10.0.0.1"), ("op1-001", "i-2", "h2", "10.0.0.2"))
+    state["outputs"]["instances"]["value"]["op1-000"]["tags"]["xce:offering"] = "c16.large@zone-b"  # type: ignore[index]
+    inv = build_inventory(records_from_tfstate(state))
+    hosts = inv["all"]["hosts"]
+    assert hosts["h1"]["xce_offering"] == "c16.large@zone-b"
+    assert "xce_offering" not in hosts["h2"]  # an instance made before offerings: as before
+    assert [r.offering for r in records_from_inventory(inv)] == ["c16.large@zone-b", ""]

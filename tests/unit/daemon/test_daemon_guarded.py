@@ -106,7 +106,7 @@ def test_an_op_is_work_in_flight_and_a_stop_refuses_the_next(
     seen: list[str] = []
 
     def create(
-        self: CreateOp, provider: str, template: str, count: int, op_id: str | None = None, pool: bool = False
+        self: CreateOp, provider: str, template: str, count: int, op_id: str | None = None, **kw: Any
     ) -> CreateResult:
         assert op_id is not None
         seen.append(op_id)
@@ -141,7 +141,7 @@ def test_an_op_is_work_in_flight_and_a_stop_refuses_the_next(
 
 def test_outcomes_parked_and_failed_are_counted(lifecycle: Lifecycle, monkeypatch: pytest.MonkeyPatch) -> None:
     def create(
-        self: CreateOp, provider: str, template: str, count: int, op_id: str | None = None, pool: bool = False
+        self: CreateOp, provider: str, template: str, count: int, op_id: str | None = None, **kw: Any
     ) -> CreateResult:
         raise LeaseLost("lease for provider 'sim' lapsed")
 
@@ -183,7 +183,7 @@ def test_every_op_that_ends_is_one_log_line_with_its_outcome_and_duration(
     created = [Created(f"op-b-00{i}", f"i-{i}", f"h{i}", "10.0.0.1", "cpu", 0.0) for i in range(2)]
 
     def create(
-        self: CreateOp, provider: str, template: str, count: int, op_id: str | None = None, pool: bool = False
+        self: CreateOp, provider: str, template: str, count: int, op_id: str | None = None, **kw: Any
     ) -> CreateResult:
         assert op_id is not None
         return CreateResult(op_id, provider, template, created)

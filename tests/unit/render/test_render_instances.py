@@ -52,6 +52,7 @@ def test_instance_entries_carry_owner_and_site_tags() -> None:
         owner.OP_ID: "op-6b0b0000-abcdef",
         owner.EPOCH: "7.3",
         owner.TEMPLATE: "cpu",
+        owner.OFFERING: "c8.large",  # a one-flavor template: its one offering, named after the flavor
     }
     assert spec.flavor == "c8.large" and spec.disk_gb == 40
     assert spec.name == "site1-cpu-6b0b0000-abcdef-1"  # the op's second and random part, the index

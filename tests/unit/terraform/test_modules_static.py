@@ -34,7 +34,8 @@ CONTRACT_OUTPUTS = ("instances", "tagged", "tagged_supported")
 INSTANCES_TYPE = (
     "map(object({name=string,template=string,flavor=string,image=string,tags=map(string),"
     "user_data=string,disk_gb=optional(number),network=optional(string),"
-    "extra=optional(map(string),{}),power_state=optional(string)}))"
+    "extra=optional(map(string),{}),power_state=optional(string),"
+    "zone=optional(string),subnet=optional(string)}))"
 )
 
 # Every resource type a module may create, with the attributes that must carry the owner tags.
@@ -398,11 +399,13 @@ def test_root_loads_with_the_bundled_engine(name: str) -> None:
                 "name": "string",
                 "network": "string",
                 "power_state": "string",
+                "subnet": "string",
                 "tags": ["map", "string"],
                 "template": "string",
                 "user_data": "string",
+                "zone": "string",
             },
-            ["disk_gb", "extra", "network", "power_state"],
+            ["disk_gb", "extra", "network", "power_state", "subnet", "zone"],
         ],
     ]
 
@@ -721,3 +724,19 @@ def test_aws_lifetime_precondition_in_action(
         assert retcode != 0 and "Lifetime precondition failed." in text, text
     else:
         assert retcode == 0, text
+
+
+@pytest.mark.parametrize(
+    ("name", "zone_attribute", "subnet_attribute"),
+    [("aws", "availability_zone", "subnet_id"), ("openstack", "availability_zone", "network")],
+)
+def test_cloud_modules_place_an_instance_in_its_offerings_zone_and_subnet(
+    name: str, zone_attribute: str, subnet_attribute: str
+) -> None:
+    # The entry's zone and subnet (its offering's) come first; an entry without them is as before.
+    body = typed(parse_dir(module_dir(name))["resource"])[(INSTANCE_RESOURCE[name], "this")]
+    assert body[zone_attribute].startswith("${each.value.zone != null ? each.value.zone : lookup(each.value.extra")
+    # Frozen at launch like the flavor: an instance is never moved to another zone or subnet.
+    assert {zone_attribute, subnet_attribute} <= set(body["lifecycle"][0]["ignore_changes"])
+    subnet = body[subnet_attribute] if name == "aws" else body["dynamic"][0]["network"]["for_each"]
+    assert subnet.startswith(("${each.value.subnet != null ? each.value.subnet", "${each.value.subnet != null ? [each"))

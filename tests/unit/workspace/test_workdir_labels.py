@@ -13,6 +13,7 @@ from orchestrator.errors import ConfigError
 from orchestrator.model import tags as owner
 from orchestrator.model.config import Config
 from orchestrator.model.modules import MODULES
+from orchestrator.model.offerings import Placement
 from orchestrator.render.instances import RenderRequest, render_op, renderer_for
 from orchestrator.services.apply import BundleOp, bundle_ops
 from orchestrator.workspace.terraform import instances_output
@@ -66,6 +67,7 @@ def test_terraform_gets_labels_and_every_reader_gets_the_owner_tags_back(tmp_pat
         "xce_op_id": OP,
         "xce_epoch": "_7_2e3",
         "xce_template": "cpu",
+        "xce_offering": "_c8_2elarge",  # c8.large, encoded: read back as it was
     }
     # The desired set is that document; read back, the rendered entries exactly.
     workdir.path.mkdir(parents=True)
@@ -78,7 +80,9 @@ def test_terraform_gets_labels_and_every_reader_gets_the_owner_tags_back(tmp_pat
         "variables": {"instances": {"value": variables["instances"]}},
         "resource_changes": [{"index": key, "change": {"actions": ["create"]}}],
     }
-    assert bundle_ops("sim", shown, Path("b"), frozenset(), workdir.labels) == [BundleOp("sim", OP, "cpu", 1)]
+    # The offering comes back through the labels too: apply re-creates the key on it.
+    placed = (Placement("c8.large", 1),)
+    assert bundle_ops("sim", shown, Path("b"), frozenset(), workdir.labels) == [BundleOp("sim", OP, "cpu", 1, placed)]
 
 
 @pytest.mark.usefixtures("labelled")

@@ -49,7 +49,7 @@ def test_list_table_and_json(config: Path) -> None:
     code, out, _ = _run(config, "sim", "cloud", "list")
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].split() == ["ID", "NAME", "FLAVOR", "STATE", "ADDRESS", "LAUNCHED", "OWNER"]
+    assert lines[0].split() == ["ID", "NAME", "FLAVOR", "ZONE", "SUBNET", "STATE", "ADDRESS", "LAUNCHED", "OWNER"]
     assert len(lines) == 2 and a.id in lines[1] and "cluster=demo provider=sim op=op1" in lines[1]
 
     code, out, _ = _run(config, "sim", "cloud", "list", "--json", "--all")
@@ -75,6 +75,8 @@ def test_fault_commands_change_the_store(config: Path) -> None:
         "seed": 5,
         "slow_launch": 2.0,
         "capacity": {"c8.large": 4},
+        "zone_capacity": [],
+        "quota": None,
         "lost_response": 0.5,
         "notices": [],
     }

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.sim.cloud.schema import SCHEMA_VERSION
 from orchestrator.sim.cloud.store import (
     CloudApiError,
     CloudStore,
@@ -164,7 +165,7 @@ def test_a_schema_4_store_gets_the_images_table(tmp_path: Path) -> None:
     store = CloudStore(path)
     assert store.list_images() == []
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == ("5",)
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == (str(SCHEMA_VERSION),)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="owners and device nodes need root")

@@ -319,10 +319,11 @@ def test_power_state_is_running_or_stopped() -> None:
     assert [d.summary for d in diags.diagnostics] == ["xcesim: power_state 'off' is not one of running, stopped"]
 
 
-def test_a_state_from_before_power_state_upgrades_to_null(provider: XceSimProvider) -> None:
+def test_a_state_from_before_power_state_and_zones_upgrades_to_null(provider: XceSimProvider) -> None:
     diags = Diagnostics()
-    old = {k: v for k, v in _planned(id="i-1").items() if k != "power_state"}
-    assert InstanceResource(provider).upgrade(UpgradeContext(diags, "t"), 1, old) == {**old, "power_state": None}
+    old = {k: v for k, v in _planned(id="i-1").items() if k not in ("power_state", "zone", "subnet")}
+    upgraded = InstanceResource(provider).upgrade(UpgradeContext(diags, "t"), 1, old)
+    assert upgraded == {**old, "power_state": None, "zone": None, "subnet": None}
 
 
 def test_image_resource_create_read_update_delete_and_listing(provider: XceSimProvider) -> None:
