@@ -18,6 +18,7 @@ from orchestrator.errors import LeaseLost
 from orchestrator.model.config import ControllerSettings
 from orchestrator.model.facts import Epoch, Fact, FactKind
 from orchestrator.ops.facts import LinkFacts
+from orchestrator.sim.controller import admin
 from orchestrator.sim.controller.clock import FakeClock
 from orchestrator.sim.controller.core import ControllerCore
 from orchestrator.sim.controller.state import ErrorV, Host, RejectV
@@ -145,6 +146,9 @@ def test_the_link_round_trip_over_the_wire(ctl: Running) -> None:
         assert got.wait(10) and seen[0].host.reclaim_at == reclaim_at and seen[0].host.instance_id == "i-1"
         [info] = [h for h in link.host_status("sim") if h.instance_id == "i-1"]
         assert info.reclaim_at == reclaim_at
+        # `xceprov sim controller status` shows it too.
+        [shown] = [h for h in admin.status(ctl.state_dir)["hosts"] if h["instance_id"] == "i-1"]
+        assert shown["reclaim_at_ms"] == int(reclaim_at * 1000)
         unknown = notices.notice_host(
             "sim", epoch, instance_id="i-none", kind="spot-interruption", reclaim_at=reclaim_at
         )
