@@ -60,6 +60,7 @@ from orchestrator.clients.terraform.mirror import XCESIM, ensure_mirror, launche
 from orchestrator.configfile import LoadedConfig, load_config
 from orchestrator.model.facts import Epoch, Fact, FactKind
 from orchestrator.model.instances import InstanceSpec, new_op_id
+from orchestrator.model.offerings import Placement
 from orchestrator.ops.executor import CreateOp, Executor, OpParts, Recorder
 from orchestrator.ops.facts import FactLog
 from orchestrator.ops.fence import epoch_tag
@@ -281,9 +282,10 @@ def timed_render(watch: Stopwatch) -> Callable[..., dict[str, InstanceSpec]]:
         pool: bool = False,
         *,
         resolve: bool = True,
+        placements: Sequence[Placement] | None = None,
     ) -> dict[str, InstanceSpec]:
         with watch.part("rendering"):
-            return plain(op, provider, template, count, op_id, epoch, pool, resolve=resolve)
+            return plain(op, provider, template, count, op_id, epoch, pool, resolve=resolve, placements=placements)
 
     return render
 

@@ -9,12 +9,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from orchestrator.model.offerings import Placement
+
 
 @dataclass(frozen=True)
 class OpRequest:
-    """Create ``count`` hosts of ``template`` on ``provider`` (``asked`` before granularity rounding)."""
+    """Create ``count`` hosts of ``template`` on ``provider`` (``asked`` before granularity rounding).
+
+    ``placements``: the offerings its keys go to, in key order (their counts sum to ``count``);
+    empty: every key on the provider's default offering (a warm-pool fill, an op of old).
+    """
 
     template: str
     provider: str
     count: int
     asked: int
+    placements: tuple[Placement, ...] = ()

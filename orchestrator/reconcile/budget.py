@@ -9,6 +9,10 @@ configuration is costed at 0 and still takes room under ``max_instances``. A war
 instance waiting stopped is costed at its template's ``stopped_cost_per_hour`` (its disk only)
 and takes room under ``max_instances`` like any other; starting it adds the difference
 (:func:`start_room`).
+
+A running instance costs its offering's ``cost_per_hour`` (the one its op placed it on, the
+ledger's ``offering``), or its default offering's when that offering is no longer configured;
+a new op's room is counted at the cost of the offering it goes to (:func:`room`'s ``offering``).
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.model.config import Config
+from orchestrator.model.offerings import Offering
 from orchestrator.reconcile.ledger import InstanceRecord
+from orchestrator.reconcile.offers import NOTHING_SELECTED, Selected, offering_of
 
 
 @dataclass
@@ -30,21 +36,40 @@ class Usage:
     spend: dict[str, float] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, config: Config, records: Iterable[InstanceRecord]) -> Usage:
-        """The usage of every counted (not gone) instance."""
+    def of(cls, config: Config, records: Iterable[InstanceRecord], selected: Selected = NOTHING_SELECTED) -> Usage:
+        """The usage of every counted (not gone) instance, each at its offering's price."""
         usage = cls()
         for record in records:
             if record.counted:
-                usage.add(config, record.provider, record.template, 1, stopped=record.in_pool)
+                stopped, offering = record.in_pool, record.offering
+                cost = unit_cost(
+                    config, record.provider, record.template, stopped=stopped, offering=offering, selected=selected
+                )
+                usage.add(config, record.provider, record.template, 1, cost=cost)
         return usage
 
-    def add(self, config: Config, provider: str, template: str, count: int, *, stopped: bool = False) -> None:
-        """Count ``count`` more instances of ``template`` on ``provider`` (a decided op);
-        ``stopped``: warm-pool instances, at their stopped price."""
+    def add(
+        self,
+        config: Config,
+        provider: str,
+        template: str,
+        count: int,
+        *,
+        stopped: bool = False,
+        cost: float | None = None,
+    ) -> None:
+        """Count ``count`` more instances of ``template`` on ``provider`` (a decided op) at
+        ``cost`` each (unset: the default offering's price); ``stopped``: warm-pool instances,
+        at their stopped price."""
         self.instances[provider] = self.instances.get(provider, 0) + count
         self.by_template[(provider, template)] = self.by_template.get((provider, template), 0) + count
-        cost = unit_cost(config, provider, template, stopped=stopped)
+        if cost is None:
+            cost = unit_cost(config, provider, template, stopped=stopped)
         self.spend[provider] = self.spend.get(provider, 0.0) + count * cost
+
+    def copy(self) -> Usage:
+        """An independent copy (a decision tried before it is kept)."""
+        return Usage(dict(self.instances), dict(self.by_template), dict(self.spend))
 
     def start(self, config: Config, provider: str, template: str, count: int) -> None:
         """``count`` pool instances started: each now costs its running price (room unchanged)."""
@@ -66,14 +91,27 @@ class Room:
     evidence: dict[str, Any]
 
 
-def unit_cost(config: Config, provider: str, template: str, *, stopped: bool = False) -> float:
-    """``cost_per_hour`` of one instance of ``template`` on ``provider`` (0 when not configured);
+def unit_cost(
+    config: Config,
+    provider: str,
+    template: str,
+    *,
+    stopped: bool = False,
+    offering: str = "",
+    selected: Selected = NOTHING_SELECTED,
+) -> float:
+    """``cost_per_hour`` of one instance of ``template`` on ``provider`` (0 when not configured)
+    on the offering named ``offering`` (the default offering when "" or no longer configured;
+    the template's ``cost_per_hour`` when it has none: a ``select:`` not resolved);
     ``stopped``: its ``stopped_cost_per_hour`` (a warm-pool instance)."""
     on = config.templates.get(template)
     side = on.providers.get(provider) if on is not None else None
     if side is None:
         return 0.0
-    return side.stopped_cost_per_hour if stopped else side.cost_per_hour
+    if stopped:
+        return side.stopped_cost_per_hour
+    found = offering_of(config, template, provider, offering, selected)
+    return found.cost_per_hour if found is not None else side.cost_per_hour
 
 
 def start_room(config: Config, usage: Usage, provider: str, template: str) -> Room:
@@ -91,11 +129,23 @@ def start_room(config: Config, usage: Usage, provider: str, template: str) -> Ro
     return Room(max(0, fits), limit, {**evidence, "limit": limit})
 
 
-def room(config: Config, usage: Usage, provider: str, template: str, *, stopped: bool = False) -> Room:
-    """The most instances of ``template`` that ``provider`` can still take under every limit;
-    ``stopped``: warm-pool instances, costed at their stopped price."""
+def room(
+    config: Config,
+    usage: Usage,
+    provider: str,
+    template: str,
+    *,
+    stopped: bool = False,
+    offering: Offering | None = None,
+) -> Room:
+    """The most instances of ``template`` that ``provider`` can still take under every limit,
+    each at ``offering``'s price (unset: the default offering's); ``stopped``: warm-pool
+    instances, costed at their stopped price."""
     settings = config.providers[provider]
-    cost = unit_cost(config, provider, template, stopped=stopped)
+    if offering is not None and not stopped:
+        cost = offering.cost_per_hour
+    else:
+        cost = unit_cost(config, provider, template, stopped=stopped)
     used = usage.instances.get(provider, 0)
     limits: list[tuple[int, str]] = [(settings.max_instances - used, "max_instances")]
     side = config.templates[template].providers.get(provider)
@@ -114,6 +164,7 @@ def room(config: Config, usage: Usage, provider: str, template: str, *, stopped:
         "instances": used,
         "max_instances": settings.max_instances,
         "template_max_instances": side.max_instances if side is not None else None,
+        "offering": offering.name if offering is not None else None,
         "cost_per_hour": cost,
         "provider_spend": round(spend, 6),
         "provider_budget": settings.budget_per_hour,

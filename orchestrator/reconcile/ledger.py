@@ -11,16 +11,25 @@ pool (:data:`~orchestrator.model.pool.FILL_DETAIL`): they wait stopped (``in_poo
 hosts on their way (not ``awaited``) and cost their stopped price, until a start op's intent
 names them (``taken``): from then on they are awaited like any new host until their
 ``expectedHost`` fact of the start op.
+
+Each key is on the offering its op's intent placed it on (``detail``
+:func:`~orchestrator.model.offerings.placement_detail`, in key order); a key of an intent that
+names none (a warm-pool fill, an op of old) is on its template's default offering on the
+provider (``defaults``; "" when the caller gave none: the budget reads "" as the default).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 
 from orchestrator.model.facts import GONE_KINDS, Fact, FactKind
 from orchestrator.model.instances import instance_key
+from orchestrator.model.offerings import offering_at, placements_of
 from orchestrator.model.pool import FILL_DETAIL, start_keys
+
+_NO_DEFAULTS: Mapping[tuple[str, str], str] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -41,6 +50,8 @@ class InstanceRecord:
     # Launched into a warm pool, and taken out of it by a start op (its intent committed).
     pool: bool = False
     taken: bool = False
+    # The offering it was placed on (its intent's detail; the default offering when none).
+    offering: str = ""
     # An interruption notice was acted on (the controller's time of it; 0.0: not acknowledged):
     # the host is leaving, no more supply (reconcile/noticebook.py). None: no notice.
     noticed: float | None = None
@@ -62,8 +73,10 @@ class InstanceRecord:
         return not self.gone
 
 
-def ledger(facts: Iterable[Fact]) -> dict[str, InstanceRecord]:
-    """Instance key → record, for every key of every create op in ``facts``."""
+def ledger(facts: Iterable[Fact], defaults: Mapping[tuple[str, str], str] = _NO_DEFAULTS) -> dict[str, InstanceRecord]:
+    """Instance key → record, for every key of every create op in ``facts``; ``defaults``:
+    (provider, template) → the name of its default offering
+    (:func:`~orchestrator.reconcile.offers.default_names`)."""
     ordered = sorted(facts, key=lambda f: (f.fact_id, f.committed))
     records: dict[str, InstanceRecord] = {}
     taken: set[str] = set()
@@ -71,9 +84,14 @@ def ledger(facts: Iterable[Fact]) -> dict[str, InstanceRecord]:
         if fact.kind == FactKind.REQUEST_INTENT:
             pool = fact.detail == FILL_DETAIL
             taken.update(start_keys(fact.detail) or ())
+            placed = placements_of(fact.detail)
+            default = defaults.get((fact.provider, fact.template), "")
             for index in range(fact.count):
                 key = instance_key(fact.op_id, index)
-                made = InstanceRecord(key, fact.op_id, fact.provider, fact.template, fact.committed, pool=pool)
+                offering = offering_at(placed, index, default)
+                made = InstanceRecord(
+                    key, fact.op_id, fact.provider, fact.template, fact.committed, pool=pool, offering=offering
+                )
                 records.setdefault(key, made)
     for fact in ordered:
         record = records.get(fact.instance_key)

@@ -32,6 +32,7 @@ from orchestrator.errors import ControllerError, LeaseLost
 from orchestrator.model.backoff import Backoff
 from orchestrator.model.config import Config
 from orchestrator.model.instances import new_op_id
+from orchestrator.model.offerings import Placement
 from orchestrator.ops.consoleresults import FirstBootOutcomes
 from orchestrator.ops.executor import Bootstrap, Seen, StillLaunched, Wired
 from orchestrator.ops.openops import OpenOp, open_ops
@@ -44,11 +45,12 @@ from orchestrator.reconcile.classify import FailureClass, classify_error
 from orchestrator.reconcile.deciding import ScaleOutLock, coordinated
 from orchestrator.reconcile.gap import gaps_from_ledger
 from orchestrator.reconcile.health import Block, ProviderHealth
+from orchestrator.reconcile.offers import NoHolds, OfferingHolds
 from orchestrator.reconcile.passctx import PassContext, ReadFailed, read_inputs
 from orchestrator.reconcile.phases import beside_failed, join_beside, run_phase
 from orchestrator.reconcile.phases import one_line as _one_line
 from orchestrator.reconcile.poolphase import PoolPhase
-from orchestrator.reconcile.report import PHASES, PassReport, PhaseOutcome, decision_json
+from orchestrator.reconcile.report import PHASES, PassReport, PhaseOutcome
 from orchestrator.reconcile.results import (
     BootstrapResult,
     CreatedOp,
@@ -64,7 +66,8 @@ from orchestrator.reconcile.results import (
     WaitingOp,
 )
 from orchestrator.reconcile.retry import retry_decision
-from orchestrator.reconcile.scaleout import PolicyInputs, ScaleOutDecision, scale_out
+from orchestrator.reconcile.scaleout import NO_LEASE, PolicyInputs, ScaleOutDecision, scale_out
+from orchestrator.reconcile.scaleoutphase import ScaleOutRounds
 from orchestrator.reconcile.view import Clock, ControllerView
 from orchestrator.workspace.audit import audit
 from orchestrator.workspace.sharedstore import cluster_documents
@@ -157,6 +160,8 @@ class Reconciler:
         self.gain_poll = gain_poll
         self._read_problem = ""
         self._last_outcomes: dict[str, str] = {}
+        # What the memory of refusals holds back (capacity per offering, quota per provider).
+        self.holds: OfferingHolds = NoHolds()
 
     # -- public ----------------------------------------------------------------------------------
 
@@ -340,72 +345,63 @@ class Reconciler:
         return coordinated(self.scale_out_lock, ctx, sorted(self.config.providers), self._scale_out_now)
 
     def _scale_out_now(self, ctx: PassContext) -> ScaleOutResult:
-        """Gap → policy → creates; a refused create is closed and the next round falls back."""
-        evidence = ScaleOutResult()
-        rounds = 0
-        # Every round decides as of the phase's start: a provider that refused in round one is
-        # still passed over in round two even when closing the refused op outlasted its backoff.
-        now = self.clock()
-        fallback: set[str] = set()
+        """Gap → policy → creates, in rounds; a refused create falls back at once (:mod:`.scaleoutphase`)."""
         pool = PoolPhase(
             self.config, self.executor, self.state_dir, self._inputs, self._create, self._op_failed, self._fenced,
             self._unreachable,
         )  # fmt: skip
-        ctx.gaps = dict(gaps_from_ledger(ctx.snapshot, ctx.records()))  # before the pool serves any of it
-        pool.take(ctx, now, evidence)  # the warm pool first (docs/daemon.md, "The warm pool")
-        for _round in range(len(self.config.providers) + 1):
-            rounds += 1
-            with self._books:  # the policy reads health and the failed ops a resume beside may change
-                inputs = self._inputs(ctx, now, frozenset(fallback))
-                decisions = scale_out(self.config, inputs)
-            self._audit_decisions(ctx, decisions)
-            requests = [op for d in decisions for op in d.ops]
-            if not requests:
-                break
-            refused = False
-            for request in requests:
-                if self._create(ctx, request.provider, request.template, request.count, evidence):
-                    refused = True
-                    fallback.add(request.template)
-            if not refused:
-                break
-        pool.refill(ctx, now, evidence)  # after the creates of the burst, never before them
-        return replace(evidence, rounds=rounds)
+        rounds = ScaleOutRounds(self.config, self.state_dir, pool, self._decide, self._create, self._last_outcomes)
+        # Every round decides as of the phase's start (scaleoutphase.py says why).
+        return rounds.run(ctx, self.clock())
 
-    def _inputs(self, ctx: PassContext, now: float, fallback: frozenset[str] = frozenset()) -> PolicyInputs:
+    def _decide(
+        self, ctx: PassContext, now: float, fallback: frozenset[str], refused: frozenset[tuple[str, str]]
+    ) -> tuple[PolicyInputs, list[ScaleOutDecision]]:
+        with self._books:  # the policy reads health and the failed ops a resume beside may change
+            inputs = self._inputs(ctx, now, fallback, refused)
+            return inputs, scale_out(self.config, inputs)
+
+    def _inputs(
+        self,
+        ctx: PassContext,
+        now: float,
+        fallback: frozenset[str] = frozenset(),
+        refused: frozenset[tuple[str, str]] = frozenset(),
+    ) -> PolicyInputs:
         """The policy's inputs as the facts are now (the gap recomputed from them)."""
         records = ctx.records()
         gaps = gaps_from_ledger(ctx.snapshot, records)
         with self._books:
-            return PolicyInputs(gaps, records, self.health, self.breakers, now, self._unavailable(ctx), fallback)
+            unavailable = self._unavailable(ctx)
+            return PolicyInputs(
+                gaps, records, self.health, self.breakers, now, unavailable, fallback, refused, self.holds
+            )
 
     def _unavailable(self, ctx: PassContext) -> dict[str, str]:
         """Providers the policy must pass over in this round, and why (under ``_books``)."""
         # A provider gained during the pass is not leased until its resume beside ended.
-        out = {p: "no valid lease" for p in self.config.providers if p not in ctx.leased}
+        out = {p: NO_LEASE for p in self.config.providers if p not in ctx.leased}
         for failed in self.failed.values():
             # One failing op per provider at a time: a new op would plan the waiting op's keys too.
             out.setdefault(failed.provider, f"op {failed.op_id} awaits its retry at {failed.retry_at:.0f}")
         return out
 
-    def _audit_decisions(self, ctx: PassContext, decisions: list[ScaleOutDecision]) -> None:
-        for decision in decisions:
-            ctx.decisions.append(decision)
-            # Every decision that asks for hosts is audited; a standing one (cooldown, no room,
-            # breaker open) only when it changes, or the log would repeat it every pass.
-            if decision.ops or self._last_outcomes.get(decision.template) != decision.outcome:
-                audit(self.state_dir, "reconcile-scale-out", **decision_json(decision))
-            self._last_outcomes[decision.template] = decision.outcome
-
     def _create(
-        self, ctx: PassContext, provider: str, template: str, count: int, evidence: ScaleOutResult, pool: bool = False
+        self,
+        ctx: PassContext,
+        provider: str,
+        template: str,
+        count: int,
+        evidence: ScaleOutResult,
+        pool: bool = False,
+        placements: tuple[Placement, ...] = (),
     ) -> bool:
-        """One create (``pool``: into the warm pool); True when it was refused and closed (its
-        hosts may be asked for elsewhere)."""
+        """One create (``pool``: into the warm pool, on the default offering; ``placements``: the
+        offerings of its keys); True when it was refused and closed (its hosts may be asked for elsewhere)."""
         op_id = new_op_id()
         ctx.stale(provider)  # before the change: the failure handler reads the op's facts
         try:
-            result = self.executor.create(provider, template, count, op_id=op_id, pool=pool)
+            result = self.executor.create(provider, template, count, op_id=op_id, pool=pool, placements=placements)
         except LeaseLost as exc:
             self._fenced(ctx, provider, op_id, exc)
             evidence.errors.append(f"op {op_id}: {_one_line(exc)}")

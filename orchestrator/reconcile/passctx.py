@@ -18,7 +18,7 @@ one thread only, and the lock guards its caches while another thread copies them
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from orchestrator.clients.controller.types import DemandSnapshot, Fact, HostInfo
@@ -29,6 +29,7 @@ from orchestrator.ops.fence import Fence
 from orchestrator.reconcile.gap import TemplateGap
 from orchestrator.reconcile.ledger import InstanceRecord, ledger
 from orchestrator.reconcile.noticebook import NoticeBook, leaving_keys
+from orchestrator.reconcile.offers import default_names
 from orchestrator.reconcile.reclaim import ReclaimCandidate
 from orchestrator.reconcile.results import ReadResult
 from orchestrator.reconcile.scaleout import ScaleOutDecision
@@ -55,6 +56,8 @@ class PassContext:
     ops: list[str] = field(default_factory=list)
     decisions: list[ScaleOutDecision] = field(default_factory=list)
     candidates: list[ReclaimCandidate] = field(default_factory=list)
+    # (provider, template) → its default offering's name: the offering of a key whose intent names none.
+    defaults: Mapping[tuple[str, str], str] = field(default_factory=dict)
     # Instance key -> the controller's time of its interruption notice (noticebook.py): leaving.
     noticed: dict[str, float] = field(default_factory=dict)
     # Held while the caches change and while :meth:`beside` copies them (never over a read of the
@@ -76,7 +79,7 @@ class PassContext:
 
     def records(self) -> list[InstanceRecord]:
         """The ledger over every provider's facts (gap, budget, lifetime and reclaim read it)."""
-        records = ledger(self.all_facts()).values()
+        records = ledger(self.all_facts(), self.defaults).values()
         return [replace(r, noticed=self.noticed[r.key]) if r.key in self.noticed else r for r in records]
 
     def stale(self, provider: str) -> None:
@@ -102,7 +105,9 @@ class PassContext:
         its only leased one and its facts read again at their first use."""
         with self._lock:
             facts, stale = dict(self._facts), {*self._stale, provider}
-        beside = PassContext(self.view, self.snapshot, list(self.hosts), [provider], self.read_at, facts, stale)
+        beside = PassContext(
+            self.view, self.snapshot, list(self.hosts), [provider], self.read_at, facts, stale, defaults=self.defaults
+        )
         beside.noticed = dict(self.noticed)
         return beside
 
@@ -133,6 +138,6 @@ def read_inputs(config: Config, fence: Fence, view: ControllerView, clock: Clock
     hosts: Sequence[HostInfo] = view.hosts()
     facts = {p: list(view.facts(p)) for p in sorted(config.providers)}
     leased = [p for p in sorted(config.providers) if fence.valid(p)]
-    ctx = PassContext(view, snapshot, list(hosts), leased, clock(), facts)
+    ctx = PassContext(view, snapshot, list(hosts), leased, clock(), facts, defaults=default_names(config))
     ctx.noticed = leaving_keys(NoticeBook(cluster_documents(config)).entries().values(), ctx.read_at)
     return ctx

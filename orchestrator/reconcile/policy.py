@@ -3,7 +3,11 @@
 Provider choice for a preview: the provider named with ``--provider``, else the template's
 provider with the highest ``priority`` that still has room under ``max_instances`` (counting
 the instances already in its desired set). Counts are rounded up to the provider's
-``granularity``. Every problem is reported before anything is rendered or written.
+``granularity``. The op goes to the cheapest offering of that provider
+(:func:`~orchestrator.reconcile.offers.offerings_for`: lowest cost per slot, then the configured
+order; a preview reads no memory of refusals); a provider on which the template has no offering
+(a ``select:`` not resolved) is passed over. Every problem is reported before anything is
+rendered or written.
 """
 
 from __future__ import annotations
@@ -13,7 +17,9 @@ from collections.abc import Mapping, Sequence
 
 from orchestrator.errors import UsageError
 from orchestrator.model.config import Config
+from orchestrator.model.offerings import Placement
 from orchestrator.model.ops import OpRequest
+from orchestrator.reconcile.offers import NOTHING_SELECTED, Selected, offerings_for
 
 # ASCII digits only (``\d`` would take any script's digits); a count of more than MAX_COUNT_DIGITS
 # digits is beyond every provider's limit and is refused before it is converted.
@@ -40,8 +46,10 @@ def choose_ops(
     wanted: Mapping[str, int],
     provider: str | None,
     existing: Mapping[str, int],
+    selected: Selected = NOTHING_SELECTED,
 ) -> list[OpRequest]:
-    """One op per template; ``existing`` counts the instances each provider already has."""
+    """One op per template; ``existing`` counts the instances each provider already has;
+    ``selected``: the offerings ``select:`` templates resolved from their catalogues."""
     if provider is not None and provider not in config.providers:
         known = ", ".join(sorted(config.providers))
         raise UsageError(f"--provider {provider}: no such provider (known: {known})")
@@ -61,11 +69,17 @@ def choose_ops(
             problems.append(f"{template}={asked}: template {template!r} has no provider {provider!r}")
             continue
         chosen: OpRequest | None = None
+        offered = {name: offerings_for(config, template, name, selected) for name in candidates}
+        candidates = [name for name in candidates if offered[name]]
+        if not candidates:
+            problems.append(f"{template}={asked}: no offering of template {template!r} on {', '.join(offered)}")
+            continue
         for name in candidates:
             settings = config.providers[name]
             count = round_up(asked, settings.granularity)
             if used.get(name, 0) + count <= settings.max_instances:
-                chosen = OpRequest(template=template, provider=name, count=count, asked=asked)
+                placement = (Placement(offered[name][0].name, count),)
+                chosen = OpRequest(template=template, provider=name, count=count, asked=asked, placements=placement)
                 break
         if chosen is None:
             limits = ", ".join(

@@ -15,7 +15,9 @@ pool"). In the scale-out phase, in this order:
 3. **refill** (:func:`refills`): after those creates, and only for templates whose demand is
    served (no gap left): each pool below its target gets one create op of the difference, under
    ``max_instances`` and the budgets at the stopped price (no granularity: a pool is an exact
-   count). A fill is no scale-up either (no cooldown starts from it).
+   count), on the provider's default offering (none is asked while the memory of refusals holds
+   that offering for capacity, or the provider for quota). A fill is no scale-up either (no
+   cooldown starts from it).
 4. **surplus** (:func:`surplus`): a pool above its target (``warm_pool`` lowered, a template or
    provider removed) returns the difference, oldest first, through an ordinary return op.
 """
@@ -33,6 +35,7 @@ from orchestrator.reconcile.breaker import Position
 from orchestrator.reconcile.budget import Usage, room, start_room
 from orchestrator.reconcile.gap import TemplateGap
 from orchestrator.reconcile.ledger import InstanceRecord
+from orchestrator.reconcile.offers import default_for, placement_key
 from orchestrator.reconcile.policy import by_priority
 from orchestrator.reconcile.scaleout import PolicyInputs
 
@@ -112,6 +115,8 @@ def refills(config: Config, inputs: PolicyInputs, unserved: Mapping[str, Templat
             continue
         if provider in inputs.unavailable or inputs.health.blocked(provider, name, inputs.now) is not None:
             continue
+        if _held(config, inputs, provider, name):
+            continue
         if inputs.breakers.state(name).position_at(inputs.now, config.policy.breaker) == Position.OPEN:
             continue
         count = min(missing, room(config, usage, provider, name, stopped=True).fits)
@@ -119,6 +124,15 @@ def refills(config: Config, inputs: PolicyInputs, unserved: Mapping[str, Templat
             out.append(OpRequest(template=name, provider=provider, count=count, asked=missing))
             usage.add(config, provider, name, count, stopped=True)
     return out
+
+
+def _held(config: Config, inputs: PolicyInputs, provider: str, template: str) -> bool:
+    """Whether a fill (on the default offering) would be asked of what the memory of refusals
+    holds: the provider for quota, or the default offering in capacity backoff."""
+    if inputs.holds.quota(provider, inputs.now) is not None:
+        return True
+    default = default_for(config, template, provider, inputs.selected)
+    return default is None or inputs.holds.capacity(provider, placement_key(default), inputs.now) is not None
 
 
 def surplus(config: Config, records: Iterable[InstanceRecord], leased: Iterable[str]) -> dict[str, list[str]]:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from orchestrator.model.ops import OpRequest
 from orchestrator.reconcile.gap import TemplateGap
 from orchestrator.reconcile.health import Block
 from orchestrator.reconcile.reclaim import ReclaimCandidate
@@ -51,8 +52,16 @@ def decision_json(decision: ScaleOutDecision) -> dict[str, Any]:
         "template": decision.template,
         "outcome": decision.outcome,
         "evidence": dict(decision.evidence),
-        "ops": [{"provider": o.provider, "count": o.count} for o in decision.ops],
+        "ops": [_op_json(o) for o in decision.ops],
     }
+
+
+def _op_json(op: OpRequest) -> dict[str, Any]:
+    """An op of a decision: its provider, count and (when it names them) offerings in key order."""
+    out: dict[str, Any] = {"provider": op.provider, "count": op.count}
+    if op.placements:
+        out["placements"] = [[p.offering, p.count] for p in op.placements]
+    return out
 
 
 @dataclass(frozen=True)

@@ -104,8 +104,9 @@ class CreateOp:
         placements: Sequence[Placement] | None = None,
     ) -> CreateResult:
         """Create ``count`` hosts of ``template`` on ``provider`` as one op (see the module docstring);
-        ``pool``: into the template's warm pool (stopped, no ``expectedHost``, no bootstrap);
-        ``placements``: the offerings its keys go on, in key order (:func:`intent_detail`)."""
+        ``pool``: into the template's warm pool (stopped, no ``expectedHost``, no bootstrap, the
+        default offering); ``placements``: the offerings of its keys, in key order, named in its
+        intent's ``detail`` (none: the default offering)."""
         if count <= 0:
             raise UsageError(f"count must be at least 1, not {count}")
         op_id = op_id or new_op_id()

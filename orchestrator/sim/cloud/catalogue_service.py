@@ -11,7 +11,7 @@ from orchestrator.errors import UsageError
 from orchestrator.model.catalogue import Flavor
 from orchestrator.sim.cloud import catalogue
 from orchestrator.sim.cloud.db import Database
-from orchestrator.sim.cloud.service import _aligned
+from orchestrator.sim.cloud.service import aligned
 from orchestrator.sim.cloud.store import CloudStore
 
 
@@ -73,4 +73,4 @@ def format_flavors(found: Sequence[Flavor]) -> str:
     for f in found:
         cost = "-" if f.cost_per_hour is None else f"{f.cost_per_hour:g}"
         rows.append((f.name, str(f.cpus), f"{f.memory_gb:g}", str(f.gpus), cost, ",".join(f.zones) or "-"))
-    return _aligned(rows)
+    return aligned(rows)

@@ -91,7 +91,7 @@ def format_images(images: Sequence[Image]) -> str:
     for image in images:
         cells = (image.id, image.name, image.state, image.instance_id, image.source_image, image.created_at)
         rows.append(tuple(_cell(c) for c in (*cells, _owner(image.tags))))
-    return _aligned(rows)
+    return aligned(rows)
 
 
 def set_error_rate(store: CloudStore, rate: str, seed: int | None) -> FaultSettings:
@@ -244,7 +244,7 @@ def format_table(instances: Sequence[Instance], noticed: Mapping[str, Notice] | 
         place = (inst.zone or "-", inst.subnet or "-")
         cells = (inst.id, inst.name, inst.flavor, *place, state, inst.address, inst.launch_time, owner_summary(inst))
         rows.append(tuple(_cell(c) for c in cells))
-    return _aligned(rows)
+    return aligned(rows)
 
 
 def list_mutations(store: CloudStore, provider: str | None) -> list[Mutation]:
@@ -262,7 +262,7 @@ def format_mutations(mutations: Sequence[Mutation]) -> str:
         doc = m.to_json()
         cells = (str(m.seq), str(doc["time"]), m.provider, m.action, m.instance_id, m.client_token, m.epoch, m.reason)
         rows.append(tuple(_cell(c or "-") for c in cells))
-    return _aligned(rows)
+    return aligned(rows)
 
 
 def parse_since(text: str | None) -> float:
@@ -295,10 +295,10 @@ def format_requests(requests: Sequence[Request]) -> str:
             r.detail,
         )
         rows.append(tuple(_cell(c or "-") for c in cells))
-    return _aligned(rows)
+    return aligned(rows)
 
 
-def _aligned(rows: Sequence[tuple[str, ...]]) -> str:
+def aligned(rows: Sequence[tuple[str, ...]]) -> str:
     # Every column but the last padded to its widest cell.
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1] for r in rows]

@@ -9,6 +9,7 @@ import pytest
 from orchestrator.configfile import parse_config
 from orchestrator.errors import UsageError
 from orchestrator.model.config import Config
+from orchestrator.model.offerings import Placement
 from orchestrator.model.ops import OpRequest
 from orchestrator.reconcile.policy import choose_ops, parse_requests
 
@@ -29,6 +30,10 @@ templates:
 """
 
 
+def op(template: str, provider: str, count: int, asked: int, offering: str) -> OpRequest:
+    return OpRequest(template, provider, count, asked, (Placement(offering, count),))
+
+
 @pytest.fixture
 def config() -> Config:
     return parse_config(SITE, "site.yaml", Path("/")).config
@@ -41,13 +46,13 @@ def test_parse_requests() -> None:
 
 
 def test_highest_priority_with_room_wins_then_spills(config: Config) -> None:
-    assert choose_ops(config, {"cpu": 3}, None, {}) == [OpRequest("cpu", "onprem", 3, 3)]
+    assert choose_ops(config, {"cpu": 3}, None, {}) == [op("cpu", "onprem", 3, 3, "small")]
     # onprem has 2 of 4 in use: 3 more do not fit, the next provider takes them, rounded up.
-    assert choose_ops(config, {"cpu": 3}, None, {"onprem": 2}) == [OpRequest("cpu", "cloud", 4, 3)]
+    assert choose_ops(config, {"cpu": 3}, None, {"onprem": 2}) == [op("cpu", "cloud", 4, 3, "c8")]
 
 
 def test_explicit_provider(config: Config) -> None:
-    assert choose_ops(config, {"cpu": 1}, "cloud", {}) == [OpRequest("cpu", "cloud", 4, 1)]
+    assert choose_ops(config, {"cpu": 1}, "cloud", {}) == [op("cpu", "cloud", 4, 1, "c8")]
     with pytest.raises(UsageError, match="no such provider"):
         choose_ops(config, {"cpu": 1}, "nowhere", {})
     with pytest.raises(UsageError, match="template 'gpu' has no provider 'onprem'"):

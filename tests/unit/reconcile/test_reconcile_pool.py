@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from reconcile_support import FactLog, FakeClock, site
 from orchestrator.configfile import ConfigError
 from orchestrator.model.config import Config
 from orchestrator.model.demand import DemandSnapshot, TemplateDemand
+from orchestrator.model.offerings import Placement
 from orchestrator.model.ops import OpRequest
 from orchestrator.reconcile.breaker import Breakers
 from orchestrator.reconcile.budget import Usage, room
@@ -63,11 +65,12 @@ def test_demand_takes_the_pool_first_then_creates_the_rest_then_refills(world: P
     world.log.start("op-start", "sim", "cpu", pool, expected=False)
     # Taken keys are hosts on their way: one is left for a create (no cooldown from the fill).
     [decision] = scale_out(world.config, world.inputs(3))
-    assert decision.ops == (OpRequest("cpu", "sim", 1, 1),)
+    assert decision.ops == (OpRequest("cpu", "sim", 1, 1, (Placement("c8", 1),)),)
     world.log.intent("op-rest", "sim", "cpu", 1)
     served = world.inputs(3)
     assert served.gaps["cpu"].gap == 0
     # 3 running + 2 pool = 5 of max_instances 6; 3.0 + 2 × 0.25 = 3.5 of the 4.5 budget.
+    # A fill goes to the default offering: it names no placements.
     assert refills(world.config, served, served.gaps) == [OpRequest("cpu", "sim", 2, 2)]
 
 
@@ -119,3 +122,23 @@ def test_a_large_pool_is_taken_in_start_ops_of_at_most_50_keys(tmp_path: Path) -
     chunks = takes(world.config, world.inputs(110))
     assert [len(t.keys) for t in chunks] == [50, 50, 10]
     assert [k for t in chunks for k in t.keys] == pool[:110]
+
+
+def test_no_fill_is_asked_of_a_default_offering_in_backoff_or_a_provider_held_for_quota(world: Pool) -> None:
+    @dataclass
+    class Held:
+        capacity_until: float | None = None
+        quota_until: float | None = None
+
+        def capacity(self, provider: str, placement: str, now: float) -> float | None:
+            return self.capacity_until if placement == "c8" else None
+
+        def quota(self, provider: str, now: float) -> float | None:
+            return self.quota_until
+
+    until = world.clock.now + 60
+    for held in (Held(capacity_until=until), Held(quota_until=until)):
+        inputs = replace(world.inputs(0), holds=held)
+        assert refills(world.config, inputs, inputs.gaps) == []
+    inputs = replace(world.inputs(0), holds=Held())
+    assert refills(world.config, inputs, inputs.gaps) == [OpRequest("cpu", "sim", 2, 2)]

@@ -11,6 +11,7 @@ from reconcile_support import FactLog, FakeClock, site
 from orchestrator.clients.terraform.messages import Diagnostic
 from orchestrator.model.config import Config
 from orchestrator.model.demand import DemandSnapshot, TemplateDemand
+from orchestrator.model.offerings import Placement
 from orchestrator.model.ops import OpRequest
 from orchestrator.ops.refusal import classify
 from orchestrator.reconcile.breaker import Breakers
@@ -37,6 +38,15 @@ templates:
     providers:
       dear: {flavor: g4, image: deb, cost_per_hour: 2.0, max_instances: 6}
 """
+
+# The one flavor of each template on each provider above: every op's keys go to that offering.
+FLAVOR = {("cpu", "onprem"): "small", ("cpu", "cheap"): "c8", ("cpu", "dear"): "c8x", ("gpu", "dear"): "g4"}
+
+
+def op(template: str, provider: str, count: int, asked: int) -> OpRequest:
+    """An op of ``count`` on the template's one offering of ``provider``."""
+    return OpRequest(template, provider, count, asked, (Placement(FLAVOR[(template, provider)], count),))
+
 
 CAPACITY = classify([Diagnostic("error", "InsufficientCapacity: flavor small has no capacity (limit 4)")])
 QUOTA = classify([Diagnostic("error", "creating EC2 Instance: VcpuLimitExceeded: You have requested more vCPU")])
@@ -81,9 +91,9 @@ def test_priority_first_then_spill_with_granularity_and_budget(world: Pass) -> N
     # dear takes the other 10 rounded up to its granule of 4 → 12? No: the cluster budget
     # 10/h minus 3 spent on cheap leaves 7/h → 7 at 1.0/h, rounded down to the granule → 4.
     assert decision.ops == (
-        OpRequest("cpu", "onprem", 4, 20),
-        OpRequest("cpu", "cheap", 6, 16),
-        OpRequest("cpu", "dear", 4, 10),
+        op("cpu", "onprem", 4, 20),
+        op("cpu", "cheap", 6, 16),
+        op("cpu", "dear", 4, 10),
     )
     assert decision.outcome == "partial"
     limits = [p.get("skipped") or p["room"]["limit"] for p in decision.evidence["providers"]]
@@ -100,13 +110,13 @@ def test_granularity_rounds_the_gap_up(tmp_path: Path) -> None:
     world.health.failed("cheap", "cpu", CAPACITY, world.clock.now)
     decision = world.decide(cpu=8)["cpu"]
     # 8 wanted, 4 are awaited from onprem: 4 more, and dear hands out 4 at a time.
-    assert decision.ops == (OpRequest("cpu", "dear", 4, 4),)
+    assert decision.ops == (op("cpu", "dear", 4, 4),)
     world.commit(decision)
     held = world.decide(cpu=9)["cpu"]
     assert (held.outcome, held.ops) == ("cooldown", ())  # 1 more is wanted, inside the cooldown
     world.clock.advance(31)
     world.health.failed("cheap", "cpu", CAPACITY, world.clock.now)  # still full
-    assert world.decide(cpu=9)["cpu"].ops == (OpRequest("cpu", "dear", 4, 1),)
+    assert world.decide(cpu=9)["cpu"].ops == (op("cpu", "dear", 4, 1),)
 
 
 def test_budget_is_never_exceeded_under_retries(world: Pass) -> None:
@@ -142,7 +152,7 @@ def test_fallback_by_priority_after_a_capacity_error(world: Pass) -> None:
         world.log.gone(key, "onprem", "cpu")
     world.clock.advance(1)  # well inside the cooldown: a refused op does not count for it
     second = world.decide(cpu=2)["cpu"]
-    assert second.ops == (OpRequest("cpu", "cheap", 2, 2),)
+    assert second.ops == (op("cpu", "cheap", 2, 2),)
     skipped = second.evidence["providers"][0]
     assert (skipped["provider"], skipped["block"]["class"]) == ("onprem", "capacity")
     # cheap is full too: the next by priority, dear, in its granule of 4.
@@ -150,7 +160,7 @@ def test_fallback_by_priority_after_a_capacity_error(world: Pass) -> None:
         world.log.gone(key, "cheap", "cpu")
     world.health.failed("cheap", "cpu", CAPACITY, world.clock.now)
     third = world.decide(cpu=2)["cpu"]
-    assert third.ops == (OpRequest("cpu", "dear", 4, 2),)
+    assert third.ops == (op("cpu", "dear", 4, 2),)
     assert [p["provider"] for p in third.evidence["providers"]] == ["onprem", "cheap", "dear"]
     # Once the backoff is over, onprem (the highest priority) is asked first again.
     world.clock.advance(world.config.policy.retry.max)
@@ -183,7 +193,7 @@ def test_cooldown_between_scale_ups_of_a_template(world: Pass) -> None:
     assert held["cpu"].evidence["cooldown"]["until"] == pytest.approx(world.clock.now + 1)
     assert held["gpu"].outcome == "ops"  # the cooldown is per template
     world.clock.advance(1)
-    assert world.decide(cpu=3)["cpu"].ops == (OpRequest("cpu", "onprem", 2, 2),)
+    assert world.decide(cpu=3)["cpu"].ops == (op("cpu", "onprem", 2, 2),)
 
 
 def test_the_fallback_of_a_refused_scale_up_is_not_held_by_the_cooldown(world: Pass) -> None:
@@ -192,7 +202,7 @@ def test_the_fallback_of_a_refused_scale_up_is_not_held_by_the_cooldown(world: P
     world.commit(world.decide(cpu=1)["cpu"])
     world.clock.advance(1)
     assert world.decide(cpu=3)["cpu"].outcome == "cooldown"
-    assert world.decide(frozenset({"cpu"}), cpu=3)["cpu"].ops == (OpRequest("cpu", "onprem", 2, 2),)
+    assert world.decide(frozenset({"cpu"}), cpu=3)["cpu"].ops == (op("cpu", "onprem", 2, 2),)
     assert world.decide(frozenset({"gpu"}), cpu=3)["cpu"].outcome == "cooldown"  # per template
 
 
@@ -200,7 +210,7 @@ def test_template_max_instances_on_a_provider(tmp_path: Path) -> None:
     world = Pass(tmp_path, NO_POLICY)
     decision = world.decide(gpu=5)["gpu"]
     # 5 rounds up to dear's granule: 8; gpu is capped at 6 on dear, so one granule of 4.
-    assert (decision.outcome, decision.ops) == ("partial", (OpRequest("gpu", "dear", 4, 5),))
+    assert (decision.outcome, decision.ops) == ("partial", (op("gpu", "dear", 4, 5),))
     assert decision.evidence["providers"][0]["room"]["limit"] == "template max_instances"
     world.commit(decision)
     world.clock.advance(61)
@@ -214,14 +224,14 @@ def test_breaker_open_stops_requests_and_half_open_sends_one_probe(world: Pass) 
     assert world.decide(cpu=5)["cpu"].outcome == "breaker-open"
     world.clock.advance(world.config.policy.breaker.cool_off)
     probe = world.decide(cpu=5)["cpu"]
-    assert probe.ops == (OpRequest("cpu", "onprem", 1, 1),)
+    assert probe.ops == (op("cpu", "onprem", 1, 1),)
     assert probe.evidence["breaker"]["position"] == "half-open"
     # Only one probe: while it is out, nothing more is asked for, cooldown or not.
     world.commit(probe)
     world.clock.advance(3 * world.config.policy.cooldown)
     assert world.decide(cpu=5)["cpu"].outcome == "breaker-probe"
     world.breakers.success("cpu", world.clock.now)  # the probe joined
-    assert world.decide(cpu=5)["cpu"].ops == (OpRequest("cpu", "onprem", 3, 4), OpRequest("cpu", "cheap", 1, 1))
+    assert world.decide(cpu=5)["cpu"].ops == (op("cpu", "onprem", 3, 4), op("cpu", "cheap", 1, 1))
 
 
 def test_no_gap_and_unknown_templates(world: Pass) -> None:
