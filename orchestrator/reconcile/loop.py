@@ -368,13 +368,14 @@ class Reconciler:
         fallback: frozenset[str] = frozenset(),
         refused: frozenset[tuple[str, str]] = frozenset(),
     ) -> PolicyInputs:
-        """The policy's inputs as the facts are now (the gap recomputed from them)."""
-        records = ctx.records()
+        """The policy's inputs as the facts are now (the gap recomputed from them); ``select:``
+        offerings as the executor renders them (its parts' catalogue selections)."""
+        records, chosen = ctx.records(), self.parts.selected() if self.parts.selected is not None else {}
         gaps = gaps_from_ledger(ctx.snapshot, records)
         with self._books:
             unavailable = self._unavailable(ctx)
             return PolicyInputs(
-                gaps, records, self.health, self.breakers, now, unavailable, fallback, refused, self.holds
+                gaps, records, self.health, self.breakers, now, unavailable, fallback, refused, self.holds, chosen
             )
 
     def _unavailable(self, ctx: PassContext) -> dict[str, str]:

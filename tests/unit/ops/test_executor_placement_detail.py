@@ -22,5 +22,5 @@ def test_the_intent_names_the_placements_and_a_pool_fill_keeps_its_own_detail(tm
     details = [f.detail for f in facts.committed if f.kind == FactKind.REQUEST_INTENT]
     assert placements_of(details[0]) == [Placement("c8.large", 2)]
     assert details[1:] == [FILL_DETAIL, ""]
-    with pytest.raises(UsageError, match="placements c8.large=1 place 1 instances, not 2"):
+    with pytest.raises(UsageError, match=r"placements c8\.large=1 place 1 instances, not 2"):
         executor.create("sim", "cpu", 2, placements=[Placement("c8.large", 1)])

@@ -15,7 +15,7 @@ from orchestrator.configfile import parse_config
 from orchestrator.errors import CapacityRefused
 from orchestrator.model.facts import Fact, FactKind
 from orchestrator.model.instances import instance_key
-from orchestrator.model.offerings import Placement, placement_detail, placements_of
+from orchestrator.model.offerings import Offering, Placement, placement_detail, placements_of
 from orchestrator.ops.executor import Created, CreateResult, Executor
 from orchestrator.ops.openops import open_ops
 from orchestrator.reconcile.loop import Reconciler
@@ -67,18 +67,25 @@ class NoRoomOn:
         return getattr(self.real, name)
 
 
-def test_a_capacity_refusal_on_one_offering_moves_the_rest_to_the_next_in_the_same_phase(tmp_path: Path) -> None:
+def scripted(
+    tmp_path: Path, cpu: str, refused: str, **parts: Any
+) -> tuple[Reconciler, FakeView, NoRoomOn, MemoryFacts]:
+    """A reconciler over :class:`NoRoomOn` (refusing ``refused``), cpu's block on sim ``cpu``."""
     text = SITE.format(cluster="unit", state=tmp_path / "state")
     assert ONE_FLAVOR in text
-    loaded = parse_config(text.replace(ONE_FLAVOR, TWO_OFFERINGS), "x.yaml", tmp_path)
-    facts, hosts, clock = MemoryFacts(), FakeHosts(), FakeClock()
-    fence = FakeFence()
-    ops = unit_ops(loaded, FakeEngine(), facts=facts, hosts=hosts, fence=fence, clock=lambda: clock.now)
-    executor = NoRoomOn(ops.executor, facts, fence, "a")
+    loaded = parse_config(text.replace(ONE_FLAVOR, cpu), "x.yaml", tmp_path)
+    facts, hosts, clock, fence = MemoryFacts(), FakeHosts(), FakeClock(), FakeFence()
+    ops = unit_ops(loaded, FakeEngine(), facts=facts, hosts=hosts, fence=fence, clock=lambda: clock.now, **parts)
+    executor = NoRoomOn(ops.executor, facts, fence, refused)
     view = FakeView(facts, hosts)
     wired = (executor, ops.parts)
     state_dir = loaded.config.state_dir
     reconciler = Reconciler(loaded.config, wired, view, clock=lambda: clock.now, state_dir=state_dir)  # type: ignore[arg-type]
+    return reconciler, view, executor, facts
+
+
+def test_a_capacity_refusal_on_one_offering_moves_the_rest_to_the_next_in_the_same_phase(tmp_path: Path) -> None:
+    reconciler, view, executor, facts = scripted(tmp_path, TWO_OFFERINGS, "a")
     view.want(cpu=3)
     report = reconciler.run_once()
     result = report.result("scale-out", ScaleOutResult)
@@ -100,3 +107,24 @@ def test_a_capacity_refusal_on_one_offering_moves_the_rest_to_the_next_in_the_sa
     ]
     # The next pass: nothing more is wanted, so nothing more is asked.
     assert reconciler.run_once().ops == [] and executor.asked == [("a",), ("b",)]
+
+
+def test_a_select_template_is_placed_on_the_offerings_its_catalogue_gave(tmp_path: Path) -> None:
+    """The policy reads the same selections the executor renders with (its parts' ``selected``)."""
+    chosen = {
+        ("cpu", "sim"): [
+            Offering("c2", "c2", cost_per_hour=0.2, source="catalogue"),
+            Offering("c4", "c4", cost_per_hour=0.3, slots=2, source="catalogue"),
+        ]
+    }
+    select = "sim: {image: debian-12, select: {cpus: {min: 2}}}"
+    reconciler, view, executor, _facts = scripted(tmp_path, select, "c4", selected=lambda: chosen)
+    view.want(cpu=2)
+    result = reconciler.run_once().result("scale-out", ScaleOutResult)
+    # c4 is cheaper per slot (0.15) and refused; c2 (0.2) takes the two in the same phase.
+    assert executor.asked == [("c4",), ("c2",)] and [o.count for o in result.created] == [2]
+    # Without the catalogue's selections the template has no offering: nothing is asked.
+    reconciler, view, executor, _ = scripted(tmp_path / "none", select, "c4")
+    view.want(cpu=2)
+    [decision] = [d for d in reconciler.run_once().decisions if d.template == "cpu"]
+    assert executor.asked == [] and decision.evidence["providers"][0]["skipped"] == "no-offering"
