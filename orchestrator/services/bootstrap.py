@@ -48,8 +48,8 @@ from orchestrator.configfile import LoadedConfig
 from orchestrator.errors import UsageError
 from orchestrator.model.config import Config
 from orchestrator.model.modules import labels_of
-from orchestrator.model.placed import listed_offering
 from orchestrator.model.progress import HostDone, ProgressSink, no_progress, reported_phase
+from orchestrator.reconcile.offers import configured
 from orchestrator.services.bootstrap_sources import SimulatedWorld, console_keys, simulated_sources
 from orchestrator.services.join_tokens import join_token_vars
 from orchestrator.workspace.pgconn import pg_conn_str
@@ -215,7 +215,8 @@ def inventory_document(
 def offering_slots(config: Config, record: InstanceRecord) -> int | None:
     """The slots ``record``'s offering gives its host when other than its template's (None: the
     template's, or an offering not listed: a ``select:`` one carries its slots in the user data)."""
-    named = listed_offering(config, record.provider, record.template, record.offering)
+    found = configured(config, record.template, record.provider) if record.offering else []
+    named = next((o for o in found if o.name == record.offering), None)
     if named is None or named.slots == config.templates[record.template].xce.slots:
         return record.slots
     return named.slots

@@ -38,11 +38,11 @@ from orchestrator.errors import ConfigError
 from orchestrator.model import tags as owner
 from orchestrator.model.config import Config
 from orchestrator.model.instances import InstanceSpec, new_op_id
-from orchestrator.model.offerings import Placement
 from orchestrator.model.ops import OpRequest
 from orchestrator.ops.images import resolve_baked
 from orchestrator.ops.losses import preview_losses
 from orchestrator.ops.steps import plan_desired, render_instances
+from orchestrator.reconcile.budget import unit_cost
 from orchestrator.reconcile.policy import choose_ops
 from orchestrator.render.instances import RenderRequest, template_dir_problems
 from orchestrator.services.missing_ca import missing_ca
@@ -164,7 +164,7 @@ def plan_burst(
         op_id = new_op_id()
         # The op's own render step; a preview needs no CA file (apply renders every op again and
         # does): the same rule as validate.
-        request = RenderRequest(op.provider, op.template, op_id, op.count, placements=op_placements(op))
+        request = RenderRequest(op.provider, op.template, op_id, op.count, placements=op.placements)
         # bake:newest is resolved as the op resolves it, so the plan shows the concrete id.
         resolved = resolve_baked(config, engine, workdirs[op.provider], op.template)
         specs = render_instances(resolved, root, request, source=loaded.source, allow_missing_ca=True)
@@ -251,7 +251,8 @@ def _plan_provider(
         if action == "update":
             change += 1
         offering = spec.tags.get(owner.OFFERING, "") if spec else ""
-        cost = _instance_cost(config, workdir.provider, spec) if spec else 0.0
+        # Its offering's price (budget.unit_cost: the default offering's for a tag it no longer lists).
+        cost = unit_cost(config, workdir.provider, spec.template, offering=offering) if spec else 0.0
         if action == "create" and spec is not None and spec.template in cloud:
             cost_by_template[spec.template] = cost_by_template.get(spec.template, 0.0) + cost
             row = cost_by_offering.setdefault(spec.template, {})
@@ -277,7 +278,7 @@ def _plan_provider(
             "template": op.template,
             "count": op.count,
             "asked": op.asked,
-            "placements": [{"offering": p.offering, "count": p.count} for p in op_placements(op)],
+            "placements": [{"offering": p.offering, "count": p.count} for p in op.placements],
         }
         for op_id, (op, _, _) in sorted(by_op.items())
     ]
@@ -297,23 +298,6 @@ def _plan_provider(
         plan_file=plan_file.name if plan_file else None,
         lost=[lost[key] for key in sorted(lost)],
     )
-
-
-def op_placements(op: OpRequest) -> tuple[Placement, ...]:
-    """The offerings the policy placed an op's keys on (none: the default offering)."""
-    return tuple(getattr(op, "placements", ()) or ())
-
-
-def _instance_cost(config: Config, provider: str, spec: InstanceSpec) -> float:
-    """What one instance costs per hour: its offering's price (by its ``xce:offering`` tag),
-    the template's ``cost_per_hour`` when that names no listed offering."""
-    template = config.templates.get(spec.template)
-    side = template.providers.get(provider) if template is not None else None
-    if template is None or side is None:
-        return 0.0
-    named = spec.tags.get(owner.OFFERING)
-    listed = {o.name: o for o in side.listed_offerings(template.xce.slots)}
-    return listed[named].cost_per_hour if named in listed else side.cost_per_hour
 
 
 def _merged_tags(workdir: ProviderWorkdir, spec: InstanceSpec | None) -> dict[str, str]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from orchestrator.model.facts import GONE_KINDS, Fact, FactKind
 from orchestrator.model.instances import instance_key
-from orchestrator.model.placed import placed_offerings
+from orchestrator.reconcile.ledger import ledger
 
 CONTRACT_DETAIL = "contract"
 
@@ -58,11 +58,11 @@ def contract_detail(detail: str) -> dict[str, Any]:
 
 def machines(facts: Iterable[Fact], defaults: Mapping[tuple[str, str], str] | None = None) -> dict[str, Machine]:
     """Every created instance of the facts, by instance key; ``defaults``: (provider, template) →
-    its default offering's name (:func:`~orchestrator.model.placed.default_offerings`), the offering of a key whose
-    intent names none."""
+    its default offering's name (:func:`~orchestrator.reconcile.offers.default_names`), the
+    offering of a key whose intent names none (the ledger's ``offering``)."""
     ordered = sorted(facts, key=lambda f: f.fact_id)
     out: dict[str, Machine] = {}
-    placed = placed_offerings(ordered, defaults or {})
+    placed = {key: record.offering for key, record in ledger(ordered, defaults or {}).items()}
     for fact in ordered:
         if fact.kind == FactKind.INSTANCE_CREATED:
             out[fact.instance_key] = Machine(

@@ -30,9 +30,9 @@ from typing import Any
 
 from orchestrator.model.facts import Fact, FactKind
 from orchestrator.model.instances import instance_key
-from orchestrator.model.placed import default_offerings
 from orchestrator.model.text import printable
 from orchestrator.ops.openops import open_ops
+from orchestrator.reconcile.offers import default_names
 from orchestrator.services.contract.ledger import Machine, machines, op_facts
 from orchestrator.services.contract.requests import RequestRecord, valid_request_id
 from orchestrator.services.contract.schemas import GetRequestStatusInput
@@ -195,7 +195,7 @@ def request_status(session: ContractSession, document: GetRequestStatusInput) ->
     if not any(valid_request_id(r) for r in asked):  # nothing to read: no id has the form of one
         return {"requests": [_not_found(r) for r in asked]}
     providers = sorted(session.loaded.config.providers)
-    defaults = default_offerings(session.loaded.config)
+    defaults = default_names(session.loaded.config)
     answers: list[dict[str, Any]] = []
     with session.reading() as ops:
         cache: dict[str, list[Fact]] = {}

@@ -75,3 +75,31 @@ def test_a_saved_plan_applies_every_key_on_the_offering_it_showed(offered: Loade
 def test_keys_offerings_become_placements_in_key_order() -> None:
     assert runs(["a", "a", "b", "a"]) == (Placement("a", 2), Placement("b", 1), Placement("a", 1))
     assert runs(["a", ""]) == ()  # a key planned before offerings: the default offering for all
+
+
+CHEAP = """
+  cheap:
+    providers:
+      sim:
+        image: debian-12
+        cost_per_hour: 0.5
+        offerings:
+          - {{flavor: c8.large}}
+          - {{flavor: c4.small, zone: zone-c, cost_per_hour: 0.2}}
+"""
+
+
+def test_the_plan_renders_on_the_offerings_the_policy_placed_the_op_on(tmp_path: Path) -> None:
+    text = (SITE + CHEAP).format(cluster="unit", state=tmp_path / "state")
+    loaded = parse_config(text, str(tmp_path / "xceprov.yaml"), tmp_path)
+    engine = FakeEngine()
+    plan = plan_burst(loaded, {"cheap": 2}, out=tmp_path / "b", toolkit_root=ROOT, engine=engine)
+    [sim] = plan.to_json()["providers"]
+    # The cheapest per slot, not the first listed (the default).
+    assert [op["placements"] for op in sim["ops"]] == [[{"offering": "c4.small@zone-c", "count": 2}]]
+    assert {(i["offering"], i["zone"], i["cost_per_hour"]) for i in sim["instances"]} == {
+        ("c4.small@zone-c", "zone-c", 0.2)
+    }
+    apply_bundle(loaded, tmp_path / "b", ROOT, wired=unit_ops(loaded, engine))
+    held = ProviderWorkdir(loaded.config, "sim", ROOT).desired.read()
+    assert {(s.flavor, s.zone) for s in held.values()} == {("c4.small", "zone-c")}

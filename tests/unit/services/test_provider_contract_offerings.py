@@ -10,7 +10,7 @@ from tffake import SITE, FakeEngine
 from orchestrator.configfile import LoadedConfig, parse_config
 from orchestrator.model.facts import Epoch, Fact, FactKind
 from orchestrator.model.offerings import Placement, placement_detail
-from orchestrator.model.placed import default_offerings
+from orchestrator.reconcile.offers import default_names
 from orchestrator.services.contract.ledger import machines
 from tests.unit.services.test_provider_contract import ask, contract
 
@@ -72,5 +72,5 @@ def test_a_machine_placed_by_an_op_names_that_offering(tmp_path: Path) -> None:
             for i in range(2)
         ),
     ]
-    found = machines(facts, default_offerings(loaded.config))
+    found = machines(facts, default_names(loaded.config))
     assert [m.offering for m in found.values()] == ["c8.large", "c16.large@zone-b"]
