@@ -75,10 +75,12 @@ from orchestrator.daemon.wakeups import WakeUps
 from orchestrator.daemon.warmup import warm
 from orchestrator.errors import UsageError, XceprovError
 from orchestrator.model.config import Config
+from orchestrator.ops.catalogue import CatalogueReader
 from orchestrator.ops.executor import OpParts, Wired
 from orchestrator.ops.facts import LinkFacts
 from orchestrator.ops.hosts import LinkHosts
 from orchestrator.reconcile.report import PassReport
+from orchestrator.reconcile.selected import SelectedOfferings
 from orchestrator.workspace.pgbackend import refuse_unmigrated
 from orchestrator.workspace.terraform import engine_for
 
@@ -217,10 +219,14 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing, NoticeHandling):
         self.link.start()
         if self.membership is not None:
             self.membership.start()
+        engine = options.engine or engine_for(config)
+        # The offerings of the select: templates, from the flavor catalogues (kept for each
+        # provider's catalogue_ttl): what a create renders on; the policy's PolicyInputs.selected.
+        self.selected = SelectedOfferings(CatalogueReader(config, options.toolkit_root, lambda: engine))
         parts = OpParts(
             config,
             options.toolkit_root,
-            options.engine or engine_for(config),
+            engine,
             StopFence(self.fenced(self.keeper), lifecycle.stop_window),
             LinkFacts(self.link),
             LinkHosts(self.link),
@@ -228,6 +234,7 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing, NoticeHandling):
             decommission=guarded_decommission(options.decommission, lifecycle) if options.decommission else None,
             sleep=stoppable_sleep(lifecycle),
             clock=options.clock,
+            selected=self.selected.current,
         )
         # Every step recorded through the stop guard, every op watched (held in flight, counted).
         self.guard = guard_parts(parts, lifecycle, self.metrics, self.heartbeat)
@@ -302,6 +309,7 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing, NoticeHandling):
         self.config = config
         assert self.ops is not None and self.reconciler is not None
         self.ops.parts.config = config
+        self.selected.reload(config)
         self.reconciler.reload(config)
         if self.orphans is not None:
             self.orphans.reload(config)
