@@ -34,6 +34,7 @@ from orchestrator.model.facts import Fact
 from orchestrator.ops.executor import Bootstrap
 from orchestrator.reconcile.bootstraps import BootstrapRecord, BootstrapTracker
 from orchestrator.reconcile.breaker import Breakers
+from orchestrator.reconcile.noticebook import noticed_rows
 from orchestrator.reconcile.refusals import RefusalMemory
 from orchestrator.reconcile.report import PassReport
 from orchestrator.workspace.daemonstatus import read_status, write_status
@@ -126,6 +127,7 @@ class StatusPublishing:
             config=self.config,
             first_boot_failed=self.first_boot_failures(),
             refusals=self.shown_refusals(),
+            notices=noticed_rows(self.config),
         )
 
     def first_boot_failures(self) -> list[Any]:
@@ -207,4 +209,5 @@ class StatusPublishing:
         document.setdefault("leases", [])
         document.setdefault("reclaim_candidates", [])
         document.setdefault("orphans", self.orphans.to_json() if self.orphans is not None else None)
+        document.setdefault("notices", [])
         write_status(self.config.state_dir, document)

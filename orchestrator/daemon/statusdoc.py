@@ -277,6 +277,7 @@ def build_document(
     config: Config | None = None,
     first_boot_failed: Sequence[Mapping[str, Any]] = (),
     refusals: RefusalMemory | None = None,
+    notices: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The status document (docs/daemon.md, "Status file"); ``daemon`` is its ``daemon`` member;
     ``report`` the last pass's (typed, or its ``last_pass`` document as written before);
@@ -284,7 +285,8 @@ def build_document(
     ``bootstrap`` member; ``config`` its ``cost_per_hour`` member (empty without);
     ``first_boot_failed``: the failed first boots of the document before (its ``first_boot``
     member's ``failed``), to which this pass's are added; ``refusals`` its ``refusals`` member
-    (the memory of refusals' records, held or still counting; empty without)."""
+    (the memory of refusals' records, held or still counting; empty without); ``notices`` the
+    noticed hosts."""
     hosts = list(hosts)
     last = report.to_json() if isinstance(report, PassReport) else dict(report) if report is not None else None
     figures = PassFigures.of(report) if isinstance(report, PassReport) else PassFigures.from_json(last)
@@ -311,6 +313,8 @@ def build_document(
         # With a shared store (terraform.backend: pg): reachable or since when not, the live
         # members and what each holds, this daemon's share (orchestrator/daemon/members.py).
         "store": dict(store) if store is not None else None,
+        # Hosts acted on for an interruption notice (orchestrator/reconcile/noticebook.py).
+        "notices": [dict(n) for n in notices],
     }
 
 

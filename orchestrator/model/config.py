@@ -250,6 +250,9 @@ class DaemonSettings(Strict):
     # starts one at once, so this only bounds how late time-driven work (idle reclaim, join
     # deadlines, backoffs ending) is noticed.
     reconcile_interval: Duration = Field(default=RECONCILE_INTERVAL, gt=0, le=3600)
+    # How often the daemon reads its providers' interruption notices (docs/daemon.md, "Spot
+    # interruption notices"): a notice is acted on at most this long after the cloud gave it.
+    notice_interval: Duration = Field(default=5.0, gt=0, le=3600)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
 
 

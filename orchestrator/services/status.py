@@ -156,6 +156,8 @@ class DaemonView:
     # The memory of refusals as the daemon last read it: {scope, provider, placement, failures,
     # first, last, until, text} each (docs/daemon.md, "The memory of refusals").
     refusals: tuple[dict[str, Any], ...] = ()
+    # Hosts acted on for an interruption notice (docs/daemon.md, "Spot interruption notices").
+    notices: tuple[dict[str, Any], ...] = ()
 
 
 def daemon_view(state_dir: Path) -> DaemonView | None:
@@ -182,6 +184,7 @@ def daemon_view(state_dir: Path) -> DaemonView | None:
         bootstrap=bootstrap_counts(doc.get("bootstrap")),
         first_boot=doc.get("first_boot") if isinstance(doc.get("first_boot"), dict) else None,
         refusals=tuple(r for r in doc.get("refusals") or [] if isinstance(r, dict)),
+        notices=tuple(n for n in doc.get("notices") or () if isinstance(n, dict)),
     )
 
 

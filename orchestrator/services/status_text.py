@@ -170,6 +170,7 @@ def render_daemon(view: DaemonView | None) -> list[str]:
     lines += ["", *bootstrap_lines(view)]
     lines += first_boot_lines(view)
     lines += refusal_lines(view.refusals, view.age, time.time())
+    lines += notice_lines(view.notices, time.time())
     lines += ["", "reclaim candidates (last pass)"]
     if not view.reclaim_candidates:
         lines.append("  (none)")
@@ -259,6 +260,23 @@ def store_line(store: dict[str, Any]) -> str:
     count = len(store.get("members", []))
     closed = f"; fence closed: {store['closed']}" if store.get("closed") else ""
     return f"  shared store: {count} live member{'s' if count != 1 else ''}; dealt to this daemon: {share}{closed}"
+
+
+def notice_lines(notices: tuple[dict[str, Any], ...], now: float) -> list[str]:
+    """The hosts acted on for an interruption notice (none: no lines)."""
+    if not notices:
+        return []
+    lines = ["", "interruption notices (hosts closed at the controller, leaving)"]
+    for n in notices:
+        reclaim = float(n.get("reclaim_at") or 0)
+        when = f"reclaimed in {reclaim - now:.0f}s" if reclaim > now else "reclaim time passed"
+        lost = "loss recorded" if n.get("lost_at") else when
+        lines.append(
+            f"  {printable(n.get('host_name') or n.get('instance_id'))}  {printable(n.get('provider'))}/"
+            f"{printable(n.get('template'))}  {printable(n.get('instance_id'))}  closed "
+            f"{float(n.get('closed_seconds') or 0):.1f}s after the notice ({printable(n.get('host_state'))}); {lost}"
+        )
+    return lines
 
 
 def orphans_line(member: dict[str, Any], now: float) -> str:
