@@ -24,6 +24,7 @@ BENCHES = [
     ("bench_scaleout.py", False),
     ("bench_bootstrap.py", True),
     ("bench_firstboot.py", True),
+    ("bench_spot.py", True),
 ]
 
 

@@ -64,6 +64,9 @@ class FakeEngine:
         self.plan_variables: list[dict[str, Any]] = []
         # Working directories whose next apply fails (once each), as a cloud error would.
         self.fail_apply: set[Path] = set()
+        # While set: every apply that would create an instance fails with this cloud error
+        # (a refusal that lasts, such as a quota reached).
+        self.refuse_creates: str | None = None
         # Called inside every apply while it counts as running (shard tests synchronise on it).
         self.during_apply: Callable[[Path], None] | None = None
         self.in_flight = 0
@@ -226,6 +229,9 @@ class FakeEngine:
             # Stopped before its first cloud call: the state is unchanged, as Terraform leaves it.
             return ApplyResult(changes=(), failed=(), diagnostics=(), summary=Summary(), interrupted=True)
         saved = json.loads(Path(workdir, plan_file).read_text())
+        new = set(saved["variables"].get("instances") or {}) - set(self.state(workdir)["instances"])
+        if self.refuse_creates is not None and new:
+            raise TerraformError(f"Error: creating instance: {self.refuse_creates}")
         if saved["serial"] != self.state(workdir)["serial"]:
             raise StaleState("saved plan is stale: the state changed since the plan was made")
         instances = {

@@ -59,6 +59,8 @@ from orchestrator.daemon.guarded import (
 from orchestrator.daemon.lifecycle import Lifecycle, exit_process
 from orchestrator.daemon.members import Membership
 from orchestrator.daemon.metrics import DaemonMetrics, MetricsEndpoint, daemon_version, start_endpoint
+from orchestrator.daemon.noticewatch import NoticeWatch
+from orchestrator.daemon.noticing import NoticeHandling
 from orchestrator.daemon.orphanscan import OrphanScans, Scanning
 from orchestrator.daemon.parts import (
     DaemonOptions,
@@ -129,7 +131,7 @@ def daemon_instance_id(cluster: str) -> str:
     return f"{cluster}-daemon-{socket.gethostname()}"
 
 
-class Daemon(WakeUps, StatusPublishing, ProviderSharing):
+class Daemon(WakeUps, StatusPublishing, ProviderSharing, NoticeHandling):
     """One daemon process (see the module docstring); :meth:`run` returns its exit status."""
 
     def __init__(self, lifecycle: Lifecycle, options: DaemonOptions) -> None:
@@ -176,6 +178,7 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing):
         self._last_report: PassReport | None = None
         # Each pass's scale-out reasons: journaled, and told to the controller (reasonreport.py).
         self.reason_reports = ReasonReporting(self.config.state_dir, self._report_reasons)
+        self.notice_watch: NoticeWatch | None = None
 
     # -- start ---------------------------------------------------------------------------------
 
@@ -248,6 +251,7 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing):
             LoopParts(config, self.ops, self.link, play, options.clock, lifecycle, self.fact_reader, options.first_boot)
         )
         self.orphans = OrphanScans(config, lifecycle, self.metrics, options.clock, self._scanner)
+        self.start_notice_watch()  # interruption notices read on a thread of their own (noticing.py)
         if options.watchdog_interval is not None:
             self.pinger = WatchdogPinger(options.notifier, options.watchdog_interval, self.heartbeat.healthy)
             self.pinger.start()
@@ -324,7 +328,7 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing):
         while True:
             # A due scan runs before the next pass, whatever woke the loop: pushes arriving all
             # the time must not starve it (it is due at most once per interval).
-            if not self._scan_if_due():
+            if not self._scan_if_due() or not self.retire_reclaimed():
                 return None
             self.apply_share()  # between passes: a provider dealt away is released now, not under an op
             left = deadline - time.monotonic()

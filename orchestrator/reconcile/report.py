@@ -17,6 +17,7 @@ from orchestrator.reconcile.gap import TemplateGap
 from orchestrator.reconcile.health import Block
 from orchestrator.reconcile.reasons import Reason, pass_reasons, reasons_json
 from orchestrator.reconcile.reclaim import ReclaimCandidate
+from orchestrator.reconcile.refusals import Refusal
 from orchestrator.reconcile.results import PhaseResult
 from orchestrator.reconcile.scaleout import ScaleOutDecision
 
@@ -83,6 +84,8 @@ class PassReport:
     # Providers passed over after failures at the pass's end: the backoff of docs/daemon.md,
     # "Metrics" (``xceprov_provider_backoff``).
     blocked: list[Block] = field(default_factory=list)
+    # The refusals this pass recorded in the memory of refusals (``xceprov_refusals_total``).
+    refused: list[Refusal] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -105,6 +108,10 @@ class PassReport:
         found = [p.evidence for p in self.phases if p.name == name and isinstance(p.evidence, kind)]
         return found[-1] if found else None
 
+    def to_json_refused(self) -> list[dict[str, str]]:
+        """The refusals the pass recorded, as ``to_json`` names them (``scope``, ``provider``, ``placement``)."""
+        return [{"scope": r.scope, "provider": r.provider, "placement": r.placement} for r in self.refused]
+
     def to_json(self) -> dict[str, Any]:
         """The document the daemon writes to ``status.json`` (``pass`` member)."""
         return {
@@ -121,4 +128,5 @@ class PassReport:
             "decisions": [decision_json(d) for d in self.decisions],
             "reasons": reasons_json(self.reasons),
             "blocked": [b.evidence() for b in self.blocked],
+            "refused": self.to_json_refused(),
         }

@@ -24,7 +24,8 @@ after every pass and when a bootstrap batch starts): whether it runs and how old
 is, its leases with their remaining validity (or who holds a lease it does not), the bootstrap's
 share of its created hosts per provider (waiting, running, done, failed), its first-boot hosts
 by outcome with those not joined and the recent failed first boots, and the reclaim
-candidates of its last pass. The
+candidates of its last pass, and the memory of refusals as it last read it (what the cloud
+refused, held until when). The
 circuit breakers are read from their durable file (``<state_dir>/breakers.json``), so they show
 with or without a daemon.
 
@@ -155,6 +156,11 @@ class DaemonView:
     first_boot: dict[str, Any] | None = None
     # Per template, why the last pass launched what it did or nothing (reconcile/reasons.py).
     reasons: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # The memory of refusals as the daemon last read it: {scope, provider, placement, failures,
+    # first, last, until, text} each (docs/daemon.md, "The memory of refusals").
+    refusals: tuple[dict[str, Any], ...] = ()
+    # Hosts acted on for an interruption notice (docs/daemon.md, "Spot interruption notices").
+    notices: tuple[dict[str, Any], ...] = ()
 
 
 def daemon_view(state_dir: Path) -> DaemonView | None:
@@ -181,6 +187,8 @@ def daemon_view(state_dir: Path) -> DaemonView | None:
         bootstrap=bootstrap_counts(doc.get("bootstrap")),
         first_boot=doc.get("first_boot") if isinstance(doc.get("first_boot"), dict) else None,
         reasons=reasons_json(reasons_from_json(doc.get("reasons"))),
+        refusals=tuple(r for r in doc.get("refusals") or [] if isinstance(r, dict)),
+        notices=tuple(n for n in doc.get("notices") or () if isinstance(n, dict)),
     )
 
 
@@ -232,6 +240,8 @@ class StatusReport:
     store: dict[str, Any] | None = None  # with a shared store: {"reachable", "error", "members"}
     pools: tuple[PoolRow, ...] = ()
     offerings: tuple[OfferingRow, ...] = ()
+    # What the cloud refused and until when (from the daemon's status file; empty without one).
+    refusals: tuple[dict[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The report as plain JSON values (``xceprov status --json``); ``reasons``: the daemon's
@@ -389,6 +399,8 @@ def local_state(loaded: LoadedConfig) -> dict[str, Any]:
             out[key] = read()
         except (XceprovError, OSError) as exc:
             unreadable[key] = (str(exc).splitlines() or [type(exc).__name__])[0]
+    daemon = out.get("daemon")
+    out["refusals"] = daemon.refusals if isinstance(daemon, DaemonView) else ()
     return out
 
 
@@ -406,6 +418,7 @@ def offline_json(error: str, local: dict[str, Any]) -> dict[str, Any]:
         "controller": {"reachable": False, "error": error},
         "daemon": asdict(daemon) if daemon is not None else None,
         "breakers": list(local.get("breakers", ())),
+        "refusals": list(local.get("refusals", ())),
         "unreadable": local["unreadable"],
         "store": local.get("store"),
         "holders": [asdict(row) for row in local.get("holders", ())],

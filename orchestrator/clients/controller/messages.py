@@ -135,6 +135,7 @@ def host_info(d: Dict) -> HostInfo:
         idle_since=_sec(d, "idleSinceUnixMs"),
         join_deadline=_sec(d, "joinDeadlineUnixMs"),
         joined_at=_sec(d, "joinedUnixMs"),
+        reclaim_at=_sec(d, "reclaimAtUnixMs"),
     )
 
 

@@ -51,6 +51,8 @@ class HostInfo:
     idle_since: float = 0.0
     join_deadline: float = 0.0
     joined_at: float = 0.0
+    # When the cloud reclaims the host (an interruption notice the controller was told of); 0: none.
+    reclaim_at: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -180,6 +180,7 @@ def status(state_dir: Path, timeout: float = 10.0) -> dict[str, Any]:
                     "provider": str(h.provider),
                     "template": str(h.template),
                     "state": str(h.state),
+                    "reclaim_at_ms": int(h.reclaimAtUnixMs),
                 }
                 for h in s.hosts
             ],

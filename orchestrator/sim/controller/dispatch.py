@@ -175,6 +175,8 @@ def _provisioner(core: ControllerCore, session: Session, rid: int, kind: str, en
             session.send(wire.reply_error(rid, outcome))
         else:  # the host's state after the request: closed, closing or decommissioned
             session.send(wire.reply_ack(rid, 0, to_ms(core.clock.wall()), outcome))
+    elif kind == "hostNotice":
+        _host_notice(core, session, rid, env.hostNotice)
     elif kind == "hostStatus":
         q = env.hostStatus
         hosts: list[Host] = core.host_list(_text(q.provider), _text(q.template))
@@ -192,6 +194,22 @@ def _provisioner(core: ControllerCore, session: Session, rid: int, kind: str, en
         ]
         core.reasons.report(holder, reasons)
         session.send(wire.reply_ok(rid))
+
+
+def _host_notice(core: ControllerCore, session: Session, rid: int, n: Any) -> None:
+    provider, iid, name = _text(n.provider), _text(n.instanceId), _text(n.hostName)
+    reclaim_ms = int(n.reclaimAtUnixMs)
+    if not provider or not (iid or name) or reclaim_ms <= 0:
+        msg = "hostNotice needs provider, instanceId or hostName, and reclaimAtUnixMs"
+        session.send(wire.reply_error(rid, ErrorV("invalid", msg)))
+        return
+    outcome = core.notice_host(session.instance_id, provider, wire.epoch_of(n.epoch), iid, name, reclaim_ms)
+    if isinstance(outcome, RejectV):
+        session.send(wire.reply_reject(rid, outcome))
+    elif isinstance(outcome, ErrorV):
+        session.send(wire.reply_error(rid, outcome))
+    else:
+        session.send(wire.reply_ack(rid, 0, to_ms(core.clock.wall()), outcome))
 
 
 def _commit_facts(core: ControllerCore, session: Session, rid: int, batch: Any) -> None:

@@ -77,6 +77,7 @@ def fill_host(b: Any, h: Host) -> None:
     b.idleSinceUnixMs = h.idle_since_ms if h.state() in ("idle", "closed") else 0
     b.joinDeadlineUnixMs = h.join_deadline_ms
     b.joinedUnixMs = h.joined_ms
+    b.reclaimAtUnixMs = h.reclaim_at_ms
 
 
 def fill_demand(b: Any, d: DemandV) -> None:

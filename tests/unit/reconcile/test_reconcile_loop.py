@@ -301,3 +301,44 @@ def test_the_pass_takes_the_warm_pool_first_refills_it_after_and_returns_its_sur
     assert sorted(third.pool_returned) == sorted(refill) and not third.pooled
     returned = {f.instance_key for f in facts.committed if f.kind == FactKind.RETURNED}
     assert returned == set(refill) and open_ops(facts.facts("sim")) == []
+
+
+def test_a_quota_refused_for_many_passes_is_asked_once_per_hold_and_nothing_is_deleted(
+    loaded: LoadedConfig,
+) -> None:
+    """No create/delete loop (issue 31): after the first quota refusal, no create goes out until
+    the hold ends, and no instance is deleted; the hold is in the pass's report and the memory."""
+    engine = FakeEngine()
+    reconciler, view, facts, clock = build(loaded, engine, stamped=True)
+    view.want(cpu=1)
+    reconciler.run_once()  # one host made before the quota was reached
+    engine.refuse_creates = "InstanceLimitExceeded: Your quota allows for 0 more running instance(s)"
+    view.want(cpu=4)
+    clock.advance(60)
+    first = reconciler.run_once()
+    [refused] = first.refused
+    assert (refused.scope, refused.provider) == ("quota", "sim")
+    assert first.to_json()["refused"] == [{"scope": "quota", "provider": "sim", "placement": ""}]
+    applies = len([c for c in engine.calls if c[0] == "apply"])
+    until = reconciler.refusals.quota("sim", clock.now)
+    assert until is not None and until - clock.now >= loaded.config.policy.quota_backoff.base / 2 - 60
+    passes = 0
+    while clock.now + 30 < until:
+        clock.advance(30)
+        report = reconciler.run_once()
+        assert report.ops == [] and report.refused == []
+        passes += 1
+    assert passes >= 8
+    assert len([c for c in engine.calls if c[0] == "apply"]) == applies  # no create (nor delete) went out
+    created = {f.instance_key for f in facts.committed if f.kind == FactKind.INSTANCE_CREATED}
+    gone = {f.instance_key for f in facts.committed if f.kind in (FactKind.RETURNED, FactKind.LOST)}
+    assert len(created) == 1 and not created & gone  # the one host was never deleted
+    decision = next(d for d in report.decisions if d.template == "cpu")
+    assert decision.evidence["providers"][0]["skipped"] == "quota"
+    # Once the hold ends, one probe; the quota still refuses: held again, longer.
+    clock.advance(until - clock.now)
+    probe = reconciler.run_once()
+    assert len(probe.ops) == 1 and [r.failures for r in probe.refused] == [2]
+    # A restarted daemon (a new reconciler over the same state directory) holds it too.
+    restarted, *_ = build(loaded, FakeEngine())
+    assert restarted.refusals.quota("sim", clock.now) == reconciler.refusals.quota("sim", clock.now) is not None
