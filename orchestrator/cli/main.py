@@ -20,6 +20,7 @@ from orchestrator.cli import breaker as breaker_verb
 from orchestrator.cli import completion as completion_verb
 from orchestrator.cli import daemon as daemon_verb
 from orchestrator.cli import destroy as destroy_verb
+from orchestrator.cli import explain as explain_verb
 from orchestrator.cli import image as image_verbs
 from orchestrator.cli import init as init_verb
 from orchestrator.cli import offerings as offerings_verb
@@ -127,6 +128,7 @@ for _verb in (
     completion_verb.completion,
     daemon_verb.daemon,
     destroy_verb.destroy,
+    explain_verb.explain,
     image_verbs.image,
     init_verb.init,
     offerings_verb.offerings,

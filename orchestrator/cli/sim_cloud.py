@@ -154,7 +154,9 @@ def mutations_cmd(ctx: CliContext, as_json: bool, provider: str | None) -> None:
 
 @cloud.command("requests")
 @_JSON
-@click.option("--since", default=None, metavar="UNIX", help="Only requests received at or after this Unix time.")
+@click.option(
+    "--since", default=None, metavar="WHEN", help="Only requests received since WHEN (a Unix time, or 30m, 2h: ago)."
+)
 @pass_ctx
 def requests_cmd(ctx: CliContext, as_json: bool, since: str | None) -> None:
     """Show the request journal: every create and delete request, refused ones included, with its outcome."""

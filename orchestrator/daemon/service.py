@@ -36,11 +36,14 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from orchestrator.clients.controller.factreader import FactReader
 from orchestrator.clients.controller.keeper import LeaseKeeper
 from orchestrator.clients.controller.link import ControllerLink
+from orchestrator.clients.controller.reasons import report_reasons
+from orchestrator.clients.controller.types import TemplateReason
 from orchestrator.configfile import LoadedConfig
 from orchestrator.daemon.fence import StopFence
 from orchestrator.daemon.guarded import (
@@ -69,11 +72,12 @@ from orchestrator.daemon.parts import (
     default_scanner,
 )
 from orchestrator.daemon.publish import StatusPublishing
+from orchestrator.daemon.reasonreport import ReasonReporting
 from orchestrator.daemon.sharing import ProviderSharing
 from orchestrator.daemon.systemd import Heartbeat, WatchdogPinger
 from orchestrator.daemon.wakeups import WakeUps
 from orchestrator.daemon.warmup import warm
-from orchestrator.errors import UsageError, XceprovError
+from orchestrator.errors import ControllerError, UsageError, XceprovError
 from orchestrator.model.config import Config
 from orchestrator.ops.catalogue import CatalogueReader
 from orchestrator.ops.executor import OpParts, Wired
@@ -172,6 +176,8 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing, NoticeHandling):
         self._share_applied: tuple[set[str], int] | None = None
         self._share_lock = threading.Lock()
         self._last_report: PassReport | None = None
+        # Each pass's scale-out reasons: journaled, and told to the controller (reasonreport.py).
+        self.reason_reports = ReasonReporting(self.config.state_dir, self._report_reasons)
         self.notice_watch: NoticeWatch | None = None
 
     # -- start ---------------------------------------------------------------------------------
@@ -396,7 +402,14 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing, NoticeHandling):
         self.heartbeat.beat()
         self._last_report = report
         self.publish_status(report, duration)
+        if report is not None:
+            self.reason_reports.after_pass(report, self.options.clock())
         return True
+
+    def _report_reasons(self, reasons: Sequence[TemplateReason], now: float) -> None:
+        if self.link is None:
+            raise ControllerError("no controller link yet")
+        report_reasons(self.link, reasons, now)
 
     def _write_stopped(self) -> None:
         self.rewrite_status("stopped")

@@ -308,6 +308,8 @@ def build_document(
         "offerings": offering_usage(config, facts) if config is not None else {},
         "pools": pool_sizes(facts, config) if config is not None else {},
         "timeouts_expired": expired_timeouts(figures, facts),
+        # Per template, why the last pass launched what it did or nothing (reconcile/reasons.py).
+        "reasons": dict((last or {}).get("reasons") or {}),
         # The orphan scans' timer and the last scan's summary (orchestrator/daemon/orphanscan.py).
         "orphans": dict(orphans) if orphans is not None else None,
         # With a shared store (terraform.backend: pg): reachable or since when not, the live
@@ -386,6 +388,9 @@ def update_metrics(
         for failure in last.first_boot_failed:
             metrics.first_boot_failed(str(failure.get("provider", "")), str(failure.get("step", "")))
         metrics.phases_ran((p.name, p.failed) for p in last.phases)
+        for template, found in (document.get("reasons") or {}).items():  # counted once per pass
+            for reason in found:
+                metrics.reason_seen(str(template), str(reason.get("code", "")))
         if last.read_ok:  # a failed read knows no demand: the last stays
             metrics.set_templates(template_rows(last.templates, templates))
 

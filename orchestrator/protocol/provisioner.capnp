@@ -292,19 +292,6 @@ struct DemandSnapshot {
 # ---------------------------------------------------------------------------------------------
 # Status (xceprov status) and admin (simulated controller only)
 
-struct TemplateReason {
-  template @0 :Text;
-  code @1 :Text;
-  detail @2 :Text;
-  provider @3 :Text;
-  untilUnixMs @4 :Int64;
-}
-
-struct ProvisionerReport {
-  reasons @0 :List(TemplateReason);
-  timeUnixMs @1 :Int64;
-}
-
 struct ControllerStatus {
   controllerId @0 :Text;
   term @1 :UInt64;
@@ -317,6 +304,7 @@ struct ControllerStatus {
   runningWork @8 :UInt32;
   termStartedMs @9 :Int64;      # wall-clock unix ms at which the current term started (durable with
                                 # the term; 0 from a controller that does not report it)
+  reasons @10 :List(TemplateReason);  # the latest reason per template its provisioners reported
 }
 
 struct WorkerHeartbeat {
@@ -361,6 +349,23 @@ struct Error {
   code @0 :ErrorCode;
   message @1 :Text;
   redirect @2 :Text;            # notPrimary: "host:port" of the primary
+}
+
+# Why a provisioner launched what it did for a template, or nothing (docs/daemon.md, "Why nothing
+# launched"): the scheduler can say why work pends. Sent after a pass when they changed, and at
+# least every few minutes; each report replaces the sender's previous one.
+struct TemplateReason {
+  template @0 :Text;
+  code @1 :Text;                # launched | budget | cooldown | max-instances | granularity | backoff |
+                                # quota | no-lease | breaker-open | open-op | no-offering (more may come)
+  detail @2 :Text;              # one line naming every provider's reason
+  provider @3 :Text;            # the provider of the reason that held the demand back ("" for none)
+  untilUnixMs @4 :Int64;        # when the hold ends, 0 when not known
+}
+
+struct ProvisionerReport {
+  reasons @0 :List(TemplateReason);  # one per template with unmet demand or a launch
+  timeUnixMs @1 :Int64;              # when the provisioner decided them (its clock, informational)
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -412,7 +417,7 @@ struct Envelope {
     # --- added later (new members go at the end)
     commitFacts @33 :FactBatch;           # -> committed | reject | error(invalid: more than 1000 facts)
     committed @34 :FactBatch;             # reply to commitFacts
-    reportReasons @35 :ProvisionerReport; # -> ok
+    reportReasons @35 :ProvisionerReport; # -> ok (provisioners)
     hostNotice @36 :HostNotice;           # -> ack {hostState} | reject | error(unknownHost)
   }
 }

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from orchestrator.model.ops import OpRequest
 from orchestrator.reconcile.gap import TemplateGap
 from orchestrator.reconcile.health import Block
+from orchestrator.reconcile.reasons import Reason, pass_reasons, reasons_json
 from orchestrator.reconcile.reclaim import ReclaimCandidate
 from orchestrator.reconcile.refusals import Refusal
 from orchestrator.reconcile.results import PhaseResult
@@ -91,6 +92,12 @@ class PassReport:
         """Every phase that ran went through."""
         return all(p.ok for p in self.phases)
 
+    @property
+    def reasons(self) -> dict[str, list[Reason]]:
+        """Per template with unmet demand or a launch, why the pass did what it did (reasons.py);
+        empty when the scale-out phase decided nothing (a failed read, a skipped phase)."""
+        return pass_reasons(self.decisions)
+
     def phase(self, name: str) -> PhaseOutcome:
         """The outcome of the phase ``name``."""
         return next(p for p in self.phases if p.name == name)
@@ -119,6 +126,7 @@ class PassReport:
             "reclaim_candidates": [c.to_json() for c in self.reclaim_candidates],
             "leased": list(self.leased),
             "decisions": [decision_json(d) for d in self.decisions],
+            "reasons": reasons_json(self.reasons),
             "blocked": [b.evidence() for b in self.blocked],
             "refused": self.to_json_refused(),
         }

@@ -54,6 +54,7 @@ from orchestrator.reconcile.breaker import Breakers
 from orchestrator.reconcile.ledger import ledger
 from orchestrator.reconcile.offered import offering_usage
 from orchestrator.reconcile.pool import pools
+from orchestrator.reconcile.reasons import reasons_from_json, reasons_json
 from orchestrator.workspace.daemonstatus import read_status
 from orchestrator.workspace.pgsite import pg_site
 from orchestrator.workspace.sharedstore import cluster_documents
@@ -153,6 +154,8 @@ class DaemonView:
     # First-boot hosts: counts by outcome per provider, those not joined, the recent failures
     # (statusdoc.first_boot_share); None when the file has none.
     first_boot: dict[str, Any] | None = None
+    # Per template, why the last pass launched what it did or nothing (reconcile/reasons.py).
+    reasons: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     # The memory of refusals as the daemon last read it: {scope, provider, placement, failures,
     # first, last, until, text} each (docs/daemon.md, "The memory of refusals").
     refusals: tuple[dict[str, Any], ...] = ()
@@ -183,6 +186,7 @@ def daemon_view(state_dir: Path) -> DaemonView | None:
         store=doc.get("store") if isinstance(doc.get("store"), dict) else None,
         bootstrap=bootstrap_counts(doc.get("bootstrap")),
         first_boot=doc.get("first_boot") if isinstance(doc.get("first_boot"), dict) else None,
+        reasons=reasons_json(reasons_from_json(doc.get("reasons"))),
         refusals=tuple(r for r in doc.get("refusals") or [] if isinstance(r, dict)),
         notices=tuple(n for n in doc.get("notices") or () if isinstance(n, dict)),
     )
@@ -240,8 +244,9 @@ class StatusReport:
     refusals: tuple[dict[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        """The report as plain JSON values (``xceprov status --json``)."""
-        return asdict(self)
+        """The report as plain JSON values (``xceprov status --json``); ``reasons``: the daemon's
+        last pass's, per template (docs/daemon.md, "Why nothing launched")."""
+        return {**asdict(self), "reasons": self.daemon.reasons if self.daemon is not None else {}}
 
 
 def pool_rows(config: Config, facts: dict[str, list[Fact]]) -> tuple[PoolRow, ...]:
@@ -417,4 +422,5 @@ def offline_json(error: str, local: dict[str, Any]) -> dict[str, Any]:
         "unreadable": local["unreadable"],
         "store": local.get("store"),
         "holders": [asdict(row) for row in local.get("holders", ())],
+        "reasons": daemon.reasons if daemon is not None else {},
     }

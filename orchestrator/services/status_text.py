@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from orchestrator.model.text import printable
+from orchestrator.reconcile.reasons import held_line, reasons_from_json
 from orchestrator.services.status import DaemonView, HolderRow, StatusReport
 
 
@@ -160,6 +161,7 @@ def render_daemon(view: DaemonView | None) -> list[str]:
         lines.append(orphans_line(view.orphans, time.time()))
     if view.store is not None:
         lines.append(store_line(view.store))
+    lines += reason_lines(view)
     lines += ["", f"leases held by the daemon (as of {_ago(view.age)})"]
     for row in view.leases:
         if row.get("held"):
@@ -176,6 +178,19 @@ def render_daemon(view: DaemonView | None) -> list[str]:
         lines.append("  (none)")
     for c in view.reclaim_candidates:
         lines.append(f"  {c.get('provider', '-'):<10} {c.get('host', '-')}  {c.get('key', '-')}  {c.get('reason', '')}")
+    return lines
+
+
+def reason_lines(view: DaemonView) -> list[str]:
+    """One line per template with unmet demand, why (``xceprov explain`` shows the history)."""
+    found = reasons_from_json(view.reasons)
+    if not found:
+        return []
+    gaps = (view.last_pass or {}).get("gaps") or {}
+    lines = ["", "scale-out reasons (last pass; history: xceprov explain)"]
+    for template, reasons in sorted(found.items()):
+        wanted = int((gaps.get(template) or {}).get("gap", 0))
+        lines.append(f"  {printable(held_line(template, wanted, reasons))}")
     return lines
 
 

@@ -8,13 +8,14 @@ Every function takes the store (or its path) and plain values and raises
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
 from orchestrator.errors import UsageError
 from orchestrator.model import tags as owner
-from orchestrator.model.durations import parse_duration
+from orchestrator.model.durations import WHEN_FORMS, parse_duration, since_time
 from orchestrator.sim.cloud.errors import CloudError
 from orchestrator.sim.cloud.faults import FaultSettings
 from orchestrator.sim.cloud.notices import Notice
@@ -265,16 +266,16 @@ def format_mutations(mutations: Sequence[Mutation]) -> str:
     return aligned(rows)
 
 
-def parse_since(text: str | None) -> float:
-    """A Unix time in seconds (0 or more; ``None``: from the start)."""
+def parse_since(text: str | None, now: float | None = None) -> float:
+    """A Unix time in seconds, or a duration back from ``now`` (0 or more; ``None``: from the start)."""
     if text is None:
         return 0.0
     try:
-        since = float(text)
+        since = since_time(text, time.time() if now is None else now)
     except ValueError:
-        raise UsageError(f"bad --since {text!r}: expected a Unix time in seconds") from None
-    if not since >= 0 or math.isinf(since):
-        raise UsageError(f"bad --since {text!r}: expected a Unix time in seconds")
+        raise UsageError(f"bad --since {text!r}: expected {WHEN_FORMS}") from None
+    if not since >= 0:
+        raise UsageError(f"bad --since {text!r}: expected {WHEN_FORMS}")
     return since
 
 

@@ -184,6 +184,17 @@ def status(state_dir: Path, timeout: float = 10.0) -> dict[str, Any]:
                 }
                 for h in s.hosts
             ],
+            # The latest reason per template the provisioners reported (reportReasons).
+            "reasons": [
+                {
+                    "template": str(r.template),
+                    "code": str(r.code),
+                    "provider": str(r.provider),
+                    "until": int(r.untilUnixMs) / 1000.0 if int(r.untilUnixMs) else None,
+                    "detail": str(r.detail),
+                }
+                for r in s.reasons
+            ],
         }
 
     return _request(state_dir, fill, read, timeout)  # type: ignore[no-any-return]

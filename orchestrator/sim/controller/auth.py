@@ -25,6 +25,7 @@ PROVISIONER_REQUESTS: Final = frozenset(
     {
         "leaseAcquire", "leaseRenew", "leaseRelease", "commitFact", "commitFacts", "queryFacts",
         "hostClose", "hostNotice", "hostDecommission", "hostStatus", "requestDemand", "queryStatus",
+        "reportReasons",
     }
 )  # fmt: skip
 WORKER_REQUESTS: Final = frozenset({"heartbeat"})

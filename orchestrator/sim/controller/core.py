@@ -34,6 +34,7 @@ from orchestrator.sim.controller import hosts as host_rules
 from orchestrator.sim.controller import leases as lease_rules
 from orchestrator.sim.controller.clock import Clock, to_ms
 from orchestrator.sim.controller.facts import invalid_fact, page_size
+from orchestrator.sim.controller.reasons import ReasonBoard
 from orchestrator.sim.controller.state import (
     DemandV,
     Epoch,
@@ -86,6 +87,8 @@ class ControllerCore:
         self.leases: dict[str, Lease] = {}
         self.hosts: dict[int, Host] = {}
         self.works: list[Work] = []
+        # The latest reason per template its provisioners reported (reportReasons), for the status.
+        self.reasons = ReasonBoard()
         self.requeued = 0  # works put back to pending by an interruption notice of one of their hosts
         self._next_hid = 1
         self._next_wid = 1
@@ -632,4 +635,5 @@ class ControllerCore:
                 connections=sum(1 for s in self.sessions.values() if s.role != "admin"),
                 pending=pending,
                 running=len(self.works) - pending,
+                reasons=self.reasons.latest(),
             )

@@ -16,6 +16,7 @@ from orchestrator.protocol.schema import ADMIN_REQUESTS, MAX_BATCH_FACTS, REQUES
 from orchestrator.sim.controller import auth, wire
 from orchestrator.sim.controller.clock import to_ms
 from orchestrator.sim.controller.core import ControllerCore
+from orchestrator.sim.controller.reasons import TemplateReasonV
 from orchestrator.sim.controller.state import ErrorV, Host, RejectV, Session
 
 
@@ -184,6 +185,15 @@ def _provisioner(core: ControllerCore, session: Session, rid: int, kind: str, en
         session.send(wire.demand_message(rid, core.demand()))
     elif kind == "queryStatus":
         session.send(core.status_frame(rid))
+    elif kind == "reportReasons":
+        reasons = [
+            TemplateReasonV(
+                _text(r.template), _text(r.code), _text(r.detail), _text(r.provider), int(r.untilUnixMs), holder
+            )
+            for r in env.reportReasons.reasons
+        ]
+        core.reasons.report(holder, reasons)
+        session.send(wire.reply_ok(rid))
 
 
 def _host_notice(core: ControllerCore, session: Session, rid: int, n: Any) -> None:

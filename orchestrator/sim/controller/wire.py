@@ -10,6 +10,7 @@ from typing import Any
 
 from orchestrator.model.facts import FactKind
 from orchestrator.protocol.framing import encode, new_envelope
+from orchestrator.sim.controller.reasons import TemplateReasonV
 from orchestrator.sim.controller.state import (
     DemandV,
     Epoch,
@@ -234,6 +235,7 @@ def reply_status(
     connections: int,
     pending: int,
     running: int,
+    reasons: list[TemplateReasonV] | None = None,
 ) -> bytes:
     """``status`` reply."""
     env = new_envelope(rid)
@@ -252,6 +254,10 @@ def reply_status(
     s.connections = connections
     s.pendingWork = pending
     s.runningWork = running
+    rl = s.init("reasons", len(reasons or []))
+    for i, r in enumerate(reasons or []):
+        rl[i].template, rl[i].code, rl[i].detail, rl[i].provider = r.template, r.code, r.detail, r.provider
+        rl[i].untilUnixMs = r.until_ms
     return encode(env)
 
 
