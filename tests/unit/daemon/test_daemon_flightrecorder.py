@@ -145,3 +145,25 @@ def test_a_pass_leaves_demand_decision_op_and_host_records_that_export_reads_bac
     shown = runner.invoke(cli, ["record", "show", str(out)])
     assert shown.exit_code == 0, shown.output
     assert f"{len(records)} records" in shown.output and "templates: cpu" in shown.output
+
+
+def test_recording_settings_parse_and_a_bad_one_names_its_key(tmp_path: Path) -> None:
+    from orchestrator.errors import ConfigError
+
+    settings = site(tmp_path, '{"keep": "2d", "segment": "30m"}').config.daemon.recording
+    assert (settings.enabled, settings.keep, settings.segment) == (True, 2 * 86400.0, 1800.0)
+    with pytest.raises(ConfigError) as caught:
+        site(tmp_path, '{"segment": "10s"}')
+    assert "daemon.recording.segment" in str(caught.value)
+
+
+def test_a_reload_changes_the_segment_and_disables_recording(tmp_path: Path) -> None:
+    now = [NOW]
+    first = site(tmp_path)
+    recorder = FlightRecorder(first.config.state_dir, first.config.daemon.recording, lambda: now[0])
+    recorder.config(first.config)
+    off = site(tmp_path, '{"enabled": false, "segment": "2h"}')
+    recorder.reload(off.config)
+    assert recorder.writer.segment == 7200.0
+    recorder.demand(snapshot(1, 5))
+    assert written(recorder, first.config.state_dir) == ["config"]
