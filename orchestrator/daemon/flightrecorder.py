@@ -1,8 +1,8 @@
 """The flight recorder: what the daemon saw and decided, as a recording (docs/recording.md).
 
 The daemon hands it each demand snapshot the link receives (:meth:`FlightRecorder.demand`),
-each host event (:meth:`~FlightRecorder.host_event`), each fact its ops commit (op timings:
-:meth:`~FlightRecorder.facts`), each pass's report (decisions, refusals:
+each host event (:meth:`~FlightRecorder.host_event`), each fact its ops commit (op and
+host timings: :meth:`~FlightRecorder.facts`), each pass's report (decisions, refusals:
 :meth:`~FlightRecorder.after_pass`), the noticed hosts after each status (:meth:`~FlightRecorder.notices`)
 and the configuration at start and at each reload taken (:meth:`~FlightRecorder.config`).
 Only changes are written: a demand snapshot equal to the last one, a pass whose decisions equal
@@ -52,14 +52,16 @@ from orchestrator.workspace.recordings import SegmentWriter, recordings_dir
 
 log = logging.getLogger(__name__)
 
-# The op events of each fact kind (the facts the recording keeps; orphan facts are not timings).
-OP_EVENTS: Mapping[FactKind, str] = {
-    FactKind.REQUEST_INTENT: "intent",
-    FactKind.INSTANCE_CREATED: "created",
-    FactKind.EXPECTED_HOST: "expected",
-    FactKind.RETURNING: "returning",
-    FactKind.RETURNED: "returned",
-    FactKind.LOST: "lost",
+# The facts the recording keeps, as (kind, event): an op's timings (about to create, created,
+# about to terminate) and a host's (expected by the controller, returned, lost); orphan facts are
+# not timings.
+FACT_EVENTS: Mapping[FactKind, tuple[str, str]] = {
+    FactKind.REQUEST_INTENT: (OP, "intent"),
+    FactKind.INSTANCE_CREATED: (OP, "created"),
+    FactKind.RETURNING: (OP, "returning"),
+    FactKind.EXPECTED_HOST: (HOST, "expected"),
+    FactKind.RETURNED: (HOST, "returned"),
+    FactKind.LOST: (HOST, "lost"),
 }
 
 
@@ -106,12 +108,17 @@ def decision_record(report: PassReport, now: float) -> Record | None:
     )
 
 
-def op_record(fact: Fact, now: float) -> Record | None:
-    """The op record of a committed fact (None: not an op timing)."""
-    event = OP_EVENTS.get(fact.kind)
-    if event is None:
+def fact_record(fact: Fact, now: float) -> Record | None:
+    """The op or host record of a committed fact (None: not a timing)."""
+    found = FACT_EVENTS.get(fact.kind)
+    if found is None:
         return None
-    data: dict[str, Any] = {"op": fact.op_id, "provider": fact.provider, "event": event}
+    kind, event = found
+    data: dict[str, Any] = (
+        {"op": fact.op_id, "provider": fact.provider, "event": event}
+        if kind == OP
+        else {"host": fact.host_name, "event": event, "provider": fact.provider, "op": fact.op_id}
+    )
     for name, value in (
         ("template", fact.template),
         ("key", fact.instance_key),
@@ -125,9 +132,9 @@ def op_record(fact: Fact, now: float) -> Record | None:
         placements = placements_of(fact.detail) if fact.detail else ()
         if placements:
             data["placements"] = [[p.offering, p.count] for p in placements]
-    if fact.kind is FactKind.LOST and fact.detail:
+    if fact.kind in (FactKind.LOST, FactKind.RETURNED) and fact.detail:
         data["reason"] = fact.detail.splitlines()[0]
-    return Record(fact.committed or now, OP, data)
+    return Record(fact.committed or now, kind, data)
 
 
 def host_record(event: HostEvent, now: float) -> Record:
@@ -207,11 +214,11 @@ class FlightRecorder:
 
     @_never_raises
     def facts(self, facts: Sequence[Fact]) -> None:
-        """Facts an op committed: the op timings among them."""
+        """Facts an op committed: the op and host timings among them."""
         now = self.clock()
         with self._lock:
             for fact in facts:
-                record = op_record(fact, now)
+                record = fact_record(fact, now)
                 if record is not None:
                     self._write(record)
 

@@ -137,8 +137,11 @@ def test_a_pass_leaves_demand_decision_op_and_host_records_that_export_reads_bac
     assert decision.data["decisions"][0]["template"] == "cpu"
     assert decision.data["decisions"][0]["ops"][0]["count"] == 2
     assert "cpu" in decision.data["reasons"]
-    events = {r.data["event"] for r in records if r.kind == "op"}
-    assert {"intent", "created", "expected"} <= events
+    assert {r.data["event"] for r in records if r.kind == "op"} == {"intent", "created"}
+    intent = next(r for r in records if r.kind == "op" and r.data["event"] == "intent")
+    assert (intent.data["template"], intent.data["count"], intent.data["provider"]) == ("cpu", 2, "sim")
+    hosts = [(r.data["event"], r.data["host"]) for r in records if r.kind == "host"]
+    assert ("expected", expected[0].host_name) in hosts and ("joined", expected[0].host_name) in hosts
     summary = json.loads(result.output)
     assert summary["counts"]["decision"] == 2 and summary["templates"] == ["cpu"]
 
@@ -167,3 +170,25 @@ def test_a_reload_changes_the_segment_and_disables_recording(tmp_path: Path) -> 
     assert recorder.writer.segment == 7200.0
     recorder.demand(snapshot(1, 5))
     assert written(recorder, first.config.state_dir) == ["config"]
+
+
+def test_a_lost_host_and_a_refusal_are_recorded_with_their_reasons(tmp_path: Path) -> None:
+    from orchestrator.model.facts import Epoch, Fact
+    from orchestrator.reconcile.refusals import Refusal
+    from orchestrator.reconcile.report import PassReport
+
+    loaded = site(tmp_path)
+    recorder = FlightRecorder(loaded.config.state_dir, loaded.config.daemon.recording, lambda: NOW)
+    lost = Fact(FactKind.LOST, "sim", "op-1", Epoch(1, 1), instance_key="k1", detail="spot reclaim\nmore")
+    recorder.facts([lost])
+    refusal = Refusal("capacity", "sim", "c8@z1", 1, NOW, NOW, NOW + 300, "InsufficientInstanceCapacity")
+    recorder.after_pass(PassReport("interval", NOW, NOW, [], {}, [], [], refused=[refusal]))
+    recorder.close()
+    host, refused = read_period(recordings_dir(loaded.config.state_dir))
+    assert (host.kind, host.data["event"], host.data["key"], host.data["reason"]) == (
+        "host",
+        "lost",
+        "k1",
+        "spot reclaim",
+    )
+    assert (refused.kind, refused.data["placement"], refused.data["until"]) == ("refusal", "c8@z1", NOW + 300)
