@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from orchestrator.model.demand import DemandSnapshot
+from orchestrator.model.demand import DemandSnapshot, TemplateDemand
 
 VERSION: Final = 1
 DEMAND: Final = "demand"
@@ -37,6 +37,15 @@ REQUIRED: Final[Mapping[str, Mapping[str, type | tuple[type, ...]]]] = {
     REFUSAL: {"scope": str, "provider": str},
     NOTICE: {"notice": dict},
 }
+# A demand record's counts per template, as named in the record and in TemplateDemand.
+DEMAND_COUNTS: Final = (
+    ("wanted", "wanted"),
+    ("pending", "pending_hosts"),
+    ("inFlight", "in_flight"),
+    ("joined", "joined"),
+    ("idle", "idle"),
+    ("busy", "busy"),
+)
 # The longest line read (a recording is untrusted: one huge line must not exhaust memory).
 MAX_LINE: Final = 1 << 20
 
@@ -114,8 +123,32 @@ def parse_line(line: str | bytes, number: int) -> Record:
         value = doc.get(name)
         if not isinstance(value, wanted) or isinstance(value, bool):
             raise RecordingError(f"line {number}: {kind} record without a valid {name!r}")
+    if kind == DEMAND:
+        _check_demand(doc["templates"], number)
     data = {k: v for k, v in doc.items() if k not in ("v", "t", "kind")}
     return Record(float(t), kind, data)
+
+
+def _check_demand(templates: Mapping[str, Any], number: int) -> None:
+    for template, counts in templates.items():
+        if not isinstance(counts, dict):
+            raise RecordingError(f"line {number}: demand of {template!r} is not an object")
+        for name, _field in DEMAND_COUNTS:
+            value = counts.get(name, 0)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise RecordingError(f"line {number}: demand of {template!r}: {name} {value!r} is not a count")
+
+
+def snapshot_of(record: Record) -> DemandSnapshot:
+    """The demand snapshot a demand record carries (its ``t`` as the snapshot's time), as the
+    policy reads one; a missing count is 0."""
+    if record.kind != DEMAND:
+        raise ValueError(f"a {record.kind} record is not a demand record")
+    templates = tuple(
+        TemplateDemand(template, **{field: int(counts.get(name, 0)) for name, field in DEMAND_COUNTS})
+        for template, counts in sorted(record.data["templates"].items())
+    )
+    return DemandSnapshot(int(record.data["seq"]), int(record.data["term"]), record.t, templates)
 
 
 def read_records(lines: Iterable[str | bytes]) -> Iterator[Record]:

@@ -15,6 +15,7 @@ from orchestrator.model.recording import (
     demand_record,
     parse_line,
     read_records,
+    snapshot_of,
     summarize,
 )
 
@@ -28,6 +29,7 @@ def test_a_record_encodes_on_one_line_and_reads_back() -> None:
     assert doc["v"] == 1 and doc["t"] == 100.5 and doc["kind"] == "demand"
     assert doc["templates"] == {"cpu": {"wanted": 3, "pending": 2, "inFlight": 1, "joined": 0, "idle": 0, "busy": 0}}
     assert parse_line(line, 1) == record
+    assert snapshot_of(record) == DemandSnapshot(7, 2, 100.5, snapshot.templates)  # what a replay feeds the policy
 
 
 @pytest.mark.parametrize(
@@ -44,6 +46,10 @@ def test_a_record_encodes_on_one_line_and_reads_back() -> None:
             "line 3: demand record without a valid 'templates'",
         ),
         ('{"v": 1, "t": 1, "kind": "op", "op": "x", "provider": true, "event": "intent"}', "valid 'provider'"),
+        (
+            '{"v": 1, "t": 1, "kind": "demand", "term": 1, "seq": 1, "templates": {"cpu": {"wanted": -2}}}',
+            "line 3: demand of 'cpu': wanted -2 is not a count",
+        ),
     ],
 )
 def test_a_bad_line_is_named_by_its_number(line: str, said: str) -> None:
