@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from orchestrator.clients.controller.types import HostInfo
+from orchestrator.clients.controller.types import DemandSnapshot, HostInfo, TemplateDemand
 from orchestrator.clients.terraform.messages import (
     Action,
     ApplyEventFn,
@@ -64,6 +64,9 @@ class FakeEngine:
         self.plan_variables: list[dict[str, Any]] = []
         # Working directories whose next apply fails (once each), as a cloud error would.
         self.fail_apply: set[Path] = set()
+        # While set: every apply that would create an instance fails with this cloud error
+        # (a refusal that lasts, such as a quota reached).
+        self.refuse_creates: str | None = None
         # Called inside every apply while it counts as running (shard tests synchronise on it).
         self.during_apply: Callable[[Path], None] | None = None
         self.in_flight = 0
@@ -226,6 +229,9 @@ class FakeEngine:
             # Stopped before its first cloud call: the state is unchanged, as Terraform leaves it.
             return ApplyResult(changes=(), failed=(), diagnostics=(), summary=Summary(), interrupted=True)
         saved = json.loads(Path(workdir, plan_file).read_text())
+        new = set(saved["variables"].get("instances") or {}) - set(self.state(workdir)["instances"])
+        if self.refuse_creates is not None and new:
+            raise TerraformError(f"Error: creating instance: {self.refuse_creates}")
         if saved["serial"] != self.state(workdir)["serial"]:
             raise StaleState("saved plan is stale: the state changed since the plan was made")
         instances = {
@@ -381,6 +387,17 @@ class MemoryFacts:
         return [str(f.kind) for f in self.committed]
 
 
+class StampedFacts(MemoryFacts):
+    """Facts committed at the clock's time, as the controller stamps them."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        super().__init__()
+        self.clock = clock
+
+    def commit(self, fact: Fact) -> None:
+        super().commit(dataclasses.replace(fact, committed=self.clock()))
+
+
 class CrashOn(MemoryFacts):
     """A controller that "crashes" the orchestrator at the first commit of one kind of fact."""
 
@@ -456,3 +473,41 @@ def unit_ops(loaded: LoadedConfig, engine: FakeEngine, **kwargs: Any) -> Wired:
 def unit_executor(loaded: LoadedConfig, engine: FakeEngine, **kwargs: Any) -> Executor:
     """An executor of :func:`unit_parts` (a test that needs its parts builds them: :func:`unit_ops`)."""
     return Executor(unit_parts(loaded, engine, **kwargs))
+
+
+class FakeView:
+    """The controller as a pass reads it: a snapshot, the executor's facts and hosts."""
+
+    def __init__(self, facts: MemoryFacts, hosts: FakeHosts) -> None:
+        self.facts_log, self.host_log = facts, hosts
+        self.snapshot: DemandSnapshot | None = None
+        self.up = True
+        self.hosts_error: Exception | None = None
+
+    def want(self, **wanted: int) -> None:
+        seq = self.snapshot.seq + 1 if self.snapshot else 1
+        self.snapshot = DemandSnapshot(seq, 1, 0.0, tuple(TemplateDemand(t, n) for t, n in wanted.items()))
+
+    def demand(self) -> DemandSnapshot | None:
+        """The snapshot with ``in_flight`` as the controller counts it: expected hosts not gone."""
+        if self.snapshot is None:
+            return None
+        facts = self.facts_log.committed
+        gone = {f.instance_key for f in facts if f.kind in (FactKind.RETURNED, FactKind.LOST)}
+        expected = [f for f in facts if f.kind == FactKind.EXPECTED_HOST and f.instance_key not in gone]
+        templates = tuple(
+            TemplateDemand(t.template, t.wanted, in_flight=sum(f.template == t.template for f in expected))
+            for t in self.snapshot.templates
+        )
+        return DemandSnapshot(self.snapshot.seq, self.snapshot.term, self.snapshot.time, templates)
+
+    def hosts(self) -> Sequence[HostInfo]:
+        if self.hosts_error is not None:
+            raise self.hosts_error
+        return self.host_log.hosts("sim")
+
+    def facts(self, provider: str) -> list[Fact]:
+        return self.facts_log.facts(provider)
+
+    def connected(self) -> bool:
+        return self.up

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -39,7 +41,40 @@ def simulated_world() -> SimulatedWorld:
         build=nodemanager.build_artifact,
         console=console,
         console_latest=lambda sim_dir, instance_id: console(sim_dir, instance_id, latest=True),
+        notices=sim_notices,
     )
+
+
+_NOTICE_STORES: dict[Path, Any] = {}
+
+
+def sim_notices(sim_dir: Path, tags: Mapping[str, str]) -> list[dict[str, object]]:
+    """The pending interruption notices of the simulated cloud's live instances tagged ``tags``
+    (and those reclaimed, ``reclaimed: true``, of the instances terminated in the last hour).
+    Reading reclaims what is due: the cloud's own schedule, seen by any reader."""
+    from orchestrator.sim.cloud.service import store_path
+    from orchestrator.sim.cloud.store import CloudStore
+
+    path = store_path(sim_dir)
+    if not path.exists():
+        return []
+    store = _NOTICE_STORES.get(path)
+    if store is None:  # one per store file: opening one checks the schema under the write lock
+        store = _NOTICE_STORES[path] = CloudStore(path)
+    found = store.list_instances(tags, include_terminated=True)
+    ids = [i.id for i in found if i.state != "terminated" or i.state_reason == "spot-reclaim"]
+    return [
+        {
+            "instance_id": n.instance_id,
+            "kind": n.kind,
+            "noticed_at": n.noticed_at,
+            "reclaim_at": n.reclaim_at,
+            "reclaimed": not n.pending,
+            "detail": "xceprov sim fault spot-notice",
+        }
+        for n in store.list_notices(ids)
+        if n.pending or (n.reclaimed_at or 0) > store.clock() - 3600
+    ]
 
 
 def _parse_extra(values: tuple[str, ...]) -> dict[str, object]:

@@ -41,7 +41,7 @@ def daemon(ctx: CliContext, log_format: str | None) -> None:
     from orchestrator.daemon.statelock import hold_state_dir
     from orchestrator.daemon.systemd import take_from_environment
     from orchestrator.paths import toolkit_root
-    from orchestrator.services.bootstrap_sources import first_boot_results
+    from orchestrator.services.bootstrap_sources import first_boot_results, notice_readers
     from orchestrator.services.join_tokens import remove_own_tokens, remove_stale_tokens
     from orchestrator.services.ops import playbook_callables
 
@@ -76,6 +76,8 @@ def daemon(ctx: CliContext, log_format: str | None) -> None:
         decommission=decommission,
         # First-boot hosts' results from their consoles, by the configuration in force (a SIGHUP's).
         first_boot=first_boot_results(lambda: lifecycle.config.config, world),
+        # Interruption notices of the providers' clouds (the simulated cloud's; docs/daemon.md).
+        notices=notice_readers(world),
         notifier=notifier,
         watchdog_interval=watchdog,
     )

@@ -20,6 +20,7 @@ from orchestrator.cli import breaker as breaker_verb
 from orchestrator.cli import completion as completion_verb
 from orchestrator.cli import daemon as daemon_verb
 from orchestrator.cli import destroy as destroy_verb
+from orchestrator.cli import explain as explain_verb
 from orchestrator.cli import image as image_verbs
 from orchestrator.cli import init as init_verb
 from orchestrator.cli import offerings as offerings_verb
@@ -27,6 +28,7 @@ from orchestrator.cli import ops as ops_verb
 from orchestrator.cli import orphans as orphans_verb
 from orchestrator.cli import plan as plan_verb
 from orchestrator.cli import provider as provider_verbs
+from orchestrator.cli import record as record_verb
 from orchestrator.cli import ret as return_verb
 from orchestrator.cli import sim as sim_verbs
 from orchestrator.cli import status as status_verb
@@ -127,6 +129,7 @@ for _verb in (
     completion_verb.completion,
     daemon_verb.daemon,
     destroy_verb.destroy,
+    explain_verb.explain,
     image_verbs.image,
     init_verb.init,
     offerings_verb.offerings,
@@ -134,6 +137,7 @@ for _verb in (
     orphans_verb.orphans,
     plan_verb.plan,
     provider_verbs.provider,
+    record_verb.record,
     return_verb.return_,
     sim_verbs.sim,
     status_verb.status,

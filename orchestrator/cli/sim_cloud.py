@@ -59,7 +59,9 @@ every create and delete request the cloud received, refused ones included
 the cloud's own actions (expiry, spot reclaim) and for this tooling. ``xceprov sim fault show
 --json`` prints ``{"error_rate": 0.0, "seed": null, "slow_launch": 0.0, "capacity": {"<flavor>": N},
 "zone_capacity": [{"flavor": "<flavor>", "zone": "<zone>", "limit": N}], "quota": null | N,
-"lost_response": 0.0}``.
+"lost_response": 0.0, "notices": [{"instance_id": "i-...", "kind": "spot-interruption",
+"noticed_at": "<RFC 3339>", "reclaim_at": "<RFC 3339>", "reclaimed_at": "" | "<RFC 3339>"}, ...]}``;
+``sim cloud list --json`` also holds ``"notices"``: the pending notices of the instances listed.
 """
 
 from __future__ import annotations
@@ -116,7 +118,17 @@ def list_cmd(ctx: CliContext, as_json: bool, tags: tuple[str, ...], include_term
     """List instances: id, name, flavor, state, address, launch time, owner tags."""
     store = _store(ctx)
     found = service.list_instances(store, tags, include_terminated)
-    _show(store, "instances", found, as_json, service.format_table)
+    noticed = service.pending_notices(store)
+    if as_json:
+        listed = {i.id for i in found}
+        doc = {
+            "store": str(store.path),
+            "instances": [i.to_json() for i in found],
+            "notices": [n.to_json() for n in noticed.values() if n.instance_id in listed],
+        }
+        click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+    else:
+        click.echo(service.format_table(found, noticed))
 
 
 @cloud.command("images")
@@ -142,7 +154,9 @@ def mutations_cmd(ctx: CliContext, as_json: bool, provider: str | None) -> None:
 
 @cloud.command("requests")
 @_JSON
-@click.option("--since", default=None, metavar="UNIX", help="Only requests received at or after this Unix time.")
+@click.option(
+    "--since", default=None, metavar="WHEN", help="Only requests received since WHEN (a Unix time, or 30m, 2h: ago)."
+)
 @pass_ctx
 def requests_cmd(ctx: CliContext, as_json: bool, since: str | None) -> None:
     """Show the request journal: every create and delete request, refused ones included, with its outcome."""
@@ -279,13 +293,38 @@ def spot_reclaim_cmd(ctx: CliContext, instance_id: str | None, flavor: str | Non
         click.echo("no running instance reclaimed")
 
 
+@fault.command("spot-notice")
+@click.argument("instance_id", metavar="[ID]", required=False)
+@click.option("--flavor", default=None, metavar="FLAVOR", help="Notice every running instance of this flavor.")
+@click.option(
+    "--lead",
+    default="120s",
+    show_default=True,
+    metavar="DURATION",
+    help="How long before the reclaim the notice comes.",
+)
+@pass_ctx
+def spot_notice_cmd(ctx: CliContext, instance_id: str | None, flavor: str | None, lead: str) -> None:
+    """Give instance ID, or every running instance of --flavor, an interruption notice; the cloud
+    reclaims it (reason spot-reclaim) --lead later."""
+    noticed = service.spot_notice(_store(ctx), instance_id, flavor, lead)
+    for n in noticed:
+        click.echo(f"{n.instance_id} noticed {n.to_json()['noticed_at']}, reclaim at {n.to_json()['reclaim_at']}")
+    if not noticed:
+        click.echo("no running instance noticed")
+
+
 @fault.command("show")
 @_JSON
 @pass_ctx
 def show_cmd(ctx: CliContext, as_json: bool) -> None:
-    """Show the fault controls in force."""
-    faults = _store(ctx).faults()
-    click.echo(json.dumps(faults.to_json()) if as_json else service.format_faults(faults))
+    """Show the fault controls in force and the interruption notices given."""
+    store = _store(ctx)
+    faults, notices = store.faults(), store.list_notices()
+    if as_json:
+        click.echo(json.dumps({**faults.to_json(), "notices": [n.to_json() for n in notices]}))
+    else:
+        click.echo(service.format_faults(faults) + "\n" + service.format_notices(notices))
 
 
 @fault.command("clear")

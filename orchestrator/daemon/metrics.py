@@ -32,7 +32,9 @@ from prometheus_client import (
     make_wsgi_app,
 )
 
+from orchestrator.daemon.flightrecorder import RecordingMetrics
 from orchestrator.daemon.metrics_http import DEFAULT_LIMITS, BoundedServer, ServerLimits
+from orchestrator.daemon.refusalmetrics import RefusalMetrics
 from orchestrator.daemon.timeouts import NamedTimeout
 from orchestrator.errors import ConfigError
 from orchestrator.model.config import MetricsSettings
@@ -228,12 +230,20 @@ class DaemonMetrics:
         self.orphan_last_scan = Gauge(
             "xceprov_orphan_last_scan_timestamp_seconds", "Wall-clock end of the last orphan scan", registry=r
         )
+        self.scale_out_reasons = Counter(
+            "xceprov_scale_out_reasons",
+            "Scale-out reasons per pass, by template and reason code (docs/daemon.md, Why nothing launched)",
+            ["template", "code"],
+            registry=r,
+        )
         self.unknown_values = Counter(
             "xceprov_controller_unknown_values",
             "Enum values from the controller this version does not know, skipped (label: Struct.field)",
             ["field"],
             registry=r,
         )
+        self.refusals = RefusalMetrics(r)  # the memory of refusals (refusalmetrics.py)
+        self.recording = RecordingMetrics(r)  # the flight recorder (flightrecorder.py)
         self._states: dict[str, set[str]] = {}
         self._templates: set[str] = set()
         self._costs: set[tuple[str, str]] = set()
@@ -364,6 +374,10 @@ class DaemonMetrics:
         """The provider's first-boot hosts by outcome (every outcome named, 0 when none)."""
         for outcome, count in counts.items():
             self.first_boot_hosts.labels(provider=provider, outcome=outcome).set(count)
+
+    def reason_seen(self, template: str, code: str) -> None:
+        """Count one reason of one pass (``xceprov_scale_out_reasons_total``)."""
+        self.scale_out_reasons.labels(template=template, code=code).inc()
 
     def first_boot_failed(self, provider: str, step: str) -> None:
         """Count one first-boot host returned after its boot failed at ``step``."""

@@ -10,7 +10,7 @@ of the reconciler and its pass report. The process itself is :mod:`.service`'s.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -26,6 +26,7 @@ from orchestrator.model.members import MemberStore
 from orchestrator.ops.consoleresults import FirstBootOutcomes
 from orchestrator.ops.drain import Decommission
 from orchestrator.ops.executor import Bootstrap, Wired
+from orchestrator.ops.notices import NoticeRead
 from orchestrator.reconcile.report import PassReport
 from orchestrator.workspace.pgsite import pg_site
 
@@ -120,6 +121,8 @@ class DaemonOptions:
     decommission: Decommission | None = None
     # Reads the consoles of first-boot hosts not joined (the command line binds the readers).
     first_boot: FirstBootOutcomes | None = None
+    # Interruption notice readers per provider module (the command line binds them; none: no watch).
+    notices: Mapping[str, NoticeRead] = field(default_factory=dict)
     engine: Engine | None = None
     notifier: Notifier = field(default_factory=lambda: Notifier({}))
     watchdog_interval: float | None = None

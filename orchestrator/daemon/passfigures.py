@@ -66,6 +66,8 @@ class PassFigures:
     blocked: tuple[tuple[str, str], ...] | None
     # First-boot hosts returned this pass after a failed boot (``FirstBootFailure`` rows).
     first_boot_failed: tuple[Mapping[str, str], ...] = ()
+    # Refusals the pass recorded in the memory of refusals: {scope, provider, placement} each.
+    refused: tuple[Mapping[str, str], ...] = ()
 
     @property
     def read_ok(self) -> bool:
@@ -88,6 +90,7 @@ class PassFigures:
             templates={t: TemplateRow(g.wanted, g.supply, g.gap) for t, g in report.gaps.items()},
             blocked=tuple((b.provider, b.template) for b in report.blocked),
             first_boot_failed=tuple(asdict(f) for f in join.first_boot_failed) if join is not None else (),
+            refused=tuple(report.to_json_refused()),
         )
 
     @classmethod
@@ -125,6 +128,9 @@ class PassFigures:
                 {str(k): str(v) for k, v in row.items()}
                 for row in ((by_name.get("join-tracking") or {}).get("evidence") or {}).get("first_boot_failed", [])
                 if isinstance(row, Mapping)
+            ),
+            refused=tuple(
+                {str(k): str(v) for k, v in row.items()} for row in doc.get("refused", []) if isinstance(row, Mapping)
             ),
         )
 

@@ -34,6 +34,8 @@ from orchestrator.model.facts import Fact
 from orchestrator.ops.executor import Bootstrap
 from orchestrator.reconcile.bootstraps import BootstrapRecord, BootstrapTracker
 from orchestrator.reconcile.breaker import Breakers
+from orchestrator.reconcile.noticebook import noticed_rows
+from orchestrator.reconcile.refusals import RefusalMemory
 from orchestrator.reconcile.report import PassReport
 from orchestrator.workspace.daemonstatus import read_status, write_status
 from orchestrator.workspace.sharedstore import cluster_documents
@@ -65,6 +67,8 @@ class StatusPublishing:
     # The hosts in a bootstrap play now, and the bootstrap records as last read (same reason).
     _bootstrapping: Bootstrapping | None = None
     _records_seen: list[BootstrapRecord] | None = None
+    # The memory of refusals as last read (same reason).
+    _refusals_seen: RefusalMemory | None = None
     _last_report: PassReport | None
 
     def watched_bootstrap(self, play: Bootstrap) -> Bootstrap:
@@ -122,6 +126,8 @@ class StatusPublishing:
             bootstrapping=self._bootstrapping.running() if self._bootstrapping is not None else None,
             config=self.config,
             first_boot_failed=self.first_boot_failures(),
+            refusals=self.shown_refusals(),
+            notices=noticed_rows(self.config),
         )
 
     def first_boot_failures(self) -> list[Any]:
@@ -160,6 +166,17 @@ class StatusPublishing:
         self._breakers_seen = breakers.snapshot()
         return breakers
 
+    def shown_refusals(self) -> RefusalMemory | None:
+        """The memory of refusals now; while the shared store is away, as last read (None when
+        it was never read: the rest of the status still matters)."""
+        try:
+            memory = RefusalMemory.load(cluster_documents(self.config), self.config.policy)
+        except (XceprovError, OSError) as exc:
+            log.debug("refusals not read, as last read instead: %s", exc)
+            return self._refusals_seen
+        self._refusals_seen = memory.snapshot()
+        return memory
+
     def _daemon_member(self, state: str) -> dict[str, Any]:
         return {
             "pid": os.getpid(),
@@ -175,7 +192,9 @@ class StatusPublishing:
     def rewrite_status(self, state: str) -> None:
         """The last status again with a new ``state``: no controller round trip (a stop must not
         wait for one); ``stopped``: the leases are released by now."""
-        document = dict(self._document or {"last_pass": None, "breakers": [], "open_ops": [], "instances": {}})
+        document = dict(
+            self._document or {"last_pass": None, "breakers": [], "refusals": [], "open_ops": [], "instances": {}}
+        )
         document["daemon"] = {**self._daemon_member(state), "written": self.options.clock()}
         if state == "stopped":
             document["leases"] = [
@@ -190,4 +209,5 @@ class StatusPublishing:
         document.setdefault("leases", [])
         document.setdefault("reclaim_candidates", [])
         document.setdefault("orphans", self.orphans.to_json() if self.orphans is not None else None)
+        document.setdefault("notices", [])
         write_status(self.config.state_dir, document)

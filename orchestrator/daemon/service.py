@@ -36,13 +36,17 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from orchestrator.clients.controller.factreader import FactReader
 from orchestrator.clients.controller.keeper import LeaseKeeper
 from orchestrator.clients.controller.link import ControllerLink
+from orchestrator.clients.controller.reasons import report_reasons
+from orchestrator.clients.controller.types import HostEvent, TemplateReason
 from orchestrator.configfile import LoadedConfig
 from orchestrator.daemon.fence import StopFence
+from orchestrator.daemon.flightrecorder import FlightRecorder
 from orchestrator.daemon.guarded import (
     NotStarted,
     PassAborted,
@@ -56,6 +60,8 @@ from orchestrator.daemon.guarded import (
 from orchestrator.daemon.lifecycle import Lifecycle, exit_process
 from orchestrator.daemon.members import Membership
 from orchestrator.daemon.metrics import DaemonMetrics, MetricsEndpoint, daemon_version, start_endpoint
+from orchestrator.daemon.noticewatch import NoticeWatch
+from orchestrator.daemon.noticing import NoticeHandling
 from orchestrator.daemon.orphanscan import OrphanScans, Scanning
 from orchestrator.daemon.parts import (
     DaemonOptions,
@@ -67,16 +73,20 @@ from orchestrator.daemon.parts import (
     default_scanner,
 )
 from orchestrator.daemon.publish import StatusPublishing
+from orchestrator.daemon.reasonreport import ReasonReporting
 from orchestrator.daemon.sharing import ProviderSharing
 from orchestrator.daemon.systemd import Heartbeat, WatchdogPinger
 from orchestrator.daemon.wakeups import WakeUps
 from orchestrator.daemon.warmup import warm
-from orchestrator.errors import UsageError, XceprovError
+from orchestrator.errors import ControllerError, UsageError, XceprovError
 from orchestrator.model.config import Config
+from orchestrator.model.demand import DemandSnapshot
+from orchestrator.ops.catalogue import CatalogueReader
 from orchestrator.ops.executor import OpParts, Wired
 from orchestrator.ops.facts import LinkFacts
 from orchestrator.ops.hosts import LinkHosts
 from orchestrator.reconcile.report import PassReport
+from orchestrator.reconcile.selected import SelectedOfferings
 from orchestrator.workspace.pgbackend import refuse_unmigrated
 from orchestrator.workspace.terraform import engine_for
 
@@ -123,7 +133,7 @@ def daemon_instance_id(cluster: str) -> str:
     return f"{cluster}-daemon-{socket.gethostname()}"
 
 
-class Daemon(WakeUps, StatusPublishing, ProviderSharing):
+class Daemon(WakeUps, StatusPublishing, ProviderSharing, NoticeHandling):
     """One daemon process (see the module docstring); :meth:`run` returns its exit status."""
 
     def __init__(self, lifecycle: Lifecycle, options: DaemonOptions) -> None:
@@ -168,6 +178,13 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing):
         self._share_applied: tuple[set[str], int] | None = None
         self._share_lock = threading.Lock()
         self._last_report: PassReport | None = None
+        # Each pass's scale-out reasons: journaled, and told to the controller (reasonreport.py).
+        self.reason_reports = ReasonReporting(self.config.state_dir, self._report_reasons)
+        self.notice_watch: NoticeWatch | None = None
+        # What the daemon saw and decided, as a recording (flightrecorder.py, docs/recording.md).
+        self.recorder = FlightRecorder(
+            self.config.state_dir, self.config.daemon.recording, options.clock, self.metrics.recording
+        )
 
     # -- start ---------------------------------------------------------------------------------
 
@@ -176,6 +193,8 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing):
         config, lifecycle, options = self.config, self.lifecycle, self.options
         # Registered first, run last (on_stop runs last registered first): the final status.
         lifecycle.on_stop("final status", self._write_stopped)
+        lifecycle.on_stop("flight recorder", self.recorder.close)
+        self.recorder.config(config)
         self.metrics.started(daemon_version(), self.started)
         self.endpoint = start_endpoint(config.daemon.metrics, self.metrics, lifecycle.config.source)
         if self.endpoint is not None:
@@ -214,10 +233,14 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing):
         self.link.start()
         if self.membership is not None:
             self.membership.start()
+        engine = options.engine or engine_for(config)
+        # The offerings of the select: templates, from the flavor catalogues (kept for each
+        # provider's catalogue_ttl): what a create renders on; the policy's PolicyInputs.selected.
+        self.selected = SelectedOfferings(CatalogueReader(config, options.toolkit_root, lambda: engine))
         parts = OpParts(
             config,
             options.toolkit_root,
-            options.engine or engine_for(config),
+            engine,
             StopFence(self.fenced(self.keeper), lifecycle.stop_window),
             LinkFacts(self.link),
             LinkHosts(self.link),
@@ -225,9 +248,11 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing):
             decommission=guarded_decommission(options.decommission, lifecycle) if options.decommission else None,
             sleep=stoppable_sleep(lifecycle),
             clock=options.clock,
+            selected=self.selected.current,
         )
         # Every step recorded through the stop guard, every op watched (held in flight, counted).
         self.guard = guard_parts(parts, lifecycle, self.metrics, self.heartbeat)
+        self.guard.observer = self.recorder.facts
         self.ops = Wired.of(parts)
         # The status file shows the hosts of a running play (publish.py, watched_bootstrap).
         play = self.watched_bootstrap(guarded_bootstrap(options.bootstrap, lifecycle)) if options.bootstrap else None
@@ -235,6 +260,7 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing):
             LoopParts(config, self.ops, self.link, play, options.clock, lifecycle, self.fact_reader, options.first_boot)
         )
         self.orphans = OrphanScans(config, lifecycle, self.metrics, options.clock, self._scanner)
+        self.start_notice_watch()  # interruption notices read on a thread of their own (noticing.py)
         if options.watchdog_interval is not None:
             self.pinger = WatchdogPinger(options.notifier, options.watchdog_interval, self.heartbeat.healthy)
             self.pinger.start()
@@ -298,9 +324,11 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing):
         self.config = config
         assert self.ops is not None and self.reconciler is not None
         self.ops.parts.config = config
+        self.selected.reload(config)
         self.reconciler.reload(config)
         if self.orphans is not None:
             self.orphans.reload(config)
+        self.recorder.reload(config)
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -310,7 +338,7 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing):
         while True:
             # A due scan runs before the next pass, whatever woke the loop: pushes arriving all
             # the time must not starve it (it is due at most once per interval).
-            if not self._scan_if_due():
+            if not self._scan_if_due() or not self.retire_reclaimed():
                 return None
             self.apply_share()  # between passes: a provider dealt away is released now, not under an op
             left = deadline - time.monotonic()
@@ -384,7 +412,26 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing):
         self.heartbeat.beat()
         self._last_report = report
         self.publish_status(report, duration)
+        if report is not None:
+            self.reason_reports.after_pass(report, self.options.clock())
+            self.recorder.after_pass(report)
+        self.recorder.notices((self._document or {}).get("notices") or [])
         return True
+
+    def on_demand(self, snapshot: DemandSnapshot) -> None:
+        """A demand push: recorded, then a pass."""
+        self.recorder.demand(snapshot)
+        super().on_demand(snapshot)
+
+    def on_host_event(self, event: HostEvent) -> None:
+        """A host event: recorded, then a pass."""
+        self.recorder.host_event(event)
+        super().on_host_event(event)
+
+    def _report_reasons(self, reasons: Sequence[TemplateReason], now: float) -> None:
+        if self.link is None:
+            raise ControllerError("no controller link yet")
+        report_reasons(self.link, reasons, now)
 
     def _write_stopped(self) -> None:
         self.rewrite_status("stopped")

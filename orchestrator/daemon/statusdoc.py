@@ -33,6 +33,7 @@ from orchestrator.reconcile.breaker import Breakers, Position
 from orchestrator.reconcile.ledger import ledger
 from orchestrator.reconcile.offered import offering_usage
 from orchestrator.reconcile.pool import pools, target
+from orchestrator.reconcile.refusals import RefusalMemory
 from orchestrator.reconcile.report import PassReport
 
 # Instance states only the facts know (the controller has no host for the key yet):
@@ -275,13 +276,17 @@ def build_document(
     bootstrapping: Mapping[str, Collection[str]] | None = None,
     config: Config | None = None,
     first_boot_failed: Sequence[Mapping[str, Any]] = (),
+    refusals: RefusalMemory | None = None,
+    notices: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The status document (docs/daemon.md, "Status file"); ``daemon`` is its ``daemon`` member;
     ``report`` the last pass's (typed, or its ``last_pass`` document as written before);
     ``bootstrap_records`` and ``bootstrapping`` (the keys in a play now, per provider) make its
     ``bootstrap`` member; ``config`` its ``cost_per_hour`` member (empty without);
     ``first_boot_failed``: the failed first boots of the document before (its ``first_boot``
-    member's ``failed``), to which this pass's are added."""
+    member's ``failed``), to which this pass's are added; ``refusals`` its ``refusals`` member
+    (the memory of refusals' records, held or still counting; empty without); ``notices`` the
+    noticed hosts."""
     hosts = list(hosts)
     last = report.to_json() if isinstance(report, PassReport) else dict(report) if report is not None else None
     figures = PassFigures.of(report) if isinstance(report, PassReport) else PassFigures.from_json(last)
@@ -290,6 +295,7 @@ def build_document(
         "last_pass": last,
         "leases": lease_rows(leases),
         "breakers": breaker_rows(breakers, now),
+        "refusals": [r.evidence() for r in refusals.records(now)] if refusals is not None else [],
         "reclaim_candidates": list((last or {}).get("reclaim_candidates", [])),
         "open_ops": open_op_rows(facts),
         "instances": instance_states(facts, hosts),
@@ -302,11 +308,15 @@ def build_document(
         "offerings": offering_usage(config, facts) if config is not None else {},
         "pools": pool_sizes(facts, config) if config is not None else {},
         "timeouts_expired": expired_timeouts(figures, facts),
+        # Per template, why the last pass launched what it did or nothing (reconcile/reasons.py).
+        "reasons": dict((last or {}).get("reasons") or {}),
         # The orphan scans' timer and the last scan's summary (orchestrator/daemon/orphanscan.py).
         "orphans": dict(orphans) if orphans is not None else None,
         # With a shared store (terraform.backend: pg): reachable or since when not, the live
         # members and what each holds, this daemon's share (orchestrator/daemon/members.py).
         "store": dict(store) if store is not None else None,
+        # Hosts acted on for an interruption notice (orchestrator/reconcile/noticebook.py).
+        "notices": [dict(n) for n in notices],
     }
 
 
@@ -368,13 +378,19 @@ def update_metrics(
     if last.blocked is not None:
         providers = document.get("instances", {})
         metrics.set_backoff([(str(p), "*") for p in providers], last.blocked)
+    written = (document.get("daemon") or {}).get("written")
+    metrics.refusals.set_held(document.get("refusals") or [], float(written) if written is not None else 0.0)
     if pass_duration is not None and last.finished is not None:
         metrics.pass_finished(last.finished, pass_duration)
+        metrics.refusals.count(last.refused)
         for item in document.get("timeouts_expired", []):  # counted once: for the pass that acted
             metrics.timeout_passed(str(item["provider"]), NamedTimeout(item["timeout"]))
         for failure in last.first_boot_failed:
             metrics.first_boot_failed(str(failure.get("provider", "")), str(failure.get("step", "")))
         metrics.phases_ran((p.name, p.failed) for p in last.phases)
+        for template, found in (document.get("reasons") or {}).items():  # counted once per pass
+            for reason in found:
+                metrics.reason_seen(str(template), str(reason.get("code", "")))
         if last.read_ok:  # a failed read knows no demand: the last stays
             metrics.set_templates(template_rows(last.templates, templates))
 

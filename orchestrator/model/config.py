@@ -241,6 +241,15 @@ class MetricsSettings(Strict):
         return None if self.listen is None else split_listen(self.listen)
 
 
+class RecordingSettings(Strict):
+    """The daemon's flight recorder (docs/recording.md): segments under ``<state_dir>/recordings/``."""
+
+    enabled: bool = True
+    # Segments older than this are removed (a new segment is started every ``segment``).
+    keep: Duration = Field(default=7 * 86400.0, gt=0)
+    segment: Duration = Field(default=3600.0, ge=60, le=86400)
+
+
 class DaemonSettings(Strict):
     """The long-running ``xceprov daemon`` process (docs/daemon.md)."""
 
@@ -250,7 +259,11 @@ class DaemonSettings(Strict):
     # starts one at once, so this only bounds how late time-driven work (idle reclaim, join
     # deadlines, backoffs ending) is noticed.
     reconcile_interval: Duration = Field(default=RECONCILE_INTERVAL, gt=0, le=3600)
+    # How often the daemon reads its providers' interruption notices (docs/daemon.md, "Spot
+    # interruption notices"): a notice is acted on at most this long after the cloud gave it.
+    notice_interval: Duration = Field(default=5.0, gt=0, le=3600)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    recording: RecordingSettings = Field(default_factory=RecordingSettings)
 
 
 def split_listen(listen: str) -> tuple[str, int]:
@@ -294,6 +307,37 @@ class RetrySettings(Strict):
         if self.base <= 0 or self.max < self.base:
             raise ValueError(f"base {self.base:g}s must be above 0 and at most max {self.max:g}s")
         return self
+
+
+class HoldSettings(Strict):
+    """Daemon policy: how long the memory of refusals holds an offering (capacity) or a
+    provider (quota) after the cloud refused it: ``base`` doubled per refusal in a row, up to
+    ``max``, jittered down by at most half (reconcile/refusals.py)."""
+
+    base: Duration
+    max: Duration
+
+    @model_validator(mode="after")
+    def _ordered(self) -> HoldSettings:
+        if self.base <= 0 or self.max < self.base:
+            raise ValueError(f"base {self.base:g}s must be above 0 and at most max {self.max:g}s")
+        return self
+
+
+class CapacityHold(HoldSettings):
+    """``policy.capacity_backoff``: an offering the cloud had no room for is probed again after
+    1 min, 2, 4, ... up to 30 min."""
+
+    base: Duration = 60.0
+    max: Duration = 1800.0
+
+
+class QuotaHold(HoldSettings):
+    """``policy.quota_backoff``: a provider whose quota is reached is asked again after 10 min,
+    20, ... up to 2 h (or once one of its instances went: the quota can have changed)."""
+
+    base: Duration = 600.0
+    max: Duration = 7200.0
 
 
 class BreakerSettings(Strict):
@@ -347,6 +391,10 @@ class PolicySettings(Strict):
     # the orchestrator's graceful return comes before the cloud's hard stop.
     lifetime_lead: Duration = 3600.0
     retry: RetrySettings = Field(default_factory=RetrySettings)
+    # A capacity refusal holds its offering (flavor, zone, subnet) on the provider; a quota
+    # refusal holds every offering of the provider, longer (or until one of its instances goes).
+    capacity_backoff: CapacityHold = Field(default_factory=CapacityHold)
+    quota_backoff: QuotaHold = Field(default_factory=QuotaHold)
     breaker: BreakerSettings = Field(default_factory=BreakerSettings)
     orphans: OrphanSettings = Field(default_factory=OrphanSettings)
 

@@ -51,3 +51,21 @@ def parse_duration(value: object) -> float:
 
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
+
+# ``--since WHEN`` of the commands that show a history: a bare number is a Unix time in seconds,
+# a number with its unit a duration back from now.
+_UNIX = re.compile(r"^\s*\d+(?:\.\d+)?\s*$")
+WHEN_FORMS = "a Unix time in seconds, or a duration back from now with its unit ('30m', '2h')"
+
+
+def since_time(text: str, now: float) -> float:
+    """The Unix time ``text`` names (``WHEN_FORMS``); ValueError saying the accepted forms."""
+    if _UNIX.match(text):
+        at = float(text)
+        if math.isinf(at):
+            raise ValueError(f"{shown(text)} is not {WHEN_FORMS}")
+        return at
+    try:
+        return now - parse_duration(text)
+    except ValueError:
+        raise ValueError(f"{shown(text)} is not {WHEN_FORMS}") from None

@@ -9,7 +9,8 @@ into capacity, quota, transient or permanent (``ops/refusal.py``, at the op's bo
 Terraform), the owner tags as the cloud's labels (:class:`~orchestrator.model.labels.LabelMap`, built from
 the entry's ``tag_*`` fields: the one key map and value encoding every reader and writer of
 tags uses), the settings a module gets by default, and the cloud's console output API
-(``console``: where first-boot results are read, ``ops/consoleresults.py``).
+(``console``: where first-boot results are read, ``ops/consoleresults.py``), and where its cloud
+gives interruption notices (``notices``: read by the daemon, ``ops/notices.py``).
 Adding a module is its directories and one entry here (CONTRIBUTING.md, "Adding a provider
 module"); ``tests/unit/terraform/test_modules_static.py`` holds each entry against the
 module's code.
@@ -85,6 +86,23 @@ class ConsoleApi:
 
 
 @dataclass(frozen=True)
+class NoticeApi:
+    """Where the module's cloud gives interruption notices (a spot reclaim coming), which the
+    daemon reads every ``daemon.notice_interval`` (docs/provider-modules.md, "Interruption
+    notices"; ``orchestrator.ops.notices``).
+
+    ``source``: the cloud's API or feed; ``lead``: how long before the reclaim a notice
+    usually comes, in seconds (0: not known); ``built_in``: whether this toolkit reads it (a
+    module whose reader is not built in leaves its hosts to the host-loss path: the loss is still
+    recorded when the cloud reclaims, with no warning before).
+    """
+
+    source: str
+    lead: float = 0.0
+    built_in: bool = False
+
+
+@dataclass(frozen=True)
 class ProviderModule:
     """One provider module as the orchestrator sees it.
 
@@ -106,7 +124,8 @@ class ProviderModule:
     storing it (what ``bootstrap: {mode: first-boot}`` needs, docs/bootstrap.md). ``console``:
     how its cloud serves console output (None: it does not). ``catalogue``: whether the module
     has a catalogue root (``terraform/catalogue/<m>``) that outputs the cloud's flavors, what a
-    template's ``select:`` picks from (docs/provider-modules.md, "Flavor catalogue").
+    template's ``select:`` picks from (docs/provider-modules.md, "Flavor catalogue"). ``notices``:
+    where its cloud gives interruption notices (None: it gives none).
     """
 
     name: str
@@ -125,6 +144,7 @@ class ProviderModule:
     join_tokens: bool = False
     console: ConsoleApi | None = None
     catalogue: bool = False
+    notices: NoticeApi | None = None
 
     def __post_init__(self) -> None:
         if not self.instance_types:
@@ -241,6 +261,8 @@ MODULES: dict[str, ProviderModule] = {
         console=ConsoleApi("the simulated cloud's console output", 64 * 1024, "tail", built_in=True),
         # The xcesim_flavors data source: the cloud's catalogue, with prices and zones.
         catalogue=True,
+        # xceprov sim fault spot-notice: the cloud's table of notices, read through its store.
+        notices=NoticeApi("the simulated cloud's interruption notices", 120.0, built_in=True),
     ),
     "aws": ProviderModule(
         name="aws",
@@ -251,6 +273,9 @@ MODULES: dict[str, ProviderModule] = {
         console=ConsoleApi("EC2 GetConsoleOutput (Latest=true)", 64 * 1024, "tail"),
         # aws_ec2_instance_types + aws_ec2_instance_type: no prices (select: cost_per_cpu_hour).
         catalogue=True,
+        # The two-minute Spot interruption warning: EventBridge "EC2 Spot Instance Interruption
+        # Warning", or instance metadata spot/instance-action on the host (docs/provider-modules.md).
+        notices=NoticeApi('EventBridge "EC2 Spot Instance Interruption Warning" (spot/instance-action)', 120.0),
     ),
     "openstack": ProviderModule(
         name="openstack",

@@ -18,6 +18,7 @@ provider; a catalogue kept from before stays as it was (never replaced by a bad 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shutil
@@ -43,6 +44,7 @@ from orchestrator.model.catalogue import (
 )
 from orchestrator.model.config import Config
 from orchestrator.model.modules import provider_module
+from orchestrator.model.offerings import Offering
 from orchestrator.paths import toolkit_root
 from orchestrator.render.instances import render_settings
 from orchestrator.workspace.provider_lock import checked_init, site_lock_path
@@ -227,6 +229,12 @@ def catalogue_reader(config: Config) -> CatalogueReader:
     when a catalogue has to be read). The daemon keeps one and asks ``selections()`` every pass
     (a file read while the catalogues are fresh); ``xceprov offerings`` makes one per run."""
     return CatalogueReader(config, toolkit_root(), lambda: engine_for(config))
+
+
+def selected_once(config: Config) -> Callable[[], Mapping[tuple[str, str], Sequence[Offering]]]:
+    """A command's ``OpParts.selected``: the catalogues read on first need (a create of a
+    ``select:`` template), then the same mapping for the rest of the command."""
+    return functools.cache(lambda: catalogue_reader(config).selections().selected)
 
 
 def _digest(root: Path, variables: Mapping[str, Any], site_lock: Path) -> str:

@@ -224,6 +224,7 @@ struct HostInfo {
   idleSinceUnixMs @8 :Int64;    # idle and closed only
   joinDeadlineUnixMs @9 :Int64; # expected/overdue only
   joinedUnixMs @10 :Int64;      # first join of this host record (durable: kept across controller restarts)
+  reclaimAtUnixMs @11 :Int64;   # the cloud reclaims the host then (an interruption notice, hostNotice); 0: none
 }
 
 struct HostList {
@@ -239,6 +240,8 @@ enum HostEventKind {
   decommissioned @5;
   closed @6;            # closed and drained (at once for an idle host, else when its work ends)
   closing @7;           # closed while running work (hostClose of a busy host)
+  interruptionNotice @8; # the cloud will reclaim the host at host.reclaimAtUnixMs (hostNotice): checkpoint
+                         # or requeue its work; the host is closed (no new work)
 }
 
 struct HostEvent {
@@ -247,6 +250,20 @@ struct HostEvent {
   kind @0 :HostEventKind;
   host @1 :HostInfo;
   timeUnixMs @2 :Int64;
+}
+
+struct HostNotice {
+  # hostNotice: the cloud gave the host an interruption notice (a spot reclaim is coming). The
+  # controller closes it (no new work), records the reclaim time (HostInfo.reclaimAtUnixMs), counts
+  # it out of its supply (neither idle nor in flight) and pushes an interruptionNotice host event.
+  # Identify the host by instanceId or hostName (instanceId wins), fenced like hostClose.
+  provider @0 :Text;
+  epoch @1 :Epoch;
+  instanceId @2 :Text;
+  hostName @3 :Text;
+  kind @4 :Text;                # the notice's kind, e.g. "spot-interruption"
+  reclaimAtUnixMs @5 :Int64;    # when the cloud reclaims the instance
+  detail @6 :Text;              # free text (where the notice came from); at most 4096 bytes
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -287,6 +304,7 @@ struct ControllerStatus {
   runningWork @8 :UInt32;
   termStartedMs @9 :Int64;      # wall-clock unix ms at which the current term started (durable with
                                 # the term; 0 from a controller that does not report it)
+  reasons @10 :List(TemplateReason);  # the latest reason per template its provisioners reported
 }
 
 struct WorkerHeartbeat {
@@ -331,6 +349,23 @@ struct Error {
   code @0 :ErrorCode;
   message @1 :Text;
   redirect @2 :Text;            # notPrimary: "host:port" of the primary
+}
+
+# Why a provisioner launched what it did for a template, or nothing (docs/daemon.md, "Why nothing
+# launched"): the scheduler can say why work pends. Sent after a pass when they changed, and at
+# least every few minutes; each report replaces the sender's previous one.
+struct TemplateReason {
+  template @0 :Text;
+  code @1 :Text;                # launched | budget | cooldown | max-instances | granularity | backoff |
+                                # quota | no-lease | breaker-open | open-op | no-offering (more may come)
+  detail @2 :Text;              # one line naming every provider's reason
+  provider @3 :Text;            # the provider of the reason that held the demand back ("" for none)
+  untilUnixMs @4 :Int64;        # when the hold ends, 0 when not known
+}
+
+struct ProvisionerReport {
+  reasons @0 :List(TemplateReason);  # one per template with unmet demand or a launch
+  timeUnixMs @1 :Int64;              # when the provisioner decided them (its clock, informational)
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -382,5 +417,7 @@ struct Envelope {
     # --- added later (new members go at the end)
     commitFacts @33 :FactBatch;           # -> committed | reject | error(invalid: more than 1000 facts)
     committed @34 :FactBatch;             # reply to commitFacts
+    reportReasons @35 :ProvisionerReport; # -> ok (provisioners)
+    hostNotice @36 :HostNotice;           # -> ack {hostState} | reject | error(unknownHost)
   }
 }

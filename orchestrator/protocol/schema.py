@@ -26,7 +26,7 @@ REQUESTS: Final = frozenset(
     {
         "joinProvisioner", "joinWorker", "leaseAcquire", "leaseRenew", "leaseRelease",
         "commitFact", "queryFacts", "hostClose", "hostDecommission", "hostStatus",
-        "requestDemand", "queryStatus", "heartbeat", "commitFacts",
+        "requestDemand", "queryStatus", "heartbeat", "commitFacts", "hostNotice", "reportReasons",
         "adminFailover", "adminSubmit", "adminRevoke", "adminShutdown",
     }
 )  # fmt: skip

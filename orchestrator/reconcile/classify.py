@@ -5,10 +5,11 @@ by the provider module's error rules in :mod:`orchestrator.model.modules`): it a
 a :class:`~orchestrator.errors.CloudRefusal` whose class says what happened. The loop and the
 fallback read that class and never the error's text.
 
-* **capacity**: the template falls back to the next provider by priority; the provider is
-  tried again after a backoff;
-* **quota**: every template on that provider falls back; a quota rarely clears by itself, so
-  the backoff grows to its maximum quickly;
+* **capacity**: the memory of refusals (:mod:`.refusals`) holds the refused offering; the
+  provider's other offerings and the next provider by priority are asked; it is probed again
+  after ``policy.capacity_backoff``;
+* **quota**: the memory holds every offering of that provider, by ``policy.quota_backoff``
+  (longer), or until one of its instances goes;
 * **transient**: the same op is retried on the same provider after a backoff;
 * **permanent**: the template falls back and the provider is not asked again for it until the
   configuration is reloaded.

@@ -6,8 +6,9 @@ provider that just refused goes to the back until its backoff ends, and the next
 priority is asked at once. What a failure blocks follows its class
 (:mod:`orchestrator.reconcile.classify`):
 
-* capacity: this template on this provider (another flavor may still fit);
-* quota: every template on this provider (quotas are the account's);
+* capacity and quota: nothing here. The memory of refusals (:mod:`.refusals`) holds the refused
+  offering (capacity) or every offering of the provider (quota), shared and durable, and the
+  policy passes over what it holds: the provider's other offerings may still have room;
 * permanent: this template on this provider until :meth:`clear` (a configuration reload),
   since the same request will be refused the same way;
 * transient: nothing is passed over until ``policy.retry.attempts`` consecutive failures; until
@@ -26,8 +27,6 @@ from typing import Any
 from orchestrator.model.backoff import Backoff
 from orchestrator.model.config import RetrySettings
 from orchestrator.reconcile.classify import Classification, FailureClass
-
-ANY_TEMPLATE = "*"
 
 
 @dataclass
@@ -65,25 +64,22 @@ class Block:
 
 @dataclass
 class ProviderHealth:
-    """Failures per (provider, template); quota failures per provider (template ``*``)."""
+    """Transient and permanent failures per (provider, template)."""
 
     settings: RetrySettings
     rng: random.Random = field(default_factory=random.Random)
     _records: dict[tuple[str, str], _Record] = field(default_factory=dict)
 
     def failed(self, provider: str, template: str, failure: Classification, now: float) -> float:
-        """Record a failed create; returns when the same op may be tried again."""
-        scope = ANY_TEMPLATE if failure.kind == FailureClass.QUOTA else template
-        record = self._records.setdefault((provider, scope), _Record())
+        """Record a failed create; returns when the same op may be tried again (a capacity or
+        quota refusal: now, the op is closed and the memory of refusals holds what was refused)."""
+        if failure.kind in (FailureClass.CAPACITY, FailureClass.QUOTA):
+            return now
+        record = self._records.setdefault((provider, template), _Record())
         record.failures += 1
         record.kind = failure.kind
         record.last = failure
-        backoff = Backoff.from_settings(self.settings)
-        if failure.kind == FailureClass.QUOTA:
-            # A quota clears when someone raises it or instances go: wait long from the start.
-            wait = backoff.delay(max(record.failures, self.settings.attempts), self.rng)
-        else:
-            wait = backoff.delay(record.failures, self.rng)
+        wait = Backoff.from_settings(self.settings).delay(record.failures, self.rng)
         record.retry_at = now + wait
         if failure.kind == FailureClass.PERMANENT:
             record.until = float("inf")
@@ -96,21 +92,19 @@ class ProviderHealth:
     def succeeded(self, provider: str, template: str) -> None:
         """A create of ``template`` on ``provider`` went through: its failures are forgotten."""
         self._records.pop((provider, template), None)
-        self._records.pop((provider, ANY_TEMPLATE), None)
 
     def blocked(self, provider: str, template: str, now: float) -> Block | None:
         """Why ``provider`` is passed over for ``template`` now, or None when it may be asked."""
-        for scope in (template, ANY_TEMPLATE):
-            record = self._records.get((provider, scope))
-            if record is not None and now < record.until:
-                text = record.last.text if record.last is not None else ""
-                return Block(provider, template, record.kind, record.failures, record.until, text)
+        record = self._records.get((provider, template))
+        if record is not None and now < record.until:
+            text = record.last.text if record.last is not None else ""
+            return Block(provider, template, record.kind, record.failures, record.until, text)
         return None
 
     def retry_at(self, provider: str, template: str) -> float:
         """When an op of ``template`` on ``provider`` that failed may be tried again (0: now)."""
-        times = [r.retry_at for s in (template, ANY_TEMPLATE) if (r := self._records.get((provider, s)))]
-        return max(times, default=0.0)
+        record = self._records.get((provider, template))
+        return record.retry_at if record is not None else 0.0
 
     def clear(self) -> None:
         """Forget every failure (the configuration was reloaded)."""

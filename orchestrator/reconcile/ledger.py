@@ -52,6 +52,9 @@ class InstanceRecord:
     taken: bool = False
     # The offering it was placed on (its intent's detail; the default offering when none).
     offering: str = ""
+    # An interruption notice was acted on (the controller's time of it; 0.0: not acknowledged):
+    # the host is leaving, no more supply (reconcile/noticebook.py). None: no notice.
+    noticed: float | None = None
 
     @property
     def in_pool(self) -> bool:
@@ -62,7 +65,7 @@ class InstanceRecord:
     def awaited(self) -> bool:
         """Committed, not gone, not waiting in a pool and not yet recorded as an expected host:
         hosts still to come."""
-        return not self.gone and self.expected is None and not self.in_pool
+        return not self.gone and self.expected is None and not self.in_pool and self.noticed is None
 
     @property
     def counted(self) -> bool:

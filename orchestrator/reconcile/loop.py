@@ -24,7 +24,7 @@ import logging
 import random
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -36,20 +36,21 @@ from orchestrator.model.offerings import Placement
 from orchestrator.ops.consoleresults import FirstBootOutcomes
 from orchestrator.ops.executor import Bootstrap, Seen, StillLaunched, Wired
 from orchestrator.ops.openops import OpenOp, open_ops
-from orchestrator.reconcile import hostphases
+from orchestrator.reconcile import hostphases, refusedops
 from orchestrator.reconcile.beside import GAIN_POLL, BesideResumes, Hold, no_hold
 from orchestrator.reconcile.bootstraps import BootstrapTracker
 from orchestrator.reconcile.breaker import Breakers
 from orchestrator.reconcile.budget import Usage
 from orchestrator.reconcile.classify import FailureClass, classify_error
 from orchestrator.reconcile.deciding import ScaleOutLock, coordinated
+from orchestrator.reconcile.failedops import FailedOp, tell_failed_create
 from orchestrator.reconcile.gap import gaps_from_ledger
 from orchestrator.reconcile.health import Block, ProviderHealth
-from orchestrator.reconcile.offers import NoHolds, OfferingHolds
 from orchestrator.reconcile.passctx import PassContext, ReadFailed, read_inputs
 from orchestrator.reconcile.phases import beside_failed, join_beside, run_phase
 from orchestrator.reconcile.phases import one_line as _one_line
 from orchestrator.reconcile.poolphase import PoolPhase
+from orchestrator.reconcile.refusals import RefusalMemory
 from orchestrator.reconcile.report import PHASES, PassReport, PhaseOutcome
 from orchestrator.reconcile.results import (
     BootstrapResult,
@@ -76,22 +77,6 @@ log = logging.getLogger(__name__)
 
 # Re-exported: the pass's report types lived here before report.py.
 __all__ = ["PHASES", "FailedOp", "PassReport", "PhaseOutcome", "Reconciler"]
-
-
-@dataclass
-class FailedOp:
-    """An open op whose last attempt failed: when it may be tried again, and why it failed."""
-
-    op_id: str
-    provider: str
-    template: str
-    kind: str  # "create" | "return"
-    attempts: int
-    retry_at: float
-    error: str
-    # The failure's class ("transient" also when the controller went away): after a refusal the
-    # cloud made none of the failed instances, so closing the op needs no listing of the cloud.
-    failure: str = FailureClass.TRANSIENT.value
 
 
 class Reconciler:
@@ -151,6 +136,8 @@ class Reconciler:
         self.documents = cluster_documents(config, self.state_dir)
         self.breakers = Breakers.load(self.state_dir, config.policy.breaker, self.documents)
         self.tracker = BootstrapTracker.load(self.state_dir, self.documents)
+        # What the cloud refused (capacity, quota), shared with every orchestrator (refusals.py).
+        self.refusals = RefusalMemory.load(self.documents, config.policy, self.rng)
         self.failed: dict[str, FailedOp] = {}
         # Providers whose open ops were all resumed since their lease was last (re)gained.
         self._resumed: set[str] = set()
@@ -160,8 +147,6 @@ class Reconciler:
         self.gain_poll = gain_poll
         self._read_problem = ""
         self._last_outcomes: dict[str, str] = {}
-        # What the memory of refusals holds back (capacity per offering, quota per provider).
-        self.holds: OfferingHolds = NoHolds()
 
     # -- public ----------------------------------------------------------------------------------
 
@@ -178,13 +163,17 @@ class Reconciler:
             # Bootstrap records too: with the shared store, a provider taken over arrives with
             # the records its previous holder wrote (tried, given up, joined) since this started.
             self.tracker = BootstrapTracker.load(self.state_dir, self.documents)
+            refusedops.refresh_memory(self.refusals, {p: ctx.facts(p) for p in self.config.providers}, ctx.read_at)
         except Exception as exc:  # every read failure means the same: act on nothing
             problem = _one_line(exc) if isinstance(exc, ReadFailed) else f"{type(exc).__name__}: {_one_line(exc)}"
             self._read_changed(problem)
             phases.append(PhaseOutcome("read", False, error=problem))
             phases += [PhaseOutcome(name, False, skipped=f"read failed: {problem}") for name in PHASES[1:]]
             finished = self.clock()
-            return PassReport(trigger, started, finished, phases, {}, [], [], blocked=self._blocked(finished))
+            blocked = self._blocked(finished)
+            return PassReport(
+                trigger, started, finished, phases, {}, [], [], blocked=blocked, refused=self.refusals.drain()
+            )
         self._read_changed("")
         phases.append(PhaseOutcome("read", True, evidence=ctx.read_result()))
         steps: list[tuple[str, Callable[[PassContext], PhaseResult]]] = [
@@ -228,6 +217,7 @@ class Reconciler:
             list(ctx.leased),
             list(ctx.decisions),
             self._blocked(finished),
+            self.refusals.drain(),
         )
 
     def _blocked(self, now: float) -> list[Block]:
@@ -243,6 +233,7 @@ class Reconciler:
             self.health.settings = config.policy.retry
             self.health.clear()
         self.breakers.settings = config.policy.breaker
+        self.refusals.configure(config.policy)
         audit(
             self.state_dir, "reconcile-reload", providers=sorted(config.providers), templates=sorted(config.templates)
         )
@@ -293,7 +284,7 @@ class Reconciler:
                 with self._books:
                     failed = self.failed.get(op.op_id)
                 if failed is not None and not full:
-                    action = self._retry_action(ctx, failed)
+                    action = self._retry_action(ctx, failed, op)
                     if action == "wait":
                         evidence.waiting.append(WaitingOp(op.op_id, failed.retry_at))
                         continue
@@ -309,13 +300,16 @@ class Reconciler:
                     self._resumed.add(provider)
         return evidence
 
-    def _retry_action(self, ctx: PassContext, failed: FailedOp) -> str:
+    def _retry_action(self, ctx: PassContext, failed: FailedOp, op: OpenOp) -> str:
         now = self.clock()
         if failed.kind != "create":
             return "wait" if now < failed.retry_at else "retry"
         usage = Usage.of(self.config, ctx.records())
+        hold = refusedops.op_hold(
+            self.refusals, self.config, op.provider, op, failed.failure, now
+        )  # never on a held offering
         with self._books:
-            decision = retry_decision(self.config, usage, self.health, failed.provider, failed.template, now)
+            decision = retry_decision(self.config, usage, self.health, failed.provider, failed.template, now, hold)
         return decision.action
 
     def _attempt(self, ctx: PassContext, op: OpenOp, evidence: ResumeResult, seen: Seen | None = None) -> None:
@@ -338,6 +332,11 @@ class Reconciler:
             self.failed.pop(op.op_id, None)
             if op.kind == "create":
                 self.health.succeeded(op.provider, op.template)
+        if op.kind == "create" and resolution.outcome == "completed":
+            made = lambda: refusedops.created_keys(ctx.facts(op.provider), op.pending)  # noqa: E731 (read when needed)
+            refusedops.record_success(
+                self.refusals, self.config, op.provider, op.template, op.op_id, lambda: op.detail, made
+            )
         evidence.resumed.append(ResumedOp(op.op_id, resolution.outcome, resolution.reason))
 
     def _scale_out(self, ctx: PassContext) -> ScaleOutResult | Skipped:
@@ -375,7 +374,7 @@ class Reconciler:
         with self._books:
             unavailable = self._unavailable(ctx)
             return PolicyInputs(
-                gaps, records, self.health, self.breakers, now, unavailable, fallback, refused, self.holds, chosen
+                gaps, records, self.health, self.breakers, now, unavailable, fallback, refused, self.refusals, chosen
             )
 
     def _unavailable(self, ctx: PassContext) -> dict[str, str]:
@@ -420,6 +419,10 @@ class Reconciler:
         ctx.ops.append(op_id)
         with self._books:
             self.health.succeeded(provider, template)
+        detail = lambda: refusedops.intent_detail(ctx.facts(provider), op_id)  # noqa: E731 (read only when needed)
+        refusedops.record_success(
+            self.refusals, self.config, provider, template, op_id, detail, lambda: [c.key for c in result.created]
+        )
         fields = {"op_id": op_id, "provider": provider, "template": template, "phase": "scale-out"}
         log.info("op %s created %d hosts of %s on %s", op_id, len(result.created), template, provider, extra=fields)
         (evidence.pooled if pool else evidence.created).append(
@@ -442,36 +445,17 @@ class Reconciler:
             return False
         failure = classify_error(exc)
         usage = Usage.of(self.config, ctx.records())  # before the lock: it may read the controller
+        op = next((o for o in open_ops(ctx.facts(provider)) if o.op_id == op_id), None)
+        refusedops.record_refusal(self.refusals, self.config, provider, op, exc, failure, now)
+        hold = refusedops.op_hold(self.refusals, self.config, provider, op, failure.kind.value, now)
         with self._books:
             retry_at = self.health.failed(provider, template, failure, now)
-            decision = retry_decision(self.config, usage, self.health, provider, template, now)
-            self.failed[op_id] = FailedOp(
-                op_id, provider, template, kind, attempts, retry_at, error, failure.kind.value
-            )
-        log.warning(
-            "op %s on %s failed (%s), %s: %s",
-            op_id,
-            provider,
-            failure.kind.value,
-            decision.action,
-            error,
-            extra={"op_id": op_id, "provider": provider, "template": template},
-        )
-        audit(
-            self.state_dir,
-            "reconcile-op-failed",
-            provider=provider,
-            op=op_id,
-            template=template,
-            kind=kind,
-            failure=failure.evidence(),
-            decision=decision.action,
-            evidence=decision.evidence,
-            attempts=attempts,
-        )
+            decision = retry_decision(self.config, usage, self.health, provider, template, now, hold)
+            failed = FailedOp(op_id, provider, template, kind, attempts, retry_at, error, failure.kind.value)
+            self.failed[op_id] = failed
+        tell_failed_create(self.state_dir, failed, failure, decision)
         if decision.action != "abandon":
             return False
-        op = next((o for o in open_ops(ctx.facts(provider)) if o.op_id == op_id), None)
         if op is None:
             with self._books:
                 self.failed.pop(op_id, None)  # refused before its intent: nothing to close

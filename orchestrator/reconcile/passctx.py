@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from orchestrator.clients.controller.types import DemandSnapshot, Fact, HostInfo
 from orchestrator.errors import XceprovError
@@ -28,11 +28,13 @@ from orchestrator.model.facts import GONE_KINDS, FactKind
 from orchestrator.ops.fence import Fence
 from orchestrator.reconcile.gap import TemplateGap
 from orchestrator.reconcile.ledger import InstanceRecord, ledger
+from orchestrator.reconcile.noticebook import NoticeBook, leaving_keys
 from orchestrator.reconcile.offers import default_names
 from orchestrator.reconcile.reclaim import ReclaimCandidate
 from orchestrator.reconcile.results import ReadResult
 from orchestrator.reconcile.scaleout import ScaleOutDecision
 from orchestrator.reconcile.view import Clock, ControllerView
+from orchestrator.workspace.sharedstore import cluster_documents
 
 
 class ReadFailed(XceprovError):
@@ -56,6 +58,8 @@ class PassContext:
     candidates: list[ReclaimCandidate] = field(default_factory=list)
     # (provider, template) → its default offering's name: the offering of a key whose intent names none.
     defaults: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    # Instance key -> the controller's time of its interruption notice (noticebook.py): leaving.
+    noticed: dict[str, float] = field(default_factory=dict)
     # Held while the caches change and while :meth:`beside` copies them (never over a read of the
     # controller: the copy is what a takeover's resume waits for).
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
@@ -75,7 +79,8 @@ class PassContext:
 
     def records(self) -> list[InstanceRecord]:
         """The ledger over every provider's facts (gap, budget, lifetime and reclaim read it)."""
-        return list(ledger(self.all_facts(), self.defaults).values())
+        records = ledger(self.all_facts(), self.defaults).values()
+        return [replace(r, noticed=self.noticed[r.key]) if r.key in self.noticed else r for r in records]
 
     def stale(self, provider: str) -> None:
         """This pass changed ``provider``: read its facts again before using them."""
@@ -100,9 +105,11 @@ class PassContext:
         its only leased one and its facts read again at their first use."""
         with self._lock:
             facts, stale = dict(self._facts), {*self._stale, provider}
-        return PassContext(
+        beside = PassContext(
             self.view, self.snapshot, list(self.hosts), [provider], self.read_at, facts, stale, defaults=self.defaults
         )
+        beside.noticed = dict(self.noticed)
+        return beside
 
     def expected(self, provider: str) -> list[Fact]:
         """The ``expectedHost`` facts of the provider's hosts that are not gone, by key."""
@@ -131,4 +138,6 @@ def read_inputs(config: Config, fence: Fence, view: ControllerView, clock: Clock
     hosts: Sequence[HostInfo] = view.hosts()
     facts = {p: list(view.facts(p)) for p in sorted(config.providers)}
     leased = [p for p in sorted(config.providers) if fence.valid(p)]
-    return PassContext(view, snapshot, list(hosts), leased, clock(), facts, defaults=default_names(config))
+    ctx = PassContext(view, snapshot, list(hosts), leased, clock(), facts, defaults=default_names(config))
+    ctx.noticed = leaving_keys(NoticeBook(cluster_documents(config)).entries().values(), ctx.read_at)
+    return ctx

@@ -13,6 +13,12 @@ and the time ``now`` (wall seconds, the controller's clock):
   earlier pass started on a host that had turned busy). The controller has no reopen: a closed
   host never gets work again, so keeping it only costs.
 
+A host with an interruption notice (``InstanceRecord.noticed``, or the controller's
+``reclaim_at``) is none of these: the cloud reclaims it at its time, and the loss is recorded
+then (docs/daemon.md, "Spot interruption notices"). Past its reclaim time by
+``noticebook.RECLAIM_GRACE`` without a reclaim, the notice no longer holds it (``leaving_keys``):
+it is a closed host like any other.
+
 The controller nets idle hosts out of its demand, so an idle host past ``idle_time`` is supply
 nobody asked for. Whether a chosen host is really returned is decided at the close: a host that
 turned busy in between answers ``closing`` and is kept (the loop does that, not this module).
@@ -78,7 +84,14 @@ def reclaim_candidates(
     config: Config, records: Iterable[InstanceRecord], hosts: Sequence[HostInfo], now: float
 ) -> list[ReclaimCandidate]:
     """Every live host to drain and return now, lifetime first (oldest first), then by key."""
-    live = [r for r in records if not r.gone and r.created is not None and r.provider in config.providers]
+    # A host with an interruption notice is left to the cloud's reclaim (the loss is recorded
+    # then): the scheduler's checkpoint window is the notice's lead, and a cloud may not bill the
+    # partial hour of an instance it interrupted (EC2 Spot) but does one its owner terminated.
+    live = [
+        r
+        for r in records
+        if not r.gone and r.created is not None and r.provider in config.providers and r.noticed is None
+    ]
     known = hosts_by_key(hosts)
     by_key = {r.key: r for r in live}
     out: dict[str, ReclaimCandidate] = {}
@@ -99,7 +112,7 @@ def reclaim_candidates(
         if record.key in out or record.created is None:
             continue
         host = host_of(record, known)
-        if host is None:
+        if host is None or host.reclaim_at > 0:  # noticed (by another orchestrator too): the cloud's
             continue
         # A pool host runs (and is paid as running) from its start, not from its launch.
         age = now - (record.expected if record.pool and record.expected is not None else record.created)

@@ -15,7 +15,9 @@ from typing import Any, TypeVar
 from orchestrator.model.ops import OpRequest
 from orchestrator.reconcile.gap import TemplateGap
 from orchestrator.reconcile.health import Block
+from orchestrator.reconcile.reasons import Reason, pass_reasons, reasons_json
 from orchestrator.reconcile.reclaim import ReclaimCandidate
+from orchestrator.reconcile.refusals import Refusal
 from orchestrator.reconcile.results import PhaseResult
 from orchestrator.reconcile.scaleout import ScaleOutDecision
 
@@ -82,11 +84,19 @@ class PassReport:
     # Providers passed over after failures at the pass's end: the backoff of docs/daemon.md,
     # "Metrics" (``xceprov_provider_backoff``).
     blocked: list[Block] = field(default_factory=list)
+    # The refusals this pass recorded in the memory of refusals (``xceprov_refusals_total``).
+    refused: list[Refusal] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         """Every phase that ran went through."""
         return all(p.ok for p in self.phases)
+
+    @property
+    def reasons(self) -> dict[str, list[Reason]]:
+        """Per template with unmet demand or a launch, why the pass did what it did (reasons.py);
+        empty when the scale-out phase decided nothing (a failed read, a skipped phase)."""
+        return pass_reasons(self.decisions)
 
     def phase(self, name: str) -> PhaseOutcome:
         """The outcome of the phase ``name``."""
@@ -97,6 +107,10 @@ class PassReport:
         or did not run); the last one when the phase ran more than once (resumes beside)."""
         found = [p.evidence for p in self.phases if p.name == name and isinstance(p.evidence, kind)]
         return found[-1] if found else None
+
+    def to_json_refused(self) -> list[dict[str, str]]:
+        """The refusals the pass recorded, as ``to_json`` names them (``scope``, ``provider``, ``placement``)."""
+        return [{"scope": r.scope, "provider": r.provider, "placement": r.placement} for r in self.refused]
 
     def to_json(self) -> dict[str, Any]:
         """The document the daemon writes to ``status.json`` (``pass`` member)."""
@@ -112,5 +126,7 @@ class PassReport:
             "reclaim_candidates": [c.to_json() for c in self.reclaim_candidates],
             "leased": list(self.leased),
             "decisions": [decision_json(d) for d in self.decisions],
+            "reasons": reasons_json(self.reasons),
             "blocked": [b.evidence() for b in self.blocked],
+            "refused": self.to_json_refused(),
         }

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 
 from orchestrator.errors import XceprovError
 from orchestrator.model.catalogue import select_pairs
+from orchestrator.model.config import Config
 from orchestrator.model.offerings import Offering
 from orchestrator.ops.catalogue import CatalogueReader
 
@@ -45,3 +46,7 @@ class SelectedOfferings:
                 log.warning("template %s on provider %s has no offering from the catalogue: %s", *pair, why)
         self.problems = dict(found.problems)
         return found.selected
+
+    def reload(self, config: Config) -> None:
+        """Select by ``config`` from the next call on (a reload: templates, settings, TTLs may change)."""
+        self.reader.config = config

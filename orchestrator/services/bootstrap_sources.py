@@ -7,7 +7,8 @@ site behind them, so the bootstrap fills in the simulated world's own: its toolk
 its sources) as the install source of the ``module_xcesim`` group. A site's
 ``group_vars/module_xcesim.yml`` still overrides it. The simulated cloud also shows the console
 of its instances, where each host publishes its SSH host keys at boot (``console_keys``) and a
-first boot prints its result line (``console_readers``, ``first_boot_results``).
+first boot prints its result line (``console_readers``, ``first_boot_results``), and it gives
+interruption notices (``notice_readers``).
 
 The decision is taken here; the simulated world's parts come in as a ``SimulatedWorld``, because
 the orchestrator's layers do not import the simulated world (the ``sim-apart`` import contract):
@@ -17,15 +18,17 @@ the command line, which may know both, hands them over.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from orchestrator.clients.ansible.hostkeys import KeySource, KeyTarget, Published
 from orchestrator.configfile import LoadedConfig
+from orchestrator.model import tags as owner
 from orchestrator.model.config import Config
 from orchestrator.ops.consoleresults import Console, ConsoleRead, ConsoleResults
+from orchestrator.ops.notices import NoticeRead
 
 SIM_MODULE = "xcesim"
 SIM_GROUP = f"module_{SIM_MODULE}"
@@ -43,6 +46,8 @@ class SimulatedWorld:
     console: Callable[[Path, str], Published | None] | None = None
     # The same, its latest 64 KiB (where a first boot's result line is, ``ops.firstboot``).
     console_latest: Callable[[Path, str], Published | None] | None = None
+    # (sim state dir, tags) -> the interruption notices of the live instances with those tags.
+    notices: Callable[[Path, Mapping[str, str]], Sequence[object]] | None = None
 
 
 class ConsoleKeys:
@@ -80,6 +85,20 @@ def console_readers(world: SimulatedWorld | None) -> dict[str, ConsoleRead]:
     def read(config: Config, provider: str, instance_id: str) -> Console | None:
         published = latest(config.sim_state_dir(), instance_id)
         return None if published is None else Console(published.instance_id, published.address, published.console)
+
+    return {SIM_MODULE: read}
+
+
+def notice_readers(world: SimulatedWorld | None) -> dict[str, NoticeRead]:
+    """How interruption notices are read per provider module: the simulated cloud's (when the
+    world is handed over), for the instances tagged with the provider's cluster and name; the
+    other modules' feeds are not built in (docs/provider-modules.md, "Interruption notices")."""
+    if world is None or world.notices is None:
+        return {}
+    notices = world.notices
+
+    def read(config: Config, provider: str) -> Sequence[object]:
+        return notices(config.sim_state_dir(), {owner.CLUSTER: config.cluster, owner.PROVIDER: provider})
 
     return {SIM_MODULE: read}
 

@@ -34,6 +34,7 @@ from orchestrator.errors import ControllerError, LeaseHeld, UsageError
 from orchestrator.model.instances import op_of_key
 from orchestrator.model.progress import ProgressSink
 from orchestrator.model.text import printable
+from orchestrator.ops.catalogue import selected_once
 from orchestrator.ops.drain import Decommission
 from orchestrator.ops.executor import Bootstrap, Created, Executor, OpParts, Resolution, Wired, op_scope
 from orchestrator.ops.facts import LinkFacts, standalone_facts
@@ -216,6 +217,7 @@ def fenced_session(
                     bootstrap=bootstrap,
                     decommission=decommission,
                     progress=progress,
+                    selected=selected_once(config),
                 )
             )
         return
@@ -231,6 +233,7 @@ def fenced_session(
                 bootstrap=bootstrap,
                 decommission=decommission,
                 progress=progress,
+                selected=selected_once(config),
             )
         )
 

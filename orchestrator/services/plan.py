@@ -27,7 +27,7 @@ zone, subnet and cost per hour (its offering's), and each provider the added cos
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,9 @@ from orchestrator.errors import ConfigError
 from orchestrator.model import tags as owner
 from orchestrator.model.config import Config
 from orchestrator.model.instances import InstanceSpec, new_op_id
+from orchestrator.model.offerings import Offering
 from orchestrator.model.ops import OpRequest
+from orchestrator.ops.catalogue import catalogue_reader
 from orchestrator.ops.images import resolve_baked
 from orchestrator.ops.losses import preview_losses
 from orchestrator.ops.steps import plan_desired, render_instances
@@ -148,7 +150,9 @@ def plan_burst(
         {provider} if provider else {p for t in wanted if t in config.templates for p in config.templates[t].providers}
     )
     desired = {name: workdirs[name].desired.read() for name in targets if name in workdirs}
-    choose_ops(config, wanted, provider, {})  # the request itself (templates, counts, provider), before Terraform
+    # The select: templates' offerings (their catalogues read, only when a wanted template selects).
+    selected = selected_for(config, wanted, provider)
+    choose_ops(config, wanted, provider, {}, selected)  # the request itself, before Terraform
     if problems := settings_problems(config, root, loaded.source) + template_dir_problems(config, loaded.source):
         raise ConfigError(problems)
     engine = engine or engine_for(config)
@@ -156,7 +160,7 @@ def plan_burst(
     # A lost instance leaves the provider when the apply retires it: it takes no room. The ops are
     # chosen with the room each provider really has.
     room = {name: provider_count(config, name, root) - len(lost[name]) for name in desired}
-    ops = choose_ops(config, wanted, provider, room)
+    ops = choose_ops(config, wanted, provider, room, selected)
     desired = {name: {k: v for k, v in held.items() if k not in lost[name]} for name, held in desired.items()}
     warnings = [f"{missing}; previewed without it, apply needs it"] if (missing := missing_ca(loaded)) else []
     rendered: dict[str, dict[str, tuple[OpRequest, str, dict[str, InstanceSpec]]]] = {}
@@ -164,7 +168,10 @@ def plan_burst(
         op_id = new_op_id()
         # The op's own render step; a preview needs no CA file (apply renders every op again and
         # does): the same rule as validate.
-        request = RenderRequest(op.provider, op.template, op_id, op.count, placements=op.placements)
+        offerings = {o.name: o for o in selected.get((op.template, op.provider), ())}
+        request = RenderRequest(
+            op.provider, op.template, op_id, op.count, placements=op.placements, offerings=offerings
+        )
         # bake:newest is resolved as the op resolves it, so the plan shows the concrete id.
         resolved = resolve_baked(config, engine, workdirs[op.provider], op.template)
         specs = render_instances(resolved, root, request, source=loaded.source, allow_missing_ca=True)
@@ -173,7 +180,9 @@ def plan_burst(
         create_bundle(out)
     try:
         plans = [
-            _plan_provider(config, engine, workdirs[name], desired.get(name, {}), by_op, out, lost.get(name, {}))
+            _plan_provider(
+                config, engine, workdirs[name], desired.get(name, {}), by_op, out, lost.get(name, {}), selected
+            )
             for name, by_op in sorted(rendered.items())
         ]
         if out is not None:
@@ -220,6 +229,7 @@ def _plan_provider(
     by_op: Mapping[str, tuple[OpRequest, str, dict[str, InstanceSpec]]],
     out: Path | None,
     lost: Mapping[str, LostPlanned],
+    selected: Mapping[tuple[str, str], Sequence[Offering]] | None = None,
 ) -> ProviderPlan:
     new: dict[str, InstanceSpec] = {}
     for _op, _op_id, specs in by_op.values():
@@ -251,8 +261,13 @@ def _plan_provider(
         if action == "update":
             change += 1
         offering = spec.tags.get(owner.OFFERING, "") if spec else ""
-        # Its offering's price (budget.unit_cost: the default offering's for a tag it no longer lists).
-        cost = unit_cost(config, workdir.provider, spec.template, offering=offering) if spec else 0.0
+        # Its offering's price (budget.unit_cost: the default offering's for a tag it no longer lists;
+        # a select: one's from the catalogue).
+        cost = (
+            unit_cost(config, workdir.provider, spec.template, offering=offering, selected=selected or {})
+            if spec
+            else 0.0
+        )
         if action == "create" and spec is not None and spec.template in cloud:
             cost_by_template[spec.template] = cost_by_template.get(spec.template, 0.0) + cost
             row = cost_by_offering.setdefault(spec.template, {})
@@ -298,6 +313,35 @@ def _plan_provider(
         plan_file=plan_file.name if plan_file else None,
         lost=[lost[key] for key in sorted(lost)],
     )
+
+
+def selected_for(
+    config: Config, wanted: Mapping[str, int], provider: str | None
+) -> dict[tuple[str, str], list[Offering]]:
+    """(template, provider) -> the offerings its ``select:`` picks from the provider's catalogue
+    (``ops/catalogue.py``: the kept catalogue, read again past ``catalogue_ttl``), in the policy's
+    order, for every wanted template that selects (on ``provider`` when given); nothing is read
+    when none does. A catalogue that cannot be read, or a match without a price, is one line per
+    pair (ConfigError); a selection nothing matches is left to the policy (the next provider, or
+    no offering)."""
+    pairs = {
+        (template, name)
+        for template in wanted
+        if template in config.templates
+        for name, side in config.templates[template].providers.items()
+        if side.select is not None and provider in (None, name)
+    }
+    if not pairs:
+        return {}
+    found = catalogue_reader(config).selections()
+    problems = [
+        f"templates.{template}.providers.{name}.select: no offering: {found.problems[(template, name)]}"
+        for template, name in sorted(pairs)
+        if (template, name) in found.problems
+    ]
+    if problems:
+        raise ConfigError(problems)
+    return {pair: list(found.selected.get(pair, [])) for pair in sorted(pairs)}
 
 
 def _merged_tags(workdir: ProviderWorkdir, spec: InstanceSpec | None) -> dict[str, str]:

@@ -24,7 +24,8 @@ after every pass and when a bootstrap batch starts): whether it runs and how old
 is, its leases with their remaining validity (or who holds a lease it does not), the bootstrap's
 share of its created hosts per provider (waiting, running, done, failed), its first-boot hosts
 by outcome with those not joined and the recent failed first boots, and the reclaim
-candidates of its last pass. The
+candidates of its last pass, and the memory of refusals as it last read it (what the cloud
+refused, held until when). The
 circuit breakers are read from their durable file (``<state_dir>/breakers.json``), so they show
 with or without a daemon.
 
@@ -53,6 +54,7 @@ from orchestrator.reconcile.breaker import Breakers
 from orchestrator.reconcile.ledger import ledger
 from orchestrator.reconcile.offered import offering_usage
 from orchestrator.reconcile.pool import pools
+from orchestrator.reconcile.reasons import reasons_from_json, reasons_json
 from orchestrator.workspace.daemonstatus import read_status
 from orchestrator.workspace.pgsite import pg_site
 from orchestrator.workspace.sharedstore import cluster_documents
@@ -152,6 +154,13 @@ class DaemonView:
     # First-boot hosts: counts by outcome per provider, those not joined, the recent failures
     # (statusdoc.first_boot_share); None when the file has none.
     first_boot: dict[str, Any] | None = None
+    # Per template, why the last pass launched what it did or nothing (reconcile/reasons.py).
+    reasons: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # The memory of refusals as the daemon last read it: {scope, provider, placement, failures,
+    # first, last, until, text} each (docs/daemon.md, "The memory of refusals").
+    refusals: tuple[dict[str, Any], ...] = ()
+    # Hosts acted on for an interruption notice (docs/daemon.md, "Spot interruption notices").
+    notices: tuple[dict[str, Any], ...] = ()
 
 
 def daemon_view(state_dir: Path) -> DaemonView | None:
@@ -177,6 +186,9 @@ def daemon_view(state_dir: Path) -> DaemonView | None:
         store=doc.get("store") if isinstance(doc.get("store"), dict) else None,
         bootstrap=bootstrap_counts(doc.get("bootstrap")),
         first_boot=doc.get("first_boot") if isinstance(doc.get("first_boot"), dict) else None,
+        reasons=reasons_json(reasons_from_json(doc.get("reasons"))),
+        refusals=tuple(r for r in doc.get("refusals") or [] if isinstance(r, dict)),
+        notices=tuple(n for n in doc.get("notices") or () if isinstance(n, dict)),
     )
 
 
@@ -228,10 +240,13 @@ class StatusReport:
     store: dict[str, Any] | None = None  # with a shared store: {"reachable", "error", "members"}
     pools: tuple[PoolRow, ...] = ()
     offerings: tuple[OfferingRow, ...] = ()
+    # What the cloud refused and until when (from the daemon's status file; empty without one).
+    refusals: tuple[dict[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        """The report as plain JSON values (``xceprov status --json``)."""
-        return asdict(self)
+        """The report as plain JSON values (``xceprov status --json``); ``reasons``: the daemon's
+        last pass's, per template (docs/daemon.md, "Why nothing launched")."""
+        return {**asdict(self), "reasons": self.daemon.reasons if self.daemon is not None else {}}
 
 
 def pool_rows(config: Config, facts: dict[str, list[Fact]]) -> tuple[PoolRow, ...]:
@@ -384,6 +399,8 @@ def local_state(loaded: LoadedConfig) -> dict[str, Any]:
             out[key] = read()
         except (XceprovError, OSError) as exc:
             unreadable[key] = (str(exc).splitlines() or [type(exc).__name__])[0]
+    daemon = out.get("daemon")
+    out["refusals"] = daemon.refusals if isinstance(daemon, DaemonView) else ()
     return out
 
 
@@ -401,7 +418,9 @@ def offline_json(error: str, local: dict[str, Any]) -> dict[str, Any]:
         "controller": {"reachable": False, "error": error},
         "daemon": asdict(daemon) if daemon is not None else None,
         "breakers": list(local.get("breakers", ())),
+        "refusals": list(local.get("refusals", ())),
         "unreadable": local["unreadable"],
         "store": local.get("store"),
         "holders": [asdict(row) for row in local.get("holders", ())],
+        "reasons": daemon.reasons if daemon is not None else {},
     }

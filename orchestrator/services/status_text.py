@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from orchestrator.model.text import printable
+from orchestrator.reconcile.reasons import held_line, reasons_from_json
 from orchestrator.services.status import DaemonView, HolderRow, StatusReport
 
 
@@ -160,6 +161,7 @@ def render_daemon(view: DaemonView | None) -> list[str]:
         lines.append(orphans_line(view.orphans, time.time()))
     if view.store is not None:
         lines.append(store_line(view.store))
+    lines += reason_lines(view)
     lines += ["", f"leases held by the daemon (as of {_ago(view.age)})"]
     for row in view.leases:
         if row.get("held"):
@@ -169,11 +171,48 @@ def render_daemon(view: DaemonView | None) -> list[str]:
             lines.append(f"  {row['provider']:<16} not held: {row.get('note') or 'not granted yet'}")
     lines += ["", *bootstrap_lines(view)]
     lines += first_boot_lines(view)
+    lines += refusal_lines(view.refusals, view.age, time.time())
+    lines += notice_lines(view.notices, time.time())
     lines += ["", "reclaim candidates (last pass)"]
     if not view.reclaim_candidates:
         lines.append("  (none)")
     for c in view.reclaim_candidates:
         lines.append(f"  {c.get('provider', '-'):<10} {c.get('host', '-')}  {c.get('key', '-')}  {c.get('reason', '')}")
+    return lines
+
+
+def reason_lines(view: DaemonView) -> list[str]:
+    """One line per template with unmet demand, why (``xceprov explain`` shows the history)."""
+    found = reasons_from_json(view.reasons)
+    if not found:
+        return []
+    gaps = (view.last_pass or {}).get("gaps") or {}
+    lines = ["", "scale-out reasons (last pass; history: xceprov explain)"]
+    for template, reasons in sorted(found.items()):
+        wanted = int((gaps.get(template) or {}).get("gap", 0))
+        lines.append(f"  {printable(held_line(template, wanted, reasons))}")
+    return lines
+
+
+def refusal_lines(rows: tuple[dict[str, Any], ...], age: float, now: float) -> list[str]:
+    """What the cloud refused: each held offering (capacity) or provider (quota) with until when,
+    how many refusals in a row and the cloud's words; a record whose hold ended shows as probing."""
+    lines = ["", f"refusals (as of {_ago(age)})"]
+    if not rows:
+        return [*lines, "  (none: every offering may be asked)"]
+    for row in rows:
+        until = row.get("until")
+        held = isinstance(until, int | float) and until > now
+        what = f"{row.get('provider', '-')}/{row.get('placement') or '*'}"
+        when = (
+            f"held until {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(until))} ({_in(until - now)})"
+            if held and isinstance(until, int | float)
+            else "hold ended: asked again"
+        )
+        failures = int(row.get("failures", 0) or 0)
+        lines.append(
+            f"  {str(row.get('scope', '-')).upper():<9}{what:<28} {when}  {failures} in a row  {row.get('text', '')}"
+        )
     return lines
 
 
@@ -236,6 +275,23 @@ def store_line(store: dict[str, Any]) -> str:
     count = len(store.get("members", []))
     closed = f"; fence closed: {store['closed']}" if store.get("closed") else ""
     return f"  shared store: {count} live member{'s' if count != 1 else ''}; dealt to this daemon: {share}{closed}"
+
+
+def notice_lines(notices: tuple[dict[str, Any], ...], now: float) -> list[str]:
+    """The hosts acted on for an interruption notice (none: no lines)."""
+    if not notices:
+        return []
+    lines = ["", "interruption notices (hosts closed at the controller, leaving)"]
+    for n in notices:
+        reclaim = float(n.get("reclaim_at") or 0)
+        when = f"reclaimed in {reclaim - now:.0f}s" if reclaim > now else "reclaim time passed"
+        lost = "loss recorded" if n.get("lost_at") else when
+        lines.append(
+            f"  {printable(n.get('host_name') or n.get('instance_id'))}  {printable(n.get('provider'))}/"
+            f"{printable(n.get('template'))}  {printable(n.get('instance_id'))}  closed "
+            f"{float(n.get('closed_seconds') or 0):.1f}s after the notice ({printable(n.get('host_state'))}); {lost}"
+        )
+    return lines
 
 
 def orphans_line(member: dict[str, Any], now: float) -> str:

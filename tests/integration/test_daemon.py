@@ -231,7 +231,15 @@ def test_leases_then_a_demand_push_creates_the_hosts_and_a_stop_releases(shared_
         created = [e for e in world.audit(daemon.pid) if e["action"] == "op-created"]
         assert len(created) == 1 and len(created[0]["instances"]) == 2
         scale_out = [e for e in world.audit(daemon.pid) if e["action"] == "reconcile-scale-out" and e["ops"]]
-        assert scale_out and scale_out[0]["ops"] == [{"provider": "sim", "count": 2}]
+        assert scale_out and scale_out[0]["ops"] == [{"provider": "sim", "count": 2, "placements": [["c8.large", 2]]}]
+        # Why: the journal says it launched (written after the pass), and the controller was told.
+        wait_until("the pass's reasons journaled", lambda: (world.state / "reasons.jsonl").exists(), timeout=60)
+        history = json.loads(world.ok("explain", "cpu", "--json"))["history"]
+        assert [(r["code"], r["provider"], r["count"]) for r in history[0]["reasons"]] == [("launched", "sim", 2)]
+        # Told to the controller without a failure (its demand is then met: the next report clears it).
+        assert "scale-out reasons not reported" not in daemon.log()
+        told = json.loads(world.ok("sim", "controller", "status", "--json"))["reasons"]
+        assert [r["code"] for r in told] in ([], ["launched"]), told
         doc = daemon.wait_status("the status after the create", lambda d: sum(d["instances"]["sim"].values()) == 2)
         assert doc["open_ops"] == [] and doc["instances"]["sim"] == {"expected": 2}
         # This world has no hosts: both bootstraps fail (no host key), and the status says so.
@@ -260,6 +268,12 @@ def test_leases_then_a_demand_push_creates_the_hosts_and_a_stop_releases(shared_
     assert re.search(r"\n  sim\s+free", status), status
     assert "no daemon (stopped; its last status was written" in status
     assert set(agree(world)) == set(world.alive())
+    # The flight recorder (docs/recording.md): the push, the decision, the op's and the hosts' timings.
+    summary = json.loads(world.ok("record", "export", "-o", str(world.site / "run.jsonl.gz"), "--json-summary"))
+    counts = summary["counts"]
+    assert counts["config"] >= 1 and counts["demand"] >= 1 and counts["decision"] >= 1, summary
+    assert counts["op"] >= 3 and counts["host"] >= 2 and summary["templates"] == ["cpu"], summary
+    assert json.loads(world.ok("record", "show", str(world.site / "run.jsonl.gz"), "--json")) == summary
 
 
 def test_sigterm_mid_burst_parks_then_a_restart_completes_with_no_duplicate(world: SimWorld) -> None:

@@ -100,3 +100,35 @@ def test_an_unknown_template_is_one_line(site: Path) -> None:
     done = xceprov(site, "offerings", "nope")
     assert done.returncode == 2
     assert done.stderr.strip() == "xceprov: no template named 'nope' (known: cpu, gpu)"
+
+
+def test_plan_and_apply_launch_a_select_template_on_its_cheapest_offering(site: Path) -> None:
+    planned = xceprov(site, "plan", "cpu=2", "--provider", "cheap", "--json")
+    assert planned.returncode == 0, planned.stderr
+    [prov] = json.loads(planned.stdout)["providers"]
+    assert prov["cost_by_offering"] == {"cpu": {"c8.large.spot@b": pytest.approx(0.22)}}
+    assert {i["tags"]["xce:offering"] for i in prov["instances"]} == {"c8.large.spot@b"}
+    assert xceprov(site, "plan", "cpu=2", "--provider", "cheap", "--out", "burst").returncode == 0
+    applied = xceprov(site, "apply", "burst")
+    assert applied.returncode == 0, applied.stderr
+    listed = json.loads(xceprov(site, "sim", "cloud", "list", "--json").stdout)["instances"]
+    assert sorted((i["flavor"], i["zone"], i["tags"]["xce:offering"]) for i in listed) == [
+        ("c8.large.spot", "b", "c8.large.spot@b"),
+        ("c8.large.spot", "b", "c8.large.spot@b"),
+    ]
+    # A selection nothing matches: the policy finds no offering (exit 2, as a request no provider takes).
+    (site / "xceprov.yaml").write_text(SITE.replace("gpus: {min: 1}", "gpus: {min: 99}"))
+    refused = xceprov(site, "plan", "gpu=1")
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr.strip() == "xceprov: gpu=1: no offering of template 'gpu' on cheap"
+    # A match the catalogue gives no price for: one line naming the select and the flavor (exit 3).
+    (site / "xceprov.yaml").write_text(SITE)
+    done = xceprov(site, "sim", "cloud", "flavor", "set", "g1.free", "--cpus", "4", "--memory-gb", "16", "--gpus", "1")
+    assert done.returncode == 0, done.stderr
+    assert xceprov(site, "offerings", "--refresh").returncode == 0  # the kept catalogue, read again
+    unpriced = xceprov(site, "plan", "gpu=1")
+    assert unpriced.returncode == 3, unpriced.stderr
+    assert unpriced.stderr.strip() == (
+        "xceprov: templates.gpu.providers.cheap.select: no offering: flavor g1.free matches but the "
+        "catalogue gives no price for it: set select.cost_per_cpu_hour"
+    )

@@ -139,8 +139,42 @@ def test_capacity_exhausted_on_the_first_provider_falls_back_by_priority(tmp_pat
         assert created.provider == "sim2" and created.count == 3
         [entry] = [e for e in world.audit() if e["action"] == "reconcile-op-failed"]
         assert entry["failure"]["class"] == "capacity" and entry["decision"] == "abandon"
+        # The memory of refusals holds the refused flavor on sim (not the provider: sim2 serves).
+        [held] = report.refused
+        assert (held.scope, held.provider, held.placement) == ("capacity", "sim", "c8.large")
+        assert world.reconciler.refusals.capacity("sim", "c8.large", held.last) == held.until
         # Steady afterwards: nothing more is asked of either provider.
         assert [op for r in world.passes(2) for op in r.ops] == []
+
+
+def test_a_quota_reached_for_ten_minutes_is_probed_once_per_hold_and_deletes_nothing(tmp_path: Path) -> None:
+    """Issue 31: the account's quota (1 instance) is reached for 10 minutes of passes, one a
+    minute: no create request goes out while the quota is held (one probe when a hold ends, each
+    hold longer), nothing is deleted, and the memory of refusals names it as quota."""
+    with reconcile_world(tmp_path, policy=FAST_RETRY) as world:
+        world.store.set_quota(1)
+        admin.submit(world.ctl_state, "cpu", 3, 600.0)
+        world.wait_demand(lambda wanted: wanted.get("cpu") == 3)
+        reports = []
+        for _ in range(10):
+            reports += world.passes(1)
+            world.clock.advance(60)
+        held_until = None
+        holds = []
+        for report in reports:
+            if report.ops:  # only when no hold stands at the pass's start
+                assert held_until is None or report.started >= held_until, report.to_json()["decisions"]
+            for refusal in report.refused:
+                assert (refusal.scope, refusal.provider, refusal.placement) == ("quota", "sim", "")
+                held_until = refusal.until
+                holds.append(refusal)
+        assert [h.failures for h in holds] == list(range(1, len(holds) + 1)) and len(holds) <= 2
+        assert holds[0].until - holds[0].last >= 300  # policy.quota_backoff: 10 min, at least half
+        requests = world.store.requests()
+        assert {r.action for r in requests} == {"create"}  # nothing deleted
+        ops = {r.client_token.rsplit("-", 1)[0] for r in requests}
+        assert len(ops) == len(holds)  # one create op per hold: the first, then one probe
+        assert len(world.alive()) == 1 and not open_ops(world.facts())
 
 
 def test_a_create_refused_half_way_keeps_what_it_made_and_falls_back_for_the_rest(tmp_path: Path) -> None:

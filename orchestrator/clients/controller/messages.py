@@ -31,6 +31,7 @@ from orchestrator.clients.controller.types import (
     LeaseInfo,
     LeaseRevoked,
     TemplateDemand,
+    TemplateReason,
 )
 from orchestrator.errors import ControllerError
 from orchestrator.model.facts import FactKind
@@ -134,6 +135,7 @@ def host_info(d: Dict) -> HostInfo:
         idle_since=_sec(d, "idleSinceUnixMs"),
         join_deadline=_sec(d, "joinDeadlineUnixMs"),
         joined_at=_sec(d, "joinedUnixMs"),
+        reclaim_at=_sec(d, "reclaimAtUnixMs"),
     )
 
 
@@ -214,4 +216,17 @@ def controller_status(d: Dict) -> ControllerStatus:
         pending_work=_i(d, "pendingWork"),
         running_work=_i(d, "runningWork"),
         term_started=_sec(d, "termStartedMs"),
+        reasons=tuple(template_reason(r) for r in d.get("reasons", [])),
     )
+
+
+def template_reason(d: Dict) -> TemplateReason:
+    """A ``TemplateReason`` (``untilUnixMs`` 0: not known)."""
+    until = _i(d, "untilUnixMs")
+    return TemplateReason(_s(d, "template"), _s(d, "code"), _s(d, "detail"), _s(d, "provider"), until / 1000.0 or None)
+
+
+def template_reason_dict(r: TemplateReason) -> Dict:
+    """The ``TemplateReason`` struct of ``r``."""
+    until = int(r.until * 1000) if r.until is not None else 0
+    return {"template": r.template, "code": r.code, "detail": r.detail, "provider": r.provider, "untilUnixMs": until}

@@ -51,6 +51,8 @@ class HostInfo:
     idle_since: float = 0.0
     join_deadline: float = 0.0
     joined_at: float = 0.0
+    # When the cloud reclaims the host (an interruption notice the controller was told of); 0: none.
+    reclaim_at: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,17 @@ class LeaseInfo:
 
 
 @dataclass(frozen=True)
+class TemplateReason:
+    """Why a provisioner launched what it did for a template, or nothing (``reportReasons``)."""
+
+    template: str
+    code: str
+    detail: str = ""
+    provider: str = ""
+    until: float | None = None  # unix seconds the hold ends (None: not known)
+
+
+@dataclass(frozen=True)
 class ControllerStatus:
     """The controller's view for ``xceprov status``."""
 
@@ -98,6 +111,8 @@ class ControllerStatus:
     # Unix seconds at which the current term started (0.0: the controller does not report it).
     # A new term means a failover or restart: the orphan scan's settle window counts from here.
     term_started: float = 0.0
+    # The latest reason per template the provisioners reported (empty from an older controller).
+    reasons: tuple[TemplateReason, ...] = ()
 
 
 @dataclass(frozen=True)

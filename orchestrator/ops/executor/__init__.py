@@ -167,6 +167,22 @@ class Executor:
         with workdir.lock():
             self._losspath.retire_lost(provider, workdir, self._terraform.desired(workdir), lost, op_id)
 
+    def observe_losses(self, provider: str, keys: Sequence[str], op_id: str) -> list[str]:
+        """The host-loss path now on the shards holding ``keys`` (the daemon's notice watch, once
+        their reclaim time came: :meth:`LossPath.drop_lost`, each shard under its lock); the keys
+        judged lost (a key already retired, or not lost yet, is not among them)."""
+        shards = self._shardset.shards(provider)
+        found: list[str] = []
+        for index in sorted({i for i, held in shards.held().items() if held & set(keys)}):
+            workdir = shards.shard(index)
+            with workdir.lock():
+                before = self._terraform.desired(workdir)
+                if not set(keys) & set(before):
+                    continue  # retired already (its state holds it until an apply: not again)
+                after = self._losspath.drop_lost(provider, workdir, before, op_id)
+                found.extend(sorted(set(before) - set(after)))
+        return found
+
     def terminate_unmanaged(self, provider: str, object_id: str, tags: dict[str, str], reason: str) -> str:
         """Terminate a cloud object no state holds; the op id (:meth:`UnmanagedTermination.terminate_unmanaged`)."""
         return self._unmanaged.terminate_unmanaged(provider, object_id, tags, reason)
@@ -240,6 +256,7 @@ OPERATIONS = (
     "bake",
     "delete_image",
     "retire",
+    "observe_losses",
     "terminate_unmanaged",
     "resume",
     "resume_op",

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from orchestrator.model import tags as owner
 from orchestrator.model.facts import Fact, FactKind
-from orchestrator.model.instances import InstanceSpec
+from orchestrator.model.instances import InstanceSpec, op_of_key
 from orchestrator.ops.executor.parts import OpParts
 from orchestrator.ops.hostloss import LostInstance
 from orchestrator.ops.steps import desired_variables
@@ -52,7 +52,9 @@ class LossPath:
                 Fact(
                     FactKind.LOST,
                     provider,
-                    spec.tags.get(owner.OP_ID, op_id) if spec else op_id,
+                    # The op that made the instance (its key says which): a loss reported again by a
+                    # later observation (the state holds it until an apply) is the same fact.
+                    spec.tags.get(owner.OP_ID, op_id) if spec else op_of_key(item.instance_key) or op_id,
                     epoch,
                     instance_key=item.instance_key,
                     instance_id=item.instance_id,

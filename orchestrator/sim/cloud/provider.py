@@ -37,7 +37,8 @@ through the ``tf`` framework. The contract (``docs/architecture.md``):
   list of objects with every attribute of the resource, oldest first, available images only.
 - data source ``xcesim_instances``: input ``tags`` (every pair must match) and optional
   ``recently_terminated`` (bool); computed ``instances``, a list of objects with every
-  attribute of the resource plus ``state_reason``, oldest first: live instances only, or also
+  attribute of the resource plus ``state_reason`` and ``interruption_at``/``reclaim_at`` (RFC 3339,
+  null without an interruption notice), oldest first: live instances only, or also
   those terminated in the last hour when ``recently_terminated`` is true.
 - data source ``xcesim_flavors``: no input; computed ``flavors``, the cloud's flavor catalogue
   (``catalogue.py``) by name, a list of objects ``{name, cpus, memory_gb, gpus, cost_per_hour
@@ -85,6 +86,7 @@ from orchestrator.sim.cloud import catalogue
 from orchestrator.sim.cloud.bootcopy import with_join_token
 from orchestrator.sim.cloud.db import Database
 from orchestrator.sim.cloud.errors import CloudApiError, CloudError
+from orchestrator.sim.cloud.notices import Notice
 from orchestrator.sim.cloud.records import AVAILABLE, RUNNING, STOPPED, TERMINATED, Image, Instance
 from orchestrator.sim.cloud.store import CloudStore
 
@@ -114,6 +116,8 @@ POWER_STATES: Final = (RUNNING, STOPPED)
 
 # The data source's objects also say why an instance left ``running`` (``spot-reclaim``...).
 _LISTED_ATTRS: Final = (*_INSTANCE_ATTRS, "state_reason")
+# A listed instance's interruption notice (RFC 3339; null when it has none, notices.py).
+_NOTICE_ATTRS: Final = ("interruption_at", "reclaim_at")
 
 # A fence is empty (no lease: a run outside the executor), ``none`` (standalone) or ``<term>.<seq>``.
 _FENCE = re.compile(r"|none|[0-9]{1,20}\.[0-9]{1,20}")
@@ -159,7 +163,7 @@ def _image_object_type() -> ObjectType:
 
 
 def _instance_object_type() -> ObjectType:
-    attrs: dict[str, Any] = {name: types.String() for name in _LISTED_ATTRS}
+    attrs: dict[str, Any] = {name: types.String() for name in (*_LISTED_ATTRS, *_NOTICE_ATTRS)}
     attrs["tags"] = types.Map(types.String())
     return ObjectType(attrs)
 
@@ -690,14 +694,31 @@ class InstancesDataSource(DataSource):  # type: ignore[misc]
             # the filter) per read: acceptable for the simulation, documented in the module.
             since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - RECENTLY_TERMINATED_SECONDS))
             found = [i for i in found if i.state != TERMINATED or i.terminated_at >= since]
+        try:
+            noticed = {n.instance_id: n for n in p.call("read", p.store.list_notices, [i.id for i in found])}
+        except (CloudError, CloudApiError) as exc:
+            _error(ctx.diagnostics, exc, "listing interruption notices")
+            return None
         return {
             "tags": config.get("tags"),
             "recently_terminated": config.get("recently_terminated"),
             "instances": [
-                {**{k: v for k, v in _state(i).items() if k in _INSTANCE_ATTRS}, "state_reason": i.state_reason}
+                {
+                    **{k: v for k, v in _state(i).items() if k in _INSTANCE_ATTRS},
+                    "state_reason": i.state_reason,
+                    **_notice_attrs(noticed.get(i.id)),
+                }
                 for i in found
             ],
         }
+
+
+def _notice_attrs(notice: Notice | None) -> dict[str, str | None]:
+    """A listed instance's ``interruption_at``/``reclaim_at`` (null without a notice)."""
+    if notice is None:
+        return dict.fromkeys(_NOTICE_ATTRS)
+    doc = notice.to_json()
+    return {"interruption_at": str(doc["noticed_at"]), "reclaim_at": str(doc["reclaim_at"])}
 
 
 def _flavor_object_type() -> ObjectType:

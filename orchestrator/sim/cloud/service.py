@@ -8,14 +8,17 @@ Every function takes the store (or its path) and plain values and raises
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
 from orchestrator.errors import UsageError
 from orchestrator.model import tags as owner
+from orchestrator.model.durations import WHEN_FORMS, parse_duration, since_time
 from orchestrator.sim.cloud.errors import CloudError
 from orchestrator.sim.cloud.faults import FaultSettings
+from orchestrator.sim.cloud.notices import Notice
 from orchestrator.sim.cloud.records import Image, Instance, Mutation, rfc3339
 from orchestrator.sim.cloud.requestlog import Request
 from orchestrator.sim.cloud.store import CloudStore
@@ -171,6 +174,44 @@ def spot_reclaim(store: CloudStore, instance_id: str | None, flavor: str | None)
     return store.spot_reclaim(instance_id=instance_id, flavor=flavor)
 
 
+def spot_notice(store: CloudStore, instance_id: str | None, flavor: str | None, lead: str) -> list[Notice]:
+    """Give one running instance, or every running instance of a flavor, an interruption notice:
+    the cloud reclaims it ``lead`` (a duration: ``120``, ``90s``, ``2m``) from now."""
+    if (instance_id is None) == (flavor is None):
+        raise UsageError("spot-notice needs exactly one of an instance ID or --flavor")
+    try:
+        seconds = parse_duration(lead)
+    except ValueError as exc:
+        raise UsageError(f"bad --lead {lead!r}: {exc}") from None
+    if instance_id is not None:
+        inst = store.get_unfaulted(instance_id)
+        if inst is None:
+            raise UsageError(f"no instance {instance_id} in the simulated cloud")
+        if inst.state != "running":
+            raise UsageError(f"instance {instance_id} is {inst.state}, not running")
+    elif not flavor:
+        raise UsageError("--flavor needs a flavor name")
+    return store.spot_notice(instance_id=instance_id, flavor=flavor, lead=seconds)
+
+
+def pending_notices(store: CloudStore) -> dict[str, Notice]:
+    """Instance id -> its notice not yet reclaimed (what ``sim cloud list`` shows)."""
+    return {n.instance_id: n for n in store.list_notices() if n.pending}
+
+
+def format_notices(found: Sequence[Notice]) -> str:
+    """Notices as lines under the fault settings (``sim fault show``)."""
+    if not found:
+        return f"{'notices:':<15}none"
+    lines = [f"{'notices:':<15}{len(found)}"]
+    for n in found:
+        done = f"reclaimed {rfc3339(n.reclaimed_at)}" if n.reclaimed_at is not None else "pending"
+        lines.append(
+            f"  {_cell(n.instance_id)}  noticed {rfc3339(n.noticed_at)}  reclaim {rfc3339(n.reclaim_at)}  {done}"
+        )
+    return "\n".join(lines)
+
+
 _OWNER_SHORT: Final = {
     owner.CLUSTER: "cluster",
     owner.PROVIDER: "provider",
@@ -191,12 +232,16 @@ def _owner(tags: Mapping[str, str]) -> str:
     return " ".join(parts) if parts else "-"
 
 
-def format_table(instances: Sequence[Instance]) -> str:
-    """The ``xceprov sim cloud list`` table: one line per instance under a header."""
+def format_table(instances: Sequence[Instance], noticed: Mapping[str, Notice] | None = None) -> str:
+    """The ``xceprov sim cloud list`` table: one line per instance under a header (an instance
+    with a pending interruption notice says when it is reclaimed)."""
     header = ("ID", "NAME", "FLAVOR", "ZONE", "SUBNET", "STATE", "ADDRESS", "LAUNCHED", "OWNER")
     rows: list[tuple[str, ...]] = [header]
     for inst in instances:
         state = inst.state if not inst.state_reason else f"{inst.state} ({inst.state_reason})"
+        notice = (noticed or {}).get(inst.id)
+        if notice is not None:
+            state += f" (reclaim {rfc3339(notice.reclaim_at)})"
         place = (inst.zone or "-", inst.subnet or "-")
         cells = (inst.id, inst.name, inst.flavor, *place, state, inst.address, inst.launch_time, owner_summary(inst))
         rows.append(tuple(_cell(c) for c in cells))
@@ -221,16 +266,16 @@ def format_mutations(mutations: Sequence[Mutation]) -> str:
     return aligned(rows)
 
 
-def parse_since(text: str | None) -> float:
-    """A Unix time in seconds (0 or more; ``None``: from the start)."""
+def parse_since(text: str | None, now: float | None = None) -> float:
+    """A Unix time in seconds, or a duration back from ``now`` (0 or more; ``None``: from the start)."""
     if text is None:
         return 0.0
     try:
-        since = float(text)
+        since = since_time(text, time.time() if now is None else now)
     except ValueError:
-        raise UsageError(f"bad --since {text!r}: expected a Unix time in seconds") from None
-    if not since >= 0 or math.isinf(since):
-        raise UsageError(f"bad --since {text!r}: expected a Unix time in seconds")
+        raise UsageError(f"bad --since {text!r}: expected {WHEN_FORMS}") from None
+    if not since >= 0:
+        raise UsageError(f"bad --since {text!r}: expected {WHEN_FORMS}")
     return since
 
 

@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
-from orchestrator.sim.cloud import addresses, bootcopy, faults, images, journal, requestlog, rows
+from orchestrator.sim.cloud import addresses, bootcopy, faults, images, journal, notices, requestlog, rows
 from orchestrator.sim.cloud.db import Database, increment, meta
 from orchestrator.sim.cloud.errors import (
     AddressSpaceExhausted,
@@ -64,6 +64,7 @@ from orchestrator.sim.cloud.errors import (
     InvalidParameterValue,
 )
 from orchestrator.sim.cloud.faults import FaultSettings
+from orchestrator.sim.cloud.notices import Notice
 from orchestrator.sim.cloud.records import (
     ACTION_CREATE,
     ACTION_DELETE,
@@ -363,16 +364,60 @@ class CloudStore:
         case) costs one indexed read and takes no write lock.
         """
         now = self.clock()
+        reclaimed = self.reclaim_noticed(now)
         with self._db.read() as conn:
             due = conn.execute(rows.DUE + " LIMIT 1", (now,)).fetchone()
         if due is None:
-            return []
+            return reclaimed
         with self._db.write() as conn:
             start = int(meta(conn, "version") or 0)
             # Read again under the write lock: another process may have swept them meanwhile.
             for rid, addr, flavor, expires in conn.execute(rows.DUE, (now,)).fetchall():
                 self._mark_terminated(conn, str(rid), int(addr), str(flavor), REASON_EXPIRED, rfc3339(float(expires)))
+            return reclaimed + rows.select(conn, "i.version > ?", [start], order="i.version")
+
+    def reclaim_noticed(self, now: float | None = None) -> list[Instance]:
+        """Terminate every instance whose interruption notice is due, reason ``spot-reclaim``,
+        ``terminated_at`` its ``reclaim_at`` (``notices.py``); returns them. Nothing due costs one
+        indexed read and no write lock."""
+        now = self.clock() if now is None else now
+        with self._db.read() as conn:
+            if not notices.due(conn, now):
+                return []
+        with self._db.write() as conn:
+            start = int(meta(conn, "version") or 0)
+            for instance_id, reclaim_at in notices.due(conn, now):  # again, under the write lock
+                row = conn.execute(
+                    "SELECT addr, flavor FROM instances WHERE id = ? AND state != 'terminated'", (instance_id,)
+                ).fetchone()
+                notices.settle(conn, instance_id, reclaim_at)  # first: the reclaim's time, not now
+                if row is not None:
+                    self._mark_terminated(conn, instance_id, int(row[0]), str(row[1]), REASON_SPOT, rfc3339(reclaim_at))
             return rows.select(conn, "i.version > ?", [start], order="i.version")
+
+    def spot_notice(
+        self, *, instance_id: str | None = None, flavor: str | None = None, lead: float = notices.DEFAULT_LEAD
+    ) -> list[Notice]:
+        """Give an interruption notice to running ``instance_id`` (or every running instance of
+        ``flavor``): reclaimed ``lead`` seconds from now. Returns the notices (an instance noticed
+        before keeps its first one)."""
+        if (instance_id is None) == (flavor is None):
+            raise ValueError("a spot notice needs exactly one of an instance id or a flavor")
+        self.expire_due()
+        column, value = ("id", instance_id) if instance_id is not None else ("flavor", flavor)
+        with self._db.write() as conn:
+            found = conn.execute(
+                f"SELECT id FROM instances WHERE {column} = ? AND state = 'running' ORDER BY seq", (value,)
+            ).fetchall()
+            return notices.issue(conn, [str(r[0]) for r in found], self.clock(), lead)
+
+    def list_notices(self, instance_ids: list[str] | None = None) -> list[Notice]:
+        """Interruption notices (of ``instance_ids``; every one when None), oldest first; what is
+        due is reclaimed first. An API read: the injected error rate applies (through the provider)."""
+        self._api_call("read")
+        self.expire_due()
+        with self._db.read() as conn:
+            return notices.read(conn, instance_ids)
 
     def _mark_terminated(
         self,
@@ -395,6 +440,7 @@ class CloudStore:
         zone = conn.execute("SELECT zone FROM instances WHERE id = ?", (instance_id,)).fetchone()
         _count_live(conn, flavor, str(zone[0]), -1)
         bootcopy.forget(conn, instance_id)
+        notices.settle(conn, instance_id, self.clock())  # a noticed instance ended before its reclaim
         self._journal(conn, ACTION_DELETE, instance_id, epoch, reason)
 
     def update_tags(self, instance_id: str, tags: Mapping[str, str], *, epoch: str = "") -> Instance:

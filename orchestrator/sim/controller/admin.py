@@ -180,8 +180,20 @@ def status(state_dir: Path, timeout: float = 10.0) -> dict[str, Any]:
                     "provider": str(h.provider),
                     "template": str(h.template),
                     "state": str(h.state),
+                    "reclaim_at_ms": int(h.reclaimAtUnixMs),
                 }
                 for h in s.hosts
+            ],
+            # The latest reason per template the provisioners reported (reportReasons).
+            "reasons": [
+                {
+                    "template": str(r.template),
+                    "code": str(r.code),
+                    "provider": str(r.provider),
+                    "until": int(r.untilUnixMs) / 1000.0 if int(r.untilUnixMs) else None,
+                    "detail": str(r.detail),
+                }
+                for r in s.reasons
             ],
         }
 

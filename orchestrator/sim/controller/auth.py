@@ -24,7 +24,8 @@ JOINS: Final = frozenset({"joinProvisioner", "joinWorker"})
 PROVISIONER_REQUESTS: Final = frozenset(
     {
         "leaseAcquire", "leaseRenew", "leaseRelease", "commitFact", "commitFacts", "queryFacts",
-        "hostClose", "hostDecommission", "hostStatus", "requestDemand", "queryStatus",
+        "hostClose", "hostNotice", "hostDecommission", "hostStatus", "requestDemand", "queryStatus",
+        "reportReasons",
     }
 )  # fmt: skip
 WORKER_REQUESTS: Final = frozenset({"heartbeat"})

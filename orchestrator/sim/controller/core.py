@@ -34,6 +34,7 @@ from orchestrator.sim.controller import hosts as host_rules
 from orchestrator.sim.controller import leases as lease_rules
 from orchestrator.sim.controller.clock import Clock, to_ms
 from orchestrator.sim.controller.facts import invalid_fact, page_size
+from orchestrator.sim.controller.reasons import ReasonBoard
 from orchestrator.sim.controller.state import (
     DemandV,
     Epoch,
@@ -86,6 +87,9 @@ class ControllerCore:
         self.leases: dict[str, Lease] = {}
         self.hosts: dict[int, Host] = {}
         self.works: list[Work] = []
+        # The latest reason per template its provisioners reported (reportReasons), for the status.
+        self.reasons = ReasonBoard()
+        self.requeued = 0  # works put back to pending by an interruption notice of one of their hosts
         self._next_hid = 1
         self._next_wid = 1
         self.demand_seq = 0
@@ -458,6 +462,38 @@ class ControllerCore:
                 self.update_demand()
             return drain
 
+    def notice_host(
+        self, holder: str, provider: str, epoch: Epoch, instance_id: str, host_name: str, reclaim_at_ms: int
+    ) -> str | RejectV | ErrorV:
+        """The cloud gave the host an interruption notice: close it (no new work), record when it
+        is reclaimed, requeue the work it runs (the scheduler's checkpoint-or-requeue: its other
+        hosts are freed and the work waits for hosts again), push ``interruptionNotice``.
+
+        Returns the host's state after it (``closed``: the work was requeued), else a
+        ``RejectV`` (stale epoch) or an ``ErrorV`` (unknown host). Idempotent: a second notice of
+        the host changes nothing (the first reclaim time stays) and pushes no second event.
+        """
+        with self.lock:
+            host = self._fenced_host(holder, provider, epoch, instance_id, host_name)
+            if not isinstance(host, Host):
+                return host
+            if host.reclaim_at_ms:
+                return host.state()
+            now_ms = to_ms(self.clock.wall())
+            host.reclaim_at_ms = reclaim_at_ms
+            if not host.closed:
+                host.closed = True
+                if host.record_fact_id:
+                    self.store.record_close(host.record_fact_id, host.provider, now_ms)
+            requeued = workload.requeue(self.works, self.hosts, host.hid, now_ms, self._host_event)
+            if requeued is not None:
+                self.requeued += 1
+                log.info("host %s noticed: work %d requeued", host.host_name or host.instance_id, requeued.wid)
+            self._host_event("interruptionNotice", host)
+            self.run_workload()
+            self.update_demand()
+            return host.state()
+
     def decommission_host(
         self,
         holder: str,
@@ -599,4 +635,5 @@ class ControllerCore:
                 connections=sum(1 for s in self.sessions.values() if s.role != "admin"),
                 pending=pending,
                 running=len(self.works) - pending,
+                reasons=self.reasons.latest(),
             )

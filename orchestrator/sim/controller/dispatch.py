@@ -16,6 +16,7 @@ from orchestrator.protocol.schema import ADMIN_REQUESTS, MAX_BATCH_FACTS, REQUES
 from orchestrator.sim.controller import auth, wire
 from orchestrator.sim.controller.clock import to_ms
 from orchestrator.sim.controller.core import ControllerCore
+from orchestrator.sim.controller.reasons import TemplateReasonV
 from orchestrator.sim.controller.state import ErrorV, Host, RejectV, Session
 
 
@@ -174,6 +175,8 @@ def _provisioner(core: ControllerCore, session: Session, rid: int, kind: str, en
             session.send(wire.reply_error(rid, outcome))
         else:  # the host's state after the request: closed, closing or decommissioned
             session.send(wire.reply_ack(rid, 0, to_ms(core.clock.wall()), outcome))
+    elif kind == "hostNotice":
+        _host_notice(core, session, rid, env.hostNotice)
     elif kind == "hostStatus":
         q = env.hostStatus
         hosts: list[Host] = core.host_list(_text(q.provider), _text(q.template))
@@ -182,6 +185,31 @@ def _provisioner(core: ControllerCore, session: Session, rid: int, kind: str, en
         session.send(wire.demand_message(rid, core.demand()))
     elif kind == "queryStatus":
         session.send(core.status_frame(rid))
+    elif kind == "reportReasons":
+        reasons = [
+            TemplateReasonV(
+                _text(r.template), _text(r.code), _text(r.detail), _text(r.provider), int(r.untilUnixMs), holder
+            )
+            for r in env.reportReasons.reasons
+        ]
+        core.reasons.report(holder, reasons)
+        session.send(wire.reply_ok(rid))
+
+
+def _host_notice(core: ControllerCore, session: Session, rid: int, n: Any) -> None:
+    provider, iid, name = _text(n.provider), _text(n.instanceId), _text(n.hostName)
+    reclaim_ms = int(n.reclaimAtUnixMs)
+    if not provider or not (iid or name) or reclaim_ms <= 0:
+        msg = "hostNotice needs provider, instanceId or hostName, and reclaimAtUnixMs"
+        session.send(wire.reply_error(rid, ErrorV("invalid", msg)))
+        return
+    outcome = core.notice_host(session.instance_id, provider, wire.epoch_of(n.epoch), iid, name, reclaim_ms)
+    if isinstance(outcome, RejectV):
+        session.send(wire.reply_reject(rid, outcome))
+    elif isinstance(outcome, ErrorV):
+        session.send(wire.reply_error(rid, outcome))
+    else:
+        session.send(wire.reply_ack(rid, 0, to_ms(core.clock.wall()), outcome))
 
 
 def _commit_facts(core: ControllerCore, session: Session, rid: int, batch: Any) -> None:

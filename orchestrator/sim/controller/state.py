@@ -106,6 +106,8 @@ class Host:
     lost: bool = False
     overdue: bool = False
     disconnected_at: float = 0.0  # monotonic; 0 while connected
+    # Wall-clock ms at which the cloud reclaims the host (an interruption notice); 0: none.
+    reclaim_at_ms: int = 0
 
     @property
     def connected(self) -> bool:

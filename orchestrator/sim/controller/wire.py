@@ -10,6 +10,7 @@ from typing import Any
 
 from orchestrator.model.facts import FactKind
 from orchestrator.protocol.framing import encode, new_envelope
+from orchestrator.sim.controller.reasons import TemplateReasonV
 from orchestrator.sim.controller.state import (
     DemandV,
     Epoch,
@@ -76,6 +77,7 @@ def fill_host(b: Any, h: Host) -> None:
     b.idleSinceUnixMs = h.idle_since_ms if h.state() in ("idle", "closed") else 0
     b.joinDeadlineUnixMs = h.join_deadline_ms
     b.joinedUnixMs = h.joined_ms
+    b.reclaimAtUnixMs = h.reclaim_at_ms
 
 
 def fill_demand(b: Any, d: DemandV) -> None:
@@ -233,6 +235,7 @@ def reply_status(
     connections: int,
     pending: int,
     running: int,
+    reasons: list[TemplateReasonV] | None = None,
 ) -> bytes:
     """``status`` reply."""
     env = new_envelope(rid)
@@ -251,6 +254,10 @@ def reply_status(
     s.connections = connections
     s.pendingWork = pending
     s.runningWork = running
+    rl = s.init("reasons", len(reasons or []))
+    for i, r in enumerate(reasons or []):
+        rl[i].template, rl[i].code, rl[i].detail, rl[i].provider = r.template, r.code, r.detail, r.provider
+        rl[i].untilUnixMs = r.until_ms
     return encode(env)
 
 

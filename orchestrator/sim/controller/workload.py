@@ -59,6 +59,25 @@ def release_host(works: list[Work], hid: int) -> None:
             w.host_ids.remove(hid)
 
 
+def requeue(works: list[Work], hosts: dict[int, Host], hid: int, now_ms: int, event: HostEvent) -> Work | None:
+    """The work host ``hid`` runs goes back to pending (the host is about to be lost): its other
+    hosts are freed (idle, with their event) and the work starts again, first in its template's
+    queue as it was; returns the work requeued (None: the host ran none)."""
+    work = next((w for w in works if hid in w.host_ids), None)
+    if work is None:
+        return None
+    for other in work.host_ids:
+        host = hosts.get(other)
+        if host is not None and host.busy_work == work.wid:
+            host.busy_work = 0
+            host.idle_since_ms = now_ms
+            if other != hid:
+                event("closed" if host.closed else "idleSince", host)
+    work.started = 0.0
+    work.host_ids.clear()
+    return work
+
+
 def compute_demand(works: list[Work], hosts: dict[int, Host]) -> tuple[TemplateDemandV, ...]:
     """Per template: pending work against idle, busy, joined and in-flight hosts."""
     names = {w.template for w in works} | {
@@ -72,6 +91,7 @@ def compute_demand(works: list[Work], hosts: dict[int, Host]) -> tuple[TemplateD
         idle = states.count("idle")
         busy = states.count("busy")
         joined = sum(1 for h in of_template if h.session is not None and not h.decommissioned)
-        in_flight = states.count("expected")
+        # A noticed host is leaving: not in flight, whatever its state (hostNotice).
+        in_flight = sum(1 for h, s in zip(of_template, states, strict=True) if s == "expected" and not h.reclaim_at_ms)
         out.append(TemplateDemandV(t, max(0, pending - idle), pending, in_flight, joined, idle, busy))
     return tuple(out)

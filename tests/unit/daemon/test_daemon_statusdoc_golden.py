@@ -10,17 +10,21 @@ orphan scan's member (``orphans.last_scan``, ``golden/orphans_last_scan.json``).
 from __future__ import annotations
 
 import json
+import random
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import generate_latest
 
 from orchestrator.clients.controller.lease import LeaseStatus
 from orchestrator.daemon.metrics import DaemonMetrics
 from orchestrator.daemon.passfigures import PassFigures
 from orchestrator.daemon.scansummary import failed_summary, summary
 from orchestrator.daemon.statusdoc import build_document, update_metrics
-from orchestrator.model.config import BreakerSettings
+from orchestrator.model.config import BreakerSettings, PolicySettings
 from orchestrator.model.facts import Epoch
 from orchestrator.model.ops import OpRequest
 from orchestrator.reconcile.breaker import Breakers
@@ -29,6 +33,7 @@ from orchestrator.reconcile.gap import TemplateGap
 from orchestrator.reconcile.health import Block
 from orchestrator.reconcile.loop import PassReport, PhaseOutcome
 from orchestrator.reconcile.reclaim import ReclaimCandidate
+from orchestrator.reconcile.refusals import Refusal, RefusalMemory
 from orchestrator.reconcile.results import (
     BootstrapResult,
     CreatedOp,
@@ -46,6 +51,7 @@ from orchestrator.reconcile.results import (
     WaitingOp,
 )
 from orchestrator.reconcile.scaleout import ScaleOutDecision
+from orchestrator.workspace.documents import LocalDocuments
 from tests.unit.daemon.test_daemon_orphan_scans import T0, stray_report
 from tests.unit.daemon.test_daemon_statusdoc import CONFIG, FACTS, HOSTS, samples
 
@@ -57,6 +63,15 @@ CLOSED = ReclaimCandidate("op-c-000", "sim", "cpu", "h2", "closed", "closed", 0.
 GAP = TemplateGap("cpu", 5, 1, 1, 1, {"op-b": 1})
 BLOCK = Block("sim", "gpu", FailureClass.CAPACITY, 1, 2300.0, "InsufficientInstanceCapacity")
 GIVEN_UP = Block("sim", "*", FailureClass.QUOTA, 3, float("inf"), "quota exceeded")
+REFUSED = Refusal("capacity", "aws", "c8@a", 1, 1995.0, 1995.0, 2040.0, "InsufficientInstanceCapacity")
+
+
+def refusals(root: Path) -> RefusalMemory:
+    """A quota held past the status's time and a capacity hold that ended before it."""
+    memory = RefusalMemory.load(LocalDocuments(root), PolicySettings(), random.Random(5))
+    memory.refused("aws", "c8@a", "capacity", "InsufficientInstanceCapacity: no c8 in a", 1900.0)
+    memory.refused("sim", "", "quota", "InstanceLimitExceeded: 0 more instances", 1995.0)
+    return memory
 
 
 def report() -> PassReport:
@@ -137,6 +152,7 @@ def report() -> PassReport:
         ["sim"],
         [decision],
         [BLOCK, GIVEN_UP],
+        refused=[REFUSED],
     )
 
 
@@ -160,6 +176,7 @@ def document(tmp_path: Path, last: PassReport | dict[str, Any] | None = None) ->
         hosts=HOSTS,
         now=2000.0,
         config=CONFIG,
+        refusals=refusals(tmp_path / "refusals"),
     )
 
 
@@ -207,6 +224,19 @@ def test_the_metrics_of_the_recorded_document(tmp_path: Path, typed: bool) -> No
         assert got[(f"xceprov_template_{name}", (("template", "cpu"),))] == value
     assert got[("xceprov_reconcile_last_pass_timestamp_seconds", ())] == 1999.5
     assert got[("xceprov_first_boot_failures_total", (("provider", "sim"), ("step", "join")))] == 1
+    # The memory of refusals: the quota held (until its end, unix seconds), the capacity hold over.
+    quota = next(r for r in document(tmp_path / "doc")["refusals"] if r["scope"] == "quota")
+    held = "xceprov_offering_held_until_seconds"
+    assert got[(held, (("placement", ""), ("provider", "sim"), ("scope", "quota")))] == quota["until"] > 2000.0
+    assert got[(held, (("placement", "c8@a"), ("provider", "aws"), ("scope", "capacity")))] == 0
+    refused = (("placement", "c8@a"), ("provider", "aws"), ("scope", "capacity"))
+    assert got[("xceprov_refusals_total", refused)] == 1
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed (Debian: apt-get install prometheus)")
+    text = generate_latest(metrics.registry).decode()
+    checked = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 def test_the_last_orphan_scan_member_is_the_recorded_one() -> None:

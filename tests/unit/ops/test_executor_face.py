@@ -33,6 +33,7 @@ FACE = {
     "bake",
     "delete_image",
     "retire",
+    "observe_losses",
     "terminate_unmanaged",
     "resume",
     "resume_op",

@@ -195,3 +195,25 @@ def test_a_resumed_return_beside_an_instance_the_cloud_took_back_records_it_lost
     assert FakeEngine.present(path) == {kept.key}
     assert not any(keys for _where, keys in engine.planned_creates)  # nothing re-created
     assert open_ops(facts.facts("sim")) == []
+
+
+def test_observe_losses_records_each_reclaim_once_whenever_it_is_read_again(
+    loaded: LoadedConfig, engine: FakeEngine
+) -> None:
+    # The daemon's notice watch hands the keys whose reclaim came, one reclaim after another; the
+    # state holds a retired instance until an apply, so the second read reports the first again.
+    facts = MemoryFacts()
+    ex = executor(loaded, engine, facts)
+    first, second = ex.create("sim", "cpu", 2).created
+    FakeEngine.vanish(workdir(loaded), first.key)
+    engine.listed = {first.instance_id: ("terminated", "spot-reclaim")}
+    assert ex.observe_losses("sim", [first.key], "op-check-1") == [first.key]
+    FakeEngine.vanish(workdir(loaded), second.key)
+    engine.listed[second.instance_id] = ("terminated", "spot-reclaim")
+    assert ex.observe_losses("sim", [second.key], "op-check-2") == [second.key]
+    assert ex.observe_losses("sim", [first.key, second.key], "op-check-3") == []
+    lost = lost_facts(facts)
+    assert sorted(key for key, _, _ in lost) == sorted([first.key, second.key])
+    assert {detail["reason"] for _, _, detail in lost} == {"spot-reclaim"}
+    # Each under the op that made it, whichever check read it.
+    assert {f.op_id for f in facts.committed if f.kind == FactKind.LOST} == {first.key.rsplit("-", 1)[0]}

@@ -18,9 +18,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from reconcile_support import FakeClock
-from tffake import SITE, FakeEngine, FakeFence, FakeHosts, MemoryFacts, site_config, unit_ops
+from tffake import SITE, FakeEngine, FakeFence, FakeHosts, FakeView, MemoryFacts, StampedFacts, site_config, unit_ops
 
-from orchestrator.clients.controller.types import DemandSnapshot, Fact, HostInfo, TemplateDemand
+from orchestrator.clients.controller.types import Fact
 from orchestrator.configfile import LoadedConfig, parse_config
 from orchestrator.errors import ControllerError, LeaseLost
 from orchestrator.model.backoff import Backoff
@@ -35,58 +35,9 @@ from orchestrator.reconcile.loop import PHASES, Reconciler
 from orchestrator.reconcile.results import ResumeResult, ScaleOutResult
 
 
-class FakeView:
-    """The controller as a pass reads it: a snapshot, the executor's facts and hosts."""
-
-    def __init__(self, facts: MemoryFacts, hosts: FakeHosts) -> None:
-        self.facts_log, self.host_log = facts, hosts
-        self.snapshot: DemandSnapshot | None = None
-        self.up = True
-        self.hosts_error: Exception | None = None
-
-    def want(self, **wanted: int) -> None:
-        seq = self.snapshot.seq + 1 if self.snapshot else 1
-        self.snapshot = DemandSnapshot(seq, 1, 0.0, tuple(TemplateDemand(t, n) for t, n in wanted.items()))
-
-    def demand(self) -> DemandSnapshot | None:
-        """The snapshot with ``in_flight`` as the controller counts it: expected hosts not gone."""
-        if self.snapshot is None:
-            return None
-        facts = self.facts_log.committed
-        gone = {f.instance_key for f in facts if f.kind in (FactKind.RETURNED, FactKind.LOST)}
-        expected = [f for f in facts if f.kind == FactKind.EXPECTED_HOST and f.instance_key not in gone]
-        templates = tuple(
-            TemplateDemand(t.template, t.wanted, in_flight=sum(f.template == t.template for f in expected))
-            for t in self.snapshot.templates
-        )
-        return DemandSnapshot(self.snapshot.seq, self.snapshot.term, self.snapshot.time, templates)
-
-    def hosts(self) -> Sequence[HostInfo]:
-        if self.hosts_error is not None:
-            raise self.hosts_error
-        return self.host_log.hosts("sim")
-
-    def facts(self, provider: str) -> list[Fact]:
-        return self.facts_log.facts(provider)
-
-    def connected(self) -> bool:
-        return self.up
-
-
 @pytest.fixture
 def loaded(tmp_path: Path) -> LoadedConfig:
     return site_config(tmp_path)
-
-
-class StampedFacts(MemoryFacts):
-    """Facts committed at the clock's time, as the controller stamps them."""
-
-    def __init__(self, clock: FakeClock) -> None:
-        super().__init__()
-        self.clock = clock
-
-    def commit(self, fact: Fact) -> None:
-        super().commit(replace(fact, committed=self.clock.now))
 
 
 def build(
@@ -97,7 +48,7 @@ def build(
     stamped: bool = False,
 ) -> tuple[Reconciler, FakeView, MemoryFacts, FakeClock]:
     hosts, clock = FakeHosts(), FakeClock()
-    facts = StampedFacts(clock) if stamped else MemoryFacts()
+    facts = StampedFacts(lambda: clock.now) if stamped else MemoryFacts()
     ops = unit_ops(loaded, engine, facts=facts, hosts=hosts, clock=lambda: clock.now, fence=fence or FakeFence())
     view = FakeView(facts, hosts)
     reconciler = Reconciler(
@@ -350,3 +301,44 @@ def test_the_pass_takes_the_warm_pool_first_refills_it_after_and_returns_its_sur
     assert sorted(third.pool_returned) == sorted(refill) and not third.pooled
     returned = {f.instance_key for f in facts.committed if f.kind == FactKind.RETURNED}
     assert returned == set(refill) and open_ops(facts.facts("sim")) == []
+
+
+def test_a_quota_refused_for_many_passes_is_asked_once_per_hold_and_nothing_is_deleted(
+    loaded: LoadedConfig,
+) -> None:
+    """No create/delete loop (issue 31): after the first quota refusal, no create goes out until
+    the hold ends, and no instance is deleted; the hold is in the pass's report and the memory."""
+    engine = FakeEngine()
+    reconciler, view, facts, clock = build(loaded, engine, stamped=True)
+    view.want(cpu=1)
+    reconciler.run_once()  # one host made before the quota was reached
+    engine.refuse_creates = "InstanceLimitExceeded: Your quota allows for 0 more running instance(s)"
+    view.want(cpu=4)
+    clock.advance(60)
+    first = reconciler.run_once()
+    [refused] = first.refused
+    assert (refused.scope, refused.provider) == ("quota", "sim")
+    assert first.to_json()["refused"] == [{"scope": "quota", "provider": "sim", "placement": ""}]
+    applies = len([c for c in engine.calls if c[0] == "apply"])
+    until = reconciler.refusals.quota("sim", clock.now)
+    assert until is not None and until - clock.now >= loaded.config.policy.quota_backoff.base / 2 - 60
+    passes = 0
+    while clock.now + 30 < until:
+        clock.advance(30)
+        report = reconciler.run_once()
+        assert report.ops == [] and report.refused == []
+        passes += 1
+    assert passes >= 8
+    assert len([c for c in engine.calls if c[0] == "apply"]) == applies  # no create (nor delete) went out
+    created = {f.instance_key for f in facts.committed if f.kind == FactKind.INSTANCE_CREATED}
+    gone = {f.instance_key for f in facts.committed if f.kind in (FactKind.RETURNED, FactKind.LOST)}
+    assert len(created) == 1 and not created & gone  # the one host was never deleted
+    decision = next(d for d in report.decisions if d.template == "cpu")
+    assert decision.evidence["providers"][0]["skipped"] == "quota"
+    # Once the hold ends, one probe; the quota still refuses: held again, longer.
+    clock.advance(until - clock.now)
+    probe = reconciler.run_once()
+    assert len(probe.ops) == 1 and [r.failures for r in probe.refused] == [2]
+    # A restarted daemon (a new reconciler over the same state directory) holds it too.
+    restarted, *_ = build(loaded, FakeEngine())
+    assert restarted.refusals.quota("sim", clock.now) == reconciler.refusals.quota("sim", clock.now) is not None

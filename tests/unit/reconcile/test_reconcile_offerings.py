@@ -9,19 +9,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_reconcile_scaleout import CAPACITY, Pass
+from test_reconcile_scaleout import Pass
 
+from orchestrator.clients.terraform.messages import Diagnostic
 from orchestrator.daemon.statusdoc import cost_per_hour
 from orchestrator.errors import UsageError
 from orchestrator.model.demand import DemandSnapshot, TemplateDemand
 from orchestrator.model.offerings import Offering, Placement, placement_detail
 from orchestrator.model.ops import OpRequest
+from orchestrator.ops.refusal import classify
 from orchestrator.reconcile.budget import Usage
 from orchestrator.reconcile.gap import gaps_from_ledger
 from orchestrator.reconcile.ledger import ledger
 from orchestrator.reconcile.offers import default_names
 from orchestrator.reconcile.policy import choose_ops
 from orchestrator.reconcile.scaleout import NO_LEASE, PolicyInputs, ScaleOutDecision, scale_out
+
+CAPACITY = classify([Diagnostic("error", "InsufficientCapacity: flavor c4 has no capacity (limit 0)")])
 
 # cpu on near: c8 (1.0/h, 2 slots: 0.5 a slot), c4 (0.4/h, 1 slot: 0.4), c8 in zone b named
 # c8-b (0.8/h, 2 slots: 0.4, a tie with c4 listed later). gpu selects from the catalogue.
@@ -144,18 +148,19 @@ def test_every_offering_in_backoff_passes_the_provider_over_to_the_next(world: W
     assert {o["skipped"] for o in near["offerings"]} == {"backoff"}
 
 
-def test_a_capacity_refusal_holds_its_offering_in_its_phase_and_the_provider_after(world: World) -> None:
-    until = world.health.failed("near", "cpu", CAPACITY, world.clock.now)
+def test_a_capacity_refusal_holds_its_offering_in_its_phase_and_after(world: World) -> None:
+    # Health records nothing for capacity: the memory of refusals holds the offering (refusals.py).
+    assert world.health.failed("near", "cpu", CAPACITY, world.clock.now) == world.clock.now
     # In the phase that refused c4: only c4 is held, the rest goes to the next offering.
     same_phase = world.one(refused=frozenset({("near", "c4")}), cpu=2)
     assert same_phase.ops[0].placements == (Placement("c8-b", 2),)
-    assert offerings(same_phase, "near")[0] == ("c4", 0, "backoff", round(until, 3))
-    # A later pass knows no offering (no memory of refusals): the provider waits out its backoff.
+    assert offerings(same_phase, "near")[0][:3] == ("c4", 0, "backoff")
+    # A later pass: the memory holds c4 until its backoff ends; the provider's next offering serves.
+    until = world.clock.now + 60
+    world.holds.capacity_until[("near", "c4")] = until
     later = world.one(cpu=2)
-    assert [op.provider for op in later.ops] == ["far"]
-    near = provider(later, "near")
-    assert (near["skipped"], near["until"], near["block"]["class"]) == ("backoff", round(until, 3), "capacity")
-    assert {o["skipped"] for o in near["offerings"]} == {"backoff"}
+    assert later.ops[0].placements == (Placement("c8-b", 2),)
+    assert offerings(later, "near")[0] == ("c4", 0, "backoff", until)
 
 
 def test_a_quota_hold_passes_the_provider_over_as_quota(world: World) -> None:

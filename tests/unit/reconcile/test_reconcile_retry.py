@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 from reconcile_support import FactLog, FakeClock, site
@@ -10,11 +11,15 @@ from reconcile_support import FactLog, FakeClock, site
 from orchestrator.clients.terraform.messages import Diagnostic
 from orchestrator.model.backoff import Backoff
 from orchestrator.model.config import RetrySettings
+from orchestrator.ops.openops import open_ops
 from orchestrator.ops.refusal import classify
 from orchestrator.reconcile.budget import Usage
 from orchestrator.reconcile.health import ProviderHealth
 from orchestrator.reconcile.ledger import ledger
+from orchestrator.reconcile.refusals import RefusalMemory
+from orchestrator.reconcile.refusedops import op_hold
 from orchestrator.reconcile.retry import retry_decision
+from orchestrator.workspace.documents import LocalDocuments
 
 SITE = """
 policy:
@@ -105,3 +110,27 @@ def test_a_retry_never_launches_past_a_lowered_budget(budget: int, action: str) 
 def test_retry_settings_are_checked() -> None:
     with pytest.raises(ValueError, match="at most max"):
         RetrySettings(base=60, max=10)
+
+
+def test_an_op_whose_offering_or_quota_is_held_is_never_retried(tmp_path: Path) -> None:
+    """A transient failure would wait and retry; an op one of whose offerings the memory of
+    refusals holds (another op's refusal), or whose provider's quota, is closed instead."""
+    config = site(SITE)
+    clock = FakeClock()
+    health = ProviderHealth(config.policy.retry, random.Random(2))
+    memory = RefusalMemory.load(LocalDocuments(tmp_path), config.policy, random.Random(2))
+    log = FactLog(clock)
+    log.intent("op-a", "sim", "cpu", 2)
+    [op] = open_ops(log.facts)
+    usage = Usage.of(config, ledger(log.facts).values())
+    health.failed("sim", "cpu", TIMEOUT, clock.now)
+    hold = op_hold(memory, config, "sim", op, "transient", clock.now)
+    assert hold is None and retry_decision(config, usage, health, "sim", "cpu", clock.now, hold).action == "wait"
+    memory.refused("sim", "c8", "capacity", "InsufficientCapacity", clock.now)
+    hold = op_hold(memory, config, "sim", op, "transient", clock.now)
+    decision = retry_decision(config, usage, health, "sim", "cpu", clock.now, hold)
+    assert decision.action == "abandon" and decision.evidence["refusal"]["placement"] == "c8"
+    memory.succeeded("sim", "c8")
+    memory.refused("sim", "", "quota", "InstanceLimitExceeded", clock.now)
+    hold = op_hold(memory, config, "sim", op, "transient", clock.now)
+    assert retry_decision(config, usage, health, "sim", "cpu", clock.now, hold).evidence["refusal"]["scope"] == "quota"

@@ -18,7 +18,9 @@ from orchestrator.reconcile.breaker import Breakers
 from orchestrator.reconcile.gap import gaps_from_ledger
 from orchestrator.reconcile.health import ProviderHealth
 from orchestrator.reconcile.ledger import ledger
+from orchestrator.reconcile.refusals import RefusalMemory
 from orchestrator.reconcile.scaleout import PolicyInputs, ScaleOutDecision, scale_out
+from orchestrator.workspace.documents import LocalDocuments
 
 SITE = """
 policy:
@@ -48,8 +50,6 @@ def op(template: str, provider: str, count: int, asked: int) -> OpRequest:
     return OpRequest(template, provider, count, asked, (Placement(FLAVOR[(template, provider)], count),))
 
 
-CAPACITY = classify([Diagnostic("error", "InsufficientCapacity: flavor small has no capacity (limit 4)")])
-QUOTA = classify([Diagnostic("error", "creating EC2 Instance: VcpuLimitExceeded: You have requested more vCPU")])
 TIMEOUT = classify([Diagnostic("error", "RequestTimeout: simulated lost response to create")])
 
 
@@ -62,6 +62,11 @@ class Pass:
         self.log = FactLog(self.clock)
         self.health = ProviderHealth(self.config.policy.retry, random.Random(7))
         self.breakers = Breakers.load(tmp_path, self.config.policy.breaker)
+        self.refusals = RefusalMemory.load(LocalDocuments(tmp_path), self.config.policy, random.Random(7))
+
+    def refuse(self, provider: str, template: str, kind: str) -> None:
+        """The cloud refused the template's offering on ``provider`` (the loop records it so)."""
+        self.refusals.refused(provider, FLAVOR[(template, provider)], kind, f"{kind} refused", self.clock.now)
 
     def decide(self, fallback: frozenset[str] = frozenset(), **wanted: int) -> dict[str, ScaleOutDecision]:
         snap = DemandSnapshot(
@@ -69,7 +74,9 @@ class Pass:
         )
         records = ledger(self.log.facts).values()
         gaps = gaps_from_ledger(snap, records)
-        inputs = PolicyInputs(gaps, records, self.health, self.breakers, self.clock.now, fallback=fallback)
+        inputs = PolicyInputs(
+            gaps, records, self.health, self.breakers, self.clock.now, fallback=fallback, holds=self.refusals
+        )
         return {d.template: d for d in scale_out(self.config, inputs)}
 
     def commit(self, decision: ScaleOutDecision) -> list[list[str]]:
@@ -107,7 +114,7 @@ def test_granularity_rounds_the_gap_up(tmp_path: Path) -> None:
     world = Pass(tmp_path, NO_POLICY)
     world.log.intent("op-full", "onprem", "cpu", 4)
     world.clock.advance(31)  # past the default cooldown of that op
-    world.health.failed("cheap", "cpu", CAPACITY, world.clock.now)
+    world.refuse("cheap", "cpu", "capacity")
     decision = world.decide(cpu=8)["cpu"]
     # 8 wanted, 4 are awaited from onprem: 4 more, and dear hands out 4 at a time.
     assert decision.ops == (op("cpu", "dear", 4, 4),)
@@ -115,7 +122,7 @@ def test_granularity_rounds_the_gap_up(tmp_path: Path) -> None:
     held = world.decide(cpu=9)["cpu"]
     assert (held.outcome, held.ops) == ("cooldown", ())  # 1 more is wanted, inside the cooldown
     world.clock.advance(31)
-    world.health.failed("cheap", "cpu", CAPACITY, world.clock.now)  # still full
+    world.refuse("cheap", "cpu", "capacity")  # still full
     assert world.decide(cpu=9)["cpu"].ops == (op("cpu", "dear", 4, 1),)
 
 
@@ -147,31 +154,31 @@ def test_fallback_by_priority_after_a_capacity_error(world: Pass) -> None:
     assert [op.provider for op in first.ops] == ["onprem"]
     keys = world.commit(first)[0]
     # onprem has no capacity: the loop records the failure and abandons the uncreated keys.
-    world.health.failed("onprem", "cpu", CAPACITY, world.clock.now)
+    world.refuse("onprem", "cpu", "capacity")
     for key in keys:
         world.log.gone(key, "onprem", "cpu")
     world.clock.advance(1)  # well inside the cooldown: a refused op does not count for it
     second = world.decide(cpu=2)["cpu"]
     assert second.ops == (op("cpu", "cheap", 2, 2),)
     skipped = second.evidence["providers"][0]
-    assert (skipped["provider"], skipped["block"]["class"]) == ("onprem", "capacity")
+    assert (skipped["provider"], skipped["skipped"]) == ("onprem", "backoff")
     # cheap is full too: the next by priority, dear, in its granule of 4.
     for key in world.commit(second)[0]:
         world.log.gone(key, "cheap", "cpu")
-    world.health.failed("cheap", "cpu", CAPACITY, world.clock.now)
+    world.refuse("cheap", "cpu", "capacity")
     third = world.decide(cpu=2)["cpu"]
     assert third.ops == (op("cpu", "dear", 4, 2),)
     assert [p["provider"] for p in third.evidence["providers"]] == ["onprem", "cheap", "dear"]
     # Once the backoff is over, onprem (the highest priority) is asked first again.
-    world.clock.advance(world.config.policy.retry.max)
+    world.clock.advance(world.config.policy.capacity_backoff.max)
     assert world.decide(cpu=2)["cpu"].ops[0].provider == "onprem"
 
 
 def test_quota_blocks_every_template_of_the_provider(world: Pass) -> None:
-    world.health.failed("dear", "cpu", QUOTA, world.clock.now)
+    world.refuse("dear", "cpu", "quota")
     decision = world.decide(gpu=1)["gpu"]
     assert (decision.outcome, decision.ops) == ("no-room", ())
-    assert decision.evidence["providers"][0]["block"]["class"] == "quota"
+    assert decision.evidence["providers"][0]["skipped"] == "quota"
 
 
 def test_transient_failures_keep_the_provider_until_the_attempts_run_out(world: Pass) -> None:
@@ -253,7 +260,7 @@ def test_steady_demand_through_the_policy_creates_exactly_the_hosts(tmp_path: Pa
         decisions = world.decide(cpu=max(0, need - len(delivered)))
         for keys, op in zip(world.commit(decisions["cpu"]), decisions["cpu"].ops, strict=True):
             if rng.random() < 0.3:
-                world.health.failed(op.provider, "cpu", CAPACITY, world.clock.now)
+                world.refuse(op.provider, "cpu", "capacity")
                 for key in keys:
                     world.log.gone(key, op.provider, "cpu")
             else:

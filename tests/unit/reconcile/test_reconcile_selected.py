@@ -52,3 +52,12 @@ def test_select_offerings_and_a_problem_logged_once(tmp_path: Path, caplog: pyte
     selected.reader.clock = lambda: 1e12  # past the wait after a failed read
     assert [o.name for o in selected.current()[("cpu", "sim")]] == ["c8"]
     assert selected.problems == {}
+
+
+def test_a_reload_selects_by_the_new_configuration(tmp_path: Path) -> None:
+    engine = Engine()
+    selected = _selected(tmp_path, "flavor: c8", engine)
+    assert selected.current() == {}
+    text = SITE.format(state=tmp_path / "state", way="select: {cpus: {min: 4}}")
+    selected.reload(parse_config(text, "site.yaml", tmp_path).config)
+    assert [o.name for o in selected.current()[("cpu", "sim")]] == ["c8"]

@@ -119,7 +119,7 @@ def huge_text(member: str = "leaseRevoked", size: int = DEFAULT_MAX_FRAME_BYTES 
 NEWER_VALUES = {
     "FactKind": ("orphanAdopted @7;", "futureKind @8;"),
     "HostState": ("closing @10;", "retired @11;"),
-    "HostEventKind": ("closing @7;", "migrated @8;"),
+    "HostEventKind": ("interruptionNotice @8;", "migrated @9;"),
     "RejectReason": ("invalid @2;", "quotaExceeded @3;"),
 }
 # Cached in sys.modules, not in this module: it is imported under two names (``hostile`` and

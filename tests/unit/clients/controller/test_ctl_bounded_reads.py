@@ -221,7 +221,7 @@ def test_an_unknown_host_state_and_event_kind_are_skipped_and_the_link_stays(
     warnings = unknown_warnings(caplog)
     assert len(warnings) == 2
     assert "HostInfo.state value 11 in a hostList message" in warnings[0]
-    assert "HostEvent.kind value 8 in a hostEvent message" in warnings[1]
+    assert "HostEvent.kind value 9 in a hostEvent message" in warnings[1]
     sample = metrics.registry.get_sample_value
     assert sample("xceprov_controller_unknown_values_total", {"field": "HostInfo.state"}) == 1
     assert sample("xceprov_controller_unknown_values_total", {"field": "HostEvent.kind"}) == 1

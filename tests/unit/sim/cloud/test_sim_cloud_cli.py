@@ -78,6 +78,7 @@ def test_fault_commands_change_the_store(config: Path) -> None:
         "zone_capacity": [],
         "quota": None,
         "lost_response": 0.5,
+        "notices": [],
     }
     assert _run(config, "sim", "fault", "capacity", "c8.large", "--clear")[0] == 0
     assert _store(config).faults().capacity == {}
