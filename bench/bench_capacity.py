@@ -161,10 +161,6 @@ def configure(world: Any, layout: str, capacity_base: float, max_instances: int)
         "capacity_backoff": {"base": f"{capacity_base:g}s", "max": f"{4 * capacity_base:g}s"},
         "quota_backoff": {"base": "10m", "max": "2h"},
     }
-    from orchestrator.model.config import PolicySettings  # INTERIM: until the refusals land
-
-    if "capacity_backoff" not in PolicySettings.model_fields:
-        del cfg["policy"]["capacity_backoff"], cfg["policy"]["quota_backoff"]
     path.write_text(yaml.safe_dump(cfg))
 
 

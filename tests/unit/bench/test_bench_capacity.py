@@ -227,6 +227,9 @@ def test_the_bench_site_is_one_the_toolkit_accepts(tmp_path: Path, layout: str) 
     names = [offer.name for offer in bench_capacity.offers(layout)]
     assert [bench_capacity.offering_name(f, z, None) for f, z in offered] == names
     assert config.templates["cpu"].bootstrap.mode == "first-boot"
+    # The probe interval the verdicts count with is the one the daemon is given.
+    assert (config.policy.capacity_backoff.base, config.policy.capacity_backoff.max) == (30.0, 120.0)
+    assert config.policy.quota_backoff.base == 600.0
 
 
 def test_quota_reasons_are_counted_per_template_in_either_shape() -> None:
