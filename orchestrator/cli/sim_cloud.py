@@ -84,6 +84,7 @@ from typing import Protocol, TypeVar
 import click
 
 from orchestrator.cli.context import CliContext, pass_ctx
+from orchestrator.model.durations import period_of
 from orchestrator.sim.cloud import billing_service, catalogue_service, service
 from orchestrator.sim.cloud.store import CloudStore
 
@@ -197,7 +198,7 @@ def flavors_cmd(ctx: CliContext, as_json: bool) -> None:
 @pass_ctx
 def bill_cmd(ctx: CliContext, as_json: bool, since: str | None, until: str | None) -> None:
     """Show the cloud's own bill: per instance, per second, at the catalogue's prices, and the total."""
-    start, end = billing_service.period(since, until)
+    start, end = period_of(since, until)
     store = _store(ctx)
     found = billing_service.bill(store, start, end)
     if as_json:

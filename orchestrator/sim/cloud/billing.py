@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final
 
+from orchestrator.model.costs import overlap
 from orchestrator.model.tags import CLUSTER as CLUSTER_TAG
 from orchestrator.model.tags import PROVIDER as PROVIDER_TAG
 from orchestrator.sim.cloud.db import Database, meta, set_meta
@@ -167,11 +168,6 @@ class Bill:
                 "unpriced_flavors": self.unpriced_flavors,
             },
         }
-
-
-def overlap(start: float, end: float, since: float, until: float) -> float:
-    """Seconds of ``[start, end)`` inside ``[since, until)`` (0 when they do not meet)."""
-    return max(0.0, min(end, until) - max(start, since))
 
 
 _SEGMENTS: Final = (

@@ -3,36 +3,11 @@
 
 from __future__ import annotations
 
-import time
-
-from orchestrator.errors import UsageError
-from orchestrator.model.durations import WHEN_FORMS, since_time
 from orchestrator.sim.cloud import billing
 from orchestrator.sim.cloud.db import Database
 from orchestrator.sim.cloud.records import rfc3339
 from orchestrator.sim.cloud.service import aligned
 from orchestrator.sim.cloud.store import CloudStore
-
-
-def period(since: str | None, until: str | None, now: float | None = None) -> tuple[float, float]:
-    """``[since, until)`` as Unix seconds: WHEN is a Unix time or a duration ago; since defaults
-    to the beginning, until to now. A bad value or an empty period: one ``UsageError`` line."""
-    now = time.time() if now is None else now
-
-    def when(option: str, text: str) -> float:
-        try:
-            at = since_time(text, now)
-        except ValueError:
-            raise UsageError(f"bad {option} {text!r}: expected {WHEN_FORMS}") from None
-        if not at >= 0:
-            raise UsageError(f"bad {option} {text!r}: expected {WHEN_FORMS}")
-        return at
-
-    start = 0.0 if since is None else when("--since", since)
-    end = now if until is None else when("--until", until)
-    if end < start:
-        raise UsageError(f"bad --until {until!r}: before --since {since!r}")
-    return start, end
 
 
 def bill(store: CloudStore, since: float, until: float) -> billing.Bill:

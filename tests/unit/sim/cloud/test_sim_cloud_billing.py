@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.model.durations import period_of
 from orchestrator.sim.cloud import billing
-from orchestrator.sim.cloud.billing_service import bill, period
+from orchestrator.sim.cloud.billing_service import bill
 from orchestrator.sim.cloud.store import CloudStore
 from tests.unit.sim.cloud import test_sim_cloud_offers_cli as offers_cli
 from tests.unit.sim.cloud.test_sim_cloud_expiry import Clock
@@ -123,5 +124,5 @@ def test_sim_cloud_bill_bad_period_is_one_line(config: Path, args: tuple[str, ..
 
 
 def test_period_defaults_to_the_beginning_until_now() -> None:
-    assert period(None, None, now=100.0) == (0.0, 100.0)
-    assert period("30s", None, now=100.0) == (70.0, 100.0)
+    assert period_of(None, None, now=100.0) == (0.0, 100.0)
+    assert period_of("30s", None, now=100.0) == (70.0, 100.0)
