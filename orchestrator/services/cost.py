@@ -10,8 +10,7 @@ from dataclasses import dataclass
 
 from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.configfile import LoadedConfig
-from orchestrator.errors import UsageError
-from orchestrator.model.costs import BY, CostItem, totals
+from orchestrator.model.costs import CostItem, totals
 from orchestrator.model.text import printable
 from orchestrator.reconcile.costs import cost_items
 from orchestrator.services.status import status_instance_id
@@ -54,13 +53,6 @@ class CostReport:
         if self.by == "group":
             lines.append("(an instance of a template in several host groups counts under each)")
         return "\n".join(printable(line) for line in lines)
-
-
-def check_by(by: str) -> str:
-    """``--by``'s value, or one ``UsageError`` line naming the accepted ones."""
-    if by not in BY:
-        raise UsageError(f"bad --by {by!r}: expected one of {', '.join(BY)}")
-    return by
 
 
 def cost_report(loaded: LoadedConfig, since: float, until: float, by: str) -> CostReport:
