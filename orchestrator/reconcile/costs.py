@@ -16,7 +16,7 @@ start op's intent takes it, its running price after. A key with no ``instanceCre
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from orchestrator.model.config import Config
 from orchestrator.model.costs import CostItem, Stretch, item_of, launch_time_of
@@ -64,7 +64,7 @@ def _stretches(
 
 def cost_items(
     config: Config,
-    facts: Mapping[str, list[Fact]],
+    facts: Mapping[str, Sequence[Fact]],
     since: float,
     until: float,
     selected: Selected = NOTHING_SELECTED,
@@ -99,7 +99,7 @@ def cost_items(
 
 
 def spend_rate(
-    config: Config, facts: Mapping[str, list[Fact]], selected: Selected = NOTHING_SELECTED
+    config: Config, facts: Mapping[str, Sequence[Fact]], selected: Selected = NOTHING_SELECTED
 ) -> dict[tuple[str, str], float]:
     """(provider, template) → money per hour of the instances live now (launched, not gone)."""
     out: dict[tuple[str, str], float] = {}
@@ -116,3 +116,31 @@ def spend_rate(
             pair = (record.provider, record.template)
             out[pair] = out.get(pair, 0.0) + cost
     return out
+
+
+def spend_since(
+    config: Config, facts: Mapping[str, Sequence[Fact]], since: float, now: float, selected: Selected = NOTHING_SELECTED
+) -> dict[tuple[str, str], float]:
+    """(provider, template) → money spent in ``[since, now)`` (the daemon's ``spend``)."""
+    out: dict[tuple[str, str], float] = {}
+    for item in cost_items(config, facts, since, now, selected):
+        pair = (item.provider, item.template)
+        out[pair] = out.get(pair, 0.0) + item.cost
+    return out
+
+
+def spend_document(config: Config, facts: Mapping[str, Sequence[Fact]], since: float, now: float) -> dict[str, object]:
+    """The status document's ``spend``: money spent since the daemon started and the rate now,
+    per provider and template (docs/daemon.md, "Metrics": ``xceprov_spend_total``)."""
+
+    def nested(values: Mapping[tuple[str, str], float]) -> dict[str, dict[str, float]]:
+        out: dict[str, dict[str, float]] = {}
+        for (provider, template), value in sorted(values.items()):
+            out.setdefault(provider, {})[template] = round(value, 6)
+        return out
+
+    return {
+        "since": since,
+        "total": nested(spend_since(config, facts, since, now)),
+        "rate_per_hour": nested(spend_rate(config, facts)),
+    }
