@@ -4,7 +4,8 @@ The standalone journal is a local file (:class:`LocalFacts`), or with ``terrafor
 the shared store's (:class:`SharedFacts`), so the next standalone command on any machine reads it.
 
 Both are idempotent per ``(kind, op_id, instance_key)`` as the controller is, so a resumed op
-that commits a fact again does not duplicate it. Both commit a batch of facts (``commit_many``)
+that commits a fact again does not duplicate it. Both stamp a fact's ``committed`` time when it has none, as the controller does (the cost ledger
+reads it: docs/cost.md). Both commit a batch of facts (``commit_many``)
 in one durable write: one ``commitFacts`` round trip per chunk at the controller, one append
 and one fsync in the journal; a burst's per-fact costs were most of its overhead.
 """
@@ -17,6 +18,7 @@ import fcntl
 import json
 import os
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -190,7 +192,8 @@ class LocalFacts:
                 identity = _identity(fact)
                 if identity in self._ids or identity in batch:
                     continue
-                new.append(dataclasses.replace(fact, fact_id=len(self._known) + len(new) + 1))
+                seq = len(self._known) + len(new) + 1
+                new.append(dataclasses.replace(fact, fact_id=seq, committed=fact.committed or time.time()))
                 batch.add(identity)
             if not new:
                 return
@@ -295,7 +298,7 @@ class SharedFacts:
                 identity = _identity(fact)
                 if identity in self._ids or identity in batch:
                     continue
-                new.append(_to_json(dataclasses.replace(fact, fact_id=0)))
+                new.append(_to_json(dataclasses.replace(fact, fact_id=0, committed=fact.committed or time.time())))
                 batch.add(identity)
             if new:
                 self.store.append_facts(new)

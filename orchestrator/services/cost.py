@@ -12,6 +12,7 @@ from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.configfile import LoadedConfig
 from orchestrator.model.costs import CostItem, totals
 from orchestrator.model.text import printable
+from orchestrator.ops.facts import standalone_facts
 from orchestrator.reconcile.costs import cost_items
 from orchestrator.services.status import status_instance_id
 
@@ -59,6 +60,10 @@ def cost_report(loaded: LoadedConfig, since: float, until: float, by: str) -> Co
     """The costs of ``[since, until)`` from the controller's facts (``ControllerError`` when
     no controller answers)."""
     config = loaded.config
+    if config.standalone:  # no controller: the standalone journal holds the facts (ops/facts.py)
+        journal = standalone_facts(config)
+        facts = {p: journal.facts(p) for p in sorted(config.providers)}
+        return CostReport(since, until, by, cost_items(config, facts, since, until))
     link = ControllerLink(config.controller, instance_id=status_instance_id(config.cluster), cluster=config.cluster)
     try:
         link.open()
