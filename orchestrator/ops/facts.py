@@ -4,9 +4,9 @@ The standalone journal is a local file (:class:`LocalFacts`), or with ``terrafor
 the shared store's (:class:`SharedFacts`), so the next standalone command on any machine reads it.
 
 Both are idempotent per ``(kind, op_id, instance_key)`` as the controller is, so a resumed op
-that commits a fact again does not duplicate it. Both stamp a fact's ``committed`` time when it has none, as the controller does (the cost ledger
-reads it: docs/cost.md). Both commit a batch of facts (``commit_many``)
-in one durable write: one ``commitFacts`` round trip per chunk at the controller, one append
+that commits a fact again does not duplicate it. Both stamp a fact's ``committed`` time when it
+has none, as the controller does (the cost ledger reads it: docs/cost.md). Both commit a batch
+of facts (``commit_many``) in one durable write: one ``commitFacts`` round trip per chunk at the controller, one append
 and one fsync in the journal; a burst's per-fact costs were most of its overhead.
 """
 
