@@ -75,6 +75,8 @@ class StopGuard:
         # Ops that passed a gate in this pass: once stopping, only they may take another step.
         self._touched: set[str] = set()
         self._touched_lock = threading.Lock()
+        # Told of every fact committed through the guard (the flight recorder's op timings).
+        self.observer: Callable[[Sequence[Fact]], None] | None = None
 
     def new_pass(self) -> None:
         """A pass begins: ops of earlier passes that are not running now are not "in flight"."""
@@ -130,10 +132,14 @@ class StopGuard:
     def commit(self, fact: Fact) -> None:
         """The recorder's commit (its audit entry is the recorder's own, no heartbeat of its own)."""
         self.recorder.commit(fact)
+        if self.observer is not None:
+            self.observer([fact])
 
     def commit_many(self, facts: Sequence[Fact]) -> None:
         """The recorder's batch commit."""
         self.recorder.commit_many(facts)
+        if self.observer is not None:
+            self.observer(facts)
 
 
 class InFlightOps:

@@ -32,6 +32,7 @@ from prometheus_client import (
     make_wsgi_app,
 )
 
+from orchestrator.daemon.flightrecorder import RecordingMetrics
 from orchestrator.daemon.metrics_http import DEFAULT_LIMITS, BoundedServer, ServerLimits
 from orchestrator.daemon.refusalmetrics import RefusalMetrics
 from orchestrator.daemon.spendmetrics import SpendMetrics
@@ -244,6 +245,7 @@ class DaemonMetrics:
         )
         self.refusals = RefusalMetrics(r)  # the memory of refusals (refusalmetrics.py)
         self.spend = SpendMetrics(r)  # what bursting costs (spendmetrics.py)
+        self.recording = RecordingMetrics(r)  # the flight recorder (flightrecorder.py)
         self._states: dict[str, set[str]] = {}
         self._templates: set[str] = set()
         self._costs: set[tuple[str, str]] = set()

@@ -43,9 +43,10 @@ from orchestrator.clients.controller.factreader import FactReader
 from orchestrator.clients.controller.keeper import LeaseKeeper
 from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.clients.controller.reasons import report_reasons
-from orchestrator.clients.controller.types import TemplateReason
+from orchestrator.clients.controller.types import HostEvent, TemplateReason
 from orchestrator.configfile import LoadedConfig
 from orchestrator.daemon.fence import StopFence
+from orchestrator.daemon.flightrecorder import FlightRecorder
 from orchestrator.daemon.guarded import (
     NotStarted,
     PassAborted,
@@ -79,6 +80,7 @@ from orchestrator.daemon.wakeups import WakeUps
 from orchestrator.daemon.warmup import warm
 from orchestrator.errors import ControllerError, UsageError, XceprovError
 from orchestrator.model.config import Config
+from orchestrator.model.demand import DemandSnapshot
 from orchestrator.ops.catalogue import CatalogueReader
 from orchestrator.ops.executor import OpParts, Wired
 from orchestrator.ops.facts import LinkFacts
@@ -179,6 +181,10 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing, NoticeHandling):
         # Each pass's scale-out reasons: journaled, and told to the controller (reasonreport.py).
         self.reason_reports = ReasonReporting(self.config.state_dir, self._report_reasons)
         self.notice_watch: NoticeWatch | None = None
+        # What the daemon saw and decided, as a recording (flightrecorder.py, docs/recording.md).
+        self.recorder = FlightRecorder(
+            self.config.state_dir, self.config.daemon.recording, options.clock, self.metrics.recording
+        )
 
     # -- start ---------------------------------------------------------------------------------
 
@@ -187,6 +193,8 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing, NoticeHandling):
         config, lifecycle, options = self.config, self.lifecycle, self.options
         # Registered first, run last (on_stop runs last registered first): the final status.
         lifecycle.on_stop("final status", self._write_stopped)
+        lifecycle.on_stop("flight recorder", self.recorder.close)
+        self.recorder.config(config)
         self.metrics.started(daemon_version(), self.started)
         self.endpoint = start_endpoint(config.daemon.metrics, self.metrics, lifecycle.config.source)
         if self.endpoint is not None:
@@ -244,6 +252,7 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing, NoticeHandling):
         )
         # Every step recorded through the stop guard, every op watched (held in flight, counted).
         self.guard = guard_parts(parts, lifecycle, self.metrics, self.heartbeat)
+        self.guard.observer = self.recorder.facts
         self.ops = Wired.of(parts)
         # The status file shows the hosts of a running play (publish.py, watched_bootstrap).
         play = self.watched_bootstrap(guarded_bootstrap(options.bootstrap, lifecycle)) if options.bootstrap else None
@@ -319,6 +328,7 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing, NoticeHandling):
         self.reconciler.reload(config)
         if self.orphans is not None:
             self.orphans.reload(config)
+        self.recorder.reload(config)
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -404,7 +414,19 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing, NoticeHandling):
         self.publish_status(report, duration)
         if report is not None:
             self.reason_reports.after_pass(report, self.options.clock())
+            self.recorder.after_pass(report)
+        self.recorder.notices((self._document or {}).get("notices") or [])
         return True
+
+    def on_demand(self, snapshot: DemandSnapshot) -> None:
+        """A demand push: recorded, then a pass."""
+        self.recorder.demand(snapshot)
+        super().on_demand(snapshot)
+
+    def on_host_event(self, event: HostEvent) -> None:
+        """A host event: recorded, then a pass."""
+        self.recorder.host_event(event)
+        super().on_host_event(event)
 
     def _report_reasons(self, reasons: Sequence[TemplateReason], now: float) -> None:
         if self.link is None:

@@ -241,6 +241,15 @@ class MetricsSettings(Strict):
         return None if self.listen is None else split_listen(self.listen)
 
 
+class RecordingSettings(Strict):
+    """The daemon's flight recorder (docs/recording.md): segments under ``<state_dir>/recordings/``."""
+
+    enabled: bool = True
+    # Segments older than this are removed (a new segment is started every ``segment``).
+    keep: Duration = Field(default=7 * 86400.0, gt=0)
+    segment: Duration = Field(default=3600.0, ge=60, le=86400)
+
+
 class DaemonSettings(Strict):
     """The long-running ``xceprov daemon`` process (docs/daemon.md)."""
 
@@ -254,6 +263,7 @@ class DaemonSettings(Strict):
     # interruption notices"): a notice is acted on at most this long after the cloud gave it.
     notice_interval: Duration = Field(default=5.0, gt=0, le=3600)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    recording: RecordingSettings = Field(default_factory=RecordingSettings)
 
 
 def split_listen(listen: str) -> tuple[str, int]:

@@ -268,6 +268,12 @@ def test_leases_then_a_demand_push_creates_the_hosts_and_a_stop_releases(shared_
     assert re.search(r"\n  sim\s+free", status), status
     assert "no daemon (stopped; its last status was written" in status
     assert set(agree(world)) == set(world.alive())
+    # The flight recorder (docs/recording.md): the push, the decision, the op's and the hosts' timings.
+    summary = json.loads(world.ok("record", "export", "-o", str(world.site / "run.jsonl.gz"), "--json-summary"))
+    counts = summary["counts"]
+    assert counts["config"] >= 1 and counts["demand"] >= 1 and counts["decision"] >= 1, summary
+    assert counts["op"] >= 3 and counts["host"] >= 2 and summary["templates"] == ["cpu"], summary
+    assert json.loads(world.ok("record", "show", str(world.site / "run.jsonl.gz"), "--json")) == summary
 
 
 def test_sigterm_mid_burst_parks_then_a_restart_completes_with_no_duplicate(world: SimWorld) -> None:

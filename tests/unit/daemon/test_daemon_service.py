@@ -27,6 +27,7 @@ from orchestrator.errors import ConfigError, UsageError
 from orchestrator.model.config import Config
 from orchestrator.ops.executor import Created
 from orchestrator.orphans.report import ScanReport
+from orchestrator.workspace.recordings import read_period
 from tests.unit.clients.controller import hostile
 from tests.unit.clients.controller.ctlfake import FakeConn, FakeController, record_joins, wait_for
 from tests.unit.daemon.daemon_helpers import NotifySocket, Report
@@ -123,6 +124,12 @@ def test_passes_on_start_push_and_reload_then_a_clean_stop(
     final = status(tmp_path)
     assert final["daemon"]["state"] == "stopped"
     assert [(r["provider"], r["held"], r["note"]) for r in final["leases"]] == [("sim", False, "released at stop")]
+    # The flight recorder (docs/recording.md): the configuration at start and after the reload,
+    # the demand pushed.
+    recorded = read_period(tmp_path / "state" / "recordings")
+    configs = [r.data["settings"]["reconcile_interval"] for r in recorded if r.kind == "config"]
+    assert configs == [60.0, 45.0]
+    assert any(r.kind == "demand" and r.data["templates"]["cpu"]["wanted"] == 3 for r in recorded)
 
 
 class DiskFull(Recorder):
