@@ -35,7 +35,9 @@ def _times(facts: Iterable[Fact]) -> tuple[dict[str, float], dict[str, float], d
     for fact in sorted(facts, key=lambda f: (f.fact_id, f.committed)):
         key = fact.instance_key
         if fact.kind == FactKind.INSTANCE_CREATED and key:
-            launched.setdefault(key, launch_time_of(fact.detail) or fact.committed)
+            start = launch_time_of(fact.detail) or fact.committed
+            if start:  # an old standalone journal's fact has neither: its start is unknown
+                launched.setdefault(key, start)
         elif fact.kind in GONE_KINDS and key:
             gone.setdefault(key, fact.committed)
         elif fact.kind == FactKind.REQUEST_INTENT:
