@@ -111,3 +111,24 @@ def test_a_key_never_created_costs_nothing(log: FactLog) -> None:
     log.clock.advance(100)
     log.gone(key, "sim", "cpu")
     assert cost_items(config, {"sim": log.facts}, 0, log.clock.now) == []
+
+
+def test_the_cost_report_text_and_json_say_the_totals_and_the_group_overlap(log: FactLog) -> None:
+    from orchestrator.services.cost import CostReport
+
+    config = site(SITE)
+    [cpu] = log.intent("op-1", "sim", "cpu", 1)
+    log.created(cpu, "sim", "cpu")
+    log.clock.advance(3600)
+    items = cost_items(config, {"sim": log.facts}, 0, log.clock.now)
+    by_group = CostReport(0, log.clock.now, "group", items)
+    assert by_group.text().splitlines() == [
+        "GROUP  COST",
+        "batch  3.600000",
+        "short  3.600000",
+        "total 3.600000 over 1 instance(s)",
+        "(an instance of a template in several host groups counts under each)",
+    ]
+    doc = by_group.to_json()
+    assert doc["total"] == 3.6 and doc["groups_overlap"] is True and doc["totals"] == {"batch": 3.6, "short": 3.6}
+    assert CostReport(0, log.clock.now, "provider", items).to_json()["groups_overlap"] is False
