@@ -102,3 +102,16 @@ def unexposed(scrape: str) -> list[str]:
     return [
         f"{where}: {name}" for where, expr in shipped_queries() for name in sorted(promql_metric_names(expr) - exposed)
     ]
+
+
+def promtool_problems(scrape: str) -> str | None:
+    """What ``promtool check metrics`` says is wrong with ``scrape`` ("" when clean); None when
+    promtool is not installed."""
+    import shutil
+    import subprocess
+
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        return None
+    checked = subprocess.run([promtool, "check", "metrics"], input=scrape, capture_output=True, text=True, timeout=60)
+    return "" if checked.returncode == 0 else checked.stdout + checked.stderr

@@ -18,6 +18,7 @@ from orchestrator.cli import apply as apply_verb
 from orchestrator.cli import bootstrap as bootstrap_verb
 from orchestrator.cli import breaker as breaker_verb
 from orchestrator.cli import completion as completion_verb
+from orchestrator.cli import cost as cost_verb
 from orchestrator.cli import daemon as daemon_verb
 from orchestrator.cli import destroy as destroy_verb
 from orchestrator.cli import explain as explain_verb
@@ -127,6 +128,7 @@ for _verb in (
     bootstrap_verb.bootstrap,
     breaker_verb.breaker,
     completion_verb.completion,
+    cost_verb.cost,
     daemon_verb.daemon,
     destroy_verb.destroy,
     explain_verb.explain,

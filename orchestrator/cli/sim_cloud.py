@@ -55,6 +55,17 @@ every create and delete request the cloud received, refused ones included
        {"name": "c8.large", "cpus": 8, "memory_gb": 32.0, "gpus": 0, "cost_per_hour": 0.34 | null,
         "zones": ["a", "b", "c"]}, ...]}
 
+``xceprov sim cloud bill --json [--since WHEN] [--until WHEN]`` prints the cloud's own bill
+(``orchestrator/sim/cloud/billing.py``): per instance, per second, at the catalogue's prices::
+
+    {"store": "<path of cloud.sqlite>", "since": 0.0, "until": 1767323045.0,
+     "instances": [
+       {"instance_id": "i-0123456789ab", "name": "...", "flavor": "c8.large", "provider": "sim",
+        "cluster": "demo", "running_seconds": 3600.0, "stopped_seconds": 0.0, "cost": 0.34,
+        "unpriced": false}, ...],
+     "total": {"cost": 0.34, "instances": 1, "running_seconds": 3600.0, "stopped_seconds": 0.0,
+               "unpriced_flavors": []}}
+
 ``epoch`` is the fence of the Terraform run that made the change (``none`` standalone); "" for
 the cloud's own actions (expiry, spot reclaim) and for this tooling. ``xceprov sim fault show
 --json`` prints ``{"error_rate": 0.0, "seed": null, "slow_launch": 0.0, "capacity": {"<flavor>": N},
@@ -73,7 +84,8 @@ from typing import Protocol, TypeVar
 import click
 
 from orchestrator.cli.context import CliContext, pass_ctx
-from orchestrator.sim.cloud import catalogue_service, service
+from orchestrator.model.durations import period_of
+from orchestrator.sim.cloud import billing_service, catalogue_service, service
 from orchestrator.sim.cloud.store import CloudStore
 
 
@@ -175,6 +187,24 @@ def flavors_cmd(ctx: CliContext, as_json: bool) -> None:
     """Show the flavor catalogue: cpus, memory, gpus, price and zones of each flavor."""
     store = _store(ctx)
     _show(store, "flavors", catalogue_service.flavors(store), as_json, catalogue_service.format_flavors)
+
+
+@cloud.command("bill")
+@_JSON
+@click.option(
+    "--since", default=None, metavar="WHEN", help="From WHEN (a Unix time, or 30m, 2h: ago); default: the beginning."
+)
+@click.option("--until", default=None, metavar="WHEN", help="Up to WHEN (same forms); default: now.")
+@pass_ctx
+def bill_cmd(ctx: CliContext, as_json: bool, since: str | None, until: str | None) -> None:
+    """Show the cloud's own bill: per instance, per second, at the catalogue's prices, and the total."""
+    start, end = period_of(since, until)
+    store = _store(ctx)
+    found = billing_service.bill(store, start, end)
+    if as_json:
+        click.echo(json.dumps({"store": str(store.path), **found.to_json()}, indent=2, ensure_ascii=False))
+    else:
+        click.echo(billing_service.format_bill(found))
 
 
 @cloud.group("flavor")

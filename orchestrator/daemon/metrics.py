@@ -35,6 +35,7 @@ from prometheus_client import (
 from orchestrator.daemon.flightrecorder import RecordingMetrics
 from orchestrator.daemon.metrics_http import DEFAULT_LIMITS, BoundedServer, ServerLimits
 from orchestrator.daemon.refusalmetrics import RefusalMetrics
+from orchestrator.daemon.spendmetrics import SpendMetrics
 from orchestrator.daemon.timeouts import NamedTimeout
 from orchestrator.errors import ConfigError
 from orchestrator.model.config import MetricsSettings
@@ -243,6 +244,7 @@ class DaemonMetrics:
             registry=r,
         )
         self.refusals = RefusalMetrics(r)  # the memory of refusals (refusalmetrics.py)
+        self.spend = SpendMetrics(r)  # what bursting costs (spendmetrics.py)
         self.recording = RecordingMetrics(r)  # the flight recorder (flightrecorder.py)
         self._states: dict[str, set[str]] = {}
         self._templates: set[str] = set()

@@ -30,6 +30,7 @@ from orchestrator.ops.hosts import JOINED_STATES
 from orchestrator.ops.openops import open_ops
 from orchestrator.reconcile.bootstraps import BootstrapRecord
 from orchestrator.reconcile.breaker import Breakers, Position
+from orchestrator.reconcile.costs import spend_document
 from orchestrator.reconcile.ledger import ledger
 from orchestrator.reconcile.offered import offering_usage
 from orchestrator.reconcile.pool import pools, target
@@ -307,6 +308,8 @@ def build_document(
         # Per provider, template and offering: instances and their cost per hour (docs/daemon.md).
         "offerings": offering_usage(config, facts) if config is not None else {},
         "pools": pool_sizes(facts, config) if config is not None else {},
+        # Money spent since the daemon started and the rate now (reconcile/costs.py, docs/cost.md).
+        "spend": spend_document(config, facts, float(daemon.get("started") or now), now) if config else None,
         "timeouts_expired": expired_timeouts(figures, facts),
         # Per template, why the last pass launched what it did or nothing (reconcile/reasons.py).
         "reasons": dict((last or {}).get("reasons") or {}),
@@ -379,6 +382,7 @@ def update_metrics(
         providers = document.get("instances", {})
         metrics.set_backoff([(str(p), "*") for p in providers], last.blocked)
     written = (document.get("daemon") or {}).get("written")
+    metrics.spend.update(document.get("spend"))
     metrics.refusals.set_held(document.get("refusals") or [], float(written) if written is not None else 0.0)
     if pass_duration is not None and last.finished is not None:
         metrics.pass_finished(last.finished, pass_duration)

@@ -379,11 +379,20 @@ class OrphanSettings(Strict):
     dry_run: bool = False
 
 
+class GroupBudget(Strict):
+    """A host group's budget (``policy.group_budgets.<group>``; docs/cost.md)."""
+
+    # The most the live and in-flight instances of the group's templates may cost per hour.
+    per_hour: float = Field(ge=0)
+
+
 class PolicySettings(Strict):
     """Daemon policy that is not per provider: cluster budget, cooldown, retries, breaker, lifetime."""
 
     # The most every live and in-flight instance of the cluster may cost per hour; unset = no cap.
     budget_per_hour: float | None = Field(default=None, ge=0)
+    # Per host group (templates' xce.host_groups): the most its instances may cost per hour.
+    group_budgets: dict[str, GroupBudget] = Field(default_factory=dict)
     # Least time between two scale-ups of one template (a create refused for capacity or quota
     # does not count: its fallback goes at once).
     cooldown: Duration = 30.0

@@ -11,10 +11,12 @@ from __future__ import annotations
 import datetime
 import math
 import re
+import time
 from typing import Annotated
 
 from pydantic import BeforeValidator
 
+from orchestrator.errors import UsageError
 from orchestrator.model.values import shown
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -69,3 +71,25 @@ def since_time(text: str, now: float) -> float:
         return now - parse_duration(text)
     except ValueError:
         raise ValueError(f"{shown(text)} is not {WHEN_FORMS}") from None
+
+
+def period_of(since: str | None, until: str | None, now: float | None = None) -> tuple[float, float]:
+    """``[since, until)`` as Unix seconds from two WHEN options (``--since``, ``--until``): since
+    defaults to the beginning (0), until to ``now``; a bad value or an empty period is one
+    ``UsageError`` line naming the option and value."""
+    now = time.time() if now is None else now
+
+    def when(option: str, text: str) -> float:
+        try:
+            at = since_time(text, now)
+        except ValueError:
+            raise UsageError(f"bad {option} {text!r}: expected {WHEN_FORMS}") from None
+        if not at >= 0:
+            raise UsageError(f"bad {option} {text!r}: expected {WHEN_FORMS}")
+        return at
+
+    start = 0.0 if since is None else when("--since", since)
+    end = now if until is None else when("--until", until)
+    if end < start:
+        raise UsageError(f"bad --until {until!r}: before --since {since!r}")
+    return start, end

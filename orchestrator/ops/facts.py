@@ -4,8 +4,11 @@ The standalone journal is a local file (:class:`LocalFacts`), or with ``terrafor
 the shared store's (:class:`SharedFacts`), so the next standalone command on any machine reads it.
 
 Both are idempotent per ``(kind, op_id, instance_key)`` as the controller is, so a resumed op
-that commits a fact again does not duplicate it. Both commit a batch of facts (``commit_many``)
-in one durable write: one ``commitFacts`` round trip per chunk at the controller, one append
+that commits a fact again does not duplicate it. Both stamp a ``returned`` or ``lost`` fact's
+``committed`` time when it has none, as the controller stamps every fact (the cost ledger's end
+of an instance: docs/cost.md); other facts keep theirs as they were journaled (0: the callers
+that read a created fact's time read it from the cloud). Both commit a batch of facts
+(``commit_many``) in one durable write: one ``commitFacts`` round trip per chunk at the controller, one append
 and one fsync in the journal; a burst's per-fact costs were most of its overhead.
 """
 
@@ -17,6 +20,7 @@ import fcntl
 import json
 import os
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -25,7 +29,7 @@ from orchestrator import durable
 from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.errors import FinalError
 from orchestrator.model.config import Config
-from orchestrator.model.facts import Epoch, Fact, FactKind
+from orchestrator.model.facts import GONE_KINDS, Epoch, Fact, FactKind
 from orchestrator.protocol.schema import MAX_BATCH_FACTS
 from orchestrator.workspace.sharedstore import store_for
 
@@ -190,7 +194,8 @@ class LocalFacts:
                 identity = _identity(fact)
                 if identity in self._ids or identity in batch:
                     continue
-                new.append(dataclasses.replace(fact, fact_id=len(self._known) + len(new) + 1))
+                seq = len(self._known) + len(new) + 1
+                new.append(dataclasses.replace(_stamped(fact), fact_id=seq))
                 batch.add(identity)
             if not new:
                 return
@@ -295,7 +300,7 @@ class SharedFacts:
                 identity = _identity(fact)
                 if identity in self._ids or identity in batch:
                     continue
-                new.append(_to_json(dataclasses.replace(fact, fact_id=0)))
+                new.append(_to_json(dataclasses.replace(_stamped(fact), fact_id=0)))
                 batch.add(identity)
             if new:
                 self.store.append_facts(new)
@@ -323,6 +328,13 @@ class NoFacts:
     def facts(self, provider: str) -> list[Fact]:
         """None."""
         return []
+
+
+def _stamped(fact: Fact) -> Fact:
+    """``fact`` with its commit time when it is a ``returned`` or ``lost`` fact without one."""
+    if fact.kind in GONE_KINDS and not fact.committed:
+        return dataclasses.replace(fact, committed=time.time())
+    return fact
 
 
 def standalone_facts(config: Config) -> LocalFacts | SharedFacts:

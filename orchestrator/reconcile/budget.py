@@ -34,6 +34,8 @@ class Usage:
     instances: dict[str, int] = field(default_factory=dict)
     by_template: dict[tuple[str, str], int] = field(default_factory=dict)
     spend: dict[str, float] = field(default_factory=dict)
+    # Spend per hour per host group (an instance counts whole under each group of its template).
+    by_group: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def of(cls, config: Config, records: Iterable[InstanceRecord], selected: Selected = NOTHING_SELECTED) -> Usage:
@@ -66,15 +68,21 @@ class Usage:
         if cost is None:
             cost = unit_cost(config, provider, template, stopped=stopped)
         self.spend[provider] = self.spend.get(provider, 0.0) + count * cost
+        self._add_groups(config, template, count * cost)
+
+    def _add_groups(self, config: Config, template: str, money: float) -> None:
+        for group in groups_of(config, template):
+            self.by_group[group] = self.by_group.get(group, 0.0) + money
 
     def copy(self) -> Usage:
         """An independent copy (a decision tried before it is kept)."""
-        return Usage(dict(self.instances), dict(self.by_template), dict(self.spend))
+        return Usage(dict(self.instances), dict(self.by_template), dict(self.spend), dict(self.by_group))
 
     def start(self, config: Config, provider: str, template: str, count: int) -> None:
         """``count`` pool instances started: each now costs its running price (room unchanged)."""
         extra = unit_cost(config, provider, template) - unit_cost(config, provider, template, stopped=True)
         self.spend[provider] = self.spend.get(provider, 0.0) + count * extra
+        self._add_groups(config, template, count * extra)
 
     @property
     def total_spend(self) -> float:
@@ -82,12 +90,40 @@ class Usage:
         return sum(self.spend.values())
 
 
+def groups_of(config: Config, template: str) -> tuple[str, ...]:
+    """The host groups of ``template`` (``xce.host_groups``; none when it is not configured)."""
+    on = config.templates.get(template)
+    return tuple(on.xce.host_groups) if on is not None else ()
+
+
+def _group_limits(config: Config, usage: Usage, template: str, cost: float) -> list[tuple[int, str, str]]:
+    """(fits, "group budget", group) for each budgeted host group of ``template``."""
+    out = []
+    for group in groups_of(config, template):
+        budget = config.policy.group_budgets.get(group)
+        if budget is not None:
+            out.append((_affordable(budget.per_hour - usage.by_group.get(group, 0.0), cost), "group budget", group))
+    return out
+
+
+def _group_evidence(config: Config, usage: Usage, limit: tuple[int, str, str] | None) -> dict[str, Any]:
+    if limit is None:
+        return {}
+    group = limit[2]
+    return {
+        "group": group,
+        "group_spend": round(usage.by_group.get(group, 0.0), 6),
+        "group_budget": config.policy.group_budgets[group].per_hour,
+    }
+
+
 @dataclass(frozen=True)
 class Room:
     """How many more instances of a template fit on a provider, and which limit binds."""
 
     fits: int
-    limit: str  # "max_instances" | "template max_instances" | "provider budget" | "cluster budget" | ""
+    # "max_instances" | "template max_instances" | "provider budget" | "cluster budget" | "group budget" | ""
+    limit: str
     evidence: dict[str, Any]
 
 
@@ -124,9 +160,12 @@ def start_room(config: Config, usage: Usage, provider: str, template: str) -> Ro
         limits.append((_affordable(budget - usage.spend.get(provider, 0.0), extra), "provider budget"))
     if config.policy.budget_per_hour is not None:
         limits.append((_affordable(config.policy.budget_per_hour - usage.total_spend, extra), "cluster budget"))
+    groups = _group_limits(config, usage, template, extra)
+    limits += [(fits, limit) for fits, limit, _ in groups]
     fits, limit = min(limits, key=lambda item: item[0])
+    binding = min(groups, key=lambda item: item[0]) if groups and limit == "group budget" else None
     evidence = {"provider": provider, "template": template, "extra_cost_per_hour": extra, "fits": max(0, fits)}
-    return Room(max(0, fits), limit, {**evidence, "limit": limit})
+    return Room(max(0, fits), limit, {**evidence, **_group_evidence(config, usage, binding), "limit": limit})
 
 
 def room(
@@ -157,7 +196,10 @@ def room(
     cluster_budget = config.policy.budget_per_hour
     if cluster_budget is not None:
         limits.append((_affordable(cluster_budget - usage.total_spend, cost), "cluster budget"))
+    groups = _group_limits(config, usage, template, cost)
+    limits += [(fits, limit) for fits, limit, _ in groups]
     fits, limit = min(limits, key=lambda item: item[0])
+    binding = min(groups, key=lambda item: item[0]) if groups and limit == "group budget" else None
     evidence = {
         "provider": provider,
         "template": template,
@@ -170,6 +212,7 @@ def room(
         "provider_budget": settings.budget_per_hour,
         "cluster_spend": round(usage.total_spend, 6),
         "cluster_budget": cluster_budget,
+        **_group_evidence(config, usage, binding),
         "fits": max(0, fits),
         "limit": limit,
     }

@@ -71,6 +71,7 @@ _SKIPPED: Final[Mapping[str, str]] = {
     "template max_instances": "max-instances",
     "provider budget": "budget",
     "cluster budget": "budget",
+    "group budget": "budget",
     "granularity": "granularity",
     "no-offering": "no-offering",
 }
@@ -239,6 +240,9 @@ def _room_detail(limit: str, room: Any) -> str:
         "template max_instances": f"template max_instances {room.get('template_max_instances')}",
         "provider budget": f"spend {room.get('provider_spend')} of budget {room.get('provider_budget')}/h",
         "cluster budget": f"spend {room.get('cluster_spend')} of budget {room.get('cluster_budget')}/h",
+        "group budget": (
+            f"group {room.get('group')} spend {room.get('group_spend')} of budget {room.get('group_budget')}/h"
+        ),
     }
     return f"{limit}: {figures[limit]}" if limit in figures else limit
 

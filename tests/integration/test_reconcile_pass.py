@@ -287,6 +287,10 @@ def test_the_budget_cap_holds_under_retries(tmp_path: Path) -> None:
         intents = [f for f in facts if f.kind == FactKind.REQUEST_INTENT and f.op_id not in abandoned]
         assert sum(f.count for f in intents) == 2, facts
         assert len(agree(world)) == 2
+        # At the cap, the next pass asks for nothing, and says the cluster budget is why (the pass
+        # that reached the cap may itself have launched, depending on which reads the errors hit).
+        report = world.reconciler.run_once()
+        assert report.ops == []
         [decision] = [d for d in report.decisions if d.template == "cpu"]
         assert decision.outcome == "no-room"
         assert decision.evidence["providers"][0]["room"]["limit"] == "cluster budget"

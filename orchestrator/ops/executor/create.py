@@ -10,6 +10,7 @@ from typing import Any
 from orchestrator.clients.terraform.messages import PlanResult
 from orchestrator.errors import FinalError, UsageError
 from orchestrator.model import tags as owner
+from orchestrator.model.costs import launch_detail
 from orchestrator.model.facts import Epoch, Fact, FactKind
 from orchestrator.model.hostnames import ADDRESS_REFUSED
 from orchestrator.model.instances import InstanceSpec, new_op_id
@@ -319,7 +320,8 @@ class CreateOp:
         for key in keys:
             deadline = (deadlines or {}).get(key) or self.parts.clock() + deadline_after
             item = self.held_host(provider, op_id, key, held[key], template, deadline)
-            facts.append(Fact(FactKind.INSTANCE_CREATED, provider, op_id, epoch, **host_fields(item)))
+            launched = launch_detail(held[key])  # the cloud's launch time: the cost ledger's start
+            facts.append(Fact(FactKind.INSTANCE_CREATED, provider, op_id, epoch, detail=launched, **host_fields(item)))
             if not item.pool:
                 facts.append(expected_host(provider, op_id, epoch, item))
             created.append(item)

@@ -11,7 +11,7 @@ import sqlite3
 from typing import Final
 
 from orchestrator.model.tags import MAX_LIFETIME
-from orchestrator.sim.cloud import bootcopy, catalogue, notices, requestlog
+from orchestrator.sim.cloud import billing, bootcopy, catalogue, notices, requestlog
 from orchestrator.sim.cloud.addresses import FIRST_OFFSET
 from orchestrator.sim.cloud.db import meta, set_meta
 from orchestrator.sim.cloud.errors import CloudError
@@ -121,9 +121,11 @@ _EXPIRY_INDEX: Final = (
 def init_schema(conn: sqlite3.Connection) -> None:
     """Create the tables of a new store, or migrate an older one (inside a write transaction)."""
     # The boot copies', the request journal's, the flavor catalogue's and the notices' tables
-    # (bootcopy.py, requestlog.py, catalogue.py, notices.py) need no migration step: a store of any
+    # (bootcopy.py, requestlog.py, catalogue.py, notices.py) and the billing records (billing.py,
+    # backfilled once) need no migration step: a store of any
     # version gets them (the catalogue seeded once).
-    for statement in _split_sql(_SCHEMA + bootcopy.SCHEMA + requestlog.SCHEMA + catalogue.SCHEMA + notices.SCHEMA):
+    tables = (bootcopy.SCHEMA, requestlog.SCHEMA, catalogue.SCHEMA, notices.SCHEMA, billing.SCHEMA)
+    for statement in _split_sql(_SCHEMA + "".join(tables)):
         conn.execute(statement)
     conn.execute(
         "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', ?), ('next_addr', ?), "
@@ -144,6 +146,7 @@ def init_schema(conn: sqlite3.Connection) -> None:
     if schema < 6:
         _add_zones(conn)
     catalogue.seed(conn)
+    billing.backfill(conn)
     if schema < SCHEMA_VERSION:
         set_meta(conn, "schema", str(SCHEMA_VERSION))
 

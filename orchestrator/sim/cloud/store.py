@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
-from orchestrator.sim.cloud import addresses, bootcopy, faults, images, journal, notices, requestlog, rows
+from orchestrator.sim.cloud import addresses, billing, bootcopy, faults, images, journal, notices, requestlog, rows
 from orchestrator.sim.cloud.db import Database, increment, meta
 from orchestrator.sim.cloud.errors import (
     AddressSpaceExhausted,
@@ -287,6 +287,7 @@ class CloudStore:
                 if boot_user_data is not None:
                     bootcopy.keep(conn, instance_id, boot_user_data)
                 self._journal(conn, ACTION_CREATE, instance_id, epoch)
+                billing.open_segment(conn, instance_id, place.flavor, billing.RUNNING, billing.unix_of(when))
                 self._request(conn, place, tags, client_token, requestlog.CREATED, instance_id=instance_id, epoch=epoch)
         except BaseException:
             # A launch refused or failed leaves no disk behind (the id is fresh: only a seed made one).
@@ -441,6 +442,7 @@ class CloudStore:
         _count_live(conn, flavor, str(zone[0]), -1)
         bootcopy.forget(conn, instance_id)
         notices.settle(conn, instance_id, self.clock())  # a noticed instance ended before its reclaim
+        billing.close(conn, instance_id, billing.unix_of(when))
         self._journal(conn, ACTION_DELETE, instance_id, epoch, reason)
 
     def update_tags(self, instance_id: str, tags: Mapping[str, str], *, epoch: str = "") -> Instance:
@@ -505,6 +507,7 @@ class CloudStore:
                     (after, reason, version, instance_id),
                 )
                 self._journal(conn, ACTION_STOP if after == STOPPED else ACTION_START, instance_id, epoch)
+                billing.transition(conn, instance_id, after, self.clock())
             full = conn.execute(f"SELECT {rows.COLUMNS} FROM instances WHERE id = ?", (instance_id,)).fetchone()
             return rows.row_to_instance(conn, full)
 

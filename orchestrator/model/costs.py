@@ -1,0 +1,122 @@
+"""What bursting cost: one item per instance, its seconds running and stopped within a period,
+its money, and totals by provider, template, host group or op (docs/cost.md). No I/O.
+
+The instance's start is the cloud's own launch time, carried by its ``instanceCreated`` fact
+(``detail`` ``{"launch_time": "<RFC 3339>"}``, :func:`launch_detail`, written by the create op
+from Terraform's ``instances`` output); a fact written before this version has none and the
+start is the fact's commit time (later than the launch by the apply's remainder).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+
+# What ``--by`` may name.
+BY: Final = ("provider", "template", "group", "op")
+# The group of an instance whose template names no host group.
+NO_GROUP: Final = "-"
+
+
+def launch_detail(instance: Mapping[str, Any]) -> str:
+    """The ``instanceCreated`` fact's detail: the cloud's launch time ("" when it gave none)."""
+    launched = instance.get("launch_time")
+    return json.dumps({"launch_time": launched}) if isinstance(launched, str) and launched else ""
+
+
+def launch_time_of(detail: str) -> float | None:
+    """Unix seconds of the launch time a fact's detail carries (None when it carries none)."""
+    if not detail.startswith("{"):
+        return None
+    try:
+        doc = json.loads(detail)
+        text = doc.get("launch_time") if isinstance(doc, dict) else None
+        return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp() if text else None
+    except ValueError:
+        return None
+
+
+def overlap(start: float, end: float, since: float, until: float) -> float:
+    """Seconds of ``[start, end)`` inside ``[since, until)`` (0 when they do not meet)."""
+    return max(0.0, min(end, until) - max(start, since))
+
+
+@dataclass(frozen=True)
+class Stretch:
+    """A stretch of an instance's life at one price per hour."""
+
+    start: float
+    end: float
+    cost_per_hour: float
+    stopped: bool = False
+
+
+@dataclass(frozen=True)
+class CostItem:
+    """One instance's cost within a period."""
+
+    key: str
+    op_id: str
+    provider: str
+    template: str
+    offering: str
+    groups: tuple[str, ...]
+    instance_id: str
+    start: float
+    end: float | None  # None: still live
+    running_seconds: float
+    stopped_seconds: float
+    cost: float
+
+    def to_json(self) -> dict[str, object]:
+        """JSON-ready (``xceprov cost --json``'s ``instances``)."""
+        return {
+            "key": self.key,
+            "op": self.op_id,
+            "provider": self.provider,
+            "template": self.template,
+            "offering": self.offering,
+            "groups": list(self.groups),
+            "instance_id": self.instance_id,
+            "start": self.start,
+            "end": self.end,
+            "running_seconds": round(self.running_seconds, 3),
+            "stopped_seconds": round(self.stopped_seconds, 3),
+            "cost": round(self.cost, 6),
+        }
+
+
+def item_of(
+    identity: Mapping[str, Any], stretches: Iterable[Stretch], since: float, until: float, end: float | None
+) -> CostItem:
+    """The item of one instance: every stretch clipped to ``[since, until)``, per second."""
+    running = stopped = cost = 0.0
+    first: float | None = None
+    for stretch in stretches:
+        first = stretch.start if first is None else min(first, stretch.start)
+        seconds = overlap(stretch.start, stretch.end, since, until)
+        if stretch.stopped:
+            stopped += seconds
+        else:
+            running += seconds
+        cost += seconds * stretch.cost_per_hour / 3600.0
+    return CostItem(
+        **identity, start=first or 0.0, end=end, running_seconds=running, stopped_seconds=stopped, cost=cost
+    )
+
+
+def totals(items: Iterable[CostItem], by: str) -> dict[str, float]:
+    """Money per provider, template, op or host group; an instance in several groups is counted
+    whole under each (so group totals may add up to more than the total), one in none under ``-``."""
+    out: dict[str, float] = {}
+    for item in items:
+        if by == "group":
+            names: tuple[str, ...] = item.groups or (NO_GROUP,)
+        else:
+            names = ({"provider": item.provider, "template": item.template, "op": item.op_id}[by],)
+        for name in names:
+            out[name] = out.get(name, 0.0) + item.cost
+    return dict(sorted(out.items()))

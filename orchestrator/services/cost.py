@@ -1,0 +1,73 @@
+"""``xceprov cost``: what bursting cost in a period, from the controller's facts (docs/cost.md).
+
+Asks the controller for every provider's facts (as ``status`` does) and derives each
+instance's cost (``reconcile/costs.py``); nothing is written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from orchestrator.clients.controller.link import ControllerLink
+from orchestrator.configfile import LoadedConfig
+from orchestrator.model.costs import CostItem, totals
+from orchestrator.model.text import printable
+from orchestrator.ops.facts import standalone_facts
+from orchestrator.reconcile.costs import cost_items
+from orchestrator.services.status import status_instance_id
+
+
+@dataclass(frozen=True)
+class CostReport:
+    """The items of a period and their totals by one dimension."""
+
+    since: float
+    until: float
+    by: str
+    items: list[CostItem]
+
+    @property
+    def total(self) -> float:
+        """Money spent in the period (each instance once)."""
+        return sum(item.cost for item in self.items)
+
+    def to_json(self) -> dict[str, object]:
+        """``xceprov cost --json``."""
+        return {
+            "since": self.since,
+            "until": self.until,
+            "total": round(self.total, 6),
+            "by": self.by,
+            "totals": {name: round(cost, 6) for name, cost in totals(self.items, self.by).items()},
+            # An instance of a template in several host groups counts whole under each.
+            "groups_overlap": self.by == "group",
+            "instances": [item.to_json() for item in self.items],
+        }
+
+    def text(self) -> str:
+        """``xceprov cost``: the totals by the chosen dimension, then the total."""
+        rows = totals(self.items, self.by)
+        width = max([len(self.by), *(len(name) for name in rows)])
+        lines = [f"{self.by.upper():<{width}}  COST"]
+        lines += [f"{name:<{width}}  {cost:.6f}" for name, cost in rows.items()]
+        lines.append(f"total {self.total:.6f} over {len(self.items)} instance(s)")
+        if self.by == "group":
+            lines.append("(an instance of a template in several host groups counts under each)")
+        return "\n".join(printable(line) for line in lines)
+
+
+def cost_report(loaded: LoadedConfig, since: float, until: float, by: str) -> CostReport:
+    """The costs of ``[since, until)`` from the controller's facts (``ControllerError`` when
+    no controller answers)."""
+    config = loaded.config
+    if config.standalone:  # no controller: the standalone journal holds the facts (ops/facts.py)
+        journal = standalone_facts(config)
+        facts = {p: journal.facts(p) for p in sorted(config.providers)}
+        return CostReport(since, until, by, cost_items(config, facts, since, until))
+    link = ControllerLink(config.controller, instance_id=status_instance_id(config.cluster), cluster=config.cluster)
+    try:
+        link.open()
+        facts = {p: link.query_facts(p) for p in sorted(config.providers)}
+    finally:
+        link.close()
+    return CostReport(since, until, by, cost_items(config, facts, since, until))
