@@ -30,10 +30,9 @@ per provider on four providers (the fallback across providers that existed befor
   account's quota is set to what runs (``xceprov sim fault quota 5``: the cloud refuses every
   further create for quota); demand for ``--quota-hosts`` more (10); the daemon runs
   ``--quota-seconds`` (600; ``--quick``: 60). A loop that deleted and created again would show
-  on the instances already running. Then: instances
-  created (request journal) and created or deleted (mutation journal) over the window, the
-  ``quota`` reasons of the template in ``xceprov status --json`` and in the simulated
-  controller's status.
+  on the instances already running. Then: instances created (request journal) and created or
+  deleted (mutation journal) over the window, the ``quota`` reasons of the template in
+  ``xceprov status --json`` and in the simulated controller's status.
 
 ``baseline`` and ``refusing`` run ``--rounds`` times each, alternating which goes first, each
 burst in a fresh world; the fastest of each counts (the machine's other work only slows a run
@@ -42,8 +41,10 @@ down), the probing phase follows the last refusing burst.
 Targets (``--check``: exit 1 when one is missed): refusing / baseline time to N running <= 2;
 per refusing offering at most one create attempt per probe interval; no instance deleted; with
 quota refusals none created and none deleted, and exactly one ``quota`` reason shown (status and
-controller). The figures, verdicts and a JSON summary are printed; the summary is also written
-to ``--out`` (default ``bench/results/bench_capacity.json``, not committed).
+controller); a refusing offering or a quota window the journal shows no refusal for is a miss
+(the fault did not bite). The tables of docs/performance.md, the verdicts and the JSON summary
+are printed; the summary is also written to ``--out`` (default
+``bench/results/bench_capacity.json``, not committed).
 """
 
 from __future__ import annotations
