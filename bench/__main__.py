@@ -22,6 +22,7 @@ BENCHES = [
     ("bench_lease.py", False),
     ("bench_daemon.py", False),
     ("bench_scaleout.py", False),
+    ("bench_capacity.py", False),
     ("bench_bootstrap.py", True),
     ("bench_firstboot.py", True),
     ("bench_spot.py", True),
