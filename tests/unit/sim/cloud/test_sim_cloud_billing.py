@@ -15,12 +15,10 @@ from orchestrator.model.durations import period_of
 from orchestrator.sim.cloud import billing
 from orchestrator.sim.cloud.billing_service import bill
 from orchestrator.sim.cloud.store import CloudStore
-from tests.unit.sim.cloud import test_sim_cloud_offers_cli as offers_cli
+from tests.sim_cloud_cli import run_cli as _run
 from tests.unit.sim.cloud.test_sim_cloud_expiry import Clock
-from tests.unit.sim.cloud.test_sim_cloud_offers_cli import _run
 
 OWNER = {"xce:cluster": "demo", "xce:provider": "sim"}
-config = offers_cli.config  # the sim world's configuration fixture
 T0 = 1_767_323_040.0  # a whole second, as the cloud's launch times are
 
 

@@ -8,32 +8,15 @@ from pathlib import Path
 
 import pytest
 import yaml
-from click.testing import CliRunner
 from tf.iface import ReadDataContext
 from tf.utils import Diagnostics
 
 import orchestrator
-from orchestrator.cli.main import cli
 from orchestrator.sim.cloud import catalogue
 from orchestrator.sim.cloud.db import Database
 from orchestrator.sim.cloud.provider import FlavorsDataSource, XceSimProvider, _flavor_object_type
 from orchestrator.sim.cloud.store import CloudStore
-
-
-@pytest.fixture
-def config(tmp_path: Path) -> Path:
-    defaults = Path(orchestrator.__file__).parent / "defaults" / "xceprov.yaml"
-    doc = yaml.safe_load(defaults.read_text())
-    doc["state_dir"] = str(tmp_path / "state")
-    doc["sim"] = {"state_dir": str(tmp_path / "sim")}
-    path = tmp_path / "xceprov.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return path
-
-
-def _run(config: Path, *args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, ["--config", str(config), *args], catch_exceptions=False)
-    return result.exit_code, result.stdout, result.stderr
+from tests.sim_cloud_cli import run_cli as _run
 
 
 def _names(path: Path) -> list[str]:

@@ -6,32 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
-from click.testing import CliRunner
 
-import orchestrator
-from orchestrator.cli.main import cli
-from orchestrator.sim.cloud.store import CloudStore
-
-
-@pytest.fixture
-def config(tmp_path: Path) -> Path:
-    defaults = Path(orchestrator.__file__).parent / "defaults" / "xceprov.yaml"
-    doc = yaml.safe_load(defaults.read_text())
-    doc["state_dir"] = str(tmp_path / "state")
-    doc["sim"] = {"state_dir": str(tmp_path / "sim")}
-    path = tmp_path / "xceprov.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return path
-
-
-def _run(config: Path, *args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, ["--config", str(config), *args], catch_exceptions=False)
-    return result.exit_code, result.stdout, result.stderr
-
-
-def _store(config: Path) -> CloudStore:
-    return CloudStore(config.parent / "sim" / "cloud.sqlite")
+from tests.sim_cloud_cli import cloud_store as _store
+from tests.sim_cloud_cli import run_cli as _run
 
 
 def test_list_table_and_json(config: Path) -> None:

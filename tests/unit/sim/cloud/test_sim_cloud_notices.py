@@ -11,16 +11,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-import yaml
-from click.testing import CliRunner
 from tf.iface import ReadDataContext
 from tf.utils import Diagnostics
 
-import orchestrator
-from orchestrator.cli.main import cli
 from orchestrator.sim.cloud.provider import InstancesDataSource, XceSimProvider
 from orchestrator.sim.cloud.records import REASON_SPOT, rfc3339
 from orchestrator.sim.cloud.store import CloudStore
+from tests.sim_cloud_cli import run_cli as _run
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC).timestamp()
 
@@ -103,22 +100,6 @@ def test_the_instances_data_source_shows_the_notice(tmp_path: Path) -> None:
     assert by_id[a.id]["reclaim_at"] == rfc3339(clock.now + 120)
     assert by_id[a.id]["interruption_at"] == rfc3339(clock.now)
     assert by_id[b.id]["reclaim_at"] is None and by_id[b.id]["interruption_at"] is None
-
-
-@pytest.fixture
-def config(tmp_path: Path) -> Path:
-    defaults = Path(orchestrator.__file__).parent / "defaults" / "xceprov.yaml"
-    doc = yaml.safe_load(defaults.read_text())
-    doc["state_dir"] = str(tmp_path / "state")
-    doc["sim"] = {"state_dir": str(tmp_path / "sim")}
-    path = tmp_path / "xceprov.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return path
-
-
-def _run(config: Path, *args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, ["--config", str(config), *args], catch_exceptions=False)
-    return result.exit_code, result.stdout, result.stderr
 
 
 def test_the_cli_notices_and_shows_it(config: Path) -> None:

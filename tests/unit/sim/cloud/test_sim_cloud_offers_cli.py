@@ -6,34 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
-from click.testing import CliRunner
 
-import orchestrator
-from orchestrator.cli.main import cli
 from orchestrator.sim.cloud.store import CloudStore, InstanceLimitExceeded, InsufficientCapacity
+from tests.sim_cloud_cli import cloud_store as _store
+from tests.sim_cloud_cli import run_cli as _run
 
 OWNER = {"xce:cluster": "demo", "xce:provider": "sim"}
-
-
-@pytest.fixture
-def config(tmp_path: Path) -> Path:
-    defaults = Path(orchestrator.__file__).parent / "defaults" / "xceprov.yaml"
-    doc = yaml.safe_load(defaults.read_text())
-    doc["state_dir"] = str(tmp_path / "state")
-    doc["sim"] = {"state_dir": str(tmp_path / "sim")}
-    path = tmp_path / "xceprov.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return path
-
-
-def _run(config: Path, *args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, ["--config", str(config), *args], catch_exceptions=False)
-    return result.exit_code, result.stdout, result.stderr
-
-
-def _store(config: Path) -> CloudStore:
-    return CloudStore(config.parent / "sim" / "cloud.sqlite")
 
 
 def test_capacity_per_zone_and_the_quota_are_set_shown_and_enforced(config: Path) -> None:
