@@ -3,14 +3,20 @@ any controller is asked. (Costs read back from a real run: tests/integration/tes
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
+import yaml
 
-from tests.unit.sim.cloud import test_sim_cloud_offers_cli as offers_cli
-from tests.unit.sim.cloud.test_sim_cloud_offers_cli import _run
+from tests.sim_cloud_cli import run_cli as _run
+from tests.sim_cloud_cli import write_sim_site
 
-config = offers_cli.config  # a configuration of the simulated world
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    """A configuration of the simulated world (no controller runs)."""
+    return write_sim_site(tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -33,3 +39,16 @@ def test_by_takes_one_of_its_words(config: Path) -> None:
     assert err.strip().splitlines()[-1] == (
         "Error: Invalid value for '--by': 'flavor' is not one of 'provider', 'template', 'group', 'op'."
     )
+
+
+def test_no_controller_is_one_line_and_exit_75(config: Path) -> None:
+    # The facts are the controller's: none answering is "retry later" (docs/exit-codes.md). A port
+    # nothing listens on, whatever simulated world another test runs meanwhile.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    doc = yaml.safe_load(config.read_text())
+    doc["controller"]["addresses"] = [f"127.0.0.1:{port}"]
+    config.write_text(yaml.safe_dump(doc))
+    code, _, err = _run(config, "cost")
+    assert code == 75 and "controller unreachable" in err and len(err.strip().splitlines()) == 1
