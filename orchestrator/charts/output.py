@@ -63,12 +63,14 @@ def chart_format(path: Path) -> str:
 
 
 def check_chart_path(path: Path) -> str:
-    """``chart_format(path)``, and a ``ChartError`` when its directory does not exist: what a
-    command checks of ``--plot FILE`` before it does any work. A missing directory is refused,
-    not created (a mistyped path)."""
+    """``chart_format(path)``, and a ``ChartError`` when its directory does not exist or it is
+    a directory itself: what a command checks of ``--plot FILE`` before it does any work. A
+    missing directory is refused, not created (a mistyped path)."""
     form = chart_format(path)
     if not path.parent.is_dir():
         raise ChartError(f"{path}: cannot write the chart: no directory {path.parent}")
+    if path.is_dir():
+        raise ChartError(f"{path}: cannot write the chart: it is a directory")
     return form
 
 

@@ -26,7 +26,7 @@ from orchestrator.model.text import printable
 @click.option(
     "--plot",
     metavar="FILE",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(path_type=Path),  # checked by check_chart_path, in one line
     help="Also write a chart of the spend over time by --by to FILE (.png or .svg).",
 )
 @pass_ctx
