@@ -18,9 +18,7 @@ SVG = "{http://www.w3.org/2000/svg}"
 
 
 def item(n: int, template: str, groups: tuple[str, ...], start: float, end: float | None, cost: float) -> CostItem:
-    return CostItem(
-        f"op-{n}-000", f"op-{n}", "sim", template, "c8", groups, f"i-{n}", start, end, 0.0, 0.0, cost
-    )
+    return CostItem(f"op-{n}-000", f"op-{n}", "sim", template, "c8", groups, f"i-{n}", start, end, 0.0, 0.0, cost)
 
 
 # cpu: 0 to 1 h, 1.0; gpu: from 0.5 h, live, 3.0 up to 2 h (2.0 a hour); cpu2: 1 h to 2 h, 0.5.
