@@ -57,8 +57,8 @@ def chart_format(path: Path) -> str:
     raised before any work so that a command refuses a bad ``--plot`` first."""
     found = FORMATS.get(path.suffix.lower())
     if found is None:
-        suffix = path.suffix or "no suffix"
-        raise ChartError(f"{path}: cannot write a chart as {suffix}: name it .png or .svg")
+        kind = f"as {path.suffix}" if path.suffix else "without a suffix"
+        raise ChartError(f"{path}: cannot write a chart {kind}: name it .png or .svg")
     return found
 
 

@@ -8,11 +8,14 @@ import errno
 import os
 import struct
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from matplotlib.figure import Figure
 
 from orchestrator.charts import ChartError, write_run_chart
+from orchestrator.charts import runs as runs_module
 from orchestrator.charts.runs import COLUMN_WIDTH, HEIGHT
 from orchestrator.errors import UsageError
 from orchestrator.replay.figures import RunFigures, Sample
@@ -61,6 +64,23 @@ def test_an_svg_has_two_rows_of_axes_per_run_and_the_totals_as_text(tmp_path: Pa
     assert "cost 1.20, 3.2 host-hours, 56 pending host-minutes" in text
     assert "cost 2.40, 3.2 host-hours, 56 pending host-minutes" in text
     assert {"demand (hosts of work)", "supply (instances live)", "time (UTC)"} <= text
+
+
+def test_each_row_shares_one_y_scale_from_0(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    drawn: list[Figure] = []
+
+    def keep(path: Path, width: float, height: float, draw: Callable[[Figure], None]) -> None:
+        figure = Figure()
+        draw(figure)
+        drawn.append(figure)
+
+    monkeypatch.setattr(runs_module, "render", keep)
+    write_run_chart(RUNS, tmp_path / "runs.png")
+    [figure] = drawn
+    by_id = {axes.get_gid(): axes for axes in figure.axes}
+    for row, highest in (("hosts", 4), ("spend", 2.4)):
+        left, right = by_id[f"run-0-{row}"].get_ylim(), by_id[f"run-1-{row}"].get_ylim()
+        assert left == right and left[0] == 0 and left[1] >= highest
 
 
 def test_the_same_runs_make_the_same_bytes(tmp_path: Path) -> None:

@@ -77,15 +77,19 @@ def test_a_png_by_group(site: Path, tmp_path: Path) -> None:
     [
         ("spend.pdf", "spend.pdf: cannot write a chart as .pdf: name it .png or .svg"),
         ("missing/spend.png", "cannot write the chart: no directory"),
+        ("old.svg", "old.svg: cannot write the chart: it is a directory"),
+        ("spend", "spend: cannot write a chart without a suffix: name it .png or .svg"),
     ],
 )
 def test_a_bad_file_is_one_line_and_exit_2_before_the_controller(tmp_path: Path, name: str, message: str) -> None:
     # Not standalone, and no controller answers: a bad --plot is refused first (2, not 75).
     config = write_sim_site(tmp_path)
+    (tmp_path / "old.svg").mkdir()
     code, out, err = _run(config, "cost", "--plot", str(tmp_path / name))
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and message in err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["xceprov.yaml"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.svg", "xceprov.yaml"]
+    assert list((tmp_path / "old.svg").iterdir()) == []
 
 
 @pytest.mark.parametrize("where", ["a directory", "proc"])
