@@ -46,7 +46,7 @@ from orchestrator.errors import StaleState, TerraformError
 from orchestrator.model.modules import ProviderModule
 from orchestrator.replay.clock import VirtualClock
 from orchestrator.replay.cloud import RUNNING, STOPPED, ModelCloud
-from orchestrator.replay.model import WorldModel
+from orchestrator.replay.model import RefusalWindow, WorldModel
 from orchestrator.replay.tfmodel import (
     SavedPlan,
     Site,
@@ -88,8 +88,6 @@ class ModelEngine:
         self.plans: dict[Path, dict[Path, SavedPlan]] = {}
         self.modules: dict[Path, ProviderModule] = {}
         self.sites: dict[Path, Site] = {}
-        # Applies that failed with a refusal, and the keys refused (figures, tests).
-        self.refused_applies = 0
 
     # --- the working directory's model --------------------------------------------------
 
@@ -209,7 +207,6 @@ class ModelEngine:
                 on_event(hook)
         summary = _summary(done)
         if diags:
-            self.refused_applies += 1
             result = ApplyResult(done, failed, diags, summary)
             raise ApplyFailed("\n".join(str(d) for d in diags), result)
         return ApplyResult(done, (), (), summary, outputs=outputs(state))
@@ -252,7 +249,7 @@ class ModelEngine:
             done += made
         return tuple(done), tuple(failed), tuple(diags)
 
-    def _refusal(self, site: Site, spec: Mapping[str, Any], now: float) -> Any:
+    def _refusal(self, site: Site, spec: Mapping[str, Any], now: float) -> RefusalWindow | None:
         """The model's window refusing this entry now (by its rendered offering, or the offering
         its ``xce:offering`` tag names), or None."""
         window = self.model.refused(site.provider, spec_offering(spec), now)

@@ -22,17 +22,19 @@ from orchestrator.configfile import LoadedConfig, parse_config
 from orchestrator.errors import CapacityRefused, QuotaRefused, StaleState
 from orchestrator.model.costs import launch_time_of
 from orchestrator.model.facts import FactKind
-from orchestrator.model.modules import FailureClass
+from orchestrator.model.modules import MODULES, FailureClass, error_rules
 from orchestrator.model.offerings import Placement
 from orchestrator.ops.drain import DrainSettings
 from orchestrator.ops.executor import Executor
 from orchestrator.ops.losses import observer_for
 from orchestrator.ops.openops import open_ops
+from orchestrator.ops.refusal import classify, refused_keys
 from orchestrator.reconcile.classify import classify_error
 from orchestrator.replay.clock import VirtualClock
 from orchestrator.replay.cloud import RUNNING, STOPPED, TERMINATED, ModelCloud
 from orchestrator.replay.engine import ModelEngine
 from orchestrator.replay.model import CAPACITY, QUOTA, Latencies, RefusalWindow, WorldModel
+from orchestrator.replay.tfmodel import Site, refusal_diagnostic
 from orchestrator.workspace.desired import DESIRED
 from orchestrator.workspace.workdir import ProviderWorkdir
 
@@ -102,6 +104,8 @@ def test_a_create_makes_the_instances_on_their_offerings_after_one_launch_latenc
     assert {f.instance_key: launch_time_of(f.detail) for f in created} == {k: i.launched for k, i in cloud.items()}
     assert {c.instance_id for c in made.created} == {i.instance_id for i in cloud.values()}
     assert sorted(world.kinds(FactKind.EXPECTED_HOST)) == sorted(cloud)
+    # Addressed, distinct, and fake (nothing reaches a replayed host).
+    assert sorted(c.address for c in made.created) == ["10.64.0.2", "10.64.0.3", "10.64.0.4"]
 
 
 def test_a_capacity_window_refuses_its_offering_and_the_rest_of_the_op_is_made(tmp_path: Path) -> None:
@@ -210,3 +214,58 @@ def test_a_saved_plan_whose_state_moved_is_refused_as_stale(tmp_path: Path) -> N
 
     with pytest.raises(StaleState):
         engine.apply(workdir, Path("b.tfplan"))
+
+
+def test_the_ledgers_launch_time_is_the_clocks_to_the_microsecond(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    world.clock.to(START + 0.123_456_789)
+
+    [made] = world.executor().create("sim", "cpu", 1).created
+
+    inst = world.cloud.instances[made.key]
+    assert abs(inst.launched - (START + 0.123_456_789 + LAUNCH)) < 1e-6
+    [fact] = [f for f in world.facts.committed if f.kind == FactKind.INSTANCE_CREATED]
+    assert launch_time_of(fact.detail) == inst.launched
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+@pytest.mark.parametrize(("scope", "kind"), [(CAPACITY, FailureClass.CAPACITY), (QUOTA, FailureClass.QUOTA)])
+def test_a_refusal_is_worded_so_that_each_modules_rules_read_its_class(
+    module: str, scope: str, kind: FailureClass
+) -> None:
+    site = Site(MODULES[module], "sim", "unit", True)
+    window = RefusalWindow(scope, "sim", "c8.large@zone-b" if scope == CAPACITY else "", START, START + 60)
+    diagnostic = refusal_diagnostic(site, "op-1-000", {"flavor": "c8.large", "zone": "zone-b"}, window)
+
+    assert classify([diagnostic], error_rules(module)).kind == kind
+    assert refused_keys([diagnostic], error_rules(module)) == {"op-1-000": kind.value}
+
+
+def test_a_directory_that_does_not_list_shows_no_listing(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    world.executor().create("sim", "cpu", 1)
+    document = json.loads((world.workdir / DESIRED).read_text())
+    (world.workdir / "shard.json").write_text(json.dumps({**document, "settings": {"list_tagged": False}}))
+
+    world.engine.plan(world.workdir, [Path("shard.json")], out=Path("s.tfplan"), refresh_only=True)
+    shown = world.engine.show_plan(world.workdir, Path("s.tfplan"))["planned_values"]["outputs"]
+
+    assert (shown["tagged_supported"]["value"], shown["tagged"]["value"]) == (False, {})
+    world.engine.plan(world.workdir, [Path(DESIRED)], out=Path("l.tfplan"), refresh_only=True)
+    listed = world.engine.show_plan(world.workdir, Path("l.tfplan"))["planned_values"]["outputs"]
+    assert [o["state"] for o in listed["tagged"]["value"].values()] == [RUNNING]
+
+
+def test_a_reclaim_is_found_by_the_loss_path_without_waiting_for_a_create(tmp_path: Path) -> None:
+    """The daemon's notice watch asks the executor's host-loss path once a reclaim is due
+    (``observe_losses``): over the model engine the listing's reason settles it in that one call."""
+    world = World(tmp_path)
+    gone, kept = world.executor().create("sim", "cpu", 2).created
+    world.cloud.end(gone.key, world.clock(), "spot-reclaim")
+
+    found = world.executor().observe_losses("sim", [gone.key], "op-6b49d200-00000000000a")
+
+    assert found == [gone.key]
+    [lost] = [f for f in world.facts.committed if f.kind == FactKind.LOST]
+    assert (lost.instance_key, json.loads(lost.detail)["reason"]) == (gone.key, "spot-reclaim")
+    assert sorted(world.executor().desired("sim")) == [kept.key]
