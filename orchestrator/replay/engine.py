@@ -133,11 +133,19 @@ class ModelEngine:
         """One backend only (memory): nothing moves."""
 
     def state_pull(self, workdir: Path) -> dict[str, Any]:
-        """The state document's header and its resources (as ``show_state`` lists them)."""
+        """The state document (Terraform's layout: one resource, an instance per key); {} when empty."""
         state = self.state(workdir)
-        values = show_state_document(self.sites.get(Path(workdir)), state)["values"]
-        resources = values["root_module"]["child_modules"][0]["resources"]
-        return {"version": 4, "serial": state.serial, "lineage": "replay", "resources": resources} if resources else {}
+        site = self.sites.get(Path(workdir))
+        if not state.instances or site is None:
+            return {}
+        resource = {
+            "module": "module.instances",
+            "mode": "managed",
+            "type": site.entry.instance_types[0],
+            "name": "this",
+            "instances": [{"index_key": k, "attributes": dict(v)} for k, v in state.instances.items()],
+        }
+        return {"version": 4, "serial": state.serial, "lineage": "replay", "resources": [resource]}
 
     def state_push(self, workdir: Path, state: Mapping[str, Any]) -> None:
         """Refused: a replay's states are the model's, never replaced from outside."""
@@ -273,8 +281,11 @@ class ModelEngine:
     def _update(
         self, site: Site, key: str, state: WorkdirState, variables: Mapping[str, Any], spec: Mapping[str, Any]
     ) -> None:
-        """A start or stop in place (the warm pool) and the tags as now desired."""
+        """A start or stop in place (the warm pool) and the tags as now desired; an instance the
+        cloud ended since the plan stays ended (the next refresh reports it)."""
         inst = self.cloud.instances[key]
+        if not inst.live:
+            return
         power = spec.get("power_state")
         if power is not None:
             inst.state = STOPPED if power == STOPPED else RUNNING

@@ -28,6 +28,7 @@ from orchestrator.ops.drain import DrainSettings
 from orchestrator.ops.executor import Executor
 from orchestrator.ops.losses import observer_for
 from orchestrator.ops.openops import open_ops
+from orchestrator.ops.plancheck import resource_keys
 from orchestrator.ops.refusal import classify, refused_keys
 from orchestrator.reconcile.classify import classify_error
 from orchestrator.replay.clock import VirtualClock
@@ -269,3 +270,14 @@ def test_a_reclaim_is_found_by_the_loss_path_without_waiting_for_a_create(tmp_pa
     [lost] = [f for f in world.facts.committed if f.kind == FactKind.LOST]
     assert (lost.instance_key, json.loads(lost.detail)["reason"]) == (gone.key, "spot-reclaim")
     assert sorted(world.executor().desired("sim")) == [kept.key]
+
+
+def test_the_state_documents_name_every_held_key(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    made = world.executor().create("sim", "cpu", 2).created
+    keys = {c.key for c in made}
+
+    assert resource_keys(world.engine.show_state(world.workdir)) == keys
+    pulled = world.engine.state_pull(world.workdir)
+    assert {i["index_key"] for r in pulled["resources"] for i in r["instances"]} == keys
+    assert pulled["serial"] == 1  # one apply changed the state
