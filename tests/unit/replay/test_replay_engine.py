@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from pathlib import Path
 
 import pytest
-from tffake import SITE, FakeHosts, MemoryFacts, unit_executor
 
 from orchestrator.configfile import LoadedConfig, parse_config
 from orchestrator.errors import CapacityRefused, QuotaRefused, StaleState
@@ -38,6 +38,10 @@ from orchestrator.replay.model import CAPACITY, QUOTA, Latencies, RefusalWindow,
 from orchestrator.replay.tfmodel import Site, refusal_diagnostic
 from orchestrator.workspace.desired import DESIRED
 from orchestrator.workspace.workdir import ProviderWorkdir
+
+# --import-mode=importlib: the shared helpers live in tests/ (no conftest here: the directory is shared).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tffake import SITE, FakeHosts, MemoryFacts, unit_executor
 
 START = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 LAUNCH = 45.0
