@@ -42,8 +42,10 @@ DEFAULT_DURATION: Final = 600.0
 BUSY: Final = "busy"
 # Host events that end a busy interval (the controller's and the op facts' ``returned``/``lost``).
 ENDS: Final = frozenset({"idle", "idleSince", "closed", "decommissioned", "lost", "returned"})
-# Events after which a host with no busy event of its own was idle (it ran work from the start).
-IDLE_AFTER_WORK: Final = frozenset({"idle", "idleSince", "closed"})
+# Events after which a host with no busy event of its own was idle (it ran work from the start);
+# ``closed`` only after ``closing`` (an idle host is closed at once, a busy one closing first).
+IDLE_AFTER_WORK: Final = frozenset({"idle", "idleSince"})
+CLOSING: Final = "closing"
 # Events that show a host was not running work from the start (``closing`` and a notice do not).
 FRESH: Final = frozenset({"expected", "joined", BUSY, *ENDS})
 
@@ -109,6 +111,7 @@ def busy_intervals(records: Sequence[Record], start: float) -> tuple[list[Interv
     templates: dict[str, str] = {}
     since: dict[str, float] = {}
     seen: set[str] = set()
+    closing: set[str] = set()
     out: list[Interval] = []
     skipped = 0
     for r in sorted((r for r in records if r.kind == HOST), key=lambda r: r.t):
@@ -121,6 +124,9 @@ def busy_intervals(records: Sequence[Record], start: float) -> tuple[list[Interv
         first_seen = host not in seen
         if event in FRESH:
             seen.add(host)
+        if event == CLOSING:
+            closing.add(host)
+        drained = event in IDLE_AFTER_WORK or (event == "closed" and host in closing)
         if event == BUSY:
             since.setdefault(host, r.t)
             continue
@@ -128,7 +134,7 @@ def busy_intervals(records: Sequence[Record], start: float) -> tuple[list[Interv
             continue
         began = since.pop(host, None)
         known = templates.get(host, "")
-        if began is None and first_seen and event in IDLE_AFTER_WORK and budget.get(known, 0) > 0:
+        if began is None and first_seen and drained and budget.get(known, 0) > 0:
             budget[known] -= 1
             out.append(Interval(host, known, start, r.t, from_start=True))
         elif began is not None:

@@ -152,13 +152,21 @@ def test_the_jobs_inferred_from_a_recording_are_the_jobs_that_ran(tmp_path: Path
 
 
 def test_a_host_busy_when_the_recording_began_ran_work_from_its_start() -> None:
-    first = Record(T0, DEMAND, demand(pending=0, busy=1))
-    idle = Record(T0 + 40, HOST, {"host": "h0", "event": "idleSince", "state": "idle", "template": "cpu"})
-    # Another host idle at first: its idle event says nothing of work.
-    other = Record(T0 + 45, HOST, {"host": "h1", "event": "idleSince", "state": "idle", "template": "cpu"})
-    last = Record(T0 + 60, DEMAND, demand(pending=0, busy=0))
-    model = model_of_recording([first, idle, other, last])
-    assert model.jobs == (Job(T0, "cpu", 1, 40.0),)
+    def event(t: float, host: str, kind: str) -> Record:
+        return Record(T0 + t, HOST, {"host": host, "event": kind, "state": "idle", "template": "cpu"})
+
+    records = [
+        Record(T0, DEMAND, demand(pending=0, busy=3)),
+        event(10, "h2", "closing"),  # busy, closed: closed when its work ends
+        event(20, "h3", "closed"),  # idle, closed at once: it ran nothing
+        event(40, "h0", "idleSince"),
+        event(45, "h1", "idleSince"),
+        event(50, "h2", "closed"),
+        event(55, "h4", "idleSince"),  # the first demand record counted three busy hosts only
+        Record(T0 + 60, DEMAND, demand(pending=0, busy=0)),
+    ]
+    durations = [j.duration for j in model_of_recording(records).jobs if j.submit == T0]
+    assert sorted(durations) == [40.0, 45.0, 50.0]
 
 
 def test_pending_work_of_a_template_that_ran_nothing_gets_the_default_duration() -> None:
