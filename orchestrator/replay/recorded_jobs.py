@@ -5,14 +5,17 @@ was pending per template, and its host events say when each host went busy and i
 is inferred from both:
 
 * each host's busy interval (``busy`` until ``idle``/``idleSince``, ``closed``,
-  ``decommissioned``, ``lost`` or ``returned``) is one host of work of that duration;
+  ``decommissioned``, ``lost`` or ``returned``) is one host of work of that duration; the
+  intervals of one template that began and ended at the same millisecond are one job of that
+  many hosts (the controller starts and ends a job's hosts together);
 * submissions are the increases of ``pending`` per template between demand records (the first
   demand record's ``pending`` counts as submitted at its time); work runs first in, first out,
   so the last demand record's ``pending`` are the latest submissions (still pending at the end)
-  and the others are matched to the busy intervals in start order: an interval takes the
-  oldest unmatched submission at or before its start (:data:`MATCH_SLACK` allowed: the demand
-  record's time is when the daemon received it, the busy event's the controller's); one with
-  none was submitted when it started (the controller started it at once, never pending);
+  and the others are matched to the jobs in start order: a job takes the oldest unmatched
+  submissions (one per host) at or before its start (:data:`MATCH_SLACK` allowed: the demand
+  record's time is when the daemon received it, the busy event's the controller's) and was
+  submitted at the first; one with none was submitted when it started (the controller started
+  it at once: it was never pending);
 * a host busy at the first demand record (``busy`` counts there) and idle before any ``busy``
   event of its own ran from the recording's start, submitted then;
 * a busy interval still open at the end ran at least until the end: the longer of that and its
@@ -21,8 +24,9 @@ is inferred from both:
   when the template ran nothing); submissions matched to nothing (work cancelled) are dropped
   and counted.
 
-Every job is one host: a recording cannot tell a two-host job from two one-host jobs started
-together. Pure: records in, jobs out.
+Two one-host jobs that start and end at the same millisecond are taken for one two-host job;
+work still pending at the end is one-host jobs (a rise of ``pending`` by two may be one job or
+two). Pure: records in, jobs out.
 """
 
 from __future__ import annotations
@@ -37,6 +41,9 @@ from orchestrator.replay.model import Job
 # Seconds a submission may come after the start it is matched to (the demand record's time is
 # the daemon's, the busy event's the controller's).
 MATCH_SLACK: Final = 1.0
+# Hosts of one template busy from the same instant to the same instant (to this many seconds:
+# the controller's times are in milliseconds) ran one job: it starts and ends a job's hosts together.
+GANG_SLACK: Final = 0.001
 # The duration of work pending at the end of a template that ran nothing in the recording.
 DEFAULT_DURATION: Final = 600.0
 BUSY: Final = "busy"
@@ -67,8 +74,8 @@ class Inference:
 
     jobs: tuple[Job, ...]
     intervals: tuple[Interval, ...] = ()
-    matched: int = 0  # busy intervals matched to a pending increase
-    unmatched: int = 0  # busy intervals submitted when they started
+    matched: int = 0  # jobs matched to a pending increase
+    unmatched: int = 0  # jobs submitted when they started
     running_at_start: int = 0
     running_at_end: int = 0
     pending_at_end: int = 0
@@ -170,8 +177,18 @@ def arrivals(records: Sequence[Record]) -> tuple[dict[str, list[float]], dict[st
     return out, last
 
 
+def gangs(intervals: Iterable[Interval]) -> list[list[Interval]]:
+    """The intervals grouped by job: those of one template that began and ended at the same
+    millisecond (:data:`GANG_SLACK`), in start order."""
+    groups: dict[tuple[str, bool, int, int | None], list[Interval]] = {}
+    for i in intervals:
+        ended = None if i.end is None else round(i.end / GANG_SLACK)
+        groups.setdefault((i.template, i.from_start, round(i.start / GANG_SLACK), ended), []).append(i)
+    return sorted(groups.values(), key=lambda g: (g[0].start, g[0].host))
+
+
 def infer_jobs(records: Sequence[Record], start: float, end: float) -> Inference:
-    """The one-host jobs of ``records`` over ``[start, end]`` (the module docstring's rules)."""
+    """The jobs of ``records`` over ``[start, end]`` (the module docstring's rules)."""
     intervals, skipped = busy_intervals(records, start)
     submitted, pending_end = arrivals(records)
     done: dict[str, list[float]] = {}
@@ -190,23 +207,27 @@ def infer_jobs(records: Sequence[Record], start: float, end: float) -> Inference
     heads = dict.fromkeys(queues, 0)
     jobs: list[Job] = []
     matched = unmatched = at_start = at_end = 0
-    for i in intervals:
-        mean = means.get(i.template, DEFAULT_DURATION)
-        duration = i.end - i.start if i.end is not None else max(end - i.start, mean)
-        at_end += i.end is None
-        if i.from_start:
+    for gang in gangs(intervals):
+        first, hosts = gang[0], len(gang)
+        mean = means.get(first.template, DEFAULT_DURATION)
+        duration = first.end - first.start if first.end is not None else max(end - first.start, mean)
+        at_end += first.end is None
+        if first.from_start:
             at_start += 1
-            jobs.append(Job(start, i.template, 1, max(0.0, duration)))
+            jobs.append(Job(start, first.template, hosts, max(0.0, duration)))
             continue
-        queue, head = queues.get(i.template, []), heads.get(i.template, 0)
-        if head < len(queue) and queue[head] <= i.start + MATCH_SLACK:
-            submit = min(queue[head], i.start)
-            heads[i.template] = head + 1
+        queue, head = queues.get(first.template, []), heads.get(first.template, 0)
+        taken = 0
+        while taken < hosts and head + taken < len(queue) and queue[head + taken] <= first.start + MATCH_SLACK:
+            taken += 1
+        heads[first.template] = head + taken
+        if taken:
+            submit = min(queue[head], first.start)
             matched += 1
         else:
-            submit = i.start
+            submit = first.start
             unmatched += 1
-        jobs.append(Job(submit, i.template, 1, max(0.0, duration)))
+        jobs.append(Job(submit, first.template, hosts, max(0.0, duration)))
     dropped = sum(len(queue) - heads[t] for t, queue in queues.items())
     pending = 0
     for template, times in waiting.items():

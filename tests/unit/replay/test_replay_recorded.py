@@ -59,17 +59,22 @@ class Clock:
         return self.now
 
 
+# A job of the round trip: (submit, duration, hosts).
+Work = tuple[float, float, int]
+
+
 @dataclass
 class Cluster:
-    """A fixed supply of hosts of one template running one-host jobs first in, first out, as the
-    simulated controller does: each change pushes a demand snapshot (received ``lag`` seconds
-    later by the daemon's clock) and each host event goes to the recorder with the controller's time."""
+    """A fixed supply of hosts of one template running jobs first in, first out, as the simulated
+    controller does (a job's hosts start and end together; the queue's head waits for enough idle
+    hosts): each change pushes a demand snapshot (received ``lag`` seconds later by the daemon's
+    clock), each host event goes to the recorder with the controller's time."""
 
     recorder: FlightRecorder
     clock: Clock
     hosts: list[str]
     lag: float = 0.2
-    queue: list[tuple[float, float]] = field(default_factory=list)  # (submit, duration) pending
+    queue: list[Work] = field(default_factory=list)  # pending
     running: dict[str, float] = field(default_factory=dict)  # host → when its job ends
     seq: int = 0
 
@@ -81,7 +86,7 @@ class Cluster:
     def push(self, t: float) -> None:
         self.seq += 1
         busy = len(self.running)
-        hosts, queued = len(self.hosts), len(self.queue)
+        hosts, queued = len(self.hosts), sum(w[2] for w in self.queue)
         counts = TemplateDemand("cpu", queued, queued, 0, hosts, hosts - busy, busy)
         self.clock.now = t + self.lag
         self.recorder.demand(DemandSnapshot(self.seq, 1, t, (counts,)))
@@ -91,18 +96,22 @@ class Cluster:
             if ends <= t:
                 del self.running[host]
                 self.event("idleSince", host, ends)
-        for host in self.hosts:
-            if host not in self.running and self.queue:
-                _submit, duration = self.queue.pop(0)
+        while self.queue:
+            idle = [h for h in self.hosts if h not in self.running]
+            _submit, duration, hosts = self.queue[0]
+            if len(idle) < hosts:
+                break
+            self.queue.pop(0)
+            for host in idle[:hosts]:
                 self.running[host] = t + duration
                 self.event("busy", host, t)
         self.push(t)
 
-    def run(self, jobs: Sequence[tuple[float, float]], until: float) -> None:
+    def run(self, jobs: Sequence[Work], until: float) -> None:
         """Every submission and every end up to ``until``, in time order."""
         pending = sorted(jobs)
         while True:
-            due = [e for e in self.running.values() if e <= until] + [s for s, _ in pending[:1]]
+            due = [e for e in self.running.values() if e <= until] + [w[0] for w in pending[:1]]
             if not due:
                 return
             t = min(due)
@@ -111,7 +120,7 @@ class Cluster:
             self.step(t)
 
 
-def recorded(tmp_path: Path, jobs: Sequence[tuple[float, float]], hosts: int, until: float) -> list[Record]:
+def recorded(tmp_path: Path, jobs: Sequence[Work], hosts: int, until: float) -> list[Record]:
     clock = Clock()
     recorder = FlightRecorder(tmp_path, RecordingSettings(), clock)
     cluster = Cluster(recorder, clock, [f"h{i}" for i in range(hosts)])
@@ -124,31 +133,37 @@ def recorded(tmp_path: Path, jobs: Sequence[tuple[float, float]], hosts: int, un
 
 
 def test_the_jobs_inferred_from_a_recording_are_the_jobs_that_ran(tmp_path: Path) -> None:
-    # Two hosts; bursts that queue, gaps that leave hosts idle, and work still pending at the end.
+    # Three hosts; bursts that queue, gaps that leave hosts idle, and work still pending at the end.
     truth = [
-        (T0 + 10, 100.0),
-        (T0 + 12, 50.0),
-        (T0 + 15, 30.0),  # waits for a host (busy at +62)
-        (T0 + 20, 80.0),  # waits (busy at +92)
-        (T0 + 300, 40.0),  # starts at once: never pending
-        (T0 + 500, 200.0),
-        (T0 + 501, 200.0),
-        (T0 + 502, 60.0),  # still pending at the end (+600): its duration is unknown
+        (T0 + 10, 100.0, 1),  # h0 until +110
+        (T0 + 12, 50.0, 2),  # h1, h2 until +62
+        (T0 + 15, 30.0, 1),  # waits for a host: +62 to +92
+        (T0 + 20, 80.0, 2),  # waits for two: +92 to +172
+        (T0 + 300, 40.0, 3),  # starts at once: never pending
+        (T0 + 500, 200.0, 1),
+        (T0 + 501, 200.0, 1),
+        (T0 + 502, 150.0, 2),  # waits for two hosts, one left: still pending at the end (+600)
     ]
-    records = recorded(tmp_path, truth, hosts=2, until=T0 + 600)
+    records = recorded(tmp_path, truth, hosts=3, until=T0 + 600)
     model = model_of_recording(records)
     assert model.start == T0 + 0.2 and model.end == T0 + 600 and model.source == "recording"
     jobs = sorted(model.jobs, key=lambda j: j.submit)
-    assert len(jobs) == len(truth) and {j.template for j in jobs} == {"cpu"} and {j.hosts for j in jobs} == {1}
-    for job, (submit, duration) in zip(jobs, truth, strict=True):
-        # Submit times within the lag of the demand record (less than the matching slack).
+    assert {j.template for j in jobs} == {"cpu"}
+    # Submit times within the lag of the demand record (less than the matching slack); durations
+    # and hosts exact for the work that ended.
+    ended = [(s, d, h) for s, d, h in truth if s < T0 + 500]
+    assert len(jobs) == len(ended) + 4
+    for job, (submit, duration, hosts) in zip(jobs, ended, strict=False):
         assert abs(job.submit - submit) <= MATCH_SLACK, (job, submit)
-        if submit < T0 + 500:
-            assert job.duration == pytest.approx(duration), (job, duration)
-    # The two still running at the end ran at least until then; the pending one got the mean.
-    done = [d for s, d in truth if s < T0 + 500]
-    assert jobs[5].duration >= 100 and jobs[6].duration >= 99
-    assert jobs[7].duration == pytest.approx(sum(done) / len(done))
+        assert (job.duration, job.hosts) == (pytest.approx(duration), hosts), job
+    # Still running at the end: at least until then; still pending: one-host jobs of the mean.
+    mean = sum(d * h for _, d, h in ended) / sum(h for _, _, h in ended)
+    assert [(j.submit - T0, j.hosts, j.duration) for j in jobs[len(ended) :]] == [
+        (500, 1, 100),
+        (501, 1, 99),
+        (pytest.approx(502.2), 1, pytest.approx(mean)),
+        (pytest.approx(502.2), 1, pytest.approx(mean)),
+    ]
 
 
 def test_a_host_busy_when_the_recording_began_ran_work_from_its_start() -> None:
