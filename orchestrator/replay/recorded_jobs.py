@@ -5,7 +5,7 @@ was pending per template, and its host events say when each host went busy and i
 is inferred from both:
 
 * each host's busy interval (``busy`` until ``idle``/``idleSince``, ``closed``,
-  ``decommissioned``, ``lost`` or ``returned``) is one host of work of that duration; the
+  ``decommissioned``, ``lost``, ``interruptionNotice`` or ``returned``) is one host of work of that duration; the
   intervals of one template that began and ended at the same millisecond are one job of that
   many hosts (the controller starts and ends a job's hosts together);
 * submissions are the increases of ``pending`` per template between demand records (the first
@@ -47,8 +47,9 @@ GANG_SLACK: Final = 0.001
 # The duration of work pending at the end of a template that ran nothing in the recording.
 DEFAULT_DURATION: Final = 600.0
 BUSY: Final = "busy"
-# Host events that end a busy interval (the controller's and the op facts' ``returned``/``lost``).
-ENDS: Final = frozenset({"idle", "idleSince", "closed", "decommissioned", "lost", "returned"})
+# Host events that end a busy interval (the controller's and the op facts' ``returned``/``lost``;
+# at an ``interruptionNotice`` the controller checkpoints or requeues the host's work).
+ENDS: Final = frozenset({"idle", "idleSince", "closed", "decommissioned", "lost", "returned", "interruptionNotice"})
 # Events after which a host with no busy event of its own was idle (it ran work from the start);
 # ``closed`` only after ``closing`` (an idle host is closed at once, a busy one closing first).
 IDLE_AFTER_WORK: Final = frozenset({"idle", "idleSince"})

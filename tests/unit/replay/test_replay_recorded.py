@@ -184,6 +184,23 @@ def test_a_host_busy_when_the_recording_began_ran_work_from_its_start() -> None:
     assert sorted(durations) == [40.0, 45.0, 50.0]
 
 
+def test_work_requeued_at_a_spot_notice_is_the_part_that_ran_and_the_rerun() -> None:
+    def event(t: float, host: str, kind: str) -> Record:
+        return Record(T0 + t, HOST, {"host": host, "event": kind, "state": "busy", "template": "cpu"})
+
+    records = [
+        Record(T0, DEMAND, demand(pending=0)),
+        event(10, "h0", "busy"),
+        event(40, "h0", "interruptionNotice"),
+        Record(T0 + 40.1, DEMAND, demand(pending=1)),  # requeued
+        event(55, "h1", "busy"),
+        Record(T0 + 55.1, DEMAND, demand(pending=0, busy=1)),
+        event(70, "h0", "lost"),
+        event(155, "h1", "idleSince"),
+    ]
+    assert model_of_recording(records).jobs == (Job(T0 + 10, "cpu", 1, 30.0), Job(T0 + 40.1, "cpu", 1, 100.0))
+
+
 def test_pending_work_of_a_template_that_ran_nothing_gets_the_default_duration() -> None:
     records = [Record(T0, DEMAND, demand(pending=0)), Record(T0 + 5, DEMAND, demand(pending=2))]
     model = model_of_recording(records)
