@@ -73,19 +73,23 @@ def launch_latencies(records: Iterable[Record]) -> tuple[float, ...]:
 
 def join_latencies(records: Iterable[Record]) -> tuple[float, ...]:
     """Per host: seconds from its ``expected`` fact to the controller's first ``joined`` after it
-    (hosts named by name, else by instance key)."""
-    expected: dict[str, float] = {}
+    (hosts named by name, else by instance key; a later ``joined``, a rejoin, is no sample)."""
+    expected: dict[str, int] = {}  # host name or key → its entry
+    began: list[float | None] = []  # per entry: when expected; None once joined
     out: list[float] = []
     for r in sorted((r for r in records if r.kind == HOST), key=lambda r: r.t):
         event = r.data.get("event")
         names = [n for n in (_text(r.data, "host"), "key:" + _text(r.data, "key")) if n not in ("", "key:")]
-        if event == "expected" and _is_fact(r):
+        if event == "expected" and _is_fact(r) and not any(n in expected for n in names):
             for name in names:
-                expected.setdefault(name, r.t)
+                expected[name] = len(began)
+            began.append(r.t)
         elif event == "joined":
-            began = next((expected.pop(n) for n in names if n in expected), None)
-            if began is not None and r.t >= began:
-                out.append(r.t - began)
+            entry = next((expected[n] for n in names if n in expected), None)
+            when = began[entry] if entry is not None else None
+            if entry is not None and when is not None and r.t >= when:
+                out.append(r.t - when)
+                began[entry] = None
     return tuple(out)
 
 

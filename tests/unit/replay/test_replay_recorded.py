@@ -357,3 +357,57 @@ def test_a_live_instance_counts_until_the_end() -> None:
     figures = figures_of_recording(records, config)
     assert figures.cost == pytest.approx(3.6) and figures.host_hours == pytest.approx(1.0)
     assert figures.samples[-1].t == T0 + 3610 and figures.samples[-1].supply == 1
+
+
+def test_a_recording_the_daemon_s_parts_wrote_gives_its_latencies_and_instances(tmp_path: Path) -> None:
+    """The real reconcile pass (a fake Terraform engine, an in-memory fact log) feeding the real
+    flight recorder as the daemon does: the records' shapes are the ones read here."""
+    from orchestrator.configfile import load_config
+    from orchestrator.daemon.guarded import guard_parts
+    from orchestrator.daemon.lifecycle import Lifecycle
+    from orchestrator.daemon.metrics import DaemonMetrics
+    from orchestrator.ops.executor import Wired
+    from orchestrator.reconcile.loop import Reconciler
+    from tests.tffake import FakeEngine, FakeHosts, FakeView, StampedFacts, unit_parts
+
+    doc: dict[str, Any] = {
+        "cluster": "unit",
+        "state_dir": str(tmp_path / "state"),
+        "controller": {"ca": "system"},
+        "providers": {"sim": {"module": "xcesim", "max_instances": 10}},
+        "templates": {"cpu": {"providers": {"sim": {"flavor": "c8", "image": "debian-12", "cost_per_hour": 0.5}}}},
+    }
+    (tmp_path / "xceprov.yaml").write_text(json.dumps(doc))
+    loaded = load_config(str(tmp_path / "xceprov.yaml"))
+    config = loaded.config
+    now = [T0]
+    facts, hosts = StampedFacts(lambda: now[0]), FakeHosts()
+    parts = unit_parts(loaded, FakeEngine(), facts=facts, hosts=hosts, clock=lambda: now[0])
+    recorder = FlightRecorder(config.state_dir, config.daemon.recording, lambda: now[0])
+    guard = guard_parts(parts, Lifecycle(loaded, lambda: loaded), DaemonMetrics())  # as the daemon wires it
+    guard.observer = recorder.facts
+    view = FakeView(facts, hosts)
+    reconciler = Reconciler(config, Wired.of(parts), view, clock=lambda: now[0], state_dir=config.state_dir)
+    view.want(cpu=2)
+    assert view.snapshot is not None
+    recorder.demand(view.snapshot)
+    recorder.after_pass(reconciler.run_once())
+    now[0] += 90
+    for fact in facts.committed:
+        if fact.host_name:
+            info = HostInfo(fact.host_name, "idle", template="cpu", provider="sim", instance_key=fact.instance_key)
+            recorder.host_event(HostEvent("joined", info, time=now[0]))
+    now[0] = T0 + 3600
+    recorder.demand(DemandSnapshot(2, 1, now[0], (TemplateDemand("cpu", 0, 0, 0, 2, 2, 0),)))
+    recorder.close()
+    records = read_period(recordings_dir(config.state_dir))
+
+    model = model_of_recording(records)
+    assert model.latencies.launch == (0.0,)  # the fake engine takes no time
+    assert model.latencies.join == (90.0, 90.0)
+    # Priced by the candidate (1.5 per hour, not the recorded 0.5): two instances for the hour.
+    doc["templates"]["cpu"]["providers"]["sim"]["cost_per_hour"] = 1.5
+    candidate = parse_config(json.dumps(doc), "candidate.yaml", tmp_path).config
+    figures = figures_of_recording(records, candidate)
+    assert figures.launches == 2 and figures.host_hours == pytest.approx(2.0)
+    assert figures.cost == pytest.approx(3.0)
