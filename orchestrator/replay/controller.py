@@ -35,7 +35,6 @@ order, each at its own time; every call from the pass first catches the model up
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import heapq
 import itertools
@@ -43,19 +42,17 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from orchestrator.clients.controller.types import DemandSnapshot, Fact, HostEvent, HostInfo, TemplateDemand
+from orchestrator.clients.controller.types import DemandSnapshot, Fact, HostEvent, HostInfo
 from orchestrator.errors import FinalError
 from orchestrator.model.facts import GONE_KINDS, Epoch, FactKind
-from orchestrator.model.instances import instance_key
-from orchestrator.model.pool import start_keys
 from orchestrator.replay.clock import VirtualClock
 from orchestrator.replay.cloud import ModelCloud, ModelInstance
+from orchestrator.replay.factbook import FactBook
+from orchestrator.replay.hostcontrol import REPLAY_EPOCH, WORKER, host_info, ms, template_demand
 from orchestrator.replay.model import Job, Latencies, Loss
 from orchestrator.sim.controller import workload
-from orchestrator.sim.controller.state import Host, Session, TemplateDemandV, Work
+from orchestrator.sim.controller.state import Host, TemplateDemandV, Work
 
-# The epoch of every mutation in a replay: the replay's lease never goes.
-REPLAY_EPOCH: Final = Epoch(1, 1)
 TERM: Final = 1
 # The simulated controller's loss timeout: three missed heartbeats of 5 s.
 LOST_AFTER: Final = 15.0
@@ -66,50 +63,7 @@ KEEP_GONE: Final = 3600.0
 
 Action = Callable[[float], None]
 
-
-def _ignore(_value: object) -> None:
-    """A worker connection's send and close: nothing is sent in a replay."""
-
-
-# A joined worker's connection as the simulated ``Host`` reads it (``session`` not None: connected).
-WORKER: Final = Session(0, "replay", _ignore, _ignore, role="worker")
-
-
-class ReplayFence:
-    """The fence of a replay: every provider's lease is held, always, under :data:`REPLAY_EPOCH`."""
-
-    def gate(self, provider: str) -> Epoch:
-        return REPLAY_EPOCH
-
-    def valid(self, provider: str) -> bool:
-        return True
-
-
-def _ms(t: float) -> int:
-    return round(t * 1000)
-
-
-def host_info(host: Host) -> HostInfo:
-    """The simulated host as ``hostStatus`` gives it (as ``sim/controller/wire.fill_host`` does)."""
-    state = host.state()
-    return HostInfo(
-        host_name=host.host_name,
-        state=state,
-        instance_id=host.instance_id,
-        instance_key=host.instance_key,
-        op_id=host.op_id,
-        provider=host.provider,
-        template=host.template,
-        address=host.address,
-        idle_since=host.idle_since_ms / 1000 if state in ("idle", "closed") else 0.0,
-        join_deadline=host.join_deadline_ms / 1000,
-        joined_at=host.joined_ms / 1000,
-        reclaim_at=host.reclaim_at_ms / 1000,
-    )
-
-
-def template_demand(t: TemplateDemandV) -> TemplateDemand:
-    return TemplateDemand(t.template, t.wanted, t.pending_hosts, t.in_flight, t.joined, t.idle, t.busy)
+__all__ = ["REPLAY_EPOCH", "ModelController"]
 
 
 class ModelController:
@@ -148,13 +102,7 @@ class ModelController:
         self.pushes = 0
         self.pending_seconds: dict[str, float] = {}
         self.now = clock.now  # the model's time: every timer up to here has run
-        self._facts: dict[str, list[Fact]] = {}  # every fact, by provider
-        self._view: dict[str, list[Fact]] = {}  # what the pass reads (the docstring's liberty)
-        self._op_keys: dict[str, tuple[str, ...]] = {}  # create (or start) op → the keys its intent names
-        self._ops_of_key: dict[str, list[str]] = {}
-        self._gone: set[str] = set()
-        self._ids: set[tuple[str, str, str]] = set()
-        self._fact_count = 0
+        self.book = FactBook()
         self._timers: list[tuple[float, int, Action]] = []
         self._order = itertools.count()
         self._next_hid = 1
@@ -232,7 +180,7 @@ class ModelController:
         self.cloud.end(inst.key, now, loss.reason)
         host = self._host_of_key(inst.key)
         if host is not None:
-            workload.requeue(self.works, self.hosts_by_id, host.hid, _ms(now), self._event_at(now))
+            workload.requeue(self.works, self.hosts_by_id, host.hid, ms(now), self._event_at(now))
             if host.session is not None:
                 host.session = None
                 host.disconnected_at = now
@@ -255,7 +203,7 @@ class ModelController:
         inst = self.cloud.instances.get(host.instance_key)
         if inst is None or not inst.live:
             return
-        now_ms = _ms(now)
+        now_ms = ms(now)
         host.session = WORKER
         host.ever_joined, host.joined_ms, host.overdue, host.disconnected_at = True, now_ms, False, 0.0
         self._event("joined", host, now)
@@ -277,7 +225,7 @@ class ModelController:
 
     def _changed(self, now: float) -> None:
         """Run the workload (finish due work, start pending work), then push demand if it changed."""
-        workload.run(self.works, self.hosts_by_id, now, _ms(now), self._event_at(now))
+        workload.run(self.works, self.hosts_by_id, now, ms(now), self._event_at(now))
         for work in self.works:
             if work.started and (work.wid, work.started) not in self._ends:
                 self._ends.add((work.wid, work.started))
@@ -336,14 +284,14 @@ class ModelController:
 
     def facts(self, provider: str) -> list[Fact]:
         """Every fact of ``provider``, oldest first."""
-        return list(self._view.get(provider, ()))
+        return self.book.facts(provider)
 
     def connected(self) -> bool:
         return True
 
     def all_facts(self) -> dict[str, list[Fact]]:
         """Provider → its facts (the runner's ledger)."""
-        return {p: list(f) for p, f in self._facts.items()}
+        return self.book.all_facts()
 
     # -- FactLog ---------------------------------------------------------------------------------
 
@@ -357,44 +305,21 @@ class ModelController:
         self._sync()
         new: list[Fact] = []
         for fact in facts:
-            identity = (str(fact.kind), fact.op_id, fact.instance_key)
-            if identity in self._ids:
+            stored = self.book.add(fact, now)
+            if stored is None:
                 continue
-            self._ids.add(identity)
-            self._fact_count += 1
-            stored = dataclasses.replace(fact, fact_id=self._fact_count, committed=now, holder="replay")
-            self._facts.setdefault(fact.provider, []).append(stored)
-            self._view.setdefault(fact.provider, []).append(stored)
             new.append(stored)
-            self._index(stored, now)
+            if self.keep_gone is not None:
+                for op_id in self.book.all_gone(stored):
+                    self.at(now + self.keep_gone, functools.partial(self._forget, stored.provider, op_id))
             self._apply(stored, now)
         if new:
             self._changed(now)
             if self.on_facts is not None:
                 self.on_facts(new)
 
-    def _index(self, fact: Fact, now: float) -> None:
-        """Note an intent's keys and a key gone; an op whose keys are all gone leaves the view
-        ``keep_gone`` later (module docstring)."""
-        if self.keep_gone is None:
-            return
-        if fact.kind == FactKind.REQUEST_INTENT:
-            keys = start_keys(fact.detail)
-            named = tuple(keys) if keys is not None else tuple(instance_key(fact.op_id, i) for i in range(fact.count))
-            self._op_keys[fact.op_id] = named
-            for key in named:
-                self._ops_of_key.setdefault(key, []).append(fact.op_id)
-        elif fact.kind in GONE_KINDS and fact.instance_key:
-            self._gone.add(fact.instance_key)
-            for op_id in self._ops_of_key.get(fact.instance_key, ()):
-                if all(k in self._gone for k in self._op_keys[op_id]):
-                    self.at(now + self.keep_gone, functools.partial(self._forget, fact.provider, op_id))
-
     def _forget(self, provider: str, op_id: str, _now: float) -> None:
-        """The op's facts (and its keys') leave the view."""
-        keys = set(self._op_keys.pop(op_id, ()))
-        view = self._view.get(provider, [])
-        self._view[provider] = [f for f in view if f.op_id != op_id and f.instance_key not in keys]
+        self.book.forget(provider, op_id)
 
     def _apply(self, fact: Fact, now: float) -> None:
         """A new fact's effect on the hosts (``ControllerCore._apply_fact``)."""
@@ -409,7 +334,7 @@ class ModelController:
             host.instance_key = fact.instance_key or host.instance_key
             host.op_id, host.provider, host.template = fact.op_id, fact.provider, fact.template
             host.address = fact.address or host.address
-            host.join_deadline_ms, host.overdue = _ms(fact.join_deadline), False
+            host.join_deadline_ms, host.overdue = ms(fact.join_deadline), False
             if not host.ever_joined:
                 inst = self.cloud.instances.get(host.instance_key)
                 launched = inst.launched if inst is not None else now
@@ -466,20 +391,3 @@ class ModelController:
         found.busy_work = 0
         self._event("decommissioned", found, self.now)
         self._changed(self.now)
-
-
-class ReplayHosts:
-    """:class:`~orchestrator.ops.hosts.HostControl` over a :class:`ModelController` (its ``hosts``
-    takes a provider, the view's none)."""
-
-    def __init__(self, controller: ModelController) -> None:
-        self.controller = controller
-
-    def hosts(self, provider: str) -> list[HostInfo]:
-        return self.controller.hosts_of(provider)
-
-    def close(self, provider: str, epoch: Epoch, host: HostInfo, reason: str) -> str:
-        return self.controller.close(provider, epoch, host, reason)
-
-    def decommission(self, provider: str, epoch: Epoch, host: HostInfo, reason: str, force: bool = False) -> None:
-        self.controller.decommission(provider, epoch, host, reason, force)

@@ -50,8 +50,10 @@ from orchestrator.reconcile.loop import Reconciler
 from orchestrator.reconcile.report import PassReport
 from orchestrator.replay.clock import VirtualClock
 from orchestrator.replay.cloud import ModelCloud
-from orchestrator.replay.controller import ModelController, ReplayFence, ReplayHosts
+from orchestrator.replay.controller import ModelController
+from orchestrator.replay.engine import ModelEngine
 from orchestrator.replay.figures import RunFigures, Sample
+from orchestrator.replay.hostcontrol import ReplayFence, ReplayHosts
 from orchestrator.replay.model import Job, Loss, WorldModel
 
 # Passes one after another at one instant, each woken by the one before (a guard: the daemon's
@@ -103,7 +105,6 @@ def run_replay(
     """Replay ``model`` under ``config`` (module docstring); ``state_dir``: a fresh directory the
     caller owns (the run's working directories, audit log and documents). The same model, config
     and seed give the same figures."""
-    from orchestrator.replay.engine import ModelEngine
 
     def engine(cloud: ModelCloud, clock: VirtualClock, rng: random.Random) -> Engine:
         return ModelEngine(cloud, model, clock, rng)
