@@ -11,6 +11,7 @@ that removes the host; and the facts of long-gone ops leaving what the pass read
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 
@@ -45,8 +46,8 @@ class World:
         self.ctl.on_demand = self.pushed.append
         self.ctl.on_facts = self.committed.extend
 
-    def fact(self, kind: FactKind, key: str = "", op: str = OP, **values: object) -> Fact:
-        return Fact(kind, "sim", op, REPLAY_EPOCH, instance_key=key, template="cpu", **values)  # type: ignore[arg-type]
+    def fact(self, kind: FactKind, key: str = "", op: str = OP, **values: Any) -> Fact:
+        return Fact(kind, "sim", op, REPLAY_EPOCH, instance_key=key, template="cpu", **values)
 
     def launch(self, count: int = 1, op: str = OP) -> list[str]:
         """An op's intent, its instances made in the cloud now, their created and expected facts."""
@@ -166,24 +167,41 @@ def test_a_forced_decommission_takes_a_busy_host_out_of_its_work() -> None:
     assert world.ctl.works[0].host_ids == []
 
 
-def test_a_loss_ends_the_oldest_busy_instance_requeues_its_work_and_the_host_is_lost() -> None:
+def lose(world: World, at: float) -> None:
+    def take(now: float) -> None:
+        world.ctl.lose(Loss(now, "sim", "cpu"), now)
+
+    world.ctl.at(START + at, take)
+
+
+def test_a_loss_takes_a_busy_instance_before_an_older_idle_one() -> None:
     world = World()
-    idle, busy = world.launch(2)
-    world.at(JOIN + 1)
+    (old,) = world.launch(op="op-00000001-000000000001")
+    world.clock.advance(5)
+    (young,) = world.launch(op="op-00000002-000000000002")
+    world.at(JOIN + 10)
+    ReplayHosts(world.ctl).close("sim", REPLAY_EPOCH, world.info(old), "drain")  # the work goes to the young one
     world.ctl.submit(Job(world.clock.now, "cpu", 1, 1000.0), world.clock.now)
-    if world.state(busy) != "busy":
-        idle, busy = busy, idle
-    world.ctl.submit(Job(world.clock.now, "cpu", 1, 1000.0), world.clock.now)  # takes the other host
-    world.ctl.at(START + 100, lambda now: world.ctl.lose(Loss(now, "sim", "cpu"), now))
+    assert world.state(young) == "busy"
+    lose(world, 100)
     world.at(100)
-    assert world.cloud.instances[busy].reason == "spot-reclaim"
-    assert world.cloud.instances[busy].ended == START + 100
-    assert world.cloud.instances[idle].live
-    assert world.state(busy) == "disconnected"
+    assert world.cloud.instances[young].reason == "spot-reclaim"
+    assert world.cloud.instances[young].ended == START + 100
+    assert world.cloud.instances[old].live
+    assert world.state(young) == "disconnected"
     assert world.demand()["cpu"][1] == 1  # its work waits for a host again
     world.at(100 + LOST_AFTER)
-    assert world.state(busy) == "lost"
-    assert "lost" in [e.kind for e in world.events if e.host.instance_key == busy]
+    assert world.state(young) == "lost"
+    assert "lost" in [e.kind for e in world.events if e.host.instance_key == young]
+
+
+def test_a_loss_among_idle_instances_takes_the_oldest() -> None:
+    world = World()
+    old, young = world.launch(2)
+    world.at(JOIN + 1)
+    lose(world, 100)
+    world.at(100)
+    assert not world.cloud.instances[old].live and world.cloud.instances[young].live
 
 
 def test_a_loss_with_no_live_instance_takes_nothing() -> None:

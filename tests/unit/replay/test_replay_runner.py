@@ -22,6 +22,7 @@ from orchestrator.model.config import Config
 from orchestrator.model.facts import FactKind
 from orchestrator.reconcile.report import PassReport
 from orchestrator.replay.engine import ModelEngine
+from orchestrator.replay.figures import RunFigures
 from orchestrator.replay.model import CAPACITY, Job, Latencies, Loss, RefusalWindow, WorldModel
 from orchestrator.replay.runner import Replay, replay_config, run_replay
 
@@ -68,22 +69,25 @@ def config(tmp_path: Path, text: str = SITE, idle: float = 300) -> Config:
     return parse_config(text, str(tmp_path / "xceprov.yaml"), tmp_path).config
 
 
-def model(*jobs: Job, hours: float = 3, **extra: object) -> WorldModel:
-    extra.setdefault("latencies", LATENCIES)
-    return WorldModel(START, START + hours * HOUR, jobs, **extra)  # type: ignore[arg-type]
+def model(
+    *jobs: Job,
+    hours: float = 3,
+    losses: tuple[Loss, ...] = (),
+    refusals: tuple[RefusalWindow, ...] = (),
+    latencies: Latencies = LATENCIES,
+) -> WorldModel:
+    return WorldModel(START, START + hours * HOUR, jobs, latencies, refusals, losses)
 
 
-def replay(tmp_path: Path, cfg: Config, world: WorldModel, name: str = "run", seed: int = 0) -> Replay:
-    """A run (its parts kept for the test to look at), run."""
-    run = Replay(cfg, world, state_dir=tmp_path / name, seed=seed, engine=lambda c, k, r: ModelEngine(c, world, k, r))
-    run.figures = run.run()  # type: ignore[attr-defined]
-    return run
+def replay(tmp_path: Path, cfg: Config, world: WorldModel) -> tuple[Replay, RunFigures]:
+    """A run (its parts kept for the test to look at) and its figures."""
+    run = Replay(cfg, world, state_dir=tmp_path / "run", seed=0, engine=lambda c, k, r: ModelEngine(c, world, k, r))
+    return run, run.run()
 
 
 def test_jobs_are_served_by_hosts_that_are_returned_once_idle(tmp_path: Path) -> None:
     world = model(Job(START + 60, "cpu", 2, 600.0), Job(START + 120, "cpu", 1, 900.0))
-    run = replay(tmp_path, config(tmp_path), world)
-    figures = run.figures  # type: ignore[attr-defined]
+    run, figures = replay(tmp_path, config(tmp_path), world)
     assert figures.launches == 3
     assert figures.returns == 3 and figures.lost == 0
     assert not run.controller.works  # every job ran to its end
@@ -94,7 +98,7 @@ def test_jobs_are_served_by_hosts_that_are_returned_once_idle(tmp_path: Path) ->
         assert inst.ended - inst.launched >= 60 + 600 + 300
     # Pending from each submit until its hosts joined: the launch and join latencies and a pass.
     assert 3 * 1.5 <= figures.pending_host_minutes <= 3 * 4
-    lifetimes = sum(i.ended - i.launched for i in run.cloud.instances.values())
+    lifetimes = sum((i.ended or world.end) - i.launched for i in run.cloud.instances.values())
     assert figures.host_hours == pytest.approx(lifetimes / HOUR, abs=1e-3)
     assert figures.cost == pytest.approx(lifetimes / HOUR * 0.5, abs=1e-3)
     assert figures.by_template["cpu"]["launches"] == 3
@@ -107,8 +111,7 @@ def test_jobs_are_served_by_hosts_that_are_returned_once_idle(tmp_path: Path) ->
 def test_launches_are_returns_plus_live_plus_lost(tmp_path: Path) -> None:
     # Work to the end: hosts still live when the model ends.
     world = model(Job(START + 60, "cpu", 2, 10 * HOUR), Job(START + 60, "cpu", 1, 600.0))
-    run = replay(tmp_path, config(tmp_path), world)
-    figures = run.figures  # type: ignore[attr-defined]
+    run, figures = replay(tmp_path, config(tmp_path), world)
     live = sum(1 for i in run.cloud.instances.values() if i.live)
     assert live == 2
     assert figures.launches == figures.returns + live + figures.lost
@@ -119,8 +122,7 @@ def test_launches_are_returns_plus_live_plus_lost(tmp_path: Path) -> None:
 
 def test_a_loss_is_counted_and_its_host_replaced(tmp_path: Path) -> None:
     world = model(Job(START + 60, "cpu", 1, 2 * HOUR), losses=(Loss(START + HOUR, "sim", "cpu"),))
-    run = replay(tmp_path, config(tmp_path), world)
-    figures = run.figures  # type: ignore[attr-defined]
+    run, figures = replay(tmp_path, config(tmp_path), world)
     assert figures.lost == 1
     assert figures.launches == 2
     assert figures.by_template["cpu"]["lost"] == 1
@@ -137,8 +139,7 @@ def test_a_loss_is_counted_and_its_host_replaced(tmp_path: Path) -> None:
 def test_a_capacity_window_makes_the_policy_fall_back_to_the_next_offering(tmp_path: Path) -> None:
     window = RefusalWindow(CAPACITY, "sim", "c8.large", START, START + 2 * HOUR)
     world = model(Job(START + 60, "cpu", 2, 600.0), Job(START + 2.5 * HOUR, "cpu", 1, 600.0), refusals=(window,))
-    run = replay(tmp_path, config(tmp_path, OFFERINGS), world)
-    figures = run.figures  # type: ignore[attr-defined]
+    run, figures = replay(tmp_path, config(tmp_path, OFFERINGS), world)
     first = sorted(run.cloud.instances.values(), key=lambda i: i.launched)
     assert [i.offering for i in first] == ["c16.large@zone-b", "c16.large@zone-b", "c8.large"]
     assert figures.launches == 3
