@@ -12,8 +12,9 @@ a simulated controller. Rules kept as the simulated controller has them (``sim/c
   (every commit takes a millisecond: a fact is never committed at the very time of a snapshot
   taken before it, see ``reconcile/gap.py``'s ``unreflected``);
 * an ``expectedHost`` fact makes an expected host; it joins at its instance's launch in the
-  :class:`~orchestrator.replay.cloud.ModelCloud` plus a drawn join latency, if the instance
-  is still live then; past its join deadline unjoined it is ``overdue``;
+  :class:`~orchestrator.replay.cloud.ModelCloud` (a warm-pool instance started by the op: at
+  the fact) plus a drawn join latency, if the instance is still live then; past its join
+  deadline unjoined it is ``overdue``;
 * ``hostClose`` answers ``closed`` or ``closing`` (busy); ``hostDecommission`` of a busy or
   closing host is refused unless forced; a ``returned``/``lost`` fact removes the host (a lost
   one with its ``lost`` host event) and takes it out of its work;
@@ -103,6 +104,7 @@ class ModelController:
         self.pending_seconds: dict[str, float] = {}
         self.now = clock.now  # the model's time: every timer up to here has run
         self.book = FactBook()
+        self._intents: dict[str, float] = {}  # op → when its intent was committed
         self._timers: list[tuple[float, int, Action]] = []
         self._order = itertools.count()
         self._next_hid = 1
@@ -323,7 +325,9 @@ class ModelController:
 
     def _apply(self, fact: Fact, now: float) -> None:
         """A new fact's effect on the hosts (``ControllerCore._apply_fact``)."""
-        if fact.kind == FactKind.EXPECTED_HOST:
+        if fact.kind == FactKind.REQUEST_INTENT:
+            self._intents[fact.op_id] = now
+        elif fact.kind == FactKind.EXPECTED_HOST:
             host = self._find(fact.instance_id, fact.host_name, fact.instance_key)
             if host is None or host.decommissioned or host.provider not in ("", fact.provider):
                 host = Host(hid=self._next_hid, record_fact_id=fact.fact_id)
@@ -337,8 +341,10 @@ class ModelController:
             host.join_deadline_ms, host.overdue = ms(fact.join_deadline), False
             if not host.ever_joined:
                 inst = self.cloud.instances.get(host.instance_key)
-                launched = inst.launched if inst is not None else now
-                self.at(max(now, launched + self.latencies.draw_join(self.rng)), functools.partial(self._join, host))
+                # Made by this op: it boots from its launch; started from a warm pool: from now.
+                made = inst is not None and inst.launched >= self._intents.get(fact.op_id, now)
+                base = inst.launched if inst is not None and made else now
+                self.at(max(now, base + self.latencies.draw_join(self.rng)), functools.partial(self._join, host))
                 if fact.join_deadline:
                     self.at(fact.join_deadline + COMMIT_TIME, functools.partial(self._overdue, host))
         elif fact.kind in GONE_KINDS:

@@ -19,6 +19,7 @@ from orchestrator.clients.controller.types import DemandSnapshot, Fact, HostEven
 from orchestrator.errors import FinalError
 from orchestrator.model.facts import FactKind
 from orchestrator.model.instances import instance_key
+from orchestrator.model.pool import start_detail
 from orchestrator.replay.clock import VirtualClock
 from orchestrator.replay.cloud import ModelCloud
 from orchestrator.replay.controller import COMMIT_TIME, LOST_AFTER, ModelController
@@ -237,3 +238,17 @@ def test_without_keep_gone_every_fact_stays_in_the_view() -> None:
     world.ctl.commit(world.fact(FactKind.RETURNED, gone))
     world.at(100_000)
     assert len(world.ctl.facts("sim")) == 4
+
+
+def test_a_warm_pool_instance_joins_a_join_latency_after_its_start_not_after_its_launch() -> None:
+    world = World()
+    key = instance_key("op-00000001-000000000001", 0)
+    inst = world.cloud.create(key, "sim", f"h-{key}", {"xce:template": "cpu"}, "c8.large", START)
+    world.at(1000)
+    start = "op-00000002-000000000002"
+    world.ctl.commit(world.fact(FactKind.REQUEST_INTENT, op=start, detail=start_detail([key])))
+    world.ctl.commit(world.fact(FactKind.EXPECTED_HOST, key, op=start, instance_id=inst.instance_id, host_name="h"))
+    world.at(1000 + JOIN - 1)
+    assert world.state(key) == "expected"
+    world.at(1000 + JOIN + 1)
+    assert world.state(key) == "idle"
