@@ -40,6 +40,7 @@ from typing import Final, Protocol
 
 from orchestrator.clients.controller.types import DemandSnapshot, Fact, HostEvent
 from orchestrator.clients.terraform.engine import Engine
+from orchestrator.errors import UsageError
 from orchestrator.model.config import Config
 from orchestrator.model.costs import CostItem
 from orchestrator.model.facts import FactKind
@@ -87,7 +88,19 @@ class ReplayObserver(Protocol):
 
 def replay_config(config: Config, state_dir: Path) -> Config:
     """``config`` for a replay: its state under ``state_dir``, Terraform's backend local (no
-    shared store is ever opened, so no other orchestrator's documents are read or written)."""
+    shared store is ever opened, so no other orchestrator's documents are read or written).
+
+    ``UsageError`` when ``state_dir`` is the site's own state directory or lies in it (the
+    pass writes breakers, bootstrap records and notices there), or is not empty (what an earlier
+    run left there would carry over into this one)."""
+    site, mine = Path(config.state_dir).resolve(), Path(state_dir).resolve()
+    if mine == site or site in mine.parents:
+        raise UsageError(
+            f"replay state directory {state_dir}: inside the site's state_dir {config.state_dir}; "
+            "give a fresh directory elsewhere"
+        )
+    if mine.is_dir() and any(mine.iterdir()):
+        raise UsageError(f"replay state directory {state_dir}: not empty; give a fresh directory")
     terraform = config.terraform.model_copy(update={"backend": "local", "pg_conn_file": None})
     return config.model_copy(update={"state_dir": Path(state_dir), "terraform": terraform})
 
@@ -103,8 +116,9 @@ def run_replay(
     observe: ReplayObserver | None = None,
 ) -> RunFigures:
     """Replay ``model`` under ``config`` (module docstring); ``state_dir``: a fresh directory the
-    caller owns (the run's working directories, audit log and documents). The same model, config
-    and seed give the same figures."""
+    caller owns, outside the site's state directory (the run's working directories, audit log
+    and documents; :func:`replay_config` refuses any other). The same model, config and seed
+    give the same figures."""
 
     def engine(cloud: ModelCloud, clock: VirtualClock, rng: random.Random) -> Engine:
         return ModelEngine(cloud, model, clock, rng)

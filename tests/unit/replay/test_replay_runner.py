@@ -18,6 +18,7 @@ import pytest
 
 from orchestrator.clients.controller.types import DemandSnapshot, Fact, HostEvent
 from orchestrator.configfile import parse_config
+from orchestrator.errors import UsageError
 from orchestrator.model.config import Config
 from orchestrator.model.facts import FactKind
 from orchestrator.reconcile.report import PassReport
@@ -221,3 +222,16 @@ def test_the_replay_runs_on_a_local_copy_of_the_configuration(tmp_path: Path) ->
     run_replay(site, model(Job(START + 60, "cpu", 1, 600.0), hours=1), state_dir=tmp_path / "replay")
     assert not (tmp_path / "site").exists()
     assert (tmp_path / "replay").is_dir()
+
+
+def test_a_replay_refuses_the_site_state_directory_or_one_not_empty(tmp_path: Path) -> None:
+    site = config(tmp_path)
+    world = model(hours=1)
+    for where in (tmp_path / "site", tmp_path / "site" / "replay"):
+        with pytest.raises(UsageError, match="inside the site's state_dir"):
+            run_replay(site, world, state_dir=where)
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "audit.jsonl").write_text("{}\n")
+    with pytest.raises(UsageError, match="not empty"):
+        run_replay(site, world, state_dir=tmp_path / "used")
+    assert not (tmp_path / "site").exists()
