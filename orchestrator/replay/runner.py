@@ -114,16 +114,18 @@ def run_replay(
     label: str = "replayed",
     samples_every: float = 60.0,
     observe: ReplayObserver | None = None,
+    clock: VirtualClock | None = None,
 ) -> RunFigures:
     """Replay ``model`` under ``config`` (module docstring); ``state_dir``: a fresh directory the
     caller owns, outside the site's state directory (the run's working directories, audit log
     and documents; :func:`replay_config` refuses any other). The same model, config and seed
-    give the same figures."""
+    give the same figures. ``clock``: the run's virtual clock, for an observer that reads it
+    (a flight recorder); it is moved to the model's start."""
 
     def engine(cloud: ModelCloud, clock: VirtualClock, rng: random.Random) -> Engine:
         return ModelEngine(cloud, model, clock, rng)
 
-    replay = Replay(config, model, state_dir=state_dir, seed=seed, engine=engine, observe=observe)
+    replay = Replay(config, model, state_dir=state_dir, seed=seed, engine=engine, observe=observe, clock=clock)
     return replay.run(label=label, samples_every=samples_every)
 
 
@@ -139,11 +141,13 @@ class Replay:
         seed: int,
         engine: EngineFactory,
         observe: ReplayObserver | None = None,
+        clock: VirtualClock | None = None,
     ) -> None:
         self.config = replay_config(config, state_dir)
         self.model = model
         self.observe = observe
-        self.clock = VirtualClock(model.start)
+        self.clock = clock if clock is not None else VirtualClock(model.start)
+        self.clock.now = model.start
         self.cloud = ModelCloud()
         self.controller = ModelController(
             self.clock,
