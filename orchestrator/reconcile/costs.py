@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from orchestrator.model.config import Config
-from orchestrator.model.costs import CostItem, Stretch, item_of, launch_time_of
+from orchestrator.model.costs import CostItem, MonthSpend, Stretch, item_of, launch_time_of, month_of
 from orchestrator.model.facts import GONE_KINDS, Fact, FactKind
 from orchestrator.model.pool import start_keys
 from orchestrator.reconcile.budget import unit_cost
@@ -146,3 +146,18 @@ def spend_document(config: Config, facts: Mapping[str, Sequence[Fact]], since: f
         "total": nested(spend_since(config, facts, since, now)),
         "rate_per_hour": nested(spend_rate(config, facts)),
     }
+
+
+def month_spend(
+    config: Config, facts: Mapping[str, Sequence[Fact]], now: float, selected: Selected = NOTHING_SELECTED
+) -> MonthSpend | None:
+    """What each host group spent this calendar month (UTC) up to ``now``, from the ledger (an
+    instance under each group of its template); None when no group has a budget per month."""
+    if not any(b.per_month is not None for b in config.policy.group_budgets.values()):
+        return None
+    start, end = month_of(now)
+    spent: dict[str, float] = {}
+    for item in cost_items(config, facts, start, now, selected):
+        for group in item.groups:
+            spent[group] = spent.get(group, 0.0) + item.cost
+    return MonthSpend(now, start, end, spent)
