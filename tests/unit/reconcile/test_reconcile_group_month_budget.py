@@ -5,6 +5,7 @@ would pass the cap; a new month starts from nothing (docs/cost.md)."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -13,11 +14,13 @@ from reconcile_support import FactLog, FakeClock, site
 
 from orchestrator.model.costs import month_of
 from orchestrator.model.demand import DemandSnapshot, TemplateDemand
+from orchestrator.model.ops import OpRequest
 from orchestrator.reconcile.breaker import Breakers
 from orchestrator.reconcile.costs import month_spend
 from orchestrator.reconcile.gap import gaps_from_ledger
 from orchestrator.reconcile.health import ProviderHealth
 from orchestrator.reconcile.ledger import ledger
+from orchestrator.reconcile.pool import refills, takes
 from orchestrator.reconcile.reasons import reasons_of
 from orchestrator.reconcile.scaleout import PolicyInputs, ScaleOutDecision, scale_out
 
@@ -112,3 +115,24 @@ def test_month_of_is_the_calendar_month_in_utc() -> None:
 def test_no_budget_per_month_reads_no_month() -> None:
     config = site(SITE.replace("{per_month: 100}", "{per_hour: 5}"))
     assert month_spend(config, {}, at("2026-03-31T12:00:00")) is None
+
+
+def test_warm_pool_fills_and_starts_are_held_by_the_month_cap(log: FactLog, tmp_path: Path) -> None:
+    text = SITE.replace("per_month: 100", "per_month: 90.8")
+    config = site(text.replace("cost_per_hour: 1.0}", "cost_per_hour: 1.0, stopped_cost_per_hour: 0.5, warm_pool: 2}"))
+    log.clock.now = at("2026-03-31T12:00:00")
+    log.pool("op-fill", "sim", "cpu", 1)  # 90 spent, 0.5/h stopped; one more: + 0.5 for an hour > 90.8
+
+    def inputs(wanted: int) -> PolicyInputs:
+        now = log.clock.now
+        records = list(ledger(log.facts).values())
+        snap = DemandSnapshot(seq=1, time=now, templates=(TemplateDemand("cpu", wanted),))
+        health = ProviderHealth(config.policy.retry, random.Random(7))
+        breakers = Breakers.load(tmp_path, config.policy.breaker)
+        month = month_spend(config, {"sim": log.facts}, now)
+        return PolicyInputs(gaps_from_ledger(snap, records), records, health, breakers, now, month=month)
+
+    assert refills(config, inputs(0), {}) == []
+    assert takes(config, inputs(1)) == []  # a start adds 1.0 - 0.5 per hour: past the cap too
+    assert refills(config, replace(inputs(0), month=None), {}) == [OpRequest("cpu", "sim", 1, 1)]
+    assert len(takes(config, replace(inputs(1), month=None))) == 1
