@@ -10,10 +10,14 @@ from dataclasses import dataclass
 
 from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.configfile import LoadedConfig
+from orchestrator.model.catalogue import select_pairs
+from orchestrator.model.config import Config
 from orchestrator.model.costs import CostItem, totals
 from orchestrator.model.text import printable
+from orchestrator.ops.catalogue import catalogue_reader
 from orchestrator.ops.facts import standalone_facts
 from orchestrator.reconcile.costs import cost_items
+from orchestrator.reconcile.offers import Selected
 from orchestrator.services.status import status_instance_id
 
 
@@ -56,6 +60,15 @@ class CostReport:
         return "\n".join(printable(line) for line in lines)
 
 
+def selections(config: Config) -> Selected:
+    """The offerings of every ``select:`` template, from the providers' catalogues (the kept
+    file while fresh, else one Terraform run per provider, as ``xceprov plan`` reads them), so
+    an instance of one is priced at its selected offering's price; nothing read without one."""
+    if not select_pairs(config):
+        return {}
+    return catalogue_reader(config).selections().selected
+
+
 def cost_report(loaded: LoadedConfig, since: float, until: float, by: str) -> CostReport:
     """The costs of ``[since, until)`` from the controller's facts (``ControllerError`` when
     no controller answers)."""
@@ -63,11 +76,11 @@ def cost_report(loaded: LoadedConfig, since: float, until: float, by: str) -> Co
     if config.standalone:  # no controller: the standalone journal holds the facts (ops/facts.py)
         journal = standalone_facts(config)
         facts = {p: journal.facts(p) for p in sorted(config.providers)}
-        return CostReport(since, until, by, cost_items(config, facts, since, until))
-    link = ControllerLink(config.controller, instance_id=status_instance_id(config.cluster), cluster=config.cluster)
-    try:
-        link.open()
-        facts = {p: link.query_facts(p) for p in sorted(config.providers)}
-    finally:
-        link.close()
-    return CostReport(since, until, by, cost_items(config, facts, since, until))
+    else:
+        link = ControllerLink(config.controller, instance_id=status_instance_id(config.cluster), cluster=config.cluster)
+        try:
+            link.open()
+            facts = {p: link.query_facts(p) for p in sorted(config.providers)}
+        finally:
+            link.close()
+    return CostReport(since, until, by, cost_items(config, facts, since, until, selections(config)))
