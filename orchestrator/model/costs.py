@@ -41,6 +41,20 @@ def launch_time_of(detail: str) -> float | None:
         return None
 
 
+def ended_time_of(detail: str) -> float | None:
+    """Unix seconds of the cloud's termination time a ``lost`` fact's detail carries (the
+    listing's ``terminated_at``, ``ops/hostloss.py``); None when it carries none."""
+    if not detail.startswith("{"):
+        return None
+    try:
+        doc = json.loads(detail)
+        listing = doc.get("listing") if isinstance(doc, dict) else None
+        text = listing.get("terminated_at") if isinstance(listing, dict) else None
+        return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp() if text else None
+    except ValueError:
+        return None
+
+
 def month_of(now: float) -> tuple[float, float]:
     """The calendar month (UTC) ``now`` falls in: its first second and the next month's."""
     at = datetime.fromtimestamp(now, UTC)

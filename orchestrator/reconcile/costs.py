@@ -19,7 +19,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from orchestrator.model.config import Config
-from orchestrator.model.costs import CostItem, MonthSpend, Stretch, item_of, launch_time_of, month_of
+from orchestrator.model.costs import (
+    CostItem,
+    MonthSpend,
+    Stretch,
+    ended_time_of,
+    item_of,
+    launch_time_of,
+    month_of,
+)
 from orchestrator.model.facts import GONE_KINDS, Fact, FactKind
 from orchestrator.model.pool import start_keys
 from orchestrator.reconcile.budget import unit_cost
@@ -39,7 +47,9 @@ def _times(facts: Iterable[Fact]) -> tuple[dict[str, float], dict[str, float], d
             if start:  # an old standalone journal's fact has neither: its start is unknown
                 launched.setdefault(key, start)
         elif fact.kind in GONE_KINDS and key:
-            gone.setdefault(key, fact.committed)
+            # A loss the cloud dated (its listing's terminated_at) ends there, not when noticed.
+            ended = ended_time_of(fact.detail) if fact.kind == FactKind.LOST else None
+            gone.setdefault(key, ended if ended is not None and ended > 0 else fact.committed)
         elif fact.kind == FactKind.REQUEST_INTENT:
             for name in start_keys(fact.detail) or ():
                 taken.setdefault(name, fact.committed)
