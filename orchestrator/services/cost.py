@@ -6,7 +6,7 @@ instance's cost (``reconcile/costs.py``); nothing is written.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from orchestrator.clients.controller.link import ControllerLink
 from orchestrator.configfile import LoadedConfig
@@ -18,17 +18,20 @@ from orchestrator.ops.catalogue import catalogue_reader
 from orchestrator.ops.facts import standalone_facts
 from orchestrator.reconcile.costs import cost_items
 from orchestrator.reconcile.offers import Selected
+from orchestrator.reconcile.orphancosts import Unowned, orphan_costs
 from orchestrator.services.status import status_instance_id
 
 
 @dataclass(frozen=True)
 class CostReport:
-    """The items of a period and their totals by one dimension."""
+    """The items of a period and their totals by one dimension; ``unowned``: the reported
+    orphans, apart (``reconcile/orphancosts.py``)."""
 
     since: float
     until: float
     by: str
     items: list[CostItem]
+    unowned: list[Unowned] = field(default_factory=list)
 
     @property
     def total(self) -> float:
@@ -46,6 +49,8 @@ class CostReport:
             # An instance of a template in several host groups counts whole under each.
             "groups_overlap": self.by == "group",
             "instances": [item.to_json() for item in self.items],
+            # Reported orphans: not ours, not in the total; what each would cost if it still runs.
+            "unowned": [u.to_json() for u in self.unowned],
         }
 
     def text(self) -> str:
@@ -57,6 +62,12 @@ class CostReport:
         lines.append(f"total {self.total:.6f} over {len(self.items)} instance(s)")
         if self.by == "group":
             lines.append("(an instance of a template in several host groups counts under each)")
+        if self.unowned:
+            known = [u.estimated_cost for u in self.unowned if u.estimated_cost is not None]
+            lines.append(
+                f"unowned: {len(self.unowned)} reported orphan(s), not in the total,"
+                f" {sum(known):.6f} if still running ({len(self.unowned) - len(known)} without an estimate)"
+            )
         return "\n".join(printable(line) for line in lines)
 
 
@@ -83,4 +94,8 @@ def cost_report(loaded: LoadedConfig, since: float, until: float, by: str) -> Co
             facts = {p: link.query_facts(p) for p in sorted(config.providers)}
         finally:
             link.close()
-    return CostReport(since, until, by, cost_items(config, facts, since, until, selections(config)))
+    adopted, unowned = orphan_costs(config, facts, since, until)
+    items = sorted(
+        [*cost_items(config, facts, since, until, selections(config)), *adopted], key=lambda i: (i.start, i.key)
+    )
+    return CostReport(since, until, by, items, unowned)
