@@ -5,6 +5,7 @@ would pass the cap; a new month starts from nothing (docs/cost.md)."""
 from __future__ import annotations
 
 import random
+import sys
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -12,8 +13,15 @@ from pathlib import Path
 import pytest
 from reconcile_support import FactLog, FakeClock, site
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from test_reconcile_loop import build
+from tffake import SITE as TF_SITE
+from tffake import FakeEngine
+
+from orchestrator.configfile import parse_config
 from orchestrator.model.costs import month_of
 from orchestrator.model.demand import DemandSnapshot, TemplateDemand
+from orchestrator.model.facts import FactKind
 from orchestrator.model.ops import OpRequest
 from orchestrator.reconcile.breaker import Breakers
 from orchestrator.reconcile.costs import month_spend
@@ -136,3 +144,22 @@ def test_warm_pool_fills_and_starts_are_held_by_the_month_cap(log: FactLog, tmp_
     assert takes(config, inputs(1)) == []  # a start adds 1.0 - 0.5 per hour: past the cap too
     assert refills(config, replace(inputs(0), month=None), {}) == [OpRequest("cpu", "sim", 1, 1)]
     assert len(takes(config, replace(inputs(1), month=None))) == 1
+
+
+def test_the_loop_reads_the_month_from_the_facts(tmp_path: Path) -> None:
+    """Through the real pass: the month's spend is read from the facts and holds the launch."""
+    text = TF_SITE.format(cluster="unit", state=tmp_path / "state").replace(
+        "  cpu:\n    providers:", "  cpu:\n    xce: {host_groups: [batch]}\n    providers:"
+    )
+    loaded = parse_config(text + "policy: {group_budgets: {batch: {per_month: 1.2}}}\n", "site.yaml", tmp_path)
+    reconciler, view, facts, _ = build(loaded, FakeEngine(), stamped=True)
+    view.want(cpu=3)
+    report = reconciler.run_once()
+    created = [f for f in facts.committed if f.kind == FactKind.INSTANCE_CREATED]
+    assert len(created) == 2  # 2 × 0.5 for an hour fits 1.2, a third does not
+    launched, held = report.reasons["cpu"]
+    assert (launched.code, launched.count) == ("launched", 2)
+    assert (held.code, held.detail) == (
+        "budget",
+        "group month budget: group batch spent 0.0 this month + 0.0/h for 1.0 h of budget 1.2/month",
+    )
