@@ -24,6 +24,7 @@ from orchestrator.model.demand import DemandSnapshot, TemplateDemand
 from orchestrator.model.facts import FactKind
 from orchestrator.model.ops import OpRequest
 from orchestrator.reconcile.breaker import Breakers
+from orchestrator.reconcile.budget import Usage, room
 from orchestrator.reconcile.costs import month_spend
 from orchestrator.reconcile.gap import gaps_from_ledger
 from orchestrator.reconcile.health import ProviderHealth
@@ -101,14 +102,21 @@ def test_a_launch_past_the_month_cap_is_refused_with_reason_budget(log: FactLog,
     )
 
 
-def test_the_month_boundary_utc_starts_from_nothing(log: FactLog, tmp_path: Path) -> None:
-    log.clock.now = at("2026-03-31T23:30:00")
-    for key in log.intent("op-b", "sim", "cpu", 8):
+def test_the_last_hour_looks_ahead_to_the_months_end_and_the_next_month_starts_from_nothing(
+    log: FactLog, tmp_path: Path
+) -> None:
+    config = site(SITE)
+    log.clock.now = at("2026-03-31T22:30:00")
+    for key in log.intent("op-b", "sim", "cpu", 4):
         log.created(key, "sim", "cpu")
-    assert decide(log, tmp_path, 1).ops == ()  # 90 + 4 + 8 × 0.5 h left of March > 100
-    log.clock.now = at("2026-04-01T00:30:00")  # April: 4 spent, 8/h: room for 88 (max_instances binds)
-    month = month_spend(site(SITE), {"sim": log.facts}, log.clock.now)
-    assert month is not None and month.spent == {"batch": pytest.approx(4.0)}
+    log.clock.now = at("2026-03-31T23:30:00")  # 90 + 4 spent, 4/h for the half hour left: room for 8
+    month = month_spend(config, {"sim": log.facts}, log.clock.now)
+    assert month is not None and month.lookahead == pytest.approx(0.5)
+    fits = room(config, Usage.of(config, list(ledger(log.facts).values()), month=month), "sim", "cpu")
+    assert (fits.fits, fits.limit) == (8, "group month budget")
+    log.clock.now = at("2026-04-01T00:30:00")  # April: 2 spent, 4/h: room for 94 (max_instances binds)
+    month = month_spend(config, {"sim": log.facts}, log.clock.now)
+    assert month is not None and month.spent == {"batch": pytest.approx(2.0)}
     decision = decide(log, tmp_path, 3)
     assert decision.outcome == "ops"  # the whole gap (hosts not joined by their deadline too)
     [entry] = decision.evidence["providers"]
