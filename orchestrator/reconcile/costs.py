@@ -141,9 +141,16 @@ def spend_since(
     return out
 
 
-def spend_document(config: Config, facts: Mapping[str, Sequence[Fact]], since: float, now: float) -> dict[str, object]:
+def spend_document(
+    config: Config,
+    facts: Mapping[str, Sequence[Fact]],
+    since: float,
+    now: float,
+    selected: Selected = NOTHING_SELECTED,
+) -> dict[str, object]:
     """The status document's ``spend``: money spent since the daemon started and the rate now,
-    per provider and template (docs/daemon.md, "Metrics": ``xceprov_spend_total``)."""
+    per provider and template (docs/daemon.md, "Metrics": ``xceprov_spend_total``); ``select:``
+    instances at the offerings ``selected`` (the last pass's)."""
 
     def nested(values: Mapping[tuple[str, str], float]) -> dict[str, dict[str, float]]:
         out: dict[str, dict[str, float]] = {}
@@ -153,8 +160,8 @@ def spend_document(config: Config, facts: Mapping[str, Sequence[Fact]], since: f
 
     return {
         "since": since,
-        "total": nested(spend_since(config, facts, since, now)),
-        "rate_per_hour": nested(spend_rate(config, facts)),
+        "total": nested(spend_since(config, facts, since, now, selected)),
+        "rate_per_hour": nested(spend_rate(config, facts, selected)),
     }
 
 
