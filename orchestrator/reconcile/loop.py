@@ -410,7 +410,7 @@ class Reconciler:
     ) -> bool:
         """One create (``pool``: into the warm pool, on the default offering; ``placements``: the
         offerings of its keys); True when it was refused and closed (its hosts may be asked for elsewhere)."""
-        op_id = new_op_id()
+        op_id = new_op_id(self.clock())
         ctx.stale(provider)  # before the change: the failure handler reads the op's facts
         try:
             result = self.executor.create(provider, template, count, op_id=op_id, pool=pool, placements=placements)
