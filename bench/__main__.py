@@ -23,6 +23,8 @@ BENCHES = [
     ("bench_daemon.py", False),
     ("bench_scaleout.py", False),
     ("bench_capacity.py", False),
+    ("bench_cost.py", False),
+    ("bench_recorder.py", False),
     ("bench_bootstrap.py", True),
     ("bench_firstboot.py", True),
     ("bench_spot.py", True),

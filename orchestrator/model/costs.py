@@ -12,13 +12,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final
 
 # What ``--by`` may name.
 BY: Final = ("provider", "template", "group", "op")
 # The group of an instance whose template names no host group.
 NO_GROUP: Final = "-"
+# Hours of the live instances' spend per hour a budget per month counts ahead (reconcile/budget.py).
+MONTH_LOOKAHEAD_HOURS: Final = 1.0
 
 
 def launch_detail(instance: Mapping[str, Any]) -> str:
@@ -37,6 +39,45 @@ def launch_time_of(detail: str) -> float | None:
         return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp() if text else None
     except ValueError:
         return None
+
+
+def ended_time_of(detail: str) -> float | None:
+    """Unix seconds of the cloud's termination time a ``lost`` fact's detail carries (the
+    listing's ``terminated_at``, ``ops/hostloss.py``); None when it carries none."""
+    if not detail.startswith("{"):
+        return None
+    try:
+        doc = json.loads(detail)
+        listing = doc.get("listing") if isinstance(doc, dict) else None
+        text = listing.get("terminated_at") if isinstance(listing, dict) else None
+        return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp() if text else None
+    except ValueError:
+        return None
+
+
+def month_of(now: float) -> tuple[float, float]:
+    """The calendar month (UTC) ``now`` falls in: its first second and the next month's."""
+    at = datetime.fromtimestamp(now, UTC)
+    start = at.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    end = start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
+    return start.timestamp(), end.timestamp()
+
+
+@dataclass(frozen=True)
+class MonthSpend:
+    """What each host group spent in the calendar month (UTC) up to ``now`` (the ledger's
+    items since the month's start), read by the budgets per month (``reconcile/budget.py``)."""
+
+    now: float
+    start: float
+    end: float
+    spent: Mapping[str, float]
+
+    @property
+    def lookahead(self) -> float:
+        """Hours of the spend per hour a budget per month counts ahead: one, or what is left of
+        the month when less (what runs after it is the next month's)."""
+        return min(MONTH_LOOKAHEAD_HOURS, max(0.0, self.end - self.now) / 3600.0)
 
 
 def overlap(start: float, end: float, since: float, until: float) -> float:
