@@ -92,10 +92,11 @@ def _recorded_replay(config: Config, found: Source, name: str, seed: int, out: P
     from orchestrator.model.config import RecordingSettings
     from orchestrator.replay.clock import VirtualClock
     from orchestrator.replay.session import replay as run
+    from orchestrator.replay.session import scratch_parent
     from orchestrator.services.recording import export
 
     model = found.model
-    with tempfile.TemporaryDirectory(prefix="xceprov-replay-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="xceprov-replay-", dir=scratch_parent()) as tmp:
         clock = VirtualClock(model.start)
         # One segment a day, nothing removed while the replay runs (its clock spans the model).
         settings = RecordingSettings(segment=86400.0, keep=model.end - model.start + 2 * 86400.0)

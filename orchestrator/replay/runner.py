@@ -102,7 +102,12 @@ def replay_config(config: Config, state_dir: Path) -> Config:
     if mine.is_dir() and any(mine.iterdir()):
         raise UsageError(f"replay state directory {state_dir}: not empty; give a fresh directory")
     terraform = config.terraform.model_copy(update={"backend": "local", "pg_conn_file": None})
-    return config.model_copy(update={"state_dir": Path(state_dir), "terraform": terraform})
+    # No host of the model reads its user data: the site's controller CA, client identity and
+    # join key are neither needed nor read (a candidate replays without the site's secrets).
+    controller = config.controller.model_copy(
+        update={"ca": None, "client_cert": None, "client_key": None, "join_key": None}
+    )
+    return config.model_copy(update={"state_dir": Path(state_dir), "terraform": terraform, "controller": controller})
 
 
 def run_replay(

@@ -7,15 +7,27 @@ local by the runner), against the model engine only: nothing reaches a cloud or 
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from pathlib import Path
+from typing import Final
 
 from orchestrator.model.config import Config
 from orchestrator.replay.clock import VirtualClock
 from orchestrator.replay.report import ReplayReport
 from orchestrator.replay.runner import ReplayObserver, run_replay
 from orchestrator.replay.source import Source, describe
+
+# Where a replay's throw-away state directory goes when the machine has a memory file system:
+# the pass writes its documents durably (fsync'd), which a replay's state never needs.
+MEMORY_DIR: Final = Path("/dev/shm")
+
+
+def scratch_parent() -> str | None:
+    """The directory a replay's temporary state directory is made in: memory when there is a
+    writable one, else the system's temporary directory (None)."""
+    return str(MEMORY_DIR) if MEMORY_DIR.is_dir() and os.access(MEMORY_DIR, os.W_OK | os.X_OK) else None
 
 
 def replay(
@@ -39,7 +51,7 @@ def replay(
 
         recorded = figures_of_recording(source.records, config, samples_every)
     if state_dir is None:
-        with tempfile.TemporaryDirectory(prefix="xceprov-replay-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="xceprov-replay-", dir=scratch_parent()) as tmp:
             replayed = run_replay(
                 config, source.model, state_dir=Path(tmp), seed=seed, samples_every=samples_every, observe=observe,
                 clock=clock,
