@@ -66,14 +66,19 @@ def replay(
     loaded = load_config(candidate) if candidate is not None else ctx.config()
     name = candidate or loaded.source
     found = load_source(path, loaded.config, fmt, template)
+    # The model world's hosts come and go by the thousand: the pass's own log lines are the
+    # replay's, not the site's; -v shows them.
+    logger = logging.getLogger("orchestrator")
+    level = logger.level
     if not ctx.verbose:
-        # The model world's hosts come and go by the thousand: the pass's own log lines are the
-        # replay's, not the site's; -v shows them.
-        logging.getLogger("orchestrator").setLevel(logging.ERROR)
-    if record is None:
-        report = run(loaded.config, found, candidate=name, seed=seed)
-    else:
-        report = _recorded_replay(loaded.config, found, name, seed, Path(record))
+        logger.setLevel(logging.ERROR)
+    try:
+        if record is None:
+            report = run(loaded.config, found, candidate=name, seed=seed)
+        else:
+            report = _recorded_replay(loaded.config, found, name, seed, Path(record))
+    finally:
+        logger.setLevel(level)
     if plot is not None:
         from orchestrator.charts import write_run_chart
 
