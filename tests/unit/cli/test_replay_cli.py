@@ -21,6 +21,9 @@ TRACE = """; UnixStartTime: 1704067200
 """
 
 
+DEMAND = '{"v": 1, "t": 5, "kind": "demand", "term": 1, "seq": 1, "templates": {}}\n'
+
+
 def site(tmp_path: Path, idle_time: str = "60s", ca: str = "system") -> Path:
     path = tmp_path / f"site-{idle_time}.yaml"
     path.write_text(
@@ -123,12 +126,10 @@ def test_a_chart_is_written(tmp_path: Path, trace: Path) -> None:
         ("1 0 -1 ten 8 -1 -1 8 -1 -1 1 1 -1 -1 1 1 -1 -1\n", (), "line 1"),
         (TRACE, ("--template", "gpu"), "--template gpu"),
         (TRACE, ("--plot", "out.pdf"), ".png or .svg"),
-        ('{"v": 1, "t": 5, "kind": "demand", "term": 1, "seq": 1, "templates": {}}\n', ("--template", "cpu"), "--template"),
+        (DEMAND, ("--template", "cpu"), "--template"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(
-    tmp_path: Path, content: str, extra: tuple[str, ...], message: str
-) -> None:
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, content: str, extra: tuple[str, ...], message: str) -> None:
     source = tmp_path / "source"
     source.write_text(content)
     code, _, stderr = run("replay", str(source), "--config", str(site(tmp_path)), *extra)
