@@ -25,6 +25,7 @@ BENCHES = [
     ("bench_capacity.py", False),
     ("bench_cost.py", False),
     ("bench_recorder.py", False),
+    ("bench_replay.py", False),
     ("bench_bootstrap.py", True),
     ("bench_firstboot.py", True),
     ("bench_spot.py", True),

@@ -101,6 +101,13 @@ def replay_config(config: Config, state_dir: Path) -> Config:
         )
     if mine.is_dir() and any(mine.iterdir()):
         raise UsageError(f"replay state directory {state_dir}: not empty; give a fresh directory")
+    for template, on in sorted(config.templates.items()):
+        for provider, block in sorted(on.providers.items()):
+            if block.select is not None:
+                raise UsageError(
+                    f"templates.{template}.providers.{provider}.select: a replay cannot read the provider's "
+                    "catalogue; list the offerings it selects (xceprov offerings) under offerings:"
+                )
     terraform = config.terraform.model_copy(update={"backend": "local", "pg_conn_file": None})
     # No host of the model reads its user data: the site's controller CA, client identity and
     # join key are neither needed nor read (a candidate replays without the site's secrets).

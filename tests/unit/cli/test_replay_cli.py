@@ -70,6 +70,7 @@ def test_a_trace_replays_through_the_real_pass(tmp_path: Path, trace: Path) -> N
     assert replayed["lost"] == 0 and replayed["host_hours"] > 0
     assert replayed["cost"] == pytest.approx(replayed["host_hours"] * 0.5, rel=1e-6)
     assert replayed["samples"] and max(s["supply"] for s in replayed["samples"]) >= 2
+    assert replayed["by_template"]["cpu"]["launches"] == replayed["launches"]
     # The site's own state directory was never made: the replay ran in a throw-away one.
     assert not (tmp_path / "state").exists()
 
@@ -145,3 +146,13 @@ def test_a_gzip_trace_and_a_missing_file(tmp_path: Path) -> None:
     assert code == 0 and json.loads(stdout)["source"]["jobs"] == 3
     code, _, stderr = run("replay", str(tmp_path / "nope.swf"), "--config", str(site(tmp_path)))
     assert code == 2 and "no such file" in stderr
+
+
+def test_a_select_template_is_refused_in_one_line(tmp_path: Path, trace: Path) -> None:
+    config = site(tmp_path)
+    data = json.loads(config.read_text())
+    data["templates"]["cpu"]["providers"]["sim"] = {"select": {"cpus": {"min": 8}}, "image": "debian-12"}
+    config.write_text(json.dumps(data))
+    code, _, stderr = run("replay", str(trace), "--config", str(config))
+    assert code == 2 and len(stderr.strip().splitlines()) == 1
+    assert "templates.cpu.providers.sim.select: a replay cannot read the provider's catalogue" in stderr
