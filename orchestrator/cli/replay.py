@@ -1,4 +1,4 @@
-"""``xceprov replay SOURCE [--config CANDIDATE.yaml] [--json] [--plot FILE] [--record FILE]``."""
+"""``xceprov replay SOURCE [--config FILE] [--json] [--plot FILE] [--record FILE]``."""
 
 from __future__ import annotations
 
@@ -19,16 +19,23 @@ FORMATS = ("auto", "recording", "swf")
 
 
 @click.command("replay")
-@click.argument("source", type=click.Path(dir_okay=False))
+@click.argument("source", metavar="SOURCE", type=click.Path(dir_okay=False))
 @click.option(
     "--config",
     "candidate",
-    metavar="CANDIDATE.yaml",
-    help="The configuration to replay under (default: the site's, as `xceprov --config` finds it).",
+    metavar="FILE",
+    help="The candidate configuration to replay under (default: the site's, as `xceprov --config` finds it).",
 )
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True, help="What SOURCE is.")
-@click.option("--template", metavar="NAME", help="A workload trace's jobs all run on template NAME.")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the model's draws.")
+@click.option("--template", metavar="TEMPLATE", help="A workload trace's jobs all run on TEMPLATE.")
+@click.option(
+    "--seed",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    metavar="SEED",
+    help="Seed of the model's draws.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON (with the samples over time).")
 @click.option("--plot", metavar="FILE", help="Also draw the runs side by side into FILE (.png or .svg).")
 @click.option("--record", metavar="FILE", help="Also write the replay's own flight recording to FILE (.gz: gzip).")
