@@ -10,7 +10,7 @@ start is the fact's commit time (later than the launch by the apply's remainder)
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -161,3 +161,36 @@ def totals(items: Iterable[CostItem], by: str) -> dict[str, float]:
         for name in names:
             out[name] = out.get(name, 0.0) + item.cost
     return dict(sorted(out.items()))
+
+
+def window(item: CostItem, since: float, until: float) -> tuple[float, float]:
+    """The stretch of ``[since, until)`` the item's life covers (a live one: up to ``until``)."""
+    end = until if item.end is None else min(item.end, until)
+    return max(item.start, since), end
+
+
+def spread_spend(spans: Iterable[tuple[float, float, float]], times: Sequence[float]) -> tuple[float, ...]:
+    """Money spent by each of ``times`` (in increasing order) of spans ``(start, end, money)``,
+    each spread evenly over itself: exact for an instance at one price, a warm-pool instance's
+    stopped and running stretches averaged (the charts' and the replay's spend over time)."""
+    changes: dict[float, float] = {}  # time → change of the rate (money per second)
+    for start, end, money in spans:
+        if end > start and money:
+            rate = money / (end - start)
+            changes[start] = changes.get(start, 0.0) + rate
+            changes[end] = changes.get(end, 0.0) - rate
+    out: list[float] = []
+    pending = sorted(changes.items())
+    rate = spent = 0.0
+    last = times[0] if times else 0.0
+    index = 0
+    for t in times:
+        while index < len(pending) and pending[index][0] <= t:
+            at, change = pending[index]
+            spent += rate * (at - last)
+            last, rate = at, rate + change
+            index += 1
+        spent += rate * (t - last)
+        last = t
+        out.append(spent)
+    return tuple(out)

@@ -42,7 +42,7 @@ from orchestrator.clients.controller.types import DemandSnapshot, Fact, HostEven
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.errors import UsageError
 from orchestrator.model.config import Config
-from orchestrator.model.costs import CostItem
+from orchestrator.model.costs import CostItem, spread_spend, window
 from orchestrator.model.facts import FactKind
 from orchestrator.ops.executor import OpParts, Wired
 from orchestrator.paths import toolkit_root
@@ -302,10 +302,12 @@ class Replay:
         """Demand as sampled; supply and spend at each sample time from the run's end state."""
         launched = sorted(i.launched for i in self.cloud.instances.values())
         ended = sorted(i.ended for i in self.cloud.instances.values() if i.ended is not None)
-        spend = _spend_curve(items, self.model.start, self.model.end)
+        start, end = self.model.start, self.model.end
+        spans = [(*window(item, start, end), item.cost) for item in items]
+        spent = spread_spend(spans, [max(t, start) for t, _ in self._demand_samples])
         return [
-            Sample(t, demand, bisect.bisect_right(launched, t) - bisect.bisect_right(ended, t), spend(t))
-            for t, demand in self._demand_samples
+            Sample(t, demand, bisect.bisect_right(launched, t) - bisect.bisect_right(ended, t), max(0.0, money))
+            for (t, demand), money in zip(self._demand_samples, spent, strict=True)
         ]
 
 
@@ -328,30 +330,3 @@ def _templates_by_key(facts: Mapping[str, Sequence[Fact]]) -> dict[str, str]:
             if fact.instance_key and fact.template:
                 out.setdefault(fact.instance_key, fact.template)
     return out
-
-
-def _spend_curve(items: Sequence[CostItem], since: float, until: float) -> Callable[[float], float]:
-    """Money spent in ``[since, t)``: each item's cost spread evenly over its stretch in the
-    window (exact for an instance at one price; a warm-pool instance's stopped and running
-    stretches are averaged). Reads ``t`` in increasing order only."""
-    changes: list[tuple[float, float]] = []
-    for item in items:
-        start, end = max(item.start, since), min(item.end if item.end is not None else until, until)
-        if end > start and item.cost:
-            rate = item.cost / (end - start)
-            changes += [(start, rate), (end, -rate)]
-    changes.sort()
-    state = {"i": 0, "t": since, "rate": 0.0, "spent": 0.0}
-
-    def spend(t: float) -> float:
-        i, last, rate, spent = int(state["i"]), state["t"], state["rate"], state["spent"]
-        while i < len(changes) and changes[i][0] <= t:
-            when, delta = changes[i]
-            spent += rate * (when - last)
-            last, rate = when, rate + delta
-            i += 1
-        spent += rate * (t - last)
-        state.update(i=i, t=t, rate=rate, spent=spent)
-        return max(0.0, spent)
-
-    return spend
