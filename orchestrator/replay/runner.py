@@ -18,7 +18,8 @@ a host event (the daemon wakes on either; one that came during the pass starts t
 soon as it ended), else ``daemon.reconcile_interval`` after the pass ended. The model world's
 events (job submits, joins, work ends, losses) run in time order at their own times, those that
 fell within a pass (the engine moves the clock while it applies) as soon as the pass reads the
-controller, or after it.
+controller, or after it. A loss with an interruption notice is acted on at the notice as the
+daemon's notice watch acts (:class:`Noticed`), and its loss recorded before the next pass.
 
 What a run comes to (:class:`~orchestrator.replay.figures.RunFigures`): cost and host-hours from
 the real cost ledger (``reconcile/costs.cost_items`` over the replay's facts, priced by the
@@ -44,10 +45,13 @@ from orchestrator.errors import UsageError
 from orchestrator.model.config import Config
 from orchestrator.model.costs import CostItem, spread_spend, window
 from orchestrator.model.facts import FactKind
+from orchestrator.model.instances import new_op_id
+from orchestrator.model.notices import DEFAULT_KIND
 from orchestrator.ops.executor import OpParts, Wired
 from orchestrator.paths import toolkit_root
 from orchestrator.reconcile.costs import cost_items
 from orchestrator.reconcile.loop import Reconciler
+from orchestrator.reconcile.noticebook import NoticeBook, NoticedHost
 from orchestrator.reconcile.report import PassReport
 from orchestrator.replay.clock import VirtualClock
 from orchestrator.replay.cloud import ModelCloud
@@ -56,6 +60,7 @@ from orchestrator.replay.engine import ModelEngine
 from orchestrator.replay.figures import RunFigures, Sample
 from orchestrator.replay.hostcontrol import ReplayFence, ReplayHosts
 from orchestrator.replay.model import Job, Loss, WorldModel
+from orchestrator.workspace.sharedstore import cluster_documents
 
 # Passes one after another at one instant, each woken by the one before (a guard: the daemon's
 # passes take time, the virtual clock's do not unless they create): the next waits for the interval.
@@ -192,6 +197,10 @@ class Replay:
             rng=random.Random(seed),
             bootstrap=None,
         )
+        # Interruption notices as the daemon's notice watch records them (the pass reads them).
+        self.notices = NoticeBook(cluster_documents(self.config))
+        # Noticed instances the cloud reclaimed, not yet through the loss path: (provider, key, id).
+        self.reclaimed: list[tuple[str, str, str]] = []
         self.passes = 0
         self._demand_samples: list[tuple[float, int]] = []
 
@@ -206,6 +215,7 @@ class Replay:
         while at < model.end:
             self.clock.to(at)
             controller.catch_up()
+            self._retire_reclaimed()
             seen, seq = controller.pushes, controller.picture_seq()
             report = self.reconciler.run_once(trigger)
             self.passes += 1
@@ -221,6 +231,14 @@ class Replay:
         self.clock.to(model.end)
         controller.catch_up()
         return self._figures(label)
+
+    def _retire_reclaimed(self) -> None:
+        """The host-loss path on noticed instances the cloud took, between two passes, as the
+        daemon's notice watch runs it (``daemon/noticing.py``): their loss is recorded at once."""
+        while self.reclaimed:
+            provider, key, instance_id = self.reclaimed.pop(0)
+            self.reconciler.executor.observe_losses(provider, [key], new_op_id(self.clock()))
+            self.notices.lost([instance_id], self.clock())
 
     def _wait(self, deadline: float) -> tuple[str, float]:
         """Run the model's events up to the first push (the next pass's trigger and time), else
@@ -240,7 +258,10 @@ class Replay:
         for job in model.jobs:
             controller.at(max(job.submit, model.start), _submit(controller, job))
         for loss in model.losses:
-            controller.at(loss.at, _lose(controller, loss))
+            noticed = Noticed(controller, self.notices, loss, self.reclaimed)
+            if loss.notice > 0:
+                controller.at(max(model.start, loss.at - loss.notice), noticed.notice)
+            controller.at(loss.at, noticed.lose)
         if samples_every > 0:
             t = model.start
             while t < model.end:
@@ -315,11 +336,44 @@ def _submit(controller: ModelController, job: Job) -> Callable[[float], None]:
     return lambda now: controller.submit(job, now)
 
 
-def _lose(controller: ModelController, loss: Loss) -> Callable[[float], None]:
-    def lose(now: float) -> None:
-        controller.lose(loss, now)
+class Noticed:
+    """One loss, with its interruption notice when it has one: at the notice the instance it
+    will take is picked, closed at the controller and written to the notice book the pass reads
+    (as the daemon's notice watch writes it: the pass then counts the host as leaving and asks
+    for its replacement, ``reconcile/noticebook.py``); at the loss that same instance goes."""
 
-    return lose
+    def __init__(
+        self, controller: ModelController, book: NoticeBook, loss: Loss, reclaimed: list[tuple[str, str, str]]
+    ) -> None:
+        self.controller, self.book, self.loss, self.reclaimed = controller, book, loss, reclaimed
+        self.key = ""
+
+    def notice(self, now: float) -> None:
+        inst = self.controller.pick(self.loss)
+        if inst is None:
+            return
+        host = self.controller.notice(inst, self.loss.at, now)
+        self.key = inst.key
+        self.book.record(
+            NoticedHost(
+                provider=inst.provider,
+                instance_id=inst.instance_id,
+                kind=DEFAULT_KIND,
+                noticed_at=now,
+                reclaim_at=self.loss.at,
+                acted_at=now,
+                instance_key=inst.key,
+                template=inst.template,
+                host_name=host.host_name if host is not None else "",
+                host_state=host.state() if host is not None else "",
+                controller_at=now,
+            )
+        )
+
+    def lose(self, now: float) -> None:
+        taken = self.controller.lose(self.loss, now, self.key)
+        if taken is not None and self.key and taken.key == self.key:
+            self.reclaimed.append((taken.provider, taken.key, taken.instance_id))
 
 
 def _templates_by_key(facts: Mapping[str, Sequence[Fact]]) -> dict[str, str]:
