@@ -105,10 +105,12 @@ def main(argv: list[str] | None = None) -> int:
         "recorded": {k: found["recorded"][k] for k in ("cost", "host_hours", "launches", "returns", "lost")},
         "replayed": {k: found["replayed"][k] for k in ("cost", "host_hours", "launches", "returns", "lost")},
     }
-    print(f"  recording: {summary['records']} records over {period / 86400:.2f} days, {passes} decision records,"
-          f" {result['jobs']} jobs inferred (made by a replay of the trace in {made:.1f} s)")  # fmt: skip
-    print(f"  replay of the recording: {seconds:.1f} s (target <= {TARGET_SECONDS:.0f} s: {result['verdict']});"
-          f" {result['speed_vs_real_time']}x real time; {result['ms_per_replayed_minute']} ms per minute replayed")  # fmt: skip
+    days = period / 86400
+    print(f"  recording: {summary['records']} records over {days:.2f} days, {passes} decision records,")
+    print(f"    {result['jobs']} jobs inferred (made by a replay of the trace in {made:.1f} s)")
+    verdict, speed = result["verdict"], result["speed_vs_real_time"]
+    print(f"  replay of the recording: {seconds:.1f} s (target <= {TARGET_SECONDS:.0f} s: {verdict});")
+    print(f"    {speed}x real time; {result['ms_per_replayed_minute']} ms per minute replayed")
     for name in ("cost", "host_hours", "launches", "returns"):
         was, now = result["recorded"][name], result["replayed"][name]
         change = f"{(now - was) / was * 100:+.1f} %" if was else "n/a"
