@@ -35,16 +35,19 @@ from __future__ import annotations
 
 import bisect
 import random
+import secrets
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Final, Protocol
 
+from orchestrator import durable
 from orchestrator.clients.controller.types import DemandSnapshot, Fact, HostEvent
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.errors import UsageError
 from orchestrator.model.config import Config
 from orchestrator.model.costs import CostItem, spread_spend, window
 from orchestrator.model.facts import FactKind
+from orchestrator.model.images import BAKE_NEWEST, with_template_image
 from orchestrator.model.instances import new_op_id
 from orchestrator.model.notices import DEFAULT_KIND
 from orchestrator.ops.executor import OpParts, Wired
@@ -65,6 +68,11 @@ from orchestrator.workspace.sharedstore import cluster_documents
 # Passes one after another at one instant, each woken by the one before (a guard: the daemon's
 # passes take time, the virtual clock's do not unless they create): the next waits for the interval.
 MAX_PASSES_AT_ONE_TIME: Final = 50
+
+# The image a ``bake:newest`` template's instances name in a replay (the model cloud has no bakes).
+REPLAY_IMAGE: Final = "replay-newest-bake"
+# The replay's own join key, in its state directory (first-boot hosts' tokens are minted with it).
+JOIN_KEY: Final = "replay-join.key"
 
 # Builds the model engine of a run from its cloud, clock and random generator.
 EngineFactory = Callable[[ModelCloud, VirtualClock, random.Random], Engine]
@@ -113,13 +121,25 @@ def replay_config(config: Config, state_dir: Path) -> Config:
                     f"templates.{template}.providers.{provider}.select: a replay cannot read the provider's "
                     "catalogue; list the offerings it selects (xceprov offerings) under offerings:"
                 )
+            if block.image == BAKE_NEWEST:
+                # The model cloud holds no bakes: the newest one is a name (no host boots it).
+                config = with_template_image(config, template, provider, REPLAY_IMAGE)
     terraform = config.terraform.model_copy(update={"backend": "local", "pg_conn_file": None})
-    # No host of the model reads its user data: the site's controller CA, client identity and
-    # join key are neither needed nor read (a candidate replays without the site's secrets).
+    # No host of the model reads its user data: the site's controller CA and client identity
+    # are neither needed nor read (a candidate replays without the site's secrets); first-boot
+    # hosts' join tokens are minted with a throw-away key of the replay's own.
     controller = config.controller.model_copy(
-        update={"ca": None, "client_cert": None, "client_key": None, "join_key": None}
+        update={"ca": None, "client_cert": None, "client_key": None, "join_key": Path(state_dir) / JOIN_KEY}
     )
     return config.model_copy(update={"state_dir": Path(state_dir), "terraform": terraform, "controller": controller})
+
+
+def write_join_key(config: Config) -> None:
+    """The throw-away join key a replay's configuration names (:func:`replay_config`), made for
+    this replay only in its own state directory (private)."""
+    assert config.controller.join_key is not None
+    durable.private_dir(config.controller.join_key.parent)
+    durable.write_bytes_atomic(config.controller.join_key, secrets.token_hex(32).encode() + b"\n")
 
 
 def run_replay(
@@ -161,6 +181,7 @@ class Replay:
         clock: VirtualClock | None = None,
     ) -> None:
         self.config = replay_config(config, state_dir)
+        write_join_key(self.config)
         self.model = model
         self.observe = observe
         self.clock = clock if clock is not None else VirtualClock(model.start)

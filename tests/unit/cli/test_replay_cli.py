@@ -156,3 +156,22 @@ def test_a_select_template_is_refused_in_one_line(tmp_path: Path, trace: Path) -
     code, _, stderr = run("replay", str(trace), "--config", str(config))
     assert code == 2 and len(stderr.strip().splitlines()) == 1
     assert "templates.cpu.providers.sim.select: a replay cannot read the provider's catalogue" in stderr
+
+
+def test_first_boot_hosts_on_the_newest_bake_replay_without_the_site_s_key_or_bakes(
+    tmp_path: Path, trace: Path
+) -> None:
+    # The site's join key is not on this machine and the model cloud holds no bake: the replay
+    # mints its hosts' tokens with a key of its own and names the bake; the site's key is not read.
+    config = site(tmp_path)
+    data = json.loads(config.read_text())
+    data["controller"]["join_key"] = str(tmp_path / "elsewhere" / "join.key")
+    cpu = data["templates"]["cpu"]
+    cpu["bootstrap"] = {"mode": "first-boot"}
+    cpu["providers"]["sim"]["image"] = "bake:newest"
+    config.write_text(json.dumps(data))
+    code, stdout, stderr = run("replay", str(trace), "--config", str(config), "--json")
+    assert code == 0, stderr
+    replayed = json.loads(stdout)["replayed"]
+    assert replayed["launches"] >= 3 and replayed["returns"] == replayed["launches"]
+    assert not (tmp_path / "elsewhere").exists()
