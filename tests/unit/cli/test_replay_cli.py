@@ -175,3 +175,19 @@ def test_first_boot_hosts_on_the_newest_bake_replay_without_the_site_s_key_or_ba
     replayed = json.loads(stdout)["replayed"]
     assert replayed["launches"] >= 3 and replayed["returns"] == replayed["launches"]
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_format_says_what_the_source_is(tmp_path: Path, trace: Path) -> None:
+    named = tmp_path / "trace.txt"
+    named.write_text(TRACE)
+    code, stdout, _ = run("replay", str(named), "--format", "swf", "--config", str(site(tmp_path)), "--json")
+    assert code == 0 and json.loads(stdout)["source"]["kind"] == "swf"
+    code, _, stderr = run("replay", str(named), "--format", "recording", "--config", str(site(tmp_path)))
+    assert code == 2 and "line 1: not JSON" in stderr and len(stderr.strip().splitlines()) == 1
+
+
+def test_a_candidate_that_does_not_validate_exits_3(tmp_path: Path, trace: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("cluster: x\nproviders: {nope: 1}\n")
+    code, _, stderr = run("replay", str(trace), "--config", str(bad))
+    assert code == 3 and "providers.nope" in stderr and "Traceback" not in stderr
