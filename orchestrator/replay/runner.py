@@ -314,11 +314,17 @@ class Replay:
             row["host_hours"] += item.running_seconds / 3600
         counted = {FactKind.INSTANCE_CREATED: "launches", FactKind.RETURNED: "returns", FactKind.LOST: "lost"}
         template_of = _templates_by_key(facts)
+        # A key given back without ever being made (a create refused for capacity: its keys are
+        # closed with a ``returned`` fact) is no return of an instance.
+        made = {f.instance_key for fs in facts.values() for f in fs if f.kind == FactKind.INSTANCE_CREATED}
         for provider_facts in facts.values():
             for fact in provider_facts:
                 name = counted.get(fact.kind)
-                if name is not None and fact.committed < model.end:
-                    of(fact.template or template_of.get(fact.instance_key, ""))[name] += 1
+                if name is None or fact.committed >= model.end:
+                    continue
+                if fact.kind != FactKind.INSTANCE_CREATED and fact.instance_key not in made:
+                    continue
+                of(fact.template or template_of.get(fact.instance_key, ""))[name] += 1
         for template, seconds in self.controller.pending_seconds.items():
             of(template)["pending_host_minutes"] += seconds / 60
         total = {k: sum(row[k] for row in templates.values()) for k in ("cost", "host_hours", "pending_host_minutes")}

@@ -160,6 +160,9 @@ def test_a_capacity_window_makes_the_policy_fall_back_to_the_next_offering(tmp_p
     first = sorted(run.cloud.instances.values(), key=lambda i: i.launched)
     assert [i.offering for i in first] == ["c16.large@zone-b", "c16.large@zone-b", "c8.large"]
     assert figures.launches == 3
+    # The refused create's keys were given back (closed with returned facts), never made: no
+    # return of an instance. Every instance made was returned once idle.
+    assert figures.returns == sum(1 for i in first if i.ended is not None) == 3
     # Priced by the offering each instance is on.
     expected = sum(
         ((i.ended or world.end) - i.launched) / HOUR * (0.8 if i.offering.startswith("c16") else 0.5) for i in first
