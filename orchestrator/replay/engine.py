@@ -14,7 +14,8 @@ file of its own or a wait:
   of every instance of the cluster), so the real loss observer judges a reclaim lost at once;
 * an apply creates at the virtual clock's time after one drawn launch latency (the clock moves
   by ``model.latencies.draw_launch`` once per apply that creates: the world spends that long),
-  deletes and power changes take no modelled time; a create whose offering a refusal window of
+  deletes one give-back latency (``draw_giveback``: from closed to returned, as the recording
+  saw it) once per apply that deletes, power changes none; a create whose offering a refusal window of
   the model covers is not made and fails as Terraform reports the cloud's refusal (an error
   diagnostic tied to the key, worded with the module's capacity or quota code), while the
   other keys of the same apply are made and kept in the state (Terraform's partial success);
@@ -222,7 +223,10 @@ class ModelEngine:
     def _changes(
         self, site: Site, state: WorkdirState, saved: SavedPlan
     ) -> tuple[tuple[ResourceChange, ...], tuple[ResourceChange, ...], tuple[Diagnostic, ...]]:
-        """Deletes and updates now, then the creates the model lets through after one launch latency."""
+        """Deletes (after one give-back latency) and updates, then the creates the model lets
+        through after one launch latency."""
+        if any(change.action == "delete" for change in saved.changes):
+            self.clock.advance(self.model.latencies.draw_giveback(self.rng))
         now = self.clock()
         wanted: Mapping[str, Any] = saved.variables.get("instances") or {}
         done: list[ResourceChange] = []

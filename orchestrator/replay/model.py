@@ -20,6 +20,9 @@ QUOTA: Final = "quota"
 # about what the simulated world measures (docs/performance.md). Documented in docs/replay.md.
 DEFAULT_LAUNCH: Final = 2.0
 DEFAULT_JOIN: Final = 20.0
+# A return when the source says nothing: the host closed, decommissioned and its instance gone
+# at one instant (a recording says how long its returns took).
+DEFAULT_GIVEBACK: Final = 0.0
 
 
 @dataclass(frozen=True)
@@ -69,17 +72,23 @@ class Loss:
 class Latencies:
     """Samples of how long the world takes, in seconds: a create op from its intent until the
     cloud made its instances (``launch``), an instance from made to joined at the controller
-    (``join``: boot, bootstrap or first-boot join). A draw picks one sample with the replay's
-    seeded random generator; no samples: the default."""
+    (``join``: boot, bootstrap or first-boot join), a host from closed at the controller to its
+    instance returned (``giveback``: the daemon's next pass, the decommission, the return op's
+    apply). A draw picks one sample with the replay's seeded random generator; no samples: the
+    default."""
 
     launch: tuple[float, ...] = ()
     join: tuple[float, ...] = ()
+    giveback: tuple[float, ...] = ()
 
     def draw_launch(self, rng: random.Random) -> float:
         return _draw(self.launch, DEFAULT_LAUNCH, rng)
 
     def draw_join(self, rng: random.Random) -> float:
         return _draw(self.join, DEFAULT_JOIN, rng)
+
+    def draw_giveback(self, rng: random.Random) -> float:
+        return _draw(self.giveback, DEFAULT_GIVEBACK, rng)
 
 
 def _draw(samples: Sequence[float], default: float, rng: random.Random) -> float:

@@ -6,7 +6,7 @@ validated by :mod:`orchestrator.model.recording`) into a :class:`~orchestrator.r
 * the period: the first record's time to the last's;
 * the jobs: inferred from the demand snapshots and the host events (:mod:`.recorded_jobs`);
 * the latencies: per create op its intent to its first ``created`` (launch), per host its
-  ``expected`` to its ``joined`` (join);
+  ``expected`` to its ``joined`` (join) and its last ``closed`` to its ``returned`` (give-back);
 * the refusal windows: each ``refusal`` record's ``first`` to ``last`` (the cloud refused at
   least then), merged where they overlap for one (scope, provider, placement);
 * the losses: each ``lost`` fact of an op (``host`` record, event ``lost`` without a controller
@@ -28,7 +28,15 @@ from orchestrator.replay.model import QUOTA, Latencies, Loss, RefusalWindow, Wor
 from orchestrator.replay.recorded_figures import figures_of_recording
 from orchestrator.replay.recorded_jobs import infer_jobs
 
-__all__ = ["figures_of_recording", "join_latencies", "launch_latencies", "losses", "model_of_recording", "refusals"]
+__all__ = [
+    "figures_of_recording",
+    "giveback_latencies",
+    "join_latencies",
+    "launch_latencies",
+    "losses",
+    "model_of_recording",
+    "refusals",
+]
 
 # The reason of a loss whose fact says none.
 UNKNOWN_REASON: Final = "lost"
@@ -90,6 +98,25 @@ def join_latencies(records: Iterable[Record]) -> tuple[float, ...]:
             if entry is not None and when is not None and r.t >= when:
                 out.append(r.t - when)
                 began[entry] = None
+    return tuple(out)
+
+
+def giveback_latencies(records: Iterable[Record]) -> tuple[float, ...]:
+    """Per host returned: seconds from the controller's last ``closed`` event of it to its
+    ``returned`` fact (the daemon's next pass, the decommission, the return op's apply; hosts
+    named by name, else by instance key). A host returned without a ``closed`` before is no sample."""
+    closed: dict[str, float] = {}
+    out: list[float] = []
+    for r in sorted((r for r in records if r.kind == HOST), key=lambda r: r.t):
+        event = r.data.get("event")
+        names = [n for n in (_text(r.data, "host"), "key:" + _text(r.data, "key")) if n not in ("", "key:")]
+        if event == "closed" and not _is_fact(r):
+            for name in names:
+                closed[name] = r.t
+        elif event == "returned" and _is_fact(r):
+            when = next((closed.pop(n) for n in names if n in closed), None)
+            if when is not None and r.t >= when:
+                out.append(r.t - when)
     return tuple(out)
 
 
@@ -195,7 +222,7 @@ def model_of_recording(records: Sequence[Record]) -> WorldModel:
         start=start,
         end=end,
         jobs=inferred.jobs,
-        latencies=Latencies(launch_latencies(records), join_latencies(records)),
+        latencies=Latencies(launch_latencies(records), join_latencies(records), giveback_latencies(records)),
         refusals=refusals(records),
         losses=losses(records),
         source="recording",

@@ -60,12 +60,13 @@ OFFERINGS = """
 class World:
     """A model cloud and its engine under a real executor (real loss observer), on a virtual clock."""
 
-    def __init__(self, tmp_path: Path, *refusals: RefusalWindow) -> None:
+    def __init__(self, tmp_path: Path, *refusals: RefusalWindow, giveback: tuple[float, ...] = ()) -> None:
         text = (SITE + OFFERINGS).format(cluster="unit", state=tmp_path / "state")
         self.loaded: LoadedConfig = parse_config(text, str(tmp_path / "xceprov.yaml"), tmp_path)
         self.clock = VirtualClock(START)
         self.cloud = ModelCloud()
-        model = WorldModel(START, START + 86_400, (), Latencies(launch=(LAUNCH,)), refusals=refusals)
+        latencies = Latencies(launch=(LAUNCH,), giveback=giveback)
+        model = WorldModel(START, START + 86_400, (), latencies, refusals=refusals)
         self.engine = ModelEngine(self.cloud, model, self.clock, random.Random(7))
         self.facts = MemoryFacts()
         self.hosts = FakeHosts()
@@ -193,6 +194,19 @@ def test_a_return_ends_the_instance_at_the_clocks_time(tmp_path: Path) -> None:
     assert (inst.state, inst.ended, inst.reason) == (TERMINATED, START + LAUNCH + 3_600, "")
     assert world.kinds(FactKind.RETURNED) == [key]
     assert sorted(world.engine.output(world.workdir)["instances"]) == [made.created[1].key]
+
+
+def test_a_return_takes_the_give_back_latency_the_recording_saw(tmp_path: Path) -> None:
+    world = World(tmp_path, giveback=(7.5,))
+    made = world.executor().create("sim", "cpu", 2)
+    keys = [c.key for c in made.created]
+    world.clock.advance(3_600)
+
+    world.executor().return_instances("sim", keys, drain=DrainSettings(drain=False))
+
+    # One apply deletes both: one latency, both ended when it is over.
+    assert {world.cloud.instances[k].ended for k in keys} == {START + LAUNCH + 3_600 + 7.5}
+    assert world.clock() == START + LAUNCH + 3_600 + 7.5
 
 
 def test_a_warm_pool_instance_is_launched_stopped_and_started_in_place(tmp_path: Path) -> None:

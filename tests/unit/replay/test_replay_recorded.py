@@ -253,6 +253,21 @@ def test_latencies_are_intent_to_created_per_op_and_expected_to_joined_per_host(
     model = model_of_recording(records)
     assert model.latencies.launch == (3.0, 2.5)
     assert model.latencies.join == (20.0, 30.0)
+    assert model.latencies.giveback == ()
+
+
+def test_the_give_back_latency_is_closed_to_returned_per_host() -> None:
+    records = [
+        Record(T0, DEMAND, demand(0)),
+        Record(T0 + 100, HOST, {"host": "a", "event": "closed", "state": "closed"}),
+        Record(T0 + 101, HOST, {"host": "a", "event": "decommissioned", "state": "decommissioned"}),
+        fact(T0 + 107.5, "returned", "op-1-000", host="a"),
+        # Returned without being closed before (a host that never joined): no sample.
+        fact(T0 + 110, "returned", "op-1-001", host="b"),
+        Record(T0 + 200, HOST, {"host": "c", "event": "closed", "state": "closed"}),
+        fact(T0 + 204, "returned", "op-2-000", host="c"),
+    ]
+    assert model_of_recording(records).latencies.giveback == (7.5, 4.0)
 
 
 def refusal(t: float, scope: str, placement: str, first: float, last: float) -> Record:
