@@ -11,14 +11,13 @@ from __future__ import annotations
 import gzip
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 from orchestrator.durable import PRIVATE_FILE
 from orchestrator.errors import UsageError
 from orchestrator.model.config import Config
-from orchestrator.model.recording import Record, RecordingError, Summary, read_records, summarize
-from orchestrator.workspace.recordings import read_period, recordings_dir
+from orchestrator.model.recording import RecordingError, Summary, summarize
+from orchestrator.workspace.recordings import load_recording, read_period, recordings_dir
 
 
 def export(config: Config, since: float | None, until: float | None, out: Path | None) -> Summary:
@@ -47,28 +46,6 @@ def export(config: Config, since: float | None, until: float | None, out: Path |
     return summarize(records)
 
 
-def load(path: Path) -> list[Record]:
-    """The records of the recording file ``path`` (gzip or not); one line naming the file and
-    the line on damage."""
-    try:
-        return list(read_records(_lines(path)))
-    except RecordingError as exc:
-        raise UsageError(f"{path}: {exc}") from None
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        raise UsageError(f"{path}: not readable: {getattr(exc, 'strerror', None) or exc}") from None
-
-
 def show(path: Path) -> Summary:
     """The summary of the recording file ``path``."""
-    return summarize(load(path))
-
-
-def _lines(path: Path) -> Iterator[bytes]:
-    with path.open("rb") as raw:
-        gzipped = raw.read(2) == b"\x1f\x8b"
-    if gzipped:
-        with gzip.open(path, "rb") as stream:
-            yield from stream
-    else:
-        with path.open("rb") as stream:
-            yield from stream
+    return summarize(load_recording(path))

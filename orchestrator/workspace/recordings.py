@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import IO, Final
 
 from orchestrator.durable import PRIVATE_FILE, private_dir, remove
-from orchestrator.model.recording import CONFIG, DEMAND, Record, read_records
+from orchestrator.errors import UsageError
+from orchestrator.model.recording import CONFIG, DEMAND, Record, RecordingError, read_records
 
 RECORDINGS: Final = "recordings"
 SEGMENT_BYTES: Final = 16 * 1024 * 1024
@@ -185,3 +186,27 @@ def read_period(directory: Path, since: float | None = None, until: float | None
     chosen.sort(key=lambda r: r.t)
     heads = [Record(start, r.kind, {**r.data, "carried": True}) for r in sorted(carried.values(), key=lambda r: r.kind)]
     return heads + chosen
+
+
+def file_lines(path: Path) -> Iterator[bytes]:
+    """The lines of the file ``path``, gunzipped when it is a gzip stream (by its magic number,
+    whatever its name)."""
+    with path.open("rb") as raw:
+        gzipped = raw.read(2) == b"\x1f\x8b"
+    if gzipped:
+        with gzip.open(path, "rb") as stream:
+            yield from stream
+    else:
+        with path.open("rb") as stream:
+            yield from stream
+
+
+def load_recording(path: Path) -> list[Record]:
+    """The records of the recording file ``path`` (gzip or not), read as untrusted input; one
+    line naming the file and the line on damage (``xceprov record show``, ``xceprov replay``)."""
+    try:
+        return list(read_records(file_lines(path)))
+    except RecordingError as exc:
+        raise UsageError(f"{path}: {exc}") from None
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise UsageError(f"{path}: not readable: {getattr(exc, 'strerror', None) or exc}") from None

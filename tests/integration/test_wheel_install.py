@@ -197,6 +197,8 @@ def test_the_installed_wheel_runs_every_verb_from_an_empty_directory(installed: 
     assert {f"terraform/catalogue/{m}/main.tf" for m in ("xcesim", "aws", "openstack")} <= _data_files(
         installed.package / "toolkit-data"
     )
+    # The shipped workload trace of the replay (docs/replay.md), made by scripts/make_trace.py.
+    assert "traces/model-day.swf" in _data_files(installed.package / "toolkit-data")
     before = installed.files()
     site = tmp_path / "site"
     site.mkdir()

@@ -17,7 +17,16 @@ def test_in_the_checkout_the_data_are_the_repository_s_own_files() -> None:
     root = toolkit_root()
     assert root == ROOT / "orchestrator" / DATA_DIR
     # Each entry links to the repository's directory, so an edit there is what the toolkit reads.
-    for name in ("terraform", "templates", "ansible", "ansible.cfg", "ansible-collections", "inventories", "contrib"):
+    for name in (
+        "terraform",
+        "templates",
+        "ansible",
+        "ansible.cfg",
+        "ansible-collections",
+        "inventories",
+        "contrib",
+        "traces",
+    ):
         assert (root / name).is_symlink() and (root / name).resolve() == (ROOT / name).resolve(), name
     assert (root / "ansible-collections" / "ansible_collections" / "xce" / "provisioner" / "galaxy.yml").is_file()
 
