@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -98,33 +99,60 @@ def real_runs(args: argparse.Namespace) -> None:
             raise SystemExit(f"real run {label} failed (exit {code}): see {args.workdir}/run-{label}.log")
 
 
-def replay(workdir: Path, recording: Path, config: Path, name: str) -> dict[str, dict[str, float]]:
-    """``xceprov replay RECORDING --config CONFIG --json``; its figures, the output kept."""
+def replay(workdir: Path, recording: Path, config: Path, name: str, how: str) -> dict[str, dict[str, float]]:
+    """``xceprov replay RECORDING --config CONFIG --json`` (``how`` ``library``: the functions it
+    runs, in this process); its figures, the output kept in ``replay-NAME.json``."""
     began = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "replay", str(recording), "--config", str(config), "--json"],
-        cwd=workdir,
-        env={**os.environ, "XCEPROV_CONFIG": str(config)},
-        capture_output=True,
-        text=True,
-        timeout=3600,
-        check=False,
-    )
-    (workdir / f"replay-{name}.json").write_text(done.stdout)
-    if done.returncode != 0:
-        raise SystemExit(f"xceprov replay ({name}): exit {done.returncode}\n{done.stderr[-3000:]}")
-    runs = replay_runs(json.loads(done.stdout))
-    log(f"replay {name}: {time.monotonic() - began:.1f} s: {json.dumps(runs)}")
+    if how == "library":
+        text = json.dumps(replay_in_process(recording, config, workdir / f"replay-{name}.state"))
+    else:
+        done = subprocess.run(
+            [sys.executable, "-m", "orchestrator.cli", "replay", str(recording), "--config", str(config), "--json"],
+            cwd=workdir,
+            env={**os.environ, "XCEPROV_CONFIG": str(config)},
+            capture_output=True,
+            text=True,
+            timeout=3600,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise SystemExit(f"xceprov replay ({name}): exit {done.returncode}\n{done.stderr[-3000:]}")
+        text = done.stdout
+    (workdir / f"replay-{name}.json").write_text(text)
+    runs = replay_runs(json.loads(text))
+    log(f"replay {name} ({how}): {time.monotonic() - began:.1f} s: {json.dumps(runs)}")
     if "replayed" not in runs:
-        raise SystemExit(f"xceprov replay ({name}): no replayed figures in its JSON (replay-{name}.json)")
+        raise SystemExit(f"replay {name}: no replayed figures in its JSON (replay-{name}.json)")
     return runs
 
 
-def with_idle(config: Path, idle: float, out: Path) -> Path:
-    """``config`` with every provider's ``idle_time`` set to ``idle`` seconds, written to ``out``."""
+def replay_in_process(recording: Path, config: Path, state_dir: Path) -> dict[str, Any]:
+    """What ``xceprov replay --json`` computes (docs/replay.md), through the library: the model
+    of the recording replayed under ``config``, and what the recording shows happened."""
+    from orchestrator.configfile import load_config
+    from orchestrator.replay.recorded import figures_of_recording, model_of_recording
+    from orchestrator.replay.runner import run_replay
+    from orchestrator.workspace.recordings import load_recording
+
+    shutil.rmtree(state_dir, ignore_errors=True)
+    records = load_recording(recording)
+    loaded = load_config(str(config)).config
+    replayed = run_replay(loaded, model_of_recording(records), state_dir=state_dir)
+    return {"recorded": figures_of_recording(records, loaded).to_json(), "replayed": replayed.to_json()}
+
+
+def candidate(config: Path, idle: float | None, image: str, out: Path) -> Path:
+    """``config`` as a replay candidate, written to ``out``: ``bake:newest`` replaced by the image
+    the run baked (what the daemon resolved it to; the replay's model cloud holds no images), and
+    with ``idle`` every provider's ``idle_time`` set to that many seconds."""
     cfg: dict[str, Any] = yaml.safe_load(config.read_text())
-    for provider in cfg["providers"].values():
-        provider["idle_time"] = f"{idle:g}s"
+    for template in cfg["templates"].values():
+        for side in template["providers"].values():
+            if side.get("image") == "bake:newest":
+                side["image"] = image
+    if idle is not None:
+        for provider in cfg["providers"].values():
+            provider["idle_time"] = f"{idle:g}s"
     out.write_text(yaml.safe_dump(cfg))
     return out
 
@@ -133,10 +161,12 @@ def compare_runs(args: argparse.Namespace) -> dict[str, Any]:
     """The replays of recording A with configurations A and B, against the two real runs."""
     real = {label: json.loads((args.workdir / label / "real.json").read_text()) for label in LABELS}
     recording = args.workdir / "a" / "recording.jsonl.gz"
-    config_a = args.workdir / "a" / "site" / "xceprov.yaml"
-    config_b = with_idle(config_a, real["b"]["idle_time"], args.workdir / "a" / "config-idle-b.yaml")
-    same = replay(args.workdir, recording, config_a, "a-a")
-    other = replay(args.workdir, recording, config_b, "a-b")
+    site = args.workdir / "a" / "site" / "xceprov.yaml"
+    image = real["a"]["bake"]["image_id"]
+    config_a = candidate(site, None, image, args.workdir / "a" / "config-a.yaml")
+    config_b = candidate(site, real["b"]["idle_time"], image, args.workdir / "a" / "config-idle-b.yaml")
+    same = replay(args.workdir, recording, config_a, "a-a", args.replay_with)
+    other = replay(args.workdir, recording, config_b, "a-b", args.replay_with)
     window = period(real, same["replayed"])
     log(f"the replay's period: +{window[0]:g} s to +{window[1]:g} s of each run's start")
     clipped = {
@@ -153,6 +183,7 @@ def compare_runs(args: argparse.Namespace) -> dict[str, Any]:
         "minutes": real["a"]["minutes"],
         "idle_a": real["a"]["idle_time"],
         "idle_b": real["b"]["idle_time"],
+        "replay_with": args.replay_with,
         "period_s": list(window),
         "real_in_period": clipped,
         "real": real,
@@ -182,6 +213,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="6 minutes, idle_time 30 s and 120 s (unless given)")
     parser.add_argument("--real-only", action="store_true", help="the real runs only (no replay)")
     parser.add_argument("--replay-only", action="store_true", help="compare the runs saved in --workdir again")
+    parser.add_argument(
+        "--replay-with",
+        choices=("cli", "library"),
+        default="cli",
+        help="xceprov replay (default), or the functions it runs, in process",
+    )
     parser.add_argument("--check", action="store_true", help="exit 1 when a check is missed")
     args = parser.parse_args(argv)
     for name, (quick, full) in {"minutes": (6.0, 60.0), "idle_a": (30.0, 60.0), "idle_b": (120.0, 240.0)}.items():

@@ -172,7 +172,7 @@ def read_back(world: Any, label: str, t0: int, end: int, out: Path) -> dict[str,
     rows = [r for r in requests.get("requests", []) if r.get("action", "create") == "create"]
     (out.parent / "cost.json").write_text(json.dumps(cost, indent=1))
     (out.parent / "bill.json").write_text(json.dumps(bill, indent=1))
-    summary = exported.stderr.strip().splitlines()
+    summary = [line for line in exported.stderr.strip().splitlines() if line.startswith("{")]
     return {
         "figures": real_figures(cost),
         "bill": bill_figures(bill),
@@ -212,6 +212,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             finally:
                 daemon.stop()
             end = t0 + math.ceil(schedule["end"])
+            began_at = {"label": label, "idle_time": args.idle, "t0": t0, "end": end, "bake": baked}
+            (here / "run.json").write_text(json.dumps(began_at))  # kept should reading back fail
             found = read_back(world, label, t0, end, here / "recording.jsonl.gz")
     finally:
         labnet.destroy_lab(lab)

@@ -7,14 +7,17 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-from bench.bench_fidelity import parse
+from bench.bench_fidelity import candidate, parse, period
 from bench.fidelity_model import (
     DURATION,
     HOSTS,
     JOIN_ALLOWANCE,
     TAIL,
+    bill_figures,
+    clipped_figures,
     compare,
     quiet_gap,
     real_figures,
@@ -88,3 +91,51 @@ def test_no_real_change_is_not_a_direction_matched() -> None:
     found = compare(same, same, same, {"host_hours": 2.1, "cost": 0.4})
     assert not found["host_hours"]["same_direction"] and math.isnan(found["host_hours"]["change_error"])
     assert [met for _, met in verdicts(found)][1:3] == [False, False]
+
+
+def test_real_figures_clipped_to_a_window_count_each_instance_inside_it_at_its_own_price() -> None:
+    doc = {
+        "since": 0.0,
+        "until": 1000.0,
+        "instances": [
+            {"start": 100.0, "end": 400.0, "cost": 0.3},  # 300 s
+            {"start": 600.0, "end": None, "cost": 0.8},  # live at the end: 400 s
+            {"start": 950.0, "end": 990.0, "cost": 0.04},  # after the window
+        ],
+    }
+    found = clipped_figures(doc, 0.0, 800.0)
+    assert found == {
+        "cost": pytest.approx(0.3 + 0.4),
+        "host_hours": pytest.approx(500 / 3600, abs=1e-6),
+        "instances": 2,
+    }
+    assert clipped_figures(doc, 0.0, 1000.0)["host_hours"] == pytest.approx(740 / 3600, abs=1e-6)
+
+
+def test_the_cloud_s_bill_is_read_from_its_total() -> None:
+    bill = {"total": {"cost": 0.25, "instances": 2, "running_seconds": 1800.0}, "instances": []}
+    assert bill_figures(bill) == {"cost": 0.25, "host_hours": 0.5}
+
+
+def test_a_candidate_names_the_baked_image_and_the_other_idle_time(tmp_path: Path) -> None:
+    site = tmp_path / "xceprov.yaml"
+    cfg = {
+        "providers": {"sim": {"idle_time": "60s", "hold_time": "0s"}},
+        "templates": {
+            "fb": {"providers": {"sim": {"image": "bake:newest"}}},
+            "cpu": {"providers": {"sim": {"image": "d"}}},
+        },
+    }
+    site.write_text(yaml.safe_dump(cfg))
+    out = yaml.safe_load(candidate(site, 240.0, "img-1", tmp_path / "b.yaml").read_text())
+    assert out["providers"]["sim"] == {"idle_time": "240s", "hold_time": "0s"}
+    assert out["templates"]["fb"]["providers"]["sim"]["image"] == "img-1"
+    assert out["templates"]["cpu"]["providers"]["sim"]["image"] == "d"
+    same = yaml.safe_load(candidate(site, None, "img-1", tmp_path / "a.yaml").read_text())
+    assert same["providers"]["sim"]["idle_time"] == "60s"
+
+
+def test_the_period_compared_is_the_replay_s_within_the_run() -> None:
+    real = {"a": {"t0": 1000, "end": 5000}}
+    assert period(real, {"start": 1000.0, "end": 4500.5}) == (0.0, 3500.5)
+    assert period(real, {}) == (0.0, 4000.0)
