@@ -21,8 +21,11 @@ configuration), so that ``--replay-only`` compares again without running the dae
 
 **The replays.** ``xceprov replay DIR/a/recording.jsonl.gz --config C --json`` with C = run A's
 configuration (same) and with C = the same but ``idle_time`` B. Checks: host-hours and cost of
-replay A→A within 5 % of real A; the predicted change (replay A→B − replay A→A) has the real
-change's (real B − real A) direction and is within 10 % of its size. A table, PASS/MISS per
+replay A→A within 5 % of real A; the predicted change has the real change's (real B − real A)
+direction and is within 10 % of its size. The predicted change is the one the replay prints:
+replay A→B − recorded (what recording A shows happened); the model change (replay A→B − replay
+A→A) is printed beside it. Both real runs are counted over the replay's period (the recording's
+first record to its last), from the same offsets of their own starts. A table, PASS/MISS per
 check, and ``DIR/result.json``; ``--check``: exit 1 on a miss.
 """
 
@@ -142,11 +145,17 @@ def replay_in_process(recording: Path, config: Path, state_dir: Path) -> dict[st
 
 
 def candidate(config: Path, idle: float | None, image: str, out: Path) -> Path:
-    """``config`` as a replay candidate, written to ``out``: ``bake:newest`` replaced by the image
-    the run baked (what the daemon resolved it to; the replay's model cloud holds no images), and
-    with ``idle`` every provider's ``idle_time`` set to that many seconds."""
+    """``config`` as a replay candidate, written to ``out``, with ``idle`` every provider's
+    ``idle_time`` set to that many seconds. Two workarounds that change nothing the replay models
+    (its hosts join by themselves after a join latency drawn from the recording, whatever their
+    bootstrap; docs/replay.md): ``bake:newest`` is replaced by the image the run baked (what the
+    daemon resolved it to: the model cloud holds no images), and ``bootstrap.mode: first-boot``
+    by ``push`` (a replay drops the controller's join key, which a first-boot create needs to
+    mint its hosts' tokens: every create would fail)."""
     cfg: dict[str, Any] = yaml.safe_load(config.read_text())
     for template in cfg["templates"].values():
+        if (template.get("bootstrap") or {}).get("mode") == "first-boot":
+            template["bootstrap"]["mode"] = "push"
         for side in template["providers"].values():
             if side.get("image") == "bake:newest":
                 side["image"] = image

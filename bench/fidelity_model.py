@@ -206,31 +206,31 @@ def compare(
     other: Mapping[str, float],
     recorded: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
-    """The fidelity figures: replay A→A against real A; the predicted change (replay A→B −
-    replay A→A: one model, so what differs is the policy) against the real change (real B −
-    real A); beside it, the change as the replay prints it (replay A→B − recorded)."""
+    """The fidelity figures: replay A→A against real A; the predicted change against the real
+    change (real B − real A). The predicted change is the one ``xceprov replay`` prints: replay
+    A→B − recorded (what the recording shows happened under A, known, not predicted); without
+    ``recorded``, replay A→B − replay A→A. Beside it, the **model change** (replay A→B − replay
+    A→A: one model under both settings), which carries any bias the A→A check shows twice."""
     out: dict[str, Any] = {}
     for what in ("host_hours", "cost"):
         real_change = real_b[what] - real_a[what]
-        predicted = other[what] - same[what]
-        row: dict[str, Any] = {
+        base = recorded[what] if recorded and what in recorded else same[what]
+        predicted = other[what] - base
+        model = other[what] - same[what]
+        out[what] = {
             "real_a": real_a[what],
             "real_b": real_b[what],
+            "recorded": base,
             "replay_a_a": same[what],
             "replay_a_b": other[what],
             "same_error": round(rel(same[what], real_a[what]), 4),
             "real_change": round(real_change, 6),
             "predicted_change": round(predicted, 6),
             "change_error": round(rel(predicted, real_change), 4),
-            "same_direction": math.copysign(1, predicted) == math.copysign(1, real_change)
-            and predicted != 0
-            and real_change != 0,
+            "same_direction": predicted * real_change > 0,
+            "model_change": round(model, 6),
+            "model_change_error": round(rel(model, real_change), 4),
         }
-        if recorded and what in recorded:
-            row["recorded"] = recorded[what]
-            row["printed_change"] = round(other[what] - recorded[what], 6)
-            row["printed_change_error"] = round(rel(other[what] - recorded[what], real_change), 4)
-        out[what] = row
     return out
 
 
@@ -250,7 +250,8 @@ def verdicts(found: Mapping[str, Any]) -> list[tuple[str, bool]]:
         )
         out.append(
             (
-                f"{name}, direction of the change under idle_time B: predicted {row['predicted_change']:+.4f}, "
+                f"{name}, direction of the change under idle_time B: predicted (replay A->B - recorded A) "
+                f"{row['predicted_change']:+.4f}, "
                 f"real {row['real_change']:+.4f}",
                 bool(row["same_direction"]),
             )
@@ -269,15 +270,17 @@ def verdicts(found: Mapping[str, Any]) -> list[tuple[str, bool]]:
 def table(found: Mapping[str, Any]) -> str:
     """The figures as the table of docs/performance.md ("Issue 32: replay fidelity")."""
     lines = [
-        "| figure | real A | real B | real B − A | replay A→A (err) | replay A→B | predicted B − A (err) |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| figure | real A | real B | real B − A | recorded A | replay A→A (err) | replay A→B "
+        "| predicted B − A (err) | model B − A (err) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for what, name in (("host_hours", "host-hours"), ("cost", "cost")):
         r = found[what]
         lines.append(
-            f"| {name} | {r['real_a']:.4f} | {r['real_b']:.4f} | {r['real_change']:+.4f} | "
+            f"| {name} | {r['real_a']:.4f} | {r['real_b']:.4f} | {r['real_change']:+.4f} | {r['recorded']:.4f} | "
             f"{r['replay_a_a']:.4f} ({_pct(r['same_error'])}) | {r['replay_a_b']:.4f} | "
-            f"{r['predicted_change']:+.4f} ({_pct(r['change_error'])}) |"
+            f"{r['predicted_change']:+.4f} ({_pct(r['change_error'])}) | "
+            f"{r['model_change']:+.4f} ({_pct(r['model_change_error'])}) |"
         )
     return "\n".join(lines)
 

@@ -22,6 +22,7 @@ from bench.fidelity_model import (
     quiet_gap,
     real_figures,
     replay_runs,
+    table,
     verdicts,
     workload,
 )
@@ -139,3 +140,15 @@ def test_the_period_compared_is_the_replay_s_within_the_run() -> None:
     real = {"a": {"t0": 1000, "end": 5000}}
     assert period(real, {"start": 1000.0, "end": 4500.5}) == (0.0, 3500.5)
     assert period(real, {}) == (0.0, 4000.0)
+
+
+def test_the_predicted_change_is_the_printed_one_replayed_b_less_recorded_a() -> None:
+    real_a, real_b = {"host_hours": 2.0, "cost": 0.40}, {"host_hours": 3.0, "cost": 0.60}
+    recorded = {"host_hours": 2.0, "cost": 0.40}
+    # The replay under A runs 10 % short: the model change carries it, the printed one does not.
+    found = compare(real_a, real_b, {"host_hours": 1.8, "cost": 0.36}, {"host_hours": 3.0, "cost": 0.6}, recorded)
+    row = found["host_hours"]
+    assert row["predicted_change"] == pytest.approx(1.0) and row["change_error"] == 0.0
+    assert row["model_change"] == pytest.approx(1.2) and row["model_change_error"] == pytest.approx(0.2)
+    assert [met for _, met in verdicts(found)] == [False, True, True, False, True, True]
+    assert "| host-hours | 2.0000 | 3.0000 | +1.0000 | 2.0000 | 1.8000 (10.0 %)" in table(found)
