@@ -26,6 +26,7 @@ import argparse
 import math
 import random
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,8 +49,8 @@ def _rate(t: float, mean: float) -> float:
     return mean * (1.0 + SWING * math.cos(2.0 * math.pi * (t - PEAK) / DAY))
 
 
-def jobs(seed: int = SEED, jobs_per_day: int = JOBS_PER_DAY) -> list[tuple[int, int, int, int]]:
-    """(submit, run time, processors, user) of each job of the model's day, in submit order."""
+def jobs(seed: int = SEED, jobs_per_day: int = JOBS_PER_DAY, days: int = 1) -> list[tuple[int, int, int, int]]:
+    """(submit, run time, processors, user) of each job of the model's ``days``, in submit order."""
     rng = random.Random(seed)
     mean = jobs_per_day / DAY
     top = mean * (1.0 + SWING)
@@ -57,7 +58,7 @@ def jobs(seed: int = SEED, jobs_per_day: int = JOBS_PER_DAY) -> list[tuple[int, 
     t = 0.0
     while True:
         t += rng.expovariate(top)
-        if t >= DAY:
+        if t >= days * DAY:
             return out
         if rng.random() * top > _rate(t, mean):
             continue  # thinned: the cycle's rate is below the top here
@@ -67,9 +68,11 @@ def jobs(seed: int = SEED, jobs_per_day: int = JOBS_PER_DAY) -> list[tuple[int, 
         out.append((int(t), run_time, processors, rng.randint(1, USERS)))
 
 
-def trace(seed: int = SEED, jobs_per_day: int = JOBS_PER_DAY) -> str:
-    """The whole trace file: the header comments (the model and its seed), one line per job."""
-    drawn = jobs(seed, jobs_per_day)
+def trace(seed: int = SEED, jobs_per_day: int = JOBS_PER_DAY, days: int = 1) -> str:
+    """The whole trace file: the header comments (the model and its seed), one line per job;
+    ``days`` > 1: the same model over more days (``bench/bench_replay.py``'s week)."""
+    drawn = jobs(seed, jobs_per_day, days)
+    end = time.strftime("%a %b %e %H:%M:%S UTC %Y", time.gmtime(START + days * DAY))
     header = [
         "Version: 2.2",
         "Computer: a model, not a machine (scripts/make_trace.py)",
@@ -82,7 +85,7 @@ def trace(seed: int = SEED, jobs_per_day: int = JOBS_PER_DAY) -> str:
         f"UnixStartTime: {START}",
         "TimeZoneString: UTC",
         "StartTime: Mon Jan  1 00:00:00 UTC 2024",
-        "EndTime: Tue Jan  2 00:00:00 UTC 2024",
+        f"EndTime: {end}",
         f"MaxProcs: {max(PROCESSORS)}",
         "MaxQueues: 1",
         "Queues: queue 1 is the only queue",
@@ -106,9 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-o", "--output", type=Path, default=TRACE, help="where to write (default: the shipped trace)")
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--jobs-per-day", type=int, default=JOBS_PER_DAY)
+    parser.add_argument("--days", type=int, default=1, help="how many days of the model (default 1: the shipped trace)")
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 when the file differs")
     args = parser.parse_args(argv)
-    text = trace(args.seed, args.jobs_per_day)
+    text = trace(args.seed, args.jobs_per_day, args.days)
     if args.check:
         current = args.output.read_text() if args.output.is_file() else ""
         if current != text:

@@ -13,7 +13,7 @@ The ``MOST`` largest groups are drawn, the rest are summed as one.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Final
 
 from orchestrator.charts.output import ChartError, render
 from orchestrator.charts.timeaxis import dates, utc_axis
-from orchestrator.model.costs import BY, NO_GROUP, CostItem
+from orchestrator.model.costs import BY, NO_GROUP, CostItem, spread_spend, window
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -41,41 +41,10 @@ class SpendSeries:
     stacked: bool  # the names part the instances (not by group)
 
 
-def window(item: CostItem, since: float, until: float) -> tuple[float, float]:
-    """The stretch of ``[since, until)`` the item's life covers (a live one: up to ``until``)."""
-    end = until if item.end is None else min(item.end, until)
-    return max(item.start, since), end
-
-
 def _names(item: CostItem, by: str) -> tuple[str, ...]:
     if by == "group":
         return item.groups or (NO_GROUP,)
     return ({"provider": item.provider, "template": item.template, "op": item.op_id}[by],)
-
-
-def _cumulative(spans: Iterable[tuple[float, float, float]], times: Sequence[float]) -> tuple[float, ...]:
-    """Money spent by ``times`` of spans ``(start, end, money)``, each spread evenly over itself."""
-    changes: dict[float, float] = {}  # time → change of the rate (money per second)
-    for start, end, money in spans:
-        if end > start and money:
-            rate = money / (end - start)
-            changes[start] = changes.get(start, 0.0) + rate
-            changes[end] = changes.get(end, 0.0) - rate
-    out: list[float] = []
-    pending = sorted(changes.items())
-    rate = spent = 0.0
-    last = times[0] if times else 0.0
-    index = 0
-    for t in times:
-        while index < len(pending) and pending[index][0] <= t:
-            at, change = pending[index]
-            spent += rate * (at - last)
-            last, rate = at, rate + change
-            index += 1
-        spent += rate * (t - last)
-        last = t
-        out.append(spent)
-    return tuple(out)
 
 
 def spend_series(items: Sequence[CostItem], since: float, until: float, by: str) -> SpendSeries:
@@ -98,8 +67,8 @@ def spend_series(items: Sequence[CostItem], since: float, until: float, by: str)
         grouped[order[-1]] = [(a, b, item.cost) for a, b, item in spans if rest & set(_names(item, by))]
     return SpendSeries(
         times=times,
-        by_name={name: _cumulative(grouped[name], times) for name in order},
-        total=_cumulative(((a, b, item.cost) for a, b, item in spans), times),
+        by_name={name: spread_spend(grouped[name], times) for name in order},
+        total=spread_spend(((a, b, item.cost) for a, b, item in spans), times),
         stacked=by != "group",
     )
 

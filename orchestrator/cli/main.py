@@ -30,6 +30,7 @@ from orchestrator.cli import orphans as orphans_verb
 from orchestrator.cli import plan as plan_verb
 from orchestrator.cli import provider as provider_verbs
 from orchestrator.cli import record as record_verb
+from orchestrator.cli import replay as replay_verb
 from orchestrator.cli import ret as return_verb
 from orchestrator.cli import sim as sim_verbs
 from orchestrator.cli import status as status_verb
@@ -140,6 +141,7 @@ for _verb in (
     plan_verb.plan,
     provider_verbs.provider,
     record_verb.record,
+    replay_verb.replay,
     return_verb.return_,
     sim_verbs.sim,
     status_verb.status,

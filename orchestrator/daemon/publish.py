@@ -37,6 +37,7 @@ from orchestrator.reconcile.breaker import Breakers
 from orchestrator.reconcile.noticebook import noticed_rows
 from orchestrator.reconcile.refusals import RefusalMemory
 from orchestrator.reconcile.report import PassReport
+from orchestrator.reconcile.selected import SelectedOfferings
 from orchestrator.workspace.daemonstatus import read_status, write_status
 from orchestrator.workspace.sharedstore import cluster_documents
 
@@ -60,6 +61,8 @@ class StatusPublishing:
     fact_reader: FactReader | None
     orphans: OrphanScans | None
     membership: Membership | None
+    # The select: offerings the passes read (set at start): the status's spend prices with them.
+    selected: SelectedOfferings | None = None
     # The last document written: a stop rewrites it with a new state.
     _document: dict[str, Any] | None
     # The breakers as last read, shown while the shared store cannot be read.
@@ -128,6 +131,7 @@ class StatusPublishing:
             first_boot_failed=self.first_boot_failures(),
             refusals=self.shown_refusals(),
             notices=noticed_rows(self.config),
+            selected=self.selected.last if self.selected is not None else {},
         )
 
     def first_boot_failures(self) -> list[Any]:

@@ -322,7 +322,7 @@ class Daemon(WakeUps, StatusPublishing, ProviderSharing, NoticeHandling):
 
     def _use(self, config: Config) -> None:
         self.config = config
-        assert self.ops is not None and self.reconciler is not None
+        assert self.ops is not None and self.reconciler is not None and self.selected is not None
         self.ops.parts.config = config
         self.selected.reload(config)
         self.reconciler.reload(config)

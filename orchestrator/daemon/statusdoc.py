@@ -33,6 +33,7 @@ from orchestrator.reconcile.breaker import Breakers, Position
 from orchestrator.reconcile.costs import spend_document
 from orchestrator.reconcile.ledger import ledger
 from orchestrator.reconcile.offered import offering_usage
+from orchestrator.reconcile.offers import NOTHING_SELECTED, Selected
 from orchestrator.reconcile.pool import pools, target
 from orchestrator.reconcile.refusals import RefusalMemory
 from orchestrator.reconcile.report import PassReport
@@ -279,6 +280,7 @@ def build_document(
     first_boot_failed: Sequence[Mapping[str, Any]] = (),
     refusals: RefusalMemory | None = None,
     notices: Sequence[Mapping[str, Any]] = (),
+    selected: Selected = NOTHING_SELECTED,
 ) -> dict[str, Any]:
     """The status document (docs/daemon.md, "Status file"); ``daemon`` is its ``daemon`` member;
     ``report`` the last pass's (typed, or its ``last_pass`` document as written before);
@@ -287,7 +289,7 @@ def build_document(
     ``first_boot_failed``: the failed first boots of the document before (its ``first_boot``
     member's ``failed``), to which this pass's are added; ``refusals`` its ``refusals`` member
     (the memory of refusals' records, held or still counting; empty without); ``notices`` the
-    noticed hosts."""
+    noticed hosts; ``selected`` the last pass's ``select:`` offerings (the ``spend`` prices with them)."""
     hosts = list(hosts)
     last = report.to_json() if isinstance(report, PassReport) else dict(report) if report is not None else None
     figures = PassFigures.of(report) if isinstance(report, PassReport) else PassFigures.from_json(last)
@@ -309,7 +311,7 @@ def build_document(
         "offerings": offering_usage(config, facts) if config is not None else {},
         "pools": pool_sizes(facts, config) if config is not None else {},
         # Money spent since the daemon started and the rate now (reconcile/costs.py, docs/cost.md).
-        "spend": spend_document(config, facts, float(daemon.get("started") or now), now) if config else None,
+        "spend": spend_document(config, facts, float(daemon.get("started") or now), now, selected) if config else None,
         "timeouts_expired": expired_timeouts(figures, facts),
         # Per template, why the last pass launched what it did or nothing (reconcile/reasons.py).
         "reasons": dict((last or {}).get("reasons") or {}),

@@ -383,7 +383,16 @@ class GroupBudget(Strict):
     """A host group's budget (``policy.group_budgets.<group>``; docs/cost.md)."""
 
     # The most the live and in-flight instances of the group's templates may cost per hour.
-    per_hour: float = Field(ge=0)
+    per_hour: float | None = Field(default=None, ge=0)
+    # The most the group may spend in a calendar month (UTC): no launch once what it spent so
+    # far this month plus an hour of its instances' spend per hour would pass it.
+    per_month: float | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _one_cap(self) -> GroupBudget:
+        if self.per_hour is None and self.per_month is None:
+            raise ValueError("a group budget needs per_hour, per_month or both")
+        return self
 
 
 class PolicySettings(Strict):
@@ -391,7 +400,8 @@ class PolicySettings(Strict):
 
     # The most every live and in-flight instance of the cluster may cost per hour; unset = no cap.
     budget_per_hour: float | None = Field(default=None, ge=0)
-    # Per host group (templates' xce.host_groups): the most its instances may cost per hour.
+    # Per host group (templates' xce.host_groups): the most its instances may cost per hour
+    # and per calendar month (docs/cost.md).
     group_budgets: dict[str, GroupBudget] = Field(default_factory=dict)
     # Least time between two scale-ups of one template (a create refused for capacity or quota
     # does not count: its fallback goes at once).

@@ -149,6 +149,8 @@ def _lost(key: str, instance_id: str, reason: str, entry: dict[str, Any], seen: 
     }
     if seen is not None:
         evidence["listing"] = {"state": seen.state, "state_reason": seen.state_reason, "name": seen.name}
+        if seen.terminated_at:  # the cloud's own end of it: where the cost ledger ends it
+            evidence["listing"]["terminated_at"] = seen.terminated_at
     else:
         evidence["listing"] = None
     return LostInstance(key, instance_id, reason, evidence)

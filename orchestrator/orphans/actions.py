@@ -38,7 +38,10 @@ AUTOMATIC_DRAIN: Final = replace(
 
 
 def _detail(finding: Finding, **more: Any) -> str:
+    # launch_time: the listing's, from which the cost ledger counts an adopted orphan (docs/cost.md).
     body = {"class": finding.cls, "evidence": finding.evidence, "tags": finding.tags, **more}
+    if finding.launch_time:
+        body["launch_time"] = finding.launch_time
     return json.dumps(body, sort_keys=True, default=str)[:4000]
 
 

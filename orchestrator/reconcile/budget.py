@@ -13,6 +13,16 @@ and takes room under ``max_instances`` like any other; starting it adds the diff
 A running instance costs its offering's ``cost_per_hour`` (the one its op placed it on, the
 ledger's ``offering``), or its default offering's when that offering is no longer configured;
 a new op's room is counted at the cost of the offering it goes to (:func:`room`'s ``offering``).
+
+A host group's budget per month (``per_month``, docs/cost.md) holds when what the group spent
+this calendar month (UTC; ``Usage.month``, from the ledger) plus an hour of its spend per hour
+(live, in-flight and new instances; less than an hour when the month ends sooner) stays
+within it: launches stop an hour's money before the month's money is spent. Not "as if every
+instance ran to the month's end": that would be a cap per hour in disguise (a budget of 5000
+a month at 1 per hour would allow 7 instances on the 1st), useless for bursting; instances
+running when the cap is reached go on until returned, and what they cost then passes it (a
+``per_hour`` budget bounds that). Without ``Usage.month`` (a caller that read no facts) it is
+not checked.
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.model.config import Config
+from orchestrator.model.costs import MonthSpend
 from orchestrator.model.offerings import Offering
 from orchestrator.reconcile.ledger import InstanceRecord
 from orchestrator.reconcile.offers import NOTHING_SELECTED, Selected, offering_of
@@ -36,11 +47,19 @@ class Usage:
     spend: dict[str, float] = field(default_factory=dict)
     # Spend per hour per host group (an instance counts whole under each group of its template).
     by_group: dict[str, float] = field(default_factory=dict)
+    # What each group spent this calendar month so far (the budgets per month); None: not read.
+    month: MonthSpend | None = None
 
     @classmethod
-    def of(cls, config: Config, records: Iterable[InstanceRecord], selected: Selected = NOTHING_SELECTED) -> Usage:
+    def of(
+        cls,
+        config: Config,
+        records: Iterable[InstanceRecord],
+        selected: Selected = NOTHING_SELECTED,
+        month: MonthSpend | None = None,
+    ) -> Usage:
         """The usage of every counted (not gone) instance, each at its offering's price."""
-        usage = cls()
+        usage = cls(month=month)
         for record in records:
             if record.counted:
                 stopped, offering = record.in_pool, record.offering
@@ -76,7 +95,7 @@ class Usage:
 
     def copy(self) -> Usage:
         """An independent copy (a decision tried before it is kept)."""
-        return Usage(dict(self.instances), dict(self.by_template), dict(self.spend), dict(self.by_group))
+        return Usage(dict(self.instances), dict(self.by_template), dict(self.spend), dict(self.by_group), self.month)
 
     def start(self, config: Config, provider: str, template: str, count: int) -> None:
         """``count`` pool instances started: each now costs its running price (room unchanged)."""
@@ -96,25 +115,52 @@ def groups_of(config: Config, template: str) -> tuple[str, ...]:
     return tuple(on.xce.host_groups) if on is not None else ()
 
 
+# The limits of host group budgets (``Room.limit``).
+GROUP_LIMITS = ("group budget", "group month budget")
+
+
 def _group_limits(config: Config, usage: Usage, template: str, cost: float) -> list[tuple[int, str, str]]:
-    """(fits, "group budget", group) for each budgeted host group of ``template``."""
+    """(fits, "group budget" | "group month budget", group) for each budget of each host group
+    of ``template``."""
     out = []
+    month = usage.month
     for group in groups_of(config, template):
         budget = config.policy.group_budgets.get(group)
-        if budget is not None:
-            out.append((_affordable(budget.per_hour - usage.by_group.get(group, 0.0), cost), "group budget", group))
+        if budget is None:
+            continue
+        rate = usage.by_group.get(group, 0.0)
+        if budget.per_hour is not None:
+            out.append((_affordable(budget.per_hour - rate, cost), "group budget", group))
+        if budget.per_month is not None and month is not None:
+            hours = month.lookahead
+            left = budget.per_month - month.spent.get(group, 0.0) - rate * hours
+            out.append((_affordable(left, cost * hours), "group month budget", group))
     return out
+
+
+def _binding(groups: list[tuple[int, str, str]], limit: str) -> tuple[int, str, str] | None:
+    """The group limit that binds when ``limit`` is one of them."""
+    found = [g for g in groups if g[1] == limit]
+    return min(found, key=lambda item: item[0]) if found else None
 
 
 def _group_evidence(config: Config, usage: Usage, limit: tuple[int, str, str] | None) -> dict[str, Any]:
     if limit is None:
         return {}
     group = limit[2]
-    return {
+    budget = config.policy.group_budgets[group]
+    out: dict[str, Any] = {
         "group": group,
         "group_spend": round(usage.by_group.get(group, 0.0), 6),
-        "group_budget": config.policy.group_budgets[group].per_hour,
+        "group_budget": budget.per_hour,
     }
+    if usage.month is not None and budget.per_month is not None:
+        out.update(
+            group_month_spent=round(usage.month.spent.get(group, 0.0), 6),
+            group_month_budget=budget.per_month,
+            month_lookahead_hours=round(usage.month.lookahead, 3),
+        )
+    return out
 
 
 @dataclass(frozen=True)
@@ -122,7 +168,8 @@ class Room:
     """How many more instances of a template fit on a provider, and which limit binds."""
 
     fits: int
-    # "max_instances" | "template max_instances" | "provider budget" | "cluster budget" | "group budget" | ""
+    # "max_instances" | "template max_instances" | "provider budget" | "cluster budget" |
+    # "group budget" | "group month budget" | ""
     limit: str
     evidence: dict[str, Any]
 
@@ -163,7 +210,7 @@ def start_room(config: Config, usage: Usage, provider: str, template: str) -> Ro
     groups = _group_limits(config, usage, template, extra)
     limits += [(fits, limit) for fits, limit, _ in groups]
     fits, limit = min(limits, key=lambda item: item[0])
-    binding = min(groups, key=lambda item: item[0]) if groups and limit == "group budget" else None
+    binding = _binding(groups, limit)
     evidence = {"provider": provider, "template": template, "extra_cost_per_hour": extra, "fits": max(0, fits)}
     return Room(max(0, fits), limit, {**evidence, **_group_evidence(config, usage, binding), "limit": limit})
 
@@ -199,7 +246,7 @@ def room(
     groups = _group_limits(config, usage, template, cost)
     limits += [(fits, limit) for fits, limit, _ in groups]
     fits, limit = min(limits, key=lambda item: item[0])
-    binding = min(groups, key=lambda item: item[0]) if groups and limit == "group budget" else None
+    binding = _binding(groups, limit)
     evidence = {
         "provider": provider,
         "template": template,

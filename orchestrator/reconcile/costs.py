@@ -19,7 +19,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from orchestrator.model.config import Config
-from orchestrator.model.costs import CostItem, Stretch, item_of, launch_time_of
+from orchestrator.model.costs import (
+    CostItem,
+    MonthSpend,
+    Stretch,
+    ended_time_of,
+    item_of,
+    launch_time_of,
+    month_of,
+)
 from orchestrator.model.facts import GONE_KINDS, Fact, FactKind
 from orchestrator.model.pool import start_keys
 from orchestrator.reconcile.budget import unit_cost
@@ -39,7 +47,9 @@ def _times(facts: Iterable[Fact]) -> tuple[dict[str, float], dict[str, float], d
             if start:  # an old standalone journal's fact has neither: its start is unknown
                 launched.setdefault(key, start)
         elif fact.kind in GONE_KINDS and key:
-            gone.setdefault(key, fact.committed)
+            # A loss the cloud dated (its listing's terminated_at) ends there, not when noticed.
+            ended = ended_time_of(fact.detail) if fact.kind == FactKind.LOST else None
+            gone.setdefault(key, ended if ended is not None and ended > 0 else fact.committed)
         elif fact.kind == FactKind.REQUEST_INTENT:
             for name in start_keys(fact.detail) or ():
                 taken.setdefault(name, fact.committed)
@@ -131,9 +141,16 @@ def spend_since(
     return out
 
 
-def spend_document(config: Config, facts: Mapping[str, Sequence[Fact]], since: float, now: float) -> dict[str, object]:
+def spend_document(
+    config: Config,
+    facts: Mapping[str, Sequence[Fact]],
+    since: float,
+    now: float,
+    selected: Selected = NOTHING_SELECTED,
+) -> dict[str, object]:
     """The status document's ``spend``: money spent since the daemon started and the rate now,
-    per provider and template (docs/daemon.md, "Metrics": ``xceprov_spend_total``)."""
+    per provider and template (docs/daemon.md, "Metrics": ``xceprov_spend_total``); ``select:``
+    instances at the offerings ``selected`` (the last pass's)."""
 
     def nested(values: Mapping[tuple[str, str], float]) -> dict[str, dict[str, float]]:
         out: dict[str, dict[str, float]] = {}
@@ -143,6 +160,21 @@ def spend_document(config: Config, facts: Mapping[str, Sequence[Fact]], since: f
 
     return {
         "since": since,
-        "total": nested(spend_since(config, facts, since, now)),
-        "rate_per_hour": nested(spend_rate(config, facts)),
+        "total": nested(spend_since(config, facts, since, now, selected)),
+        "rate_per_hour": nested(spend_rate(config, facts, selected)),
     }
+
+
+def month_spend(
+    config: Config, facts: Mapping[str, Sequence[Fact]], now: float, selected: Selected = NOTHING_SELECTED
+) -> MonthSpend | None:
+    """What each host group spent this calendar month (UTC) up to ``now``, from the ledger (an
+    instance under each group of its template); None when no group has a budget per month."""
+    if not any(b.per_month is not None for b in config.policy.group_budgets.values()):
+        return None
+    start, end = month_of(now)
+    spent: dict[str, float] = {}
+    for item in cost_items(config, facts, start, now, selected):
+        for group in item.groups:
+            spent[group] = spent.get(group, 0.0) + item.cost
+    return MonthSpend(now, start, end, spent)

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
+from typing import Any
 
 from orchestrator.model.facts import GONE_KINDS, Fact, FactKind
 from orchestrator.model.instances import instance_key
@@ -93,17 +94,25 @@ def ledger(facts: Iterable[Fact], defaults: Mapping[tuple[str, str], str] = _NO_
                     key, fact.op_id, fact.provider, fact.template, fact.committed, pool=pool, offering=offering
                 )
                 records.setdefault(key, made)
+    # What the later facts change, per key, applied once at the end (one copy of each record,
+    # not one per fact: a pass reads the ledger several times over every fact).
+    changes: dict[str, dict[str, Any]] = {}
     for fact in ordered:
         record = records.get(fact.instance_key)
         if record is None:
             continue  # an instance of no create op we know (adopted orphan): not ours to count
+        change = changes.setdefault(record.key, {})
         if fact.kind == FactKind.INSTANCE_CREATED:
-            record = replace(record, created=fact.committed, instance_id=fact.instance_id, host_name=fact.host_name)
+            change.update(created=fact.committed, instance_id=fact.instance_id, host_name=fact.host_name)
         elif fact.kind == FactKind.EXPECTED_HOST:
-            record = replace(record, expected=fact.committed, host_name=fact.host_name or record.host_name)
+            change.update(
+                expected=fact.committed, host_name=fact.host_name or change.get("host_name", record.host_name)
+            )
         elif fact.kind in GONE_KINDS:
-            record = replace(record, gone=True)
-        records[record.key] = record
+            change["gone"] = True
     for key in taken & set(records):
-        records[key] = replace(records[key], taken=True)
+        changes.setdefault(key, {})["taken"] = True
+    for key, change in changes.items():
+        if change:
+            records[key] = replace(records[key], **change)
     return records

@@ -42,6 +42,7 @@ from orchestrator.reconcile.bootstraps import BootstrapTracker
 from orchestrator.reconcile.breaker import Breakers
 from orchestrator.reconcile.budget import Usage
 from orchestrator.reconcile.classify import FailureClass, classify_error
+from orchestrator.reconcile.costs import month_spend
 from orchestrator.reconcile.deciding import ScaleOutLock, coordinated
 from orchestrator.reconcile.failedops import FailedOp, tell_failed_create
 from orchestrator.reconcile.gap import gaps_from_ledger
@@ -371,10 +372,21 @@ class Reconciler:
         offerings as the executor renders them (its parts' catalogue selections)."""
         records, chosen = ctx.records(), self.parts.selected() if self.parts.selected is not None else {}
         gaps = gaps_from_ledger(ctx.snapshot, records)
+        month = month_spend(self.config, {p: ctx.facts(p) for p in self.config.providers}, now, chosen)
         with self._books:
             unavailable = self._unavailable(ctx)
             return PolicyInputs(
-                gaps, records, self.health, self.breakers, now, unavailable, fallback, refused, self.refusals, chosen
+                gaps,
+                records,
+                self.health,
+                self.breakers,
+                now,
+                unavailable,
+                fallback,
+                refused,
+                self.refusals,
+                chosen,
+                month,
             )
 
     def _unavailable(self, ctx: PassContext) -> dict[str, str]:
@@ -398,7 +410,7 @@ class Reconciler:
     ) -> bool:
         """One create (``pool``: into the warm pool, on the default offering; ``placements``: the
         offerings of its keys); True when it was refused and closed (its hosts may be asked for elsewhere)."""
-        op_id = new_op_id()
+        op_id = new_op_id(self.clock())
         ctx.stale(provider)  # before the change: the failure handler reads the op's facts
         try:
             result = self.executor.create(provider, template, count, op_id=op_id, pool=pool, placements=placements)

@@ -63,6 +63,10 @@ class PassContext:
     # Held while the caches change and while :meth:`beside` copies them (never over a read of the
     # controller: the copy is what a takeover's resume waits for).
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    # The ledger of the facts as read, and the notices it was made with: the phases ask for it
+    # several times a pass; made again once a provider's facts are (to be) read again.
+    _records: list[InstanceRecord] | None = field(default=None, repr=False, compare=False)
+    _records_noticed: dict[str, float] | None = field(default=None, repr=False, compare=False)
 
     def facts(self, provider: str) -> list[Fact]:
         """The provider's facts; asked again when this pass changed the provider."""
@@ -71,6 +75,7 @@ class PassContext:
             with self._lock:
                 self._facts[provider] = fresh
                 self._stale.discard(provider)
+                self._records = None
         return list(self._facts.get(provider, []))
 
     def all_facts(self) -> list[Fact]:
@@ -79,13 +84,23 @@ class PassContext:
 
     def records(self) -> list[InstanceRecord]:
         """The ledger over every provider's facts (gap, budget, lifetime and reclaim read it)."""
+        with self._lock:
+            fresh = not self._stale and self._records_noticed is self.noticed
+            cached = self._records if fresh else None
+        if cached is not None:
+            return list(cached)
         records = ledger(self.all_facts(), self.defaults).values()
-        return [replace(r, noticed=self.noticed[r.key]) if r.key in self.noticed else r for r in records]
+        made = [replace(r, noticed=self.noticed[r.key]) if r.key in self.noticed else r for r in records]
+        with self._lock:
+            if not self._stale:  # no provider went stale while it was made
+                self._records, self._records_noticed = made, self.noticed
+        return list(made)
 
     def stale(self, provider: str) -> None:
         """This pass changed ``provider``: read its facts again before using them."""
         with self._lock:
             self._stale.add(provider)
+            self._records = None
 
     def lost(self, provider: str) -> None:
         """The provider's lease went during the pass: no later phase changes it."""

@@ -75,7 +75,7 @@ def pools(config: Config, records: Iterable[InstanceRecord]) -> dict[tuple[str, 
 def takes(config: Config, inputs: PolicyInputs) -> list[PoolTake]:
     """What to start from the pools for the gaps of ``inputs`` (see the module docstring)."""
     records = list(inputs.records)
-    usage = Usage.of(config, records)
+    usage = Usage.of(config, records, month=inputs.month)
     out: list[PoolTake] = []
     for name, gap in sorted(inputs.gaps.items()):
         if gap.gap <= 0 or name not in config.templates:
@@ -106,7 +106,7 @@ def takes(config: Config, inputs: PolicyInputs) -> list[PoolTake]:
 def refills(config: Config, inputs: PolicyInputs, unserved: Mapping[str, TemplateGap]) -> list[OpRequest]:
     """One fill op per pool below its target, for templates with no gap left in ``unserved``."""
     records = list(inputs.records)
-    usage = Usage.of(config, records)
+    usage = Usage.of(config, records, month=inputs.month)
     out: list[OpRequest] = []
     for (provider, name), pool in pools(config, records).items():
         want = target(config, provider, name)

@@ -72,6 +72,7 @@ _SKIPPED: Final[Mapping[str, str]] = {
     "provider budget": "budget",
     "cluster budget": "budget",
     "group budget": "budget",
+    "group month budget": "budget",
     "granularity": "granularity",
     "no-offering": "no-offering",
 }
@@ -242,6 +243,11 @@ def _room_detail(limit: str, room: Any) -> str:
         "cluster budget": f"spend {room.get('cluster_spend')} of budget {room.get('cluster_budget')}/h",
         "group budget": (
             f"group {room.get('group')} spend {room.get('group_spend')} of budget {room.get('group_budget')}/h"
+        ),
+        "group month budget": (
+            f"group {room.get('group')} spent {room.get('group_month_spent')} this month"
+            f" + {room.get('group_spend')}/h for {room.get('month_lookahead_hours')} h"
+            f" of budget {room.get('group_month_budget')}/month"
         ),
     }
     return f"{limit}: {figures[limit]}" if limit in figures else limit

@@ -24,10 +24,10 @@ pass), the checks are, in order:
    leaves only when its room differs (a budget at another price). The loop moves the rest of a
    refused op to the next offering at once (:mod:`.scaleoutphase`);
 6. **room**: each provider takes what fits under its room (:func:`.budget.room` at the price of
-   the offering it goes to: ``max_instances``, the template's ``max_instances``, the provider
-   and cluster budgets), rounded to its ``granularity``: up for the gap, down when the room is
-   smaller (the budget is never exceeded to fill a granule); what does not fit spills to the
-   next provider.
+   the offering it goes to: ``max_instances``, the template's ``max_instances``, the provider,
+   cluster and host group budgets, per hour and per month), rounded to its ``granularity``: up
+   for the gap, down when the room is smaller (the budget is never exceeded to fill a granule);
+   what does not fit spills to the next provider.
 
 The evidence of every provider asked (``evidence["providers"]``, docs/design-reconcile.md):
 ``{"provider", "count", "skipped", "until", "offerings": [{"offering", "flavor", "zone",
@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.model.config import Config
+from orchestrator.model.costs import MonthSpend
 from orchestrator.model.offerings import MAX_PLACEMENTS, Offering, Placement
 from orchestrator.model.ops import OpRequest
 from orchestrator.reconcile.breaker import Breakers, Position
@@ -98,12 +99,14 @@ class PolicyInputs:
     holds: OfferingHolds = field(default_factory=NoHolds)
     # The offerings ``select:`` templates resolved from their providers' catalogues.
     selected: Selected = field(default_factory=dict)
+    # What each host group spent this calendar month (the budgets per month; None: none set).
+    month: MonthSpend | None = None
 
 
 def scale_out(config: Config, inputs: PolicyInputs) -> list[ScaleOutDecision]:
     """One decision per template in ``inputs.gaps``, by template name."""
     records = list(inputs.records)
-    usage = Usage.of(config, records, inputs.selected)
+    usage = Usage.of(config, records, inputs.selected, inputs.month)
     last = last_scale_ups(records)
     return [_decide(config, inputs, usage, last, gap) for _, gap in sorted(inputs.gaps.items())]
 

@@ -31,9 +31,12 @@ class SelectedOfferings:
     def __init__(self, reader: CatalogueReader) -> None:
         self.reader = reader
         self.problems: Mapping[tuple[str, str], str] = {}
+        # What the last call returned: the status prices select: instances with it (no read).
+        self.last: Mapping[tuple[str, str], list[Offering]] = {}
 
     def current(self) -> Mapping[tuple[str, str], list[Offering]]:
         """(template, provider) -> its selected offerings; empty without any ``select:``."""
+        self.last = {}
         if not select_pairs(self.reader.config):
             return {}
         try:
@@ -45,6 +48,7 @@ class SelectedOfferings:
             if self.problems.get(pair) != why:
                 log.warning("template %s on provider %s has no offering from the catalogue: %s", *pair, why)
         self.problems = dict(found.problems)
+        self.last = found.selected
         return found.selected
 
     def reload(self, config: Config) -> None:

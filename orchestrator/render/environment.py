@@ -8,6 +8,7 @@ site can override one file for one host template only.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,12 +27,7 @@ class TemplateRenderer:
 
     def __init__(self, search_path: Sequence[Path]) -> None:
         self.search_path = [Path(p) for p in search_path]
-        self.env = SandboxedEnvironment(
-            loader=ChoiceLoader([FileSystemLoader(str(p)) for p in self.search_path]),
-            undefined=StrictUndefined,
-            autoescape=False,
-            keep_trailing_newline=True,
-        )
+        self.env = _environment(tuple(str(p) for p in self.search_path))
 
     def render(self, filename: str, host_template: str, context: dict[str, object]) -> str:
         """Render ``filename`` (per-template override first); errors name the file and the problem."""
@@ -63,6 +59,21 @@ class TemplateRenderer:
             raise ConfigError([f"{what}: {exc.message}"]) from None
         except TEMPLATE_CODE_ERRORS as exc:
             raise ConfigError([f"{what}: {_code_problem(exc)}"]) from None
+
+
+@functools.lru_cache(maxsize=16)
+def _environment(search_path: tuple[str, ...]) -> SandboxedEnvironment:
+    """The environment of one search path, made once: its compiled templates are kept between
+    renders (a create renders several files per op; compiling them again each time cost more
+    than the rest of the render). A template file changed on disk is compiled again at its next
+    use (Jinja checks each file's modification time, ``auto_reload``)."""
+    return SandboxedEnvironment(
+        loader=ChoiceLoader([FileSystemLoader(p) for p in search_path]),
+        undefined=StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        auto_reload=True,
+    )
 
 
 def _code_problem(exc: BaseException) -> str:

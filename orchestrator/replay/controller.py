@@ -170,15 +170,35 @@ class ModelController:
         self._next_wid += 1
         self._changed(now)
 
-    def lose(self, loss: Loss, now: float) -> ModelInstance | None:
-        """The cloud takes one live instance of the loss's provider and template (the oldest
-        whose host runs work, else the oldest): ended in the cloud with the loss's reason, its
-        host disconnected and its work requeued; None when there was none to take."""
+    def pick(self, loss: Loss) -> ModelInstance | None:
+        """The instance a loss takes: of its provider and template, the oldest live one whose
+        host runs work, else the oldest; None when there is none."""
         live = [i for i in self.cloud.live(loss.provider) if i.template == loss.template]
-        if not live:
-            return None
         busy = [i for i in live if (h := self._host_of_key(i.key)) is not None and h.busy_work]
-        inst = (busy or live)[0]
+        return (busy or live)[0] if live else None
+
+    def notice(self, inst: ModelInstance, reclaim_at: float, now: float) -> Host | None:
+        """The cloud's interruption notice of ``inst`` acted on at the controller, as the
+        simulated controller's ``notice_host`` does: its host closed (no new work), its reclaim
+        time kept, its work requeued, ``interruptionNotice`` pushed; the host (None: no host)."""
+        host = self._host_of_key(inst.key)
+        if host is None or host.reclaim_at_ms:
+            return host
+        host.reclaim_at_ms = ms(reclaim_at)
+        host.closed = True
+        workload.requeue(self.works, self.hosts_by_id, host.hid, ms(now), self._event_at(now))
+        self._event("interruptionNotice", host, now)
+        self._changed(now)
+        return host
+
+    def lose(self, loss: Loss, now: float, key: str = "") -> ModelInstance | None:
+        """The cloud takes the live instance ``key`` (given by a notice before), else
+        :meth:`pick`'s: ended in the cloud with the loss's reason, its host disconnected and its
+        work requeued; None when there was none to take."""
+        chosen = self.cloud.instances.get(key) if key else None
+        inst = chosen if chosen is not None and chosen.live else self.pick(loss)
+        if inst is None:
+            return None
         self.cloud.end(inst.key, now, loss.reason)
         host = self._host_of_key(inst.key)
         if host is not None:

@@ -18,7 +18,8 @@ a host event (the daemon wakes on either; one that came during the pass starts t
 soon as it ended), else ``daemon.reconcile_interval`` after the pass ended. The model world's
 events (job submits, joins, work ends, losses) run in time order at their own times, those that
 fell within a pass (the engine moves the clock while it applies) as soon as the pass reads the
-controller, or after it.
+controller, or after it. A loss with an interruption notice is acted on at the notice as the
+daemon's notice watch acts (:class:`Noticed`), and its loss recorded before the next pass.
 
 What a run comes to (:class:`~orchestrator.replay.figures.RunFigures`): cost and host-hours from
 the real cost ledger (``reconcile/costs.cost_items`` over the replay's facts, priced by the
@@ -34,20 +35,26 @@ from __future__ import annotations
 
 import bisect
 import random
+import secrets
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Final, Protocol
 
+from orchestrator import durable
 from orchestrator.clients.controller.types import DemandSnapshot, Fact, HostEvent
 from orchestrator.clients.terraform.engine import Engine
 from orchestrator.errors import UsageError
 from orchestrator.model.config import Config
-from orchestrator.model.costs import CostItem
+from orchestrator.model.costs import CostItem, spread_spend, window
 from orchestrator.model.facts import FactKind
+from orchestrator.model.images import BAKE_NEWEST, with_template_image
+from orchestrator.model.instances import new_op_id
+from orchestrator.model.notices import DEFAULT_KIND
 from orchestrator.ops.executor import OpParts, Wired
 from orchestrator.paths import toolkit_root
 from orchestrator.reconcile.costs import cost_items
 from orchestrator.reconcile.loop import Reconciler
+from orchestrator.reconcile.noticebook import NoticeBook, NoticedHost
 from orchestrator.reconcile.report import PassReport
 from orchestrator.replay.clock import VirtualClock
 from orchestrator.replay.cloud import ModelCloud
@@ -56,10 +63,16 @@ from orchestrator.replay.engine import ModelEngine
 from orchestrator.replay.figures import RunFigures, Sample
 from orchestrator.replay.hostcontrol import ReplayFence, ReplayHosts
 from orchestrator.replay.model import Job, Loss, WorldModel
+from orchestrator.workspace.sharedstore import cluster_documents
 
 # Passes one after another at one instant, each woken by the one before (a guard: the daemon's
 # passes take time, the virtual clock's do not unless they create): the next waits for the interval.
 MAX_PASSES_AT_ONE_TIME: Final = 50
+
+# The image a ``bake:newest`` template's instances name in a replay (the model cloud has no bakes).
+REPLAY_IMAGE: Final = "replay-newest-bake"
+# The replay's own join key, in its state directory (first-boot hosts' tokens are minted with it).
+JOIN_KEY: Final = "replay-join.key"
 
 # Builds the model engine of a run from its cloud, clock and random generator.
 EngineFactory = Callable[[ModelCloud, VirtualClock, random.Random], Engine]
@@ -101,8 +114,32 @@ def replay_config(config: Config, state_dir: Path) -> Config:
         )
     if mine.is_dir() and any(mine.iterdir()):
         raise UsageError(f"replay state directory {state_dir}: not empty; give a fresh directory")
+    for template, on in sorted(config.templates.items()):
+        for provider, block in sorted(on.providers.items()):
+            if block.select is not None:
+                raise UsageError(
+                    f"templates.{template}.providers.{provider}.select: a replay cannot read the provider's "
+                    "catalogue; list the offerings it selects (xceprov offerings) under offerings:"
+                )
+            if block.image == BAKE_NEWEST:
+                # The model cloud holds no bakes: the newest one is a name (no host boots it).
+                config = with_template_image(config, template, provider, REPLAY_IMAGE)
     terraform = config.terraform.model_copy(update={"backend": "local", "pg_conn_file": None})
-    return config.model_copy(update={"state_dir": Path(state_dir), "terraform": terraform})
+    # No host of the model reads its user data: the site's controller CA and client identity
+    # are neither needed nor read (a candidate replays without the site's secrets); first-boot
+    # hosts' join tokens are minted with a throw-away key of the replay's own.
+    controller = config.controller.model_copy(
+        update={"ca": None, "client_cert": None, "client_key": None, "join_key": Path(state_dir) / JOIN_KEY}
+    )
+    return config.model_copy(update={"state_dir": Path(state_dir), "terraform": terraform, "controller": controller})
+
+
+def write_join_key(config: Config) -> None:
+    """The throw-away join key a replay's configuration names (:func:`replay_config`), made for
+    this replay only in its own state directory (private)."""
+    assert config.controller.join_key is not None
+    durable.private_dir(config.controller.join_key.parent)
+    durable.write_bytes_atomic(config.controller.join_key, secrets.token_hex(32).encode() + b"\n")
 
 
 def run_replay(
@@ -114,16 +151,18 @@ def run_replay(
     label: str = "replayed",
     samples_every: float = 60.0,
     observe: ReplayObserver | None = None,
+    clock: VirtualClock | None = None,
 ) -> RunFigures:
     """Replay ``model`` under ``config`` (module docstring); ``state_dir``: a fresh directory the
     caller owns, outside the site's state directory (the run's working directories, audit log
     and documents; :func:`replay_config` refuses any other). The same model, config and seed
-    give the same figures."""
+    give the same figures. ``clock``: the run's virtual clock, for an observer that reads it
+    (a flight recorder); it is moved to the model's start."""
 
     def engine(cloud: ModelCloud, clock: VirtualClock, rng: random.Random) -> Engine:
         return ModelEngine(cloud, model, clock, rng)
 
-    replay = Replay(config, model, state_dir=state_dir, seed=seed, engine=engine, observe=observe)
+    replay = Replay(config, model, state_dir=state_dir, seed=seed, engine=engine, observe=observe, clock=clock)
     return replay.run(label=label, samples_every=samples_every)
 
 
@@ -139,11 +178,14 @@ class Replay:
         seed: int,
         engine: EngineFactory,
         observe: ReplayObserver | None = None,
+        clock: VirtualClock | None = None,
     ) -> None:
         self.config = replay_config(config, state_dir)
+        write_join_key(self.config)
         self.model = model
         self.observe = observe
-        self.clock = VirtualClock(model.start)
+        self.clock = clock if clock is not None else VirtualClock(model.start)
+        self.clock.now = model.start
         self.cloud = ModelCloud()
         self.controller = ModelController(
             self.clock,
@@ -176,6 +218,10 @@ class Replay:
             rng=random.Random(seed),
             bootstrap=None,
         )
+        # Interruption notices as the daemon's notice watch records them (the pass reads them).
+        self.notices = NoticeBook(cluster_documents(self.config))
+        # Noticed instances the cloud reclaimed, not yet through the loss path: (provider, key, id).
+        self.reclaimed: list[tuple[str, str, str]] = []
         self.passes = 0
         self._demand_samples: list[tuple[float, int]] = []
 
@@ -190,6 +236,7 @@ class Replay:
         while at < model.end:
             self.clock.to(at)
             controller.catch_up()
+            self._retire_reclaimed()
             seen, seq = controller.pushes, controller.picture_seq()
             report = self.reconciler.run_once(trigger)
             self.passes += 1
@@ -205,6 +252,14 @@ class Replay:
         self.clock.to(model.end)
         controller.catch_up()
         return self._figures(label)
+
+    def _retire_reclaimed(self) -> None:
+        """The host-loss path on noticed instances the cloud took, between two passes, as the
+        daemon's notice watch runs it (``daemon/noticing.py``): their loss is recorded at once."""
+        while self.reclaimed:
+            provider, key, instance_id = self.reclaimed.pop(0)
+            self.reconciler.executor.observe_losses(provider, [key], new_op_id(self.clock()))
+            self.notices.lost([instance_id], self.clock())
 
     def _wait(self, deadline: float) -> tuple[str, float]:
         """Run the model's events up to the first push (the next pass's trigger and time), else
@@ -224,7 +279,10 @@ class Replay:
         for job in model.jobs:
             controller.at(max(job.submit, model.start), _submit(controller, job))
         for loss in model.losses:
-            controller.at(loss.at, _lose(controller, loss))
+            noticed = Noticed(controller, self.notices, loss, self.reclaimed)
+            if loss.notice > 0:
+                controller.at(max(model.start, loss.at - loss.notice), noticed.notice)
+            controller.at(loss.at, noticed.lose)
         if samples_every > 0:
             t = model.start
             while t < model.end:
@@ -286,10 +344,12 @@ class Replay:
         """Demand as sampled; supply and spend at each sample time from the run's end state."""
         launched = sorted(i.launched for i in self.cloud.instances.values())
         ended = sorted(i.ended for i in self.cloud.instances.values() if i.ended is not None)
-        spend = _spend_curve(items, self.model.start, self.model.end)
+        start, end = self.model.start, self.model.end
+        spans = [(*window(item, start, end), item.cost) for item in items]
+        spent = spread_spend(spans, [max(t, start) for t, _ in self._demand_samples])
         return [
-            Sample(t, demand, bisect.bisect_right(launched, t) - bisect.bisect_right(ended, t), spend(t))
-            for t, demand in self._demand_samples
+            Sample(t, demand, bisect.bisect_right(launched, t) - bisect.bisect_right(ended, t), max(0.0, money))
+            for (t, demand), money in zip(self._demand_samples, spent, strict=True)
         ]
 
 
@@ -297,11 +357,44 @@ def _submit(controller: ModelController, job: Job) -> Callable[[float], None]:
     return lambda now: controller.submit(job, now)
 
 
-def _lose(controller: ModelController, loss: Loss) -> Callable[[float], None]:
-    def lose(now: float) -> None:
-        controller.lose(loss, now)
+class Noticed:
+    """One loss, with its interruption notice when it has one: at the notice the instance it
+    will take is picked, closed at the controller and written to the notice book the pass reads
+    (as the daemon's notice watch writes it: the pass then counts the host as leaving and asks
+    for its replacement, ``reconcile/noticebook.py``); at the loss that same instance goes."""
 
-    return lose
+    def __init__(
+        self, controller: ModelController, book: NoticeBook, loss: Loss, reclaimed: list[tuple[str, str, str]]
+    ) -> None:
+        self.controller, self.book, self.loss, self.reclaimed = controller, book, loss, reclaimed
+        self.key = ""
+
+    def notice(self, now: float) -> None:
+        inst = self.controller.pick(self.loss)
+        if inst is None:
+            return
+        host = self.controller.notice(inst, self.loss.at, now)
+        self.key = inst.key
+        self.book.record(
+            NoticedHost(
+                provider=inst.provider,
+                instance_id=inst.instance_id,
+                kind=DEFAULT_KIND,
+                noticed_at=now,
+                reclaim_at=self.loss.at,
+                acted_at=now,
+                instance_key=inst.key,
+                template=inst.template,
+                host_name=host.host_name if host is not None else "",
+                host_state=host.state() if host is not None else "",
+                controller_at=now,
+            )
+        )
+
+    def lose(self, now: float) -> None:
+        taken = self.controller.lose(self.loss, now, self.key)
+        if taken is not None and self.key and taken.key == self.key:
+            self.reclaimed.append((taken.provider, taken.key, taken.instance_id))
 
 
 def _templates_by_key(facts: Mapping[str, Sequence[Fact]]) -> dict[str, str]:
@@ -312,30 +405,3 @@ def _templates_by_key(facts: Mapping[str, Sequence[Fact]]) -> dict[str, str]:
             if fact.instance_key and fact.template:
                 out.setdefault(fact.instance_key, fact.template)
     return out
-
-
-def _spend_curve(items: Sequence[CostItem], since: float, until: float) -> Callable[[float], float]:
-    """Money spent in ``[since, t)``: each item's cost spread evenly over its stretch in the
-    window (exact for an instance at one price; a warm-pool instance's stopped and running
-    stretches are averaged). Reads ``t`` in increasing order only."""
-    changes: list[tuple[float, float]] = []
-    for item in items:
-        start, end = max(item.start, since), min(item.end if item.end is not None else until, until)
-        if end > start and item.cost:
-            rate = item.cost / (end - start)
-            changes += [(start, rate), (end, -rate)]
-    changes.sort()
-    state = {"i": 0, "t": since, "rate": 0.0, "spent": 0.0}
-
-    def spend(t: float) -> float:
-        i, last, rate, spent = int(state["i"]), state["t"], state["rate"], state["spent"]
-        while i < len(changes) and changes[i][0] <= t:
-            when, delta = changes[i]
-            spent += rate * (when - last)
-            last, rate = when, rate + delta
-            i += 1
-        spent += rate * (t - last)
-        state.update(i=i, t=t, rate=rate, spent=spent)
-        return max(0.0, spent)
-
-    return spend

@@ -235,14 +235,21 @@ def map_swf(trace: SwfTrace, config: Config, mapping: SwfMapping | None = None) 
     return Mapped(tuple(jobs), dropped, epoch)
 
 
+# How long a trace's model runs past its last job's end: the same for every candidate (so their
+# periods compare), long enough for idle hosts to be returned (docs/replay.md).
+SETTLE: Final = 3600.0
+
+
 def model_of_swf(
     trace: SwfTrace, config: Config, mapping: SwfMapping | None = None, latencies: Latencies | None = None
 ) -> WorldModel:
-    """The model world of a trace: its jobs by ``mapping``, from the first submit to the last
-    job's end (submit + run time); no refusals or losses; ``latencies`` or the defaults."""
+    """The model world of a trace: its jobs by ``mapping``, from the first submit to an hour
+    after the last job's end (submit + run time: :data:`SETTLE`, so that the hosts of the last
+    work are returned within the period under any usual ``idle_time``); no refusals or losses;
+    ``latencies`` or the defaults."""
     mapped = map_swf(trace, config, mapping)
     if not mapped.jobs:
         raise SwfError(f"{trace.name}: no job of the trace fits a template of the configuration")
     start = min(j.submit for j in mapped.jobs)
-    end = max(j.submit + j.duration for j in mapped.jobs)
+    end = max(j.submit + j.duration for j in mapped.jobs) + SETTLE
     return WorldModel(start, end, mapped.jobs, latencies or Latencies(), source=f"swf:{trace.name}")

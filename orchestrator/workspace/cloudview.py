@@ -71,6 +71,8 @@ class CloudObject:
     state: str
     state_reason: str
     launch_time: str
+    # When the cloud terminated it (RFC 3339; "" while live, or a module that does not say).
+    terminated_at: str = ""
 
 
 @dataclass(frozen=True)
@@ -306,6 +308,7 @@ def _cloud_object(key: object, value: object, labels: LabelMap) -> CloudObject:
         # Not every module can tell why an object stopped (only xcesim does today): "" then.
         state_reason=_text(value.get("state_reason"), f"{where}.state_reason", MAX_TEXT),
         launch_time=_text(value.get("launch_time"), f"{where}.launch_time", MAX_TEXT),
+        terminated_at=_text(value.get("terminated_at"), f"{where}.terminated_at", MAX_TEXT),
     )
 
 

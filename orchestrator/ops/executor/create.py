@@ -110,7 +110,7 @@ class CreateOp:
         intent's ``detail`` (none: the default offering)."""
         if count <= 0:
             raise UsageError(f"count must be at least 1, not {count}")
-        op_id = op_id or new_op_id()
+        op_id = op_id or new_op_id(self.parts.clock())
         shards = self.shardset.shards(provider)
         # Held until every shard the op touches wrote its desired set (and applied): two
         # placements never read the same free room. Returns do not take it. A Terraform

@@ -50,7 +50,7 @@ class ReturnOp:
     ) -> ReturnResult:
         """Return the instances ``keys`` of ``provider`` as one op (see the module docstring)."""
         drain = drain or DrainSettings()
-        op_id = new_op_id()
+        op_id = new_op_id(self.parts.clock())
         chosen = sorted(set(keys))
         result = ReturnResult(op_id, provider, chosen, dry_run=dry_run)
         groups = self.group_by_shard(provider, chosen)

@@ -56,7 +56,7 @@ class StartOp:
         chosen = sorted(set(keys))
         if not chosen or len(chosen) > MAX_START_KEYS:
             raise UsageError(f"a start op takes 1 to {MAX_START_KEYS} pool instances, not {len(chosen)}")
-        op_id = op_id or new_op_id()
+        op_id = op_id or new_op_id(self.parts.clock())
         self.shardset.workdir(provider)
         groups = self.returns.group_by_shard(provider, chosen)  # a key no shard holds: refused before the intent
         epoch = self.parts.recorder.gate(provider, op_id, "intent")

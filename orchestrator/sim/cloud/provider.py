@@ -37,7 +37,8 @@ through the ``tf`` framework. The contract (``docs/architecture.md``):
   list of objects with every attribute of the resource, oldest first, available images only.
 - data source ``xcesim_instances``: input ``tags`` (every pair must match) and optional
   ``recently_terminated`` (bool); computed ``instances``, a list of objects with every
-  attribute of the resource plus ``state_reason`` and ``interruption_at``/``reclaim_at`` (RFC 3339,
+  attribute of the resource plus ``state_reason``, ``terminated_at`` (RFC 3339, null while
+  not terminated) and ``interruption_at``/``reclaim_at`` (RFC 3339,
   null without an interruption notice), oldest first: live instances only, or also
   those terminated in the last hour when ``recently_terminated`` is true.
 - data source ``xcesim_flavors``: no input; computed ``flavors``, the cloud's flavor catalogue
@@ -118,6 +119,9 @@ POWER_STATES: Final = (RUNNING, STOPPED)
 _LISTED_ATTRS: Final = (*_INSTANCE_ATTRS, "state_reason")
 # A listed instance's interruption notice (RFC 3339; null when it has none, notices.py).
 _NOTICE_ATTRS: Final = ("interruption_at", "reclaim_at")
+# When a listed instance was terminated (RFC 3339; null while it is not): where the cloud's
+# bill ends it, so a reader records a loss at the cloud's time, not its own.
+_ENDED_ATTRS: Final = ("terminated_at",)
 
 # A fence is empty (no lease: a run outside the executor), ``none`` (standalone) or ``<term>.<seq>``.
 _FENCE = re.compile(r"|none|[0-9]{1,20}\.[0-9]{1,20}")
@@ -163,7 +167,7 @@ def _image_object_type() -> ObjectType:
 
 
 def _instance_object_type() -> ObjectType:
-    attrs: dict[str, Any] = {name: types.String() for name in (*_LISTED_ATTRS, *_NOTICE_ATTRS)}
+    attrs: dict[str, Any] = {name: types.String() for name in (*_LISTED_ATTRS, *_NOTICE_ATTRS, *_ENDED_ATTRS)}
     attrs["tags"] = types.Map(types.String())
     return ObjectType(attrs)
 
@@ -651,8 +655,8 @@ class InstancesDataSource(DataSource):  # type: ignore[misc]
     """``xcesim_instances``: instances whose tags contain every pair of ``tags``.
 
     Live instances only, unless ``recently_terminated`` is true: then also those terminated in
-    the last hour, with ``state = "terminated"`` and their ``state_reason``, so that a reader
-    can tell a spot reclaim from an out-of-band delete.
+    the last hour, with ``state = "terminated"``, their ``state_reason`` (so that a reader can
+    tell a spot reclaim from an out-of-band delete) and ``terminated_at``.
     """
 
     def __init__(self, provider: XceSimProvider) -> None:
@@ -706,6 +710,7 @@ class InstancesDataSource(DataSource):  # type: ignore[misc]
                 {
                     **{k: v for k, v in _state(i).items() if k in _INSTANCE_ATTRS},
                     "state_reason": i.state_reason,
+                    "terminated_at": i.terminated_at or None,
                     **_notice_attrs(noticed.get(i.id)),
                 }
                 for i in found

@@ -12,7 +12,7 @@ output "instances" {
 }
 
 output "tagged" {
-  description = "Every instance carrying this cluster's xce:cluster tag as listed when the data source was last read (plan or refresh), keyed by cloud id: id, name, address, launch_time, state, state_reason, tags. Live instances, and those terminated in the last hour (state terminated, state_reason e.g. spot-reclaim)."
+  description = "Every instance carrying this cluster's xce:cluster tag as listed when the data source was last read (plan or refresh), keyed by cloud id: id, name, address, launch_time, state, state_reason, terminated_at, tags. Live instances, and those terminated in the last hour (state terminated, state_reason e.g. spot-reclaim, terminated_at RFC 3339)."
   value = {
     for inst in local.listed : inst.id => {
       id           = inst.id
@@ -21,7 +21,9 @@ output "tagged" {
       launch_time  = inst.launch_time
       state        = inst.state
       state_reason = inst.state_reason
-      tags         = inst.tags
+      # When the cloud terminated it (null while live): a loss ends there (docs/cost.md).
+      terminated_at = inst.terminated_at
+      tags          = inst.tags
     }
   }
 }

@@ -130,7 +130,7 @@ output "instances" {
 }
 
 output "tagged" {
-  description = "Every instance carrying this cluster's xce:cluster tag as listed when the data source was last read (plan or refresh), keyed by cloud id: id, name, address, launch_time, state, state_reason, tags. Live instances, and those terminated in the last hour (state terminated, state_reason e.g. spot-reclaim)."
+  description = "Every instance carrying this cluster's xce:cluster tag as listed when the data source was last read (plan or refresh), keyed by cloud id: id, name, address, launch_time, state, state_reason, terminated_at, tags. Live instances, and those terminated in the last hour (state terminated, state_reason e.g. spot-reclaim, terminated_at RFC 3339)."
   value       = module.instances.tagged
 }
 

@@ -12,6 +12,7 @@ from orchestrator.clients.controller.types import Epoch, Fact
 from orchestrator.configfile import parse_config
 from orchestrator.daemon.metrics import DaemonMetrics
 from orchestrator.daemon.statusdoc import update_metrics
+from orchestrator.model.offerings import Offering
 from orchestrator.reconcile.costs import spend_document
 from tests.monitoring_helpers import promtool_problems
 
@@ -56,3 +57,13 @@ def test_spend_counts_up_from_the_daemon_start_and_the_rate_is_the_live_instance
     if problems is None:
         pytest.skip("promtool is not installed (Debian: apt-get install prometheus)")
     assert problems == ""
+
+
+def test_a_select_templates_spend_is_at_the_offering_the_last_pass_selected() -> None:
+    text = SITE.replace("flavor: c8, image: baked, cost_per_hour: 3.6", "select: {}, image: baked, cost_per_hour: 36")
+    config = parse_config(text, "site.yaml", Path("/")).config
+    selected = {("cpu", "sim"): [Offering("c8", "c8", cost_per_hour=3.6, source="catalogue")]}
+    doc = spend_document(config, FACTS, 1050.0, 1200.0, selected)
+    assert doc["total"] == {"sim": {"cpu": 0.2}} and doc["rate_per_hour"] == {"sim": {"cpu": 3.6}}
+    # Without the selections: the template's cost_per_hour (docs/cost.md, "The limits").
+    assert spend_document(config, FACTS, 1050.0, 1200.0)["rate_per_hour"] == {"sim": {"cpu": 36.0}}

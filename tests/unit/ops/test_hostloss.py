@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import stat
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,12 @@ def test_spot_reclaim_and_expiry_are_lost_at_once(tracker: LossTracker) -> None:
     assert evidence["listing"] == {"state": "terminated", "state_reason": "spot-reclaim", "name": "h-i-a"}
     assert evidence["observations_missing"] == 1 and evidence["drift"] == "deleted"
     json.dumps(evidence)  # the fact's detail must be JSON
+
+
+def test_the_clouds_termination_time_goes_into_the_evidence(tracker: LossTracker) -> None:
+    ended = replace(obj("i-a", reason="spot-reclaim"), terminated_at="2026-12-01T09:00:00Z")
+    (lost,) = tracker.observe(Drift(deleted={"op1-0": "i-a"}), listing(ended))
+    assert lost.evidence["listing"]["terminated_at"] == "2026-12-01T09:00:00Z"
 
 
 def test_an_unexplained_delete_needs_two_consecutive_observations(tracker: LossTracker) -> None:

@@ -17,6 +17,7 @@ from tffake import ROOT, SITE, FakeHosts
 from orchestrator.clients.controller.types import HostInfo
 from orchestrator.configfile import LoadedConfig, parse_config
 from orchestrator.model import tags as owner
+from orchestrator.model.costs import launch_time_of
 from orchestrator.model.facts import FactKind
 from orchestrator.orphans.report import table
 from orchestrator.orphans.scan import OrphanScanner
@@ -134,6 +135,8 @@ def test_class_b_reported_once_adopted_when_it_matches_and_others_never_seen(w: 
     assert (by_id["i-twin"].action, by_id["i-twin"].outcome) == ("adopt", "taken")
     kinds = {(f.kind, f.instance_id) for f in w.facts.committed if f.kind.startswith("orphan")}
     assert kinds == {(FactKind.ORPHAN_REPORTED, "i-stray"), (FactKind.ORPHAN_ADOPTED, "i-twin")}
+    # The listed launch time goes with them: the cost ledger counts an adopted orphan from it.
+    assert all(launch_time_of(f.detail) for f in w.facts.committed if f.kind.startswith("orphan"))
     # Nothing in the cloud changed: no import, no apply beyond the create.
     assert [c for c, _ in w.engine.calls].count("apply") == 1 and "i-foreign" in w.engine.extra
     # The next scan: the adopted one is known; the reported one is not reported twice.

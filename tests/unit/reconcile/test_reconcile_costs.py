@@ -3,10 +3,12 @@ offering's price, the warm pool at its stopped price, group attribution, period 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from reconcile_support import FactLog, FakeClock, site
 
-from orchestrator.model.costs import launch_detail, launch_time_of, totals
+from orchestrator.model.costs import ended_time_of, launch_detail, launch_time_of, totals
 from orchestrator.model.facts import FactKind
 from orchestrator.model.offerings import Placement, placement_detail
 from orchestrator.reconcile.costs import cost_items, spend_rate
@@ -67,6 +69,23 @@ def test_the_start_is_the_clouds_launch_time_carried_by_the_fact(log: FactLog) -
     [item] = cost_items(config, {"sim": log.facts}, 0, log.clock.now)
     assert item.start == 1_000_990 and item.running_seconds == 100
     assert launch_time_of("") is None and launch_time_of('{"launch_time": "bad"}') is None
+
+
+def test_a_loss_ends_at_the_clouds_termination_time_when_the_listing_gave_it(log: FactLog) -> None:
+    config = site(SITE)
+    [a, b] = log.intent("op-1", "sim", "cpu", 2)
+    log.created(a, "sim", "cpu")
+    log.created(b, "sim", "cpu")
+    ended = "1970-01-12T13:58:20Z"  # 1_000_700: 700 s after the launch, 300 s before the fact
+    log.clock.advance(1000)
+    listing = {"reason": "spot-reclaim", "listing": {"state": "terminated", "terminated_at": ended}}
+    common = {"instance_key": a, "template": "cpu"}
+    log._commit(FactKind.LOST, "sim", "op-1", detail=json.dumps(listing), **common)
+    log.gone(b, "sim", "cpu", FactKind.LOST)  # no time from the cloud: the fact's commit time
+    by_key = {i.key: i for i in cost_items(config, {"sim": log.facts}, 0, log.clock.now + 10)}
+    assert by_key[a].end == 1_000_700 and by_key[a].running_seconds == 700
+    assert by_key[b].end == 1_001_000 and by_key[b].running_seconds == 1000
+    assert ended_time_of("") is None and ended_time_of('{"listing": {"terminated_at": "bad"}}') is None
 
 
 def test_a_warm_pool_instance_costs_its_stopped_price_until_taken(log: FactLog) -> None:

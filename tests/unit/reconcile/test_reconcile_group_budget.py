@@ -70,6 +70,9 @@ def test_a_group_budget_holds_every_template_of_the_group_and_names_the_group(tm
     assert reason.detail == "group budget: group batch spend 2.5 of budget 2.5/h"
 
 
-def test_a_group_budget_takes_per_hour_only_for_now() -> None:
-    with pytest.raises(ConfigError, match="per_month"):
-        site(SITE.replace("{per_hour: 2.5}", "{per_hour: 2.5, per_month: 900}"))
+def test_a_group_budget_needs_per_hour_per_month_or_both() -> None:
+    assert site(SITE.replace("{per_hour: 2.5}", "{per_month: 900}")).policy.group_budgets["batch"].per_month == 900
+    both = site(SITE.replace("{per_hour: 2.5}", "{per_hour: 2.5, per_month: 900}")).policy.group_budgets["batch"]
+    assert (both.per_hour, both.per_month) == (2.5, 900)
+    with pytest.raises(ConfigError, match="per_hour, per_month or both"):
+        site(SITE.replace("{per_hour: 2.5}", "{}"))

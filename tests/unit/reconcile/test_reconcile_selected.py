@@ -51,6 +51,7 @@ def test_select_offerings_and_a_problem_logged_once(tmp_path: Path, caplog: pyte
     engine.fail = None
     selected.reader.clock = lambda: 1e12  # past the wait after a failed read
     assert [o.name for o in selected.current()[("cpu", "sim")]] == ["c8"]
+    assert [o.name for o in selected.last[("cpu", "sim")]] == ["c8"]  # what the status prices with
     assert selected.problems == {}
 
 

@@ -137,6 +137,22 @@ def test_a_loss_is_counted_and_its_host_replaced(tmp_path: Path) -> None:
     assert [run.controller.hosts_by_id[h].instance_key for h in work.host_ids] == [replacement.key]
 
 
+def test_a_noticed_loss_is_replaced_before_the_reclaim(tmp_path: Path) -> None:
+    # Two minutes' notice: the host is closed at the notice, its work requeued, and the pass
+    # (reading the notice book as the daemon's watch writes it) asks for a replacement at once.
+    loss = Loss(START + HOUR, "sim", "cpu", notice=120.0)
+    world = model(Job(START + 60, "cpu", 1, 2 * HOUR), losses=(loss,))
+    run, figures = replay(tmp_path, config(tmp_path), world)
+    assert (figures.lost, figures.launches) == (1, 2)
+    taken = next(i for i in run.cloud.instances.values() if i.reason == "spot-reclaim")
+    assert taken.ended == START + HOUR
+    replacement = next(i for i in run.cloud.instances.values() if i is not taken)
+    assert START + HOUR - 120 <= replacement.launched < START + HOUR
+    # The requeued work started again on the replacement before the reclaim, and ran to its end
+    # (without the notice it restarts only after the loss, and is still running at the end).
+    assert run.controller.works == []
+
+
 def test_a_capacity_window_makes_the_policy_fall_back_to_the_next_offering(tmp_path: Path) -> None:
     window = RefusalWindow(CAPACITY, "sim", "c8.large", START, START + 2 * HOUR)
     world = model(Job(START + 60, "cpu", 2, 600.0), Job(START + 2.5 * HOUR, "cpu", 1, 600.0), refusals=(window,))

@@ -92,7 +92,8 @@ def test_times_start_at_the_header_s_start_time_else_the_fixed_epoch() -> None:
     config = site()
     lines = [line(1, 30, 100, 4), line(2, 90, 50, 4)]
     with_start = model_of_swf(read_swf(["; UnixStartTime: 1700000000", *lines], "t"), config)
-    assert (with_start.start, with_start.end) == (1_700_000_030, 1_700_000_140)  # last end: 90 + 50
+    # The last job ends at 90 + 50; the model runs an hour past it (SETTLE).
+    assert (with_start.start, with_start.end) == (1_700_000_030, 1_700_000_140 + 3600)
     assert [j.submit for j in with_start.jobs] == [1_700_000_030, 1_700_000_090]
     without = model_of_swf(read_swf(lines, "t"), config)
     assert without.start == EPOCH + 30 and without.source == "swf:t"

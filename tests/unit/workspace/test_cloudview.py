@@ -93,7 +93,7 @@ def test_listing_reads_every_field() -> None:
     doc = plan_doc(
         {
             "i-2": listed("i-2", launch_time="2026-12-01T09:00:00Z", address=None),
-            "i-1": listed("i-1", state="terminated", state_reason="spot-reclaim"),
+            "i-1": listed("i-1", state="terminated", state_reason="spot-reclaim", terminated_at="2026-12-01T10:00:00Z"),
             "i-3": {k: v for k, v in listed("i-3").items() if k != "state_reason"},  # aws: no reason
         }
     )
@@ -102,6 +102,7 @@ def test_listing_reads_every_field() -> None:
     assert [o.id for o in listing.objects] == ["i-1", "i-3", "i-2"]  # oldest first
     by_id = listing.by_id()
     assert (by_id["i-1"].state, by_id["i-1"].state_reason) == ("terminated", "spot-reclaim")
+    assert by_id["i-1"].terminated_at == "2026-12-01T10:00:00Z" and by_id["i-3"].terminated_at == ""
     assert by_id["i-2"].address == "" and by_id["i-3"].state_reason == ""
     assert by_id["i-2"].tags == {"xce:cluster": "unit"} and by_id["i-2"].name == "h-i-2"
 

@@ -6,6 +6,7 @@ Time is an explicit clock handed to the store: no test sleeps or measures time.
 from __future__ import annotations
 
 import sqlite3
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -250,3 +251,20 @@ def test_sim_cloud_list_shows_the_lifetime_and_the_expiry(store: CloudStore, clo
     assert "terminated (expired)" in table.splitlines()[1]
     ended = store.get(inst.id)
     assert ended is not None and ended.to_json()["expires_at"] == "2026-03-01T12:01:00Z"
+
+
+def test_the_listing_says_when_the_cloud_terminated_an_instance(tmp_path: Path) -> None:
+    path = tmp_path / "cloud.sqlite"
+    tags = {"xce:cluster": "demo", MAX_LIFETIME: "60"}
+    store = CloudStore(path)
+    launched = time.time() - 120  # with a lifetime of 60 s: ended by the cloud a minute ago
+    rfc = lambda t: datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # noqa: E731
+    expired = store.create_out_of_band("old", "c8.large", "debian-12", tags, launch_time=rfc(launched))
+    live = store.create_out_of_band("new", "c8.large", "debian-12", {"xce:cluster": "demo"})
+    store.expire_due()
+    diags = Diagnostics()
+    config = {"tags": {}, "recently_terminated": True}
+    listed = InstancesDataSource(_provider(path)).read(ReadDataContext(diags, "xcesim_instances"), config)
+    by_id = {i["id"]: i for i in listed["instances"]}
+    assert by_id[expired.id]["state"] == "terminated" and by_id[expired.id]["terminated_at"] == rfc(launched + 60)
+    assert by_id[live.id]["terminated_at"] is None
