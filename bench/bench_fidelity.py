@@ -1,7 +1,8 @@
 """Benchmark: replay fidelity against the real daemon (issue 32, "Benchmarks and checks").
 
 Run (root: simulated hosts): ``.venv/bin/python bench/bench_fidelity.py [--minutes 60]
-[--idle-a 60] [--idle-b 240] [--workdir DIR] [--sequential] [--quick] [--replay-only] [--check]``.
+[--idle-a 60] [--idle-b 240] [--workdir DIR] [--sequential] [--quick] [--real-only | --replay-only]
+[--replay-with cli|library] [--check]``.
 
 **Two real runs.** For ``idle_time`` A and B, a real ``xceprov daemon`` runs in a simulated world
 of its own (``xceprov sim up`` with simulated hosts in a test lab of its own; site under
@@ -144,21 +145,11 @@ def replay_in_process(recording: Path, config: Path, state_dir: Path) -> dict[st
     return {"recorded": figures_of_recording(records, loaded).to_json(), "replayed": replayed.to_json()}
 
 
-def candidate(config: Path, idle: float | None, image: str, out: Path) -> Path:
-    """``config`` as a replay candidate, written to ``out``, with ``idle`` every provider's
-    ``idle_time`` set to that many seconds. Two workarounds that change nothing the replay models
-    (its hosts join by themselves after a join latency drawn from the recording, whatever their
-    bootstrap; docs/replay.md): ``bake:newest`` is replaced by the image the run baked (what the
-    daemon resolved it to: the model cloud holds no images), and ``bootstrap.mode: first-boot``
-    by ``push`` (a replay drops the controller's join key, which a first-boot create needs to
-    mint its hosts' tokens: every create would fail)."""
+def candidate(config: Path, idle: float | None, out: Path) -> Path:
+    """``config`` as it is, with ``idle`` every provider's ``idle_time`` set to that many
+    seconds, written to ``out`` (a replay takes a site's configuration as it is: ``bake:newest``
+    and first-boot templates included, docs/replay.md)."""
     cfg: dict[str, Any] = yaml.safe_load(config.read_text())
-    for template in cfg["templates"].values():
-        if (template.get("bootstrap") or {}).get("mode") == "first-boot":
-            template["bootstrap"]["mode"] = "push"
-        for side in template["providers"].values():
-            if side.get("image") == "bake:newest":
-                side["image"] = image
     if idle is not None:
         for provider in cfg["providers"].values():
             provider["idle_time"] = f"{idle:g}s"
@@ -171,9 +162,8 @@ def compare_runs(args: argparse.Namespace) -> dict[str, Any]:
     real = {label: json.loads((args.workdir / label / "real.json").read_text()) for label in LABELS}
     recording = args.workdir / "a" / "recording.jsonl.gz"
     site = args.workdir / "a" / "site" / "xceprov.yaml"
-    image = real["a"]["bake"]["image_id"]
-    config_a = candidate(site, None, image, args.workdir / "a" / "config-a.yaml")
-    config_b = candidate(site, real["b"]["idle_time"], image, args.workdir / "a" / "config-idle-b.yaml")
+    config_a = candidate(site, None, args.workdir / "a" / "config-a.yaml")
+    config_b = candidate(site, real["b"]["idle_time"], args.workdir / "a" / "config-idle-b.yaml")
     same = replay(args.workdir, recording, config_a, "a-a", args.replay_with)
     other = replay(args.workdir, recording, config_b, "a-b", args.replay_with)
     window = period(real, same["replayed"])

@@ -172,14 +172,17 @@ def read_back(world: Any, label: str, t0: int, end: int, out: Path) -> dict[str,
     rows = [r for r in requests.get("requests", []) if r.get("action", "create") == "create"]
     (out.parent / "cost.json").write_text(json.dumps(cost, indent=1))
     (out.parent / "bill.json").write_text(json.dumps(bill, indent=1))
-    summary = [line for line in exported.stderr.strip().splitlines() if line.startswith("{")]
+    try:
+        summary: Any = json.loads(exported.stderr)
+    except ValueError:
+        summary = exported.stderr.strip()[-2000:]
     return {
         "figures": real_figures(cost),
         "bill": bill_figures(bill),
         "creates_by_outcome": counts(rows, "outcome"),
         "creates_by_offering": counts([r for r in rows if r.get("outcome") == "created"], "offering"),
         "live_at_end": len(world.alive()),
-        "recording_summary": json.loads(summary[-1]) if summary else None,
+        "recording_summary": summary,
     }
 
 

@@ -118,22 +118,16 @@ def test_the_cloud_s_bill_is_read_from_its_total() -> None:
     assert bill_figures(bill) == {"cost": 0.25, "host_hours": 0.5}
 
 
-def test_a_candidate_names_the_baked_image_and_the_other_idle_time(tmp_path: Path) -> None:
+def test_a_candidate_is_the_site_s_configuration_with_the_other_idle_time(tmp_path: Path) -> None:
     site = tmp_path / "xceprov.yaml"
     cfg = {
         "providers": {"sim": {"idle_time": "60s", "hold_time": "0s"}},
-        "templates": {
-            "fb": {"providers": {"sim": {"image": "bake:newest"}}},
-            "cpu": {"providers": {"sim": {"image": "d"}}},
-        },
+        "templates": {"fb": {"providers": {"sim": {"image": "bake:newest"}}, "bootstrap": {"mode": "first-boot"}}},
     }
     site.write_text(yaml.safe_dump(cfg))
-    out = yaml.safe_load(candidate(site, 240.0, "img-1", tmp_path / "b.yaml").read_text())
-    assert out["providers"]["sim"] == {"idle_time": "240s", "hold_time": "0s"}
-    assert out["templates"]["fb"]["providers"]["sim"]["image"] == "img-1"
-    assert out["templates"]["cpu"]["providers"]["sim"]["image"] == "d"
-    same = yaml.safe_load(candidate(site, None, "img-1", tmp_path / "a.yaml").read_text())
-    assert same["providers"]["sim"]["idle_time"] == "60s"
+    out = yaml.safe_load(candidate(site, 240.0, tmp_path / "b.yaml").read_text())
+    assert out == {**cfg, "providers": {"sim": {"idle_time": "240s", "hold_time": "0s"}}}
+    assert yaml.safe_load(candidate(site, None, tmp_path / "a.yaml").read_text()) == cfg
 
 
 def test_the_period_compared_is_the_replay_s_within_the_run() -> None:
