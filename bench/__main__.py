@@ -29,6 +29,7 @@ BENCHES = [
     ("bench_bootstrap.py", True),
     ("bench_firstboot.py", True),
     ("bench_spot.py", True),
+    ("bench_fidelity.py", True),
 ]
 
 
