@@ -36,7 +36,7 @@ from __future__ import annotations
 import bisect
 import random
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final, Protocol
 
@@ -53,6 +53,7 @@ from orchestrator.model.notices import DEFAULT_KIND
 from orchestrator.ops.executor import OpParts, Wired
 from orchestrator.paths import toolkit_root
 from orchestrator.reconcile.costs import cost_items
+from orchestrator.reconcile.ledger import ledger
 from orchestrator.reconcile.loop import Reconciler
 from orchestrator.reconcile.noticebook import NoticeBook, NoticedHost
 from orchestrator.reconcile.report import PassReport
@@ -313,18 +314,17 @@ class Replay:
             row["cost"] += item.cost
             row["host_hours"] += item.running_seconds / 3600
         counted = {FactKind.INSTANCE_CREATED: "launches", FactKind.RETURNED: "returns", FactKind.LOST: "lost"}
-        template_of = _templates_by_key(facts)
-        # A key given back without ever being made (a create refused for capacity: its keys are
-        # closed with a ``returned`` fact) is no return of an instance.
-        made = {f.instance_key for fs in facts.values() for f in fs if f.kind == FactKind.INSTANCE_CREATED}
+        # The ledger says each key's template and whether the cloud made it: a key given back
+        # without being made (a create refused for capacity: its keys are closed with a
+        # ``returned`` fact) is no return of an instance.
+        records = {key: r for fs in facts.values() for key, r in ledger(fs).items()}
         for provider_facts in facts.values():
             for fact in provider_facts:
                 name = counted.get(fact.kind)
-                if name is None or fact.committed >= model.end:
+                record = records.get(fact.instance_key)
+                if name is None or fact.committed >= model.end or record is None or record.created is None:
                     continue
-                if fact.kind != FactKind.INSTANCE_CREATED and fact.instance_key not in made:
-                    continue
-                of(fact.template or template_of.get(fact.instance_key, ""))[name] += 1
+                of(record.template)[name] += 1
         for template, seconds in self.controller.pending_seconds.items():
             of(template)["pending_host_minutes"] += seconds / 60
         total = {k: sum(row[k] for row in templates.values()) for k in ("cost", "host_hours", "pending_host_minutes")}
@@ -401,13 +401,3 @@ class Noticed:
         taken = self.controller.lose(self.loss, now, self.key)
         if taken is not None and self.key and taken.key == self.key:
             self.reclaimed.append((taken.provider, taken.key, taken.instance_id))
-
-
-def _templates_by_key(facts: Mapping[str, Sequence[Fact]]) -> dict[str, str]:
-    """Instance key → its template, from any fact that names both."""
-    out: dict[str, str] = {}
-    for provider_facts in facts.values():
-        for fact in provider_facts:
-            if fact.instance_key and fact.template:
-                out.setdefault(fact.instance_key, fact.template)
-    return out
